@@ -1,0 +1,698 @@
+//! The results file, schema v1: one JSON document per run.
+//!
+//! Conventions used by every type here:
+//! - Durations are milliseconds (`_ms`) or seconds (`_s`) as the field name says, measured on a
+//!   monotonic clock; points in time inside a run are `_ms` offsets from [`RunInfo::started_at`].
+//! - Rates are tokens per second (`_tps`); sizes are bytes (`_bytes`) or tokens (`_tokens`).
+//! - A figure a source does not give is `null`, never invented (the seed page has no p90/p99).
+//! - Each figure's doc comment names its source: *client clock* (the collector's monotonic
+//!   clock), *server usage* (the `usage` object of the stream), *Prometheus* (the server's
+//!   `/metrics`), *NVML* (the GPU driver), or *plan* (decided before measuring).
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// A whole run: header (tool, run, hardware, engine, config) and every planned measurement.
+///
+/// Every planned prefill row and decode cell appears, measured or not (see [`CellStatus`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Results {
+    /// Always `"speedmatrix-results"` ([`crate::SCHEMA_NAME`]).
+    pub schema: String,
+    /// The schema version of this file (integer, currently 1). Older versions are migrated on
+    /// load; newer ones are refused with an "upgrade speedmatrix" error.
+    pub schema_version: u32,
+    /// The program that measured (or converted) this run.
+    pub tool: Tool,
+    /// Identity, timing and state of the run.
+    pub run: RunInfo,
+    /// The machine the server ran on.
+    pub hardware: Hardware,
+    /// The inference engine and model that were measured.
+    pub engine: Engine,
+    /// The test plan: what was asked for.
+    pub config: Config,
+    /// Prefill rows, in plan order (one per prefill context).
+    pub prefill: Vec<PrefillRow>,
+    /// Sustained-decode cells, in plan order (context-major, then concurrency).
+    pub decode: Vec<DecodeCell>,
+    /// Run-level telemetry series (server gauges, GPU samples), if recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub telemetry: Option<Telemetry>,
+}
+
+/// The program that produced the file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Tool {
+    /// Program name, e.g. `speedmatrix` or `llm-inference-bench` for an imported run.
+    pub name: String,
+    /// Program version, e.g. `0.1.0`.
+    pub version: String,
+    /// For imported runs: the program and version that converted the file.
+    #[serde(default)]
+    pub converted_by: Option<String>,
+}
+
+/// Lifecycle state of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Still measuring; the file is rewritten after every cell.
+    Running,
+    /// Every planned cell has a final status.
+    Complete,
+    /// Stopped by the user (Ctrl-C) or a dead server; unmeasured cells are `not_run`.
+    Interrupted,
+    /// The run could not go on; `notes` / cell reasons say why.
+    Failed,
+}
+
+/// Identity and timing of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunInfo {
+    /// Unique id of the run (also the run-unique prompt prefix), e.g. a ULID or UUID.
+    pub id: String,
+    /// Wall-clock start of the run, RFC 3339 (e.g. `2026-11-30T10:53:38Z`). `null` only for
+    /// imported runs whose source does not say.
+    #[serde(default)]
+    pub started_at: Option<String>,
+    /// Wall-clock end of the run, RFC 3339; `null` while running or when unknown.
+    #[serde(default)]
+    pub finished_at: Option<String>,
+    /// State of the run.
+    pub status: RunStatus,
+    /// Short human label (`--label`), e.g. "vLLM 0.26 + MTP2".
+    #[serde(default)]
+    pub label: Option<String>,
+    /// Free text (`--notes`), and for imported runs where the figures came from.
+    #[serde(default)]
+    pub notes: Option<String>,
+}
+
+/// The machine the server ran on. Source: NVML and the OS for local servers, flags or the
+/// imported file otherwise.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Hardware {
+    /// Kind of accelerator, e.g. "Discrete GPU", "CPU only".
+    #[serde(default)]
+    pub accelerator_type: Option<String>,
+    /// One entry per GPU (NVML inventory); empty when unknown.
+    #[serde(default)]
+    pub gpus: Vec<Gpu>,
+    /// Number of GPUs serving the model (may be known when the list is not).
+    #[serde(default)]
+    pub gpu_count: Option<u32>,
+    /// Total GPU memory across all GPUs, bytes.
+    #[serde(default)]
+    pub vram_total_bytes: Option<u64>,
+    /// Host CPU model name, e.g. "AMD EPYC 9554".
+    #[serde(default)]
+    pub cpu: Option<String>,
+    /// Operating system, e.g. "linux".
+    #[serde(default)]
+    pub os: Option<String>,
+    /// Host name; dropped by `--redact-host`.
+    #[serde(default)]
+    pub host: Option<String>,
+    /// Why GPU figures are missing when they are, e.g. "NVML not available: libnvidia-ml.so not found".
+    #[serde(default)]
+    pub gpu_telemetry_note: Option<String>,
+}
+
+/// One GPU, from NVML.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Gpu {
+    /// Marketing name, e.g. "H200 NVL".
+    pub name: String,
+    /// NVML UUID, e.g. `GPU-…`.
+    #[serde(default)]
+    pub uuid: Option<String>,
+    /// Total memory of this GPU, bytes.
+    #[serde(default)]
+    pub memory_bytes: Option<u64>,
+    /// Driver version, e.g. "580.65.06".
+    #[serde(default)]
+    pub driver: Option<String>,
+    /// CUDA driver API version, e.g. "13.0".
+    #[serde(default)]
+    pub cuda: Option<String>,
+    /// Enforced power limit, W.
+    #[serde(default)]
+    pub power_limit_w: Option<f64>,
+}
+
+/// Where the KV-cache budget in tokens came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum KvBudgetSource {
+    /// Prometheus `vllm:cache_config_info{kv_cache_size_tokens=…}`.
+    KvCacheSizeTokens,
+    /// Prometheus `num_gpu_blocks × block_size` (approximate for hybrid models).
+    NumGpuBlocks,
+    /// SGLang `/get_server_info` `max_total_num_tokens`.
+    ServerInfo,
+    /// llama.cpp `/props` context size.
+    Props,
+    /// The `--kv-budget` flag.
+    Flag,
+}
+
+/// The inference engine, the model it served and how it was launched.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Engine {
+    /// Engine name: `vllm`, `sglang`, `llamacpp`, `openai` (unknown OpenAI-compatible).
+    pub name: String,
+    /// Engine version as the server reports it (`GET /version`), e.g. "0.26.1rc1.dev638+g52be12cfa".
+    #[serde(default)]
+    pub version: Option<String>,
+    /// Source commit of the engine build, e.g. "52be12cfac0c".
+    #[serde(default)]
+    pub commit: Option<String>,
+    /// Build flavour, e.g. "cuda-13.2".
+    #[serde(default)]
+    pub build: Option<String>,
+    /// Compute backend, e.g. "cuda", "rocm", "cpu".
+    #[serde(default)]
+    pub backend: Option<String>,
+    /// Source repository of the engine, e.g. "github.com/vllm-project/vllm".
+    #[serde(default)]
+    pub repository: Option<String>,
+    /// Weight quantization, e.g. "INT4", "FP8", "BF16".
+    #[serde(default)]
+    pub quantization: Option<String>,
+    /// The model name requests use (`/v1/models` `data[].id`), e.g. "qwen".
+    #[serde(default)]
+    pub served_model_name: Option<String>,
+    /// The model loaded (`/v1/models` `root` or the launch command), e.g. "Qwen/Qwen3.5-122B-A10B-GPTQ-Int4".
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Model revision, e.g. "main".
+    #[serde(default)]
+    pub revision: Option<String>,
+    /// Longest sequence (prompt + output) the server accepts, tokens (`/v1/models`).
+    #[serde(default)]
+    pub max_model_len: Option<u64>,
+    /// KV-cache capacity of the server, tokens; the over-capacity rule uses it.
+    #[serde(default)]
+    pub kv_budget_tokens: Option<u64>,
+    /// Where [`Engine::kv_budget_tokens`] came from.
+    #[serde(default)]
+    pub kv_budget_source: Option<KvBudgetSource>,
+    /// Speculative decoding in use, e.g. `mtp, 2 tokens`; `null` when none or unknown.
+    #[serde(default)]
+    pub speculative_decoding: Option<String>,
+    /// The server's launch command with every secret replaced by `<redacted>`.
+    #[serde(default)]
+    pub launch_command: Option<String>,
+}
+
+/// A context size: the label people read and the token count it stands for.
+///
+/// `8K` = 8,192 tokens (K = 1,024). `max` resolves to a real count at plan time (DESIGN §2).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ContextSize {
+    /// Display label, e.g. "8K", "251K".
+    pub label: String,
+    /// Nominal prompt length, tokens (e.g. 8192).
+    pub tokens: u64,
+}
+
+/// Which OpenAI endpoint the requests used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Endpoint {
+    /// `POST /v1/chat/completions` (default).
+    Chat,
+    /// `POST /v1/completions`.
+    Completions,
+}
+
+/// How the streams of one decode cell get their prompts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PromptSharing {
+    /// All N streams share the cell's one warmed prompt (the seed's way; default).
+    Shared,
+    /// Each stream has its own prompt, each warmed (`--distinct-prompts`).
+    Distinct,
+}
+
+/// How prefill was measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PrefillMode {
+    /// One cold `max_tokens: 1` request per context that also warms the prefix cache for
+    /// that context's decode cells ("Measured during decode warm-up").
+    DecodeWarmup,
+    /// A separate cold request, not reused by decode cells.
+    Separate,
+}
+
+/// What a decode cell measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DecodeTest {
+    /// N streams kept running for a fixed window ("Fixed duration").
+    FixedDuration,
+    /// A fixed number of requests per stream.
+    FixedRequests,
+}
+
+/// The prompt text source: its name and content hash, so runs can be compared.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PromptCorpus {
+    /// Corpus name, e.g. "speedmatrix-prose-v1".
+    pub name: String,
+    /// SHA-256 of the corpus text, lowercase hex.
+    #[serde(default)]
+    pub sha256: Option<String>,
+}
+
+/// The test plan. Source: plan (flags and discovery).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Decode contexts (rows of the matrix).
+    pub contexts: Vec<ContextSize>,
+    /// Concurrency levels: simultaneous streams (columns of the matrix).
+    pub concurrency: Vec<u32>,
+    /// Prefill contexts.
+    pub prefill_contexts: Vec<ContextSize>,
+    /// Length of each decode measurement window, s.
+    pub window_s: f64,
+    /// `max_tokens` of each decode request, tokens.
+    pub max_tokens: u32,
+    /// Endpoint used; `null` when an imported source does not say.
+    #[serde(default)]
+    pub endpoint: Option<Endpoint>,
+    /// Whether requests set `ignore_eos: true`.
+    #[serde(default)]
+    pub ignore_eos: Option<bool>,
+    /// Sampling temperature sent.
+    #[serde(default)]
+    pub temperature: Option<f64>,
+    /// Sampling seed sent.
+    #[serde(default)]
+    pub seed: Option<u64>,
+    /// Prompt text source.
+    #[serde(default)]
+    pub prompt_corpus: Option<PromptCorpus>,
+    /// Prompt sharing between the streams of a cell.
+    #[serde(default)]
+    pub prompt_sharing: Option<PromptSharing>,
+    /// How prefill was measured.
+    #[serde(default)]
+    pub prefill_mode: Option<PrefillMode>,
+    /// What decode cells measure.
+    #[serde(default)]
+    pub decode_test: Option<DecodeTest>,
+    /// A stream with no bytes for this long is an error, s.
+    #[serde(default)]
+    pub stall_timeout_s: Option<f64>,
+}
+
+/// The status of a prefill row or decode cell (DESIGN §2; precedence top-down).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CellStatus {
+    /// Measured; every stream ran at once and none failed.
+    Valid,
+    /// Measured, but the server could not run all N streams at once (some waited in a queue).
+    RequestsQueued,
+    /// Planned, not run: N × (context + max_tokens) exceeds the server's KV budget.
+    OverCapacity,
+    /// At least one stream failed; `reason` says how. No throughput is claimed.
+    Error,
+    /// Planned but not measured (interrupted, excluded).
+    NotRun,
+}
+
+impl CellStatus {
+    /// Every status, in display order.
+    pub const ALL: [CellStatus; 5] = [
+        CellStatus::Valid,
+        CellStatus::RequestsQueued,
+        CellStatus::OverCapacity,
+        CellStatus::Error,
+        CellStatus::NotRun,
+    ];
+
+    /// The snake_case id used in JSON, CSV and URLs, e.g. `over_capacity`.
+    pub fn id(self) -> &'static str {
+        match self {
+            CellStatus::Valid => "valid",
+            CellStatus::RequestsQueued => "requests_queued",
+            CellStatus::OverCapacity => "over_capacity",
+            CellStatus::Error => "error",
+            CellStatus::NotRun => "not_run",
+        }
+    }
+
+    /// Words for people, as the seed page writes them, e.g. "Over capacity".
+    pub fn label(self) -> &'static str {
+        match self {
+            CellStatus::Valid => "Valid",
+            CellStatus::RequestsQueued => "Requests queued",
+            CellStatus::OverCapacity => "Over capacity",
+            CellStatus::Error => "Error",
+            CellStatus::NotRun => "Not run",
+        }
+    }
+
+    /// Whether the cell's figures were measured (valid or requests queued).
+    pub fn is_measured(self) -> bool {
+        matches!(self, CellStatus::Valid | CellStatus::RequestsQueued)
+    }
+}
+
+/// Why a cell is over capacity: the tokens it would need against the server's KV budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Capacity {
+    /// N × (context + max_tokens), tokens.
+    pub required_tokens: u64,
+    /// The server's KV budget, tokens.
+    pub budget_tokens: u64,
+}
+
+/// A distribution summary. All fields share the unit of the metric that holds it.
+///
+/// Percentiles use the nearest-rank method everywhere ([`crate::stats`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Distribution {
+    /// Median.
+    #[serde(default)]
+    pub p50: Option<f64>,
+    /// 90th percentile.
+    #[serde(default)]
+    pub p90: Option<f64>,
+    /// 99th percentile.
+    #[serde(default)]
+    pub p99: Option<f64>,
+    /// Arithmetic mean.
+    #[serde(default)]
+    pub mean: Option<f64>,
+    /// Smallest value.
+    #[serde(default)]
+    pub min: Option<f64>,
+    /// Largest value.
+    #[serde(default)]
+    pub max: Option<f64>,
+    /// Number of values summarised.
+    #[serde(default)]
+    pub count: Option<u64>,
+}
+
+/// Where a cell's output-token count came from (DESIGN §2, in order of preference).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenCountSource {
+    /// Cumulative `usage.completion_tokens` on every chunk (`continuous_usage_stats`).
+    ContinuousUsage,
+    /// The final usage chunk of each request only.
+    FinalUsage,
+    /// The server's `generation_tokens_total` counter delta (Prometheus).
+    ServerCounter,
+    /// Counted by the source tool in a way it does not state (imported runs).
+    Reported,
+}
+
+/// Why a request ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishReason {
+    /// Reached `max_tokens` (`finish_reason: "length"`).
+    Length,
+    /// Stop token or sequence (`finish_reason: "stop"`).
+    Stop,
+    /// Cancelled by the collector when the window closed.
+    Cancelled,
+    /// Failed; see the sample's `error`.
+    Error,
+    /// Any other finish reason the server sent.
+    Other,
+}
+
+/// One request's summary (not per token). Times are client clock, ms from the run start.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RequestSample {
+    /// When the request was sent, ms from the run start (client clock).
+    pub start_ms: f64,
+    /// Request sent → first token on any channel, ms (client clock).
+    #[serde(default)]
+    pub ttft_ms: Option<f64>,
+    /// Request sent → first content token, ms (client clock); differs for reasoning models.
+    #[serde(default)]
+    pub ttft_content_ms: Option<f64>,
+    /// Request sent → last token, ms (client clock).
+    #[serde(default)]
+    pub e2e_ms: Option<f64>,
+    /// Prompt length, tokens (server usage).
+    #[serde(default)]
+    pub prompt_tokens: Option<u64>,
+    /// Tokens generated, tokens (server usage).
+    #[serde(default)]
+    pub output_tokens: Option<u64>,
+    /// Of those, tokens generated inside the measurement window (server usage).
+    #[serde(default)]
+    pub window_output_tokens: Option<u64>,
+    /// (t_last − t_first) ÷ (output_tokens − 1), ms.
+    #[serde(default)]
+    pub tpot_ms: Option<f64>,
+    /// SSE chunks that carried tokens.
+    #[serde(default)]
+    pub chunks: Option<u64>,
+    /// Whether the stream opened the cell (true) or replaced a finished one inside the window.
+    #[serde(default)]
+    pub opening: Option<bool>,
+    /// How the request ended.
+    #[serde(default)]
+    pub finish_reason: Option<FinishReason>,
+    /// The error, when it failed (in-band error, truncated stream, HTTP status, stall).
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+/// One prefill measurement: a cold `max_tokens: 1` request at one context.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PrefillRow {
+    /// Target context.
+    pub context: ContextSize,
+    /// Real prompt length the server counted, tokens (server usage).
+    #[serde(default)]
+    pub prompt_tokens: Option<u64>,
+    /// Status of the row.
+    pub status: CellStatus,
+    /// Why the status is what it is (required for `error`, `over_capacity`, `not_run`).
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// prompt_tokens ÷ TTFT, tok/s.
+    #[serde(default)]
+    pub prompt_tps: Option<f64>,
+    /// Request sent → first token, ms (client clock).
+    #[serde(default)]
+    pub ttft_ms: Option<f64>,
+    /// Requests that finished, count.
+    #[serde(default)]
+    pub completed_requests: Option<u64>,
+    /// Prompt tokens the server reports as served from its prefix cache, tokens (server usage);
+    /// should be ~0 for a cold measurement.
+    #[serde(default)]
+    pub cached_tokens: Option<u64>,
+    /// The request(s) behind this row.
+    #[serde(default)]
+    pub requests: Vec<RequestSample>,
+}
+
+/// Server-side figures during a decode window (Prometheus `/metrics`, sampled ≥ 1 Hz).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ServerFigures {
+    /// Mean of `num_requests_running` samples, requests.
+    #[serde(default)]
+    pub running_avg: Option<f64>,
+    /// Largest `num_requests_waiting` sample, requests.
+    #[serde(default)]
+    pub waiting_max: Option<f64>,
+    /// Mean KV-cache usage, fraction 0–1.
+    #[serde(default)]
+    pub kv_cache_usage_avg: Option<f64>,
+    /// Largest KV-cache usage, fraction 0–1.
+    #[serde(default)]
+    pub kv_cache_usage_max: Option<f64>,
+    /// Preemptions during the window (counter delta).
+    #[serde(default)]
+    pub preemptions: Option<u64>,
+    /// `generation_tokens_total` delta over the window, tokens (cross-check of the client's count).
+    #[serde(default)]
+    pub generation_tokens: Option<u64>,
+    /// Prefix-cache hits during the window, tokens (counter delta).
+    #[serde(default)]
+    pub prefix_cache_hit_tokens: Option<u64>,
+    /// Prefix-cache queries during the window, tokens (counter delta).
+    #[serde(default)]
+    pub prefix_cache_query_tokens: Option<u64>,
+    /// Mean accepted length per speculative-decoding draft, tokens.
+    #[serde(default)]
+    pub spec_mean_accepted_len: Option<f64>,
+    /// Why server figures are missing, e.g. "/metrics answered 404".
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
+/// GPU figures during a decode window (NVML, summed over GPUs).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GpuFigures {
+    /// Mean total board power, W.
+    #[serde(default)]
+    pub power_w: Option<f64>,
+    /// Energy used in the window, J (NVML total-energy counter delta).
+    #[serde(default)]
+    pub energy_j: Option<f64>,
+    /// Mean GPU utilization, percent 0–100.
+    #[serde(default)]
+    pub utilization_pct: Option<f64>,
+    /// Largest memory used, bytes.
+    #[serde(default)]
+    pub memory_used_bytes: Option<u64>,
+    /// Mean SM clock, MHz.
+    #[serde(default)]
+    pub sm_clock_mhz: Option<f64>,
+    /// Mean memory clock, MHz.
+    #[serde(default)]
+    pub mem_clock_mhz: Option<f64>,
+    /// Largest temperature, °C.
+    #[serde(default)]
+    pub temperature_c: Option<f64>,
+}
+
+/// One sustained-decode measurement: N streams at one context for a fixed window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DecodeCell {
+    /// Target context (row of the matrix).
+    pub context: ContextSize,
+    /// Real prompt length the server counted, tokens (server usage).
+    #[serde(default)]
+    pub prompt_tokens: Option<u64>,
+    /// Simultaneous streams N (column of the matrix).
+    pub concurrency: u32,
+    /// Status of the cell.
+    pub status: CellStatus,
+    /// Why the status is what it is (required for `error`, `over_capacity`, `not_run`).
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// For `over_capacity`: the shortfall.
+    #[serde(default)]
+    pub capacity: Option<Capacity>,
+    /// Length of the measurement window actually used, s (client clock).
+    #[serde(default)]
+    pub window_s: Option<f64>,
+    /// Output tokens of all streams inside the window ÷ window, tok/s.
+    #[serde(default)]
+    pub total_tps: Option<f64>,
+    /// Per-stream decode rate, 1000 ÷ TPOT, tok/s.
+    #[serde(default)]
+    pub per_request_tps: Option<Distribution>,
+    /// TTFT of the N streams that opened the cell, ms (client clock).
+    #[serde(default)]
+    pub ttft_ms: Option<Distribution>,
+    /// TTFT of replacement streams started inside the window, ms (client clock).
+    #[serde(default)]
+    pub ttft_in_window_ms: Option<Distribution>,
+    /// Request sent → first content token (reasoning models), ms (client clock).
+    #[serde(default)]
+    pub ttft_content_ms: Option<Distribution>,
+    /// Time per output token per request, ms.
+    #[serde(default)]
+    pub tpot_ms: Option<Distribution>,
+    /// Inter-token latency: chunk gaps divided over the tokens each chunk carries, ms.
+    #[serde(default)]
+    pub itl_ms: Option<Distribution>,
+    /// Raw gaps between token-carrying SSE chunks, ms (client clock).
+    #[serde(default)]
+    pub chunk_gap_ms: Option<Distribution>,
+    /// Request sent → last token, for requests that finished, ms (client clock).
+    #[serde(default)]
+    pub e2e_ms: Option<Distribution>,
+    /// Output tokens produced inside the window by all streams, tokens.
+    #[serde(default)]
+    pub output_tokens: Option<u64>,
+    /// Where `output_tokens` came from.
+    #[serde(default)]
+    pub token_count_source: Option<TokenCountSource>,
+    /// Requests that finished inside the window, count.
+    #[serde(default)]
+    pub completed_requests: Option<u64>,
+    /// Mean requests running on the server during the window (Prometheus, else client).
+    #[serde(default)]
+    pub avg_active_requests: Option<f64>,
+    /// Most requests running at once during the window.
+    #[serde(default)]
+    pub max_active_requests: Option<f64>,
+    /// Speculative decoding: accepted ÷ drafted tokens, fraction 0–1 (Prometheus).
+    #[serde(default)]
+    pub spec_accept_rate: Option<f64>,
+    /// Mean GPU power in the window, W (NVML).
+    #[serde(default)]
+    pub gpu_power_w: Option<f64>,
+    /// GPU energy per output token, J/token (NVML energy delta ÷ output tokens).
+    #[serde(default)]
+    pub energy_j_per_token: Option<f64>,
+    /// Further server figures (Prometheus).
+    #[serde(default)]
+    pub server: Option<ServerFigures>,
+    /// Further GPU figures (NVML).
+    #[serde(default)]
+    pub gpu: Option<GpuFigures>,
+    /// Collector CPU use during the window, percent of one core (client self-check).
+    #[serde(default)]
+    pub client_cpu_pct: Option<f64>,
+    /// The requests behind this cell, one summary each.
+    #[serde(default)]
+    pub requests: Vec<RequestSample>,
+}
+
+/// One sample of a run-level time series.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TelemetrySample {
+    /// When sampled, ms from the run start (client clock).
+    pub t_ms: f64,
+    /// Requests running (Prometheus).
+    #[serde(default)]
+    pub running: Option<f64>,
+    /// Requests waiting (Prometheus).
+    #[serde(default)]
+    pub waiting: Option<f64>,
+    /// KV-cache usage, fraction 0–1 (Prometheus).
+    #[serde(default)]
+    pub kv_cache_usage: Option<f64>,
+    /// Total GPU power, W (NVML).
+    #[serde(default)]
+    pub gpu_power_w: Option<f64>,
+    /// Mean GPU utilization, percent (NVML).
+    #[serde(default)]
+    pub gpu_utilization_pct: Option<f64>,
+}
+
+/// Run-level telemetry series.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Telemetry {
+    /// Samples in time order.
+    #[serde(default)]
+    pub samples: Vec<TelemetrySample>,
+}
