@@ -1,3 +1,391 @@
-//! show (in progress)
-/// Run `show`.
-pub fn run(_args: &crate::cli::ShowArgs) -> Result<(), crate::Error> { Ok(()) }
+//! `speedmatrix show FILE`: print a results file the way the seed page reads — header cards,
+//! prefill table, decode matrix — as text or Markdown; or the full measurement table as CSV or
+//! JSON (the one writer in `speedmatrix_schema::export`).
+//!
+//! Rendering is pure (`render_*` return a `String`); [`run`] reads the file and prints.
+
+use crate::cli::{ShowArgs, ShowFormat};
+use crate::Error;
+use comfy_table::{presets, CellAlignment, Table};
+use speedmatrix_schema::registry::{self, metric};
+use speedmatrix_schema::table::{rows, Row};
+use speedmatrix_schema::{export, CellStatus, DecodeTest, PrefillMode, Results};
+use std::fmt::Write as _;
+
+/// Run `show`: read the file, render it in the asked format, print it to stdout.
+///
+/// # Errors
+/// [`Error::Input`] when the file cannot be read or is invalid.
+pub fn run(args: &ShowArgs) -> Result<(), Error> {
+    let results = crate::files::read_results(&args.file)?;
+    let out = match args.format {
+        ShowFormat::Text => render_report(&results, args.all, Markup::Text),
+        ShowFormat::Markdown => render_report(&results, args.all, Markup::Markdown),
+        ShowFormat::Csv => export::to_csv(&results),
+        ShowFormat::Json => {
+            let mut s = serde_json::to_string_pretty(&export::to_json_rows(&results)).map_err(anyhow::Error::from)?;
+            s.push('\n');
+            s
+        }
+    };
+    print!("{out}");
+    Ok(())
+}
+
+/// Text or Markdown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Markup {
+    /// Terminal text with box-drawn tables.
+    Text,
+    /// GitHub-flavoured Markdown.
+    Markdown,
+}
+
+/// A simple table model rendered by either markup. Cells may hold several lines.
+struct Grid {
+    headers: Vec<String>,
+    rows: Vec<Vec<String>>,
+    /// Right-align every column but the first (numbers).
+    numeric: bool,
+}
+
+impl Grid {
+    fn render(&self, markup: Markup) -> String {
+        match markup {
+            Markup::Text => {
+                let mut t = Table::new();
+                t.load_preset(presets::UTF8_FULL_CONDENSED).set_header(&self.headers);
+                for r in &self.rows {
+                    t.add_row(r);
+                }
+                if self.numeric {
+                    for i in 1..self.headers.len() {
+                        if let Some(c) = t.column_mut(i) {
+                            c.set_cell_alignment(CellAlignment::Right);
+                        }
+                    }
+                }
+                format!("{t}\n")
+            }
+            Markup::Markdown => {
+                let cell = |s: &str| s.replace('|', "\\|").replace('\n', "<br>");
+                let mut out = String::new();
+                let line = |cells: Vec<String>| format!("| {} |\n", cells.join(" | "));
+                out.push_str(&line(self.headers.iter().map(|h| cell(h)).collect()));
+                let sep = (0..self.headers.len()).map(|i| if self.numeric && i > 0 { "---:" } else { "---" });
+                out.push_str(&line(sep.map(String::from).collect()));
+                for r in &self.rows {
+                    out.push_str(&line(r.iter().map(|c| cell(c)).collect()));
+                }
+                out
+            }
+        }
+    }
+}
+
+/// Text from a results file, made safe for a terminal: control characters (ANSI escapes, bells)
+/// become `�`; newlines in one-line fields become spaces.
+fn clean(s: &str) -> String {
+    s.chars().map(|c| if c == '\n' || c == '\t' { ' ' } else if c.is_control() { '\u{fffd}' } else { c }).collect()
+}
+
+fn heading(out: &mut String, markup: Markup, level: usize, text: &str) {
+    match markup {
+        Markup::Text => {
+            let _ = writeln!(out, "{text}");
+            if level == 1 {
+                let _ = writeln!(out, "{}", "=".repeat(text.chars().count()));
+            }
+        }
+        Markup::Markdown => {
+            let _ = writeln!(out, "{} {}\n", "#".repeat(level), text);
+        }
+    }
+}
+
+/// A card: label → value pairs, printed when the value is known.
+fn card(out: &mut String, markup: Markup, title: &str, items: &[(&str, Option<String>)]) {
+    let known: Vec<(&str, String)> = items.iter().filter_map(|(k, v)| v.as_ref().map(|v| (*k, clean(v)))).collect();
+    if known.is_empty() {
+        return;
+    }
+    heading(out, markup, 2, title);
+    let width = known.iter().map(|(k, _)| k.chars().count()).max().unwrap_or(0);
+    for (k, v) in known {
+        match markup {
+            Markup::Text => {
+                let _ = writeln!(out, "  {k:<width$}  {v}");
+            }
+            Markup::Markdown => {
+                let _ = writeln!(out, "- **{k}**: {}", v.replace('|', "\\|"));
+            }
+        }
+    }
+    out.push('\n');
+}
+
+fn gb(bytes: u64) -> String {
+    let g = bytes as f64 / 1e9;
+    if (g - g.round()).abs() < 0.05 {
+        format!("{g:.0} GB")
+    } else {
+        format!("{g:.1} GB")
+    }
+}
+
+fn range_label(labels: &[String]) -> String {
+    match (labels.first(), labels.last()) {
+        (Some(a), Some(b)) if a != b => format!("{a}–{b}"),
+        (Some(a), _) => a.clone(),
+        _ => "none".into(),
+    }
+}
+
+/// The one-line title: model on hardware.
+fn title(r: &Results) -> String {
+    let model = r.engine.model.clone().or_else(|| r.engine.served_model_name.clone()).unwrap_or_else(|| "unknown model".into());
+    let gpu = r.hardware.gpus.first().map(|g| g.name.clone());
+    let count = r.hardware.gpu_count.or(if r.hardware.gpus.is_empty() { None } else { Some(r.hardware.gpus.len() as u32) });
+    let model = model.rsplit('/').next().unwrap_or(&model).to_string();
+    match (gpu, count) {
+        (Some(g), Some(n)) if n > 1 => format!("{model} on {g} ×{n}"),
+        (Some(g), _) => format!("{model} on {g}"),
+        _ => model,
+    }
+}
+
+/// The summary line under the title: engine · version · quantization · shape of the matrix.
+fn subtitle(r: &Results) -> String {
+    let c = &r.config;
+    let ctx: Vec<String> = c.contexts.iter().map(|x| x.label.clone()).collect();
+    let conc: Vec<String> = c.concurrency.iter().map(u32::to_string).collect();
+    let prefill: Vec<String> = c.prefill_contexts.iter().map(|x| x.label.clone()).collect();
+    let mut parts = vec![r.engine.name.clone()];
+    parts.extend(r.engine.version.clone());
+    parts.extend(r.engine.quantization.clone());
+    parts.push(format!(
+        "{} contexts ({}) × {} concurrency levels ({})",
+        ctx.len(),
+        range_label(&ctx),
+        conc.len(),
+        range_label(&conc)
+    ));
+    if !prefill.is_empty() {
+        parts.push(format!("prefill at {}", prefill.join(", ")));
+    }
+    clean(&parts.join(" · "))
+}
+
+fn header_cards(out: &mut String, r: &Results, markup: Markup) {
+    let h = &r.hardware;
+    let gpu_names: Vec<String> = {
+        let mut names: Vec<String> = h.gpus.iter().map(|g| g.name.clone()).collect();
+        names.dedup();
+        names
+    };
+    let count = h.gpu_count.or(if h.gpus.is_empty() { None } else { Some(h.gpus.len() as u32) });
+    let per_gpu = h.gpus.first().and_then(|g| g.memory_bytes);
+    let vram = h.vram_total_bytes.map(|t| match (count, per_gpu) {
+        (Some(n), Some(each)) if n > 1 => format!("{} ({n} × {})", gb(t), gb(each)),
+        _ => gb(t),
+    });
+    let driver = h.gpus.first().and_then(|g| g.driver.clone());
+    let cuda = h.gpus.first().and_then(|g| g.cuda.clone());
+    card(out, markup, "Hardware", &[
+        ("Type", h.accelerator_type.clone()),
+        ("GPU", (!gpu_names.is_empty()).then(|| gpu_names.join(", "))),
+        ("GPU count", count.map(|n| n.to_string())),
+        ("VRAM", vram),
+        ("Driver", driver),
+        ("CUDA", cuda),
+        ("CPU", h.cpu.clone()),
+        ("OS", h.os.clone()),
+        ("Host", h.host.clone()),
+        ("GPU telemetry", h.gpu_telemetry_note.clone()),
+    ]);
+    let e = &r.engine;
+    card(out, markup, "Engine", &[
+        ("Engine", Some(e.name.clone())),
+        ("Version", e.version.clone()),
+        ("Quantization", e.quantization.clone()),
+        ("Backend", e.backend.clone()),
+        ("Repository", e.repository.clone()),
+        ("Build", e.build.clone()),
+        ("Commit", e.commit.clone()),
+        ("Model", e.model.clone()),
+        ("Max model length", e.max_model_len.map(|v| format!("{} tokens", registry::format_number(v as f64, registry::Style::Fixed(0))))),
+        ("KV cache budget", e.kv_budget_tokens.map(|v| format!("{} tokens", registry::format_number(v as f64, registry::Style::Fixed(0))))),
+        ("Speculative decoding", e.speculative_decoding.clone()),
+    ]);
+    let c = &r.config;
+    let run = &r.run;
+    card(out, markup, "Run", &[
+        ("Label", run.label.clone()),
+        ("Status", Some(format!("{:?}", run.status).to_lowercase())),
+        ("Started", run.started_at.clone()),
+        ("Finished", run.finished_at.clone()),
+        ("Served model", e.served_model_name.clone()),
+        ("Revision", e.revision.clone()),
+        ("Benchmark tool", Some(format!("{} v{}", r.tool.name, r.tool.version))),
+        ("Decode test", c.decode_test.map(|d| match d {
+            DecodeTest::FixedDuration => "Fixed duration".into(),
+            DecodeTest::FixedRequests => "Fixed requests".into(),
+        })),
+        ("Prefill mode", c.prefill_mode.map(|p| match p {
+            PrefillMode::DecodeWarmup => "Measured during decode warm-up".into(),
+            PrefillMode::Separate => "Separate cold request".into(),
+        })),
+        ("Time per measurement", Some(format!("{} s", registry::format_number(c.window_s, registry::Style::Fixed(0))))),
+        ("Max output", Some(format!("{} tokens", registry::format_number(f64::from(c.max_tokens), registry::Style::Fixed(0))))),
+        ("Endpoint", c.endpoint.map(|x| format!("{x:?}").to_lowercase())),
+        ("Notes", run.notes.clone()),
+    ]);
+    if let Some(cmd) = &e.launch_command {
+        heading(out, markup, 2, "Launch command");
+        match markup {
+            Markup::Text => {
+                let _ = writeln!(out, "  {}\n", clean(cmd));
+            }
+            Markup::Markdown => {
+                let _ = writeln!(out, "```sh\n{}\n```\n", clean(cmd).replace("```", "`\u{200b}``"));
+            }
+        }
+    }
+}
+
+fn dash() -> String {
+    "—".to_string()
+}
+
+fn fmt(id: &str, v: Option<f64>) -> String {
+    match (metric(id), v) {
+        (Some(m), Some(v)) => m.display(v),
+        _ => dash(),
+    }
+}
+
+fn prefill_table(r: &Results) -> Grid {
+    let rows = r
+        .prefill
+        .iter()
+        .map(|p| {
+            let tps = if p.status.is_measured() { fmt("prompt_tps", p.prompt_tps) } else { p.status.label().to_string() };
+            vec![
+                format!("{} context", clean(&p.context.label)),
+                tps,
+                fmt("ttft_ms", p.ttft_ms),
+                p.prompt_tokens.map(|t| fmt("prompt_tokens", Some(t as f64))).unwrap_or_else(dash),
+            ]
+        })
+        .collect();
+    Grid { headers: vec!["Context".into(), "Prompt tok/s".into(), "TTFT".into(), "Prompt tokens".into()], rows, numeric: true }
+}
+
+/// One matrix cell: total tok/s, then the status words when not valid, then TTFT.
+fn matrix_cell(r: &Results, context_tokens: u64, concurrency: u32) -> String {
+    let Some(c) = r.decode.iter().find(|c| c.context.tokens == context_tokens && c.concurrency == concurrency) else {
+        return dash();
+    };
+    let mut lines = Vec::new();
+    if c.status.is_measured() {
+        lines.push(fmt("total_tps", c.total_tps));
+    }
+    if c.status != CellStatus::Valid {
+        lines.push(c.status.label().to_string());
+    }
+    if let Some(t) = c.ttft_ms.and_then(|d| d.p50) {
+        lines.push(format!("{} TTFT", fmt("ttft_ms", Some(t))));
+    }
+    lines.join("\n")
+}
+
+fn decode_matrix(r: &Results) -> Grid {
+    let headers = std::iter::once("Context".to_string()).chain(r.config.concurrency.iter().map(u32::to_string)).collect();
+    let rows = r
+        .config
+        .contexts
+        .iter()
+        .map(|ctx| {
+            std::iter::once(clean(&ctx.label))
+                .chain(r.config.concurrency.iter().map(|&n| matrix_cell(r, ctx.tokens, n)))
+                .collect()
+        })
+        .collect();
+    Grid { headers, rows, numeric: true }
+}
+
+/// The seed page's "All measurements" columns: (header, column id). On prefill rows the
+/// "Total tok/s" column holds prompt tok/s, as on the seed page.
+const ALL_COLUMNS: [(&str, &str); 8] = [
+    ("Total tok/s", "total_tps"),
+    ("Per request tok/s", "per_request_tps_p50"),
+    ("TTFT", "ttft_ms_p50"),
+    ("Time between tokens", "itl_ms_p50"),
+    ("Average active requests", "avg_active_requests"),
+    ("Completed requests", "completed_requests"),
+    ("Output tokens", "output_tokens"),
+    ("Measured for", "window_s"),
+];
+
+/// The full measurement table in the seed page's layout, one row per prefill row / decode cell.
+pub fn all_measurements(r: &Results) -> Vec<Vec<String>> {
+    rows(r)
+        .iter()
+        .map(|row| {
+            let mut cells = vec![
+                row.phase().label().to_string(),
+                clean(&row.context().label),
+                row.concurrency().to_string(),
+                row.status().label().to_string(),
+            ];
+            for (_, id) in ALL_COLUMNS {
+                let id = if id == "total_tps" && matches!(row, Row::Prefill(_)) { "prompt_tps" } else { id };
+                let col = registry::column(id).expect("ALL_COLUMNS names registry columns");
+                cells.push(row.value(&col).map(|v| col.display(v)).unwrap_or_else(dash));
+            }
+            cells
+        })
+        .collect()
+}
+
+/// The headers of [`all_measurements`].
+pub fn all_measurements_headers() -> Vec<String> {
+    ["Phase", "Context", "Requests at once", "Status"].iter().chain(ALL_COLUMNS.iter().map(|(h, _)| h)).map(|s| s.to_string()).collect()
+}
+
+/// Render the report: title, header cards, prefill table, decode matrix, legend; with `all` the
+/// full measurement table too.
+pub fn render_report(r: &Results, all: bool, markup: Markup) -> String {
+    let mut out = String::new();
+    heading(&mut out, markup, 1, "Speed test matrix");
+    let _ = writeln!(out, "{}\n{}\n", clean(&title(r)), subtitle(r));
+    header_cards(&mut out, r, markup);
+    if !r.prefill.is_empty() {
+        heading(&mut out, markup, 2, "Prefill — prompt tok/s by context length");
+        out.push_str(&prefill_table(r).render(markup));
+        out.push('\n');
+    }
+    if !r.decode.is_empty() {
+        heading(&mut out, markup, 2, "Sustained decode — total tok/s · rows are context length, columns are simultaneous requests");
+        out.push_str(&decode_matrix(r).render(markup));
+        let _ = writeln!(
+            out,
+            "\nRequests queued: the server could not run all requests at once, so some waited in a queue. \
+             Over capacity: not run because this many requests at this context would exceed the server's KV cache. \
+             Error: a stream failed; no throughput is claimed. Not run: planned but not measured.\n"
+        );
+    }
+    if all {
+        heading(&mut out, markup, 2, "All measurements");
+        let _ = writeln!(out, "Latencies are medians. Total tok/s is output across all simultaneous requests (prompt tok/s on prefill rows).\n");
+        out.push_str(&Grid { headers: all_measurements_headers(), rows: all_measurements(r), numeric: true }.render(markup));
+        let reasons: Vec<String> = rows(r)
+            .iter()
+            .filter_map(|row| row.reason().map(|why| format!("- {} {} × {}: {} — {}", row.phase().label(), clean(&row.context().label), row.concurrency(), row.status().label(), clean(why))))
+            .collect();
+        if !reasons.is_empty() {
+            let _ = writeln!(out, "\nReasons:\n{}", reasons.join("\n"));
+        }
+    }
+    out
+}

@@ -1,1 +1,96 @@
-//! (in progress)
+//! Context sizes: parsing `8k`/`max`, labels, and resolving `max` (DESIGN §2).
+//!
+//! `8k` = 8,192 tokens (K = 1,024); a plain number is tokens (`8000`); `max` depends on the
+//! server: for decode, `max_model_len − max_tokens − 1,024` rounded down to a multiple of 1,024;
+//! for prefill, the longest prompt the server accepts with `max_tokens: 1`.
+
+use crate::model::ContextSize;
+
+/// Tokens in one `K` of a context label.
+pub const K: u64 = 1024;
+/// Headroom kept below `max_model_len` for chat-template overhead when resolving decode `max`.
+pub const MAX_HEADROOM_TOKENS: u64 = 1024;
+
+/// A context size as asked for on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContextArg {
+    /// A fixed number of tokens.
+    Tokens(u64),
+    /// The largest the server allows (resolved at plan time).
+    Max,
+}
+
+/// Errors from [`parse_context`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ContextError {
+    /// Not `max`, a number or a number with `k`.
+    #[error("'{0}' is not a context size; write tokens as 8192, 8k (= 8,192) or max")]
+    Syntax(String),
+    /// Zero tokens.
+    #[error("context size '{0}' must be at least 1 token")]
+    Zero(String),
+}
+
+/// Parse one context size: `8k`, `8K`, `8192`, `max`.
+pub fn parse_context(s: &str) -> Result<ContextArg, ContextError> {
+    let t = s.trim();
+    if t.eq_ignore_ascii_case("max") {
+        return Ok(ContextArg::Max);
+    }
+    let (digits, mult) = match t.strip_suffix(['k', 'K']) {
+        Some(d) => (d, K),
+        None => (t, 1),
+    };
+    let n: u64 = digits.parse().map_err(|_| ContextError::Syntax(s.to_string()))?;
+    let tokens = n.checked_mul(mult).ok_or_else(|| ContextError::Syntax(s.to_string()))?;
+    if tokens == 0 {
+        return Err(ContextError::Zero(s.to_string()));
+    }
+    Ok(ContextArg::Tokens(tokens))
+}
+
+/// The label of a token count: `8K` for multiples of 1,024, else the number (`8,000`).
+pub fn label(tokens: u64) -> String {
+    if tokens >= K && tokens % K == 0 {
+        format!("{}K", tokens / K)
+    } else {
+        crate::registry::format_number(tokens as f64, crate::registry::Style::Fixed(0))
+    }
+}
+
+/// A [`ContextSize`] with its standard label.
+pub fn size(tokens: u64) -> ContextSize {
+    ContextSize { label: label(tokens), tokens }
+}
+
+/// The decode `max` context: `max_model_len − max_tokens − 1,024`, rounded down to a multiple of
+/// 1,024; `None` when nothing fits. The seed: 262,144 and 4,096 → 257,024 (251K).
+pub fn decode_max(max_model_len: u64, max_tokens: u64) -> Option<u64> {
+    let room = max_model_len.checked_sub(max_tokens)?.checked_sub(MAX_HEADROOM_TOKENS)?;
+    let rounded = room / K * K;
+    (rounded > 0).then_some(rounded)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_forms_people_write() {
+        assert_eq!(parse_context("8k"), Ok(ContextArg::Tokens(8192)));
+        assert_eq!(parse_context("128K"), Ok(ContextArg::Tokens(131_072)));
+        assert_eq!(parse_context("8000"), Ok(ContextArg::Tokens(8000)));
+        assert_eq!(parse_context("MAX"), Ok(ContextArg::Max));
+        assert!(matches!(parse_context("8m"), Err(ContextError::Syntax(_))));
+        assert!(matches!(parse_context("0k"), Err(ContextError::Zero(_))));
+        assert!(matches!(parse_context("99999999999999999999k"), Err(ContextError::Syntax(_))));
+    }
+
+    #[test]
+    fn seed_max_is_251k() {
+        assert_eq!(decode_max(262_144, 4096), Some(257_024));
+        assert_eq!(label(257_024), "251K");
+        assert_eq!(label(8000), "8,000");
+        assert_eq!(decode_max(4096, 4096), None);
+    }
+}
