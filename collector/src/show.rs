@@ -45,8 +45,8 @@ pub enum Markup {
 struct Grid {
     headers: Vec<String>,
     rows: Vec<Vec<String>>,
-    /// Right-align every column but the first (numbers).
-    numeric: bool,
+    /// Columns from this index on hold numbers: right-aligned.
+    numeric_from: usize,
 }
 
 impl Grid {
@@ -58,11 +58,9 @@ impl Grid {
                 for r in &self.rows {
                     t.add_row(r);
                 }
-                if self.numeric {
-                    for i in 1..self.headers.len() {
-                        if let Some(c) = t.column_mut(i) {
-                            c.set_cell_alignment(CellAlignment::Right);
-                        }
+                for i in self.numeric_from..self.headers.len() {
+                    if let Some(c) = t.column_mut(i) {
+                        c.set_cell_alignment(CellAlignment::Right);
                     }
                 }
                 format!("{t}\n")
@@ -72,7 +70,7 @@ impl Grid {
                 let mut out = String::new();
                 let line = |cells: Vec<String>| format!("| {} |\n", cells.join(" | "));
                 out.push_str(&line(self.headers.iter().map(|h| cell(h)).collect()));
-                let sep = (0..self.headers.len()).map(|i| if self.numeric && i > 0 { "---:" } else { "---" });
+                let sep = (0..self.headers.len()).map(|i| if i >= self.numeric_from { "---:" } else { "---" });
                 out.push_str(&line(sep.map(String::from).collect()));
                 for r in &self.rows {
                     out.push_str(&line(r.iter().map(|c| cell(c)).collect()));
@@ -278,11 +276,12 @@ fn prefill_table(r: &Results) -> Grid {
             ]
         })
         .collect();
-    Grid { headers: vec!["Context".into(), "Prompt tok/s".into(), "TTFT".into(), "Prompt tokens".into()], rows, numeric: true }
+    Grid { headers: vec!["Context".into(), "Prompt tok/s".into(), "TTFT".into(), "Prompt tokens".into()], rows, numeric_from: 1 }
 }
 
-/// One matrix cell: total tok/s, then the status words when not valid, then TTFT.
-fn matrix_cell(r: &Results, context_tokens: u64, concurrency: u32) -> String {
+/// One decode-matrix cell as text lines: total tok/s, the status words when not valid, then
+/// TTFT (`"1,202.3\nRequests queued\n811 ms TTFT"`); `—` when the file has no such cell.
+pub fn matrix_cell(r: &Results, context_tokens: u64, concurrency: u32) -> String {
     let Some(c) = r.decode.iter().find(|c| c.context.tokens == context_tokens && c.concurrency == concurrency) else {
         return dash();
     };
@@ -311,7 +310,7 @@ fn decode_matrix(r: &Results) -> Grid {
                 .collect()
         })
         .collect();
-    Grid { headers, rows, numeric: true }
+    Grid { headers, rows, numeric_from: 1 }
 }
 
 /// The seed page's "All measurements" columns: (header, column id). On prefill rows the
@@ -378,7 +377,7 @@ pub fn render_report(r: &Results, all: bool, markup: Markup) -> String {
     if all {
         heading(&mut out, markup, 2, "All measurements");
         let _ = writeln!(out, "Latencies are medians. Total tok/s is output across all simultaneous requests (prompt tok/s on prefill rows).\n");
-        out.push_str(&Grid { headers: all_measurements_headers(), rows: all_measurements(r), numeric: true }.render(markup));
+        out.push_str(&Grid { headers: all_measurements_headers(), rows: all_measurements(r), numeric_from: 4 }.render(markup));
         let reasons: Vec<String> = rows(r)
             .iter()
             .filter_map(|row| row.reason().map(|why| format!("- {} {} × {}: {} — {}", row.phase().label(), clean(&row.context().label), row.concurrency(), row.status().label(), clean(why))))

@@ -28,3 +28,20 @@ fn schema_names_version_and_documents_units() {
     // Doc comments carry units into the schema, so a reader of the JSON Schema sees them.
     assert!(text.contains("tok/s") && text.contains("ms (client clock)"), "units missing from descriptions");
 }
+
+#[test]
+fn seed_fixture_validates_against_the_committed_schema() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let schema: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join("shared/schema/results.schema.json")).unwrap()).unwrap();
+    let fixture: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join("tests/fixtures/h200-qwen3.5-122b-vllm.json")).unwrap()).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("the committed schema compiles");
+    let errors: Vec<String> = validator.iter_errors(&fixture).map(|e| format!("{}: {e}", e.instance_path())).collect();
+    assert!(errors.is_empty(), "fixture violates the JSON Schema: {errors:#?}");
+
+    // And the schema rejects what the loader rejects by type: a string where a number belongs.
+    let mut broken = fixture.clone();
+    broken["decode"][0]["total_tps"] = serde_json::json!("fast");
+    assert!(!validator.is_valid(&broken));
+}
