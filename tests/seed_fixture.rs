@@ -24,9 +24,14 @@ fn seed_page() -> Option<String> {
     let path = workspace_root().join("../shared/seed/000_9ca01d13c50de007.txt");
     match std::fs::read_to_string(&path) {
         Ok(s) => Some(s),
-        Err(e) if std::env::var("CI").as_deref() == Ok("true") => panic!("seed page {} missing under CI: {e}", path.display()),
+        Err(e) if std::env::var("CI").as_deref() == Ok("true") => {
+            panic!("seed page {} missing under CI: {e}", path.display())
+        }
         Err(_) => {
-            eprintln!("SKIPPED: seed page {} not found (it sits beside the repository in the team's checkout)", path.display());
+            eprintln!(
+                "SKIPPED: seed page {} not found (it sits beside the repository in the team's checkout)",
+                path.display()
+            );
             None
         }
     }
@@ -77,14 +82,27 @@ fn every_number_of_the_all_measurements_table_matches() {
     let ours = all_measurements(&r);
     assert_eq!(ours.len(), seed_rows.len());
     let all_rows = speedmatrix_schema::table::rows(&r);
-    let ids = ["total_tps", "per_request_tps_p50", "ttft_ms_p50", "itl_ms_p50", "avg_active_requests", "completed_requests", "output_tokens", "window_s"];
+    let ids = [
+        "total_tps",
+        "per_request_tps_p50",
+        "ttft_ms_p50",
+        "itl_ms_p50",
+        "avg_active_requests",
+        "completed_requests",
+        "output_tokens",
+        "window_s",
+    ];
     let mut numbers = 0;
     for ((seed, mine), row) in seed_rows.iter().zip(&ours).zip(&all_rows) {
         // Text equality: phase, context, requests at once, status and every formatted figure.
         assert_eq!(seed, mine, "row differs from the seed page");
         // Number equality: the fixture's raw value lies within the page's display precision.
         for (i, id) in ids.iter().enumerate() {
-            let id = if *id == "total_tps" && row.phase() == speedmatrix_schema::table::Phase::Prefill { "prompt_tps" } else { id };
+            let id = if *id == "total_tps" && row.phase() == speedmatrix_schema::table::Phase::Prefill {
+                "prompt_tps"
+            } else {
+                id
+            };
             let value = row.value_of(id);
             match (parse_shown(&seed[4 + i]), value) {
                 (None, None) => {}
@@ -161,7 +179,12 @@ fn over_capacity_rule_reproduces_the_seed_cells() {
     let r = fixture();
     for budget in [4_718_592, 6_291_456, 8_355_839] {
         for c in &r.decode {
-            let over = speedmatrix_schema::status::over_capacity(c.concurrency, c.context.tokens, u64::from(r.config.max_tokens), budget);
+            let over = speedmatrix_schema::status::over_capacity(
+                c.concurrency,
+                c.context.tokens,
+                u64::from(r.config.max_tokens),
+                budget,
+            );
             assert_eq!(
                 over.is_some(),
                 c.status == speedmatrix_schema::CellStatus::OverCapacity,
@@ -171,6 +194,11 @@ fn over_capacity_rule_reproduces_the_seed_cells() {
             );
         }
     }
-    let max = speedmatrix_schema::context::decode_max(r.engine.max_model_len.unwrap(), u64::from(r.config.max_tokens)).unwrap();
-    assert_eq!(speedmatrix_schema::context::label(max), r.config.contexts.last().unwrap().label, "decode max is the seed's 251K");
+    let max = speedmatrix_schema::context::decode_max(r.engine.max_model_len.unwrap(), u64::from(r.config.max_tokens))
+        .unwrap();
+    assert_eq!(
+        speedmatrix_schema::context::label(max),
+        r.config.contexts.last().unwrap().label,
+        "decode max is the seed's 251K"
+    );
 }

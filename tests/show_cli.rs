@@ -11,7 +11,12 @@ fn root() -> PathBuf {
 }
 
 fn show(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_speedmatrix")).current_dir(root()).arg("show").args(args).output().expect("run speedmatrix")
+    Command::new(env!("CARGO_BIN_EXE_speedmatrix"))
+        .current_dir(root())
+        .arg("show")
+        .args(args)
+        .output()
+        .expect("run speedmatrix")
 }
 
 fn stdout(o: &Output) -> String {
@@ -22,7 +27,16 @@ fn stdout(o: &Output) -> String {
 #[test]
 fn text_report_shows_the_seed_matrix() {
     let out = stdout(&show(&[FIXTURE]));
-    for needle in ["Speed test matrix", "H200 NVL", "0.26.1rc1.dev638+g52be12cfa", "--api-key <redacted>", "22.5K", "6,342.6", "10,187 ms TTFT", "Requests queued"] {
+    for needle in [
+        "Speed test matrix",
+        "H200 NVL",
+        "0.26.1rc1.dev638+g52be12cfa",
+        "--api-key <redacted>",
+        "22.5K",
+        "6,342.6",
+        "10,187 ms TTFT",
+        "Requests queued",
+    ] {
         assert!(out.contains(needle), "text report lacks {needle:?}");
     }
     assert!(!out.contains("All measurements"), "the full table only comes with --all");
@@ -36,7 +50,10 @@ fn markdown_matrix_has_over_capacity_at_251k_x_32() {
     let col = header.iter().position(|h| *h == "32").unwrap();
     assert_eq!(row[col], "Over capacity");
     let row8k: Vec<&str> = out.lines().find(|l| l.starts_with("| 8K |")).unwrap().split(" | ").collect();
-    assert_eq!(row8k[header.iter().position(|h| h.trim_end_matches(" |") == "128").unwrap()].trim_end_matches(" |"), "6,342.6<br>10,187 ms TTFT");
+    assert_eq!(
+        row8k[header.iter().position(|h| h.trim_end_matches(" |") == "128").unwrap()].trim_end_matches(" |"),
+        "6,342.6<br>10,187 ms TTFT"
+    );
     assert!(out.contains("## Prefill"));
 }
 
@@ -52,7 +69,10 @@ fn all_csv_has_a_header_and_55_rows() {
     let rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
     assert_eq!(rows.len(), 55);
     let col = |name: &str| headers.iter().position(|h| h == name).unwrap();
-    let cell = rows.iter().find(|r| &r[col("context")] == "8K" && &r[col("concurrency")] == "128" && &r[col("phase")] == "decode").unwrap();
+    let cell = rows
+        .iter()
+        .find(|r| &r[col("context")] == "8K" && &r[col("concurrency")] == "128" && &r[col("phase")] == "decode")
+        .unwrap();
     assert_eq!(&cell[col("total_tps")], "6342.6");
     assert_eq!(&cell[col("ttft_ms_p50")], "10187");
     assert_eq!(&cell[col("ttft_ms_p99")], "", "figures the page lacks are empty, not invented");
@@ -86,9 +106,11 @@ fn all_text_table_and_stdin() {
     child.stdin.take().unwrap().write_all(&bytes).unwrap();
     let out = stdout(&child.wait_with_output().unwrap());
     assert!(out.contains("All measurements"));
-    let queued: Vec<&str> = out.lines().filter(|l| l.starts_with("│ Sustained decode") && l.contains("Requests queued")).collect();
+    let queued: Vec<&str> =
+        out.lines().filter(|l| l.starts_with("│ Sustained decode") && l.contains("Requests queued")).collect();
     assert_eq!(queued.len(), 1, "{out}");
-    let cells: Vec<&str> = queued[0].split('┆').map(|c| c.trim_matches(|c: char| c == '│' || c.is_whitespace())).collect();
+    let cells: Vec<&str> =
+        queued[0].split('┆').map(|c| c.trim_matches(|c: char| c == '│' || c.is_whitespace())).collect();
     assert_eq!(&cells[..5], ["Sustained decode", "64K", "8", "Requests queued", "1,202.3"]);
 }
 
@@ -127,7 +149,11 @@ fn truncated_json() {
 fn wrong_type() {
     let mut v = fixture_json();
     v["decode"][3]["total_tps"] = serde_json::json!("fast");
-    bad("wrong-type.json", v.to_string().as_bytes(), &["at decode[3].total_tps:", "invalid type: string \"fast\"", "expected f64"]);
+    bad(
+        "wrong-type.json",
+        v.to_string().as_bytes(),
+        &["at decode[3].total_tps:", "invalid type: string \"fast\"", "expected f64"],
+    );
 }
 
 #[test]
@@ -173,7 +199,11 @@ fn fifty_megabytes_of_garbage() {
 
 #[test]
 fn nan_and_negative_durations() {
-    let text = serde_json::to_string_pretty(&fixture_json()).unwrap().replacen("\"total_tps\": 237.1", "\"total_tps\": NaN", 1);
+    let text = serde_json::to_string_pretty(&fixture_json()).unwrap().replacen(
+        "\"total_tps\": 237.1",
+        "\"total_tps\": NaN",
+        1,
+    );
     bad("nan.json", text.as_bytes(), &["invalid JSON at line", "NaN is not a JSON number"]);
     let mut v = fixture_json();
     v["decode"][0]["ttft_ms"]["p50"] = serde_json::json!(-196);

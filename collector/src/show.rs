@@ -84,7 +84,17 @@ impl Grid {
 /// Text from a results file, made safe for a terminal: control characters (ANSI escapes, bells)
 /// become `�`; newlines in one-line fields become spaces.
 fn clean(s: &str) -> String {
-    s.chars().map(|c| if c == '\n' || c == '\t' { ' ' } else if c.is_control() { '\u{fffd}' } else { c }).collect()
+    s.chars()
+        .map(|c| {
+            if c == '\n' || c == '\t' {
+                ' '
+            } else if c.is_control() {
+                '\u{fffd}'
+            } else {
+                c
+            }
+        })
+        .collect()
 }
 
 fn heading(out: &mut String, markup: Markup, level: usize, text: &str) {
@@ -141,9 +151,11 @@ fn range_label(labels: &[String]) -> String {
 
 /// The one-line title: model on hardware.
 fn title(r: &Results) -> String {
-    let model = r.engine.model.clone().or_else(|| r.engine.served_model_name.clone()).unwrap_or_else(|| "unknown model".into());
+    let model =
+        r.engine.model.clone().or_else(|| r.engine.served_model_name.clone()).unwrap_or_else(|| "unknown model".into());
     let gpu = r.hardware.gpus.first().map(|g| g.name.clone());
-    let count = r.hardware.gpu_count.or(if r.hardware.gpus.is_empty() { None } else { Some(r.hardware.gpus.len() as u32) });
+    let count =
+        r.hardware.gpu_count.or(if r.hardware.gpus.is_empty() { None } else { Some(r.hardware.gpus.len() as u32) });
     let model = model.rsplit('/').next().unwrap_or(&model).to_string();
     match (gpu, count) {
         (Some(g), Some(n)) if n > 1 => format!("{model} on {g} ×{n}"),
@@ -189,55 +201,90 @@ fn header_cards(out: &mut String, r: &Results, markup: Markup) {
     });
     let driver = h.gpus.first().and_then(|g| g.driver.clone());
     let cuda = h.gpus.first().and_then(|g| g.cuda.clone());
-    card(out, markup, "Hardware", &[
-        ("Type", h.accelerator_type.clone()),
-        ("GPU", (!gpu_names.is_empty()).then(|| gpu_names.join(", "))),
-        ("GPU count", count.map(|n| n.to_string())),
-        ("VRAM", vram),
-        ("Driver", driver),
-        ("CUDA", cuda),
-        ("CPU", h.cpu.clone()),
-        ("OS", h.os.clone()),
-        ("Host", h.host.clone()),
-        ("GPU telemetry", h.gpu_telemetry_note.clone()),
-    ]);
+    card(
+        out,
+        markup,
+        "Hardware",
+        &[
+            ("Type", h.accelerator_type.clone()),
+            ("GPU", (!gpu_names.is_empty()).then(|| gpu_names.join(", "))),
+            ("GPU count", count.map(|n| n.to_string())),
+            ("VRAM", vram),
+            ("Driver", driver),
+            ("CUDA", cuda),
+            ("CPU", h.cpu.clone()),
+            ("OS", h.os.clone()),
+            ("Host", h.host.clone()),
+            ("GPU telemetry", h.gpu_telemetry_note.clone()),
+        ],
+    );
     let e = &r.engine;
-    card(out, markup, "Engine", &[
-        ("Engine", Some(e.name.clone())),
-        ("Version", e.version.clone()),
-        ("Quantization", e.quantization.clone()),
-        ("Backend", e.backend.clone()),
-        ("Repository", e.repository.clone()),
-        ("Build", e.build.clone()),
-        ("Commit", e.commit.clone()),
-        ("Model", e.model.clone()),
-        ("Max model length", e.max_model_len.map(|v| format!("{} tokens", registry::format_number(v as f64, registry::Style::Fixed(0))))),
-        ("KV cache budget", e.kv_budget_tokens.map(|v| format!("{} tokens", registry::format_number(v as f64, registry::Style::Fixed(0))))),
-        ("Speculative decoding", e.speculative_decoding.clone()),
-    ]);
+    card(
+        out,
+        markup,
+        "Engine",
+        &[
+            ("Engine", Some(e.name.clone())),
+            ("Version", e.version.clone()),
+            ("Quantization", e.quantization.clone()),
+            ("Backend", e.backend.clone()),
+            ("Repository", e.repository.clone()),
+            ("Build", e.build.clone()),
+            ("Commit", e.commit.clone()),
+            ("Model", e.model.clone()),
+            (
+                "Max model length",
+                e.max_model_len
+                    .map(|v| format!("{} tokens", registry::format_number(v as f64, registry::Style::Fixed(0)))),
+            ),
+            (
+                "KV cache budget",
+                e.kv_budget_tokens
+                    .map(|v| format!("{} tokens", registry::format_number(v as f64, registry::Style::Fixed(0)))),
+            ),
+            ("Speculative decoding", e.speculative_decoding.clone()),
+        ],
+    );
     let c = &r.config;
     let run = &r.run;
-    card(out, markup, "Run", &[
-        ("Label", run.label.clone()),
-        ("Status", Some(format!("{:?}", run.status).to_lowercase())),
-        ("Started", run.started_at.clone()),
-        ("Finished", run.finished_at.clone()),
-        ("Served model", e.served_model_name.clone()),
-        ("Revision", e.revision.clone()),
-        ("Benchmark tool", Some(format!("{} v{}", r.tool.name, r.tool.version))),
-        ("Decode test", c.decode_test.map(|d| match d {
-            DecodeTest::FixedDuration => "Fixed duration".into(),
-            DecodeTest::FixedRequests => "Fixed requests".into(),
-        })),
-        ("Prefill mode", c.prefill_mode.map(|p| match p {
-            PrefillMode::DecodeWarmup => "Measured during decode warm-up".into(),
-            PrefillMode::Separate => "Separate cold request".into(),
-        })),
-        ("Time per measurement", Some(format!("{} s", registry::format_number(c.window_s, registry::Style::Fixed(0))))),
-        ("Max output", Some(format!("{} tokens", registry::format_number(f64::from(c.max_tokens), registry::Style::Fixed(0))))),
-        ("Endpoint", c.endpoint.map(|x| format!("{x:?}").to_lowercase())),
-        ("Notes", run.notes.clone()),
-    ]);
+    card(
+        out,
+        markup,
+        "Run",
+        &[
+            ("Label", run.label.clone()),
+            ("Status", Some(format!("{:?}", run.status).to_lowercase())),
+            ("Started", run.started_at.clone()),
+            ("Finished", run.finished_at.clone()),
+            ("Served model", e.served_model_name.clone()),
+            ("Revision", e.revision.clone()),
+            ("Benchmark tool", Some(format!("{} v{}", r.tool.name, r.tool.version))),
+            (
+                "Decode test",
+                c.decode_test.map(|d| match d {
+                    DecodeTest::FixedDuration => "Fixed duration".into(),
+                    DecodeTest::FixedRequests => "Fixed requests".into(),
+                }),
+            ),
+            (
+                "Prefill mode",
+                c.prefill_mode.map(|p| match p {
+                    PrefillMode::DecodeWarmup => "Measured during decode warm-up".into(),
+                    PrefillMode::Separate => "Separate cold request".into(),
+                }),
+            ),
+            (
+                "Time per measurement",
+                Some(format!("{} s", registry::format_number(c.window_s, registry::Style::Fixed(0)))),
+            ),
+            (
+                "Max output",
+                Some(format!("{} tokens", registry::format_number(f64::from(c.max_tokens), registry::Style::Fixed(0)))),
+            ),
+            ("Endpoint", c.endpoint.map(|x| format!("{x:?}").to_lowercase())),
+            ("Notes", run.notes.clone()),
+        ],
+    );
     if let Some(cmd) = &e.launch_command {
         heading(out, markup, 2, "Launch command");
         match markup {
@@ -267,7 +314,8 @@ fn prefill_table(r: &Results) -> Grid {
         .prefill
         .iter()
         .map(|p| {
-            let tps = if p.status.is_measured() { fmt("prompt_tps", p.prompt_tps) } else { p.status.label().to_string() };
+            let tps =
+                if p.status.is_measured() { fmt("prompt_tps", p.prompt_tps) } else { p.status.label().to_string() };
             vec![
                 format!("{} context", clean(&p.context.label)),
                 tps,
@@ -276,7 +324,11 @@ fn prefill_table(r: &Results) -> Grid {
             ]
         })
         .collect();
-    Grid { headers: vec!["Context".into(), "Prompt tok/s".into(), "TTFT".into(), "Prompt tokens".into()], rows, numeric_from: 1 }
+    Grid {
+        headers: vec!["Context".into(), "Prompt tok/s".into(), "TTFT".into(), "Prompt tokens".into()],
+        rows,
+        numeric_from: 1,
+    }
 }
 
 /// One decode-matrix cell as text lines: total tok/s, the status words when not valid, then
@@ -299,7 +351,8 @@ pub fn matrix_cell(r: &Results, context_tokens: u64, concurrency: u32) -> String
 }
 
 fn decode_matrix(r: &Results) -> Grid {
-    let headers = std::iter::once("Context".to_string()).chain(r.config.concurrency.iter().map(u32::to_string)).collect();
+    let headers =
+        std::iter::once("Context".to_string()).chain(r.config.concurrency.iter().map(u32::to_string)).collect();
     let rows = r
         .config
         .contexts
@@ -349,7 +402,11 @@ pub fn all_measurements(r: &Results) -> Vec<Vec<String>> {
 
 /// The headers of [`all_measurements`].
 pub fn all_measurements_headers() -> Vec<String> {
-    ["Phase", "Context", "Requests at once", "Status"].iter().chain(ALL_COLUMNS.iter().map(|(h, _)| h)).map(|s| s.to_string()).collect()
+    ["Phase", "Context", "Requests at once", "Status"]
+        .iter()
+        .chain(ALL_COLUMNS.iter().map(|(h, _)| h))
+        .map(|s| s.to_string())
+        .collect()
 }
 
 /// Render the report: title, header cards, prefill table, decode matrix, legend; with `all` the
@@ -365,7 +422,12 @@ pub fn render_report(r: &Results, all: bool, markup: Markup) -> String {
         out.push('\n');
     }
     if !r.decode.is_empty() {
-        heading(&mut out, markup, 2, "Sustained decode — total tok/s · rows are context length, columns are simultaneous requests");
+        heading(
+            &mut out,
+            markup,
+            2,
+            "Sustained decode — total tok/s · rows are context length, columns are simultaneous requests",
+        );
         out.push_str(&decode_matrix(r).render(markup));
         let _ = writeln!(
             out,
@@ -377,10 +439,23 @@ pub fn render_report(r: &Results, all: bool, markup: Markup) -> String {
     if all {
         heading(&mut out, markup, 2, "All measurements");
         let _ = writeln!(out, "Latencies are medians. Total tok/s is output across all simultaneous requests (prompt tok/s on prefill rows).\n");
-        out.push_str(&Grid { headers: all_measurements_headers(), rows: all_measurements(r), numeric_from: 4 }.render(markup));
+        out.push_str(
+            &Grid { headers: all_measurements_headers(), rows: all_measurements(r), numeric_from: 4 }.render(markup),
+        );
         let reasons: Vec<String> = rows(r)
             .iter()
-            .filter_map(|row| row.reason().map(|why| format!("- {} {} × {}: {} — {}", row.phase().label(), clean(&row.context().label), row.concurrency(), row.status().label(), clean(why))))
+            .filter_map(|row| {
+                row.reason().map(|why| {
+                    format!(
+                        "- {} {} × {}: {} — {}",
+                        row.phase().label(),
+                        clean(&row.context().label),
+                        row.concurrency(),
+                        row.status().label(),
+                        clean(why)
+                    )
+                })
+            })
             .collect();
         if !reasons.is_empty() {
             let _ = writeln!(out, "\nReasons:\n{}", reasons.join("\n"));

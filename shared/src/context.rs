@@ -51,7 +51,7 @@ pub fn parse_context(s: &str) -> Result<ContextArg, ContextError> {
 
 /// The label of a token count: `8K` for multiples of 1,024, else the number (`8,000`).
 pub fn label(tokens: u64) -> String {
-    if tokens >= K && tokens % K == 0 {
+    if tokens >= K && tokens.is_multiple_of(K) {
         format!("{}K", tokens / K)
     } else {
         crate::registry::format_number(tokens as f64, crate::registry::Style::Fixed(0))

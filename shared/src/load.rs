@@ -28,7 +28,9 @@ pub enum LoadError {
     #[error("not a speedmatrix results file: {0}")]
     NotResults(String),
     /// Written by a newer speedmatrix.
-    #[error("written by a newer speedmatrix (v{found}); upgrade speedmatrix (this build reads schema v1…v{supported})")]
+    #[error(
+        "written by a newer speedmatrix (v{found}); upgrade speedmatrix (this build reads schema v1…v{supported})"
+    )]
     Newer {
         /// The file's `schema_version`.
         found: u64,
@@ -65,10 +67,8 @@ pub fn load_results(bytes: &[u8]) -> Result<Results, LoadError> {
     let value: Value = serde_json::from_slice(bytes).map_err(|e| json_error(&e, bytes))?;
     let value = migrate(value)?;
     check_numbers(&value, &mut String::new())?;
-    let results: Results = serde_path_to_error::deserialize(value).map_err(|e| LoadError::Schema {
-        path: display_path(&e.path().to_string()),
-        message: e.inner().to_string(),
-    })?;
+    let results: Results = serde_path_to_error::deserialize(value)
+        .map_err(|e| LoadError::Schema { path: display_path(&e.path().to_string()), message: e.inner().to_string() })?;
     validate(&results)?;
     Ok(results)
 }
@@ -147,7 +147,8 @@ fn word_at(bytes: &[u8], line: usize, column: usize) -> Option<String> {
     let start = column.saturating_sub(1).min(l.len());
     // serde_json points at the last byte it read; back up to the start of the word.
     let begin = l[..start].rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '-')).map_or(0, |i| i + 1);
-    let word: String = l.get(begin..)?.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-').take(16).collect();
+    let word: String =
+        l.get(begin..)?.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-').take(16).collect();
     (!word.is_empty()).then_some(word)
 }
 
@@ -195,8 +196,9 @@ fn invalid(path: impl Into<String>, message: impl Into<String>) -> LoadError {
 
 fn check_rfc3339(path: &str, s: &Option<String>) -> Result<(), LoadError> {
     if let Some(s) = s {
-        time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339)
-            .map_err(|e| invalid(path, format!("\"{s}\" is not an RFC 3339 time such as 2026-11-30T10:53:38Z ({e})")))?;
+        time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).map_err(|e| {
+            invalid(path, format!("\"{s}\" is not an RFC 3339 time such as 2026-11-30T10:53:38Z ({e})"))
+        })?;
     }
     Ok(())
 }
@@ -207,7 +209,13 @@ fn check_distribution(path: &str, d: &Option<Distribution>) -> Result<(), LoadEr
     let present: Vec<(&str, f64)> = ordered.iter().filter_map(|(n, v)| v.map(|v| (*n, v))).collect();
     for w in present.windows(2) {
         if w[0].1 > w[1].1 {
-            return Err(invalid(path, format!("{} ({}) is above {} ({}); expected min ≤ p50 ≤ p90 ≤ p99 ≤ max", w[0].0, w[0].1, w[1].0, w[1].1)));
+            return Err(invalid(
+                path,
+                format!(
+                    "{} ({}) is above {} ({}); expected min ≤ p50 ≤ p90 ≤ p99 ≤ max",
+                    w[0].0, w[0].1, w[1].0, w[1].1
+                ),
+            ));
         }
     }
     if let (Some(mean), Some(min), Some(max)) = (d.mean, d.min, d.max) {
@@ -256,7 +264,10 @@ pub fn validate(r: &Results) -> Result<(), LoadError> {
         if !seen.insert((c.context.tokens, c.concurrency)) {
             return Err(invalid(
                 format!("decode[{i}]"),
-                format!("a second cell for context {} × concurrency {}; each cell appears once", c.context.label, c.concurrency),
+                format!(
+                    "a second cell for context {} × concurrency {}; each cell appears once",
+                    c.context.label, c.concurrency
+                ),
             ));
         }
         if needs_reason(c.status) && c.reason.is_none() {
@@ -309,7 +320,10 @@ mod tests {
         assert!(matches!(load_results(b"[1,2]"), Err(LoadError::NotResults(_))));
         assert!(matches!(load_results(br#"{"schema":"other"}"#), Err(LoadError::NotResults(_))));
         let e = load_results(br#"{"schema":"speedmatrix-results","schema_version":7}"#).unwrap_err();
-        assert_eq!(e.to_string(), "written by a newer speedmatrix (v7); upgrade speedmatrix (this build reads schema v1…v1)");
+        assert_eq!(
+            e.to_string(),
+            "written by a newer speedmatrix (v7); upgrade speedmatrix (this build reads schema v1…v1)"
+        );
         let e = load_results(br#"{"schema":"speedmatrix-results","schema_version":0}"#).unwrap_err();
         assert!(e.to_string().starts_with("at schema_version:"), "{e}");
         let e = load_results(br#"{"schema":"speedmatrix-results","schema_version":"1"}"#).unwrap_err();
@@ -318,7 +332,12 @@ mod tests {
 
     #[test]
     fn negative_numbers_are_named_by_path() {
-        let e = load_results(br#"{"schema":"speedmatrix-results","schema_version":1,"decode":[{"ttft_ms":{"p50":-3}}]}"#).unwrap_err();
-        assert_eq!(e.to_string(), "at decode[0].ttft_ms.p50: -3 is negative; durations, rates, counts and sizes are ≥ 0");
+        let e =
+            load_results(br#"{"schema":"speedmatrix-results","schema_version":1,"decode":[{"ttft_ms":{"p50":-3}}]}"#)
+                .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "at decode[0].ttft_ms.p50: -3 is negative; durations, rates, counts and sizes are ≥ 0"
+        );
     }
 }

@@ -129,6 +129,7 @@ const fn m(
 use Kind::{Distribution as D, Scalar as S};
 
 /// Every metric, in the order columns appear (CSV, tables).
+#[rustfmt::skip]
 pub static METRICS: &[Metric] = &[
     m("total_tps", "Total tok/s", Unit::TokPerS, Style::Fixed(1), Some(true), S,
       "Output tokens of all streams inside the window ÷ window length (server usage tokens, client clock)."),
@@ -368,9 +369,22 @@ mod tests {
     #[test]
     fn ids_are_unique_snake_case_and_cover_design_list() {
         let design = [
-            "total_tps", "per_request_tps", "ttft_ms", "ttft_content_ms", "tpot_ms", "itl_ms", "e2e_ms",
-            "prompt_tps", "prompt_tokens", "output_tokens", "completed_requests", "avg_active_requests",
-            "max_active_requests", "spec_accept_rate", "gpu_power_w", "energy_j_per_token",
+            "total_tps",
+            "per_request_tps",
+            "ttft_ms",
+            "ttft_content_ms",
+            "tpot_ms",
+            "itl_ms",
+            "e2e_ms",
+            "prompt_tps",
+            "prompt_tokens",
+            "output_tokens",
+            "completed_requests",
+            "avg_active_requests",
+            "max_active_requests",
+            "spec_accept_rate",
+            "gpu_power_w",
+            "energy_j_per_token",
         ];
         for id in design {
             assert!(metric(id).is_some(), "{id} missing from the registry");

@@ -7,7 +7,12 @@ use crate::model::{Capacity, CellStatus};
 /// The seed's conservative over-capacity rule: a cell of `concurrency` streams at
 /// `context_tokens` with `max_tokens` of output needs N × (C + max_tokens) KV tokens; when that
 /// exceeds `kv_budget_tokens` the cell is over capacity and this returns the shortfall.
-pub fn over_capacity(concurrency: u32, context_tokens: u64, max_tokens: u64, kv_budget_tokens: u64) -> Option<Capacity> {
+pub fn over_capacity(
+    concurrency: u32,
+    context_tokens: u64,
+    max_tokens: u64,
+    kv_budget_tokens: u64,
+) -> Option<Capacity> {
     let required = u64::from(concurrency).saturating_mul(context_tokens.saturating_add(max_tokens));
     (required > kv_budget_tokens).then_some(Capacity { required_tokens: required, budget_tokens: kv_budget_tokens })
 }
@@ -59,7 +64,11 @@ pub fn decode_status(e: &Evidence<'_>) -> (CellStatus, Option<String>) {
         if avg < floor {
             return (
                 CellStatus::RequestsQueued,
-                Some(format!("on average {avg:.1} of {} streams were running (< {:.0} %)", e.concurrency, RUNNING_SHARE * 100.0)),
+                Some(format!(
+                    "on average {avg:.1} of {} streams were running (< {:.0} %)",
+                    e.concurrency,
+                    RUNNING_SHARE * 100.0
+                )),
             );
         }
     }
@@ -81,13 +90,28 @@ mod tests {
     #[test]
     fn precedence_error_then_queued_then_valid() {
         let fails = vec!["stream 3: HTTP 500".to_string(), "x".to_string()];
-        let (s, r) = decode_status(&Evidence { concurrency: 4, failures: &fails, waiting_samples: &[1.0, 1.0], avg_running: Some(1.0) });
+        let (s, r) = decode_status(&Evidence {
+            concurrency: 4,
+            failures: &fails,
+            waiting_samples: &[1.0, 1.0],
+            avg_running: Some(1.0),
+        });
         assert_eq!(s, CellStatus::Error);
         assert_eq!(r.unwrap(), "stream 3: HTTP 500 (and 1 more failed streams)");
 
-        let (s, _) = decode_status(&Evidence { concurrency: 4, waiting_samples: &[0.0, 2.0, 0.0, 2.0], avg_running: Some(4.0), ..Default::default() });
+        let (s, _) = decode_status(&Evidence {
+            concurrency: 4,
+            waiting_samples: &[0.0, 2.0, 0.0, 2.0],
+            avg_running: Some(4.0),
+            ..Default::default()
+        });
         assert_eq!(s, CellStatus::Valid, "isolated waiting samples are not a queue");
-        let (s, _) = decode_status(&Evidence { concurrency: 4, waiting_samples: &[0.0, 2.0, 1.0], avg_running: Some(4.0), ..Default::default() });
+        let (s, _) = decode_status(&Evidence {
+            concurrency: 4,
+            waiting_samples: &[0.0, 2.0, 1.0],
+            avg_running: Some(4.0),
+            ..Default::default()
+        });
         assert_eq!(s, CellStatus::RequestsQueued);
         let (s, r) = decode_status(&Evidence { concurrency: 8, avg_running: Some(7.5), ..Default::default() });
         assert_eq!(s, CellStatus::RequestsQueued);

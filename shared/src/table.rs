@@ -93,16 +93,13 @@ impl<'a> Row<'a> {
     pub fn value(&self, col: &Column) -> Option<f64> {
         let id = col.metric.id;
         match self {
-            Row::Prefill(p) => {
-                let scalar = match id {
-                    "prompt_tps" => p.prompt_tps,
-                    "prompt_tokens" => p.prompt_tokens.map(|v| v as f64),
-                    "completed_requests" => p.completed_requests.map(|v| v as f64),
-                    "ttft_ms" if col.stat == Some(Stat::P50) => p.ttft_ms,
-                    _ => None,
-                };
-                scalar
-            }
+            Row::Prefill(p) => match id {
+                "prompt_tps" => p.prompt_tps,
+                "prompt_tokens" => p.prompt_tokens.map(|v| v as f64),
+                "completed_requests" => p.completed_requests.map(|v| v as f64),
+                "ttft_ms" if col.stat == Some(Stat::P50) => p.ttft_ms,
+                _ => None,
+            },
             Row::Decode(d) => {
                 let dist = |x: &Option<Distribution>| x.as_ref().and_then(|x| col.stat.and_then(|s| s.of(x)));
                 match id {
@@ -145,19 +142,55 @@ mod tests {
     fn every_registry_column_is_reachable_from_a_decode_cell() {
         // A cell with every figure set: each column must find its value, so no registry id is
         // silently unmapped.
-        let dist = Some(Distribution { p50: Some(1.0), p90: Some(1.0), p99: Some(1.0), mean: Some(1.0), min: Some(1.0), max: Some(1.0), count: Some(1) });
+        let dist = Some(Distribution {
+            p50: Some(1.0),
+            p90: Some(1.0),
+            p99: Some(1.0),
+            mean: Some(1.0),
+            min: Some(1.0),
+            max: Some(1.0),
+            count: Some(1),
+        });
         let cell = DecodeCell {
-            context: crate::context::size(8192), prompt_tokens: Some(1), concurrency: 1, status: CellStatus::Valid,
-            reason: None, capacity: None, window_s: Some(1.0), total_tps: Some(1.0), per_request_tps: dist,
-            ttft_ms: dist, ttft_in_window_ms: dist, ttft_content_ms: dist, tpot_ms: dist, itl_ms: dist,
-            chunk_gap_ms: dist, e2e_ms: dist, output_tokens: Some(1), token_count_source: None,
-            completed_requests: Some(1), avg_active_requests: Some(1.0), max_active_requests: Some(1.0),
-            spec_accept_rate: Some(1.0), gpu_power_w: Some(1.0), energy_j_per_token: Some(1.0), server: None,
-            gpu: None, client_cpu_pct: None, requests: vec![],
+            context: crate::context::size(8192),
+            prompt_tokens: Some(1),
+            concurrency: 1,
+            status: CellStatus::Valid,
+            reason: None,
+            capacity: None,
+            window_s: Some(1.0),
+            total_tps: Some(1.0),
+            per_request_tps: dist,
+            ttft_ms: dist,
+            ttft_in_window_ms: dist,
+            ttft_content_ms: dist,
+            tpot_ms: dist,
+            itl_ms: dist,
+            chunk_gap_ms: dist,
+            e2e_ms: dist,
+            output_tokens: Some(1),
+            token_count_source: None,
+            completed_requests: Some(1),
+            avg_active_requests: Some(1.0),
+            max_active_requests: Some(1.0),
+            spec_accept_rate: Some(1.0),
+            gpu_power_w: Some(1.0),
+            energy_j_per_token: Some(1.0),
+            server: None,
+            gpu: None,
+            client_cpu_pct: None,
+            requests: vec![],
         };
         let row = PrefillRow {
-            context: crate::context::size(8192), prompt_tokens: Some(1), status: CellStatus::Valid, reason: None,
-            prompt_tps: Some(1.0), ttft_ms: Some(1.0), completed_requests: Some(1), cached_tokens: None, requests: vec![],
+            context: crate::context::size(8192),
+            prompt_tokens: Some(1),
+            status: CellStatus::Valid,
+            reason: None,
+            prompt_tps: Some(1.0),
+            ttft_ms: Some(1.0),
+            completed_requests: Some(1),
+            cached_tokens: None,
+            requests: vec![],
         };
         for c in columns() {
             let found = Row::Decode(&cell).value(&c).or(Row::Prefill(&row).value(&c));

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Install what speedmatrix's tests need, idempotently: anything already present is skipped.
+#
+# Heavy tools go to a cache outside the repository, $SPEEDMATRIX_CACHE
+# (default ~/.cache/speedmatrix), so that a fresh clone or CI run reuses them.
+#
+# Today the tests need: the Rust toolchain pinned in rust-toolchain.toml (stable) with the
+# wasm32-unknown-unknown target (the schema crate and the viewer must build for the browser),
+# and the crates in Cargo.lock (fetched once into ~/.cargo).
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cache="${SPEEDMATRIX_CACHE:-$HOME/.cache/speedmatrix}"
+mkdir -p "$cache"
+
+say() { printf 'setup: %s\n' "$*"; }
+
+# 1. Rust toolchain and the wasm32 target (rustup reads rust-toolchain.toml in the repo).
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "setup: cargo not found; install Rust with rustup (https://rustup.rs) and run this again" >&2
+  exit 1
+fi
+cd "$root"
+if rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then
+  say "wasm32-unknown-unknown target present"
+else
+  say "adding the wasm32-unknown-unknown target"
+  rustup target add wasm32-unknown-unknown
+fi
+
+# 2. Crates: fetch once so later builds (and trunk, which runs cargo offline) need no network.
+say "fetching crates (cargo fetch --locked)"
+cargo fetch --locked --quiet
+
+say "done (cache: $cache)"
