@@ -10,6 +10,8 @@
 //! Exit codes: 0 success, 1 failure while working, 2 bad input (unreadable or invalid file, bad
 //! flag).
 
+#![warn(missing_docs)]
+
 pub mod cli;
 pub mod files;
 pub mod show;

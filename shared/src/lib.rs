@@ -13,6 +13,8 @@
 //! - [`context`]: context sizes (`8k` = 8,192 tokens, `max`).
 //! - [`status`]: the cell status rules (over capacity, requests queued, …).
 
+#![warn(missing_docs)]
+
 pub mod context;
 pub mod export;
 pub mod load;
