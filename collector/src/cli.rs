@@ -2,6 +2,7 @@
 //! the module of each command.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use speedmatrix_schema::Endpoint;
 use std::path::PathBuf;
 
 /// Measure how fast an LLM server really is, and publish the result.
@@ -16,6 +17,8 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run the speed-test matrix against a server and write a results file.
+    Run(Box<RunArgs>),
     /// Print a results file: header, prefill table and decode matrix (or the full table).
     Show(ShowArgs),
     /// Print the JSON Schema of the results file (the committed copy is
@@ -47,4 +50,87 @@ pub struct ShowArgs {
     /// Add the full measurement table to the text and markdown views.
     #[arg(long)]
     pub all: bool,
+}
+
+/// The endpoint flag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EndpointArg {
+    /// `POST /v1/chat/completions`.
+    Chat,
+    /// `POST /v1/completions`.
+    Completions,
+}
+
+impl From<EndpointArg> for Endpoint {
+    fn from(e: EndpointArg) -> Self {
+        match e {
+            EndpointArg::Chat => Endpoint::Chat,
+            EndpointArg::Completions => Endpoint::Completions,
+        }
+    }
+}
+
+/// Flags of `speedmatrix run`.
+#[derive(Debug, Args, Clone)]
+pub struct RunArgs {
+    /// Base URL of the OpenAI-compatible server (without /v1).
+    #[arg(long, default_value = "http://127.0.0.1:8000")]
+    pub url: String,
+    /// API key sent as `Authorization: Bearer KEY`.
+    #[arg(long, env = "SPEEDMATRIX_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+    /// Served model name (default: the first the server lists).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Decode contexts (matrix rows): tokens, `8k` (= 8,192) or `max`.
+    #[arg(long, value_delimiter = ',', default_value = "8k,16k,32k,64k,128k,max")]
+    pub contexts: Vec<String>,
+    /// Concurrency levels (matrix columns): simultaneous streams.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16,32,64,128")]
+    pub concurrency: Vec<u32>,
+    /// Prefill contexts (one cold request each); `none` for no prefill rows.
+    #[arg(long, value_delimiter = ',', default_value = "8k,16k,32k,64k,128k,max")]
+    pub prefill_contexts: Vec<String>,
+    /// Measurement window per decode cell, e.g. `30s`, `10s`, `2m`.
+    #[arg(long, default_value = "30s")]
+    pub duration: String,
+    /// `max_tokens` of every decode request.
+    #[arg(long, default_value_t = 4096)]
+    pub max_tokens: u32,
+    /// Endpoint to call.
+    #[arg(long, value_enum, default_value_t = EndpointArg::Chat)]
+    pub endpoint: EndpointArg,
+    /// Give every stream of a cell its own (warmed) prompt instead of sharing one.
+    #[arg(long)]
+    pub distinct_prompts: bool,
+    /// Sampling temperature sent with every request.
+    #[arg(long)]
+    pub temperature: Option<f64>,
+    /// Sampling seed sent with every request; also seeds the prompt text.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// KV-cache budget in tokens, when the server does not report it.
+    #[arg(long)]
+    pub kv_budget: Option<u64>,
+    /// A stream that sends nothing for this long fails (there is no overall request timeout).
+    #[arg(long, default_value = "120s")]
+    pub stall_timeout: String,
+    /// Results file, rewritten atomically after every prefill row and cell.
+    #[arg(long, short = 'o', default_value = "results.json")]
+    pub out: PathBuf,
+    /// Continue the run in this results file (same plan and server), skipping measured cells.
+    #[arg(long)]
+    pub resume: Option<PathBuf>,
+    /// Print the plan and the estimated wall time, then stop.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// A label for the run, shown in reports.
+    #[arg(long)]
+    pub label: Option<String>,
+    /// Free-text notes stored with the run.
+    #[arg(long)]
+    pub notes: Option<String>,
+    /// No progress bar (plain log lines instead).
+    #[arg(long)]
+    pub quiet: bool,
 }

@@ -4,6 +4,13 @@
 //! to one module per job:
 //!
 //! - [`cli`]: the command-line surface (clap), raw flags only;
+//! - [`run`]: `speedmatrix run` — sequences discovery, plan, prefill rows and decode cells;
+//!   - [`discovery`]: what server this is (`/v1/models`, `/version`, `/metrics`);
+//!   - [`plan`]: flags + server → the cells to measure (pure);
+//!   - [`prompt`]: prompts of exact token counts (`/tokenize`, varied prose);
+//!   - [`client`]: HTTP and SSE, one record per streamed request;
+//!   - [`measure`]: records → figures of a window (pure);
+//!   - [`output`]: the atomic results-file writer;
 //! - [`show`]: `speedmatrix show FILE` — print a results file (text, markdown, csv, json);
 //! - [`files`]: reading results files from disk (the I/O edge; parsing is in `speedmatrix-schema`).
 //!
@@ -13,7 +20,14 @@
 #![warn(missing_docs)]
 
 pub mod cli;
+pub mod client;
+pub mod discovery;
 pub mod files;
+pub mod measure;
+pub mod output;
+pub mod plan;
+pub mod prompt;
+pub mod run;
 pub mod show;
 
 use std::process::ExitCode;
@@ -43,14 +57,15 @@ impl Error {
 /// to stderr as `error: …` (one line).
 pub fn run(cli: cli::Cli) -> ExitCode {
     let result = match cli.command {
-        cli::Command::Show(args) => show::run(&args),
+        cli::Command::Run(args) => run::run(&args).map(|code| code as i32),
+        cli::Command::Show(args) => show::run(&args).map(|()| 0),
         cli::Command::Schema => {
             println!("{:#}", speedmatrix_schema::json_schema());
-            Ok(())
+            Ok(0)
         }
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(code as u8),
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::from(e.exit_code())

@@ -64,10 +64,12 @@ pub fn size(tokens: u64) -> ContextSize {
 }
 
 /// The decode `max` context: `max_model_len − max_tokens − 1,024`, rounded down to a multiple of
-/// 1,024; `None` when nothing fits. The seed: 262,144 and 4,096 → 257,024 (251K).
+/// 1,024 (the seed: 262,144 and 4,096 → 257,024, "251K"). Small servers, where that leaves less
+/// than 1,024 tokens, round to a multiple of 128 instead; `None` when nothing fits.
 pub fn decode_max(max_model_len: u64, max_tokens: u64) -> Option<u64> {
     let room = max_model_len.checked_sub(max_tokens)?.checked_sub(MAX_HEADROOM_TOKENS)?;
-    let rounded = room / K * K;
+    let step = if room >= K { K } else { 128 };
+    let rounded = room / step * step;
     (rounded > 0).then_some(rounded)
 }
 
@@ -92,5 +94,6 @@ mod tests {
         assert_eq!(label(257_024), "251K");
         assert_eq!(label(8000), "8,000");
         assert_eq!(decode_max(4096, 4096), None);
+        assert_eq!(decode_max(2048, 256), Some(768), "small servers round to 128");
     }
 }

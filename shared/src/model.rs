@@ -422,6 +422,9 @@ pub enum TokenCountSource {
     FinalUsage,
     /// The server's `generation_tokens_total` counter delta (Prometheus).
     ServerCounter,
+    /// One token per text-carrying chunk (no usage per chunk, no server counter): a lower bound
+    /// under speculative decoding.
+    ChunkCount,
     /// Counted by the source tool in a way it does not state (imported runs).
     Reported,
 }

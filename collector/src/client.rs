@@ -1,0 +1,553 @@
+//! HTTP and SSE against an OpenAI-compatible server (the I/O edge of measuring).
+//!
+//! [`Client`] wraps one `reqwest::Client` whose connection pool is sized to the largest
+//! concurrency of the plan (DESIGN §4: a pool smaller than the concurrency queues requests in
+//! the client). There is no overall request timeout — a 256K-token prefill may take minutes —
+//! only a *stall* timeout: a stream that sends no bytes for that long fails.
+//!
+//! [`Client::stream`] runs one streamed completion and returns a [`StreamRecord`]: the time of
+//! every token-carrying chunk on the run's monotonic [`Clock`], how many tokens it carried
+//! (from cumulative `usage.completion_tokens`), and how the stream ended. SSE framing (comments,
+//! CRLF, frames split across reads) is handled by the `eventsource-stream` crate.
+
+use futures_util::StreamExt;
+use serde_json::Value;
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, watch};
+
+/// The run's monotonic clock: every time in a results file is ms since [`Clock::start`].
+#[derive(Debug, Clone, Copy)]
+pub struct Clock {
+    start: Instant,
+}
+
+impl Clock {
+    /// A clock whose zero is now.
+    pub fn start() -> Self {
+        Clock { start: Instant::now() }
+    }
+
+    /// A clock whose zero is `start`.
+    pub fn from_instant(start: Instant) -> Self {
+        Clock { start }
+    }
+
+    /// Milliseconds since the clock's zero (monotonic).
+    pub fn now_ms(&self) -> f64 {
+        self.start.elapsed().as_secs_f64() * 1000.0
+    }
+
+    /// The instant `ms` after the clock's zero.
+    pub fn instant_at(&self, ms: f64) -> Instant {
+        self.start + Duration::from_secs_f64(ms.max(0.0) / 1000.0)
+    }
+}
+
+/// A failed HTTP exchange, in words a user can act on.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum HttpError {
+    /// Nothing answered (connection refused, DNS, TLS).
+    #[error("cannot reach {url}: {message}")]
+    Unreachable {
+        /// The URL requested.
+        url: String,
+        /// The transport error.
+        message: String,
+    },
+    /// The server answered with a non-success status.
+    #[error("{url} answered HTTP {status}: {body}")]
+    Status {
+        /// The URL requested.
+        url: String,
+        /// HTTP status code.
+        status: u16,
+        /// The start of the body (≤ 300 chars).
+        body: String,
+    },
+    /// The body was not what we expected (e.g. not JSON).
+    #[error("{url}: {message}")]
+    Body {
+        /// The URL requested.
+        url: String,
+        /// What was wrong.
+        message: String,
+    },
+}
+
+impl HttpError {
+    /// The HTTP status, if the server answered.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            HttpError::Status { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+}
+
+/// An OpenAI-compatible server at one base URL (`http://host:8000`, no `/v1`).
+#[derive(Debug, Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    base: String,
+    api_key: Option<String>,
+}
+
+fn excerpt(s: &str) -> String {
+    let one_line: String = s.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    let t = one_line.trim();
+    if t.chars().count() > 300 {
+        format!("{}…", t.chars().take(300).collect::<String>())
+    } else {
+        t.to_string()
+    }
+}
+
+impl Client {
+    /// A client for `base_url` with `pool_size` idle connections kept per host.
+    ///
+    /// # Errors
+    /// When the TLS backend cannot be initialised.
+    pub fn new(base_url: &str, api_key: Option<String>, pool_size: usize) -> anyhow::Result<Self> {
+        let http = reqwest::Client::builder()
+            .pool_max_idle_per_host(pool_size.max(1))
+            .connect_timeout(Duration::from_secs(10))
+            .tcp_nodelay(true)
+            .build()?;
+        Ok(Client { http, base: base_url.trim_end_matches('/').to_string(), api_key })
+    }
+
+    /// The base URL.
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    fn auth(&self, rb: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match &self.api_key {
+            Some(k) => rb.bearer_auth(k),
+            None => rb,
+        }
+    }
+
+    async fn send(&self, rb: reqwest::RequestBuilder, url: &str) -> Result<reqwest::Response, HttpError> {
+        let resp = self
+            .auth(rb)
+            .send()
+            .await
+            .map_err(|e| HttpError::Unreachable { url: url.to_string(), message: error_chain(&e) })?;
+        if resp.status().is_success() {
+            return Ok(resp);
+        }
+        let status = resp.status().as_u16();
+        let body = resp.text().await.unwrap_or_default();
+        Err(HttpError::Status { url: url.to_string(), status, body: excerpt(&body) })
+    }
+
+    /// `GET path` → body text, with a short timeout (discovery and metrics, never generation).
+    ///
+    /// # Errors
+    /// [`HttpError`] for transport failures and non-2xx statuses.
+    pub async fn get_text(&self, path: &str) -> Result<String, HttpError> {
+        let url = self.url(path);
+        let resp = self.send(self.http.get(&url).timeout(Duration::from_secs(30)), &url).await?;
+        resp.text().await.map_err(|e| HttpError::Body { url, message: error_chain(&e) })
+    }
+
+    /// `GET path` → JSON.
+    ///
+    /// # Errors
+    /// [`HttpError`]; `Body` when the answer is not JSON.
+    pub async fn get_json(&self, path: &str) -> Result<Value, HttpError> {
+        let text = self.get_text(path).await?;
+        serde_json::from_str(&text)
+            .map_err(|e| HttpError::Body { url: self.url(path), message: format!("not JSON ({e}): {}", excerpt(&text)) })
+    }
+
+    /// `POST path` with a JSON body → JSON (tokenize, non-streamed probes). No overall timeout
+    /// beyond `timeout`.
+    ///
+    /// # Errors
+    /// [`HttpError`]; `Body` when the answer is not JSON.
+    pub async fn post_json(&self, path: &str, body: &Value, timeout: Duration) -> Result<Value, HttpError> {
+        let url = self.url(path);
+        let resp = self.send(self.http.post(&url).json(body).timeout(timeout), &url).await?;
+        let text = resp.text().await.map_err(|e| HttpError::Body { url: url.clone(), message: error_chain(&e) })?;
+        serde_json::from_str(&text).map_err(|e| HttpError::Body { url, message: format!("not JSON ({e}): {}", excerpt(&text)) })
+    }
+
+    /// Run one streamed completion (`POST path` with `body`, which must set `"stream": true`)
+    /// and record it. Never fails: every problem is written into [`StreamRecord::error`].
+    ///
+    /// See [`StreamCtl`] for the stall timeout, cancellation and live events.
+    pub async fn stream(&self, path: &str, body: &Value, ctl: StreamCtl) -> StreamRecord {
+        let StreamCtl { clock, stall, mut cancel, id, events, live_tokens } = ctl;
+        let url = self.url(path);
+        let mut rec = StreamRecord { id, sent_ms: clock.now_ms(), ..StreamRecord::default() };
+        let notify = |e: StreamEvent| {
+            if let Some(tx) = &events {
+                let _ = tx.send(e);
+            }
+        };
+        let request = self.send(self.http.post(&url).json(body), &url);
+        let resp = tokio::select! {
+            r = tokio::time::timeout(stall, request) => r,
+            _ = cancelled(&mut cancel) => {
+                rec.cancelled = true;
+                rec.ended_ms = Some(clock.now_ms());
+                notify(StreamEvent::Ended { id });
+                return rec;
+            }
+        };
+        let resp = match resp {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => return rec.fail(clock, e.to_string(), &notify),
+            Err(_) => return rec.fail(clock, format!("no response headers within the stall timeout ({stall:?})"), &notify),
+        };
+        let content_type =
+            resp.headers().get(reqwest::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+        if !content_type.contains("event-stream") {
+            let why = format!(
+                "the server answered without streaming (content-type {content_type:?}); speedmatrix needs SSE (\"stream\": true)"
+            );
+            return rec.fail(clock, why, &notify);
+        }
+        let mut sse = eventsource_stream::Eventsource::eventsource(resp.bytes_stream());
+        let mut parser = ChunkParser::default();
+        loop {
+            let next = tokio::select! {
+                n = tokio::time::timeout(stall, sse.next()) => n,
+                _ = cancelled(&mut cancel) => { rec.cancelled = true; break; }
+            };
+            let t_ms = clock.now_ms();
+            let event = match next {
+                Err(_) => return rec.fail(clock, format!("stalled: no data for {stall:?}"), &notify),
+                Ok(None) => {
+                    if !rec.done {
+                        let why = if rec.finish_reason.is_some() {
+                            "stream ended without data: [DONE]"
+                        } else {
+                            "stream ended early: no finish_reason and no data: [DONE] (truncated)"
+                        };
+                        return rec.fail(clock, why.to_string(), &notify);
+                    }
+                    break;
+                }
+                Ok(Some(Err(e))) => return rec.fail(clock, format!("stream broke: {e}"), &notify),
+                Ok(Some(Ok(ev))) => ev,
+            };
+            if event.data.trim() == "[DONE]" {
+                rec.done = true;
+                break;
+            }
+            match parser.parse(&event.data) {
+                Err(e) => return rec.fail(clock, e, &notify),
+                Ok(p) => {
+                    if let Some(n) = p.prompt_tokens {
+                        rec.prompt_tokens = Some(n);
+                    }
+                    if let Some(reason) = p.finish_reason {
+                        rec.finish_reason = Some(reason);
+                    }
+                    if let Some(total) = p.completion_tokens {
+                        rec.completion_tokens = Some(total);
+                    }
+                    if p.tokens > 0 {
+                        if rec.chunks.is_empty() {
+                            notify(StreamEvent::FirstToken { id, t_ms });
+                        }
+                        if p.content && rec.first_content_ms.is_none() {
+                            rec.first_content_ms = Some(t_ms);
+                        }
+                        rec.chunks.push(Chunk { t_ms, tokens: p.tokens });
+                        if let Some(live) = &live_tokens {
+                            live.fetch_add(u64::from(p.tokens), std::sync::atomic::Ordering::Relaxed);
+                        }
+                    }
+                }
+            }
+        }
+        rec.continuous_usage = parser.continuous_usage;
+        rec.ended_ms = Some(clock.now_ms());
+        notify(StreamEvent::Ended { id });
+        rec
+    }
+}
+
+async fn cancelled(rx: &mut watch::Receiver<bool>) {
+    // A dropped sender means nobody can cancel any more: wait forever.
+    if rx.wait_for(|c| *c).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(inner) = src {
+        let t = inner.to_string();
+        if !s.contains(&t) {
+            s.push_str(": ");
+            s.push_str(&t);
+        }
+        src = inner.source();
+    }
+    s
+}
+
+/// How one stream is run and watched.
+#[derive(Debug)]
+pub struct StreamCtl {
+    /// The run clock all times are read from.
+    pub clock: Clock,
+    /// The longest silence (no bytes) before the stream counts as stalled.
+    pub stall: Duration,
+    /// When it turns `true` the stream is dropped and its record returned as `cancelled` (the
+    /// collector closes a window this way).
+    pub cancel: watch::Receiver<bool>,
+    /// Stream id within its cell.
+    pub id: usize,
+    /// Told when the first token arrives and when the stream ends.
+    pub events: Option<mpsc::UnboundedSender<StreamEvent>>,
+    /// Incremented by every chunk's tokens (live tok/s for the progress bar).
+    pub live_tokens: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
+}
+
+/// What a stream tells its coordinator while it runs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum StreamEvent {
+    /// The first token arrived at `t_ms` (run clock).
+    FirstToken {
+        /// Stream id.
+        id: usize,
+        /// When, ms since the run start.
+        t_ms: f64,
+    },
+    /// The stream ended (finished, failed or cancelled); its record comes from its task.
+    Ended {
+        /// Stream id.
+        id: usize,
+    },
+}
+
+/// One token-carrying SSE chunk.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Chunk {
+    /// Arrival time, ms since the run start (client clock).
+    pub t_ms: f64,
+    /// Tokens it carried (usage delta; 1 when the server sends no per-chunk usage).
+    pub tokens: u32,
+}
+
+/// Everything recorded about one streamed request.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StreamRecord {
+    /// Stream id within its cell.
+    pub id: usize,
+    /// When the request was sent, ms since the run start.
+    pub sent_ms: f64,
+    /// Token-carrying chunks in arrival order.
+    pub chunks: Vec<Chunk>,
+    /// First content (not reasoning) token, ms since the run start.
+    pub first_content_ms: Option<f64>,
+    /// Prompt tokens (server usage).
+    pub prompt_tokens: Option<u64>,
+    /// Completion tokens, last cumulative value seen (server usage).
+    pub completion_tokens: Option<u64>,
+    /// Whether every token chunk carried cumulative usage (`continuous_usage_stats`).
+    pub continuous_usage: bool,
+    /// `finish_reason` of the choice, when sent.
+    pub finish_reason: Option<String>,
+    /// Whether `data: [DONE]` arrived.
+    pub done: bool,
+    /// Dropped by the collector (window closed).
+    pub cancelled: bool,
+    /// Why the stream failed, if it did.
+    pub error: Option<String>,
+    /// When the stream ended, ms since the run start.
+    pub ended_ms: Option<f64>,
+}
+
+impl StreamRecord {
+    fn fail(mut self, clock: Clock, why: String, notify: &impl Fn(StreamEvent)) -> StreamRecord {
+        self.error = Some(why);
+        self.ended_ms = Some(clock.now_ms());
+        notify(StreamEvent::Ended { id: self.id });
+        self
+    }
+
+    /// Time to first token, ms.
+    pub fn ttft_ms(&self) -> Option<f64> {
+        self.chunks.first().map(|c| c.t_ms - self.sent_ms)
+    }
+
+    /// Whether the request finished normally (finish_reason and `[DONE]`, no error).
+    pub fn finished(&self) -> bool {
+        self.error.is_none() && !self.cancelled && self.done && self.finish_reason.is_some()
+    }
+
+    /// Output tokens counted from the chunks.
+    pub fn chunk_tokens(&self) -> u64 {
+        self.chunks.iter().map(|c| u64::from(c.tokens)).sum()
+    }
+}
+
+/// What one SSE `data:` payload told us.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ParsedChunk {
+    /// Tokens this chunk carried (0 for role-only, usage-only and empty chunks).
+    pub tokens: u32,
+    /// Whether it carried content (not only reasoning or a tool call).
+    pub content: bool,
+    /// `finish_reason`, if set.
+    pub finish_reason: Option<String>,
+    /// Cumulative `usage.completion_tokens`, if present.
+    pub completion_tokens: Option<u64>,
+    /// `usage.prompt_tokens`, if present.
+    pub prompt_tokens: Option<u64>,
+}
+
+/// Turns `data:` payloads of one stream into token counts (stateful: usage is cumulative).
+///
+/// A chunk's tokens are the growth of `usage.completion_tokens` since the previous chunk
+/// (speculative decoding sends several per chunk; some carry tokens whose text is empty). When
+/// a chunk has text but no usage, it counts as 1 token and the stream is marked as not having
+/// continuous usage. The role-only first chat chunk and the final `choices: []` usage chunk
+/// carry no new tokens.
+#[derive(Debug, Clone)]
+pub struct ChunkParser {
+    last_total: u64,
+    /// False once a text chunk arrived without usage.
+    pub continuous_usage: bool,
+    seen_text: bool,
+}
+
+impl Default for ChunkParser {
+    fn default() -> Self {
+        ChunkParser { last_total: 0, continuous_usage: true, seen_text: false }
+    }
+}
+
+fn nonempty_str(v: Option<&Value>) -> bool {
+    v.and_then(Value::as_str).is_some_and(|s| !s.is_empty())
+}
+
+impl ChunkParser {
+    /// Parse one payload.
+    ///
+    /// # Errors
+    /// An in-band error object (`{"error": …}`, sent with HTTP 200) or a payload that is not
+    /// JSON, as a message.
+    pub fn parse(&mut self, data: &str) -> Result<ParsedChunk, String> {
+        let v: Value = serde_json::from_str(data).map_err(|e| format!("SSE data is not JSON ({e}): {}", excerpt(data)))?;
+        if let Some(err) = v.get("error") {
+            let msg = err.get("message").and_then(Value::as_str).map(str::to_string).unwrap_or_else(|| err.to_string());
+            return Err(format!("in-band error in the stream: {}", excerpt(&msg)));
+        }
+        // SGLang and some proxies send flat errors: {"object": "error", "message": …}.
+        if v.get("object").and_then(Value::as_str) == Some("error") {
+            return Err(format!("in-band error in the stream: {}", excerpt(&v.to_string())));
+        }
+        let mut out = ParsedChunk::default();
+        let choice = v.get("choices").and_then(Value::as_array).and_then(|c| c.first());
+        let mut has_text = false;
+        if let Some(c) = choice {
+            let delta = c.get("delta");
+            let content = nonempty_str(delta.and_then(|d| d.get("content"))) || nonempty_str(c.get("text"));
+            let reasoning = nonempty_str(delta.and_then(|d| d.get("reasoning")))
+                || nonempty_str(delta.and_then(|d| d.get("reasoning_content")));
+            let tool = delta.and_then(|d| d.get("tool_calls")).and_then(Value::as_array).is_some_and(|a| !a.is_empty());
+            has_text = content || reasoning || tool;
+            out.content = content;
+            out.finish_reason = c.get("finish_reason").and_then(Value::as_str).map(str::to_string);
+        }
+        if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
+            out.prompt_tokens = u.get("prompt_tokens").and_then(Value::as_u64);
+            out.completion_tokens = u.get("completion_tokens").and_then(Value::as_u64);
+        }
+        match out.completion_tokens {
+            Some(total) if choice.is_some() => {
+                out.tokens = u32::try_from(total.saturating_sub(self.last_total)).unwrap_or(u32::MAX);
+                self.last_total = self.last_total.max(total);
+            }
+            // The final usage-only chunk (`choices: []`) adds no tokens and moves no time.
+            Some(total) => self.last_total = self.last_total.max(total),
+            None if has_text => {
+                self.continuous_usage = false;
+                out.tokens = 1;
+                self.last_total += 1;
+            }
+            None => {}
+        }
+        if has_text || out.tokens > 0 {
+            self.seen_text = true;
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn role_only_first_chunk_is_not_a_token() {
+        let mut p = ChunkParser::default();
+        let c = p
+            .parse(r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}],"usage":{"prompt_tokens":10,"completion_tokens":0,"total_tokens":10}}"#)
+            .unwrap();
+        assert_eq!(c.tokens, 0);
+        assert_eq!(c.prompt_tokens, Some(10));
+    }
+
+    #[test]
+    fn speculative_chunks_count_usage_not_chunks() {
+        let mut p = ChunkParser::default();
+        let a = p.parse(r#"{"choices":[{"delta":{"content":"a"}}],"usage":{"completion_tokens":1}}"#).unwrap();
+        let b = p.parse(r#"{"choices":[{"delta":{"content":"bcd"}}],"usage":{"completion_tokens":4}}"#).unwrap();
+        // Tokens whose text is empty still count (seen on real vLLM with ngram speculation).
+        let c = p.parse(r#"{"choices":[{"delta":{"content":""}}],"usage":{"completion_tokens":6}}"#).unwrap();
+        assert_eq!((a.tokens, b.tokens, c.tokens), (1, 3, 2));
+        assert!(p.continuous_usage);
+    }
+
+    #[test]
+    fn reasoning_counts_for_ttft_not_for_content() {
+        let mut p = ChunkParser::default();
+        let r = p.parse(r#"{"choices":[{"delta":{"reasoning":"hmm"}}],"usage":{"completion_tokens":1}}"#).unwrap();
+        assert_eq!((r.tokens, r.content), (1, false));
+        let r = p.parse(r#"{"choices":[{"delta":{"reasoning_content":"so"}}],"usage":{"completion_tokens":2}}"#).unwrap();
+        assert_eq!((r.tokens, r.content), (1, false));
+        let c = p.parse(r#"{"choices":[{"delta":{"content":"Hi"}}],"usage":{"completion_tokens":3}}"#).unwrap();
+        assert_eq!((c.tokens, c.content), (1, true));
+    }
+
+    #[test]
+    fn usage_only_last_chunk_adds_nothing() {
+        let mut p = ChunkParser::default();
+        p.parse(r#"{"choices":[{"delta":{"content":"a"}}],"usage":{"completion_tokens":1}}"#).unwrap();
+        let f = p.parse(r#"{"choices":[{"delta":{},"finish_reason":"length"}],"usage":{"completion_tokens":1}}"#).unwrap();
+        assert_eq!((f.tokens, f.finish_reason.as_deref()), (0, Some("length")));
+        let u = p.parse(r#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":1}}"#).unwrap();
+        assert_eq!(u.tokens, 0);
+    }
+
+    #[test]
+    fn without_usage_text_chunks_count_one_and_flag_it() {
+        let mut p = ChunkParser::default();
+        let c = p.parse(r#"{"choices":[{"text":"hello"}]}"#).unwrap();
+        assert_eq!(c.tokens, 1);
+        assert!(!p.continuous_usage);
+    }
+
+    #[test]
+    fn in_band_errors_fail() {
+        let mut p = ChunkParser::default();
+        let e = p.parse(r#"{"error":{"message":"CUDA out of memory","code":500}}"#).unwrap_err();
+        assert!(e.contains("CUDA out of memory"));
+        assert!(p.parse(r#"{"object":"error","message":"boom"}"#).is_err());
+        assert!(p.parse("not json").is_err());
+    }
+}

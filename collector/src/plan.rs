@@ -1,0 +1,209 @@
+//! The test plan (pure): flags + what discovery found → the prefill rows and decode cells to
+//! measure, with `max` resolved, contexts that cannot fit dropped (with a warning), and
+//! over-capacity cells marked (DESIGN §2). Also the wall-time estimate printed before a run.
+
+use speedmatrix_schema::context::{decode_max, label, ContextArg, K};
+use speedmatrix_schema::status::over_capacity;
+use speedmatrix_schema::{Capacity, ContextSize};
+
+/// What the plan is made from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlanInput {
+    /// Decode contexts as asked (`--contexts`).
+    pub contexts: Vec<ContextArg>,
+    /// Concurrency levels (`--concurrency`).
+    pub concurrency: Vec<u32>,
+    /// Prefill contexts as asked (`--prefill-contexts`).
+    pub prefill_contexts: Vec<ContextArg>,
+    /// `max_tokens` per decode request.
+    pub max_tokens: u32,
+    /// Window per decode cell, s.
+    pub window_s: f64,
+    /// Server's `max_model_len`, tokens, if known.
+    pub max_model_len: Option<u64>,
+    /// Server's KV budget, tokens, if known.
+    pub kv_budget: Option<u64>,
+}
+
+/// One planned decode cell.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedCell {
+    /// Context.
+    pub context: ContextSize,
+    /// Streams.
+    pub concurrency: u32,
+    /// `Some` when over capacity: planned, never run.
+    pub over_capacity: Option<Capacity>,
+}
+
+/// The resolved plan.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// Prefill rows, in order.
+    pub prefill: Vec<ContextSize>,
+    /// Decode contexts (matrix rows).
+    pub contexts: Vec<ContextSize>,
+    /// Concurrency levels (matrix columns).
+    pub concurrency: Vec<u32>,
+    /// Decode cells, context-major.
+    pub cells: Vec<PlannedCell>,
+    /// Things the user should know (dropped contexts, unknown KV budget).
+    pub warnings: Vec<String>,
+}
+
+/// Why no plan could be made (exit code 2).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PlanError {
+    /// `max` needs the server's `max_model_len`, which it does not report.
+    #[error("the server does not report max_model_len, so 'max' cannot be resolved; give contexts in tokens (e.g. --contexts 8k,32k)")]
+    MaxUnknown,
+    /// Nothing left to measure.
+    #[error("nothing to measure: {0}")]
+    Empty(String),
+    /// A concurrency of 0.
+    #[error("--concurrency values must be at least 1")]
+    ZeroConcurrency,
+}
+
+fn dedup_sorted(mut v: Vec<ContextSize>) -> Vec<ContextSize> {
+    v.sort_by_key(|c| c.tokens);
+    v.dedup_by_key(|c| c.tokens);
+    v
+}
+
+/// Resolve the plan.
+///
+/// # Errors
+/// [`PlanError`] when `max` cannot be resolved or nothing remains to measure.
+pub fn plan(input: &PlanInput) -> Result<Plan, PlanError> {
+    if input.concurrency.contains(&0) {
+        return Err(PlanError::ZeroConcurrency);
+    }
+    let mut warnings = Vec::new();
+    let max_tokens = u64::from(input.max_tokens);
+    let mml = input.max_model_len;
+    let mut contexts = Vec::new();
+    for arg in &input.contexts {
+        match *arg {
+            ContextArg::Max => {
+                let m = mml.ok_or(PlanError::MaxUnknown)?;
+                match decode_max(m, max_tokens) {
+                    Some(t) => contexts.push(ContextSize { label: label(t), tokens: t }),
+                    None => warnings.push(format!("decode context max dropped: max_model_len {m} leaves no room for {max_tokens} output tokens")),
+                }
+            }
+            ContextArg::Tokens(t) => match mml {
+                Some(m) if t + max_tokens > m => warnings.push(format!(
+                    "decode context {} dropped: {} prompt + {max_tokens} output tokens exceed the server's max_model_len {m}",
+                    label(t),
+                    t
+                )),
+                _ => contexts.push(ContextSize { label: label(t), tokens: t }),
+            },
+        }
+    }
+    let mut prefill = Vec::new();
+    for arg in &input.prefill_contexts {
+        match *arg {
+            // The longest prompt the server accepts with max_tokens 1; labelled like the seed ("256K").
+            ContextArg::Max => {
+                let m = mml.ok_or(PlanError::MaxUnknown)?;
+                prefill.push(ContextSize { label: label(m / K * K).replace(',', ""), tokens: m - 1 });
+            }
+            ContextArg::Tokens(t) => match mml {
+                Some(m) if t + 1 > m => warnings.push(format!(
+                    "prefill context {} dropped: {t} prompt tokens + 1 output token exceed the server's max_model_len {m}",
+                    label(t)
+                )),
+                _ => prefill.push(ContextSize { label: label(t), tokens: t }),
+            },
+        }
+    }
+    let contexts = dedup_sorted(contexts);
+    let prefill = dedup_sorted(prefill);
+    let mut concurrency = input.concurrency.clone();
+    concurrency.sort_unstable();
+    concurrency.dedup();
+    if contexts.is_empty() && prefill.is_empty() {
+        return Err(PlanError::Empty("every context was dropped (see the warnings above)".into()));
+    }
+    if input.kv_budget.is_none() && !contexts.is_empty() {
+        warnings.push("the server's KV budget is unknown (no cache_config_info, no --kv-budget): no cell is marked over capacity".into());
+    }
+    let cells = contexts
+        .iter()
+        .flat_map(|ctx| {
+            concurrency.iter().map(move |&n| PlannedCell {
+                context: ctx.clone(),
+                concurrency: n,
+                over_capacity: input.kv_budget.and_then(|b| over_capacity(n, ctx.tokens, max_tokens, b)),
+            })
+        })
+        .collect();
+    Ok(Plan { prefill, contexts, concurrency, cells, warnings })
+}
+
+/// Rough wall time of a plan, s: each prefill request at `prefill_tps`, each runnable cell its
+/// window plus a ramp-up (the opening streams' prefill from a warm cache and readiness), each
+/// context one warm-up.
+pub fn estimate_s(plan: &Plan, window_s: f64, prefill_tps: f64) -> f64 {
+    let prefill: f64 = plan.prefill.iter().map(|c| c.tokens as f64 / prefill_tps).sum();
+    let warmups: f64 = plan.contexts.iter().map(|c| c.tokens as f64 / prefill_tps).sum();
+    let cells = plan.cells.iter().filter(|c| c.over_capacity.is_none()).count() as f64;
+    prefill + warmups + cells * (window_s + 3.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use speedmatrix_schema::context::parse_context;
+
+    fn args(list: &str) -> Vec<ContextArg> {
+        list.split(',').map(|s| parse_context(s).unwrap()).collect()
+    }
+
+    #[test]
+    fn seed_plan_has_the_seed_six_over_capacity_cells() {
+        let input = PlanInput {
+            contexts: args("8k,16k,32k,64k,128k,max"),
+            concurrency: vec![1, 2, 4, 8, 16, 32, 64, 128],
+            prefill_contexts: args("8k,16k,32k,64k,128k,max"),
+            max_tokens: 4096,
+            window_s: 30.0,
+            max_model_len: Some(262_144),
+            kv_budget: Some(6_291_456),
+        };
+        let p = plan(&input).unwrap();
+        let labels: Vec<&str> = p.contexts.iter().map(|c| c.label.as_str()).collect();
+        assert_eq!(labels, ["8K", "16K", "32K", "64K", "128K", "251K"]);
+        assert_eq!(p.prefill.last().unwrap().label, "256K");
+        assert_eq!(p.prefill.last().unwrap().tokens, 262_143);
+        let over: Vec<(String, u32)> =
+            p.cells.iter().filter(|c| c.over_capacity.is_some()).map(|c| (c.context.label.clone(), c.concurrency)).collect();
+        let expect = [("64K", 128), ("128K", 64), ("128K", 128), ("251K", 32), ("251K", 64), ("251K", 128)];
+        assert_eq!(over, expect.map(|(l, n)| (l.to_string(), n)));
+        assert!(p.warnings.is_empty());
+        assert!(estimate_s(&p, 30.0, 20_000.0) > 42.0 * 30.0);
+    }
+
+    #[test]
+    fn contexts_that_do_not_fit_are_dropped_with_a_warning() {
+        let input = PlanInput {
+            contexts: args("1k,8k,max"),
+            concurrency: vec![4, 1, 4],
+            prefill_contexts: args("1k,4k"),
+            max_tokens: 256,
+            window_s: 5.0,
+            max_model_len: Some(2048),
+            kv_budget: None,
+        };
+        let p = plan(&input).unwrap();
+        assert_eq!(p.contexts.iter().map(|c| c.tokens).collect::<Vec<_>>(), [768, 1024]);
+        assert_eq!(p.concurrency, [1, 4]);
+        assert_eq!(p.prefill.len(), 1);
+        assert!(p.warnings.iter().any(|w| w.contains("decode context 8K dropped")));
+        assert!(p.warnings.iter().any(|w| w.contains("prefill context 4K dropped")));
+        assert!(p.warnings.iter().any(|w| w.contains("KV budget is unknown")));
+        assert!(matches!(plan(&PlanInput { max_model_len: None, ..input }), Err(PlanError::MaxUnknown)));
+    }
+}

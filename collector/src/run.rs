@@ -1,0 +1,695 @@
+//! `speedmatrix run`: discovery → plan → prefill rows → decode cells, writing the results file
+//! after every row and cell (DESIGN §2). This module sequences the work; the figures come from
+//! [`crate::measure`], the HTTP from [`crate::client`].
+
+use crate::cli::RunArgs;
+use crate::client::{Client, Clock, StreamCtl, StreamEvent, StreamRecord};
+use crate::discovery::{discover, Metrics, ServerInfo};
+use crate::measure::{round3, sample, window_figures, CellStream};
+use crate::plan::{estimate_s, plan, Plan, PlanInput};
+use crate::prompt::{corpus, prompt_fields, Prompt, PromptBuilder};
+use crate::Error;
+use serde_json::{json, Value};
+use speedmatrix_schema::context::{parse_context, ContextArg};
+use speedmatrix_schema::status::{decode_status, over_capacity_reason, Evidence};
+use speedmatrix_schema::*;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
+
+/// Run `speedmatrix run` to completion and return the exit code (0 done, 130 interrupted).
+///
+/// # Errors
+/// [`Error::Input`] (exit 2) when the run cannot start: bad flags, unreachable server, 401,
+/// unknown model, a `--resume` file of another plan. Errors while measuring become cell
+/// statuses, not process errors.
+pub fn run(args: &RunArgs) -> Result<u8, Error> {
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(anyhow::Error::from)?;
+    rt.block_on(run_async(args))
+}
+
+fn duration_flag(flag: &str, v: &str) -> Result<Duration, Error> {
+    let d = humantime::parse_duration(v)
+        .or_else(|_| v.parse::<f64>().map(Duration::from_secs_f64).map_err(|_| ()))
+        .map_err(|_| Error::Input(format!("{flag} {v:?} is not a duration; write e.g. 30s, 2m or 500ms")))?;
+    if d.is_zero() {
+        return Err(Error::Input(format!("{flag} must be longer than 0")));
+    }
+    Ok(d)
+}
+
+fn context_flags(flag: &str, values: &[String]) -> Result<Vec<ContextArg>, Error> {
+    if values.len() == 1 && values[0].trim().eq_ignore_ascii_case("none") {
+        return Ok(vec![]);
+    }
+    values.iter().map(|v| parse_context(v).map_err(|e| Error::Input(format!("{flag}: {e}")))).collect()
+}
+
+fn now_rfc3339() -> String {
+    time::OffsetDateTime::now_utc().format(&time::format_description::well_known::Rfc3339).unwrap_or_default()
+}
+
+/// A run-unique id: start time in ns and the process id, base 36.
+fn new_run_id() -> String {
+    let ns = time::OffsetDateTime::now_utc().unix_timestamp_nanos() as u128;
+    let mut n = ns ^ (u128::from(std::process::id()) << 64);
+    let mut s = String::new();
+    while n > 0 {
+        s.push(char::from_digit((n % 36) as u32, 36).unwrap_or('0'));
+        n /= 36;
+    }
+    s.chars().rev().collect()
+}
+
+/// Everything a measurement step needs.
+struct Session {
+    client: Client,
+    clock: Clock,
+    info: ServerInfo,
+    has_metrics: bool,
+    prompts: PromptBuilder,
+    results: Results,
+    out: std::path::PathBuf,
+    path: &'static str,
+    stall: Duration,
+    window: Duration,
+    args: RunArgs,
+    progress: indicatif::ProgressBar,
+    /// Warmed prompts by context tokens (stream index for distinct prompts).
+    warm: HashMap<(u64, usize), Prompt>,
+}
+
+impl Session {
+    fn log(&self, line: String) {
+        if self.progress.is_hidden() {
+            eprintln!("{line}");
+        } else {
+            self.progress.println(line);
+        }
+    }
+
+    fn save(&self) -> Result<(), Error> {
+        crate::output::write_atomic(&self.out, &self.results).map_err(Error::Other)
+    }
+
+    fn body(&self, prompt: &str, max_tokens: u32) -> Value {
+        let mut b = json!({
+            "model": self.info.model,
+            "stream": true,
+            "stream_options": { "include_usage": true, "continuous_usage_stats": true },
+            "max_tokens": max_tokens,
+            "ignore_eos": true,
+        });
+        if let (Some(obj), Value::Object(p)) = (b.as_object_mut(), prompt_fields(self.prompts.endpoint, prompt)) {
+            obj.extend(p);
+            if let Some(t) = self.args.temperature {
+                obj.insert("temperature".into(), json!(t));
+            }
+            if let Some(s) = self.args.seed {
+                obj.insert("seed".into(), json!(s));
+            }
+        }
+        b
+    }
+
+    fn ctl(&self, id: usize, cancel: watch::Receiver<bool>) -> StreamCtl {
+        StreamCtl { clock: self.clock, stall: self.stall, cancel, id, events: None, live_tokens: None }
+    }
+
+    /// One request to completion (prefill rows, warm-ups).
+    async fn single(&self, prompt: &str, max_tokens: u32) -> StreamRecord {
+        let (_keep, rx) = watch::channel(false);
+        self.client.stream(self.path, &self.body(prompt, max_tokens), self.ctl(0, rx)).await
+    }
+
+    async fn scrape(&self) -> Option<Metrics> {
+        if !self.has_metrics {
+            return None;
+        }
+        let text = self.client.get_text("/metrics").await.ok()?;
+        Metrics::parse(&text).ok()
+    }
+}
+
+async fn run_async(args: &RunArgs) -> Result<u8, Error> {
+    let window = duration_flag("--duration", &args.duration)?;
+    let stall = duration_flag("--stall-timeout", &args.stall_timeout)?;
+    let contexts = context_flags("--contexts", &args.contexts)?;
+    let prefill_contexts = context_flags("--prefill-contexts", &args.prefill_contexts)?;
+    let api_key = args.api_key.clone().or_else(|| std::env::var("OPENAI_API_KEY").ok()).filter(|k| !k.is_empty());
+    let max_n = args.concurrency.iter().copied().max().unwrap_or(1) as usize;
+    let client = Client::new(&args.url, api_key, max_n + 8)?;
+
+    let (info, metrics) =
+        discover(&client, args.model.as_deref(), args.kv_budget).await.map_err(|e| Error::Input(e.to_string()))?;
+    let plan = plan(&PlanInput {
+        contexts,
+        concurrency: args.concurrency.clone(),
+        prefill_contexts,
+        max_tokens: args.max_tokens,
+        window_s: window.as_secs_f64(),
+        max_model_len: info.max_model_len,
+        kv_budget: info.kv_budget.map(|(b, _)| b),
+    })
+    .map_err(|e| Error::Input(e.to_string()))?;
+    print_plan(&info, &plan, window, args);
+    if args.dry_run {
+        return Ok(0);
+    }
+
+    let endpoint: Endpoint = args.endpoint.into();
+    let mut results = match &args.resume {
+        Some(path) => resume(path, &info, &plan, args, window)?,
+        None => fresh_results(&info, &plan, args, window, endpoint),
+    };
+    results.run.status = RunStatus::Running;
+    let clock = Clock::start();
+    let seed = args.seed.unwrap_or(0x5eed);
+    let prompts = PromptBuilder::new(client.clone(), info.model.clone(), endpoint, results.run.id.clone(), seed)
+        .await
+        .map_err(|e| Error::Input(format!("cannot build prompts: {e}")))?;
+    let steps = results.prefill.iter().filter(|p| p.status == CellStatus::NotRun).count()
+        + results.decode.iter().filter(|c| c.status == CellStatus::NotRun).count();
+    let progress = if args.quiet { indicatif::ProgressBar::hidden() } else { indicatif::ProgressBar::new(steps as u64) };
+    progress.set_style(
+        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} cells · ETA {eta} · {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let mut s = Session {
+        path: match endpoint {
+            Endpoint::Chat => "/v1/chat/completions",
+            Endpoint::Completions => "/v1/completions",
+        },
+        has_metrics: metrics.is_some(),
+        client,
+        clock,
+        info,
+        prompts,
+        results,
+        out: args.out.clone(),
+        stall,
+        window,
+        args: args.clone(),
+        progress,
+        warm: HashMap::new(),
+    };
+    s.save()?;
+
+    let interrupted = tokio::select! {
+        r = measure_all(&mut s) => { r?; false }
+        _ = tokio::signal::ctrl_c() => true,
+    };
+    s.progress.finish_and_clear();
+    let reason = "interrupted (Ctrl-C) before it was measured";
+    for p in s.results.prefill.iter_mut().filter(|p| p.status == CellStatus::NotRun) {
+        p.reason = Some(if interrupted { reason.into() } else { "not measured".into() });
+    }
+    for c in s.results.decode.iter_mut().filter(|c| c.status == CellStatus::NotRun) {
+        c.reason = Some(if interrupted { reason.into() } else { "not measured".into() });
+    }
+    s.results.run.status = if interrupted { RunStatus::Interrupted } else { RunStatus::Complete };
+    s.results.run.finished_at = Some(now_rfc3339());
+    s.save()?;
+    let errors = s.results.decode.iter().filter(|c| c.status == CellStatus::Error).count()
+        + s.results.prefill.iter().filter(|c| c.status == CellStatus::Error).count();
+    eprintln!(
+        "{} {} ({} error cells){}",
+        if interrupted { "interrupted; partial results in" } else { "done; results in" },
+        s.out.display(),
+        errors,
+        if errors > 0 { " — see `speedmatrix show --all` for the reasons" } else { "" }
+    );
+    Ok(if interrupted { 130 } else { 0 })
+}
+
+fn print_plan(info: &ServerInfo, plan: &Plan, window: Duration, args: &RunArgs) {
+    let mml = info.max_model_len.map_or("unknown".into(), |m| m.to_string());
+    let kv = info.kv_budget.map_or("unknown".into(), |(b, src)| format!("{b} tokens ({src:?})"));
+    eprintln!(
+        "server: {} {} · model {} · max_model_len {mml} · KV budget {kv}",
+        info.engine,
+        info.version.as_deref().unwrap_or("(version unknown)"),
+        info.model
+    );
+    if let Some(note) = &info.metrics_note {
+        eprintln!("note: {note}");
+    }
+    for w in &plan.warnings {
+        eprintln!("warning: {w}");
+    }
+    let labels = |v: &[ContextSize]| v.iter().map(|c| format!("{} ({} tokens)", c.label, c.tokens)).collect::<Vec<_>>().join(", ");
+    eprintln!("plan: prefill at {}", if plan.prefill.is_empty() { "none".into() } else { labels(&plan.prefill) });
+    eprintln!(
+        "plan: decode {} contexts [{}] × concurrency {:?}, {} s windows, max_tokens {}",
+        plan.contexts.len(),
+        labels(&plan.contexts),
+        plan.concurrency,
+        window.as_secs_f64(),
+        args.max_tokens
+    );
+    for c in plan.cells.iter().filter(|c| c.over_capacity.is_some()) {
+        eprintln!("plan: over capacity (not run): {} × {}", c.context.label, c.concurrency);
+    }
+    let secs = estimate_s(plan, window.as_secs_f64(), 5_000.0);
+    eprintln!("plan: estimated wall time ≈ {:.0} min (assuming 5,000 prompt tok/s)", (secs / 60.0).ceil());
+}
+
+fn fresh_results(info: &ServerInfo, plan: &Plan, args: &RunArgs, window: Duration, endpoint: Endpoint) -> Results {
+    let prefill = plan
+        .prefill
+        .iter()
+        .map(|c| PrefillRow {
+            context: c.clone(),
+            prompt_tokens: None,
+            status: CellStatus::NotRun,
+            reason: Some("pending".into()),
+            prompt_tps: None,
+            ttft_ms: None,
+            completed_requests: None,
+            cached_tokens: None,
+            requests: vec![],
+        })
+        .collect();
+    let decode = plan
+        .cells
+        .iter()
+        .map(|p| {
+            let mut c = empty_cell(&p.context, p.concurrency);
+            if let Some(cap) = p.over_capacity {
+                c.status = CellStatus::OverCapacity;
+                c.reason = Some(over_capacity_reason(&cap));
+                c.capacity = Some(cap);
+            }
+            c
+        })
+        .collect();
+    Results {
+        schema: SCHEMA_NAME.into(),
+        schema_version: SCHEMA_VERSION,
+        tool: Tool { name: "speedmatrix".into(), version: env!("CARGO_PKG_VERSION").into(), converted_by: None },
+        run: RunInfo {
+            id: new_run_id(),
+            started_at: Some(now_rfc3339()),
+            finished_at: None,
+            status: RunStatus::Running,
+            label: args.label.clone(),
+            notes: args.notes.clone(),
+        },
+        hardware: Hardware { os: Some(std::env::consts::OS.into()), ..Hardware::default() },
+        engine: Engine {
+            name: info.engine.clone(),
+            version: info.version.clone(),
+            served_model_name: Some(info.model.clone()),
+            model: info.root.clone(),
+            max_model_len: info.max_model_len,
+            kv_budget_tokens: info.kv_budget.map(|(b, _)| b),
+            kv_budget_source: info.kv_budget.map(|(_, s)| s),
+            ..Engine::default()
+        },
+        config: Config {
+            contexts: plan.contexts.clone(),
+            concurrency: plan.concurrency.clone(),
+            prefill_contexts: plan.prefill.clone(),
+            window_s: window.as_secs_f64(),
+            max_tokens: args.max_tokens,
+            endpoint: Some(endpoint),
+            ignore_eos: Some(true),
+            temperature: args.temperature,
+            seed: args.seed,
+            prompt_corpus: Some(corpus()),
+            prompt_sharing: Some(if args.distinct_prompts { PromptSharing::Distinct } else { PromptSharing::Shared }),
+            prefill_mode: Some(PrefillMode::DecodeWarmup),
+            decode_test: Some(DecodeTest::FixedDuration),
+            stall_timeout_s: None,
+        },
+        prefill,
+        decode,
+        telemetry: None,
+    }
+}
+
+fn empty_cell(context: &ContextSize, concurrency: u32) -> DecodeCell {
+    DecodeCell {
+        context: context.clone(),
+        prompt_tokens: None,
+        concurrency,
+        status: CellStatus::NotRun,
+        reason: Some("pending".into()),
+        capacity: None,
+        window_s: None,
+        total_tps: None,
+        per_request_tps: None,
+        ttft_ms: None,
+        ttft_in_window_ms: None,
+        ttft_content_ms: None,
+        tpot_ms: None,
+        itl_ms: None,
+        chunk_gap_ms: None,
+        e2e_ms: None,
+        output_tokens: None,
+        token_count_source: None,
+        completed_requests: None,
+        avg_active_requests: None,
+        max_active_requests: None,
+        spec_accept_rate: None,
+        gpu_power_w: None,
+        energy_j_per_token: None,
+        server: None,
+        gpu: None,
+        client_cpu_pct: None,
+        requests: vec![],
+    }
+}
+
+/// Load a results file to continue: same model, same plan; unmeasured cells run again.
+fn resume(path: &std::path::Path, info: &ServerInfo, plan: &Plan, args: &RunArgs, window: Duration) -> Result<Results, Error> {
+    let r = crate::files::read_results(path)?;
+    let differs = |what: &str| Error::Input(format!("--resume {}: {what} differs from this run's; start a new run with another --out", path.display()));
+    if r.engine.served_model_name.as_deref() != Some(info.model.as_str()) {
+        return Err(differs("the served model"));
+    }
+    if r.config.contexts != plan.contexts || r.config.concurrency != plan.concurrency || r.config.prefill_contexts != plan.prefill {
+        return Err(differs("the plan (contexts, concurrency or prefill contexts)"));
+    }
+    if r.config.max_tokens != args.max_tokens || (r.config.window_s - window.as_secs_f64()).abs() > 1e-9 {
+        return Err(differs("--max-tokens or --duration"));
+    }
+    if args.out != path {
+        eprintln!("note: resuming {} and writing to {}", path.display(), args.out.display());
+    }
+    Ok(r)
+}
+
+async fn measure_all(s: &mut Session) -> Result<(), Error> {
+    for i in 0..s.results.prefill.len() {
+        if s.results.prefill[i].status != CellStatus::NotRun {
+            continue;
+        }
+        let ctx = s.results.prefill[i].context.clone();
+        s.progress.set_message(format!("prefill {}", ctx.label));
+        let row = measure_prefill(s, &ctx).await;
+        s.log(format!(
+            "prefill {:>6}: {} · prompt {} tok/s · TTFT {} ms{}",
+            ctx.label,
+            row.status.label(),
+            row.prompt_tps.map_or("—".into(), |v| format!("{v:.0}")),
+            row.ttft_ms.map_or("—".into(), |v| format!("{v:.0}")),
+            row.reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default()
+        ));
+        s.results.prefill[i] = row;
+        s.progress.inc(1);
+        s.save()?;
+    }
+    for i in 0..s.results.decode.len() {
+        if s.results.decode[i].status != CellStatus::NotRun {
+            continue;
+        }
+        let (ctx, n) = (s.results.decode[i].context.clone(), s.results.decode[i].concurrency);
+        s.progress.set_message(format!("decode {} × {n}", ctx.label));
+        let cell = measure_cell(s, &ctx, n).await;
+        s.log(format!(
+            "decode {:>6} × {:>3}: {} · {} tok/s · TTFT p50 {} ms{}",
+            ctx.label,
+            n,
+            cell.status.label(),
+            cell.total_tps.map_or("—".into(), |v| format!("{v:.1}")),
+            cell.ttft_ms.and_then(|d| d.p50).map_or("—".into(), |v| format!("{v:.0}")),
+            cell.reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default()
+        ));
+        s.results.decode[i] = cell;
+        s.progress.inc(1);
+        s.save()?;
+    }
+    Ok(())
+}
+
+fn prompt_check(s: &Session, ctx: &ContextSize, real: Option<u64>) {
+    if let Some(real) = real {
+        let off = (real as f64 - ctx.tokens as f64).abs() / ctx.tokens as f64;
+        if off > 0.01 {
+            s.log(format!("warning: context {} prompt has {real} tokens, {:.1} % off the target {}", ctx.label, off * 100.0, ctx.tokens));
+        }
+    }
+}
+
+async fn measure_prefill(s: &mut Session, ctx: &ContextSize) -> PrefillRow {
+    let mut row = PrefillRow {
+        context: ctx.clone(),
+        prompt_tokens: None,
+        status: CellStatus::Error,
+        reason: None,
+        prompt_tps: None,
+        ttft_ms: None,
+        completed_requests: Some(0),
+        cached_tokens: None,
+        requests: vec![],
+    };
+    let prompt = match s.prompts.build(&format!("context {}", ctx.label), ctx.tokens).await {
+        Ok(p) => p,
+        Err(e) => {
+            row.reason = Some(format!("could not build the prompt: {e}"));
+            return row;
+        }
+    };
+    let rec = s.single(&prompt.text, 1).await;
+    row.requests.push(sample(&rec, true, None, None));
+    row.prompt_tokens = rec.prompt_tokens.or(prompt.tokens);
+    prompt_check(s, ctx, row.prompt_tokens);
+    match (&rec.error, rec.ttft_ms()) {
+        (Some(e), _) => row.reason = Some(e.clone()),
+        (None, None) => row.reason = Some("the stream produced no token".into()),
+        (None, Some(ttft)) => {
+            row.status = CellStatus::Valid;
+            row.ttft_ms = Some(round3(ttft));
+            row.completed_requests = Some(u64::from(rec.finished()));
+            row.prompt_tps = row.prompt_tokens.map(|t| round3(t as f64 / (ttft / 1000.0)));
+            // This request warmed the prefix cache for the decode cells of this context.
+            s.warm.insert((ctx.tokens, 0), prompt);
+        }
+    }
+    row
+}
+
+/// The warmed prompt of stream `i` of a context (stream 0 is the shared one).
+async fn warm_prompt(s: &mut Session, ctx: &ContextSize, i: usize) -> Result<Prompt, String> {
+    if let Some(p) = s.warm.get(&(ctx.tokens, i)) {
+        return Ok(p.clone());
+    }
+    let tag = if i == 0 { format!("context {}", ctx.label) } else { format!("context {} stream {i}", ctx.label) };
+    let p = s.prompts.build(&tag, ctx.tokens).await.map_err(|e| format!("could not build the prompt: {e}"))?;
+    let rec = s.single(&p.text, 1).await;
+    if let Some(e) = rec.error {
+        return Err(format!("warm-up request failed: {e}"));
+    }
+    let p = Prompt { tokens: rec.prompt_tokens.or(p.tokens), ..p };
+    s.warm.insert((ctx.tokens, i), p.clone());
+    Ok(p)
+}
+
+async fn measure_cell(s: &mut Session, ctx: &ContextSize, n: u32) -> DecodeCell {
+    let mut cell = empty_cell(ctx, n);
+    cell.status = CellStatus::Error;
+    let n_prompts = if s.args.distinct_prompts { n as usize } else { 1 };
+    let mut prompts = Vec::with_capacity(n_prompts);
+    for i in 0..n_prompts {
+        match warm_prompt(s, ctx, i).await {
+            Ok(p) => prompts.push(p),
+            Err(e) => {
+                cell.reason = Some(e);
+                return cell;
+            }
+        }
+    }
+    cell.prompt_tokens = prompts[0].tokens;
+    prompt_check(s, ctx, cell.prompt_tokens);
+    let bodies: Vec<Arc<Value>> = prompts.iter().map(|p| Arc::new(s.body(&p.text, s.args.max_tokens))).collect();
+
+    let (cancel_tx, cancel_rx) = watch::channel(false);
+    let (ev_tx, mut ev_rx) = mpsc::unbounded_channel();
+    let live = Arc::new(AtomicU64::new(0));
+    let mut set: JoinSet<(StreamRecord, bool)> = JoinSet::new();
+    let mut next_id = 0usize;
+    let spawn = |set: &mut JoinSet<(StreamRecord, bool)>, id: usize, opening: bool| {
+        let client = s.client.clone();
+        let body = bodies[id % bodies.len()].clone();
+        let ctl = StreamCtl {
+            clock: s.clock,
+            stall: s.stall,
+            cancel: cancel_rx.clone(),
+            id,
+            events: Some(ev_tx.clone()),
+            live_tokens: Some(live.clone()),
+        };
+        let path = s.path;
+        set.spawn(async move { (client.stream(path, &body, ctl).await, opening) });
+    };
+    for _ in 0..n {
+        spawn(&mut set, next_id, true);
+        next_id += 1;
+    }
+    let mut done: Vec<CellStream> = Vec::new();
+    let mut failures: Vec<String> = Vec::new();
+
+    // Readiness: every opening stream producing and the server queue empty (DESIGN §2).
+    let ready_by = tokio::time::Instant::now() + s.stall;
+    let mut producing = std::collections::HashSet::new();
+    let mut queue_empty = !s.has_metrics;
+    let mut poll = tokio::time::interval(Duration::from_millis(500));
+    while (producing.len() < n as usize || !queue_empty) && !set.is_empty() {
+        tokio::select! {
+            Some(ev) = ev_rx.recv() => if let StreamEvent::FirstToken { id, .. } = ev { producing.insert(id); },
+            Some(joined) = set.join_next() => {
+                if let Ok((rec, opening)) = joined {
+                    if let Some(e) = &rec.error { failures.push(format!("stream {}: {e}", rec.id)); }
+                    else { producing.insert(rec.id); spawn(&mut set, next_id, false); next_id += 1; }
+                    done.push(CellStream { record: rec, opening });
+                }
+            }
+            _ = poll.tick() => if s.has_metrics {
+                queue_empty = s.scrape().await.and_then(|m| m.waiting).is_none_or(|w| w == 0.0);
+            },
+            _ = tokio::time::sleep_until(ready_by) => {
+                s.log(format!("note: {} × {n}: not every stream was decoding with an empty queue after {:?}; measuring anyway", ctx.label, s.stall));
+                break;
+            }
+        }
+        if !failures.is_empty() {
+            break;
+        }
+    }
+
+    // The window: fixed length, finished streams replaced at once, metrics sampled at ~1 Hz.
+    let mut samples: Vec<(f64, Metrics)> = Vec::new();
+    let mut w0 = s.clock.now_ms();
+    if failures.is_empty() && !set.is_empty() {
+        if let Some(m) = s.scrape().await {
+            samples.push((s.clock.now_ms(), m));
+        }
+        w0 = s.clock.now_ms();
+        let w1_instant = tokio::time::Instant::from_std(s.clock.instant_at(w0 + s.window.as_secs_f64() * 1000.0));
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        tick.tick().await;
+        let live_at_start = live.load(Ordering::Relaxed);
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep_until(w1_instant) => break,
+                Some(joined) = set.join_next() => {
+                    if let Ok((rec, opening)) = joined {
+                        if let Some(e) = &rec.error { failures.push(format!("stream {}: {e}", rec.id)); }
+                        else { spawn(&mut set, next_id, false); next_id += 1; }
+                        done.push(CellStream { record: rec, opening });
+                    }
+                }
+                _ = tick.tick() => {
+                    if let Some(m) = s.scrape().await { samples.push((s.clock.now_ms(), m)); }
+                    let secs = (s.clock.now_ms() - w0) / 1000.0;
+                    let tokens = live.load(Ordering::Relaxed) - live_at_start;
+                    s.progress.set_message(format!("decode {} × {n}: {:.0} tok/s", ctx.label, tokens as f64 / secs.max(1e-3)));
+                }
+                Some(_) = ev_rx.recv() => {}
+            }
+        }
+    }
+    let w1 = w0 + s.window.as_secs_f64() * 1000.0;
+    let _ = cancel_tx.send(true);
+    while let Some(joined) = set.join_next().await {
+        if let Ok((rec, opening)) = joined {
+            if let Some(e) = &rec.error {
+                failures.push(format!("stream {}: {e}", rec.id));
+            }
+            done.push(CellStream { record: rec, opening });
+        }
+    }
+    if let Some(m) = s.scrape().await {
+        samples.push((s.clock.now_ms(), m));
+    }
+    done.sort_by_key(|c| c.record.id);
+    cell.requests = done.iter().map(|c| sample(&c.record, c.opening, Some(w0), Some(w1))).collect();
+    if !failures.is_empty() {
+        cell.reason = Some(decode_status(&Evidence { concurrency: n, failures: &failures, ..Evidence::default() }).1.unwrap_or_default());
+        cell.ttft_ms = window_figures(&done, w0, w1).ttft_ms;
+        return cell;
+    }
+    let f = window_figures(&done, w0, w1);
+    let server = server_figures(&samples, w0, w1);
+    let waiting: Vec<f64> = samples.iter().filter(|(t, _)| *t >= w0 && *t <= w1).filter_map(|(_, m)| m.waiting).collect();
+    let (status, reason) = decode_status(&Evidence {
+        concurrency: n,
+        failures: &[],
+        waiting_samples: &waiting,
+        avg_running: server.as_ref().and_then(|sv| sv.running_avg),
+    });
+    let (output_tokens, source) = if f.continuous_usage {
+        (f.output_tokens, TokenCountSource::ContinuousUsage)
+    } else if let Some(g) = server.as_ref().and_then(|sv| sv.generation_tokens) {
+        (g, TokenCountSource::ServerCounter)
+    } else {
+        (f.output_tokens, TokenCountSource::ChunkCount)
+    };
+    cell.status = status;
+    cell.reason = reason;
+    cell.window_s = Some(round3(f.window_s));
+    cell.output_tokens = Some(output_tokens);
+    cell.token_count_source = Some(source);
+    cell.total_tps = Some(round3(output_tokens as f64 / f.window_s));
+    cell.per_request_tps = f.per_request_tps;
+    cell.ttft_ms = f.ttft_ms;
+    cell.ttft_in_window_ms = f.ttft_in_window_ms;
+    cell.ttft_content_ms = f.ttft_content_ms;
+    cell.tpot_ms = f.tpot_ms;
+    cell.itl_ms = f.itl_ms;
+    cell.chunk_gap_ms = f.chunk_gap_ms;
+    cell.e2e_ms = f.e2e_ms;
+    cell.completed_requests = Some(f.completed_requests);
+    cell.avg_active_requests = Some(server.as_ref().and_then(|sv| sv.running_avg).unwrap_or(f.avg_in_flight));
+    cell.max_active_requests = Some(f.max_in_flight as f64);
+    cell.spec_accept_rate = spec_rate(&samples);
+    cell.server = server;
+    cell
+}
+
+fn delta(samples: &[(f64, Metrics)], get: impl Fn(&Metrics) -> Option<f64>) -> Option<f64> {
+    let first = samples.iter().find_map(|(_, m)| get(m))?;
+    let last = samples.iter().rev().find_map(|(_, m)| get(m))?;
+    Some((last - first).max(0.0))
+}
+
+fn spec_rate(samples: &[(f64, Metrics)]) -> Option<f64> {
+    let drafted = delta(samples, |m| m.spec_draft_tokens)?;
+    let accepted = delta(samples, |m| m.spec_accepted_tokens)?;
+    (drafted > 0.0).then(|| round3(accepted / drafted))
+}
+
+/// Server figures from the window's Prometheus samples (gauges inside the window; counter
+/// deltas from the scrape just before the window to the one just after).
+fn server_figures(samples: &[(f64, Metrics)], w0: f64, w1: f64) -> Option<ServerFigures> {
+    if samples.is_empty() {
+        return None;
+    }
+    let inside: Vec<&Metrics> = samples.iter().filter(|(t, _)| *t >= w0 && *t <= w1).map(|(_, m)| m).collect();
+    let mean = |get: &dyn Fn(&Metrics) -> Option<f64>| {
+        let v: Vec<f64> = inside.iter().filter_map(|m| get(m)).collect();
+        (!v.is_empty()).then(|| round3(v.iter().sum::<f64>() / v.len() as f64))
+    };
+    let max = |get: &dyn Fn(&Metrics) -> Option<f64>| inside.iter().filter_map(|m| get(m)).reduce(f64::max);
+    let drafts = delta(samples, |m| m.spec_drafts);
+    let accepted = delta(samples, |m| m.spec_accepted_tokens);
+    Some(ServerFigures {
+        running_avg: mean(&|m| m.running),
+        waiting_max: max(&|m| m.waiting),
+        kv_cache_usage_avg: mean(&|m| m.kv_usage).map(|v| v.min(1.0)),
+        kv_cache_usage_max: max(&|m| m.kv_usage).map(|v| v.min(1.0)),
+        preemptions: delta(samples, |m| m.preemptions).map(|v| v as u64),
+        generation_tokens: delta(samples, |m| m.generation_tokens).map(|v| v as u64),
+        prefix_cache_hit_tokens: delta(samples, |m| m.prefix_hits).map(|v| v as u64),
+        prefix_cache_query_tokens: delta(samples, |m| m.prefix_queries).map(|v| v as u64),
+        spec_mean_accepted_len: match (drafts, accepted) {
+            (Some(d), Some(a)) if d > 0.0 => Some(round3(1.0 + a / d)),
+            _ => None,
+        },
+        note: None,
+    })
+}
