@@ -145,22 +145,33 @@ fn prefill_list_and_header_cards_match() {
         );
         assert!(page.contains(&shown), "seed page lacks {shown:?}");
     }
-    // Header cards: each "- Key" line is followed by its value; our text report shows every value.
+    // Header cards: each "- Key" line is followed by its value. Our text report prints the same
+    // key and value on one line ("  GPU count  2"), under the same card heading.
     let header = &page[page.find("\nHardware\n").unwrap()..page.find("\nLaunch command\n").unwrap()];
-    let lines: Vec<&str> = header.lines().filter(|l| !l.is_empty()).collect();
     let report = render_report(&r, false, Markup::Text);
-    let mut checked = 0;
-    let mut key = None;
-    for l in &lines {
-        let text = l.trim_start_matches("- ");
-        if ["Hardware", "Engine", "Run"].contains(l) {
-            key = None;
+    let our_cards: Vec<(String, String, String)> = {
+        let mut card = String::new();
+        let mut out = Vec::new();
+        for l in report.lines() {
+            if !l.starts_with(' ') && !l.is_empty() {
+                card = l.to_string();
+            } else if let Some((k, v)) = l.trim().split_once("  ") {
+                out.push((card.clone(), k.trim().to_string(), v.trim().to_string()));
+            }
+        }
+        out
+    };
+    let (mut card, mut key, mut checked) = (String::new(), None, 0);
+    for l in header.lines().filter(|l| !l.is_empty()) {
+        if ["Hardware", "Engine", "Run"].contains(&l) {
+            card = l.to_string();
             continue;
         }
+        let text = l.trim_start_matches("- ").to_string();
         match key.take() {
             None => key = Some(text),
             Some(k) => {
-                assert!(report.contains(text), "header card {k:?} = {text:?} missing from the text report");
+                assert!(our_cards.contains(&(card.clone(), k.clone(), text.clone())), "card {card}: {k} = {text} missing");
                 checked += 1;
             }
         }

@@ -162,8 +162,10 @@ impl Client {
     /// [`HttpError`]; `Body` when the answer is not JSON.
     pub async fn get_json(&self, path: &str) -> Result<Value, HttpError> {
         let text = self.get_text(path).await?;
-        serde_json::from_str(&text)
-            .map_err(|e| HttpError::Body { url: self.url(path), message: format!("not JSON ({e}): {}", excerpt(&text)) })
+        serde_json::from_str(&text).map_err(|e| HttpError::Body {
+            url: self.url(path),
+            message: format!("not JSON ({e}): {}", excerpt(&text)),
+        })
     }
 
     /// `POST path` with a JSON body → JSON (tokenize, non-streamed probes). No overall timeout
@@ -175,7 +177,8 @@ impl Client {
         let url = self.url(path);
         let resp = self.send(self.http.post(&url).json(body).timeout(timeout), &url).await?;
         let text = resp.text().await.map_err(|e| HttpError::Body { url: url.clone(), message: error_chain(&e) })?;
-        serde_json::from_str(&text).map_err(|e| HttpError::Body { url, message: format!("not JSON ({e}): {}", excerpt(&text)) })
+        serde_json::from_str(&text)
+            .map_err(|e| HttpError::Body { url, message: format!("not JSON ({e}): {}", excerpt(&text)) })
     }
 
     /// Run one streamed completion (`POST path` with `body`, which must set `"stream": true`)
@@ -204,7 +207,9 @@ impl Client {
         let resp = match resp {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => return rec.fail(clock, e.to_string(), &notify),
-            Err(_) => return rec.fail(clock, format!("no response headers within the stall timeout ({stall:?})"), &notify),
+            Err(_) => {
+                return rec.fail(clock, format!("no response headers within the stall timeout ({stall:?})"), &notify)
+            }
         };
         let content_type =
             resp.headers().get(reqwest::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
@@ -441,7 +446,8 @@ impl ChunkParser {
     /// An in-band error object (`{"error": …}`, sent with HTTP 200) or a payload that is not
     /// JSON, as a message.
     pub fn parse(&mut self, data: &str) -> Result<ParsedChunk, String> {
-        let v: Value = serde_json::from_str(data).map_err(|e| format!("SSE data is not JSON ({e}): {}", excerpt(data)))?;
+        let v: Value =
+            serde_json::from_str(data).map_err(|e| format!("SSE data is not JSON ({e}): {}", excerpt(data)))?;
         if let Some(err) = v.get("error") {
             let msg = err.get("message").and_then(Value::as_str).map(str::to_string).unwrap_or_else(|| err.to_string());
             return Err(format!("in-band error in the stream: {}", excerpt(&msg)));
@@ -518,7 +524,8 @@ mod tests {
         let mut p = ChunkParser::default();
         let r = p.parse(r#"{"choices":[{"delta":{"reasoning":"hmm"}}],"usage":{"completion_tokens":1}}"#).unwrap();
         assert_eq!((r.tokens, r.content), (1, false));
-        let r = p.parse(r#"{"choices":[{"delta":{"reasoning_content":"so"}}],"usage":{"completion_tokens":2}}"#).unwrap();
+        let r =
+            p.parse(r#"{"choices":[{"delta":{"reasoning_content":"so"}}],"usage":{"completion_tokens":2}}"#).unwrap();
         assert_eq!((r.tokens, r.content), (1, false));
         let c = p.parse(r#"{"choices":[{"delta":{"content":"Hi"}}],"usage":{"completion_tokens":3}}"#).unwrap();
         assert_eq!((c.tokens, c.content), (1, true));
@@ -528,7 +535,8 @@ mod tests {
     fn usage_only_last_chunk_adds_nothing() {
         let mut p = ChunkParser::default();
         p.parse(r#"{"choices":[{"delta":{"content":"a"}}],"usage":{"completion_tokens":1}}"#).unwrap();
-        let f = p.parse(r#"{"choices":[{"delta":{},"finish_reason":"length"}],"usage":{"completion_tokens":1}}"#).unwrap();
+        let f =
+            p.parse(r#"{"choices":[{"delta":{},"finish_reason":"length"}],"usage":{"completion_tokens":1}}"#).unwrap();
         assert_eq!((f.tokens, f.finish_reason.as_deref()), (0, Some("length")));
         let u = p.parse(r#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":1}}"#).unwrap();
         assert_eq!(u.tokens, 0);

@@ -78,9 +78,10 @@ pub async fn discover(
         .ok_or_else(|| DiscoverError::NotOpenAi(format!("{}/v1/models lists no models", client.base())))?;
     let ids: Vec<&str> = data.iter().filter_map(|m| m.get("id").and_then(Value::as_str)).collect();
     let entry = match model {
-        Some(want) => data.iter().find(|m| m.get("id").and_then(Value::as_str) == Some(want)).ok_or_else(|| {
-            DiscoverError::ModelNotFound { asked: want.to_string(), served: ids.join(", ") }
-        })?,
+        Some(want) => data
+            .iter()
+            .find(|m| m.get("id").and_then(Value::as_str) == Some(want))
+            .ok_or_else(|| DiscoverError::ModelNotFound { asked: want.to_string(), served: ids.join(", ") })?,
         None => &data[0],
     };
     let model = entry.get("id").and_then(Value::as_str).unwrap_or_default().to_string();
@@ -169,7 +170,9 @@ impl Metrics {
                     "vllm:num_requests_waiting" | "sglang:num_queue_reqs" | "llamacpp:requests_deferred" => {
                         add(&mut m.waiting)
                     }
-                    "vllm:kv_cache_usage_perc" | "vllm:gpu_cache_usage_perc" | "sglang:token_usage" => add(&mut m.kv_usage),
+                    "vllm:kv_cache_usage_perc" | "vllm:gpu_cache_usage_perc" | "sglang:token_usage" => {
+                        add(&mut m.kv_usage)
+                    }
                     "vllm:generation_tokens" | "sglang:generation_tokens" | "llamacpp:tokens_predicted" => {
                         add(&mut m.generation_tokens)
                     }
@@ -182,7 +185,11 @@ impl Metrics {
                     "vllm:cache_config_info" => {
                         let labels = sample.get_labelset().ok();
                         let num = |k: &str| {
-                            labels.as_ref().and_then(|l| l.get_label_value(k)).and_then(|x| x.parse::<f64>().ok()).map(|x| x as u64)
+                            labels
+                                .as_ref()
+                                .and_then(|l| l.get_label_value(k))
+                                .and_then(|x| x.parse::<f64>().ok())
+                                .map(|x| x as u64)
                         };
                         m.kv_budget = match (num("kv_cache_size_tokens"), num("num_gpu_blocks"), num("block_size")) {
                             (Some(t), _, _) if t > 0 => Some((t, KvBudgetSource::KvCacheSizeTokens)),
@@ -221,8 +228,12 @@ vllm:cache_config_info{block_size="16",enable_prefix_caching="True",num_gpu_bloc
         assert_eq!((m.running, m.waiting, m.kv_usage), (Some(3.0), Some(1.0), Some(0.25)));
         assert_eq!(m.generation_tokens, Some(1234.0));
         assert_eq!(m.kv_budget, Some((16_000, KvBudgetSource::NumGpuBlocks)));
-        let with_tokens = text.replace("num_gpu_blocks=\"1000\"", "num_gpu_blocks=\"1000\",kv_cache_size_tokens=\"6291456\"");
-        assert_eq!(Metrics::parse(&with_tokens).unwrap().kv_budget, Some((6_291_456, KvBudgetSource::KvCacheSizeTokens)));
+        let with_tokens =
+            text.replace("num_gpu_blocks=\"1000\"", "num_gpu_blocks=\"1000\",kv_cache_size_tokens=\"6291456\"");
+        assert_eq!(
+            Metrics::parse(&with_tokens).unwrap().kv_budget,
+            Some((6_291_456, KvBudgetSource::KvCacheSizeTokens))
+        );
     }
 
     #[test]

@@ -59,16 +59,35 @@ pub fn run(cli: cli::Cli) -> ExitCode {
     let result = match cli.command {
         cli::Command::Run(args) => run::run(&args).map(|code| code as i32),
         cli::Command::Show(args) => show::run(&args).map(|()| 0),
-        cli::Command::Schema => {
-            println!("{:#}", speedmatrix_schema::json_schema());
-            Ok(0)
-        }
+        cli::Command::Schema => print_out(&format!("{:#}\n", speedmatrix_schema::json_schema())).map(|()| 0),
     };
     match result {
         Ok(code) => ExitCode::from(code as u8),
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", one_line(&e.to_string()));
             ExitCode::from(e.exit_code())
         }
     }
+}
+
+/// Write a command's output to stdout. A closed pipe (`speedmatrix show … | head`) ends quietly;
+/// other write errors (a full disk) are reported.
+///
+/// # Errors
+/// [`Error::Other`] when stdout cannot be written for another reason than a closed pipe.
+pub fn print_out(text: &str) -> Result<(), Error> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(Error::Other(anyhow::anyhow!("cannot write the output: {e}")))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// An error message made safe for one terminal line: control characters (newlines, ANSI
+/// escapes from a file's contents or name) are written as escapes such as `\u{1b}`.
+pub fn one_line(s: &str) -> String {
+    s.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
 }

@@ -96,8 +96,11 @@ pub fn window_figures(streams: &[CellStream], w0_ms: f64, w1_ms: f64) -> WindowF
     let ttft = |opening: bool| -> Vec<f64> {
         streams.iter().filter(|s| s.opening == opening).filter_map(|s| s.record.ttft_ms()).collect()
     };
-    let content: Vec<f64> =
-        streams.iter().filter(|s| s.opening).filter_map(|s| s.record.first_content_ms.map(|t| t - s.record.sent_ms)).collect();
+    let content: Vec<f64> = streams
+        .iter()
+        .filter(|s| s.opening)
+        .filter_map(|s| s.record.first_content_ms.map(|t| t - s.record.sent_ms))
+        .collect();
     let (avg, max) = in_flight(streams, w0_ms, w1_ms);
     WindowFigures {
         window_s: window_ms / 1000.0,
@@ -162,7 +165,9 @@ pub fn sample(s: &StreamRecord, opening: bool, w0_ms: Option<f64>, w1_ms: Option
         _ => None,
     };
     let window_tokens = match (w0_ms, w1_ms) {
-        (Some(a), Some(b)) => Some(s.chunks.iter().filter(|c| c.t_ms > a && c.t_ms <= b).map(|c| u64::from(c.tokens)).sum()),
+        (Some(a), Some(b)) => {
+            Some(s.chunks.iter().filter(|c| c.t_ms > a && c.t_ms <= b).map(|c| u64::from(c.tokens)).sum())
+        }
         _ => None,
     };
     RequestSample {
@@ -210,7 +215,8 @@ mod tests {
     #[test]
     fn counts_only_tokens_inside_the_window() {
         // Chunks every 10 ms carrying 1, then 3 tokens (speculative decoding) alternately.
-        let chunks: Vec<(f64, u32)> = (0..100).map(|i| (100.0 + 10.0 * i as f64, if i % 2 == 0 { 1 } else { 3 })).collect();
+        let chunks: Vec<(f64, u32)> =
+            (0..100).map(|i| (100.0 + 10.0 * i as f64, if i % 2 == 0 { 1 } else { 3 })).collect();
         let s = stream(0.0, &chunks, false, true);
         let f = window_figures(&[s], 300.0, 800.0);
         // Chunks at 310..=800 → 50 chunks, 25 of 1 token and 25 of 3 tokens.

@@ -128,7 +128,10 @@ pub fn plan(input: &PlanInput) -> Result<Plan, PlanError> {
         return Err(PlanError::Empty("every context was dropped (see the warnings above)".into()));
     }
     if input.kv_budget.is_none() && !contexts.is_empty() {
-        warnings.push("the server's KV budget is unknown (no cache_config_info, no --kv-budget): no cell is marked over capacity".into());
+        warnings.push(
+            "the server's KV budget is unknown (no cache_config_info, no --kv-budget): no cell is marked over capacity"
+                .into(),
+        );
     }
     let cells = contexts
         .iter()
@@ -178,8 +181,12 @@ mod tests {
         assert_eq!(labels, ["8K", "16K", "32K", "64K", "128K", "251K"]);
         assert_eq!(p.prefill.last().unwrap().label, "256K");
         assert_eq!(p.prefill.last().unwrap().tokens, 262_143);
-        let over: Vec<(String, u32)> =
-            p.cells.iter().filter(|c| c.over_capacity.is_some()).map(|c| (c.context.label.clone(), c.concurrency)).collect();
+        let over: Vec<(String, u32)> = p
+            .cells
+            .iter()
+            .filter(|c| c.over_capacity.is_some())
+            .map(|c| (c.context.label.clone(), c.concurrency))
+            .collect();
         let expect = [("64K", 128), ("128K", 64), ("128K", 128), ("251K", 32), ("251K", 64), ("251K", 128)];
         assert_eq!(over, expect.map(|(l, n)| (l.to_string(), n)));
         assert!(p.warnings.is_empty());

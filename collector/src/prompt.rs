@@ -17,34 +17,109 @@ use std::time::Duration;
 pub const CORPUS_NAME: &str = "speedmatrix-prose-v1";
 
 const SUBJECTS: &[&str] = &[
-    "The old lighthouse keeper", "A young engineer", "The river pilot", "Our neighbour", "The museum guide",
-    "A tired baker", "The mountain guide", "The harbour master", "A retired teacher", "The night nurse",
-    "The village doctor", "A curious child", "The orchestra conductor", "A field biologist", "The train driver",
-    "The gardener", "A travelling musician", "The librarian", "A ship's cook", "The weather forecaster",
+    "The old lighthouse keeper",
+    "A young engineer",
+    "The river pilot",
+    "Our neighbour",
+    "The museum guide",
+    "A tired baker",
+    "The mountain guide",
+    "The harbour master",
+    "A retired teacher",
+    "The night nurse",
+    "The village doctor",
+    "A curious child",
+    "The orchestra conductor",
+    "A field biologist",
+    "The train driver",
+    "The gardener",
+    "A travelling musician",
+    "The librarian",
+    "A ship's cook",
+    "The weather forecaster",
 ];
 const VERBS: &[&str] = &[
-    "carefully repaired", "quietly studied", "described", "photographed", "measured", "painted", "questioned",
-    "remembered", "carried", "discovered", "explained", "ignored", "followed", "rebuilt", "sorted", "sketched",
-    "compared", "collected", "admired", "translated",
+    "carefully repaired",
+    "quietly studied",
+    "described",
+    "photographed",
+    "measured",
+    "painted",
+    "questioned",
+    "remembered",
+    "carried",
+    "discovered",
+    "explained",
+    "ignored",
+    "followed",
+    "rebuilt",
+    "sorted",
+    "sketched",
+    "compared",
+    "collected",
+    "admired",
+    "translated",
 ];
 const OBJECTS: &[&str] = &[
-    "a broken compass", "the wooden bridge", "an unusual map", "three copper kettles", "the frozen canal",
-    "a forgotten letter", "the spring harvest", "a bright red kite", "the cathedral bells", "a box of seeds",
-    "the marble staircase", "an ancient clock", "the coastal path", "a basket of pears", "the iron gate",
-    "a stack of journals", "the northern glacier", "a silver teapot", "the crowded market", "a pair of boots",
+    "a broken compass",
+    "the wooden bridge",
+    "an unusual map",
+    "three copper kettles",
+    "the frozen canal",
+    "a forgotten letter",
+    "the spring harvest",
+    "a bright red kite",
+    "the cathedral bells",
+    "a box of seeds",
+    "the marble staircase",
+    "an ancient clock",
+    "the coastal path",
+    "a basket of pears",
+    "the iron gate",
+    "a stack of journals",
+    "the northern glacier",
+    "a silver teapot",
+    "the crowded market",
+    "a pair of boots",
 ];
 const PLACES: &[&str] = &[
-    "near the station", "before the storm", "after supper", "in the early morning", "beside the harbour",
-    "under a grey sky", "during the festival", "at the edge of town", "on the third floor", "behind the bakery",
-    "across the valley", "in the reading room", "by the old mill", "within an hour", "along the canal",
-    "through the orchard", "at dusk", "in late autumn", "on a windy afternoon", "before anyone noticed",
+    "near the station",
+    "before the storm",
+    "after supper",
+    "in the early morning",
+    "beside the harbour",
+    "under a grey sky",
+    "during the festival",
+    "at the edge of town",
+    "on the third floor",
+    "behind the bakery",
+    "across the valley",
+    "in the reading room",
+    "by the old mill",
+    "within an hour",
+    "along the canal",
+    "through the orchard",
+    "at dusk",
+    "in late autumn",
+    "on a windy afternoon",
+    "before anyone noticed",
 ];
 const CLAUSES: &[&str] = &[
-    "and nobody could explain why", "while the radio played softly", "because the winter had been long",
-    "although the roads were closed", "so that the children could see", "as the tide came in",
-    "even though it had rained all week", "which surprised the visitors", "until the lamps were lit",
-    "before writing a short report", "and then went home for tea", "while counting the passing boats",
-    "since the old one had been lost", "as if it were perfectly normal", "and wrote everything down",
+    "and nobody could explain why",
+    "while the radio played softly",
+    "because the winter had been long",
+    "although the roads were closed",
+    "so that the children could see",
+    "as the tide came in",
+    "even though it had rained all week",
+    "which surprised the visitors",
+    "until the lamps were lit",
+    "before writing a short report",
+    "and then went home for tea",
+    "while counting the passing boats",
+    "since the old one had been lost",
+    "as if it were perfectly normal",
+    "and wrote everything down",
 ];
 
 /// SplitMix64: a tiny, well-known seeded PRNG (deterministic prompts for a given seed).
@@ -157,7 +232,13 @@ impl PromptBuilder {
     ///
     /// # Errors
     /// When neither `/tokenize` nor a probe request works.
-    pub async fn new(client: Client, model: String, endpoint: Endpoint, run_id: String, seed: u64) -> Result<Self, HttpError> {
+    pub async fn new(
+        client: Client,
+        model: String,
+        endpoint: Endpoint,
+        run_id: String,
+        seed: u64,
+    ) -> Result<Self, HttpError> {
         let mut b = PromptBuilder { client, model, endpoint, run_id, seed, sizer: Sizer::Tokenize };
         if b.tokenize("calibration").await.is_err() {
             let words = prose(seed, 400);
@@ -185,9 +266,11 @@ impl PromptBuilder {
         };
         let body = merge(json!({ "model": self.model, "max_tokens": 1 }), prompt_fields(self.endpoint, text));
         let v = self.client.post_json(path, &body, Duration::from_secs(600)).await?;
-        v.get("usage").and_then(|u| u.get("prompt_tokens")).and_then(Value::as_u64).map(|t| t as f64).ok_or_else(|| {
-            HttpError::Body { url: path.into(), message: "no usage.prompt_tokens in the answer".into() }
-        })
+        v.get("usage")
+            .and_then(|u| u.get("prompt_tokens"))
+            .and_then(Value::as_u64)
+            .map(|t| t as f64)
+            .ok_or_else(|| HttpError::Body { url: path.into(), message: "no usage.prompt_tokens in the answer".into() })
     }
 
     /// A prompt of `target` tokens whose text starts with the run-unique `tag`
@@ -196,7 +279,10 @@ impl PromptBuilder {
     /// # Errors
     /// When `/tokenize` fails mid-search.
     pub async fn build(&self, tag: &str, target: u64) -> Result<Prompt, HttpError> {
-        let prefix = format!("[speedmatrix run {} · {tag}] Read the following notes, then continue the story at length.\n\n", self.run_id);
+        let prefix = format!(
+            "[speedmatrix run {} · {tag}] Read the following notes, then continue the story at length.\n\n",
+            self.run_id
+        );
         // Enough words for any tokenizer: prose runs at ~1.3 tokens per word.
         let words = prose(self.seed ^ fnv(tag), (target as usize).saturating_mul(12) / 10 + 64);
         let text_of = |k: usize| format!("{prefix}{}", words[..k].join(" "));

@@ -173,7 +173,8 @@ async fn run_async(args: &RunArgs) -> Result<u8, Error> {
         .map_err(|e| Error::Input(format!("cannot build prompts: {e}")))?;
     let steps = results.prefill.iter().filter(|p| p.status == CellStatus::NotRun).count()
         + results.decode.iter().filter(|c| c.status == CellStatus::NotRun).count();
-    let progress = if args.quiet { indicatif::ProgressBar::hidden() } else { indicatif::ProgressBar::new(steps as u64) };
+    let progress =
+        if args.quiet { indicatif::ProgressBar::hidden() } else { indicatif::ProgressBar::new(steps as u64) };
     progress.set_style(
         indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} cells · ETA {eta} · {msg}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
@@ -240,7 +241,9 @@ fn print_plan(info: &ServerInfo, plan: &Plan, window: Duration, args: &RunArgs) 
     for w in &plan.warnings {
         eprintln!("warning: {w}");
     }
-    let labels = |v: &[ContextSize]| v.iter().map(|c| format!("{} ({} tokens)", c.label, c.tokens)).collect::<Vec<_>>().join(", ");
+    let labels = |v: &[ContextSize]| {
+        v.iter().map(|c| format!("{} ({} tokens)", c.label, c.tokens)).collect::<Vec<_>>().join(", ")
+    };
     eprintln!("plan: prefill at {}", if plan.prefill.is_empty() { "none".into() } else { labels(&plan.prefill) });
     eprintln!(
         "plan: decode {} contexts [{}] × concurrency {:?}, {} s windows, max_tokens {}",
@@ -365,13 +368,27 @@ fn empty_cell(context: &ContextSize, concurrency: u32) -> DecodeCell {
 }
 
 /// Load a results file to continue: same model, same plan; unmeasured cells run again.
-fn resume(path: &std::path::Path, info: &ServerInfo, plan: &Plan, args: &RunArgs, window: Duration) -> Result<Results, Error> {
+fn resume(
+    path: &std::path::Path,
+    info: &ServerInfo,
+    plan: &Plan,
+    args: &RunArgs,
+    window: Duration,
+) -> Result<Results, Error> {
     let r = crate::files::read_results(path)?;
-    let differs = |what: &str| Error::Input(format!("--resume {}: {what} differs from this run's; start a new run with another --out", path.display()));
+    let differs = |what: &str| {
+        Error::Input(format!(
+            "--resume {}: {what} differs from this run's; start a new run with another --out",
+            path.display()
+        ))
+    };
     if r.engine.served_model_name.as_deref() != Some(info.model.as_str()) {
         return Err(differs("the served model"));
     }
-    if r.config.contexts != plan.contexts || r.config.concurrency != plan.concurrency || r.config.prefill_contexts != plan.prefill {
+    if r.config.contexts != plan.contexts
+        || r.config.concurrency != plan.concurrency
+        || r.config.prefill_contexts != plan.prefill
+    {
         return Err(differs("the plan (contexts, concurrency or prefill contexts)"));
     }
     if r.config.max_tokens != args.max_tokens || (r.config.window_s - window.as_secs_f64()).abs() > 1e-9 {
@@ -430,7 +447,12 @@ fn prompt_check(s: &Session, ctx: &ContextSize, real: Option<u64>) {
     if let Some(real) = real {
         let off = (real as f64 - ctx.tokens as f64).abs() / ctx.tokens as f64;
         if off > 0.01 {
-            s.log(format!("warning: context {} prompt has {real} tokens, {:.1} % off the target {}", ctx.label, off * 100.0, ctx.tokens));
+            s.log(format!(
+                "warning: context {} prompt has {real} tokens, {:.1} % off the target {}",
+                ctx.label,
+                off * 100.0,
+                ctx.tokens
+            ));
         }
     }
 }
@@ -609,13 +631,18 @@ async fn measure_cell(s: &mut Session, ctx: &ContextSize, n: u32) -> DecodeCell 
     done.sort_by_key(|c| c.record.id);
     cell.requests = done.iter().map(|c| sample(&c.record, c.opening, Some(w0), Some(w1))).collect();
     if !failures.is_empty() {
-        cell.reason = Some(decode_status(&Evidence { concurrency: n, failures: &failures, ..Evidence::default() }).1.unwrap_or_default());
+        cell.reason = Some(
+            decode_status(&Evidence { concurrency: n, failures: &failures, ..Evidence::default() })
+                .1
+                .unwrap_or_default(),
+        );
         cell.ttft_ms = window_figures(&done, w0, w1).ttft_ms;
         return cell;
     }
     let f = window_figures(&done, w0, w1);
     let server = server_figures(&samples, w0, w1);
-    let waiting: Vec<f64> = samples.iter().filter(|(t, _)| *t >= w0 && *t <= w1).filter_map(|(_, m)| m.waiting).collect();
+    let waiting: Vec<f64> =
+        samples.iter().filter(|(t, _)| *t >= w0 && *t <= w1).filter_map(|(_, m)| m.waiting).collect();
     let (status, reason) = decode_status(&Evidence {
         concurrency: n,
         failures: &[],

@@ -28,8 +28,7 @@ pub fn run(args: &ShowArgs) -> Result<(), Error> {
             s
         }
     };
-    print!("{out}");
-    Ok(())
+    crate::print_out(&out)
 }
 
 /// Text or Markdown.
@@ -277,10 +276,7 @@ fn header_cards(out: &mut String, r: &Results, markup: Markup) {
                 "Time per measurement",
                 Some(format!("{} s", registry::format_number(c.window_s, registry::Style::Fixed(0)))),
             ),
-            (
-                "Max output",
-                Some(format!("{} tokens", registry::format_number(f64::from(c.max_tokens), registry::Style::Fixed(0)))),
-            ),
+            ("Max output", Some(format!("{} tokens", registry::format_int(u64::from(c.max_tokens))))),
             ("Endpoint", c.endpoint.map(|x| format!("{x:?}").to_lowercase())),
             ("Notes", run.notes.clone()),
         ],
@@ -310,25 +306,27 @@ fn fmt(id: &str, v: Option<f64>) -> String {
 }
 
 fn prefill_table(r: &Results) -> Grid {
+    // The prompt-token column only when some row knows its real prompt length.
+    let columns = if r.prefill.iter().any(|p| p.prompt_tokens.is_some()) { 4 } else { 3 };
     let rows = r
         .prefill
         .iter()
         .map(|p| {
             let tps =
                 if p.status.is_measured() { fmt("prompt_tps", p.prompt_tps) } else { p.status.label().to_string() };
-            vec![
+            let mut row = vec![
                 format!("{} context", clean(&p.context.label)),
                 tps,
                 fmt("ttft_ms", p.ttft_ms),
-                p.prompt_tokens.map(|t| fmt("prompt_tokens", Some(t as f64))).unwrap_or_else(dash),
-            ]
+                p.prompt_tokens.map(registry::format_int).unwrap_or_else(dash),
+            ];
+            row.truncate(columns);
+            row
         })
         .collect();
-    Grid {
-        headers: vec!["Context".into(), "Prompt tok/s".into(), "TTFT".into(), "Prompt tokens".into()],
-        rows,
-        numeric_from: 1,
-    }
+    let mut headers: Vec<String> = ["Context", "Prompt tok/s", "TTFT", "Prompt tokens"].map(String::from).to_vec();
+    headers.truncate(columns);
+    Grid { headers, rows, numeric_from: 1 }
 }
 
 /// One decode-matrix cell as text lines: total tok/s, the status words when not valid, then
@@ -409,12 +407,26 @@ pub fn all_measurements_headers() -> Vec<String> {
         .collect()
 }
 
+/// What a status means, for the legend under the matrix.
+fn legend(status: CellStatus) -> Option<&'static str> {
+    match status {
+        CellStatus::Valid => None,
+        CellStatus::RequestsQueued => Some("the server could not run all requests at once, so some waited in a queue."),
+        CellStatus::OverCapacity => {
+            Some("not run because this many requests at this context would exceed the server's KV cache.")
+        }
+        CellStatus::Error => Some("a stream failed; no throughput is claimed (`show --all` gives the reason)."),
+        CellStatus::NotRun => Some("planned but not measured (the run was interrupted)."),
+    }
+}
+
 /// Render the report: title, header cards, prefill table, decode matrix, legend; with `all` the
 /// full measurement table too.
 pub fn render_report(r: &Results, all: bool, markup: Markup) -> String {
     let mut out = String::new();
     heading(&mut out, markup, 1, "Speed test matrix");
-    let _ = writeln!(out, "{}\n{}\n", clean(&title(r)), subtitle(r));
+    let title = r.run.label.clone().unwrap_or_else(|| title(r));
+    let _ = writeln!(out, "{}\n\n{}\n", clean(&title), subtitle(r));
     header_cards(&mut out, r, markup);
     if !r.prefill.is_empty() {
         heading(&mut out, markup, 2, "Prefill — prompt tok/s by context length");
@@ -429,12 +441,19 @@ pub fn render_report(r: &Results, all: bool, markup: Markup) -> String {
             "Sustained decode — total tok/s · rows are context length, columns are simultaneous requests",
         );
         out.push_str(&decode_matrix(r).render(markup));
-        let _ = writeln!(
-            out,
-            "\nRequests queued: the server could not run all requests at once, so some waited in a queue. \
-             Over capacity: not run because this many requests at this context would exceed the server's KV cache. \
-             Error: a stream failed; no throughput is claimed. Not run: planned but not measured.\n"
-        );
+        out.push('\n');
+        for status in CellStatus::ALL.into_iter().filter(|s| r.decode.iter().any(|c| c.status == *s)) {
+            if let Some(text) = legend(status) {
+                let _ = writeln!(out, "{}: {text}", status.label());
+            }
+        }
+        if r.config.prefill_mode == Some(PrefillMode::DecodeWarmup) {
+            let _ = writeln!(
+                out,
+                "TTFT is measured after the benchmark warms the server's prompt cache, so it mostly excludes prefill."
+            );
+        }
+        out.push('\n');
     }
     if all {
         heading(&mut out, markup, 2, "All measurements");

@@ -32,12 +32,62 @@ pub const SCHEMA_NAME: &str = "speedmatrix-results";
 /// The schema version this build writes, and the newest it reads.
 pub const SCHEMA_VERSION: u32 = 1;
 
-/// The JSON Schema (draft 2020-12) of [`Results`], generated from the Rust types.
+/// The JSON Schema (draft 2020-12) of [`Results`], generated from the Rust types and tightened
+/// with the rules the loader enforces that types alone cannot say: every number is ≥ 0,
+/// fractions are ≤ 1, concurrency is ≥ 1, times are RFC 3339, `schema` is
+/// `"speedmatrix-results"` and `schema_version` is 1.
 ///
 /// The committed copy lives at `shared/schema/results.schema.json`; a test fails when it
 /// differs from this output (regenerate with `SPEEDMATRIX_BLESS=1 cargo test -p
-/// speedmatrix-schema`).
+/// speedmatrix-schema --test schema_file`).
 pub fn json_schema() -> serde_json::Value {
     let schema = schemars::schema_for!(Results);
-    serde_json::to_value(schema).expect("a generated JSON Schema always serializes")
+    let mut v = serde_json::to_value(schema).expect("a generated JSON Schema always serializes");
+    tighten(&mut v, None);
+    v["properties"]["schema"]["const"] = SCHEMA_NAME.into();
+    v["properties"]["schema_version"]["const"] = SCHEMA_VERSION.into();
+    v
+}
+
+/// Fields holding a fraction 0–1.
+const FRACTIONS: [&str; 4] = ["spec_accept_rate", "kv_cache_usage_avg", "kv_cache_usage_max", "kv_cache_usage"];
+
+fn tighten(v: &mut serde_json::Value, property: Option<&str>) {
+    use serde_json::Value;
+    let Value::Object(map) = v else {
+        if let Value::Array(items) = v {
+            items.iter_mut().for_each(|i| tighten(i, None));
+        }
+        return;
+    };
+    let is_number = |t: &Value| t == "number" || t == "integer";
+    let numeric =
+        map.get("type").is_some_and(|t| is_number(t) || t.as_array().is_some_and(|a| a.iter().any(is_number)));
+    if numeric {
+        let min = if property == Some("concurrency") { 1 } else { 0 };
+        map.insert("minimum".into(), min.into());
+        if property.is_some_and(|p| FRACTIONS.contains(&p)) {
+            map.insert("maximum".into(), 1.into());
+        }
+    }
+    if matches!(property, Some("started_at" | "finished_at")) {
+        map.insert("format".into(), "date-time".into());
+    }
+    if let Some(Value::String(d)) = map.get_mut("description") {
+        // Rust doc links read badly outside rustdoc: [`X`] → `X`.
+        *d = d.replace("[`", "`").replace("`]", "`");
+    }
+    for (key, child) in map.iter_mut() {
+        match key.as_str() {
+            "properties" | "$defs" => {
+                if let Value::Object(props) = child {
+                    for (name, schema) in props.iter_mut() {
+                        tighten(schema, Some(name));
+                    }
+                }
+            }
+            "items" => tighten(child, property),
+            _ => tighten(child, None),
+        }
+    }
 }

@@ -55,39 +55,200 @@ pub enum LoadError {
     },
 }
 
+/// The largest results file accepted, bytes (a 30-minute matrix with every per-request sample is
+/// a few MB; this guards against reading a device or a mistaken multi-GB file).
+pub const MAX_FILE_BYTES: usize = 256 * 1024 * 1024;
+
 /// Parse, migrate and validate a results file from its bytes.
 ///
+/// Three passes, none of which builds a generic JSON tree for a current-version file:
+/// 1. a scan that reads the header and rejects negative numbers and duplicate keys, with the
+///    JSON path;
+/// 2. the typed decode (paths on every type error);
+/// 3. [`validate`]: what types cannot say (ordering, references to the plan, timestamps).
+///
 /// # Errors
-/// [`LoadError`] for empty input, broken JSON, a foreign document, a newer schema version,
-/// type/shape errors (with the JSON path) and impossible values (with the JSON path).
+/// [`LoadError`] for empty or oversized input, broken JSON, a foreign document, a newer schema
+/// version, type/shape errors and impossible values (the last two with the JSON path).
 pub fn load_results(bytes: &[u8]) -> Result<Results, LoadError> {
+    if bytes.len() > MAX_FILE_BYTES {
+        return Err(LoadError::NotResults(format!(
+            "{} MB is larger than any results file ({} MB at most)",
+            bytes.len() / 1_000_000,
+            MAX_FILE_BYTES / 1_000_000
+        )));
+    }
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(LoadError::Empty);
     }
-    let value: Value = serde_json::from_slice(bytes).map_err(|e| json_error(&e, bytes))?;
-    let value = migrate(value)?;
-    check_numbers(&value, &mut String::new())?;
-    let results: Results = serde_path_to_error::deserialize(value)
-        .map_err(|e| LoadError::Schema { path: display_path(&e.path().to_string()), message: e.inner().to_string() })?;
+    if let Some(hint) = encoding_hint(bytes) {
+        return Err(LoadError::Json { line: 1, column: 1, message: hint.into() });
+    }
+    let header = scan(bytes)?;
+    let version = check_header(&header)?;
+    let results: Results = if version == u64::from(SCHEMA_VERSION) {
+        let mut de = serde_json::Deserializer::from_slice(bytes);
+        serde_path_to_error::deserialize(&mut de).map_err(|e| LoadError::Schema {
+            path: display_path(&e.path().to_string()),
+            message: strip_position(&e.inner().to_string()),
+        })?
+    } else {
+        let value: Value = serde_json::from_slice(bytes).map_err(|e| json_error(&e, bytes))?;
+        serde_path_to_error::deserialize(migrate(value)?).map_err(|e| LoadError::Schema {
+            path: display_path(&e.path().to_string()),
+            message: e.inner().to_string(),
+        })?
+    };
     validate(&results)?;
     Ok(results)
 }
 
-/// Read the header and bring an older document up to [`SCHEMA_VERSION`].
-///
-/// Only v1 exists today; when v2 comes, a `1 => v1_to_v2(value)` step goes into the loop.
-pub fn migrate(mut value: Value) -> Result<Value, LoadError> {
-    let obj = value
-        .as_object()
-        .ok_or_else(|| LoadError::NotResults(format!("the top level is {}, expected an object", kind(&value))))?;
-    match obj.get("schema") {
-        Some(Value::String(s)) if s == SCHEMA_NAME => {}
-        Some(other) => {
-            return Err(LoadError::NotResults(format!("\"schema\" is {other}, expected \"{SCHEMA_NAME}\"")));
+/// A byte-order mark or UTF-16 text is a common reason for "invalid JSON at column 1".
+fn encoding_hint(bytes: &[u8]) -> Option<&'static str> {
+    match bytes {
+        [0xEF, 0xBB, 0xBF, ..] => Some("the file starts with a UTF-8 byte-order mark; save it as UTF-8 without BOM"),
+        [0xFF, 0xFE, ..] | [0xFE, 0xFF, ..] => Some("the file is UTF-16; results files are UTF-8 JSON"),
+        _ => None,
+    }
+}
+
+fn strip_position(message: &str) -> String {
+    match message.rfind(" at line ") {
+        Some(i) => message[..i].to_string(),
+        None => message.to_string(),
+    }
+}
+
+/// The top-level `schema` and `schema_version` values, as found by [`scan`].
+#[derive(Debug, Default)]
+struct Header {
+    is_object: bool,
+    schema: Option<Value>,
+    schema_version: Option<Value>,
+}
+
+/// Pass 1: walk the document without building it, checking every number (≥ 0, not `-0`) and
+/// every object (no duplicate keys), and capture the header.
+fn scan(bytes: &[u8]) -> Result<Header, LoadError> {
+    use serde::de::DeserializeSeed;
+    let mut path = String::new();
+    let mut found = None;
+    let mut header = Header::default();
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let seed = Scan { path: &mut path, found: &mut found, header: Some(&mut header) };
+    let result = seed.deserialize(&mut de).and_then(|()| de.end());
+    match (found, result) {
+        (Some(e), _) => Err(e),
+        (None, Err(e)) => Err(json_error(&e, bytes)),
+        (None, Ok(())) => Ok(header),
+    }
+}
+
+struct Scan<'a> {
+    path: &'a mut String,
+    found: &'a mut Option<LoadError>,
+    header: Option<&'a mut Header>,
+}
+
+impl Scan<'_> {
+    fn fail<E: serde::de::Error>(self, message: String) -> E {
+        *self.found = Some(LoadError::Invalid { path: display_path(self.path), message });
+        E::custom("invalid")
+    }
+
+    fn child(&mut self) -> Scan<'_> {
+        Scan { path: self.path, found: self.found, header: None }
+    }
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Scan<'_> {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+const NEGATIVE: &str = "is negative; durations, rates, counts and sizes are ≥ 0";
+
+impl<'de> serde::de::Visitor<'de> for Scan<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<(), E> {
+        if v < 0 {
+            return Err(self.fail(format!("{v} {NEGATIVE}")));
         }
+        Ok(())
+    }
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<(), E> {
+        if v.is_sign_negative() {
+            return Err(self.fail(format!("{v:?} {NEGATIVE}")));
+        }
+        Ok(())
+    }
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(mut self, mut seq: A) -> Result<(), A::Error> {
+        let mut i = 0usize;
+        loop {
+            let len = self.path.len();
+            self.path.push_str(&format!("[{i}]"));
+            let more = seq.next_element_seed(self.child())?;
+            self.path.truncate(len);
+            if more.is_none() {
+                return Ok(());
+            }
+            i += 1;
+        }
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(mut self, mut map: A) -> Result<(), A::Error> {
+        let mut seen = std::collections::HashSet::new();
+        if let Some(h) = self.header.as_deref_mut() {
+            h.is_object = true;
+        }
+        while let Some(key) = map.next_key::<String>()? {
+            let len = self.path.len();
+            if !self.path.is_empty() {
+                self.path.push('.');
+            }
+            self.path.push_str(&key);
+            if !seen.insert(key.clone()) {
+                return Err(self.fail(format!("the key \"{key}\" appears twice in one object")));
+            }
+            match (self.header.as_deref_mut(), key.as_str()) {
+                (Some(h), "schema") => h.schema = Some(map.next_value()?),
+                (Some(h), "schema_version") => h.schema_version = Some(map.next_value()?),
+                _ => map.next_value_seed(self.child())?,
+            }
+            self.path.truncate(len);
+        }
+        Ok(())
+    }
+}
+
+/// Check the header found by [`scan`] and return the schema version.
+fn check_header(h: &Header) -> Result<u64, LoadError> {
+    if !h.is_object {
+        return Err(LoadError::NotResults("the top level is not a JSON object".into()));
+    }
+    match &h.schema {
+        Some(Value::String(s)) if s == SCHEMA_NAME => {}
+        Some(other) => return Err(LoadError::NotResults(format!("\"schema\" is {other}, expected \"{SCHEMA_NAME}\""))),
         None => return Err(LoadError::NotResults(format!("no \"schema\": \"{SCHEMA_NAME}\" field at the top level"))),
     }
-    let version = match obj.get("schema_version") {
+    let version = match &h.schema_version {
         Some(Value::Number(n)) => n.as_u64().filter(|v| *v >= 1).ok_or_else(|| LoadError::Schema {
             path: "schema_version".into(),
             message: format!("{n} is not a schema version (an integer ≥ 1)"),
@@ -103,9 +264,19 @@ pub fn migrate(mut value: Value) -> Result<Value, LoadError> {
     if version > u64::from(SCHEMA_VERSION) {
         return Err(LoadError::Newer { found: version, supported: SCHEMA_VERSION });
     }
-    let mut v = version;
+    Ok(version)
+}
+
+/// Bring a document of an older schema version up to [`SCHEMA_VERSION`].
+///
+/// Only v1 exists today, so no step runs; when v2 comes, a `1 => v1_to_v2(value)` step goes
+/// into the loop and `load_results` sends v1 files here.
+pub fn migrate(mut value: Value) -> Result<Value, LoadError> {
+    let mut v = value.get("schema_version").and_then(Value::as_u64).unwrap_or(0);
+    if v == 0 {
+        return Err(LoadError::Schema { path: "schema_version".into(), message: "not a schema version".into() });
+    }
     while v < u64::from(SCHEMA_VERSION) {
-        // No version before 1 exists; future steps transform `value` here.
         v += 1;
         value["schema_version"] = Value::from(v);
     }
@@ -161,35 +332,6 @@ fn display_path(p: &str) -> String {
     }
 }
 
-/// Every number in a results file is a duration, rate, count, size, fraction or setting that
-/// cannot be negative. Checked on the raw tree so the error names the exact path.
-fn check_numbers(v: &Value, path: &mut String) -> Result<(), LoadError> {
-    match v {
-        Value::Number(n) if n.as_f64().is_some_and(|f| f < 0.0) => Err(LoadError::Invalid {
-            path: display_path(path),
-            message: format!("{n} is negative; durations, rates, counts and sizes are ≥ 0"),
-        }),
-        Value::Array(items) => items.iter().enumerate().try_for_each(|(i, item)| {
-            let len = path.len();
-            path.push_str(&format!("[{i}]"));
-            let r = check_numbers(item, path);
-            path.truncate(len);
-            r
-        }),
-        Value::Object(map) => map.iter().try_for_each(|(k, item)| {
-            let len = path.len();
-            if !path.is_empty() {
-                path.push('.');
-            }
-            path.push_str(k);
-            let r = check_numbers(item, path);
-            path.truncate(len);
-            r
-        }),
-        _ => Ok(()),
-    }
-}
-
 fn invalid(path: impl Into<String>, message: impl Into<String>) -> LoadError {
     LoadError::Invalid { path: path.into(), message: message.into() }
 }
@@ -205,6 +347,9 @@ fn check_rfc3339(path: &str, s: &Option<String>) -> Result<(), LoadError> {
 
 fn check_distribution(path: &str, d: &Option<Distribution>) -> Result<(), LoadError> {
     let Some(d) = d else { return Ok(()) };
+    if d.count == Some(0) && [d.p50, d.p90, d.p99, d.mean, d.min, d.max].iter().any(Option::is_some) {
+        return Err(invalid(path, "count is 0 but the distribution has values"));
+    }
     let ordered = [("min", d.min), ("p50", d.p50), ("p90", d.p90), ("p99", d.p99), ("max", d.max)];
     let present: Vec<(&str, f64)> = ordered.iter().filter_map(|(n, v)| v.map(|v| (*n, v))).collect();
     for w in present.windows(2) {
@@ -237,61 +382,161 @@ fn needs_reason(status: crate::CellStatus) -> bool {
     matches!(status, crate::CellStatus::Error | crate::CellStatus::OverCapacity | crate::CellStatus::NotRun)
 }
 
+fn check_contexts(path: &str, list: &[crate::ContextSize]) -> Result<(), LoadError> {
+    let mut seen = std::collections::HashSet::new();
+    for (i, c) in list.iter().enumerate() {
+        if c.tokens == 0 {
+            return Err(invalid(format!("{path}[{i}].tokens"), "a context has at least 1 token"));
+        }
+        if !seen.insert(c.tokens) {
+            return Err(invalid(
+                format!("{path}[{i}]"),
+                format!("context {} ({} tokens) is listed twice", c.label, c.tokens),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The planned context a row refers to, or an error naming the row.
+fn planned<'a>(
+    at: String,
+    ctx: &crate::ContextSize,
+    plan: &'a [crate::ContextSize],
+    list: &str,
+) -> Result<&'a crate::ContextSize, LoadError> {
+    let p = plan
+        .iter()
+        .find(|p| p.tokens == ctx.tokens)
+        .ok_or_else(|| invalid(&at, format!("context {} ({} tokens) is not in {list}", ctx.label, ctx.tokens)))?;
+    if p.label != ctx.label {
+        return Err(invalid(
+            at,
+            format!("label \"{}\" differs from {list}'s \"{}\" for {} tokens", ctx.label, p.label, p.tokens),
+        ));
+    }
+    Ok(p)
+}
+
+/// Longest window accepted, s (one day).
+const MAX_WINDOW_S: f64 = 86_400.0;
+
 /// Semantic checks a typed decode cannot express.
 ///
 /// # Errors
 /// [`LoadError::Invalid`] with the JSON path of the first problem found.
 pub fn validate(r: &Results) -> Result<(), LoadError> {
+    use time::format_description::well_known::Rfc3339;
     check_rfc3339("run.started_at", &r.run.started_at)?;
     check_rfc3339("run.finished_at", &r.run.finished_at)?;
-    if r.config.window_s <= 0.0 {
-        return Err(invalid("config.window_s", "the measurement window must be longer than 0 s"));
+    if let (Some(a), Some(b)) = (&r.run.started_at, &r.run.finished_at) {
+        let (a, b) = (time::OffsetDateTime::parse(a, &Rfc3339), time::OffsetDateTime::parse(b, &Rfc3339));
+        if let (Ok(a), Ok(b)) = (a, b) {
+            if b < a {
+                return Err(invalid("run.finished_at", "the run finished before it started"));
+            }
+        }
     }
-    if let Some(i) = r.config.concurrency.iter().position(|&c| c == 0) {
+    let c = &r.config;
+    if !(0.001..=MAX_WINDOW_S).contains(&c.window_s) {
+        return Err(invalid("config.window_s", format!("{} s is not a measurement window (1 ms … 1 day)", c.window_s)));
+    }
+    if let Some(i) = c.concurrency.iter().position(|&n| n == 0) {
         return Err(invalid(format!("config.concurrency[{i}]"), "concurrency must be at least 1 stream"));
     }
+    let mut levels = std::collections::HashSet::new();
+    if let Some(i) = c.concurrency.iter().position(|n| !levels.insert(*n)) {
+        return Err(invalid(
+            format!("config.concurrency[{i}]"),
+            format!("concurrency {} is listed twice", c.concurrency[i]),
+        ));
+    }
+    check_contexts("config.contexts", &c.contexts)?;
+    check_contexts("config.prefill_contexts", &c.prefill_contexts)?;
+    let h = &r.hardware;
+    if let Some(n) = h.gpu_count {
+        if !h.gpus.is_empty() && n as usize != h.gpus.len() {
+            return Err(invalid("hardware.gpu_count", format!("{n} GPUs, but hardware.gpus lists {}", h.gpus.len())));
+        }
+    }
+    let mut rows = std::collections::HashSet::new();
     for (i, p) in r.prefill.iter().enumerate() {
+        planned(format!("prefill[{i}].context"), &p.context, &c.prefill_contexts, "config.prefill_contexts")?;
+        if !rows.insert(p.context.tokens) {
+            return Err(invalid(
+                format!("prefill[{i}]"),
+                format!("a second prefill row for context {}", p.context.label),
+            ));
+        }
         if needs_reason(p.status) && p.reason.is_none() {
             return Err(invalid(format!("prefill[{i}].reason"), format!("a {} row must say why", p.status.id())));
         }
     }
+    if let Some(missing) = c.prefill_contexts.iter().find(|p| !rows.contains(&p.tokens)) {
+        return Err(invalid(
+            "prefill",
+            format!("the planned prefill row {} is missing; every planned row appears", missing.label),
+        ));
+    }
     let mut seen = std::collections::HashSet::new();
-    for (i, c) in r.decode.iter().enumerate() {
+    for (i, cell) in r.decode.iter().enumerate() {
         let at = |f: &str| format!("decode[{i}].{f}");
-        if c.concurrency == 0 {
-            return Err(invalid(at("concurrency"), "concurrency must be at least 1 stream"));
+        planned(at("context"), &cell.context, &c.contexts, "config.contexts")?;
+        if !c.concurrency.contains(&cell.concurrency) {
+            return Err(invalid(at("concurrency"), format!("{} is not in config.concurrency", cell.concurrency)));
         }
-        if !seen.insert((c.context.tokens, c.concurrency)) {
+        if !seen.insert((cell.context.tokens, cell.concurrency)) {
             return Err(invalid(
                 format!("decode[{i}]"),
                 format!(
                     "a second cell for context {} × concurrency {}; each cell appears once",
-                    c.context.label, c.concurrency
+                    cell.context.label, cell.concurrency
                 ),
             ));
         }
-        if needs_reason(c.status) && c.reason.is_none() {
-            return Err(invalid(at("reason"), format!("a {} cell must say why", c.status.id())));
+        if needs_reason(cell.status) && cell.reason.is_none() {
+            return Err(invalid(at("reason"), format!("a {} cell must say why", cell.status.id())));
         }
         for (name, d) in [
-            ("per_request_tps", &c.per_request_tps),
-            ("ttft_ms", &c.ttft_ms),
-            ("ttft_in_window_ms", &c.ttft_in_window_ms),
-            ("ttft_content_ms", &c.ttft_content_ms),
-            ("tpot_ms", &c.tpot_ms),
-            ("itl_ms", &c.itl_ms),
-            ("chunk_gap_ms", &c.chunk_gap_ms),
-            ("e2e_ms", &c.e2e_ms),
+            ("per_request_tps", &cell.per_request_tps),
+            ("ttft_ms", &cell.ttft_ms),
+            ("ttft_in_window_ms", &cell.ttft_in_window_ms),
+            ("ttft_content_ms", &cell.ttft_content_ms),
+            ("tpot_ms", &cell.tpot_ms),
+            ("itl_ms", &cell.itl_ms),
+            ("chunk_gap_ms", &cell.chunk_gap_ms),
+            ("e2e_ms", &cell.e2e_ms),
         ] {
             check_distribution(&at(name), d)?;
         }
-        check_fraction(&at("spec_accept_rate"), c.spec_accept_rate)?;
-        if let Some(s) = &c.server {
+        check_fraction(&at("spec_accept_rate"), cell.spec_accept_rate)?;
+        if let Some(s) = &cell.server {
             check_fraction(&at("server.kv_cache_usage_avg"), s.kv_cache_usage_avg)?;
             check_fraction(&at("server.kv_cache_usage_max"), s.kv_cache_usage_max)?;
         }
-        if c.window_s == Some(0.0) && c.status.is_measured() {
-            return Err(invalid(at("window_s"), "a measured cell needs a window longer than 0 s"));
+        if let Some(u) = cell.gpu.as_ref().and_then(|g| g.utilization_pct).filter(|u| *u > 100.0) {
+            return Err(invalid(at("gpu.utilization_pct"), format!("{u} is above 100 %")));
+        }
+        if let Some(w) = cell.window_s {
+            if w > MAX_WINDOW_S || (w == 0.0 && cell.status.is_measured()) {
+                return Err(invalid(
+                    at("window_s"),
+                    format!("{w} s is not a measurement window (more than 0, at most a day)"),
+                ));
+            }
+        }
+    }
+    for ctx in &c.contexts {
+        if let Some(&n) = c.concurrency.iter().find(|&&n| !seen.contains(&(ctx.tokens, n))) {
+            return Err(invalid(
+                "decode",
+                format!("the planned cell {} × {n} is missing; every planned cell appears", ctx.label),
+            ));
+        }
+    }
+    if let Some(t) = &r.telemetry {
+        for (i, s) in t.samples.iter().enumerate() {
+            check_fraction(&format!("telemetry.samples[{i}].kv_cache_usage"), s.kv_cache_usage)?;
         }
     }
     Ok(())
@@ -326,8 +571,18 @@ mod tests {
         );
         let e = load_results(br#"{"schema":"speedmatrix-results","schema_version":0}"#).unwrap_err();
         assert!(e.to_string().starts_with("at schema_version:"), "{e}");
+        let e = load_results(b"\xEF\xBB\xBF{}").unwrap_err();
+        assert!(e.to_string().contains("byte-order mark"), "{e}");
+        let e = load_results(br#"{"schema":"speedmatrix-results","schema":"x"}"#).unwrap_err();
+        assert_eq!(e.to_string(), "at schema: the key \"schema\" appears twice in one object");
         let e = load_results(br#"{"schema":"speedmatrix-results","schema_version":"1"}"#).unwrap_err();
         assert!(e.to_string().contains("expected an integer, found a string"), "{e}");
+    }
+
+    #[test]
+    fn minus_zero_is_negative_too() {
+        let e = load_results(br#"{"schema":"speedmatrix-results","schema_version":1,"x":[{"y":-0.0}]}"#).unwrap_err();
+        assert_eq!(e.to_string(), "at x[0].y: -0.0 is negative; durations, rates, counts and sizes are ≥ 0");
     }
 
     #[test]

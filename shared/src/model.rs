@@ -319,8 +319,10 @@ pub struct Config {
     pub stall_timeout_s: Option<f64>,
 }
 
-/// The status of a prefill row or decode cell (DESIGN §2; precedence top-down).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+/// The status of a prefill row or decode cell (DESIGN §2). When several apply, the first of
+/// over_capacity → error → requests_queued → not_run → valid wins ([`crate::status`]); the
+/// variants are listed in display order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum CellStatus {
     /// Measured; every stream ran at once and none failed.
@@ -407,7 +409,8 @@ pub struct Distribution {
     /// Largest value.
     #[serde(default)]
     pub max: Option<f64>,
-    /// Number of values summarised.
+    /// Number of values summarised: requests for per-request metrics (TTFT, TPOT, E2E), tokens
+    /// for ITL, chunks for chunk gaps.
     #[serde(default)]
     pub count: Option<u64>,
 }
@@ -472,7 +475,7 @@ pub struct RequestSample {
     /// (t_last − t_first) ÷ (output_tokens − 1), ms.
     #[serde(default)]
     pub tpot_ms: Option<f64>,
-    /// SSE chunks that carried tokens.
+    /// SSE chunks that carried tokens (client).
     #[serde(default)]
     pub chunks: Option<u64>,
     /// Whether the stream opened the cell (true) or replaced a finished one inside the window.
@@ -506,7 +509,7 @@ pub struct PrefillRow {
     /// Request sent → first token, ms (client clock).
     #[serde(default)]
     pub ttft_ms: Option<f64>,
-    /// Requests that finished, count.
+    /// Requests that finished (finish_reason and `[DONE]` seen by the client), count.
     #[serde(default)]
     pub completed_requests: Option<u64>,
     /// Prompt tokens the server reports as served from its prefix cache, tokens (server usage);
@@ -606,7 +609,7 @@ pub struct DecodeCell {
     /// Output tokens of all streams inside the window ÷ window, tok/s.
     #[serde(default)]
     pub total_tps: Option<f64>,
-    /// Per-stream decode rate, 1000 ÷ TPOT, tok/s.
+    /// Per-stream decode rate, 1000 ÷ TPOT of each stream (one value per stream), tok/s.
     #[serde(default)]
     pub per_request_tps: Option<Distribution>,
     /// TTFT of the N streams that opened the cell, ms (client clock).
@@ -618,7 +621,8 @@ pub struct DecodeCell {
     /// Request sent → first content token (reasoning models), ms (client clock).
     #[serde(default)]
     pub ttft_content_ms: Option<Distribution>,
-    /// Time per output token per request, ms.
+    /// Time per output token, one value per stream: (last − first in-window token time) ÷ tokens
+    /// after the first in-window chunk, ms (client clock, server usage).
     #[serde(default)]
     pub tpot_ms: Option<Distribution>,
     /// Inter-token latency: chunk gaps divided over the tokens each chunk carries, ms.
@@ -636,13 +640,13 @@ pub struct DecodeCell {
     /// Where `output_tokens` came from.
     #[serde(default)]
     pub token_count_source: Option<TokenCountSource>,
-    /// Requests that finished inside the window, count.
+    /// Requests that finished inside the window (client), count.
     #[serde(default)]
     pub completed_requests: Option<u64>,
     /// Mean requests running on the server during the window (Prometheus, else client).
     #[serde(default)]
     pub avg_active_requests: Option<f64>,
-    /// Most requests running at once during the window.
+    /// Most requests in flight at once during the window (client view), requests.
     #[serde(default)]
     pub max_active_requests: Option<f64>,
     /// Speculative decoding: accepted ÷ drafted tokens, fraction 0–1 (Prometheus).

@@ -306,6 +306,8 @@ pub fn format_number(v: f64, style: Style) -> String {
     if !v.is_finite() {
         return "—".to_string();
     }
+    // -0.0 would print as "-0"; a results file never holds it, computed values might.
+    let v = if v == 0.0 { 0.0 } else { v };
     match style {
         Style::Fixed(decimals) => group_thousands(&format!("{:.*}", decimals as usize, v)),
         Style::Percent(decimals) => group_thousands(&format!("{:.*}", decimals as usize, v * 100.0)),
@@ -322,6 +324,11 @@ pub fn format_number(v: f64, style: Style) -> String {
             format!("{}{suffix}", group_thousands(&s))
         }
     }
+}
+
+/// An integer with thousands separators, exact for every u64: `262144` → `262,144`.
+pub fn format_int(v: u64) -> String {
+    group_thousands(&v.to_string())
 }
 
 /// Insert `,` every three digits of the integer part: `6342.6` → `6,342.6`.
