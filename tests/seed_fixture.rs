@@ -171,7 +171,10 @@ fn prefill_list_and_header_cards_match() {
         match key.take() {
             None => key = Some(text),
             Some(k) => {
-                assert!(our_cards.contains(&(card.clone(), k.clone(), text.clone())), "card {card}: {k} = {text} missing");
+                assert!(
+                    our_cards.contains(&(card.clone(), k.clone(), text.clone())),
+                    "card {card}: {k} = {text} missing"
+                );
                 checked += 1;
             }
         }
