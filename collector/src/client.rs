@@ -250,6 +250,9 @@ impl Client {
             match parser.parse(&event.data) {
                 Err(e) => return rec.fail(clock, e, &notify),
                 Ok(p) => {
+                    if rec.response_id.is_none() {
+                        rec.response_id = p.id;
+                    }
                     if let Some(n) = p.prompt_tokens {
                         rec.prompt_tokens = Some(n);
                     }
@@ -365,6 +368,8 @@ pub struct StreamRecord {
     pub continuous_usage: bool,
     /// `finish_reason` of the choice, when sent.
     pub finish_reason: Option<String>,
+    /// The completion's `id` as the server sent it.
+    pub response_id: Option<String>,
     /// Whether `data: [DONE]` arrived.
     pub done: bool,
     /// Dropped by the collector (window closed).
@@ -412,6 +417,8 @@ pub struct ParsedChunk {
     pub completion_tokens: Option<u64>,
     /// `usage.prompt_tokens`, if present.
     pub prompt_tokens: Option<u64>,
+    /// The completion's `id`, if present.
+    pub id: Option<String>,
 }
 
 /// Turns `data:` payloads of one stream into token counts (stateful: usage is cumulative).
@@ -456,7 +463,8 @@ impl ChunkParser {
         if v.get("object").and_then(Value::as_str) == Some("error") {
             return Err(format!("in-band error in the stream: {}", excerpt(&v.to_string())));
         }
-        let mut out = ParsedChunk::default();
+        let mut out =
+            ParsedChunk { id: v.get("id").and_then(Value::as_str).map(str::to_string), ..ParsedChunk::default() };
         let choice = v.get("choices").and_then(Value::as_array).and_then(|c| c.first());
         let mut has_text = false;
         if let Some(c) = choice {

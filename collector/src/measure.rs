@@ -172,6 +172,7 @@ pub fn sample(s: &StreamRecord, opening: bool, w0_ms: Option<f64>, w1_ms: Option
     };
     RequestSample {
         start_ms: round3(s.sent_ms),
+        response_id: s.response_id.clone(),
         ttft_ms: s.ttft_ms().map(round3),
         ttft_content_ms: s.first_content_ms.map(|t| round3(t - s.sent_ms)),
         e2e_ms: if s.finished() { s.chunks.last().map(|c| round3(c.t_ms - s.sent_ms)) } else { None },

@@ -347,6 +347,7 @@ fn empty_cell(context: &ContextSize, concurrency: u32) -> DecodeCell {
         reason: Some("pending".into()),
         capacity: None,
         window_s: None,
+        window_start_ms: None,
         total_tps: None,
         per_request_tps: None,
         ttft_ms: None,
@@ -663,6 +664,7 @@ async fn measure_cell(s: &mut Session, ctx: &ContextSize, n: u32) -> DecodeCell 
     cell.status = status;
     cell.reason = reason;
     cell.window_s = Some(round3(f.window_s));
+    cell.window_start_ms = Some(round3(w0));
     cell.output_tokens = Some(output_tokens);
     cell.token_count_source = Some(source);
     cell.total_tps = Some(round3(output_tokens as f64 / f.window_s));

@@ -454,6 +454,9 @@ pub enum FinishReason {
 pub struct RequestSample {
     /// When the request was sent, ms from the run start (client clock).
     pub start_ms: f64,
+    /// The `id` the server gave the completion (e.g. `chatcmpl-…`), to match its logs or a trace.
+    #[serde(default)]
+    pub response_id: Option<String>,
     /// Request sent → first token on any channel, ms (client clock).
     #[serde(default)]
     pub ttft_ms: Option<f64>,
@@ -606,6 +609,9 @@ pub struct DecodeCell {
     /// Length of the measurement window actually used, s (client clock).
     #[serde(default)]
     pub window_s: Option<f64>,
+    /// When the window opened, ms from the run start (client clock).
+    #[serde(default)]
+    pub window_start_ms: Option<f64>,
     /// Output tokens of all streams inside the window ÷ window, tok/s.
     #[serde(default)]
     pub total_tps: Option<f64>,

@@ -159,6 +159,7 @@ mod tests {
             reason: None,
             capacity: None,
             window_s: Some(1.0),
+            window_start_ms: None,
             total_tps: Some(1.0),
             per_request_tps: dist,
             ttft_ms: dist,
