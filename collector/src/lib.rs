@@ -5,7 +5,8 @@
 //!
 //! - [`cli`]: the command-line surface (clap), raw flags only;
 //! - [`show`]: `speedmatrix show FILE` — print a results file (text, markdown, csv, json);
-//! - [`files`]: reading results files from disk (the I/O edge; parsing is in `speedmatrix-schema`).
+//! - [`files`]: reading results files from disk (the I/O edge; parsing is in `speedmatrix-schema`);
+//! - [`twin`]: `speedmatrix simulate` — a vLLM-shaped server whose timing follows a measured run.
 //!
 //! Exit codes: 0 success, 1 failure while working, 2 bad input (unreadable or invalid file, bad
 //! flag).
@@ -13,6 +14,7 @@
 pub mod cli;
 pub mod files;
 pub mod show;
+pub mod twin;
 
 use std::process::ExitCode;
 
@@ -46,6 +48,7 @@ pub fn run(cli: cli::Cli) -> ExitCode {
             println!("{:#}", speedmatrix_schema::json_schema());
             Ok(())
         }
+        cli::Command::Simulate(args) => twin::run_cli(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
