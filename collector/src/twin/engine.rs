@@ -330,9 +330,9 @@ impl Engine {
                 if fresh && self.prefix_cache_on {
                     let hashes = front.hashes.clone();
                     let hits = self.cache.hits(&hashes);
-                    hit_tokens = ((hits as u64 * self.block_size as u64)
-                        .min(needed.saturating_sub(1) as u64))
-                        as u32;
+                    // Whole blocks only, and at least one token is always computed.
+                    let max_blocks = (needed.saturating_sub(1) / self.block_size) as usize;
+                    hit_tokens = (hits.min(max_blocks) as u32) * self.block_size;
                     computed = hit_tokens;
                 }
                 let chunk = (needed - computed).min(budget);
@@ -566,8 +566,7 @@ pub fn simulate_decode_cell(
     let mut window: Option<(f64, f64)> = None;
     let mut tokens_in_window: u64 = 0;
     let (mut max_waiting, mut max_running) = (0, 0);
-    loop {
-        let Some(s) = e.step(t) else { break };
+    while let Some(s) = e.step(t) {
         t = s.end_ms;
         max_waiting = max_waiting.max(e.num_waiting());
         max_running = max_running.max(e.num_running());

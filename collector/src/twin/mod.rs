@@ -207,7 +207,7 @@ pub fn config_from_args(args: &SimulateArgs) -> Result<TwinConfig, crate::Error>
     cfg.faults = faults;
     cfg.trace = args.trace.clone();
     cfg.reasoning =
-        (args.reasoning || args.reasoning_field.is_some()).then(|| match args.reasoning_field {
+        (args.reasoning || args.reasoning_field.is_some()).then_some(match args.reasoning_field {
             Some(ReasoningFieldArg::ReasoningContent) => ReasoningField::ReasoningContent,
             _ => ReasoningField::Reasoning,
         });

@@ -279,8 +279,27 @@ fn error(status: StatusCode, kind: &str, message: &str, param: Option<&str>) -> 
     json_response(status, &error_value(status, kind, message, param))
 }
 
-fn bad_request(message: &str) -> Response {
-    error(StatusCode::BAD_REQUEST, "BadRequestError", message, None)
+/// A request error in vLLM's shape (kept small; becomes a [`Response`] at the edge).
+struct ApiError {
+    status: StatusCode,
+    kind: &'static str,
+    message: String,
+    param: Option<&'static str>,
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        error(self.status, self.kind, &self.message, self.param)
+    }
+}
+
+fn bad_request(message: &str) -> ApiError {
+    ApiError {
+        status: StatusCode::BAD_REQUEST,
+        kind: "BadRequestError",
+        message: message.to_string(),
+        param: None,
+    }
 }
 
 async fn not_found() -> Response {
@@ -361,7 +380,7 @@ fn hex_id(seed: u64, n: u64) -> String {
     format!("{:016x}{:016x}", r.random::<u64>(), r.random::<u64>())
 }
 
-fn parse_body(body: &Bytes) -> Result<serde_json::Map<String, Value>, Response> {
+fn parse_body(body: &Bytes) -> Result<serde_json::Map<String, Value>, ApiError> {
     match serde_json::from_slice::<Value>(body) {
         Ok(Value::Object(m)) => Ok(m),
         Ok(_) => Err(bad_request("The request body must be a JSON object.")),
@@ -369,7 +388,7 @@ fn parse_body(body: &Bytes) -> Result<serde_json::Map<String, Value>, Response> 
     }
 }
 
-fn parse_messages(v: &Value) -> Result<Vec<Message>, Response> {
+fn parse_messages(v: &Value) -> Result<Vec<Message>, ApiError> {
     let arr = v
         .as_array()
         .ok_or_else(|| bad_request("`messages` must be a list of messages."))?;
@@ -406,7 +425,7 @@ fn parse_messages(v: &Value) -> Result<Vec<Message>, Response> {
 }
 
 /// Prompt tokens of a completions `prompt`: a string, a list with one string, or token ids.
-fn completion_prompt_tokens(v: Option<&Value>) -> Result<Vec<u32>, Response> {
+fn completion_prompt_tokens(v: Option<&Value>) -> Result<Vec<u32>, ApiError> {
     match v {
         Some(Value::String(s)) => Ok(tokenizer::encode(s)),
         Some(Value::Array(a)) if a.len() == 1 && a[0].is_string() => {
@@ -430,15 +449,15 @@ async fn tokenize(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
     }
     let m = match parse_body(&body) {
         Ok(m) => m,
-        Err(r) => return r,
+        Err(r) => return r.into_response(),
     };
     if let Err(r) = check_model(&state, &m) {
-        return r;
+        return r.into_response();
     }
     let tokens = if let Some(msgs) = m.get("messages") {
         let msgs = match parse_messages(msgs) {
             Ok(x) => x,
-            Err(r) => return r,
+            Err(r) => return r.into_response(),
         };
         let gen = m
             .get("add_generation_prompt")
@@ -448,7 +467,7 @@ async fn tokenize(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
     } else {
         match completion_prompt_tokens(m.get("prompt")) {
             Ok(t) => t,
-            Err(r) => return r,
+            Err(r) => return r.into_response(),
         }
     };
     json_response(
@@ -462,7 +481,7 @@ async fn tokenize(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
     )
 }
 
-fn check_model(state: &AppState, m: &serde_json::Map<String, Value>) -> Result<(), Response> {
+fn check_model(state: &AppState, m: &serde_json::Map<String, Value>) -> Result<(), ApiError> {
     match m.get("model") {
         None | Some(Value::Null) => Ok(()),
         Some(Value::String(s)) if *s == state.cfg.profile.served_name => Ok(()),
@@ -471,12 +490,12 @@ fn check_model(state: &AppState, m: &serde_json::Map<String, Value>) -> Result<(
                 .as_str()
                 .map(str::to_string)
                 .unwrap_or_else(|| v.to_string());
-            Err(error(
-                StatusCode::NOT_FOUND,
-                "NotFoundError",
-                &format!("The model `{name}` does not exist."),
-                Some("model"),
-            ))
+            Err(ApiError {
+                status: StatusCode::NOT_FOUND,
+                kind: "NotFoundError",
+                message: format!("The model `{name}` does not exist."),
+                param: Some("model"),
+            })
         }
     }
 }
@@ -638,7 +657,7 @@ async fn completions(State(state): State<Arc<AppState>>, body: Bytes) -> Respons
     generate(state, Endpoint::Completions, body).await
 }
 
-fn opt_u32(m: &serde_json::Map<String, Value>, key: &str) -> Result<Option<u32>, Response> {
+fn opt_u32(m: &serde_json::Map<String, Value>, key: &str) -> Result<Option<u32>, ApiError> {
     match m.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(v) => match v.as_u64() {
@@ -650,7 +669,7 @@ fn opt_u32(m: &serde_json::Map<String, Value>, key: &str) -> Result<Option<u32>,
     }
 }
 
-fn opt_bool(m: &serde_json::Map<String, Value>, key: &str) -> Result<bool, Response> {
+fn opt_bool(m: &serde_json::Map<String, Value>, key: &str) -> Result<bool, ApiError> {
     match m.get(key) {
         None | Some(Value::Null) => Ok(false),
         Some(Value::Bool(b)) => Ok(*b),
@@ -670,7 +689,7 @@ struct Plan {
     text_key: u64,
 }
 
-fn plan(state: &AppState, ep: Endpoint, body: &Bytes, n: u64) -> Result<Plan, Response> {
+fn plan(state: &AppState, ep: Endpoint, body: &Bytes, n: u64) -> Result<Plan, ApiError> {
     let m = parse_body(body)?;
     check_model(state, &m)?;
     let p = &state.cfg.profile;
@@ -846,9 +865,9 @@ async fn generate(state: Arc<AppState>, ep: Endpoint, body: Bytes) -> Response {
     let plan = match plan(&state, ep, &body, n) {
         Ok(p) => p,
         Err(r) => {
-            guard.record.status = r.status().as_u16();
+            guard.record.status = r.status.as_u16();
             guard.record.outcome = "rejected";
-            return r;
+            return r.into_response();
         }
     };
     let struck = faults::draw(&state.cfg.faults, state.cfg.seed, n);
@@ -878,9 +897,11 @@ async fn generate(state: Arc<AppState>, ep: Endpoint, body: Bytes) -> Response {
         &plan.prompt_tokens,
         state.cfg.profile.block_size,
     ));
+    let engine_ms = state.clock.now_ms();
+    guard.record.engine_ms = Some(engine_ms);
     let submit = Submit {
         id: n,
-        arrival_ms,
+        arrival_ms: engine_ms,
         prompt_len: plan.prompt_tokens.len() as u32,
         block_hashes: hashes,
         output_len: plan.output_len,

@@ -29,8 +29,8 @@ fn spans(text: &str) -> Vec<(usize, usize)> {
             break;
         };
         let rest = &text[unit_start..];
-        if rest.starts_with("<|") {
-            if let Some(close) = rest[2..].find("|>").filter(|&i| i <= 32) {
+        if let Some(inner) = rest.strip_prefix("<|") {
+            if let Some(close) = inner.find("|>").filter(|&i| i <= 32) {
                 let end = unit_start + 2 + close + 2;
                 while let Some(&(i, _)) = it.peek() {
                     if i < end {

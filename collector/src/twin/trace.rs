@@ -3,7 +3,7 @@
 //! One line per request, written when the request ends (finished, failed or abandoned):
 //!
 //! ```json
-//! {"request":3,"id":"chatcmpl-…","endpoint":"chat","stream":true,"arrival_ms":12.5,
+//! {"request":3,"id":"chatcmpl-…","endpoint":"chat","stream":true,"arrival_ms":12.5,"engine_ms":12.9,
 //!  "prompt_tokens":8200,"cached_tokens":8192,"max_tokens":64,"output_tokens":64,
 //!  "status":200,"finish_reason":"length","outcome":"complete","faults":[],
 //!  "chunks":[{"i":0,"planned_ms":13.1,"written_ms":13.2,"tokens":0,"kind":"role"}, …]}
@@ -82,8 +82,11 @@ pub struct RequestRecord {
     pub endpoint: &'static str,
     /// Whether the response was streamed.
     pub stream: bool,
-    /// When the request arrived (ms).
+    /// When the request arrived (ms): its body had been read.
     pub arrival_ms: f64,
+    /// When it was handed to the engine (ms), after parsing and tokenizing; null when it never
+    /// was (rejected). TTFT in the schedule's own terms is first token − this.
+    pub engine_ms: Option<f64>,
     /// Prompt tokens.
     pub prompt_tokens: u32,
     /// Prompt tokens served from the prefix cache.
