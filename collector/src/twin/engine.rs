@@ -528,7 +528,7 @@ pub fn simulate_decode_cell(
     max_tokens: u32,
     window_ms: f64,
 ) -> CellSim {
-    let limit_ms = 600_000.0;
+    let limit_ms = 120_000.0;
     let mut e = Engine::new(profile, seed);
     let hashes = synthetic_hashes(seed ^ context as u64, context, profile.block_size);
     let mut next_id = 0u64;

@@ -147,13 +147,20 @@ impl AppState {
 }
 
 /// The engine loop: runs the pure [`Engine`] in real time. Steps run back to back while there
-/// is work; each step's outputs are delivered when the twin clock reaches the step's end.
+/// is work. A step's outputs leave one after another, as vLLM's API server hands them out:
+/// the i-th output of a step is planned at `step end + i × output_ms_per_request`, and is
+/// delivered to its request's writer when the twin clock reaches that time (while the next
+/// step already runs).
 pub(crate) async fn engine_loop(state: Arc<AppState>, mut rx: mpsc::UnboundedReceiver<EngineCmd>) {
     let profile = &state.cfg.profile;
+    let per_output_ms = profile.output_ms_per_request.max(0.0);
     let mut engine = Engine::new(profile, state.cfg.seed);
     let mut senders: HashMap<u64, mpsc::UnboundedSender<Delivery>> = HashMap::new();
     // id → (arrival ms, last output ms)
     let mut times: HashMap<u64, (f64, f64)> = HashMap::new();
+    // Outputs planned but not yet handed to their writers, in planned order.
+    let mut pending: VecDeque<(u64, Delivery)> = VecDeque::new();
+    let mut current: Option<super::engine::Step> = None;
     let mut prev_end: Option<f64> = None;
     let apply = |cmd: EngineCmd,
                  engine: &mut Engine,
@@ -170,6 +177,13 @@ pub(crate) async fn engine_loop(state: Arc<AppState>, mut rx: mpsc::UnboundedRec
             times.remove(&id);
         }
     };
+    let publish = |engine: &Engine, state: &AppState| {
+        let mut m = state.metrics.lock().expect("metrics lock");
+        m.running = engine.num_running();
+        m.waiting = engine.num_waiting();
+        m.kv_usage = engine.kv_usage();
+        m.counters = engine.counters.clone();
+    };
     loop {
         loop {
             match rx.try_recv() {
@@ -178,67 +192,79 @@ pub(crate) async fn engine_loop(state: Arc<AppState>, mut rx: mpsc::UnboundedRec
                 Err(mpsc::error::TryRecvError::Disconnected) => return,
             }
         }
-        let start = prev_end.unwrap_or_else(|| state.clock.now_ms());
-        let step = if engine.is_idle() {
-            None
-        } else {
-            engine.step(start)
-        };
-        {
-            let mut m = state.metrics.lock().expect("metrics lock");
-            m.running = engine.num_running();
-            m.waiting = engine.num_waiting();
-            m.kv_usage = engine.kv_usage();
-            m.counters = engine.counters.clone();
-        }
-        let Some(step) = step else {
-            prev_end = None;
-            match rx.recv().await {
-                Some(cmd) => apply(cmd, &mut engine, &mut senders, &mut times),
-                None => return,
+        if current.is_none() && !engine.is_idle() {
+            let start = prev_end.unwrap_or_else(|| state.clock.now_ms());
+            current = engine.step(start);
+            publish(&engine, &state);
+            if current.is_none() {
+                prev_end = None;
             }
-            continue;
+        }
+        let next_wake = match (&current, pending.front()) {
+            (Some(s), Some((_, d))) => s.end_ms.min(d.planned_ms),
+            (Some(s), None) => s.end_ms,
+            (None, Some((_, d))) => d.planned_ms,
+            (None, None) => {
+                prev_end = None;
+                publish(&engine, &state);
+                match rx.recv().await {
+                    Some(cmd) => apply(cmd, &mut engine, &mut senders, &mut times),
+                    None => return,
+                }
+                continue;
+            }
         };
-        tokio::time::sleep_until(state.clock.instant_at(step.end_ms)).await;
-        let t = step.end_ms;
-        {
+        tokio::time::sleep_until(state.clock.instant_at(next_wake)).await;
+        let now = state.clock.now_ms();
+        if current.as_ref().is_some_and(|s| s.end_ms <= now) {
+            let step = current.take().expect("checked");
+            let t = step.end_ms;
             let mut m = state.metrics.lock().expect("metrics lock");
-            for o in &step.outputs {
+            for (i, o) in step.outputs.into_iter().enumerate() {
+                let planned = t + i as f64 * per_output_ms;
                 if let Some((arrival, last)) = times.get_mut(&o.id) {
                     if o.first {
-                        m.ttft.observe((t - *arrival) / 1000.0);
+                        m.ttft.observe((planned - *arrival) / 1000.0);
                     } else {
-                        m.itl.observe((t - *last) / 1000.0 / o.tokens.max(1) as f64);
+                        m.itl
+                            .observe((planned - *last) / 1000.0 / o.tokens.max(1) as f64);
                     }
-                    *last = t;
+                    *last = planned;
                     if o.finished {
-                        m.e2e.observe((t - *arrival) / 1000.0);
+                        m.e2e.observe((planned - *arrival) / 1000.0);
                     }
                 }
+                if o.finished {
+                    times.remove(&o.id);
+                }
+                pending.push_back((
+                    o.id,
+                    Delivery {
+                        tokens: o.tokens,
+                        planned_ms: planned,
+                        first: o.first,
+                        finished: o.finished,
+                        cached: o.cached_tokens,
+                    },
+                ));
             }
             m.counters = engine.counters.clone();
             m.running = engine.num_running();
             m.waiting = engine.num_waiting();
             m.kv_usage = engine.kv_usage();
+            drop(m);
+            prev_end = Some(t);
         }
-        for o in step.outputs {
-            let d = Delivery {
-                tokens: o.tokens,
-                planned_ms: t,
-                first: o.first,
-                finished: o.finished,
-                cached: o.cached_tokens,
-            };
-            if o.finished {
-                times.remove(&o.id);
-                if let Some(tx) = senders.remove(&o.id) {
+        while pending.front().is_some_and(|(_, d)| d.planned_ms <= now) {
+            let (id, d) = pending.pop_front().expect("checked");
+            if d.finished {
+                if let Some(tx) = senders.remove(&id) {
                     let _ = tx.send(d);
                 }
-            } else if let Some(tx) = senders.get(&o.id) {
+            } else if let Some(tx) = senders.get(&id) {
                 let _ = tx.send(d);
             }
         }
-        prev_end = Some(t);
     }
 }
 
@@ -973,21 +999,36 @@ impl Writer {
         }
     }
 
-    fn chunk(&self, choice: Value, completion: u32) -> Value {
-        let mut v = json!({
-            "id": self.id,
-            "object": self.object(),
-            "created": self.created,
-            "model": self.model,
-            "choices": [choice],
-        });
-        if self.continuous_usage {
-            v["usage"] = self.usage(completion);
-        }
-        v
+    /// `{"id":…,"object":…,"created":…,"model":…,"choices":[` — the same for every chunk.
+    fn prefix(&self) -> String {
+        format!(
+            "{{\"id\":{},\"object\":\"{}\",\"created\":{},\"model\":{},\"choices\":[",
+            Value::from(self.id.as_str()),
+            self.object(),
+            self.created,
+            Value::from(self.model.as_str())
+        )
     }
 
-    fn role_chunk(&self) -> Value {
+    /// One chunk's JSON: the shared prefix, one choice, and usage with continuous usage stats.
+    fn chunk(&self, choice: Value, completion: u32) -> String {
+        let mut out = self.prefix();
+        out.push_str(&choice.to_string());
+        out.push(']');
+        if self.continuous_usage {
+            let _ = write!(
+                out,
+                ",\"usage\":{{\"prompt_tokens\":{},\"total_tokens\":{},\"completion_tokens\":{}}}",
+                self.prompt_tokens,
+                self.prompt_tokens + completion,
+                completion
+            );
+        }
+        out.push('}');
+        out
+    }
+
+    fn role_chunk(&self) -> String {
         self.chunk(
             json!({"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": null, "finish_reason": null}),
             0,
@@ -1006,7 +1047,7 @@ impl Writer {
     }
 
     /// The frames for `n` new tokens: (json, tokens, kind). `last` adds `finish_reason`.
-    fn token_chunks(&mut self, n: u32, last: bool) -> Vec<(Value, u32, &'static str)> {
+    fn token_chunks(&mut self, n: u32, last: bool) -> Vec<(String, u32, &'static str)> {
         let (r, c) = self.split(n);
         let mut out = Vec::new();
         if r > 0 {
@@ -1061,15 +1102,10 @@ impl Writer {
         out
     }
 
-    fn usage_chunk(&self) -> Value {
-        json!({
-            "id": self.id,
-            "object": self.object(),
-            "created": self.created,
-            "model": self.model,
-            "choices": [],
-            "usage": self.usage(self.sent),
-        })
+    fn usage_chunk(&self) -> String {
+        let mut out = self.prefix();
+        let _ = write!(out, "],\"usage\":{}}}", self.usage(self.sent));
+        out
     }
 
     /// The whole (non-streamed) reasoning and content text of `n` tokens.
@@ -1260,7 +1296,7 @@ impl StreamState {
         if d.first {
             self.guard.record.cached_tokens = d.cached;
             if self.w.ep == Endpoint::Chat {
-                let role = self.w.role_chunk().to_string();
+                let role = self.w.role_chunk();
                 self.frame(role, t, 0, "role");
             }
         }
@@ -1291,14 +1327,14 @@ impl StreamState {
         }
         let frames = self.w.token_chunks(d.tokens, d.finished);
         for (v, tokens, kind) in frames {
-            self.frame(v.to_string(), t, tokens, kind);
+            self.frame(v, t, tokens, kind);
         }
         self.guard.record.output_tokens = self.w.sent;
         if d.finished {
             self.guard.finished = true;
             self.guard.record.finish_reason = Some(self.w.finish_reason);
             if self.w.include_usage {
-                let u = self.w.usage_chunk().to_string();
+                let u = self.w.usage_chunk();
                 self.frame(u, t, 0, "usage");
             }
             if self.struck.has(|k| *k == FaultKind::NoDone) {
