@@ -963,3 +963,47 @@ async fn h200_trace_128_streams_at_8k() {
         "128 × 8K: {tps:.0} tok/s"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_wait_when_the_kv_cache_is_full() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("trace.jsonl");
+    let mut cfg = tiny();
+    // 256 blocks of 16: two requests of 1,500 + 50 tokens fit, a third must wait.
+    cfg.profile.kv_tokens = 4096;
+    cfg.trace = Some(path.clone());
+    let t = start(cfg).await;
+    let u = format!("{}/v1/completions", t.url());
+    let mut tasks = Vec::new();
+    for k in 0..4u32 {
+        let body = json!({"prompt": token_prompt(k + 10, 1500), "max_tokens": 50,
+                          "ignore_eos": true, "stream": true});
+        let u = u.clone();
+        tasks.push(tokio::spawn(async move { sse(&u, &body).await }));
+    }
+    for task in tasks {
+        assert!(
+            task.await.unwrap().done(),
+            "every request completes in the end"
+        );
+    }
+    t.shutdown().await;
+    let tr = read_trace(&path);
+    let mut spans: Vec<(f64, f64)> = tr
+        .iter()
+        .map(|r| {
+            let p = planned(r, "tok");
+            (p[0].0, p.last().unwrap().0)
+        })
+        .collect();
+    spans.sort_by(|a, b| a.0.total_cmp(&b.0));
+    // At no planned instant do more than two requests hold KV (first token … last token).
+    for &(s, _) in &spans {
+        let live = spans.iter().filter(|&&(a, b)| a <= s && s < b).count();
+        assert!(live <= 2, "{live} running at {s}: {spans:?}");
+    }
+    assert!(
+        spans[2].0 >= spans[0].1.min(spans[1].1),
+        "the third waited: {spans:?}"
+    );
+}
