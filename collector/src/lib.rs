@@ -12,7 +12,8 @@
 //!   - [`measure`]: records → figures of a window (pure);
 //!   - [`output`]: the atomic results-file writer;
 //! - [`show`]: `speedmatrix show FILE` — print a results file (text, markdown, csv, json);
-//! - [`files`]: reading results files from disk (the I/O edge; parsing is in `speedmatrix-schema`).
+//! - [`files`]: reading results files from disk (the I/O edge; parsing is in `speedmatrix-schema`);
+//! - [`twin`]: `speedmatrix simulate` — a vLLM-shaped server whose timing follows a measured run.
 //!
 //! Exit codes: 0 success, 1 failure while working, 2 bad input (unreadable or invalid file, bad
 //! flag).
@@ -29,6 +30,7 @@ pub mod plan;
 pub mod prompt;
 pub mod run;
 pub mod show;
+pub mod twin;
 
 use std::process::ExitCode;
 
@@ -57,12 +59,13 @@ impl Error {
 /// to stderr as `error: …` (one line).
 pub fn run(cli: cli::Cli) -> ExitCode {
     let result = match cli.command {
-        cli::Command::Run(args) => run::run(&args).map(|code| code as i32),
+        cli::Command::Run(args) => run::run(&args),
         cli::Command::Show(args) => show::run(&args).map(|()| 0),
         cli::Command::Schema => print_out(&format!("{:#}\n", speedmatrix_schema::json_schema())).map(|()| 0),
+        cli::Command::Simulate(args) => twin::run_cli(&args).map(|()| 0),
     };
     match result {
-        Ok(code) => ExitCode::from(code as u8),
+        Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("error: {}", one_line(&e.to_string()));
             ExitCode::from(e.exit_code())

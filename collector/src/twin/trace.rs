@@ -1,0 +1,146 @@
+//! Ground truth: the twin's clock and its JSON Lines trace (`--trace FILE`).
+//!
+//! One line per request, written when the request ends (finished, failed or abandoned):
+//!
+//! ```json
+//! {"request":3,"id":"chatcmpl-…","endpoint":"chat","stream":true,"arrival_ms":12.5,"engine_ms":12.9,
+//!  "prompt_tokens":8200,"cached_tokens":8192,"max_tokens":64,"output_tokens":64,
+//!  "status":200,"finish_reason":"length","outcome":"complete","faults":[],
+//!  "chunks":[{"i":0,"planned_ms":13.1,"written_ms":13.2,"tokens":0,"kind":"role"}, …]}
+//! ```
+//!
+//! All times are ms since the twin started, from one monotonic clock ([`Clock`]). `planned_ms`
+//! is the end of the engine step that produced the chunk (the schedule); `written_ms` is when
+//! the chunk's bytes were handed to the connection. Their difference is the twin's lag.
+//! `kind` is `role`, `reasoning`, `content`, `finish` (a chunk that also carries
+//! `finish_reason`), `usage`, `error`, `done` or `keepalive`.
+
+use serde::Serialize;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// The twin's monotonic clock: ms since start, times `scale` (1 = real time; >1 runs the
+/// twin's schedule faster than real time, for tests).
+#[derive(Debug, Clone, Copy)]
+pub struct Clock {
+    origin: tokio::time::Instant,
+    scale: f64,
+}
+
+impl Clock {
+    /// A clock starting now.
+    pub fn start(scale: f64) -> Clock {
+        Clock {
+            origin: tokio::time::Instant::from_std(Instant::now()),
+            scale: if scale.is_finite() && scale > 0.0 { scale } else { 1.0 },
+        }
+    }
+    /// Twin time now (ms).
+    pub fn now_ms(&self) -> f64 {
+        self.origin.elapsed().as_secs_f64() * 1000.0 * self.scale
+    }
+    /// The real instant at which twin time reaches `ms`.
+    pub fn instant_at(&self, ms: f64) -> tokio::time::Instant {
+        self.origin + std::time::Duration::from_secs_f64((ms / self.scale / 1000.0).max(0.0))
+    }
+    /// Real duration for a twin-time span of `ms`.
+    pub fn real(&self, ms: f64) -> std::time::Duration {
+        std::time::Duration::from_secs_f64((ms / self.scale / 1000.0).max(0.0))
+    }
+}
+
+/// One chunk written (or attempted) on a stream.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ChunkRecord {
+    /// Chunk number within the response, from 0.
+    pub i: u32,
+    /// Planned time (ms): end of the engine step that produced it, or when it was decided.
+    pub planned_ms: f64,
+    /// When its bytes were handed to the connection (ms).
+    pub written_ms: f64,
+    /// Output tokens it carries.
+    pub tokens: u32,
+    /// What it is (see the module docs).
+    pub kind: &'static str,
+}
+
+/// One request's ground truth.
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct RequestRecord {
+    /// Request number (order of arrival, from 1).
+    pub request: u64,
+    /// Response id (`chatcmpl-…`, `cmpl-…`).
+    pub id: String,
+    /// `chat` or `completions`.
+    pub endpoint: &'static str,
+    /// Whether the response was streamed.
+    pub stream: bool,
+    /// When the request arrived (ms): its body had been read.
+    pub arrival_ms: f64,
+    /// When it was handed to the engine (ms), after parsing and tokenizing; null when it never
+    /// was (rejected). TTFT in the schedule's own terms is first token − this.
+    pub engine_ms: Option<f64>,
+    /// Prompt tokens.
+    pub prompt_tokens: u32,
+    /// Prompt tokens served from the prefix cache.
+    pub cached_tokens: u32,
+    /// Effective `max_tokens`.
+    pub max_tokens: u32,
+    /// Output tokens sent.
+    pub output_tokens: u32,
+    /// HTTP status.
+    pub status: u16,
+    /// `length`, `stop`, or null.
+    pub finish_reason: Option<&'static str>,
+    /// `complete`, `fault`, `rejected` or `disconnected`.
+    pub outcome: &'static str,
+    /// Faults that struck this request.
+    pub faults: Vec<String>,
+    /// Chunks in order (streams; a non-streamed answer has one `finish` chunk).
+    pub chunks: Vec<ChunkRecord>,
+}
+
+/// Where trace lines go (shared; cheap to clone). Lines are buffered and flushed on
+/// [`TraceSink::flush`] and on drop.
+#[derive(Debug, Clone, Default)]
+pub struct TraceSink {
+    out: Option<Arc<Mutex<BufWriter<File>>>>,
+}
+
+impl TraceSink {
+    /// A sink writing to `path` (created or truncated).
+    pub fn create(path: &Path) -> std::io::Result<TraceSink> {
+        let f = File::create(path)?;
+        Ok(TraceSink { out: Some(Arc::new(Mutex::new(BufWriter::new(f)))) })
+    }
+    /// A sink that drops everything.
+    pub fn none() -> TraceSink {
+        TraceSink::default()
+    }
+    /// Whether lines are kept.
+    pub fn enabled(&self) -> bool {
+        self.out.is_some()
+    }
+    /// Append one request.
+    pub fn write(&self, rec: &RequestRecord) {
+        if let Some(out) = &self.out {
+            if let Ok(line) = serde_json::to_string(rec) {
+                if let Ok(mut w) = out.lock() {
+                    let _ = w.write_all(line.as_bytes());
+                    let _ = w.write_all(b"\n");
+                }
+            }
+        }
+    }
+    /// Flush buffered lines to the file.
+    pub fn flush(&self) {
+        if let Some(out) = &self.out {
+            if let Ok(mut w) = out.lock() {
+                let _ = w.flush();
+            }
+        }
+    }
+}
