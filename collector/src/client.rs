@@ -168,6 +168,21 @@ impl Client {
         })
     }
 
+    /// Open up to `n` connections to the server and leave them idle in the pool, so the streams
+    /// of a cell do not pay TCP (and TLS) set-up inside their TTFT. Uses `GET /v1/models`.
+    pub async fn warm_connections(&self, n: usize) {
+        let url = self.url("/v1/models");
+        let gets = (0..n).map(|_| {
+            let rb = self.auth(self.http.get(&url).timeout(Duration::from_secs(10)));
+            async move {
+                if let Ok(resp) = rb.send().await {
+                    let _ = resp.bytes().await;
+                }
+            }
+        });
+        futures_util::future::join_all(gets).await;
+    }
+
     /// `POST path` with a JSON body → JSON (tokenize, non-streamed probes). No overall timeout
     /// beyond `timeout`.
     ///
@@ -185,16 +200,25 @@ impl Client {
     /// and record it. Never fails: every problem is written into [`StreamRecord::error`].
     ///
     /// See [`StreamCtl`] for the stall timeout, cancellation and live events.
-    pub async fn stream(&self, path: &str, body: &Value, ctl: StreamCtl) -> StreamRecord {
+    ///
+    /// `body` is the serialized JSON request (serialize once with [`request_body`] and share it
+    /// across streams: serializing a 256K-token prompt inside the timed path would add to TTFT).
+    pub async fn stream(&self, path: &str, body: &bytes::Bytes, ctl: StreamCtl) -> StreamRecord {
         let StreamCtl { clock, stall, mut cancel, id, events, live_tokens } = ctl;
         let url = self.url(path);
+        let request = self
+            .http
+            .post(&url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .header(reqwest::header::ACCEPT, "text/event-stream")
+            .body(body.clone());
         let mut rec = StreamRecord { id, sent_ms: clock.now_ms(), ..StreamRecord::default() };
         let notify = |e: StreamEvent| {
             if let Some(tx) = &events {
                 let _ = tx.send(e);
             }
         };
-        let request = self.send(self.http.post(&url).json(body), &url);
+        let request = self.send(request, &url);
         let resp = tokio::select! {
             r = tokio::time::timeout(stall, request) => r,
             _ = cancelled(&mut cancel) => {
@@ -303,6 +327,11 @@ fn error_chain(e: &dyn std::error::Error) -> String {
         src = inner.source();
     }
     s
+}
+
+/// Serialize a request body once, to share across the streams of a cell.
+pub fn request_body(v: &Value) -> bytes::Bytes {
+    bytes::Bytes::from(serde_json::to_vec(v).expect("a JSON value always serializes"))
 }
 
 /// How one stream is run and watched.

@@ -3,7 +3,7 @@
 //! [`crate::measure`], the HTTP from [`crate::client`].
 
 use crate::cli::RunArgs;
-use crate::client::{Client, Clock, StreamCtl, StreamEvent, StreamRecord};
+use crate::client::{request_body, Client, Clock, StreamCtl, StreamEvent, StreamRecord};
 use crate::discovery::{discover, Metrics, ServerInfo};
 use crate::measure::{round3, sample, window_figures, CellStream};
 use crate::plan::{estimate_s, plan, Plan, PlanInput};
@@ -126,7 +126,7 @@ impl Session {
     /// One request to completion (prefill rows, warm-ups).
     async fn single(&self, prompt: &str, max_tokens: u32) -> StreamRecord {
         let (_keep, rx) = watch::channel(false);
-        self.client.stream(self.path, &self.body(prompt, max_tokens), self.ctl(0, rx)).await
+        self.client.stream(self.path, &request_body(&self.body(prompt, max_tokens)), self.ctl(0, rx)).await
     }
 
     async fn scrape(&self) -> Option<Metrics> {
@@ -532,7 +532,9 @@ async fn measure_cell(s: &mut Session, ctx: &ContextSize, n: u32) -> DecodeCell 
     }
     cell.prompt_tokens = prompts[0].tokens;
     prompt_check(s, ctx, cell.prompt_tokens);
-    let bodies: Vec<Arc<Value>> = prompts.iter().map(|p| Arc::new(s.body(&p.text, s.args.max_tokens))).collect();
+    let bodies: Vec<bytes::Bytes> = prompts.iter().map(|p| request_body(&s.body(&p.text, s.args.max_tokens))).collect();
+    // One idle connection per stream, so no stream pays connection set-up inside its TTFT.
+    s.client.warm_connections(n as usize).await;
 
     let (cancel_tx, cancel_rx) = watch::channel(false);
     let (ev_tx, mut ev_rx) = mpsc::unbounded_channel();

@@ -1,0 +1,313 @@
+//! `speedmatrix run` against the twin, checked against the twin's ground truth.
+//!
+//! The twin runs in-process on 127.0.0.1 with `--trace`: one JSON line per request with the
+//! time each chunk's bytes were written and how many tokens it carried. The collector (the real
+//! binary) measures it over real sockets; each test recomputes the truth from the trace and
+//! compares. Clocks differ (the twin's and the collector's), so the collector's window is mapped
+//! onto the twin's clock with the offset between request send times (client) and arrival times
+//! (twin), matched by the completion `id`.
+
+use serde_json::Value;
+use speedmatrix::twin::{self, Profile, ReasoningField, TwinConfig};
+use speedmatrix_schema::stats::percentile_sorted;
+use speedmatrix_schema::{load_results, CellStatus, DecodeCell, Results};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+const FIXTURE: &str = "tests/fixtures/h200-qwen3.5-122b-vllm.json";
+
+/// These tests measure in real time on a 2-core machine: one at a time, so they do not slow
+/// each other's twin down.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Run the collector binary with `args` against `url`, writing `out`; returns (exit code, stderr).
+async fn collect(url: &str, out: &Path, args: &[&str]) -> (Option<i32>, String) {
+    let o = tokio::process::Command::new(env!("CARGO_BIN_EXE_speedmatrix"))
+        .args(["run", "--url", url, "--quiet", "-o"])
+        .arg(out)
+        .args(args)
+        .output()
+        .await
+        .expect("run the collector");
+    (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+fn read(out: &Path) -> Results {
+    load_results(&std::fs::read(out).unwrap()).expect("the results file is valid")
+}
+
+/// One request of the trace: arrival and its token-carrying chunks (written_ms, tokens, kind).
+struct TraceRequest {
+    arrival_ms: f64,
+    chunks: Vec<(f64, u32, String)>,
+}
+
+fn trace(path: &Path) -> HashMap<String, TraceRequest> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            let chunks = v["chunks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|c| c["tokens"].as_u64().unwrap_or(0) > 0)
+                .map(|c| {
+                    let kind = c["kind"].as_str().unwrap_or_default().to_string();
+                    (c["written_ms"].as_f64().unwrap(), c["tokens"].as_u64().unwrap() as u32, kind)
+                })
+                .collect();
+            (
+                v["id"].as_str().unwrap().to_string(),
+                TraceRequest { arrival_ms: v["arrival_ms"].as_f64().unwrap(), chunks },
+            )
+        })
+        .collect()
+}
+
+fn p50(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    percentile_sorted(&v, 50.0).expect("values")
+}
+
+/// The truth of one decode cell, from the trace.
+#[derive(Debug)]
+struct Truth {
+    ttft_p50: f64,
+    ttft_content_p50: Option<f64>,
+    itl_p50: f64,
+    total_tps: f64,
+    multi_token_chunks: usize,
+}
+
+fn truth(cell: &DecodeCell, trace: &HashMap<String, TraceRequest>) -> Truth {
+    let matched: Vec<(&speedmatrix_schema::RequestSample, &TraceRequest)> =
+        cell.requests.iter().map(|r| (r, &trace[r.response_id.as_deref().expect("response id recorded")])).collect();
+    assert_eq!(matched.len(), cell.requests.len());
+    // Client clock − twin clock. send − arrival = offset − transit, and transit ≥ 0, so the
+    // request that arrived fastest gives the offset (to within its own transit, µs on loopback).
+    let offset = matched.iter().map(|(r, t)| r.start_ms - t.arrival_ms).fold(f64::MIN, f64::max);
+    let w0 = cell.window_start_ms.unwrap() - offset;
+    let w1 = w0 + cell.window_s.unwrap() * 1000.0;
+    let inside = |t: f64| t > w0 && t <= w1;
+    let opening = || matched.iter().filter(|(r, _)| r.opening == Some(true));
+    let ttft = opening().map(|(_, t)| t.chunks[0].0 - t.arrival_ms).collect();
+    let content_ttft: Vec<f64> =
+        opening().filter_map(|(_, t)| t.chunks.iter().find(|c| c.2 == "content").map(|c| c.0 - t.arrival_ms)).collect();
+    let (mut itl, mut tokens, mut multi) = (Vec::new(), 0u64, 0);
+    for (_, t) in &matched {
+        for (i, c) in t.chunks.iter().enumerate() {
+            if !inside(c.0) {
+                continue;
+            }
+            tokens += u64::from(c.1);
+            multi += usize::from(c.1 > 1);
+            if i > 0 {
+                let per = (c.0 - t.chunks[i - 1].0) / f64::from(c.1);
+                itl.extend(std::iter::repeat_n(per, c.1 as usize));
+            }
+        }
+    }
+    Truth {
+        ttft_p50: p50(ttft),
+        ttft_content_p50: (!content_ttft.is_empty()).then(|| p50(content_ttft)),
+        itl_p50: p50(itl),
+        total_tps: tokens as f64 / cell.window_s.unwrap(),
+        multi_token_chunks: multi,
+    }
+}
+
+/// `measured` within max(1 ms, 1 %) of `truth`.
+fn close_ms(what: &str, measured: f64, truth: f64) {
+    let tol = (truth.abs() * 0.01).max(1.0);
+    assert!((measured - truth).abs() <= tol, "{what}: measured {measured:.3} ms, truth {truth:.3} ms (± {tol:.3})");
+}
+
+/// Start an h200 twin with a trace, measure 8K × 128 for 10 s, compare with the truth.
+async fn eight_k_by_128(reasoning: Option<ReasoningField>) -> (DecodeCell, Truth) {
+    let _one_at_a_time = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let trace_path = dir.path().join("trace.jsonl");
+    let mut cfg = TwinConfig::new(Profile::h200_qwen());
+    cfg.trace = Some(trace_path.clone());
+    cfg.reasoning = reasoning;
+    let handle = twin::start(cfg, "127.0.0.1:0").await.unwrap();
+    let out = dir.path().join("run.json");
+    let (code, err) = collect(
+        &handle.url(),
+        &out,
+        &["--contexts", "8k", "--concurrency", "128", "--prefill-contexts", "none", "--duration", "10s"],
+    )
+    .await;
+    handle.shutdown().await;
+    assert_eq!(code, Some(0), "{err}");
+    let r = read(&out);
+    let cell = r.decode[0].clone();
+    assert_eq!(cell.status, CellStatus::Valid, "{:?}", cell.reason);
+    let t = truth(&cell, &trace(&trace_path));
+    eprintln!(
+        "8K × 128 (reasoning {reasoning:?}): measured {cell:?}\ntruth {t:?}",
+        cell = (cell.total_tps, cell.ttft_ms, cell.itl_ms)
+    );
+    close_ms("TTFT p50", cell.ttft_ms.unwrap().p50.unwrap(), t.ttft_p50);
+    close_ms("ITL p50", cell.itl_ms.unwrap().p50.unwrap(), t.itl_p50);
+    let tps = cell.total_tps.unwrap();
+    assert!((tps - t.total_tps).abs() <= 0.01 * t.total_tps, "total tok/s {tps} vs truth {}", t.total_tps);
+    // MTP: chunks carry 1–3 tokens; the collector counts tokens, not chunks.
+    assert!(t.multi_token_chunks > 100, "the h200 profile sends multi-token chunks");
+    let (itl_n, gaps_n) = (cell.itl_ms.unwrap().count.unwrap(), cell.chunk_gap_ms.unwrap().count.unwrap());
+    assert!(itl_n as f64 > 1.3 * gaps_n as f64, "ITL per token ({itl_n}) vs chunk gaps ({gaps_n})");
+    (cell, t)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn matches_the_trace_at_8k_x_128_with_mtp() {
+    let (cell, _) = eight_k_by_128(None).await;
+    // Without reasoning, the first token is content.
+    assert_eq!(cell.ttft_content_ms.unwrap().p50, cell.ttft_ms.unwrap().p50);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn matches_the_trace_with_reasoning() {
+    let (cell, t) = eight_k_by_128(Some(ReasoningField::Reasoning)).await;
+    // TTFT is the first reasoning token; TTFT to content comes after the reasoning part.
+    let content = cell.ttft_content_ms.unwrap().p50.unwrap();
+    close_ms("TTFT to content p50", content, t.ttft_content_p50.expect("content chunks in the trace"));
+    assert!(content > cell.ttft_ms.unwrap().p50.unwrap() + 50.0, "content comes after 64 reasoning tokens");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reproduces_the_seed_subset_within_15_percent() {
+    let _one_at_a_time = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let handle = twin::start(TwinConfig::new(Profile::h200_qwen()), "127.0.0.1:0").await.unwrap();
+    let out = dir.path().join("subset.json");
+    let args = [
+        "--contexts",
+        "8k,64k,max",
+        "--concurrency",
+        "1,16,128",
+        "--prefill-contexts",
+        "8k,64k,max",
+        "--duration",
+        "10s",
+    ];
+    let (code, err) = collect(&handle.url(), &out, &args).await;
+    // The full plan's dry run marks exactly the seed's six over-capacity cells.
+    let (dry_code, dry) = collect(&handle.url(), &dir.path().join("dry.json"), &["--dry-run"]).await;
+    handle.shutdown().await;
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(dry_code, Some(0), "{dry}");
+    let over: Vec<&str> = dry.lines().filter_map(|l| l.strip_prefix("plan: over capacity (not run): ")).collect();
+    assert_eq!(over, ["64K × 128", "128K × 64", "128K × 128", "251K × 32", "251K × 64", "251K × 128"]);
+
+    let seed = load_results(&std::fs::read(root().join(FIXTURE)).unwrap()).unwrap();
+    let r = read(&out);
+    let mut table = vec![];
+    for p in &r.prefill {
+        let s = seed.prefill.iter().find(|s| s.context.label == p.context.label).unwrap();
+        let (mine, theirs) = (p.prompt_tps.unwrap(), s.prompt_tps.unwrap());
+        table.push(format!(
+            "prefill {:>5}: twin {mine:>8.0} seed {theirs:>8.0} ({:+.1} %)",
+            p.context.label,
+            100.0 * (mine / theirs - 1.0)
+        ));
+        assert!((mine / theirs - 1.0).abs() <= 0.15, "{}", table.last().unwrap());
+    }
+    for c in &r.decode {
+        let s =
+            seed.decode.iter().find(|s| s.context.label == c.context.label && s.concurrency == c.concurrency).unwrap();
+        if s.status == CellStatus::OverCapacity {
+            assert_eq!(c.status, CellStatus::OverCapacity, "{} × {}", c.context.label, c.concurrency);
+            continue;
+        }
+        assert!(c.status.is_measured(), "{} × {}: {:?}", c.context.label, c.concurrency, c.reason);
+        let (mine, theirs) = (c.total_tps.unwrap(), s.total_tps.unwrap());
+        table.push(format!(
+            "decode {:>5} × {:>3}: twin {mine:>8.1} seed {theirs:>8.1} ({:+.1} %)",
+            c.context.label,
+            c.concurrency,
+            100.0 * (mine / theirs - 1.0)
+        ));
+        assert!((mine / theirs - 1.0).abs() <= 0.15, "{}", table.last().unwrap());
+    }
+    eprintln!("{}", table.join("\n"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interrupted_then_resumed_equals_uninterrupted_and_the_file_is_always_valid() {
+    let _one_at_a_time = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let handle = twin::start(TwinConfig::new(Profile::tiny()), "127.0.0.1:0").await.unwrap();
+    let url = handle.url();
+    let args = [
+        "--contexts",
+        "1k,2k",
+        "--concurrency",
+        "1,2,4",
+        "--prefill-contexts",
+        "1k",
+        "--duration",
+        "1s",
+        "--max-tokens",
+        "512",
+    ];
+
+    // Uninterrupted.
+    let full = dir.path().join("full.json");
+    let (code, err) = collect(&url, &full, &args).await;
+    assert_eq!(code, Some(0), "{err}");
+    let measured = |r: &Results| -> Vec<(u64, u32)> {
+        r.decode.iter().filter(|c| c.status.is_measured()).map(|c| (c.context.tokens, c.concurrency)).collect()
+    };
+    let full = read(&full);
+    assert_eq!(measured(&full).len(), 6);
+
+    // Interrupted with SIGINT once two decode cells are written, while another task reads the
+    // file as fast as it can: every read must be a valid results file.
+    let out = dir.path().join("run.json");
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_speedmatrix"))
+        .args(["run", "--url", &url, "--quiet", "-o"])
+        .arg(&out)
+        .args(args)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut reads = 0;
+    loop {
+        if let Ok(bytes) = std::fs::read(&out) {
+            let r = load_results(&bytes).unwrap_or_else(|e| panic!("read {reads}: the file was invalid mid-run: {e}"));
+            reads += 1;
+            if measured(&r).len() >= 2 {
+                break;
+            }
+        }
+        assert!(child.try_wait().unwrap().is_none(), "the run ended before it could be interrupted");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let pid = child.id().unwrap().to_string();
+    std::process::Command::new("kill").args(["-INT", &pid]).status().unwrap();
+    let o = child.wait_with_output().await.unwrap();
+    assert_eq!(o.status.code(), Some(130), "{}", String::from_utf8_lossy(&o.stderr));
+    let r = read(&out);
+    assert_eq!(r.run.status, speedmatrix_schema::RunStatus::Interrupted);
+    let pending: Vec<&DecodeCell> = r.decode.iter().filter(|c| c.status == CellStatus::NotRun).collect();
+    assert!(!pending.is_empty(), "cells left for the resume");
+    assert!(pending.iter().all(|c| c.reason.as_deref().is_some_and(|r| r.contains("interrupted"))));
+    assert!(reads > 3, "the file was read while it was written ({reads} reads)");
+
+    // Resume: the same set of measured cells as the uninterrupted run.
+    let resume_args: Vec<&str> = args.iter().copied().chain(["--resume", out.to_str().unwrap()]).collect();
+    let (code, err) = collect(&url, &out, &resume_args).await;
+    handle.shutdown().await;
+    assert_eq!(code, Some(0), "{err}");
+    let resumed = read(&out);
+    assert_eq!(resumed.run.status, speedmatrix_schema::RunStatus::Complete);
+    assert_eq!(measured(&resumed), measured(&full));
+    assert_eq!(resumed.run.id, r.run.id, "a resumed run keeps its id");
+}
