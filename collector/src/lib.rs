@@ -11,6 +11,7 @@
 //!   - [`client`]: HTTP and SSE, one record per streamed request;
 //!   - [`measure`]: records → figures of a window (pure);
 //!   - [`output`]: the atomic results-file writer;
+//!   - [`selfcheck`]: the collector's own CPU use (is the client the bottleneck?);
 //! - [`show`]: `speedmatrix show FILE` — print a results file (text, markdown, csv, json);
 //! - [`files`]: reading results files from disk (the I/O edge; parsing is in `speedmatrix-schema`);
 //! - [`twin`]: `speedmatrix simulate` — a vLLM-shaped server whose timing follows a measured run.
@@ -29,6 +30,7 @@ pub mod output;
 pub mod plan;
 pub mod prompt;
 pub mod run;
+pub mod selfcheck;
 pub mod show;
 pub mod twin;
 

@@ -593,11 +593,13 @@ async fn measure_cell(s: &mut Session, ctx: &ContextSize, n: u32) -> DecodeCell 
     // The window: fixed length, finished streams replaced at once, metrics sampled at 2 Hz.
     let mut samples: Vec<(f64, Metrics)> = Vec::new();
     let mut w0 = s.clock.now_ms();
+    let mut cpu0 = None;
     if failures.is_empty() && !set.is_empty() {
         if let Some(m) = s.scrape().await {
             samples.push((s.clock.now_ms(), m));
         }
         w0 = s.clock.now_ms();
+        cpu0 = crate::selfcheck::process_cpu_s();
         let w1_instant = tokio::time::Instant::from_std(s.clock.instant_at(w0 + s.window.as_secs_f64() * 1000.0));
         let mut tick = tokio::time::interval(SAMPLE_EVERY);
         tick.tick().await;
@@ -623,6 +625,7 @@ async fn measure_cell(s: &mut Session, ctx: &ContextSize, n: u32) -> DecodeCell 
         }
     }
     let w1 = w0 + s.window.as_secs_f64() * 1000.0;
+    let cpu1 = crate::selfcheck::process_cpu_s();
     let _ = cancel_tx.send(true);
     while let Some(joined) = set.join_next().await {
         if let Ok((rec, opening)) = joined {
@@ -682,6 +685,21 @@ async fn measure_cell(s: &mut Session, ctx: &ContextSize, n: u32) -> DecodeCell 
     cell.avg_active_requests = Some(server.as_ref().and_then(|sv| sv.running_avg).unwrap_or(f.avg_in_flight));
     cell.max_active_requests = Some(f.max_in_flight as f64);
     cell.spec_accept_rate = spec_rate(&samples);
+    if let (Some(a), Some(b)) = (cpu0, cpu1) {
+        let pct = round3(100.0 * (b - a) / f.window_s);
+        cell.client_cpu_pct = Some(pct);
+        let cores = crate::selfcheck::cores();
+        if crate::selfcheck::near_saturation(pct, cores) {
+            let note = format!(
+                "the collector used {pct:.0} % CPU of its {cores} core(s) in this window: the figures may show the client's limit, not the server's"
+            );
+            s.log(format!("warning: {} × {n}: {note}", ctx.label));
+            cell.reason = Some(match cell.reason.take() {
+                Some(r) => format!("{r}; {note}"),
+                None => note,
+            });
+        }
+    }
     cell.server = server;
     cell
 }

@@ -670,7 +670,8 @@ pub struct DecodeCell {
     /// Further GPU figures (NVML).
     #[serde(default)]
     pub gpu: Option<GpuFigures>,
-    /// Collector CPU use during the window, percent of one core (client self-check).
+    /// Collector CPU use during the window, percent of one core (client self-check, getrusage).
+    /// Near all of its cores means the figures may be the client's limit; `reason` then says so.
     #[serde(default)]
     pub client_cpu_pct: Option<f64>,
     /// The requests behind this cell, one summary each.
