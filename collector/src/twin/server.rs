@@ -1011,18 +1011,34 @@ impl Writer {
     }
 
     /// One chunk's JSON: the shared prefix, one choice, and usage with continuous usage stats.
+    ///
+    /// vLLM writes chat chunks with `exclude_unset=True` (only the fields it set) and
+    /// completions chunks with `exclude_unset=False` (every field, `null` when unset: `usage`,
+    /// and the choice's `stop_reason`, `prompt_token_ids`, `token_ids`).
     fn chunk(&self, choice: Value, completion: u32) -> String {
+        let completions = self.ep == Endpoint::Completions;
+        let mut choice = choice;
+        if completions {
+            for key in ["stop_reason", "prompt_token_ids", "token_ids"] {
+                if choice.get(key).is_none() {
+                    choice[key] = Value::Null;
+                }
+            }
+        }
         let mut out = self.prefix();
         out.push_str(&choice.to_string());
         out.push(']');
         if self.continuous_usage {
             let _ = write!(
                 out,
-                ",\"usage\":{{\"prompt_tokens\":{},\"total_tokens\":{},\"completion_tokens\":{}}}",
+                ",\"usage\":{{\"prompt_tokens\":{},\"total_tokens\":{},\"completion_tokens\":{}{}}}",
                 self.prompt_tokens,
                 self.prompt_tokens + completion,
-                completion
+                completion,
+                if completions { ",\"prompt_tokens_details\":null" } else { "" }
             );
+        } else if completions {
+            out.push_str(",\"usage\":null");
         }
         out.push('}');
         out
@@ -1258,6 +1274,13 @@ impl StreamState {
             let mut cuts: Vec<usize> = (1..pieces)
                 .map(|_| self.rng.random_range(1..bytes.len()))
                 .collect();
+            // Half the time, one cut falls inside a multi-byte character when the frame has one.
+            let inside: Vec<usize> = (1..bytes.len())
+                .filter(|&i| bytes[i] & 0xC0 == 0x80)
+                .collect();
+            if !inside.is_empty() && self.rng.random_bool(0.5) {
+                cuts[0] = inside[self.rng.random_range(0..inside.len())];
+            }
             cuts.sort_unstable();
             cuts.dedup();
             let mut start = 0;
