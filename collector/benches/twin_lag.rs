@@ -37,6 +37,8 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
 fn main() {
     // `cargo bench` passes `--bench`; ignore arguments.
     let streams = env_or("STREAMS", 1024) as usize;
+    let loadavg = || std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let load_before = loadavg();
     let seconds = env_or("SECONDS", 20);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -139,6 +141,11 @@ fn main() {
         }
     }
     lags.sort_by(|a, b| a.total_cmp(b));
+    println!(
+        "load average before: {}  after: {}",
+        load_before.trim(),
+        loadavg().trim()
+    );
     println!("twin lag benchmark: {streams} concurrent streams, tiny profile, 32-token prompts, 64-191 output tokens, {seconds} s");
     println!(
         "requests completed {}, client errors {}, chunks measured {}, tokens/s {:.0}",

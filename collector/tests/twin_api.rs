@@ -442,6 +442,14 @@ async fn errors_look_like_vllm() {
         .as_str()
         .unwrap()
         .contains("maximum context length"));
+    let r = client()
+        .post(format!("{u}/v1/completions"))
+        .bearer_auth("sekret")
+        .json(&json!({"prompt": [1, 999_999_999], "max_tokens": 1}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 400);
     // Bad JSON and bad fields are 400s, not panics.
     let r = client()
         .post(format!("{u}/v1/chat/completions"))
@@ -458,6 +466,7 @@ async fn errors_look_like_vllm() {
         json!({"messages": [{"role": "user", "content": "x"}], "max_tokens": 0}),
         json!({"messages": [{"role": "user", "content": "x"}], "temperature": "hot"}),
         json!({"prompt": "x"}),
+        json!({"messages": [{"role": "user", "content": "x"}], "n": 2}),
     ] {
         let r = ok(&bad).await.unwrap();
         assert_eq!(r.status().as_u16(), 400, "{bad}");

@@ -458,7 +458,11 @@ fn completion_prompt_tokens(v: Option<&Value>) -> Result<Vec<u32>, ApiError> {
             Ok(tokenizer::encode(a[0].as_str().unwrap_or("")))
         }
         Some(Value::Array(a)) if a.iter().all(Value::is_u64) => {
-            Ok(a.iter().map(|x| x.as_u64().unwrap_or(0) as u32).collect())
+            let ids: Vec<u64> = a.iter().filter_map(Value::as_u64).collect();
+            if let Some(bad) = ids.iter().find(|&&t| t >= tokenizer::VOCAB as u64) {
+                return Err(bad_request(&format!("Token id {bad} is out of vocabulary")));
+            }
+            Ok(ids.into_iter().map(|t| t as u32).collect())
         }
         Some(Value::Array(a)) if a.len() == 1 && a[0].is_array() => {
             completion_prompt_tokens(Some(&a[0]))
@@ -733,6 +737,13 @@ fn plan(state: &AppState, ep: Endpoint, body: &Bytes, n: u64) -> Result<Plan, Ap
         }
         Endpoint::Completions => completion_prompt_tokens(m.get("prompt"))?,
     };
+    if let Some(n) = m.get("n").filter(|v| !v.is_null()) {
+        if n.as_u64() != Some(1) {
+            return Err(bad_request(
+                "The twin serves one choice per request: `n` must be 1.",
+            ));
+        }
+    }
     let stream = opt_bool(&m, "stream")?;
     let (mut include_usage, mut continuous_usage) = (false, false);
     if let Some(so) = m.get("stream_options").filter(|v| !v.is_null()) {
