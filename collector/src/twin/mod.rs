@@ -4,7 +4,7 @@
 //! - [`profile`]: the profiles (`h200-qwen3.5-122b` fitted to the seed page, `tiny`) and the
 //!   fit's residual table;
 //! - [`engine`]: the continuous-batching engine model, pure and deterministic (simulated time);
-//! - [`server`] (private): axum routes, the real-time engine loop, SSE writing, `/metrics`;
+//! - `server` (private): axum routes, the real-time engine loop, SSE writing, `/metrics`;
 //! - [`tokenizer`]: the filler-word tokenizer that `/tokenize`, `usage` and the stream agree on;
 //! - [`faults`]: `--fault` injection;
 //! - [`trace`]: the twin's clock and its JSON Lines ground truth.
