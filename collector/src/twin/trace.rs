@@ -46,6 +46,11 @@ impl Clock {
     pub fn now_ms(&self) -> f64 {
         self.origin.elapsed().as_secs_f64() * 1000.0 * self.scale
     }
+    /// The real instant (std) at which twin time reaches `ms`.
+    pub fn std_instant_at(&self, ms: f64) -> Instant {
+        self.origin.into_std()
+            + std::time::Duration::from_secs_f64((ms / self.scale / 1000.0).max(0.0))
+    }
     /// The real instant at which twin time reaches `ms`.
     pub fn instant_at(&self, ms: f64) -> tokio::time::Instant {
         self.origin + std::time::Duration::from_secs_f64((ms / self.scale / 1000.0).max(0.0))
