@@ -19,10 +19,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 fn env_or(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
 fn percentile(sorted: &[f64], q: f64) -> f64 {
@@ -40,10 +37,7 @@ fn main() {
     let loadavg = || std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let load_before = loadavg();
     let seconds = env_or("SECONDS", 20);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     let dir = std::env::temp_dir().join(format!("twin-lag-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let trace_path = dir.join("trace.jsonl");
@@ -54,10 +48,7 @@ fn main() {
     let t = rt.block_on(twin::start(cfg, "127.0.0.1:0")).expect("twin");
     let addr = t.addr();
     let load = std::thread::spawn(move || {
-        let crt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("client runtime");
+        let crt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("client runtime");
         crt.block_on(async {
         let stop = Arc::new(AtomicBool::new(false));
         let done = Arc::new(AtomicU64::new(0));
@@ -141,11 +132,7 @@ fn main() {
         }
     }
     lags.sort_by(|a, b| a.total_cmp(b));
-    println!(
-        "load average before: {}  after: {}",
-        load_before.trim(),
-        loadavg().trim()
-    );
+    println!("load average before: {}  after: {}", load_before.trim(), loadavg().trim());
     println!("twin lag benchmark: {streams} concurrent streams, tiny profile, 32-token prompts, 64-191 output tokens, {seconds} s");
     println!(
         "requests completed {}, client errors {}, chunks measured {}, tokens/s {:.0}",

@@ -29,10 +29,7 @@ async fn post(url: &str, body: &Value) -> (u16, Value) {
     let r = client().post(url).json(body).send().await.expect("POST");
     let s = r.status().as_u16();
     let text = r.text().await.unwrap_or_default();
-    (
-        s,
-        serde_json::from_str(&text).unwrap_or(Value::String(text)),
-    )
+    (s, serde_json::from_str(&text).unwrap_or(Value::String(text)))
 }
 
 /// A parsed SSE stream: data payloads, comment lines, how it ended.
@@ -50,11 +47,7 @@ struct Sse {
 
 impl Sse {
     fn json(&self) -> Vec<Value> {
-        self.data
-            .iter()
-            .filter(|d| *d != "[DONE]")
-            .map(|d| serde_json::from_str(d).expect("chunk is JSON"))
-            .collect()
+        self.data.iter().filter(|d| *d != "[DONE]").map(|d| serde_json::from_str(d).expect("chunk is JSON")).collect()
     }
     fn done(&self) -> bool {
         self.data.last().map(String::as_str) == Some("[DONE]")
@@ -65,10 +58,7 @@ impl Sse {
 /// tolerated, frames may span reads (bytes are buffered before UTF-8 decoding).
 async fn sse(url: &str, body: &Value) -> Sse {
     let mut r = client().post(url).json(body).send().await.expect("POST");
-    let mut out = Sse {
-        status: r.status().as_u16(),
-        ..Default::default()
-    };
+    let mut out = Sse { status: r.status().as_u16(), ..Default::default() };
     let mut buf: Vec<u8> = Vec::new();
     loop {
         match r.chunk().await {
@@ -86,9 +76,7 @@ async fn sse(url: &str, body: &Value) -> Sse {
             }
         }
     }
-    let text = String::from_utf8(buf)
-        .expect("stream is UTF-8")
-        .replace("\r\n", "\n");
+    let text = String::from_utf8(buf).expect("stream is UTF-8").replace("\r\n", "\n");
     for frame in text.split("\n\n") {
         let mut data = Vec::new();
         for line in frame.lines() {
@@ -106,9 +94,7 @@ async fn sse(url: &str, body: &Value) -> Sse {
 }
 
 fn keys(v: &Value) -> BTreeSet<String> {
-    v.as_object()
-        .map(|m| m.keys().cloned().collect())
-        .unwrap_or_default()
+    v.as_object().map(|m| m.keys().cloned().collect()).unwrap_or_default()
 }
 
 fn set(k: &[&str]) -> BTreeSet<String> {
@@ -163,10 +149,7 @@ async fn h200_profile_announces_the_seed_server() {
     assert_eq!(m["data"][0]["id"], "qwen");
     assert_eq!(m["data"][0]["max_model_len"], 262144);
     let (_, metrics) = get(&format!("{u}/metrics")).await;
-    assert!(
-        metrics.contains("kv_cache_size_tokens=\"6291456\""),
-        "{metrics}"
-    );
+    assert!(metrics.contains("kv_cache_size_tokens=\"6291456\""), "{metrics}");
     assert!(metrics.contains("num_gpu_blocks=\"393216\""));
     assert!(metrics.contains("block_size=\"16\""));
     t.shutdown().await;
@@ -180,21 +163,12 @@ async fn chat_stream_chunk_shapes() {
     assert!(s.done(), "ends with [DONE]");
     let c = s.json();
     // Role-only first chunk, exactly as vLLM sends it.
-    assert_eq!(
-        keys(&c[0]),
-        set(&["id", "object", "created", "model", "choices", "usage"])
-    );
+    assert_eq!(keys(&c[0]), set(&["id", "object", "created", "model", "choices", "usage"]));
     assert_eq!(c[0]["object"], "chat.completion.chunk");
     assert_eq!(c[0]["model"], "tiny");
     assert!(c[0]["id"].as_str().unwrap().starts_with("chatcmpl-"));
-    assert_eq!(
-        keys(&c[0]["choices"][0]),
-        set(&["index", "delta", "logprobs", "finish_reason"])
-    );
-    assert_eq!(
-        c[0]["choices"][0]["delta"],
-        json!({"role": "assistant", "content": ""})
-    );
+    assert_eq!(keys(&c[0]["choices"][0]), set(&["index", "delta", "logprobs", "finish_reason"]));
+    assert_eq!(c[0]["choices"][0]["delta"], json!({"role": "assistant", "content": ""}));
     assert_eq!(c[0]["choices"][0]["finish_reason"], Value::Null);
     assert_eq!(c[0]["usage"]["completion_tokens"], 0);
     // Content chunks, the last one with finish_reason.
@@ -209,15 +183,9 @@ async fn chat_stream_chunk_shapes() {
     // Usage chunk: choices [] and the totals.
     assert_eq!(c[n - 1]["choices"], json!([]));
     let u = &c[n - 1]["usage"];
-    assert_eq!(
-        keys(u),
-        set(&["prompt_tokens", "completion_tokens", "total_tokens"])
-    );
+    assert_eq!(keys(u), set(&["prompt_tokens", "completion_tokens", "total_tokens"]));
     assert_eq!(u["completion_tokens"], 5);
-    assert_eq!(
-        u["total_tokens"].as_u64().unwrap(),
-        u["prompt_tokens"].as_u64().unwrap() + 5
-    );
+    assert_eq!(u["total_tokens"].as_u64().unwrap(), u["prompt_tokens"].as_u64().unwrap() + 5);
     // Continuous usage grows with the tokens each chunk carries.
     let mut prev = 0;
     for ch in &c[..n - 1] {
@@ -256,22 +224,11 @@ async fn completions_stream_and_full_shapes() {
     assert_eq!(c[0]["object"], "text_completion");
     assert!(c[0]["id"].as_str().unwrap().starts_with("cmpl-"));
     // Completions chunks carry every field (vLLM: exclude_unset=False), null when unset.
-    assert_eq!(
-        keys(&c[0]),
-        set(&["id", "object", "created", "model", "choices", "usage"])
-    );
+    assert_eq!(keys(&c[0]), set(&["id", "object", "created", "model", "choices", "usage"]));
     assert_eq!(c[0]["usage"], Value::Null);
     assert_eq!(
         keys(&c[0]["choices"][0]),
-        set(&[
-            "index",
-            "text",
-            "logprobs",
-            "finish_reason",
-            "stop_reason",
-            "prompt_token_ids",
-            "token_ids"
-        ])
+        set(&["index", "text", "logprobs", "finish_reason", "stop_reason", "prompt_token_ids", "token_ids"])
     );
     assert_eq!(c[3]["choices"][0]["finish_reason"], "length");
     assert_eq!(c[4]["choices"], json!([]));
@@ -304,28 +261,17 @@ async fn tokenize_usage_and_stream_agree() {
     let t = start(tiny()).await;
     let u = t.url();
     let prompt = "Benchmarks measure wrong in many ways: chunks, reasoning, café, 日本.";
-    let (s, tok) = post(
-        &format!("{u}/tokenize"),
-        &json!({"model": "tiny", "prompt": prompt}),
-    )
-    .await;
+    let (s, tok) = post(&format!("{u}/tokenize"), &json!({"model": "tiny", "prompt": prompt})).await;
     assert_eq!(s, 200);
-    assert_eq!(
-        keys(&tok),
-        set(&["count", "max_model_len", "tokens", "token_strs"])
-    );
+    assert_eq!(keys(&tok), set(&["count", "max_model_len", "tokens", "token_strs"]));
     assert_eq!(tok["max_model_len"], 32768);
     let count = tok["count"].as_u64().unwrap();
     assert_eq!(tok["tokens"].as_array().unwrap().len() as u64, count);
-    let (_, v) = post(
-        &format!("{u}/v1/completions"),
-        &json!({"prompt": prompt, "max_tokens": 2, "ignore_eos": true}),
-    )
-    .await;
+    let (_, v) =
+        post(&format!("{u}/v1/completions"), &json!({"prompt": prompt, "max_tokens": 2, "ignore_eos": true})).await;
     assert_eq!(v["usage"]["prompt_tokens"].as_u64().unwrap(), count);
     // Chat: /tokenize with messages counts the template like the request does.
-    let msgs =
-        json!([{"role": "system", "content": "Be brief."}, {"role": "user", "content": prompt}]);
+    let msgs = json!([{"role": "system", "content": "Be brief."}, {"role": "user", "content": prompt}]);
     let (_, tok) = post(&format!("{u}/tokenize"), &json!({"messages": msgs})).await;
     let mut body = chat(40, true);
     body["messages"] = msgs;
@@ -333,10 +279,7 @@ async fn tokenize_usage_and_stream_agree() {
     let c = s.json();
     let usage = &c.last().unwrap()["usage"];
     assert_eq!(usage["prompt_tokens"], tok["count"]);
-    let text: String = c
-        .iter()
-        .filter_map(|ch| ch["choices"][0]["delta"]["content"].as_str())
-        .collect();
+    let text: String = c.iter().filter_map(|ch| ch["choices"][0]["delta"]["content"].as_str()).collect();
     let (_, back) = post(&format!("{u}/tokenize"), &json!({"prompt": text})).await;
     assert_eq!(back["count"], usage["completion_tokens"]);
     assert_eq!(usage["completion_tokens"], 40);
@@ -400,13 +343,7 @@ async fn errors_look_like_vllm() {
     assert_eq!(r.status().as_u16(), 401);
     assert_eq!(get(&format!("{u}/metrics")).await.0, 200);
     assert_eq!(get(&format!("{u}/health")).await.0, 200);
-    let ok = |b: &Value| {
-        client()
-            .post(format!("{u}/v1/chat/completions"))
-            .bearer_auth("sekret")
-            .json(b)
-            .send()
-    };
+    let ok = |b: &Value| client().post(format!("{u}/v1/chat/completions")).bearer_auth("sekret").json(b).send();
     let r = ok(&chat(2, false)).await.unwrap();
     assert_eq!(r.status().as_u16(), 200);
     // 404 unknown model.
@@ -415,10 +352,7 @@ async fn errors_look_like_vllm() {
     let r = ok(&b).await.unwrap();
     assert_eq!(r.status().as_u16(), 404);
     let v: Value = r.json().await.unwrap();
-    assert_eq!(
-        keys(&v["error"]),
-        set(&["message", "type", "param", "code"])
-    );
+    assert_eq!(keys(&v["error"]), set(&["message", "type", "param", "code"]));
     assert_eq!(v["error"]["code"], 404);
     assert!(v["error"]["message"].as_str().unwrap().contains("gpt-9"));
     // 400 prompt longer than max_model_len, in vLLM's wording.
@@ -429,19 +363,13 @@ async fn errors_look_like_vllm() {
     assert_eq!(r.status().as_u16(), 400);
     let v: Value = r.json().await.unwrap();
     let msg = v["error"]["message"].as_str().unwrap();
-    assert!(
-        msg.contains("maximum context length is 32768 tokens"),
-        "{msg}"
-    );
+    assert!(msg.contains("maximum context length is 32768 tokens"), "{msg}");
     assert_eq!(v["error"]["type"], "BadRequestError");
     // 400 when prompt + max_tokens exceed it.
     let r = ok(&chat(32_760, false)).await.unwrap();
     assert_eq!(r.status().as_u16(), 400);
     let v: Value = r.json().await.unwrap();
-    assert!(v["error"]["message"]
-        .as_str()
-        .unwrap()
-        .contains("maximum context length"));
+    assert!(v["error"]["message"].as_str().unwrap().contains("maximum context length"));
     let r = client()
         .post(format!("{u}/v1/completions"))
         .bearer_auth("sekret")
@@ -451,13 +379,8 @@ async fn errors_look_like_vllm() {
         .unwrap();
     assert_eq!(r.status().as_u16(), 400);
     // Bad JSON and bad fields are 400s, not panics.
-    let r = client()
-        .post(format!("{u}/v1/chat/completions"))
-        .bearer_auth("sekret")
-        .body("{not json")
-        .send()
-        .await
-        .unwrap();
+    let r =
+        client().post(format!("{u}/v1/chat/completions")).bearer_auth("sekret").body("{not json").send().await.unwrap();
     assert_eq!(r.status().as_u16(), 400);
     for bad in [
         json!({"messages": "hi"}),
@@ -484,22 +407,13 @@ async fn reasoning_streams_before_content() {
     let t = start(cfg).await;
     let u = format!("{}/v1/chat/completions", t.url());
     let c = sse(&u, &chat(10, true)).await.json();
-    let reasoning: Vec<&Value> = c
-        .iter()
-        .filter(|x| x["choices"][0]["delta"].get("reasoning").is_some())
-        .collect();
-    let content: Vec<&Value> = c
-        .iter()
-        .filter(|x| x["choices"][0]["delta"].get("content").is_some())
-        .collect();
+    let reasoning: Vec<&Value> = c.iter().filter(|x| x["choices"][0]["delta"].get("reasoning").is_some()).collect();
+    let content: Vec<&Value> = c.iter().filter(|x| x["choices"][0]["delta"].get("content").is_some()).collect();
     assert_eq!(reasoning.len(), 4);
     assert_eq!(content.len(), 1 + 6, "role chunk + 6 content tokens");
     // Reasoning eats max_tokens: no content at all, yet tokens were generated.
     let c = sse(&u, &chat(3, true)).await.json();
-    let content: String = c
-        .iter()
-        .filter_map(|x| x["choices"][0]["delta"]["content"].as_str())
-        .collect();
+    let content: String = c.iter().filter_map(|x| x["choices"][0]["delta"]["content"].as_str()).collect();
     assert_eq!(content, "");
     assert_eq!(c.last().unwrap()["usage"]["completion_tokens"], 3);
     t.shutdown().await;
@@ -510,15 +424,10 @@ async fn reasoning_streams_before_content() {
     let t = start(cfg).await;
     let u = format!("{}/v1/chat/completions", t.url());
     let c = sse(&u, &chat(4, true)).await.json();
-    assert!(c[1]["choices"][0]["delta"]
-        .get("reasoning_content")
-        .is_some());
+    assert!(c[1]["choices"][0]["delta"].get("reasoning_content").is_some());
     let (_, v) = post(&u, &chat(4, false)).await;
     let m = &v["choices"][0]["message"];
-    assert_eq!(
-        twin::tokenizer::count(m["reasoning_content"].as_str().unwrap()),
-        2
-    );
+    assert_eq!(twin::tokenizer::count(m["reasoning_content"].as_str().unwrap()), 2);
     assert_eq!(twin::tokenizer::count(m["content"].as_str().unwrap()), 2);
     t.shutdown().await;
 }
@@ -599,17 +508,13 @@ async fn prefix_cache_hits_show_in_metrics_and_trace() {
     let mut cfg = tiny();
     cfg.trace = Some(path.clone());
     let t = start(cfg).await;
-    let body =
-        json!({"prompt": (0..200).collect::<Vec<u32>>(), "max_tokens": 2, "ignore_eos": true});
+    let body = json!({"prompt": (0..200).collect::<Vec<u32>>(), "max_tokens": 2, "ignore_eos": true});
     for _ in 0..2 {
         let (s, _) = post(&format!("{}/v1/completions", t.url()), &body).await;
         assert_eq!(s, 200);
     }
     let (_, m) = get(&format!("{}/metrics", t.url())).await;
-    assert!(
-        m.contains(r#"vllm:prefix_cache_hits_total{engine="0",model_name="tiny"} 192.0"#),
-        "{m}"
-    );
+    assert!(m.contains(r#"vllm:prefix_cache_hits_total{engine="0",model_name="tiny"} 192.0"#), "{m}");
     t.shutdown().await;
     let tr = read_trace(&path);
     assert_eq!(tr.len(), 2);
@@ -637,9 +542,7 @@ async fn fault_drop_cuts_the_stream() {
     assert!(s.cut, "connection closed mid-stream");
     assert!(!s.done());
     let c = s.json();
-    let got = c.last().unwrap()["usage"]["completion_tokens"]
-        .as_u64()
-        .unwrap();
+    let got = c.last().unwrap()["usage"]["completion_tokens"].as_u64().unwrap();
     assert!(got > 0 && got < 20, "{got}");
     assert_eq!(tr["outcome"], "fault");
     assert_eq!(tr["faults"], json!(["drop"]));
@@ -649,11 +552,7 @@ async fn fault_drop_cuts_the_stream() {
 async fn fault_no_done_and_inband_error() {
     let (s, tr) = faulty("no-done", &chat(6, true)).await;
     assert!(!s.cut && !s.done());
-    assert_eq!(
-        s.json().last().unwrap()["choices"],
-        json!([]),
-        "usage chunk still sent"
-    );
+    assert_eq!(s.json().last().unwrap()["choices"], json!([]), "usage chunk still sent");
     assert_eq!(tr["outcome"], "fault");
 
     let (s, tr) = faulty("inband-error", &chat(10, true)).await;
@@ -663,9 +562,7 @@ async fn fault_no_done_and_inband_error() {
     assert_eq!(keys(err), set(&["error"]));
     assert_eq!(err["error"]["code"], 500);
     assert!(s.done());
-    assert!(c
-        .iter()
-        .all(|x| x["choices"][0]["finish_reason"] != "length"));
+    assert!(c.iter().all(|x| x["choices"][0]["finish_reason"] != "length"));
     assert_eq!(tr["outcome"], "fault");
 }
 
@@ -681,10 +578,7 @@ async fn fault_stall_pauses_writing() {
     let max = gaps.iter().cloned().fold(0.0, f64::max);
     assert!(max >= 300.0, "a write waited for the stall: {gaps:?}");
     // The schedule itself did not stall.
-    let planned: Vec<f64> = chunks
-        .iter()
-        .map(|c| c["planned_ms"].as_f64().unwrap())
-        .collect();
+    let planned: Vec<f64> = chunks.iter().map(|c| c["planned_ms"].as_f64().unwrap()).collect();
     assert!(planned.last().unwrap() - planned[0] < 300.0);
 }
 
@@ -719,35 +613,20 @@ async fn fault_keepalive_and_split_are_legal_sse() {
     assert!(s.done());
     let c = s.json();
     assert_eq!(c.last().unwrap()["usage"]["completion_tokens"], 100);
-    assert!(
-        s.read_split_inside_char,
-        "a frame was cut inside a character"
-    );
+    assert!(s.read_split_inside_char, "a frame was cut inside a character");
     assert_eq!(tr["outcome"], "complete");
-    assert!(
-        s.reads > c.len(),
-        "frames arrived in pieces: {} reads",
-        s.reads
-    );
+    assert!(s.reads > c.len(), "frames arrived in pieces: {} reads", s.reads);
 }
 
 #[tokio::test]
 async fn endpoint_404_faults_and_rates() {
     let mut cfg = tiny();
-    cfg.faults = ["metrics-404", "tokenize-404", "version-404"]
-        .iter()
-        .map(|f| f.parse().unwrap())
-        .collect();
+    cfg.faults = ["metrics-404", "tokenize-404", "version-404"].iter().map(|f| f.parse().unwrap()).collect();
     let t = start(cfg).await;
     let u = t.url();
     assert_eq!(get(&format!("{u}/metrics")).await.0, 404);
     assert_eq!(get(&format!("{u}/version")).await.0, 404);
-    assert_eq!(
-        post(&format!("{u}/tokenize"), &json!({"prompt": "x"}))
-            .await
-            .0,
-        404
-    );
+    assert_eq!(post(&format!("{u}/tokenize"), &json!({"prompt": "x"})).await.0, 404);
     assert_eq!(get(&format!("{u}/health")).await.0, 200);
     t.shutdown().await;
 
@@ -757,13 +636,7 @@ async fn endpoint_404_faults_and_rates() {
     let t = start(cfg).await;
     let mut failed = 0;
     for _ in 0..40 {
-        if post(
-            &format!("{}/v1/completions", t.url()),
-            &json!({"prompt": "x", "max_tokens": 1}),
-        )
-        .await
-        .0 == 500
-        {
+        if post(&format!("{}/v1/completions", t.url()), &json!({"prompt": "x", "max_tokens": 1})).await.0 == 500 {
             failed += 1;
         }
     }
@@ -779,11 +652,7 @@ async fn trace_is_ground_truth() {
     cfg.trace = Some(path.clone());
     let t = start(cfg).await;
     let s = sse(&format!("{}/v1/chat/completions", t.url()), &chat(12, true)).await;
-    let (st, _) = post(
-        &format!("{}/v1/chat/completions", t.url()),
-        &json!({"messages": 3}),
-    )
-    .await;
+    let (st, _) = post(&format!("{}/v1/chat/completions", t.url()), &json!({"messages": 3})).await;
     assert_eq!(st, 400);
     t.shutdown().await;
     let tr = read_trace(&path);
@@ -816,58 +685,27 @@ async fn cli_prints_one_line_and_stops_on_ctrl_c() {
     use std::process::{Command, Stdio};
     let exe = env!("CARGO_BIN_EXE_speedmatrix");
     let mut child = Command::new(exe)
-        .args([
-            "simulate",
-            "--profile",
-            "tiny",
-            "--port",
-            "0",
-            "--seed",
-            "1",
-        ])
+        .args(["simulate", "--profile", "tiny", "--port", "0", "--seed", "1"])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
     let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line
-        .trim()
-        .strip_prefix("listening on ")
-        .expect(&line)
-        .to_string();
-    assert!(
-        url.starts_with("http://127.0.0.1:") && !url.ends_with(":0"),
-        "{url}"
-    );
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let url = line.trim().strip_prefix("listening on ").expect(&line).to_string();
+    assert!(url.starts_with("http://127.0.0.1:") && !url.ends_with(":0"), "{url}");
     assert_eq!(get(&format!("{url}/health")).await.0, 200);
-    let ok = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
+    let ok = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
     assert!(ok.success());
     let status = child.wait().unwrap();
     assert!(status.success(), "{status:?}");
 
     let out = Command::new(exe)
-        .args([
-            "simulate",
-            "--profile",
-            "tiny",
-            "--port",
-            "0",
-            "--fault",
-            "explode",
-        ])
+        .args(["simulate", "--profile", "tiny", "--port", "0", "--fault", "explode"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("bad --fault"));
-    let out = Command::new(exe)
-        .args(["simulate", "--profile", "nope", "--port", "0"])
-        .output()
-        .unwrap();
+    let out = Command::new(exe).args(["simulate", "--profile", "nope", "--port", "0"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
 
@@ -883,9 +721,7 @@ async fn h200(scale: f64, path: &Path) -> TwinHandle {
 }
 
 fn token_prompt(key: u32, len: u32) -> Value {
-    json!((0..len)
-        .map(|i| (i.wrapping_mul(2654435761) ^ key) % 150_000)
-        .collect::<Vec<u32>>())
+    json!((0..len).map(|i| (i.wrapping_mul(2654435761) ^ key) % 150_000).collect::<Vec<u32>>())
 }
 
 fn planned(r: &Value, kind: &str) -> Vec<(f64, u64)> {
@@ -893,17 +729,8 @@ fn planned(r: &Value, kind: &str) -> Vec<(f64, u64)> {
         .as_array()
         .unwrap()
         .iter()
-        .filter(|c| {
-            kind.is_empty()
-                || c["kind"] == kind
-                || (kind == "tok" && c["tokens"].as_u64().unwrap() > 0)
-        })
-        .map(|c| {
-            (
-                c["planned_ms"].as_f64().unwrap(),
-                c["tokens"].as_u64().unwrap(),
-            )
-        })
+        .filter(|c| kind.is_empty() || c["kind"] == kind || (kind == "tok" && c["tokens"].as_u64().unwrap() > 0))
+        .map(|c| (c["planned_ms"].as_f64().unwrap(), c["tokens"].as_u64().unwrap()))
         .collect()
 }
 
@@ -917,11 +744,7 @@ async fn h200_trace_one_stream_8k_and_128k_ttft() {
     let p128 = token_prompt(2, 131_072);
     // Warm 8K, then one stream of 1,000 tokens on the warm prompt.
     post(&u, &json!({"prompt": p8, "max_tokens": 1})).await;
-    let s = sse(
-        &u,
-        &json!({"prompt": p8, "max_tokens": 1000, "ignore_eos": true, "stream": true}),
-    )
-    .await;
+    let s = sse(&u, &json!({"prompt": p8, "max_tokens": 1000, "ignore_eos": true, "stream": true})).await;
     assert!(s.done());
     // 128K cold, then warm.
     for _ in 0..2 {
@@ -936,18 +759,12 @@ async fn h200_trace_one_stream_8k_and_128k_ttft() {
     let (t0, t1) = (toks[0].0, toks.last().unwrap().0);
     let n: u64 = toks[1..].iter().map(|x| x.1).sum();
     let tps = n as f64 / ((t1 - t0) / 1000.0);
-    assert!(
-        (tps - 240.0).abs() <= 0.15 * 240.0,
-        "1 × 8K decodes at {tps:.1} tok/s"
-    );
+    assert!((tps - 240.0).abs() <= 0.15 * 240.0, "1 × 8K decodes at {tps:.1} tok/s");
     // 128K TTFT cold and warm: planned time of the answer − hand-over to the engine (the
     // twin's own parsing time is left out: at 40× it would count 40 times over).
     let ttft = |r: &Value| planned(r, "finish")[0].0 - r["engine_ms"].as_f64().unwrap();
     let (cold, warm) = (ttft(&tr[2]), ttft(&tr[3]));
-    assert!(
-        (cold - 7800.0).abs() <= 0.15 * 7800.0,
-        "cold TTFT {cold:.0} ms"
-    );
+    assert!((cold - 7800.0).abs() <= 0.15 * 7800.0, "cold TTFT {cold:.0} ms");
     assert!(warm < 1000.0, "warm TTFT {warm:.0} ms");
     assert_eq!(tr[3]["cached_tokens"], 131_072 - 16);
 }
@@ -964,10 +781,7 @@ async fn h200_trace_128_streams_at_8k() {
     // twin time), so the 128 streams, however slowly this machine sends them, queue up and
     // start together, as a benchmark's streams would against the real server.
     let blocker = {
-        let (u, b) = (
-            u.clone(),
-            json!({"prompt": token_prompt(4, 131_072), "max_tokens": 1}),
-        );
+        let (u, b) = (u.clone(), json!({"prompt": token_prompt(4, 131_072), "max_tokens": 1}));
         tokio::spawn(async move { post(&u, &b).await })
     };
     // Wait until the blocker runs.
@@ -993,26 +807,13 @@ async fn h200_trace_128_streams_at_8k() {
     let streams: Vec<&Value> = tr.iter().filter(|r| r["stream"] == true).collect();
     assert_eq!(streams.len(), 128);
     // Window: from the moment the last stream got its first token to the first stream's end.
-    let start = streams
-        .iter()
-        .map(|r| planned(r, "tok")[0].0)
-        .fold(0.0, f64::max);
-    let end = streams
-        .iter()
-        .map(|r| planned(r, "tok").last().unwrap().0)
-        .fold(f64::INFINITY, f64::min);
+    let start = streams.iter().map(|r| planned(r, "tok")[0].0).fold(0.0, f64::max);
+    let end = streams.iter().map(|r| planned(r, "tok").last().unwrap().0).fold(f64::INFINITY, f64::min);
     assert!(end - start > 1000.0, "window {:.0} ms", end - start);
-    let tokens: u64 = streams
-        .iter()
-        .flat_map(|r| planned(r, "tok"))
-        .filter(|(p, _)| *p > start && *p <= end)
-        .map(|(_, n)| n)
-        .sum();
+    let tokens: u64 =
+        streams.iter().flat_map(|r| planned(r, "tok")).filter(|(p, _)| *p > start && *p <= end).map(|(_, n)| n).sum();
     let tps = tokens as f64 / ((end - start) / 1000.0);
-    assert!(
-        (tps - 6300.0).abs() <= 0.15 * 6300.0,
-        "128 × 8K: {tps:.0} tok/s"
-    );
+    assert!((tps - 6300.0).abs() <= 0.15 * 6300.0, "128 × 8K: {tps:.0} tok/s");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1033,10 +834,7 @@ async fn requests_wait_when_the_kv_cache_is_full() {
         tasks.push(tokio::spawn(async move { sse(&u, &body).await }));
     }
     for task in tasks {
-        assert!(
-            task.await.unwrap().done(),
-            "every request completes in the end"
-        );
+        assert!(task.await.unwrap().done(), "every request completes in the end");
     }
     t.shutdown().await;
     let tr = read_trace(&path);
@@ -1053,8 +851,5 @@ async fn requests_wait_when_the_kv_cache_is_full() {
         let live = spans.iter().filter(|&&(a, b)| a <= s && s < b).count();
         assert!(live <= 2, "{live} running at {s}: {spans:?}");
     }
-    assert!(
-        spans[2].0 >= spans[0].1.min(spans[1].1),
-        "the third waited: {spans:?}"
-    );
+    assert!(spans[2].0 >= spans[0].1.min(spans[1].1), "the third waited: {spans:?}");
 }

@@ -148,9 +148,7 @@ impl PrefixCache {
             // Evict the least recently used tenth.
             let mut ticks: Vec<u64> = self.blocks.values().copied().collect();
             ticks.sort_unstable();
-            let cut = ticks[(self.blocks.len() - self.capacity)
-                .max(self.capacity / 10)
-                .min(ticks.len() - 1)];
+            let cut = ticks[(self.blocks.len() - self.capacity).max(self.capacity / 10).min(ticks.len() - 1)];
             self.blocks.retain(|_, t| *t > cut);
         }
     }
@@ -192,10 +190,7 @@ impl Engine {
             cost: profile.cost.clone(),
             waiting: VecDeque::new(),
             running: Vec::new(),
-            cache: PrefixCache {
-                capacity: total as usize,
-                ..Default::default()
-            },
+            cache: PrefixCache { capacity: total as usize, ..Default::default() },
             rng: ChaCha8Rng::seed_from_u64(seed ^ 0x5eed_e461_e000_0001),
             counters: Counters::default(),
         }
@@ -418,13 +413,7 @@ impl Engine {
                 s.computed += n;
                 self.counters.generation_tokens += n as u64;
                 let done = s.out >= s.output_len;
-                outputs.push(Output {
-                    id,
-                    tokens: n,
-                    first: false,
-                    finished: done,
-                    cached_tokens: 0,
-                });
+                outputs.push(Output { id, tokens: n, first: false, finished: done, cached_tokens: 0 });
                 if done {
                     finished.push(id);
                 }
@@ -437,13 +426,7 @@ impl Engine {
                 self.counters.finished_requests += 1;
             }
         }
-        Some(Step {
-            start_ms,
-            end_ms,
-            decode_batch: decode_ids.len(),
-            prefill_tokens,
-            outputs,
-        })
+        Some(Step { start_ms, end_ms, decode_batch: decode_ids.len(), prefill_tokens, outputs })
     }
 }
 
@@ -471,8 +454,7 @@ pub fn synthetic_hashes(key: u64, prompt_len: u32, block_size: u32) -> Arc<Vec<u
     Arc::new(
         (0..n)
             .map(|i| {
-                let mut x =
-                    key.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ i.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                let mut x = key.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ i.wrapping_mul(0xbf58_476d_1ce4_e5b9);
                 x ^= x >> 31;
                 x.wrapping_mul(0x94d0_49bb_1331_11eb)
             })
@@ -595,11 +577,7 @@ pub fn simulate_decode_cell(
         }
     }
     ttfts.sort_by(|a, b| a.total_cmp(b));
-    let ttft_ms_p50 = if ttfts.is_empty() {
-        f64::NAN
-    } else {
-        ttfts[ttfts.len() / 2]
-    };
+    let ttft_ms_p50 = if ttfts.is_empty() { f64::NAN } else { ttfts[ttfts.len() / 2] };
     let total = window.map(|_| tokens_in_window as f64 / (window_ms / 1000.0));
     CellSim {
         total_tps: total,
@@ -687,13 +665,7 @@ mod tests {
         let mut e = Engine::new(p, 1);
         let h = synthetic_hashes(9, ctx, p.block_size);
         for i in 0..n as u64 {
-            e.submit(Submit {
-                id: i,
-                arrival_ms: 0.0,
-                prompt_len: ctx,
-                block_hashes: h.clone(),
-                output_len: 4096,
-            });
+            e.submit(Submit { id: i, arrival_ms: 0.0, prompt_len: ctx, block_hashes: h.clone(), output_len: 4096 });
         }
         let mut t = 0.0;
         while let Some(s) = e.step(t) {
@@ -709,13 +681,7 @@ mod tests {
         let mut e = Engine::new(&p, 1);
         let h = synthetic_hashes(9, 65_536, p.block_size);
         for i in 0..128 {
-            e.submit(Submit {
-                id: i,
-                arrival_ms: 0.0,
-                prompt_len: 65_536,
-                block_hashes: h.clone(),
-                output_len: 8,
-            });
+            e.submit(Submit { id: i, arrival_ms: 0.0, prompt_len: 65_536, block_hashes: h.clone(), output_len: 8 });
         }
         let mut t = 0.0;
         let mut max_running = 0;

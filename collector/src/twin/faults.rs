@@ -69,17 +69,10 @@ impl std::error::Error for BadFault {}
 fn parse_duration(s: &str) -> Option<Duration> {
     let s = s.trim();
     if let Some(ms) = s.strip_suffix("ms") {
-        return ms
-            .parse::<f64>()
-            .ok()
-            .filter(|v| *v >= 0.0)
-            .map(|v| Duration::from_secs_f64(v / 1000.0));
+        return ms.parse::<f64>().ok().filter(|v| *v >= 0.0).map(|v| Duration::from_secs_f64(v / 1000.0));
     }
     let secs = s.strip_suffix('s').unwrap_or(s);
-    secs.parse::<f64>()
-        .ok()
-        .filter(|v| *v >= 0.0 && v.is_finite())
-        .map(Duration::from_secs_f64)
+    secs.parse::<f64>().ok().filter(|v| *v >= 0.0 && v.is_finite()).map(Duration::from_secs_f64)
 }
 
 impl FromStr for Fault {
@@ -88,9 +81,7 @@ impl FromStr for Fault {
         let bad = |why: &str| BadFault(format!("bad --fault `{s}`: {why}"));
         let (spec, rate) = match s.split_once('@') {
             Some((a, r)) => {
-                let rate: f64 = r
-                    .parse()
-                    .map_err(|_| bad("RATE must be a number in 0..1"))?;
+                let rate: f64 = r.parse().map_err(|_| bad("RATE must be a number in 0..1"))?;
                 if !(0.0..=1.0).contains(&rate) {
                     return Err(bad("RATE must be in 0..1"));
                 }
@@ -106,35 +97,34 @@ impl FromStr for Fault {
             None => Ok(k),
             Some(_) => Err(bad("this fault takes no parameter")),
         };
-        let kind =
-            match name {
-                "drop" => no_param(FaultKind::Drop)?,
-                "no-done" => no_param(FaultKind::NoDone)?,
-                "inband-error" => no_param(FaultKind::InbandError)?,
-                "keepalive" => no_param(FaultKind::Keepalive)?,
-                "split" => no_param(FaultKind::Split)?,
-                "metrics-404" => no_param(FaultKind::Metrics404)?,
-                "tokenize-404" => no_param(FaultKind::Tokenize404)?,
-                "version-404" => no_param(FaultKind::Version404)?,
-                "stall" => FaultKind::Stall(match param {
-                    None => Duration::from_secs(5),
-                    Some(p) => parse_duration(p).ok_or_else(|| bad("DUR like 5s or 500ms"))?,
-                }),
-                "status" => {
-                    let code: u16 = param
-                        .ok_or_else(|| bad("status needs a code: status=500|503|429"))?
-                        .parse()
-                        .map_err(|_| bad("status code must be a number"))?;
-                    if ![500, 503, 429].contains(&code) {
-                        return Err(bad("status must be 500, 503 or 429"));
-                    }
-                    FaultKind::Status(code)
+        let kind = match name {
+            "drop" => no_param(FaultKind::Drop)?,
+            "no-done" => no_param(FaultKind::NoDone)?,
+            "inband-error" => no_param(FaultKind::InbandError)?,
+            "keepalive" => no_param(FaultKind::Keepalive)?,
+            "split" => no_param(FaultKind::Split)?,
+            "metrics-404" => no_param(FaultKind::Metrics404)?,
+            "tokenize-404" => no_param(FaultKind::Tokenize404)?,
+            "version-404" => no_param(FaultKind::Version404)?,
+            "stall" => FaultKind::Stall(match param {
+                None => Duration::from_secs(5),
+                Some(p) => parse_duration(p).ok_or_else(|| bad("DUR like 5s or 500ms"))?,
+            }),
+            "status" => {
+                let code: u16 = param
+                    .ok_or_else(|| bad("status needs a code: status=500|503|429"))?
+                    .parse()
+                    .map_err(|_| bad("status code must be a number"))?;
+                if ![500, 503, 429].contains(&code) {
+                    return Err(bad("status must be 500, 503 or 429"));
                 }
-                _ => return Err(bad(
-                    "known faults: drop, no-done, inband-error, stall=DUR, status=500|503|429, \
-                     keepalive, split, metrics-404, tokenize-404, version-404",
-                )),
-            };
+                FaultKind::Status(code)
+            }
+            _ => {
+                return Err(bad("known faults: drop, no-done, inband-error, stall=DUR, status=500|503|429, \
+                     keepalive, split, metrics-404, tokenize-404, version-404"))
+            }
+        };
         Ok(Fault { kind, rate })
     }
 }
@@ -185,16 +175,7 @@ impl Struck {
     }
     /// Names for the trace.
     pub fn names(&self) -> Vec<String> {
-        self.0
-            .iter()
-            .map(|k| {
-                Fault {
-                    kind: k.clone(),
-                    rate: 1.0,
-                }
-                .to_string()
-            })
-            .collect()
+        self.0.iter().map(|k| Fault { kind: k.clone(), rate: 1.0 }.to_string()).collect()
     }
 }
 
@@ -204,13 +185,7 @@ pub fn draw(faults: &[Fault], seed: u64, n: u64) -> Struck {
         return Struck::default();
     }
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ n.wrapping_mul(0xa076_1d64_78bd_642f));
-    Struck(
-        faults
-            .iter()
-            .filter(|f| f.rate >= 1.0 || rng.random::<f64>() < f.rate)
-            .map(|f| f.kind.clone())
-            .collect(),
-    )
+    Struck(faults.iter().filter(|f| f.rate >= 1.0 || rng.random::<f64>() < f.rate).map(|f| f.kind.clone()).collect())
 }
 
 #[cfg(test)]
@@ -222,37 +197,12 @@ mod tests {
         let p = |s: &str| s.parse::<Fault>().unwrap();
         assert_eq!(p("drop").kind, FaultKind::Drop);
         assert_eq!(p("stall=5s").kind, FaultKind::Stall(Duration::from_secs(5)));
-        assert_eq!(
-            p("stall=250ms").kind,
-            FaultKind::Stall(Duration::from_millis(250))
-        );
-        assert_eq!(
-            p("status=503@0.5"),
-            Fault {
-                kind: FaultKind::Status(503),
-                rate: 0.5
-            }
-        );
-        for s in [
-            "no-done",
-            "inband-error",
-            "keepalive",
-            "split",
-            "metrics-404",
-            "tokenize-404",
-            "version-404",
-        ] {
+        assert_eq!(p("stall=250ms").kind, FaultKind::Stall(Duration::from_millis(250)));
+        assert_eq!(p("status=503@0.5"), Fault { kind: FaultKind::Status(503), rate: 0.5 });
+        for s in ["no-done", "inband-error", "keepalive", "split", "metrics-404", "tokenize-404", "version-404"] {
             assert_eq!(p(s).to_string(), s);
         }
-        for bad in [
-            "",
-            "nope",
-            "status=404",
-            "status",
-            "drop=3",
-            "split@2",
-            "stall=xs",
-        ] {
+        for bad in ["", "nope", "status=404", "status", "drop=3", "split@2", "stall=xs"] {
             assert!(bad.parse::<Fault>().is_err(), "{bad}");
         }
     }

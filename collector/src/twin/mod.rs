@@ -103,9 +103,7 @@ pub struct TwinHandle {
 
 impl std::fmt::Debug for TwinHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TwinHandle")
-            .field("addr", &self.addr)
-            .finish_non_exhaustive()
+        f.debug_struct("TwinHandle").field("addr", &self.addr).finish_non_exhaustive()
     }
 }
 
@@ -130,10 +128,7 @@ impl TwinHandle {
         if let Some(engine) = self.engine.take() {
             let _ = tokio::task::spawn_blocking(move || engine.join()).await;
         }
-        if tokio::time::timeout(Duration::from_secs(2), &mut self.server)
-            .await
-            .is_err()
-        {
+        if tokio::time::timeout(Duration::from_secs(2), &mut self.server).await.is_err() {
             self.server.abort();
         }
         // Give dropped streams a moment to write their trace lines.
@@ -159,9 +154,7 @@ pub async fn start(config: TwinConfig, addr: &str) -> std::io::Result<TwinHandle
     let (state, rx) = server::AppState::new(config, clock, trace.clone());
     let engine = {
         let state = Arc::clone(&state);
-        std::thread::Builder::new()
-            .name("twin-engine".into())
-            .spawn(move || server::engine_loop(state, rx))?
+        std::thread::Builder::new().name("twin-engine".into()).spawn(move || server::engine_loop(state, rx))?
     };
     let app = server::router(Arc::clone(&state));
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -172,20 +165,12 @@ pub async fn start(config: TwinConfig, addr: &str) -> std::io::Result<TwinHandle
             })
             .await;
     });
-    Ok(TwinHandle {
-        addr: local,
-        stop: Some(stop_tx),
-        server,
-        engine: Some(engine),
-        state,
-        trace,
-    })
+    Ok(TwinHandle { addr: local, stop: Some(stop_tx), server, engine: Some(engine), state, trace })
 }
 
 /// Build the configuration from `speedmatrix simulate` flags.
 pub fn config_from_args(args: &SimulateArgs) -> Result<TwinConfig, crate::Error> {
-    let mut profile =
-        Profile::by_name(&args.profile).map_err(|e| crate::Error::Input(e.to_string()))?;
+    let mut profile = Profile::by_name(&args.profile).map_err(|e| crate::Error::Input(e.to_string()))?;
     if let Some(k) = args.speculative_tokens {
         profile.spec_tokens = k;
     }
@@ -200,16 +185,12 @@ pub fn config_from_args(args: &SimulateArgs) -> Result<TwinConfig, crate::Error>
     }
     if let Some(l) = args.max_model_len {
         if l < 2 {
-            return Err(crate::Error::Input(
-                "--max-model-len must be at least 2".into(),
-            ));
+            return Err(crate::Error::Input("--max-model-len must be at least 2".into()));
         }
         profile.max_model_len = l;
     }
     if !(args.time_scale.is_finite() && args.time_scale > 0.0) {
-        return Err(crate::Error::Input(
-            "--time-scale must be a positive number".into(),
-        ));
+        return Err(crate::Error::Input("--time-scale must be a positive number".into()));
     }
     let faults = args
         .fault
@@ -222,11 +203,10 @@ pub fn config_from_args(args: &SimulateArgs) -> Result<TwinConfig, crate::Error>
     cfg.api_key = args.api_key.clone();
     cfg.faults = faults;
     cfg.trace = args.trace.clone();
-    cfg.reasoning =
-        (args.reasoning || args.reasoning_field.is_some()).then_some(match args.reasoning_field {
-            Some(ReasoningFieldArg::ReasoningContent) => ReasoningField::ReasoningContent,
-            _ => ReasoningField::Reasoning,
-        });
+    cfg.reasoning = (args.reasoning || args.reasoning_field.is_some()).then_some(match args.reasoning_field {
+        Some(ReasoningFieldArg::ReasoningContent) => ReasoningField::ReasoningContent,
+        _ => ReasoningField::Reasoning,
+    });
     cfg.reasoning_tokens = args.reasoning_tokens;
     cfg.time_scale = args.time_scale;
     Ok(cfg)
@@ -236,23 +216,18 @@ pub fn config_from_args(args: &SimulateArgs) -> Result<TwinConfig, crate::Error>
 /// Ctrl-C, then stop cleanly.
 pub fn run_cli(args: &SimulateArgs) -> Result<(), crate::Error> {
     let cfg = config_from_args(args)?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| crate::Error::Other(e.into()))?;
+    let rt =
+        tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| crate::Error::Other(e.into()))?;
     rt.block_on(async {
         let addr = format!("{}:{}", args.host, args.port);
-        let twin = start(cfg, &addr)
-            .await
-            .map_err(|e| crate::Error::Input(format!("cannot listen on {addr}: {e}")))?;
+        let twin = start(cfg, &addr).await.map_err(|e| crate::Error::Input(format!("cannot listen on {addr}: {e}")))?;
         // Install the signal handlers before announcing the address, so a Ctrl-C sent right
         // after the line is seen always stops cleanly.
         #[cfg(unix)]
         let (mut int, mut term) = {
             use tokio::signal::unix::{signal, SignalKind};
             let int = signal(SignalKind::interrupt()).map_err(|e| crate::Error::Other(e.into()))?;
-            let term =
-                signal(SignalKind::terminate()).map_err(|e| crate::Error::Other(e.into()))?;
+            let term = signal(SignalKind::terminate()).map_err(|e| crate::Error::Other(e.into()))?;
             (int, term)
         };
         {

@@ -176,12 +176,7 @@ pub struct UnknownProfile(pub String);
 
 impl fmt::Display for UnknownProfile {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "unknown profile `{}` (known: {})",
-            self.0,
-            PROFILE_NAMES.join(", ")
-        )
+        write!(f, "unknown profile `{}` (known: {})", self.0, PROFILE_NAMES.join(", "))
     }
 }
 
@@ -204,66 +199,12 @@ pub const SEED_CONTEXTS: &[u32] = &[8_192, 16_384, 32_768, 65_536, 131_072, 257_
 pub const SEED_CONCURRENCY: &[usize] = &[1, 2, 4, 8, 16, 32, 64, 128];
 /// The seed's decode matrix, total tok/s; `None` = over capacity.
 pub const SEED_DECODE_TPS: &[[Option<f64>; 8]; 6] = &[
-    [
-        Some(237.1),
-        Some(431.6),
-        Some(742.7),
-        Some(1306.0),
-        Some(2023.2),
-        Some(3321.5),
-        Some(4632.0),
-        Some(6342.6),
-    ],
-    [
-        Some(239.3),
-        Some(428.2),
-        Some(717.5),
-        Some(1290.8),
-        Some(1995.5),
-        Some(3217.3),
-        Some(4467.3),
-        Some(6004.6),
-    ],
-    [
-        Some(234.4),
-        Some(427.4),
-        Some(765.3),
-        Some(1266.5),
-        Some(1966.8),
-        Some(3055.0),
-        Some(4145.6),
-        Some(5413.9),
-    ],
-    [
-        Some(225.8),
-        Some(413.0),
-        Some(733.5),
-        Some(1202.3),
-        Some(1923.6),
-        Some(2766.4),
-        Some(3592.5),
-        None,
-    ],
-    [
-        Some(218.5),
-        Some(390.8),
-        Some(647.1),
-        Some(1066.2),
-        Some(1710.9),
-        Some(2307.8),
-        None,
-        None,
-    ],
-    [
-        Some(198.0),
-        Some(355.4),
-        Some(596.0),
-        Some(977.0),
-        Some(1382.8),
-        None,
-        None,
-        None,
-    ],
+    [Some(237.1), Some(431.6), Some(742.7), Some(1306.0), Some(2023.2), Some(3321.5), Some(4632.0), Some(6342.6)],
+    [Some(239.3), Some(428.2), Some(717.5), Some(1290.8), Some(1995.5), Some(3217.3), Some(4467.3), Some(6004.6)],
+    [Some(234.4), Some(427.4), Some(765.3), Some(1266.5), Some(1966.8), Some(3055.0), Some(4145.6), Some(5413.9)],
+    [Some(225.8), Some(413.0), Some(733.5), Some(1202.3), Some(1923.6), Some(2766.4), Some(3592.5), None],
+    [Some(218.5), Some(390.8), Some(647.1), Some(1066.2), Some(1710.9), Some(2307.8), None, None],
+    [Some(198.0), Some(355.4), Some(596.0), Some(977.0), Some(1382.8), None, None, None],
 ];
 
 impl Profile {
@@ -293,10 +234,7 @@ impl Profile {
             prefix_cache: true,
             output_ms_per_request: 0.005,
             cost: CostModel {
-                prefill_knots: SEED_PREFILL
-                    .iter()
-                    .map(|&(len, ttft)| (len, len as f64 / (ttft / 1000.0)))
-                    .collect(),
+                prefill_knots: SEED_PREFILL.iter().map(|&(len, ttft)| (len, len as f64 / (ttft / 1000.0))).collect(),
                 cached_ms_per_token: 0.0032,
                 step_base_ms: 7.80,
                 per_seq_ms: 0.1158,
@@ -342,9 +280,7 @@ impl Profile {
 
     /// Mean tokens a decoding request emits per step: `1 + α + α² + … + α^K`.
     pub fn mean_tokens_per_step(&self) -> f64 {
-        (0..=self.spec_tokens)
-            .map(|k| self.accept_rate.powi(k as i32))
-            .sum()
+        (0..=self.spec_tokens).map(|k| self.accept_rate.powi(k as i32)).sum()
     }
 }
 
@@ -359,10 +295,7 @@ mod tests {
             let got = p.cost.prefill_total_ms(len);
             assert!((got - ttft).abs() < 0.5, "{len}: {got} vs {ttft}");
             // Chunking does not change the total.
-            let chunked: f64 = (0..len)
-                .step_by(8192)
-                .map(|s| p.cost.prefill_chunk_ms(s, (s + 8192).min(len)))
-                .sum();
+            let chunked: f64 = (0..len).step_by(8192).map(|s| p.cost.prefill_chunk_ms(s, (s + 8192).min(len))).sum();
             assert!((chunked - ttft).abs() < 0.5, "{len}: chunked {chunked}");
         }
     }

@@ -54,12 +54,7 @@ struct Histogram {
 
 impl Histogram {
     fn new(bounds: &'static [f64]) -> Histogram {
-        Histogram {
-            bounds,
-            counts: vec![0; bounds.len()],
-            sum: 0.0,
-            count: 0,
-        }
+        Histogram { bounds, counts: vec![0; bounds.len()], sum: 0.0, count: 0 }
     }
     fn observe(&mut self, v: f64) {
         for (i, b) in self.bounds.iter().enumerate() {
@@ -73,16 +68,14 @@ impl Histogram {
 }
 
 const TTFT_BUCKETS: &[f64] = &[
-    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-    20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0,
+    160.0, 640.0, 2560.0,
 ];
-const ITL_BUCKETS: &[f64] = &[
-    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
-    40.0, 80.0,
-];
+const ITL_BUCKETS: &[f64] =
+    &[0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0];
 const E2E_BUCKETS: &[f64] = &[
-    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
-    480.0, 960.0, 1920.0, 7680.0,
+    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0,
+    1920.0, 7680.0,
 ];
 
 #[derive(Debug, Clone)]
@@ -138,16 +131,8 @@ impl AppState {
 
     fn endpoint_fault(&self, kind: FaultKind) -> bool {
         let n = self.next_call.fetch_add(1, Ordering::Relaxed);
-        let relevant: Vec<_> = self
-            .cfg
-            .faults
-            .iter()
-            .filter(|f| f.kind == kind)
-            .cloned()
-            .collect();
-        !faults::draw(&relevant, self.cfg.seed ^ 0xe7d, n)
-            .0
-            .is_empty()
+        let relevant: Vec<_> = self.cfg.faults.iter().filter(|f| f.kind == kind).cloned().collect();
+        !faults::draw(&relevant, self.cfg.seed ^ 0xe7d, n).0.is_empty()
     }
 }
 
@@ -262,8 +247,7 @@ pub(crate) fn engine_loop(state: Arc<AppState>, rx: std::sync::mpsc::Receiver<En
                     if o.first {
                         m.ttft.observe((planned - *arrival) / 1000.0);
                     } else {
-                        m.itl
-                            .observe((planned - *last) / 1000.0 / o.tokens.max(1) as f64);
+                        m.itl.observe((planned - *last) / 1000.0 / o.tokens.max(1) as f64);
                     }
                     *last = planned;
                     if o.finished {
@@ -325,10 +309,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
 fn json_response(status: StatusCode, v: &Value) -> Response {
     let mut r = Response::new(Body::from(v.to_string()));
     *r.status_mut() = status;
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     r
 }
 
@@ -356,12 +337,7 @@ impl IntoResponse for ApiError {
 }
 
 fn bad_request(message: &str) -> ApiError {
-    ApiError {
-        status: StatusCode::BAD_REQUEST,
-        kind: "BadRequestError",
-        message: message.to_string(),
-        param: None,
-    }
+    ApiError { status: StatusCode::BAD_REQUEST, kind: "BadRequestError", message: message.to_string(), param: None }
 }
 
 async fn not_found() -> Response {
@@ -391,10 +367,7 @@ async fn version(State(state): State<Arc<AppState>>) -> Response {
     if state.endpoint_fault(FaultKind::Version404) {
         return not_found().await;
     }
-    json_response(
-        StatusCode::OK,
-        &json!({"version": state.cfg.profile.engine_version}),
-    )
+    json_response(StatusCode::OK, &json!({"version": state.cfg.profile.engine_version}))
 }
 
 async fn models(State(state): State<Arc<AppState>>) -> Response {
@@ -431,10 +404,7 @@ async fn models(State(state): State<Arc<AppState>>) -> Response {
 }
 
 fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 
 fn hex_id(seed: u64, n: u64) -> String {
@@ -451,15 +421,11 @@ fn parse_body(body: &Bytes) -> Result<serde_json::Map<String, Value>, ApiError> 
 }
 
 fn parse_messages(v: &Value) -> Result<Vec<Message>, ApiError> {
-    let arr = v
-        .as_array()
-        .ok_or_else(|| bad_request("`messages` must be a list of messages."))?;
+    let arr = v.as_array().ok_or_else(|| bad_request("`messages` must be a list of messages."))?;
     let mut out = Vec::with_capacity(arr.len());
     for m in arr {
-        let role = m
-            .get("role")
-            .and_then(Value::as_str)
-            .ok_or_else(|| bad_request("Each message needs a string `role`."))?;
+        let role =
+            m.get("role").and_then(Value::as_str).ok_or_else(|| bad_request("Each message needs a string `role`."))?;
         let content = match m.get("content") {
             None | Some(Value::Null) => String::new(),
             Some(Value::String(s)) => s.clone(),
@@ -472,16 +438,9 @@ fn parse_messages(v: &Value) -> Result<Vec<Message>, ApiError> {
                 }
                 s
             }
-            Some(_) => {
-                return Err(bad_request(
-                    "Message `content` must be a string or a list of parts.",
-                ))
-            }
+            Some(_) => return Err(bad_request("Message `content` must be a string or a list of parts.")),
         };
-        out.push(Message {
-            role: role.to_string(),
-            content,
-        });
+        out.push(Message { role: role.to_string(), content });
     }
     Ok(out)
 }
@@ -490,9 +449,7 @@ fn parse_messages(v: &Value) -> Result<Vec<Message>, ApiError> {
 fn completion_prompt_tokens(v: Option<&Value>) -> Result<Vec<u32>, ApiError> {
     match v {
         Some(Value::String(s)) => Ok(tokenizer::encode(s)),
-        Some(Value::Array(a)) if a.len() == 1 && a[0].is_string() => {
-            Ok(tokenizer::encode(a[0].as_str().unwrap_or("")))
-        }
+        Some(Value::Array(a)) if a.len() == 1 && a[0].is_string() => Ok(tokenizer::encode(a[0].as_str().unwrap_or(""))),
         Some(Value::Array(a)) if a.iter().all(Value::is_u64) => {
             let ids: Vec<u64> = a.iter().filter_map(Value::as_u64).collect();
             if let Some(bad) = ids.iter().find(|&&t| t >= tokenizer::VOCAB as u64) {
@@ -500,12 +457,8 @@ fn completion_prompt_tokens(v: Option<&Value>) -> Result<Vec<u32>, ApiError> {
             }
             Ok(ids.into_iter().map(|t| t as u32).collect())
         }
-        Some(Value::Array(a)) if a.len() == 1 && a[0].is_array() => {
-            completion_prompt_tokens(Some(&a[0]))
-        }
-        _ => Err(bad_request(
-            "`prompt` must be a string or a list of token ids (one prompt per request).",
-        )),
+        Some(Value::Array(a)) if a.len() == 1 && a[0].is_array() => completion_prompt_tokens(Some(&a[0])),
+        _ => Err(bad_request("`prompt` must be a string or a list of token ids (one prompt per request).")),
     }
 }
 
@@ -525,10 +478,7 @@ async fn tokenize(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
             Ok(x) => x,
             Err(r) => return r.into_response(),
         };
-        let gen = m
-            .get("add_generation_prompt")
-            .and_then(Value::as_bool)
-            .unwrap_or(true);
+        let gen = m.get("add_generation_prompt").and_then(Value::as_bool).unwrap_or(true);
         tokenizer::encode(&tokenizer::chat_template(&msgs, gen))
     } else {
         match completion_prompt_tokens(m.get("prompt")) {
@@ -552,10 +502,7 @@ fn check_model(state: &AppState, m: &serde_json::Map<String, Value>) -> Result<(
         None | Some(Value::Null) => Ok(()),
         Some(Value::String(s)) if *s == state.cfg.profile.served_name => Ok(()),
         Some(v) => {
-            let name = v
-                .as_str()
-                .map(str::to_string)
-                .unwrap_or_else(|| v.to_string());
+            let name = v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string());
             Err(ApiError {
                 status: StatusCode::NOT_FOUND,
                 kind: "NotFoundError",
@@ -575,29 +522,11 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     let labels = format!("engine=\"0\",model_name=\"{}\"", p.served_name);
     let mut s = String::with_capacity(8192);
     let gauge = |s: &mut String, name: &str, help: &str, v: f64| {
-        let _ = writeln!(
-            s,
-            "# HELP {name} {help}\n# TYPE {name} gauge\n{name}{{{labels}}} {v:?}"
-        );
+        let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} gauge\n{name}{{{labels}}} {v:?}");
     };
-    gauge(
-        &mut s,
-        "vllm:num_requests_running",
-        "Number of requests in model execution batches.",
-        m.running as f64,
-    );
-    gauge(
-        &mut s,
-        "vllm:num_requests_waiting",
-        "Number of requests waiting to be processed.",
-        m.waiting as f64,
-    );
-    gauge(
-        &mut s,
-        "vllm:kv_cache_usage_perc",
-        "KV-cache usage. 1 means 100 percent usage.",
-        m.kv_usage,
-    );
+    gauge(&mut s, "vllm:num_requests_running", "Number of requests in model execution batches.", m.running as f64);
+    gauge(&mut s, "vllm:num_requests_waiting", "Number of requests waiting to be processed.", m.waiting as f64);
+    gauge(&mut s, "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", m.kv_usage);
     let _ = writeln!(
         s,
         "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n\
@@ -616,18 +545,8 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
             v as f64
         );
     };
-    counter(
-        &mut s,
-        "vllm:prompt_tokens",
-        "Number of prefill tokens processed.",
-        c.prompt_tokens,
-    );
-    counter(
-        &mut s,
-        "vllm:generation_tokens",
-        "Number of generation tokens processed.",
-        c.generation_tokens,
-    );
+    counter(&mut s, "vllm:prompt_tokens", "Number of prefill tokens processed.", c.prompt_tokens);
+    counter(&mut s, "vllm:generation_tokens", "Number of generation tokens processed.", c.generation_tokens);
     counter(
         &mut s,
         "vllm:prefix_cache_queries",
@@ -640,30 +559,10 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
         "Prefix cache hits, in terms of number of cached tokens.",
         c.prefix_cache_hits,
     );
-    counter(
-        &mut s,
-        "vllm:num_preemptions",
-        "Cumulative number of preemption from the engine.",
-        c.preemptions,
-    );
-    counter(
-        &mut s,
-        "vllm:spec_decode_num_drafts",
-        "Number of spec decoding drafts.",
-        c.spec_drafts,
-    );
-    counter(
-        &mut s,
-        "vllm:spec_decode_num_draft_tokens",
-        "Number of draft tokens.",
-        c.spec_draft_tokens,
-    );
-    counter(
-        &mut s,
-        "vllm:spec_decode_num_accepted_tokens",
-        "Number of accepted tokens.",
-        c.spec_accepted_tokens,
-    );
+    counter(&mut s, "vllm:num_preemptions", "Cumulative number of preemption from the engine.", c.preemptions);
+    counter(&mut s, "vllm:spec_decode_num_drafts", "Number of spec decoding drafts.", c.spec_drafts);
+    counter(&mut s, "vllm:spec_decode_num_draft_tokens", "Number of draft tokens.", c.spec_draft_tokens);
+    counter(&mut s, "vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.", c.spec_accepted_tokens);
     let _ = writeln!(s, "# HELP vllm:request_success_total Count of successfully processed requests.\n# TYPE vllm:request_success_total counter");
     for reason in ["stop", "length", "abort"] {
         let _ = writeln!(
@@ -673,39 +572,20 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
         );
     }
     for (name, help, h) in [
-        (
-            "vllm:time_to_first_token_seconds",
-            "Histogram of time to first token in seconds.",
-            &m.ttft,
-        ),
-        (
-            "vllm:inter_token_latency_seconds",
-            "Histogram of inter-token latency in seconds.",
-            &m.itl,
-        ),
-        (
-            "vllm:e2e_request_latency_seconds",
-            "Histogram of e2e request latency in seconds.",
-            &m.e2e,
-        ),
+        ("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", &m.ttft),
+        ("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", &m.itl),
+        ("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", &m.e2e),
     ] {
         let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} histogram");
         for (b, n) in h.bounds.iter().zip(&h.counts) {
             let _ = writeln!(s, "{name}_bucket{{{labels},le=\"{b:?}\"}} {:?}", *n as f64);
         }
-        let _ = writeln!(
-            s,
-            "{name}_bucket{{{labels},le=\"+Inf\"}} {:?}",
-            h.count as f64
-        );
+        let _ = writeln!(s, "{name}_bucket{{{labels},le=\"+Inf\"}} {:?}", h.count as f64);
         let _ = writeln!(s, "{name}_count{{{labels}}} {:?}", h.count as f64);
         let _ = writeln!(s, "{name}_sum{{{labels}}} {:?}", h.sum);
     }
     let mut r = Response::new(Body::from(s));
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
-    );
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));
     r
 }
 
@@ -728,9 +608,7 @@ fn opt_u32(m: &serde_json::Map<String, Value>, key: &str) -> Result<Option<u32>,
         None | Some(Value::Null) => Ok(None),
         Some(v) => match v.as_u64() {
             Some(n) if n <= u32::MAX as u64 => Ok(Some(n as u32)),
-            _ => Err(bad_request(&format!(
-                "`{key}` must be a non-negative integer."
-            ))),
+            _ => Err(bad_request(&format!("`{key}` must be a non-negative integer."))),
         },
     }
 }
@@ -761,10 +639,7 @@ fn plan(state: &AppState, ep: Endpoint, body: &Bytes, n: u64) -> Result<Plan, Ap
     let p = &state.cfg.profile;
     let prompt_tokens = match ep {
         Endpoint::Chat => {
-            let msgs = parse_messages(
-                m.get("messages")
-                    .ok_or_else(|| bad_request("Field `messages` is required."))?,
-            )?;
+            let msgs = parse_messages(m.get("messages").ok_or_else(|| bad_request("Field `messages` is required."))?)?;
             let gen = match m.get("add_generation_prompt") {
                 Some(Value::Bool(b)) => *b,
                 _ => true,
@@ -775,47 +650,28 @@ fn plan(state: &AppState, ep: Endpoint, body: &Bytes, n: u64) -> Result<Plan, Ap
     };
     if let Some(n) = m.get("n").filter(|v| !v.is_null()) {
         if n.as_u64() != Some(1) {
-            return Err(bad_request(
-                "The twin serves one choice per request: `n` must be 1.",
-            ));
+            return Err(bad_request("The twin serves one choice per request: `n` must be 1."));
         }
     }
     let stream = opt_bool(&m, "stream")?;
     let (mut include_usage, mut continuous_usage) = (false, false);
     if let Some(so) = m.get("stream_options").filter(|v| !v.is_null()) {
         if !stream {
-            return Err(bad_request(
-                "Stream options can only be defined when `stream=True`.",
-            ));
+            return Err(bad_request("Stream options can only be defined when `stream=True`."));
         }
-        let so = so
-            .as_object()
-            .ok_or_else(|| bad_request("`stream_options` must be an object."))?;
-        include_usage = so
-            .get("include_usage")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
-        continuous_usage = so
-            .get("continuous_usage_stats")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
+        let so = so.as_object().ok_or_else(|| bad_request("`stream_options` must be an object."))?;
+        include_usage = so.get("include_usage").and_then(Value::as_bool).unwrap_or(false);
+        continuous_usage = so.get("continuous_usage_stats").and_then(Value::as_bool).unwrap_or(false);
     }
     if let Some(t) = m.get("temperature").filter(|v| !v.is_null()) {
         match t.as_f64() {
             Some(x) if (0.0..=2.0).contains(&x) => {}
-            _ => {
-                return Err(bad_request(
-                    "`temperature` must be a number between 0 and 2.",
-                ))
-            }
+            _ => return Err(bad_request("`temperature` must be a number between 0 and 2.")),
         }
     }
     let seed = match m.get("seed") {
         None | Some(Value::Null) => None,
-        Some(v) => Some(
-            v.as_i64()
-                .ok_or_else(|| bad_request("`seed` must be an integer."))?,
-        ),
+        Some(v) => Some(v.as_i64().ok_or_else(|| bad_request("`seed` must be an integer."))?),
     };
     let ignore_eos = opt_bool(&m, "ignore_eos")?;
     let min_tokens = opt_u32(&m, "min_tokens")?.unwrap_or(0);
@@ -857,25 +713,14 @@ fn plan(state: &AppState, ep: Endpoint, body: &Bytes, n: u64) -> Result<Plan, Ap
     } else {
         let (lo, hi) = state.cfg.answer_tokens;
         let mut r = ChaCha8Rng::seed_from_u64(text_key ^ 0xa115);
-        let natural = r
-            .random_range(lo.max(1)..=hi.max(lo.max(1)))
-            .max(min_tokens);
+        let natural = r.random_range(lo.max(1)..=hi.max(lo.max(1))).max(min_tokens);
         if natural >= max_tokens {
             (max_tokens, "length")
         } else {
             (natural, "stop")
         }
     };
-    Ok(Plan {
-        stream,
-        include_usage,
-        continuous_usage,
-        prompt_tokens,
-        max_tokens,
-        output_len,
-        finish_reason,
-        text_key,
-    })
+    Ok(Plan { stream, include_usage, continuous_usage, prompt_tokens, max_tokens, output_len, finish_reason, text_key })
 }
 
 /// Aborts the engine request and writes the trace line when the response ends or is dropped
@@ -954,22 +799,13 @@ async fn generate(state: Arc<AppState>, ep: Endpoint, body: Bytes) -> Response {
         guard.record.outcome = "fault";
         let (kind, msg) = match code {
             429 => ("RateLimitError", "Too many requests."),
-            503 => (
-                "ServiceUnavailableError",
-                "The server is temporarily unavailable.",
-            ),
-            _ => (
-                "InternalServerError",
-                "Internal server error (injected fault).",
-            ),
+            503 => ("ServiceUnavailableError", "The server is temporarily unavailable."),
+            _ => ("InternalServerError", "Internal server error (injected fault)."),
         };
         return error(status, kind, msg, None);
     }
     let (tx, rx) = mpsc::unbounded_channel();
-    let hashes = Arc::new(block_hashes(
-        &plan.prompt_tokens,
-        state.cfg.profile.block_size,
-    ));
+    let hashes = Arc::new(block_hashes(&plan.prompt_tokens, state.cfg.profile.block_size));
     let engine_ms = state.clock.now_ms();
     guard.record.engine_ms = Some(engine_ms);
     let submit = Submit {
@@ -982,12 +818,7 @@ async fn generate(state: Arc<AppState>, ep: Endpoint, body: Bytes) -> Response {
     if state.engine_tx.send(EngineCmd::Submit(submit, tx)).is_err() {
         guard.record.status = 503;
         guard.record.outcome = "rejected";
-        return error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "ServiceUnavailableError",
-            "The engine is shutting down.",
-            None,
-        );
+        return error(StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailableError", "The engine is shutting down.", None);
     }
     guard.engine_id = Some(n);
     let created = unix_now();
@@ -1133,11 +964,7 @@ impl Writer {
             if finish {
                 choice["stop_reason"] = Value::Null;
             }
-            out.push((
-                self.chunk(choice, self.sent),
-                r,
-                if finish { "finish" } else { "reasoning" },
-            ));
+            out.push((self.chunk(choice, self.sent), r, if finish { "finish" } else { "reasoning" }));
         }
         if c > 0 {
             let start = self.sent - self.reasoning.map_or(0, |(_, r)| r.min(self.sent));
@@ -1156,11 +983,7 @@ impl Writer {
                     choice["stop_reason"] = Value::Null;
                 }
             }
-            out.push((
-                self.chunk(choice, self.sent),
-                c,
-                if last { "finish" } else { "content" },
-            ));
+            out.push((self.chunk(choice, self.sent), c, if last { "finish" } else { "content" }));
         }
         out
     }
@@ -1206,12 +1029,7 @@ async fn full_response(
     if !guard.finished {
         guard.record.status = 500;
         guard.record.outcome = "fault";
-        return error(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "InternalServerError",
-            "The engine stopped.",
-            None,
-        );
+        return error(StatusCode::INTERNAL_SERVER_ERROR, "InternalServerError", "The engine stopped.", None);
     }
     guard.record.output_tokens = total;
     guard.record.finish_reason = Some(w.finish_reason);
@@ -1285,11 +1103,7 @@ struct StreamState {
 impl StreamState {
     fn frame(&mut self, data: String, planned_ms: f64, tokens: u32, kind: &'static str) {
         if let Some(stall) = self.stall_next.take() {
-            self.pending.push_back(Piece {
-                bytes: Bytes::new(),
-                delay: Some(stall),
-                record: None,
-            });
+            self.pending.push_back(Piece { bytes: Bytes::new(), delay: Some(stall), record: None });
         }
         if self.struck.has(|k| *k == FaultKind::Keepalive) {
             let i = self.next_chunk;
@@ -1297,34 +1111,18 @@ impl StreamState {
             self.pending.push_back(Piece {
                 bytes: Bytes::from_static(b": keepalive\n\n"),
                 delay: None,
-                record: Some(ChunkRecord {
-                    i,
-                    planned_ms,
-                    written_ms: 0.0,
-                    tokens: 0,
-                    kind: "keepalive",
-                }),
+                record: Some(ChunkRecord { i, planned_ms, written_ms: 0.0, tokens: 0, kind: "keepalive" }),
             });
         }
         let bytes = format!("data: {data}\n\n").into_bytes();
         let i = self.next_chunk;
         self.next_chunk += 1;
-        let record = ChunkRecord {
-            i,
-            planned_ms,
-            written_ms: 0.0,
-            tokens,
-            kind,
-        };
+        let record = ChunkRecord { i, planned_ms, written_ms: 0.0, tokens, kind };
         if self.struck.has(|k| *k == FaultKind::Split) && bytes.len() > 2 {
             let pieces = self.rng.random_range(2..=3usize);
-            let mut cuts: Vec<usize> = (1..pieces)
-                .map(|_| self.rng.random_range(1..bytes.len()))
-                .collect();
+            let mut cuts: Vec<usize> = (1..pieces).map(|_| self.rng.random_range(1..bytes.len())).collect();
             // Half the time, one cut falls inside a multi-byte character when the frame has one.
-            let inside: Vec<usize> = (1..bytes.len())
-                .filter(|&i| bytes[i] & 0xC0 == 0x80)
-                .collect();
+            let inside: Vec<usize> = (1..bytes.len()).filter(|&i| bytes[i] & 0xC0 == 0x80).collect();
             if !inside.is_empty() && self.rng.random_bool(0.5) {
                 cuts[0] = inside[self.rng.random_range(0..inside.len())];
             }
@@ -1342,11 +1140,7 @@ impl StreamState {
                 start = cut;
             }
         } else {
-            self.pending.push_back(Piece {
-                bytes: Bytes::from(bytes),
-                delay: None,
-                record: Some(record),
-            });
+            self.pending.push_back(Piece { bytes: Bytes::from(bytes), delay: None, record: Some(record) });
         }
     }
 
@@ -1460,13 +1254,7 @@ fn stream_response(
             if st.abort_after {
                 st.abort_after = false;
                 st.ended = true;
-                return Some((
-                    Err(std::io::Error::new(
-                        std::io::ErrorKind::ConnectionAborted,
-                        "stream dropped",
-                    )),
-                    st,
-                ));
+                return Some((Err(std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "stream dropped")), st));
             }
             if !st.produce().await {
                 return None;
@@ -1474,11 +1262,7 @@ fn stream_response(
         }
     });
     let mut r = Response::new(Body::from_stream(body));
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream; charset=utf-8"),
-    );
-    r.headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream; charset=utf-8"));
+    r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     r.into_response()
 }

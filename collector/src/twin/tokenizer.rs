@@ -71,10 +71,7 @@ pub fn count(text: &str) -> usize {
 
 /// Token ids of `text`.
 pub fn encode(text: &str) -> Vec<u32> {
-    spans(text)
-        .into_iter()
-        .map(|(a, b)| token_id(&text[a..b]))
-        .collect()
+    spans(text).into_iter().map(|(a, b)| token_id(&text[a..b])).collect()
 }
 
 fn token_id(tok: &str) -> u32 {
@@ -89,9 +86,9 @@ fn token_id(tok: &str) -> u32 {
 /// Filler words the twin generates; each is one token, some are multi-byte in UTF-8 (so a
 /// frame split at a random byte offset can fall inside a character).
 pub const FILLER: &[&str] = &[
-    "the", "model", "speed", "token", "matrix", "decode", "prefill", "cache", "batch", "stream",
-    "latency", "café", "naïve", "über", "日本", "señor", "value", "steady", "window", "measure",
-    "engine", "prompt", "reply", "signal", "queue", "kernel", "tensor", "layer", "Ωmega", "ß",
+    "the", "model", "speed", "token", "matrix", "decode", "prefill", "cache", "batch", "stream", "latency", "café",
+    "naïve", "über", "日本", "señor", "value", "steady", "window", "measure", "engine", "prompt", "reply", "signal",
+    "queue", "kernel", "tensor", "layer", "Ωmega", "ß",
 ];
 
 /// Text of generated tokens `from..from + n` of a request whose text is seeded by `key`.
@@ -173,10 +170,7 @@ mod tests {
 
     #[test]
     fn chat_template_adds_overhead() {
-        let m = vec![Message {
-            role: "user".into(),
-            content: "hello there".into(),
-        }];
+        let m = vec![Message { role: "user".into(), content: "hello there".into() }];
         let t = chat_template(&m, true);
         assert!(t.ends_with("<|im_start|>assistant\n"));
         // <|im_start|> user \nhello " there" <|im_end|> \n<|im_start|> assistant \n

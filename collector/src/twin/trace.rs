@@ -35,11 +35,7 @@ impl Clock {
     pub fn start(scale: f64) -> Clock {
         Clock {
             origin: tokio::time::Instant::from_std(Instant::now()),
-            scale: if scale.is_finite() && scale > 0.0 {
-                scale
-            } else {
-                1.0
-            },
+            scale: if scale.is_finite() && scale > 0.0 { scale } else { 1.0 },
         }
     }
     /// Twin time now (ms).
@@ -48,8 +44,7 @@ impl Clock {
     }
     /// The real instant (std) at which twin time reaches `ms`.
     pub fn std_instant_at(&self, ms: f64) -> Instant {
-        self.origin.into_std()
-            + std::time::Duration::from_secs_f64((ms / self.scale / 1000.0).max(0.0))
+        self.origin.into_std() + std::time::Duration::from_secs_f64((ms / self.scale / 1000.0).max(0.0))
     }
     /// The real instant at which twin time reaches `ms`.
     pub fn instant_at(&self, ms: f64) -> tokio::time::Instant {
@@ -123,9 +118,7 @@ impl TraceSink {
     /// A sink writing to `path` (created or truncated).
     pub fn create(path: &Path) -> std::io::Result<TraceSink> {
         let f = File::create(path)?;
-        Ok(TraceSink {
-            out: Some(Arc::new(Mutex::new(BufWriter::new(f)))),
-        })
+        Ok(TraceSink { out: Some(Arc::new(Mutex::new(BufWriter::new(f)))) })
     }
     /// A sink that drops everything.
     pub fn none() -> TraceSink {
