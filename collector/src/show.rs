@@ -1,3 +1,5 @@
 //! show (in progress)
 /// Run `show`.
-pub fn run(_args: &crate::cli::ShowArgs) -> Result<(), crate::Error> { Ok(()) }
+pub fn run(_args: &crate::cli::ShowArgs) -> Result<(), crate::Error> {
+    Ok(())
+}
