@@ -107,8 +107,8 @@ pub struct RequestRecord {
     pub chunks: Vec<ChunkRecord>,
 }
 
-/// Where trace lines go (shared; cheap to clone). Lines are buffered and flushed on
-/// [`TraceSink::flush`] and on drop.
+/// Where trace lines go (shared; cheap to clone). Each request's line is written (flushed) as
+/// the request ends, so the file can be read while the twin runs.
 #[derive(Debug, Clone, Default)]
 pub struct TraceSink {
     out: Option<Arc<Mutex<BufWriter<File>>>>,
@@ -135,6 +135,8 @@ impl TraceSink {
                 if let Ok(mut w) = out.lock() {
                     let _ = w.write_all(line.as_bytes());
                     let _ = w.write_all(b"\n");
+                    // One write per request: a reader (or a killed twin) sees whole lines.
+                    let _ = w.flush();
                 }
             }
         }
