@@ -220,7 +220,7 @@ pub(crate) fn engine_loop(state: Arc<AppState>, rx: std::sync::mpsc::Receiver<En
                 continue;
             }
             Some(wake) => {
-                let deadline = state.clock.std_instant_at(wake);
+                let deadline = state.clock.instant_at(wake);
                 let now = std::time::Instant::now();
                 if deadline > now {
                     match rx.recv_timeout(deadline - now) {
