@@ -1,13 +1,13 @@
 //! Benchmark (not a test): the twin's lag behind its own schedule under a fixed load.
 //!
 //! 1,024 concurrent streams on the `tiny` profile with short contexts (a 32-token prompt,
-//! 64…191 output tokens, `ignore_eos`), each restarted as soon as it ends, for `SECONDS` (default
+//! 64…191 output tokens, `ignore_eos`), each restarted as soon as it ends, for `BENCH_SECONDS` (default
 //! 20). The client runs in the same process: raw HTTP/1.1 over loopback, reading each
 //! response to EOF without parsing it. From the trace: lag = `written_ms − planned_ms`
 //! of every token-carrying chunk planned after the first 3 s (ramp-up excluded); prints p50,
 //! p90, p99, p99.9 and max (ms). Goal: p99 ≤ 5 ms.
 //!
-//! Run: `cargo bench -p speedmatrix --bench twin_lag` (env `STREAMS`, `SECONDS` override;
+//! Run: `cargo bench -p speedmatrix --bench twin_lag` (env `STREAMS`, `BENCH_SECONDS` override;
 //! `KEEP_TRACE=FILE` keeps the trace).
 
 use serde_json::{json, Value};
@@ -34,7 +34,9 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
 fn main() {
     // `cargo bench` passes `--bench`; ignore arguments.
     let streams = env_or("STREAMS", 1024) as usize;
-    let seconds = env_or("SECONDS", 20);
+    let loadavg = || std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let load_before = loadavg();
+    let seconds = env_or("BENCH_SECONDS", 20);
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     let dir = std::env::temp_dir().join(format!("twin-lag-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
@@ -130,6 +132,7 @@ fn main() {
         }
     }
     lags.sort_by(|a, b| a.total_cmp(b));
+    println!("load average before: {}  after: {}", load_before.trim(), loadavg().trim());
     println!("twin lag benchmark: {streams} concurrent streams, tiny profile, 32-token prompts, 64-191 output tokens, {seconds} s");
     println!(
         "requests completed {}, client errors {}, chunks measured {}, tokens/s {:.0}",

@@ -168,7 +168,7 @@ pub struct SimulateArgs {
     /// Write the ground-truth trace here (JSON Lines, one line per request).
     #[arg(long)]
     pub trace: Option<PathBuf>,
-    /// Inject a fault: NAME[=PARAM][@RATE], repeatable. Names: drop, no-done, inband-error,
+    /// Inject a fault: `NAME[=PARAM][@RATE]`, repeatable. Names: drop, no-done, inband-error,
     /// stall=DUR, status=500|503|429, keepalive, split, metrics-404, tokenize-404, version-404.
     #[arg(long, value_name = "NAME[=PARAM][@RATE]")]
     pub fault: Vec<String>,

@@ -4,7 +4,7 @@
 //! - [`profile`]: the profiles (`h200-qwen3.5-122b` fitted to the seed page, `tiny`) and the
 //!   fit's residual table;
 //! - [`engine`]: the continuous-batching engine model, pure and deterministic (simulated time);
-//! - [`server`] (private): axum routes, the real-time engine loop, SSE writing, `/metrics`;
+//! - `server` (private): axum routes, the real-time engine loop, SSE writing, `/metrics`;
 //! - [`tokenizer`]: the filler-word tokenizer that `/tokenize`, `usage` and the stream agree on;
 //! - [`faults`]: `--fault` injection;
 //! - [`trace`]: the twin's clock and its JSON Lines ground truth.
@@ -92,13 +92,19 @@ impl TwinConfig {
 
 /// A running twin. Dropping it without [`TwinHandle::shutdown`] leaves the server running
 /// until the runtime ends.
-#[derive(Debug)]
 pub struct TwinHandle {
     addr: SocketAddr,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     server: JoinHandle<()>,
-    engine: JoinHandle<()>,
+    engine: Option<std::thread::JoinHandle<()>>,
+    state: Arc<server::AppState>,
     trace: trace::TraceSink,
+}
+
+impl std::fmt::Debug for TwinHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TwinHandle").field("addr", &self.addr).finish_non_exhaustive()
+    }
 }
 
 impl TwinHandle {
@@ -118,8 +124,10 @@ impl TwinHandle {
         if let Some(tx) = self.stop.take() {
             let _ = tx.send(());
         }
-        self.engine.abort();
-        let _ = (&mut self.engine).await;
+        server::stop_engine(&self.state);
+        if let Some(engine) = self.engine.take() {
+            let _ = tokio::task::spawn_blocking(move || engine.join()).await;
+        }
         if tokio::time::timeout(Duration::from_secs(2), &mut self.server).await.is_err() {
             self.server.abort();
         }
@@ -144,8 +152,11 @@ pub async fn start(config: TwinConfig, addr: &str) -> std::io::Result<TwinHandle
     let local = listener.local_addr()?;
     let clock = trace::Clock::start(config.time_scale);
     let (state, rx) = server::AppState::new(config, clock, trace.clone());
-    let engine = tokio::spawn(server::engine_loop(Arc::clone(&state), rx));
-    let app = server::router(state);
+    let engine = {
+        let state = Arc::clone(&state);
+        std::thread::Builder::new().name("twin-engine".into()).spawn(move || server::engine_loop(state, rx))?
+    };
+    let app = server::router(Arc::clone(&state));
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(async move {
         let _ = axum::serve(listener, app)
@@ -154,7 +165,7 @@ pub async fn start(config: TwinConfig, addr: &str) -> std::io::Result<TwinHandle
             })
             .await;
     });
-    Ok(TwinHandle { addr: local, stop: Some(stop_tx), server, engine, trace })
+    Ok(TwinHandle { addr: local, stop: Some(stop_tx), server, engine: Some(engine), state, trace })
 }
 
 /// Build the configuration from `speedmatrix simulate` flags.

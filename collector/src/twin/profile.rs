@@ -27,6 +27,8 @@
 //!   The twin does not share KV blocks between requests (the prefix cache saves compute, not
 //!   memory), so every cell the rule admits runs all N at once and the others make requests
 //!   wait.
+//! - **Limits**: 1,024 running requests, 8,192 tokens per step (chunked prefill) — vLLM's
+//!   defaults for the OpenAI server on large GPUs (assumed; the launch command sets neither).
 //! - **Output hand-out**: 0.005 ms per request and step (an assumption: the seed does not show
 //!   it; at 128 streams the last output of a step leaves 0.64 ms after the first).
 //!

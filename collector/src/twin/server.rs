@@ -33,9 +33,14 @@ pub(crate) struct Delivery {
     cached: u32,
 }
 
+/// What the handlers tell the engine thread.
 pub(crate) enum EngineCmd {
+    /// A new request and where its outputs go.
     Submit(Submit, mpsc::UnboundedSender<Delivery>),
+    /// The client is gone: drop the request.
     Abort(u64),
+    /// Stop the engine (twin shutdown); open streams are cut.
+    Shutdown,
 }
 
 /// Prometheus histogram with fixed buckets (seconds).
@@ -90,7 +95,7 @@ pub(crate) struct AppState {
     pub(crate) cfg: TwinConfig,
     pub(crate) clock: Clock,
     pub(crate) trace: TraceSink,
-    engine_tx: mpsc::UnboundedSender<EngineCmd>,
+    engine_tx: std::sync::mpsc::Sender<EngineCmd>,
     metrics: Mutex<Metrics>,
     next_request: AtomicU64,
     next_call: AtomicU64,
@@ -101,8 +106,8 @@ impl AppState {
         cfg: TwinConfig,
         clock: Clock,
         trace: TraceSink,
-    ) -> (Arc<AppState>, mpsc::UnboundedReceiver<EngineCmd>) {
-        let (tx, rx) = mpsc::unbounded_channel();
+    ) -> (Arc<AppState>, std::sync::mpsc::Receiver<EngineCmd>) {
+        let (tx, rx) = std::sync::mpsc::channel();
         let state = AppState {
             cfg,
             clock,
@@ -131,12 +136,20 @@ impl AppState {
     }
 }
 
-/// The engine loop: runs the pure [`Engine`] in real time. Steps run back to back while there
-/// is work. A step's outputs leave one after another, as vLLM's API server hands them out:
-/// the i-th output of a step is planned at `step end + i × output_ms_per_request`, and is
-/// delivered to its request's writer when the twin clock reaches that time (while the next
-/// step already runs).
-pub(crate) async fn engine_loop(state: Arc<AppState>, mut rx: mpsc::UnboundedReceiver<EngineCmd>) {
+/// Ask the engine thread to stop.
+pub(crate) fn stop_engine(state: &AppState) {
+    let _ = state.engine_tx.send(EngineCmd::Shutdown);
+}
+
+/// The engine loop, on its own OS thread: runs the pure [`Engine`] in real time. Steps run
+/// back to back while there is work. A step's outputs leave one after another, as vLLM's API
+/// server hands them out: the i-th output of a step is planned at
+/// `step end + i × output_ms_per_request` and is handed to its request's writer when the twin
+/// clock reaches that time (while the next step already runs). Waiting is a channel receive
+/// with a deadline, so commands (new requests, aborts) are applied as they come and deadlines
+/// are met to within the OS timer's precision (tens of µs), not a 1 ms timer tick.
+pub(crate) fn engine_loop(state: Arc<AppState>, rx: std::sync::mpsc::Receiver<EngineCmd>) {
+    use std::sync::mpsc::RecvTimeoutError;
     let profile = &state.cfg.profile;
     let per_output_ms = profile.output_ms_per_request.max(0.0);
     let mut engine = Engine::new(profile, state.cfg.seed);
@@ -147,19 +160,26 @@ pub(crate) async fn engine_loop(state: Arc<AppState>, mut rx: mpsc::UnboundedRec
     let mut pending: VecDeque<(u64, Delivery)> = VecDeque::new();
     let mut current: Option<super::engine::Step> = None;
     let mut prev_end: Option<f64> = None;
+    // Apply a command; false on shutdown.
     let apply = |cmd: EngineCmd,
                  engine: &mut Engine,
                  senders: &mut HashMap<u64, mpsc::UnboundedSender<Delivery>>,
-                 times: &mut HashMap<u64, (f64, f64)>| match cmd {
-        EngineCmd::Submit(s, tx) => {
-            times.insert(s.id, (s.arrival_ms, s.arrival_ms));
-            senders.insert(s.id, tx);
-            engine.submit(s);
-        }
-        EngineCmd::Abort(id) => {
-            engine.abort(id);
-            senders.remove(&id);
-            times.remove(&id);
+                 times: &mut HashMap<u64, (f64, f64)>|
+     -> bool {
+        match cmd {
+            EngineCmd::Submit(s, tx) => {
+                times.insert(s.id, (s.arrival_ms, s.arrival_ms));
+                senders.insert(s.id, tx);
+                engine.submit(s);
+                true
+            }
+            EngineCmd::Abort(id) => {
+                engine.abort(id);
+                senders.remove(&id);
+                times.remove(&id);
+                true
+            }
+            EngineCmd::Shutdown => false,
         }
     };
     let publish = |engine: &Engine, state: &AppState| {
@@ -170,13 +190,6 @@ pub(crate) async fn engine_loop(state: Arc<AppState>, mut rx: mpsc::UnboundedRec
         m.counters = engine.counters.clone();
     };
     loop {
-        loop {
-            match rx.try_recv() {
-                Ok(cmd) => apply(cmd, &mut engine, &mut senders, &mut times),
-                Err(mpsc::error::TryRecvError::Empty) => break,
-                Err(mpsc::error::TryRecvError::Disconnected) => return,
-            }
-        }
         if current.is_none() && !engine.is_idle() {
             let start = prev_end.unwrap_or_else(|| state.clock.now_ms());
             current = engine.step(start);
@@ -186,20 +199,43 @@ pub(crate) async fn engine_loop(state: Arc<AppState>, mut rx: mpsc::UnboundedRec
             }
         }
         let next_wake = match (&current, pending.front()) {
-            (Some(s), Some((_, d))) => s.end_ms.min(d.planned_ms),
-            (Some(s), None) => s.end_ms,
-            (None, Some((_, d))) => d.planned_ms,
-            (None, None) => {
+            (Some(s), Some((_, d))) => Some(s.end_ms.min(d.planned_ms)),
+            (Some(s), None) => Some(s.end_ms),
+            (None, Some((_, d))) => Some(d.planned_ms),
+            (None, None) => None,
+        };
+        // Wait for the deadline, applying commands as they come.
+        match next_wake {
+            None => {
                 prev_end = None;
                 publish(&engine, &state);
-                match rx.recv().await {
-                    Some(cmd) => apply(cmd, &mut engine, &mut senders, &mut times),
-                    None => return,
+                match rx.recv() {
+                    Ok(cmd) => {
+                        if !apply(cmd, &mut engine, &mut senders, &mut times) {
+                            return;
+                        }
+                    }
+                    Err(_) => return,
                 }
                 continue;
             }
-        };
-        tokio::time::sleep_until(state.clock.instant_at(next_wake)).await;
+            Some(wake) => {
+                let deadline = state.clock.instant_at(wake);
+                let now = std::time::Instant::now();
+                if deadline > now {
+                    match rx.recv_timeout(deadline - now) {
+                        Ok(cmd) => {
+                            if !apply(cmd, &mut engine, &mut senders, &mut times) {
+                                return;
+                            }
+                            continue;
+                        }
+                        Err(RecvTimeoutError::Timeout) => {}
+                        Err(RecvTimeoutError::Disconnected) => return,
+                    }
+                }
+            }
+        }
         let now = state.clock.now_ms();
         if current.as_ref().is_some_and(|s| s.end_ms <= now) {
             let step = current.take().expect("checked");
@@ -415,7 +451,11 @@ fn completion_prompt_tokens(v: Option<&Value>) -> Result<Vec<u32>, ApiError> {
         Some(Value::String(s)) => Ok(tokenizer::encode(s)),
         Some(Value::Array(a)) if a.len() == 1 && a[0].is_string() => Ok(tokenizer::encode(a[0].as_str().unwrap_or(""))),
         Some(Value::Array(a)) if a.iter().all(Value::is_u64) => {
-            Ok(a.iter().map(|x| x.as_u64().unwrap_or(0) as u32).collect())
+            let ids: Vec<u64> = a.iter().filter_map(Value::as_u64).collect();
+            if let Some(bad) = ids.iter().find(|&&t| t >= tokenizer::VOCAB as u64) {
+                return Err(bad_request(&format!("Token id {bad} is out of vocabulary")));
+            }
+            Ok(ids.into_iter().map(|t| t as u32).collect())
         }
         Some(Value::Array(a)) if a.len() == 1 && a[0].is_array() => completion_prompt_tokens(Some(&a[0])),
         _ => Err(bad_request("`prompt` must be a string or a list of token ids (one prompt per request).")),
@@ -608,6 +648,11 @@ fn plan(state: &AppState, ep: Endpoint, body: &Bytes, n: u64) -> Result<Plan, Ap
         }
         Endpoint::Completions => completion_prompt_tokens(m.get("prompt"))?,
     };
+    if let Some(n) = m.get("n").filter(|v| !v.is_null()) {
+        if n.as_u64() != Some(1) {
+            return Err(bad_request("The twin serves one choice per request: `n` must be 1."));
+        }
+    }
     let stream = opt_bool(&m, "stream")?;
     let (mut include_usage, mut continuous_usage) = (false, false);
     if let Some(so) = m.get("stream_options").filter(|v| !v.is_null()) {
@@ -844,18 +889,34 @@ impl Writer {
     }
 
     /// One chunk's JSON: the shared prefix, one choice, and usage with continuous usage stats.
+    ///
+    /// vLLM writes chat chunks with `exclude_unset=True` (only the fields it set) and
+    /// completions chunks with `exclude_unset=False` (every field, `null` when unset: `usage`,
+    /// and the choice's `stop_reason`, `prompt_token_ids`, `token_ids`).
     fn chunk(&self, choice: Value, completion: u32) -> String {
+        let completions = self.ep == Endpoint::Completions;
+        let mut choice = choice;
+        if completions {
+            for key in ["stop_reason", "prompt_token_ids", "token_ids"] {
+                if choice.get(key).is_none() {
+                    choice[key] = Value::Null;
+                }
+            }
+        }
         let mut out = self.prefix();
         out.push_str(&choice.to_string());
         out.push(']');
         if self.continuous_usage {
             let _ = write!(
                 out,
-                ",\"usage\":{{\"prompt_tokens\":{},\"total_tokens\":{},\"completion_tokens\":{}}}",
+                ",\"usage\":{{\"prompt_tokens\":{},\"total_tokens\":{},\"completion_tokens\":{}{}}}",
                 self.prompt_tokens,
                 self.prompt_tokens + completion,
-                completion
+                completion,
+                if completions { ",\"prompt_tokens_details\":null" } else { "" }
             );
+        } else if completions {
+            out.push_str(",\"usage\":null");
         }
         out.push('}');
         out
@@ -1060,6 +1121,11 @@ impl StreamState {
         if self.struck.has(|k| *k == FaultKind::Split) && bytes.len() > 2 {
             let pieces = self.rng.random_range(2..=3usize);
             let mut cuts: Vec<usize> = (1..pieces).map(|_| self.rng.random_range(1..bytes.len())).collect();
+            // Half the time, one cut falls inside a multi-byte character when the frame has one.
+            let inside: Vec<usize> = (1..bytes.len()).filter(|&i| bytes[i] & 0xC0 == 0x80).collect();
+            if !inside.is_empty() && self.rng.random_bool(0.5) {
+                cuts[0] = inside[self.rng.random_range(0..inside.len())];
+            }
             cuts.sort_unstable();
             cuts.dedup();
             let mut start = 0;

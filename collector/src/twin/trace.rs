@@ -22,33 +22,26 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-/// The twin's monotonic clock: ms since start, times `scale` (1 = real time; >1 runs the
-/// twin's schedule faster than real time, for tests).
+/// The twin's monotonic clock (`std::time::Instant`): ms since start, times `scale` (1 = real
+/// time; >1 runs the twin's schedule faster than real time, for tests).
 #[derive(Debug, Clone, Copy)]
 pub struct Clock {
-    origin: tokio::time::Instant,
+    origin: Instant,
     scale: f64,
 }
 
 impl Clock {
-    /// A clock starting now.
+    /// A clock starting now. A scale that is not a positive number means 1.
     pub fn start(scale: f64) -> Clock {
-        Clock {
-            origin: tokio::time::Instant::from_std(Instant::now()),
-            scale: if scale.is_finite() && scale > 0.0 { scale } else { 1.0 },
-        }
+        Clock { origin: Instant::now(), scale: if scale.is_finite() && scale > 0.0 { scale } else { 1.0 } }
     }
     /// Twin time now (ms).
     pub fn now_ms(&self) -> f64 {
         self.origin.elapsed().as_secs_f64() * 1000.0 * self.scale
     }
     /// The real instant at which twin time reaches `ms`.
-    pub fn instant_at(&self, ms: f64) -> tokio::time::Instant {
+    pub fn instant_at(&self, ms: f64) -> Instant {
         self.origin + std::time::Duration::from_secs_f64((ms / self.scale / 1000.0).max(0.0))
-    }
-    /// Real duration for a twin-time span of `ms`.
-    pub fn real(&self, ms: f64) -> std::time::Duration {
-        std::time::Duration::from_secs_f64((ms / self.scale / 1000.0).max(0.0))
     }
 }
 
@@ -103,8 +96,8 @@ pub struct RequestRecord {
     pub chunks: Vec<ChunkRecord>,
 }
 
-/// Where trace lines go (shared; cheap to clone). Lines are buffered and flushed on
-/// [`TraceSink::flush`] and on drop.
+/// Where trace lines go (shared; cheap to clone). Each request's line is written (flushed) as
+/// the request ends, so the file can be read while the twin runs.
 #[derive(Debug, Clone, Default)]
 pub struct TraceSink {
     out: Option<Arc<Mutex<BufWriter<File>>>>,
@@ -131,6 +124,8 @@ impl TraceSink {
                 if let Ok(mut w) = out.lock() {
                     let _ = w.write_all(line.as_bytes());
                     let _ = w.write_all(b"\n");
+                    // One write per request: a reader (or a killed twin) sees whole lines.
+                    let _ = w.flush();
                 }
             }
         }
