@@ -95,10 +95,15 @@ fn truth(cell: &DecodeCell, trace: &HashMap<String, TraceRequest>) -> Truth {
     let w0 = cell.window_start_ms.unwrap() - offset;
     let w1 = w0 + cell.window_s.unwrap() * 1000.0;
     let inside = |t: f64| t > w0 && t <= w1;
+    // True TTFT: from the moment the collector sent the request (on the twin's clock) to the
+    // moment the twin wrote the first token's bytes. The collector's error is then only how late
+    // it reads them — queueing in the twin before its handler runs is part of the truth, as it
+    // is part of what a user waits for.
     let opening = || matched.iter().filter(|(r, _)| r.opening == Some(true));
-    let ttft = opening().map(|(_, t)| t.chunks[0].0 - t.arrival_ms).collect();
+    let sent = |r: &speedmatrix_schema::RequestSample| r.start_ms - offset;
+    let ttft = opening().map(|(r, t)| t.chunks[0].0 - sent(r)).collect();
     let content_ttft: Vec<f64> =
-        opening().filter_map(|(_, t)| t.chunks.iter().find(|c| c.2 == "content").map(|c| c.0 - t.arrival_ms)).collect();
+        opening().filter_map(|(r, t)| t.chunks.iter().find(|c| c.2 == "content").map(|c| c.0 - sent(r))).collect();
     let (mut itl, mut tokens, mut multi) = (Vec::new(), 0u64, 0);
     for (_, t) in &matched {
         for (i, c) in t.chunks.iter().enumerate() {
@@ -255,7 +260,8 @@ async fn interrupted_then_resumed_equals_uninterrupted_and_the_file_is_always_va
         "--duration",
         "1s",
         "--max-tokens",
-        "512",
+        // Streams finish inside the 1-s windows and must be replaced.
+        "128",
     ];
 
     // Uninterrupted.
@@ -267,6 +273,18 @@ async fn interrupted_then_resumed_equals_uninterrupted_and_the_file_is_always_va
     };
     let full = read(&full);
     assert_eq!(measured(&full).len(), 6);
+    // DESIGN §4: early-finishing streams are replaced at once, so N stays constant.
+    for c in &full.decode {
+        assert!(
+            c.ttft_in_window_ms.is_some_and(|d| d.count.unwrap() > 0),
+            "{} × {}: no replacement: {:?}",
+            c.context.label,
+            c.concurrency,
+            c.requests
+        );
+        assert_eq!(c.max_active_requests, Some(f64::from(c.concurrency)));
+        assert!(c.avg_active_requests.unwrap() > 0.9 * f64::from(c.concurrency));
+    }
 
     // Interrupted with SIGINT once two decode cells are written, while another task reads the
     // file as fast as it can: every read must be a valid results file.
@@ -310,4 +328,96 @@ async fn interrupted_then_resumed_equals_uninterrupted_and_the_file_is_always_va
     assert_eq!(resumed.run.status, speedmatrix_schema::RunStatus::Complete);
     assert_eq!(measured(&resumed), measured(&full));
     assert_eq!(resumed.run.id, r.run.id, "a resumed run keeps its id");
+}
+
+/// DESIGN §4: HTTP-200 streams that carry an error, end without `[DONE]`, are cut, stall or
+/// answer an error status must make the cell `error` with a reason and no throughput; legal
+/// SSE variations (comment keep-alives, frames split anywhere) must still measure as `valid`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn faults_make_error_cells_and_legal_sse_stays_valid() {
+    let _one_at_a_time = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        ("inband-error", Some("in-band error")),
+        ("no-done", Some("[DONE]")),
+        ("drop", Some("")),
+        ("stall=5s", Some("stalled")),
+        ("status=500", Some("HTTP 500")),
+        ("keepalive", None),
+        ("split", None),
+    ];
+    for (fault, expect) in cases {
+        let mut cfg = TwinConfig::new(Profile::tiny());
+        cfg.faults = vec![format!("{fault}@1.0").parse().unwrap()];
+        let handle = twin::start(cfg, "127.0.0.1:0").await.unwrap();
+        let out = dir.path().join(format!("{fault}.json"));
+        // The window (3 s) outlasts the stall timeout (1 s), so a stalled stream fails inside it.
+        let args = ["--contexts", "256", "--concurrency", "2", "--prefill-contexts", "none", "--duration", "3s"];
+        // Valid cases stream longer than the window, so no replacement gap lowers "running".
+        let max_tokens = if expect.is_some() { "64" } else { "4096" };
+        let (code, err) =
+            collect(&handle.url(), &out, &[&args[..], &["--max-tokens", max_tokens, "--stall-timeout", "1s"]].concat())
+                .await;
+        handle.shutdown().await;
+        assert_eq!(code, Some(0), "{fault}: a run with error cells still completes: {err}");
+        let r = read(&out);
+        let c = &r.decode[0];
+        match expect {
+            Some(words) => {
+                assert_eq!(c.status, CellStatus::Error, "{fault}");
+                let reason = c.reason.as_deref().unwrap_or_default();
+                assert!(reason.contains(words), "{fault}: reason {reason:?} lacks {words:?}");
+                assert!(
+                    c.total_tps.is_none() && c.output_tokens.is_none(),
+                    "{fault}: no throughput from a failed cell"
+                );
+            }
+            None => {
+                assert_eq!(c.status, CellStatus::Valid, "{fault}: {:?}", c.reason);
+                assert!(c.total_tps.unwrap() > 0.0);
+            }
+        }
+    }
+}
+
+/// DESIGN §4: a warm prefix cache must not make "cold" prefill look fast. Every run's prompts
+/// start with the run id, so a second run's prefill finds nothing cached — while the decode
+/// cells of one run do reuse the prompt its prefill warmed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prefill_is_cold_across_runs_and_warms_its_decode_cells() {
+    let _one_at_a_time = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let trace_path = dir.path().join("trace.jsonl");
+    let mut cfg = TwinConfig::new(Profile::tiny());
+    cfg.trace = Some(trace_path.clone());
+    let handle = twin::start(cfg, "127.0.0.1:0").await.unwrap();
+    let args = [
+        "--contexts",
+        "1k",
+        "--concurrency",
+        "1",
+        "--prefill-contexts",
+        "1k",
+        "--duration",
+        "1s",
+        "--max-tokens",
+        "64",
+    ];
+    for run in ["a", "b"] {
+        let (code, err) = collect(&handle.url(), &dir.path().join(format!("{run}.json")), &args).await;
+        assert_eq!(code, Some(0), "{err}");
+    }
+    handle.shutdown().await;
+    let lines: Vec<Value> =
+        std::fs::read_to_string(&trace_path).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let prefill: Vec<&Value> = lines.iter().filter(|v| v["max_tokens"] == 1).collect();
+    assert_eq!(prefill.len(), 2, "one prefill request per run");
+    for p in &prefill {
+        assert_eq!(p["cached_tokens"], 0, "cold prefill found cached tokens: {p}");
+    }
+    let decode: Vec<&Value> = lines.iter().filter(|v| v["max_tokens"] == 64).collect();
+    assert!(!decode.is_empty());
+    for d in &decode {
+        assert!(d["cached_tokens"].as_u64().unwrap() >= 1000, "decode stream not served from the warmed cache: {d}");
+    }
 }

@@ -266,6 +266,15 @@ mod tests {
     }
 
     #[test]
+    fn a_request_with_zero_tokens_is_not_a_completion() {
+        // Finished (finish_reason and [DONE]) but no token chunk: nothing to count.
+        let empty = stream(0.0, &[], true, true);
+        let f = window_figures(&[empty], 0.0, 100.0);
+        assert_eq!((f.completed_requests, f.output_tokens), (0, 0));
+        assert!(f.e2e_ms.is_none() && f.ttft_ms.is_none());
+    }
+
+    #[test]
     fn sample_summarises_a_request() {
         let s = stream(10.0, &[(20.0, 1), (30.0, 2), (40.0, 2)], true, true).record;
         let r = sample(&s, true, Some(25.0), Some(35.0));

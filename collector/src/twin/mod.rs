@@ -159,6 +159,12 @@ pub async fn start(config: TwinConfig, addr: &str) -> std::io::Result<TwinHandle
     let app = server::router(Arc::clone(&state));
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(async move {
+        // vLLM's server (uvicorn) sends with TCP_NODELAY; without it, Nagle's algorithm holds the
+        // first chunk after the headers until the client's delayed ACK (~40 ms on Linux).
+        use axum::serve::ListenerExt;
+        let listener = listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         let _ = axum::serve(listener, app)
             .with_graceful_shutdown(async move {
                 let _ = stop_rx.await;
