@@ -47,11 +47,9 @@ struct TraceRequest {
 }
 
 fn trace(path: &Path) -> HashMap<String, TraceRequest> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(|l| {
-            let v: Value = serde_json::from_str(l).unwrap();
+    trace_lines(path)
+        .into_iter()
+        .map(|v| {
             let chunks = v["chunks"]
                 .as_array()
                 .unwrap()
@@ -68,6 +66,11 @@ fn trace(path: &Path) -> HashMap<String, TraceRequest> {
             )
         })
         .collect()
+}
+
+/// Every line of a trace, as JSON.
+fn trace_lines(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 
 fn p50(mut v: Vec<f64>) -> f64 {
@@ -408,8 +411,7 @@ async fn prefill_is_cold_across_runs_and_warms_its_decode_cells() {
         assert_eq!(code, Some(0), "{err}");
     }
     handle.shutdown().await;
-    let lines: Vec<Value> =
-        std::fs::read_to_string(&trace_path).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines = trace_lines(&trace_path);
     let prefill: Vec<&Value> = lines.iter().filter(|v| v["max_tokens"] == 1).collect();
     assert_eq!(prefill.len(), 2, "one prefill request per run");
     for p in &prefill {
@@ -419,5 +421,41 @@ async fn prefill_is_cold_across_runs_and_warms_its_decode_cells() {
     assert!(!decode.is_empty());
     for d in &decode {
         assert!(d["cached_tokens"].as_u64().unwrap() >= 1000, "decode stream not served from the warmed cache: {d}");
+    }
+}
+
+/// `--endpoint completions` and `--distinct-prompts`: each stream gets its own prompt, each
+/// warmed before the window (one warm-up request per extra stream), all of exact length.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completions_endpoint_with_distinct_prompts() {
+    let _one_at_a_time = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let trace_path = dir.path().join("trace.jsonl");
+    let mut cfg = TwinConfig::new(Profile::tiny());
+    cfg.trace = Some(trace_path.clone());
+    let handle = twin::start(cfg, "127.0.0.1:0").await.unwrap();
+    let out = dir.path().join("run.json");
+    let args = ["--contexts", "512", "--concurrency", "3", "--prefill-contexts", "512", "--duration", "1s"];
+    let (code, err) =
+        collect(&handle.url(), &out, &[&args[..], &["--endpoint", "completions", "--distinct-prompts"]].concat()).await;
+    handle.shutdown().await;
+    assert_eq!(code, Some(0), "{err}");
+    let r = read(&out);
+    assert_eq!(r.config.endpoint, Some(speedmatrix_schema::Endpoint::Completions));
+    assert_eq!(r.config.prompt_sharing, Some(speedmatrix_schema::PromptSharing::Distinct));
+    let c = &r.decode[0];
+    assert_eq!(c.status, CellStatus::Valid, "{:?}", c.reason);
+    assert_eq!(c.prompt_tokens, Some(512));
+    let lines = trace_lines(&trace_path);
+    assert!(lines.iter().all(|v| v["endpoint"] == "completions"));
+    assert_eq!(
+        lines.iter().filter(|v| v["max_tokens"] == 1).count(),
+        3,
+        "the prefill row warms stream 0; streams 1 and 2 are warmed apart"
+    );
+    let opening: Vec<&Value> = lines.iter().filter(|v| v["max_tokens"] == 4096).take(3).collect();
+    for v in opening {
+        assert_eq!(v["prompt_tokens"], 512);
+        assert!(v["cached_tokens"].as_u64().unwrap() >= 496, "each distinct prompt was warmed: {v}");
     }
 }
