@@ -12,6 +12,8 @@
 //!   - [`measure`]: records → figures of a window (pure);
 //!   - [`output`]: the atomic results-file writer;
 //! - [`show`]: `speedmatrix show FILE` — print a results file (text, markdown, csv, json);
+//! - [`publish`]: `speedmatrix publish RUN.json… --out SITE/` — a static site with the embedded viewer;
+//! - [`serve`]: `speedmatrix serve [SITE/ | RUN.json…]` — that site (or a folder) on 127.0.0.1;
 //! - [`files`]: reading results files from disk (the I/O edge; parsing is in `speedmatrix-schema`).
 //!
 //! Exit codes: 0 success, 1 failure while working, 2 bad input (unreadable or invalid file, bad
@@ -27,7 +29,9 @@ pub mod measure;
 pub mod output;
 pub mod plan;
 pub mod prompt;
+pub mod publish;
 pub mod run;
+pub mod serve;
 pub mod show;
 
 use std::process::ExitCode;
@@ -59,6 +63,8 @@ pub fn run(cli: cli::Cli) -> ExitCode {
     let result = match cli.command {
         cli::Command::Run(args) => run::run(&args).map(|code| code as i32),
         cli::Command::Show(args) => show::run(&args).map(|()| 0),
+        cli::Command::Publish(args) => publish::run(&args).map(|()| 0),
+        cli::Command::Serve(args) => serve::run(&args).map(|()| 0),
         cli::Command::Schema => print_out(&format!("{:#}\n", speedmatrix_schema::json_schema())).map(|()| 0),
     };
     match result {
