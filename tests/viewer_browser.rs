@@ -224,8 +224,11 @@ fn variant(dir: &Path, name: &str, edit: impl FnOnce(&mut Value)) -> PathBuf {
 /// table, the prefill rows, the cards' labels and values, the notes under the matrix.
 async fn check_seed_page(c: &Client) {
     wait_text(c, &heat("8K", 128), "6,342.6").await;
+    // No focused cell: its reason would show.
+    c.execute("document.activeElement && document.activeElement.blur(); return true;", vec![]).await.unwrap();
     let seed_text = std::fs::read_to_string(root().join("../shared/seed/000_9ca01d13c50de007.txt")).ok();
-    let page: String = until(c, "page text", "return document.body.innerText;").await.as_str().unwrap().into();
+    // textContent: the words as written (innerText would give the CSS upper-casing of headings).
+    let page: String = until(c, "page text", "return document.body.textContent;").await.as_str().unwrap().into();
     let page_flat: String = page.split_whitespace().collect::<Vec<_>>().join(" ");
     for label in [
         "Speed test matrix",
@@ -285,7 +288,7 @@ async fn check_seed_page(c: &Client) {
         eprintln!("seed page transcription not found beside the repository; cell-by-cell comparison skipped");
         return;
     };
-    let squash = |s: &str| s.chars().filter(|ch| !ch.is_whitespace() && !"⧗⊘✕○".contains(*ch)).collect::<String>();
+    let squash = |s: &str| s.chars().filter(|ch| !ch.is_whitespace() && !"◐⊘✕○".contains(*ch)).collect::<String>();
     // The matrix: "| 8K | 237.1196 ms TTFT | … |" against each heatmap cell's visible text.
     let cells: Vec<Vec<String>> = serde_json::from_value(
         c.execute(
@@ -536,5 +539,38 @@ fn local_files_open_from_the_picker_and_by_drop() {
             .await
             .unwrap();
         assert_eq!(overlay, json!("none"), "the drop overlay goes away after a drop");
+    });
+}
+
+/// Not a check: with `SPEEDMATRIX_SCREENSHOTS=DIR` (scripts/screenshots.sh), pictures of the
+/// seed report's sections, including a cell's reason on focus and the TTFT heatmap.
+#[test]
+fn screenshots_of_the_seed_report() {
+    let Some(dir) = std::env::var_os("SPEEDMATRIX_SCREENSHOTS").map(PathBuf::from) else { return };
+    scenario(|c| async move {
+        std::fs::create_dir_all(&dir).unwrap();
+        let (_server, url) = serve(&[&fixture()]);
+        c.set_window_size(1400, 1000).await.unwrap();
+        c.goto(&url).await.unwrap();
+        wait_text(&c, &heat("8K", 128), "6,342.6").await;
+        let shot = |name: &'static str, css: &'static str| {
+            let c = c.clone();
+            let path = dir.join(format!("{name}.png"));
+            async move {
+                let png = c.find(Locator::Css(css)).await.unwrap().screenshot().await.unwrap();
+                std::fs::write(&path, png).unwrap();
+                println!("wrote {}", path.display());
+            }
+        };
+        shot("seed-section-heatmap", "#decode").await;
+        shot("seed-section-prefill", "#prefill").await;
+        shot("seed-section-table", "#all").await;
+        c.execute(&format!("document.querySelector({:?}).focus(); return true;", heat("64K", 8)), vec![])
+            .await
+            .unwrap();
+        shot("seed-section-heatmap-reason", "#decode").await;
+        c.find(Locator::Css("#heatmap-metric")).await.unwrap().select_by_value("ttft_ms_p50").await.unwrap();
+        wait_text(&c, &heat("8K", 128), "10,187 ms").await;
+        shot("seed-section-heatmap-ttft", "#decode").await;
     });
 }

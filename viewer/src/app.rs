@@ -338,6 +338,15 @@ fn Welcome() -> impl IntoView {
 fn Report(r: Arc<Results>, metric: RwSignal<String>) -> impl IntoView {
     let notes = r.run.notes.clone();
     let cards = report::cards(&r);
+    // A link to a section (`#decode`, `#all`) scrolls there once the report is drawn.
+    request_animation_frame(|| {
+        let hash = window().location().hash().unwrap_or_default();
+        if let Some(el) =
+            hash.strip_prefix('#').filter(|h| !h.is_empty()).and_then(|id| document().get_element_by_id(id))
+        {
+            el.scroll_into_view();
+        }
+    });
     view! {
         <article class="report">
             <p class="eyebrow">"Speed test matrix"</p>
@@ -537,10 +546,12 @@ fn DecodeHeatmap(r: Arc<Results>, metric: RwSignal<String>) -> impl IntoView {
             </div>
             {move || {
                 let h = report::heatmap(&r2, &selected.get());
-                let (lo, hi) = h.range.clone().unwrap_or_else(|| (report::DASH.into(), report::DASH.into()));
-                let direction = match h.darker_is_better {
-                    Some(_) => "darker is better",
-                    None => "darker is higher",
+                let (lo, hi) = h.scale_ends.clone().unwrap_or_else(|| (report::DASH.into(), report::DASH.into()));
+                let direction = match (h.darker_is_better, h.log_scale) {
+                    (Some(_), true) => "darker is better · logarithmic scale",
+                    (Some(_), false) => "darker is better",
+                    (None, true) => "darker is higher · logarithmic scale",
+                    (None, false) => "darker is higher",
                 };
                 view! {
                     <div class="heatmap-wrap">

@@ -277,8 +277,11 @@ pub struct Heatmap {
     pub concurrency: Vec<u32>,
     /// (context label, cells).
     pub rows: Vec<(String, Vec<HeatCell>)>,
-    /// Smallest and largest value of the metric over measured cells, written by the registry.
-    pub range: Option<(String, String)>,
+    /// The values at the light and the dark end of the colour scale (smallest and largest, or
+    /// the other way round when less is better), written by the registry.
+    pub scale_ends: Option<(String, String)>,
+    /// Whether the colour follows the logarithm of the value (values spanning 10× or more).
+    pub log_scale: bool,
     /// Whether a darker cell is better (`Some(true)`), worse, or only higher (`None`).
     pub darker_is_better: Option<bool>,
 }
@@ -300,8 +303,13 @@ pub fn heatmap(r: &Results, metric: &Column) -> Heatmap {
     let min = values.iter().copied().fold(f64::INFINITY, f64::min);
     let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     let higher_is_better = metric.metric.higher_is_better;
+    let log_scale = min > 0.0 && max / min >= 10.0;
     let level = |v: f64| {
-        let t = if max > min { (v - min) / (max - min) } else { 1.0 };
+        let t = match (max > min, log_scale) {
+            (false, _) => 1.0,
+            (true, true) => (v.ln() - min.ln()) / (max.ln() - min.ln()),
+            (true, false) => (v - min) / (max - min),
+        };
         match higher_is_better {
             Some(false) => 1.0 - t,
             _ => t,
@@ -349,7 +357,11 @@ pub fn heatmap(r: &Results, metric: &Column) -> Heatmap {
     Heatmap {
         concurrency: r.config.concurrency.clone(),
         rows,
-        range: (!values.is_empty()).then(|| (metric.display(min), metric.display(max))),
+        scale_ends: (!values.is_empty()).then(|| match higher_is_better {
+            Some(false) => (metric.display(max), metric.display(min)),
+            _ => (metric.display(min), metric.display(max)),
+        }),
+        log_scale,
         darker_is_better: higher_is_better.map(|_| true),
     }
 }
@@ -392,7 +404,7 @@ pub fn status_meaning(status: CellStatus) -> &'static str {
 pub fn status_mark(status: CellStatus) -> &'static str {
     match status {
         CellStatus::Valid => "",
-        CellStatus::RequestsQueued => "⧗",
+        CellStatus::RequestsQueued => "◐",
         CellStatus::OverCapacity => "⊘",
         CellStatus::Error => "✕",
         CellStatus::NotRun => "○",
@@ -668,12 +680,14 @@ mod tests {
         let o = &h.rows[5].1[5];
         assert_eq!((o.context.as_str(), o.concurrency, o.status), ("251K", 32, Some(CellStatus::OverCapacity)));
         assert!(o.value.is_none() && o.level.is_none() && o.reason.as_deref().unwrap().contains("KV cache"));
-        assert_eq!(h.range, Some(("198.0".into(), "6,342.6".into())));
+        assert_eq!(h.scale_ends, Some(("198.0".into(), "6,342.6".into())));
+        assert!(h.log_scale, "198 … 6,342.6 spans more than 10×");
         // Lower TTFT is better: the fastest cell is the darkest.
         let t = heatmap(&r, &column("ttft_ms").unwrap());
         assert_eq!(t.rows[0].1[7].value.as_deref(), Some("10,187 ms"));
         assert_eq!(t.rows[0].1[7].level, Some(0.0));
         assert!(t.rows[0].1[7].ttft.is_none(), "no second TTFT line when TTFT is the metric");
+        assert_eq!(t.scale_ends, Some(("10,187 ms".into(), "196 ms".into())), "the dark end is the best value");
     }
 
     #[test]
