@@ -43,3 +43,13 @@ cargo check -p speedmatrix-schema -p speedmatrix-viewer --target wasm32-unknown-
 
 step "cargo test (workspace)"
 cargo test --workspace --locked
+
+step "viewer component tests (wasm32, headless Chromium via wasm-bindgen-test-runner)"
+if command -v chromedriver >/dev/null 2>&1 && command -v wasm-bindgen-test-runner >/dev/null 2>&1; then
+  CHROMEDRIVER="$(command -v chromedriver)" cargo test -p speedmatrix-viewer --target wasm32-unknown-unknown --locked
+elif [ "${CI:-}" = true ]; then
+  echo "chromedriver or wasm-bindgen-test-runner missing (scripts/setup.d/web.sh installs them)" >&2
+  exit 1
+else
+  echo "skipped: chromedriver or wasm-bindgen-test-runner missing"
+fi

@@ -333,9 +333,15 @@ fn Welcome() -> impl IntoView {
     }
 }
 
-/// The report of one run.
+/// The report of one run: title, cards, launch command, prefill table, heatmap and the
+/// all-measurements table.
 #[component]
-fn Report(r: Arc<Results>, metric: RwSignal<String>) -> impl IntoView {
+pub fn Report(
+    /// The run.
+    r: Arc<Results>,
+    /// The heatmap's metric, a registry column id (`total_tps`, `ttft_ms_p50`).
+    metric: RwSignal<String>,
+) -> impl IntoView {
     let notes = r.run.notes.clone();
     let cards = report::cards(&r);
     // A link to a section (`#decode`, `#all`) scrolls there once the report is drawn.

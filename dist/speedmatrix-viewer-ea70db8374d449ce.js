@@ -641,23 +641,23 @@ function __wbg_get_imports() {
             return ret;
         },
         __wbindgen_generic_0000000000000001: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 37, ret: Result(Unit), inner_ret: Some(Result(Unit)) }, mutable: true }) -> Externref`.
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 35, ret: Result(Unit), inner_ret: Some(Result(Unit)) }, mutable: true }) -> Externref`.
             const ret = makeMutClosure(arg0, arg1, wasm_bindgen__convert__closures_____invoke__h5cddc56ae7f8e60e);
             return ret;
         },
         __wbindgen_generic_0000000000000002: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 83, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, wasm_bindgen__convert__closures_____invoke__hada4423921e57280);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 81, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, wasm_bindgen__convert__closures_____invoke__h2d3ff47837791f22);
             return ret;
         },
         __wbindgen_generic_0000000000000003: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("Event")], shim_idx: 83, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, wasm_bindgen__convert__closures_____invoke__hada4423921e57280_13);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("Event")], shim_idx: 81, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, wasm_bindgen__convert__closures_____invoke__h2d3ff47837791f22_13);
             return ret;
         },
         __wbindgen_generic_0000000000000004: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [], shim_idx: 34, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, wasm_bindgen__convert__closures_____invoke__h86af032930819fb9);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [], shim_idx: 125, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, wasm_bindgen__convert__closures_____invoke__h46ac0d8241a13eb2);
             return ret;
         },
         __wbindgen_generic_0000000000000005: function(arg0, arg1) {
@@ -680,16 +680,16 @@ function __wbg_get_imports() {
     };
 }
 
-function wasm_bindgen__convert__closures_____invoke__h86af032930819fb9(arg0, arg1) {
-    wasm.wasm_bindgen__convert__closures_____invoke__h86af032930819fb9(arg0, arg1);
+function wasm_bindgen__convert__closures_____invoke__h46ac0d8241a13eb2(arg0, arg1) {
+    wasm.wasm_bindgen__convert__closures_____invoke__h46ac0d8241a13eb2(arg0, arg1);
 }
 
-function wasm_bindgen__convert__closures_____invoke__hada4423921e57280(arg0, arg1, arg2) {
-    wasm.wasm_bindgen__convert__closures_____invoke__hada4423921e57280(arg0, arg1, arg2);
+function wasm_bindgen__convert__closures_____invoke__h2d3ff47837791f22(arg0, arg1, arg2) {
+    wasm.wasm_bindgen__convert__closures_____invoke__h2d3ff47837791f22(arg0, arg1, arg2);
 }
 
-function wasm_bindgen__convert__closures_____invoke__hada4423921e57280_13(arg0, arg1, arg2) {
-    wasm.wasm_bindgen__convert__closures_____invoke__hada4423921e57280_13(arg0, arg1, arg2);
+function wasm_bindgen__convert__closures_____invoke__h2d3ff47837791f22_13(arg0, arg1, arg2) {
+    wasm.wasm_bindgen__convert__closures_____invoke__h2d3ff47837791f22_13(arg0, arg1, arg2);
 }
 
 function wasm_bindgen__convert__closures_____invoke__h5cddc56ae7f8e60e(arg0, arg1, arg2) {
