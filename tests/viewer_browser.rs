@@ -585,3 +585,72 @@ fn screenshots_of_the_seed_report() {
         shot("seed-section-heatmap-ttft", "#decode").await;
     });
 }
+
+#[test]
+fn error_and_not_run_cells_are_marked_with_their_reason() {
+    scenario(|c| async move {
+        let dir = temp();
+        let run = variant(dir.path(), "statuses.json", |v| {
+            v["decode"][0]["status"] = json!("error");
+            v["decode"][0]["reason"] = json!("stream 3: HTTP 500 <b>boom</b>");
+            v["decode"][0]["total_tps"] = json!(null);
+            v["decode"][1]["status"] = json!("not_run");
+            v["decode"][1]["reason"] = json!("interrupted by Ctrl-C");
+        });
+        let (_server, url) = serve(&[&run]);
+        c.goto(&url).await.unwrap();
+        let error = wait_text(&c, &heat("8K", 1), "Error").await;
+        assert!(!error.contains("237.1"), "no throughput is claimed for an error: {error}");
+        wait_text(&c, &heat("8K", 2), "Not run").await;
+        let shown = c
+            .execute(
+                &format!(
+                    "const td = document.querySelector({:?}); td.focus(); const tip = td.querySelector('.hm-tip'); \
+                     return [getComputedStyle(tip).display, tip.innerText, td.querySelectorAll('b').length, td.className];",
+                    heat("8K", 1)
+                ),
+                vec![],
+            )
+            .await
+            .unwrap();
+        assert_ne!(shown[0], json!("none"));
+        assert_eq!(shown[1], json!("Error: stream 3: HTTP 500 <b>boom</b>"), "the reason, as text");
+        assert_eq!(shown[2], json!(0));
+        assert!(shown[3].as_str().unwrap().contains("st-error"));
+        let status_cell = c
+            .execute(
+                "return [...document.querySelectorAll('#measurements tbody tr')].map(r => r.cells[3]).find(td => td.innerText == 'Not run').title;",
+                vec![],
+            )
+            .await
+            .unwrap();
+        assert_eq!(status_cell, json!("interrupted by Ctrl-C"), "the table gives the reason on its status cell");
+    });
+}
+
+#[test]
+fn a_published_site_works_from_a_sub_path_and_copies_the_launch_command() {
+    scenario(|c| async move {
+        let root_dir = temp();
+        publish(&[&fixture()], &root_dir.path().join("reports").join("h200"));
+        let (_server, url) = serve(&[root_dir.path()]);
+        c.goto(&format!("{url}reports/h200")).await.unwrap();
+        wait_text(&c, "#run-title", SEED_LABEL).await;
+        wait_text(&c, &heat("8K", 128), "6,342.6").await;
+        let here = c.current_url().await.unwrap();
+        assert!(here.as_str().ends_with("/reports/h200/"), "{here}");
+        c.find(Locator::Css("#copy-launch")).await.unwrap().click().await.unwrap();
+        let label = until(
+            &c,
+            "the copy button to answer",
+            "const b = document.querySelector('#copy-launch'); return b.innerText != 'Copy' ? b.innerText : null;",
+        )
+        .await;
+        let label = label.as_str().unwrap();
+        assert!(label == "Copied" || label.starts_with("Selected"), "{label}");
+        if label.starts_with("Selected") {
+            let selected = c.execute("return String(window.getSelection());", vec![]).await.unwrap();
+            assert!(selected.as_str().unwrap().contains("--api-key <redacted>"));
+        }
+    });
+}

@@ -691,6 +691,28 @@ mod tests {
     }
 
     #[test]
+    fn error_and_not_run_cells_show_their_status_and_reason() {
+        let mut r = seed();
+        r.decode[0].status = CellStatus::Error;
+        r.decode[0].reason = Some("stream 3: HTTP 500".into());
+        r.decode[0].total_tps = None;
+        r.decode[1].status = CellStatus::NotRun;
+        r.decode[1].reason = Some("interrupted".into());
+        let h = heatmap(&r, &column("total_tps").unwrap());
+        let (e, n) = (&h.rows[0].1[0], &h.rows[0].1[1]);
+        assert_eq!((e.status, e.value.as_deref(), e.level), (Some(CellStatus::Error), None, None));
+        assert_eq!(e.reason.as_deref(), Some("stream 3: HTTP 500"));
+        assert_eq!(
+            (n.status, n.value.as_deref(), n.level),
+            (Some(CellStatus::NotRun), None, None),
+            "no figure for a cell not run"
+        );
+        assert_eq!(n.reason.as_deref(), Some("interrupted"));
+        let marks: Vec<&str> = CellStatus::ALL.iter().map(|s| status_mark(*s)).collect();
+        assert_eq!(marks.iter().filter(|m| !m.is_empty()).count(), 4, "every non-valid status has its own mark");
+    }
+
+    #[test]
     fn colour_scale_ends() {
         assert_eq!(scale_colour(0.0), "rgb(239, 246, 255)");
         assert_eq!(scale_colour(1.0), "rgb(8, 69, 148)");
