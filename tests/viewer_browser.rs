@@ -428,6 +428,12 @@ fn a_malformed_file_shows_the_loader_error() {
         assert_eq!(text(&c, ".load-error .error-message").await, expected);
         c.goto(&format!("{url}?run=missing.json")).await.unwrap();
         wait_text(&c, ".load-error", "404").await;
+        // A broken run index is reported, and results.json beside the page still opens.
+        std::fs::write(site.path().join("runs/index.json"), b"{").unwrap();
+        std::fs::copy(fixture(), site.path().join("results.json")).unwrap();
+        c.goto(&url).await.unwrap();
+        wait_text(&c, ".notice", "runs/index.json is not a run index").await;
+        wait_text(&c, "#run-title", SEED_LABEL).await;
     });
 }
 
