@@ -38,8 +38,8 @@ cargo fmt --all --check
 step "clippy (warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
-step "wasm32 build of the schema crate and the viewer"
-cargo check -p speedmatrix-schema -p speedmatrix-viewer --target wasm32-unknown-unknown --locked
+step "wasm32 build and lints of the schema crate and the viewer (with its component tests)"
+cargo clippy -p speedmatrix-schema -p speedmatrix-viewer --all-targets --target wasm32-unknown-unknown --locked -- -D warnings
 
 step "cargo test (workspace)"
 cargo test --workspace --locked
