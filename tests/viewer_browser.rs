@@ -1,0 +1,662 @@
+//! The viewer end to end in real headless Chromium: the `speedmatrix` binary publishes and
+//! serves the embedded viewer on 127.0.0.1, chromedriver drives Chromium, fantoccini talks to
+//! chromedriver. Leptos updates the DOM asynchronously, so every check polls.
+//!
+//! Needs `chromium` and `chromedriver` (scripts/setup.d/web.sh). Without them each test prints
+//! why it skips, except under `CI=true`, where that is a failure.
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+const FIXTURE: &str = "tests/fixtures/h200-qwen3.5-122b-vllm.json";
+const SEED_LABEL: &str = "Qwen3.5-122B-A10B-GPTQ-Int4 on H200 NVL 141GB ×2";
+/// How long a DOM condition may take to become true.
+const PATIENCE: Duration = Duration::from_secs(20);
+
+/// One browser at a time: the machines running this have few cores.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn fixture() -> PathBuf {
+    root().join(FIXTURE)
+}
+
+/// A child process killed when dropped.
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn on_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|p| std::env::split_paths(&p).map(|d| d.join(name)).find(|f| f.is_file()))
+}
+
+/// chromedriver and the browser, or `None` (after saying why) when this machine lacks them.
+fn tools() -> Option<(PathBuf, Option<PathBuf>)> {
+    let driver = std::env::var_os("CHROMEDRIVER").map(PathBuf::from).or_else(|| on_path("chromedriver"));
+    let browser = std::env::var_os("CHROME").map(PathBuf::from).or_else(|| on_path("chromium"));
+    match driver {
+        Some(d) if d.is_file() => Some((d, browser)),
+        _ => {
+            let why = "chromedriver not found (install chromium and chromium-driver: scripts/setup.d/web.sh)";
+            assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
+            eprintln!("skipping the browser test: {why}");
+            None
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port()
+}
+
+/// `speedmatrix serve ARGS --port 0`; returns the process and its base URL (ending in `/`).
+fn serve(args: &[&Path]) -> (Proc, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_speedmatrix"))
+        .arg("serve")
+        .args(args)
+        .args(["--port", "0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start speedmatrix serve");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("piped stdout")).read_line(&mut line).expect("read serve's first line");
+    let url = line.trim().strip_prefix("listening on ").unwrap_or_else(|| panic!("unexpected first line {line:?}"));
+    assert!(url.starts_with("http://127.0.0.1:"), "serve must listen on loopback: {url}");
+    (Proc(child), format!("{url}/"))
+}
+
+/// `speedmatrix publish RUNS --out DIR`.
+fn publish(runs: &[&Path], out: &Path) {
+    let status = Command::new(env!("CARGO_BIN_EXE_speedmatrix"))
+        .arg("publish")
+        .args(runs)
+        .arg("--out")
+        .arg(out)
+        .stdout(Stdio::null())
+        .status()
+        .expect("run speedmatrix publish");
+    assert!(status.success(), "publish failed");
+}
+
+struct Browser {
+    client: Client,
+    _driver: Proc,
+}
+
+async fn browser(driver: &Path, chromium: Option<&Path>) -> Browser {
+    let port = free_port();
+    let child = Command::new(driver)
+        .arg(format!("--port={port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start chromedriver");
+    let driver = Proc(child);
+    let start = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(start.elapsed() < Duration::from_secs(15), "chromedriver did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let profile = tempfile::tempdir().expect("a profile folder").keep();
+    let mut options = json!({
+        "args": [
+            "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync",
+            "--disable-dev-shm-usage", "--window-size=1400,1000",
+            format!("--user-data-dir={}", profile.display()),
+        ]
+    });
+    if let Some(b) = chromium {
+        options["binary"] = json!(b.display().to_string());
+    }
+    let mut caps = serde_json::Map::new();
+    caps.insert("goog:chromeOptions".into(), options);
+    let client = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+        .capabilities(caps)
+        .connect(&format!("http://127.0.0.1:{port}"))
+        .await
+        .expect("a WebDriver session");
+    Browser { client, _driver: driver }
+}
+
+/// Run one browser scenario: skip without the tools, one at a time, always close the session.
+fn scenario<F, Fut>(f: F)
+where
+    F: FnOnce(Client) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let Some((driver, chromium)) = tools() else { return };
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+    rt.block_on(async {
+        let b = browser(&driver, chromium.as_deref()).await;
+        let client = b.client.clone();
+        f(b.client.clone()).await;
+        let _ = client.close().await;
+    });
+}
+
+/// Evaluate `body` (a JS function body that `return`s) until it gives something truthy.
+async fn until(c: &Client, what: &str, body: &str) -> Value {
+    let start = Instant::now();
+    loop {
+        let v = c.execute(body, vec![]).await.unwrap_or(Value::Null);
+        let truthy = match &v {
+            Value::Null => false,
+            Value::Bool(b) => *b,
+            Value::String(s) => !s.is_empty(),
+            Value::Array(a) => !a.is_empty(),
+            _ => true,
+        };
+        if truthy {
+            return v;
+        }
+        if start.elapsed() > PATIENCE {
+            let page = c
+                .execute("return document.body ? document.body.innerText.slice(0, 1500) : ''", vec![])
+                .await
+                .unwrap_or_default();
+            panic!("timed out waiting for {what}; page text: {page}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The text of the first element matching `css`, once it exists.
+async fn text(c: &Client, css: &str) -> String {
+    let body = format!("const e = document.querySelector({css:?}); return e ? e.innerText : null;");
+    until(c, css, &body).await.as_str().unwrap_or_default().to_string()
+}
+
+/// Wait until the element matching `css` has text containing `needle`.
+async fn wait_text(c: &Client, css: &str, needle: &str) -> String {
+    let body = format!(
+        "const e = document.querySelector({css:?}); return e && e.innerText.includes({needle:?}) ? e.innerText : null;"
+    );
+    until(c, &format!("{css} to contain {needle:?}"), &body).await.as_str().unwrap_or_default().to_string()
+}
+
+fn heat(context: &str, concurrency: u32) -> String {
+    format!("#heatmap td[data-context=\"{context}\"][data-concurrency=\"{concurrency}\"]")
+}
+
+/// The visible rows of the measurement table, each as its cells' texts.
+async fn table_rows(c: &Client) -> Vec<Vec<String>> {
+    let v = c
+        .execute(
+            "return [...document.querySelectorAll('#measurements tbody tr')].map(r => [...r.cells].map(td => td.innerText.trim()));",
+            vec![],
+        )
+        .await
+        .expect("read the table");
+    serde_json::from_value(v).expect("rows of strings")
+}
+
+fn temp() -> tempfile::TempDir {
+    tempfile::tempdir().expect("a temp folder")
+}
+
+/// A copy of the seed fixture with some fields changed.
+fn variant(dir: &Path, name: &str, edit: impl FnOnce(&mut Value)) -> PathBuf {
+    let mut v: Value = serde_json::from_slice(&std::fs::read(fixture()).expect("fixture")).expect("JSON");
+    edit(&mut v);
+    let path = dir.join(name);
+    std::fs::write(&path, serde_json::to_vec_pretty(&v).expect("JSON")).expect("write variant");
+    path
+}
+
+/// Everything the seed page shows (its transcription beside the repository,
+/// `../shared/seed/000_9ca01d13c50de007.txt`): the matrix cell by cell, every row of the full
+/// table, the prefill rows, the cards' labels and values, the notes under the matrix.
+async fn check_seed_page(c: &Client) {
+    wait_text(c, &heat("8K", 128), "6,342.6").await;
+    // No focused cell: its reason would show.
+    c.execute("document.activeElement && document.activeElement.blur(); return true;", vec![]).await.unwrap();
+    let seed_path = root().join("../shared/seed/000_9ca01d13c50de007.txt");
+    let seed_text = match std::fs::read_to_string(&seed_path) {
+        Ok(s) => Some(s),
+        Err(e) if std::env::var("CI").as_deref() == Ok("true") => {
+            panic!("seed page {} missing under CI: {e}", seed_path.display())
+        }
+        Err(_) => None,
+    };
+    // textContent: the words as written (innerText would give the CSS upper-casing of headings).
+    let page: String = until(c, "page text", "return document.body.textContent;").await.as_str().unwrap().into();
+    let page_flat: String = page.split_whitespace().collect::<Vec<_>>().join(" ");
+    for label in [
+        "Speed test matrix",
+        SEED_LABEL,
+        "Hardware",
+        "Type",
+        "Discrete GPU",
+        "GPU count",
+        "VRAM",
+        "282 GB (2 × 141 GB)",
+        "OS",
+        "linux",
+        "Engine",
+        "vllm",
+        "Version",
+        "0.26.1rc1.dev638+g52be12cfa",
+        "Quantization",
+        "INT4",
+        "Backend",
+        "cuda",
+        "Repository",
+        "github.com/vllm-project/vllm",
+        "Build",
+        "cuda-13.2",
+        "Commit",
+        "52be12cfac0c",
+        "Served model",
+        "qwen",
+        "Revision",
+        "main",
+        "Benchmark tool",
+        "llm-inference-bench v0.4.29",
+        "Decode test",
+        "Fixed duration",
+        "Prefill mode",
+        "Measured during decode warm-up",
+        "Time per measurement",
+        "30 s",
+        "Max output",
+        "4,096 tokens",
+        "Launch command",
+        "--api-key <redacted>",
+        "Prefill",
+        "prompt tok/s by context length",
+        "Sustained decode",
+        "rows are context length, columns are simultaneous requests",
+        "Requests queued: the server could not run all requests at once, so some waited in a queue.",
+        "Over capacity: not run because this many requests at this context would exceed the server's KV cache.",
+        "TTFT is measured after the benchmark warms the server's prompt cache, so it mostly excludes prefill.",
+        "All measurements",
+        "Latencies are medians. Total tok/s is output across all simultaneous requests",
+        "6 contexts (8K–251K) × 8 concurrency levels (1–128) · prefill at 8K, 16K, 32K, 64K, 128K, 251K, 256K",
+    ] {
+        assert!(page_flat.contains(label), "the page lacks {label:?}");
+    }
+    let Some(seed) = seed_text else {
+        eprintln!(
+            "SKIPPED: seed page {} not found (it sits beside the repository in the team's checkout); \
+             cell-by-cell comparison skipped",
+            seed_path.display()
+        );
+        return;
+    };
+    let squash = |s: &str| s.chars().filter(|ch| !ch.is_whitespace() && !"◐⊘✕○".contains(*ch)).collect::<String>();
+    // The matrix: "| 8K | 237.1196 ms TTFT | … |" against each heatmap cell's visible text.
+    let cells: Vec<Vec<String>> = serde_json::from_value(
+        c.execute(
+            "return [...document.querySelectorAll('#heatmap tbody tr')].map(r => [...r.cells].map(x => x.innerText));",
+            vec![],
+        )
+        .await
+        .unwrap(),
+    )
+    .unwrap();
+    let seed_matrix: Vec<Vec<String>> = seed
+        .lines()
+        .filter(|l| l.starts_with("| ") && l.contains(" ms TTFT") && !l.starts_with("| Sustained"))
+        .map(|l| l.trim_matches('|').split(" | ").map(&squash).collect())
+        .collect();
+    assert_eq!(seed_matrix.len(), 6, "six matrix rows in the seed page");
+    let ours: Vec<Vec<String>> = cells.iter().map(|r| r.iter().map(|x| squash(x)).collect()).collect();
+    assert_eq!(ours, seed_matrix, "heatmap cells differ from the seed page");
+    // The full table, row by row.
+    let seed_rows: Vec<String> = seed
+        .lines()
+        .filter(|l| l.starts_with("| Prefill |") || l.starts_with("| Sustained decode |"))
+        .map(|l| l.trim_matches('|').split(" | ").map(|x| x.trim()).collect::<Vec<_>>().join("|"))
+        .collect();
+    assert_eq!(seed_rows.len(), 55);
+    let ours: Vec<String> = table_rows(c).await.iter().map(|r| r.join("|")).collect();
+    assert_eq!(ours, seed_rows, "the measurement table differs from the seed page");
+    // Prefill: "8K context22.5K363 ms TTFT".
+    let prefill: Vec<String> = serde_json::from_value(
+        c.execute("return [...document.querySelectorAll('#prefill tbody tr')].map(r => r.innerText);", vec![])
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    let seed_prefill: Vec<String> = seed
+        .lines()
+        .filter(|l| l.contains(" context") && l.ends_with("ms TTFT") && !l.starts_with('|'))
+        .map(|l| squash(l.rsplit("length").next().unwrap_or(l)))
+        .collect();
+    assert_eq!(seed_prefill.len(), 7, "seven prefill rows in the seed page: {seed_prefill:?}");
+    assert_eq!(prefill.iter().map(|p| squash(p)).collect::<Vec<_>>(), seed_prefill);
+}
+
+#[test]
+fn results_json_beside_the_page_renders_the_seed_run() {
+    scenario(|c| async move {
+        let site = temp();
+        publish(&[&fixture()], site.path());
+        std::fs::remove_dir_all(site.path().join("runs")).unwrap();
+        std::fs::copy(fixture(), site.path().join("results.json")).unwrap();
+        let (_server, url) = serve(&[site.path()]);
+        c.goto(&url).await.unwrap();
+        assert_eq!(text(&c, "#run-title").await, SEED_LABEL);
+        assert!(wait_text(&c, &heat("8K", 128), "6,342.6").await.contains("10,187 ms TTFT"));
+        let over = wait_text(&c, &heat("251K", 32), "Over capacity").await;
+        assert!(!over.contains("KV cache"), "the reason is hidden until hover or focus");
+        // The reason shows on focus (keyboard) as well as on hover.
+        let shown = c
+            .execute(
+                &format!(
+                    "const td = document.querySelector({:?}); td.focus(); \
+                     return [document.activeElement === td, getComputedStyle(td.querySelector('.hm-tip')).display, td.innerText];",
+                    heat("251K", 32)
+                ),
+                vec![],
+            )
+            .await
+            .unwrap();
+        assert_eq!(shown[0], json!(true), "an over-capacity cell takes focus");
+        assert_ne!(shown[1], json!("none"), "its reason shows on focus");
+        assert!(shown[2].as_str().unwrap().contains("KV cache"));
+        let queued = wait_text(&c, &heat("64K", 8), "Requests queued").await;
+        assert!(queued.contains("1,202.3") && queued.contains("811 ms TTFT"));
+        check_seed_page(&c).await;
+    });
+}
+
+#[test]
+fn query_runs_are_repeatable_and_file_text_is_never_html() {
+    scenario(|c| async move {
+        let site = temp();
+        publish(&[&fixture()], site.path());
+        let evil = "<script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned = 2\">";
+        variant(site.path(), "evil.json", |v| {
+            v["run"]["label"] = json!(evil);
+            v["engine"]["model"] = json!(evil);
+            v["engine"]["launch_command"] = json!(format!("vllm serve {evil}"));
+        });
+        let (_server, url) = serve(&[site.path()]);
+        let seed_in_site = "runs/h200-qwen3.5-122b-vllm.json";
+        c.goto(&format!("{url}?run=evil.json&run={seed_in_site}")).await.unwrap();
+        assert_eq!(text(&c, "#run-title").await, evil, "the label is shown as text");
+        let model = text(&c, "section[data-card=Engine]").await;
+        assert!(model.contains(evil), "the model is shown as text: {model}");
+        assert!(text(&c, "#launch-command").await.contains(evil));
+        let probe = c
+            .execute(
+                "return [typeof window.__pwned, document.querySelectorAll('img').length, \
+                 document.querySelectorAll('main script').length];",
+                vec![],
+            )
+            .await
+            .unwrap();
+        assert_eq!(probe, json!(["undefined", 0, 0]), "no script ran, no element was made from file text");
+        // The second ?run= is a choice of the run picker.
+        let options = until(&c, "two runs", "const s = document.querySelector('#run-select'); return s && s.options.length == 2 ? s.options.length : null;").await;
+        assert_eq!(options, json!(2));
+        c.find(Locator::Css("#run-select")).await.unwrap().select_by_value("1").await.unwrap();
+        wait_text(&c, "#run-title", SEED_LABEL).await;
+        wait_text(&c, &heat("8K", 128), "6,342.6").await;
+    });
+}
+
+#[test]
+fn a_malformed_file_shows_the_loader_error() {
+    scenario(|c| async move {
+        let site = temp();
+        publish(&[&fixture()], site.path());
+        let bad = variant(site.path(), "bad.json", |v| v["decode"][3]["total_tps"] = json!("fast"));
+        let expected = speedmatrix_schema::load_results(&std::fs::read(&bad).unwrap()).unwrap_err().to_string();
+        assert!(expected.contains("decode[3].total_tps"), "{expected}");
+        let (_server, url) = serve(&[site.path()]);
+        c.goto(&format!("{url}?run=bad.json")).await.unwrap();
+        let shown = text(&c, ".load-error").await;
+        assert!(shown.contains("bad.json"), "{shown}");
+        assert_eq!(text(&c, ".load-error .error-message").await, expected);
+        c.goto(&format!("{url}?run=missing.json")).await.unwrap();
+        wait_text(&c, ".load-error", "404").await;
+        // A broken run index is reported, and results.json beside the page still opens.
+        std::fs::write(site.path().join("runs/index.json"), b"{").unwrap();
+        std::fs::copy(fixture(), site.path().join("results.json")).unwrap();
+        c.goto(&url).await.unwrap();
+        wait_text(&c, ".notice", "runs/index.json is not a run index").await;
+        wait_text(&c, "#run-title", SEED_LABEL).await;
+    });
+}
+
+#[test]
+fn published_index_lists_runs_and_the_metric_switches() {
+    scenario(|c| async move {
+        let dir = temp();
+        let other = variant(dir.path(), "second run.json", |v| {
+            v["run"]["label"] = json!("second run");
+            v["run"]["started_at"] = json!("2026-11-30T10:53:38Z");
+        });
+        // Results files given to `serve` are published in memory with an index.
+        let (_server, url) = serve(&[&fixture(), &other]);
+        c.goto(&url).await.unwrap();
+        wait_text(&c, "#run-title", SEED_LABEL).await;
+        let options = text(&c, "#run-select").await;
+        assert!(options.contains("second run · 2026-11-30T10:53:38Z"), "{options}");
+        // Switch the heatmap to TTFT.
+        c.find(Locator::Css("#heatmap-metric")).await.unwrap().select_by_value("ttft_ms_p50").await.unwrap();
+        let cell = wait_text(&c, &heat("8K", 128), "10,187 ms").await;
+        assert!(!cell.contains("6,342.6"), "{cell}");
+        wait_text(&c, "#decode .section-sub", "TTFT").await;
+        let href = c.current_url().await.unwrap();
+        assert!(href.as_str().contains("metric=ttft_ms_p50"), "the metric is in the URL: {href}");
+        // A metric the seed lacks is offered but disabled.
+        let disabled = c
+            .execute("return document.querySelector('#heatmap-metric option[value=gpu_power_w]').disabled;", vec![])
+            .await
+            .unwrap();
+        assert_eq!(disabled, json!(true));
+        // The other run of the index.
+        c.find(Locator::Css("#run-select")).await.unwrap().select_by_value("1").await.unwrap();
+        wait_text(&c, "#run-title", "second run").await;
+    });
+}
+
+#[test]
+fn the_table_sorts_on_two_columns_and_filters() {
+    scenario(|c| async move {
+        let (_server, url) = serve(&[&fixture()]);
+        c.goto(&url).await.unwrap();
+        wait_text(&c, "#row-count", "55 of 55 rows").await;
+        let header = |col: &str| format!("#measurements th[data-col={col}] button");
+        // Requests at once descending (two clicks), then TTFT ascending as the second key.
+        for _ in 0..2 {
+            c.find(Locator::Css(&header("concurrency"))).await.unwrap().click().await.unwrap();
+        }
+        until(&c, "descending sort", "return document.querySelector('#measurements th[data-col=concurrency]').getAttribute('aria-sort') == 'descending';").await;
+        c.execute(
+            &format!(
+                "document.querySelector({:?}).dispatchEvent(new MouseEvent('click', {{bubbles: true, shiftKey: true}})); return true;",
+                header("ttft_ms_p50")
+            ),
+            vec![],
+        )
+        .await
+        .unwrap();
+        until(&c, "second key", "return document.querySelector('#measurements th[data-col=ttft_ms_p50]').getAttribute('aria-sort') == 'ascending';").await;
+        let rows = table_rows(&c).await;
+        let firsts: Vec<(String, String)> = rows.iter().take(6).map(|r| (r[2].clone(), r[6].clone())).collect();
+        let want =
+            [("128", "8,875 ms"), ("128", "10,004 ms"), ("128", "10,187 ms"), ("128", "—"), ("128", "—"), ("128", "—")];
+        assert_eq!(firsts, want.map(|(a, b)| (a.to_string(), b.to_string())));
+        assert_eq!((rows[6][2].as_str(), rows[6][6].as_str()), ("64", "4,657 ms"));
+        // A plain click sorts by that column alone.
+        c.find(Locator::Css(&header("total_tps"))).await.unwrap().click().await.unwrap();
+        until(&c, "one key", "return document.querySelector('#measurements th[data-col=concurrency]').getAttribute('aria-sort') == 'none';").await;
+        assert_eq!(
+            table_rows(&c).await[0][4],
+            "198.0",
+            "smallest decode total tok/s first (prefill rows show 12K and up)"
+        );
+        // Filters.
+        c.find(Locator::Css("#filter-phase")).await.unwrap().select_by_value("prefill").await.unwrap();
+        wait_text(&c, "#row-count", "7 of 55 rows").await;
+        assert!(table_rows(&c).await.iter().all(|r| r[0] == "Prefill"));
+        c.find(Locator::Css("#filter-phase")).await.unwrap().select_by_value("").await.unwrap();
+        c.find(Locator::Css("#filter-status")).await.unwrap().select_by_value("over_capacity").await.unwrap();
+        wait_text(&c, "#row-count", "6 of 55 rows").await;
+        c.find(Locator::Css("#filter-concurrency")).await.unwrap().select_by_value("128").await.unwrap();
+        wait_text(&c, "#row-count", "3 of 55 rows").await;
+        assert!(table_rows(&c).await.iter().all(|r| r[2] == "128" && r[3] == "Over capacity"));
+        c.find(Locator::Css("#filter-context")).await.unwrap().select_by_value("65536").await.unwrap();
+        wait_text(&c, "#row-count", "1 of 55 rows").await;
+    });
+}
+
+#[test]
+fn local_files_open_from_the_picker_and_by_drop() {
+    scenario(|c| async move {
+        // The viewer alone: nothing to fetch, a welcome and the file controls.
+        let (_server, url) = serve(&[]);
+        c.goto(&url).await.unwrap();
+        wait_text(&c, ".welcome", "drop it anywhere").await;
+        let input = c.find(Locator::Css("#file-input")).await.unwrap();
+        input.send_keys(&fixture().canonicalize().unwrap().display().to_string()).await.unwrap();
+        wait_text(&c, "#run-title", SEED_LABEL).await;
+        wait_text(&c, &heat("8K", 128), "6,342.6").await;
+        // A drop: a broken file shows the loader's message; then a good one shows its report.
+        let drop = |name: &str, content: &str| {
+            format!(
+                "const dt = new DataTransfer(); dt.items.add(new File([{content:?}], {name:?}, {{type: 'application/json'}})); \
+                 document.body.dispatchEvent(new DragEvent('dragover', {{bubbles: true, cancelable: true, dataTransfer: dt}})); \
+                 document.body.dispatchEvent(new DragEvent('drop', {{bubbles: true, cancelable: true, dataTransfer: dt}})); return true;"
+            )
+        };
+        let broken = r#"{"schema": "speedmatrix-results", "schema_version": 1, "tool": "#;
+        c.execute(&drop("broken.json", broken), vec![]).await.unwrap();
+        let shown = wait_text(&c, ".load-error", "broken.json").await;
+        let expected = speedmatrix_schema::load_results(broken.as_bytes()).unwrap_err().to_string();
+        assert!(shown.contains(&expected), "{shown} lacks {expected}");
+        let mut good: Value = serde_json::from_slice(&std::fs::read(fixture()).unwrap()).unwrap();
+        good["run"]["label"] = json!("dropped run");
+        c.execute(&drop("dropped.json", &good.to_string()), vec![]).await.unwrap();
+        wait_text(&c, "#run-title", "dropped run").await;
+        let options = text(&c, "#run-select").await;
+        assert!(options.contains("broken.json") && options.contains("dropped run (dropped.json)"), "{options}");
+        let overlay = c
+            .execute("return getComputedStyle(document.querySelector('.drop-overlay')).display;", vec![])
+            .await
+            .unwrap();
+        assert_eq!(overlay, json!("none"), "the drop overlay goes away after a drop");
+    });
+}
+
+/// Not a check: with `SPEEDMATRIX_SCREENSHOTS=DIR` (scripts/screenshots.sh), pictures of the
+/// seed report's sections, including a cell's reason on focus and the TTFT heatmap.
+#[test]
+fn screenshots_of_the_seed_report() {
+    let Some(dir) = std::env::var_os("SPEEDMATRIX_SCREENSHOTS").map(PathBuf::from) else { return };
+    scenario(|c| async move {
+        std::fs::create_dir_all(&dir).unwrap();
+        let (_server, url) = serve(&[&fixture()]);
+        c.set_window_size(1400, 1000).await.unwrap();
+        c.goto(&url).await.unwrap();
+        wait_text(&c, &heat("8K", 128), "6,342.6").await;
+        let shot = |name: &'static str, css: &'static str| {
+            let c = c.clone();
+            let path = dir.join(format!("{name}.png"));
+            async move {
+                let png = c.find(Locator::Css(css)).await.unwrap().screenshot().await.unwrap();
+                std::fs::write(&path, png).unwrap();
+                println!("wrote {}", path.display());
+            }
+        };
+        shot("seed-section-heatmap", "#decode").await;
+        shot("seed-section-prefill", "#prefill").await;
+        shot("seed-section-table", "#all").await;
+        c.execute(&format!("document.querySelector({:?}).focus(); return true;", heat("64K", 8)), vec![])
+            .await
+            .unwrap();
+        shot("seed-section-heatmap-reason", "#decode").await;
+        c.find(Locator::Css("#heatmap-metric")).await.unwrap().select_by_value("ttft_ms_p50").await.unwrap();
+        wait_text(&c, &heat("8K", 128), "10,187 ms").await;
+        shot("seed-section-heatmap-ttft", "#decode").await;
+    });
+}
+
+#[test]
+fn error_and_not_run_cells_are_marked_with_their_reason() {
+    scenario(|c| async move {
+        let dir = temp();
+        let run = variant(dir.path(), "statuses.json", |v| {
+            v["decode"][0]["status"] = json!("error");
+            v["decode"][0]["reason"] = json!("stream 3: HTTP 500 <b>boom</b>");
+            v["decode"][0]["total_tps"] = json!(null);
+            v["decode"][1]["status"] = json!("not_run");
+            v["decode"][1]["reason"] = json!("interrupted by Ctrl-C");
+        });
+        let (_server, url) = serve(&[&run]);
+        c.goto(&url).await.unwrap();
+        let error = wait_text(&c, &heat("8K", 1), "Error").await;
+        assert!(!error.contains("237.1"), "no throughput is claimed for an error: {error}");
+        wait_text(&c, &heat("8K", 2), "Not run").await;
+        let shown = c
+            .execute(
+                &format!(
+                    "const td = document.querySelector({:?}); td.focus(); const tip = td.querySelector('.hm-tip'); \
+                     return [getComputedStyle(tip).display, tip.innerText, td.querySelectorAll('b').length, td.className];",
+                    heat("8K", 1)
+                ),
+                vec![],
+            )
+            .await
+            .unwrap();
+        assert_ne!(shown[0], json!("none"));
+        assert_eq!(shown[1], json!("Error: stream 3: HTTP 500 <b>boom</b>"), "the reason, as text");
+        assert_eq!(shown[2], json!(0));
+        assert!(shown[3].as_str().unwrap().contains("st-error"));
+        let status_cell = c
+            .execute(
+                "return [...document.querySelectorAll('#measurements tbody tr')].map(r => r.cells[3]).find(td => td.innerText == 'Not run').title;",
+                vec![],
+            )
+            .await
+            .unwrap();
+        assert_eq!(status_cell, json!("interrupted by Ctrl-C"), "the table gives the reason on its status cell");
+    });
+}
+
+#[test]
+fn a_published_site_works_from_a_sub_path_and_copies_the_launch_command() {
+    scenario(|c| async move {
+        let root_dir = temp();
+        publish(&[&fixture()], &root_dir.path().join("reports").join("h200"));
+        let (_server, url) = serve(&[root_dir.path()]);
+        c.goto(&format!("{url}reports/h200")).await.unwrap();
+        wait_text(&c, "#run-title", SEED_LABEL).await;
+        wait_text(&c, &heat("8K", 128), "6,342.6").await;
+        let here = c.current_url().await.unwrap();
+        assert!(here.as_str().ends_with("/reports/h200/"), "{here}");
+        c.find(Locator::Css("#copy-launch")).await.unwrap().click().await.unwrap();
+        let label = until(
+            &c,
+            "the copy button to answer",
+            "const b = document.querySelector('#copy-launch'); return b.innerText != 'Copy' ? b.innerText : null;",
+        )
+        .await;
+        let label = label.as_str().unwrap();
+        assert!(label == "Copied" || label.starts_with("Selected"), "{label}");
+        if label.starts_with("Selected") {
+            let selected = c.execute("return String(window.getSelection());", vec![]).await.unwrap();
+            assert!(selected.as_str().unwrap().contains("--api-key <redacted>"));
+        }
+    });
+}

@@ -1,0 +1,781 @@
+//! What the page shows, as plain data: header cards, the prefill table, the heatmap grid and
+//! the all-measurements table with its sorting and filters. Pure functions of a [`Results`]
+//! (no DOM), so they are unit-tested natively; [`crate::app`] turns them into elements.
+//!
+//! Numbers are always written by the registry ([`speedmatrix_schema::registry`]); status words
+//! come from [`CellStatus::label`]; nothing here parses or validates a file.
+
+use speedmatrix_schema::registry::{self, column, columns, Column, Kind, Style, METRICS};
+use speedmatrix_schema::site::run_title;
+use speedmatrix_schema::status::over_capacity_reason;
+use speedmatrix_schema::table::{rows, Phase, Row};
+use speedmatrix_schema::{CellStatus, DecodeCell, DecodeTest, PrefillMode, Results};
+use std::cmp::Ordering;
+
+/// The placeholder written for a figure the file does not have.
+pub const DASH: &str = "—";
+
+/// The page title of a run (its label, else "model on hardware").
+pub fn title(r: &Results) -> String {
+    run_title(r)
+}
+
+fn range_label(labels: &[String]) -> String {
+    match (labels.first(), labels.last()) {
+        (Some(a), Some(b)) if a != b => format!("{a}–{b}"),
+        (Some(a), _) => a.clone(),
+        _ => "none".into(),
+    }
+}
+
+/// The line under the title: engine · version · quantization · shape of the matrix · prefill
+/// contexts (as the seed page writes it).
+pub fn subtitle(r: &Results) -> String {
+    let c = &r.config;
+    let ctx: Vec<String> = c.contexts.iter().map(|x| x.label.clone()).collect();
+    let conc: Vec<String> = c.concurrency.iter().map(u32::to_string).collect();
+    let prefill: Vec<String> = c.prefill_contexts.iter().map(|x| x.label.clone()).collect();
+    let mut parts = vec![r.engine.name.clone()];
+    parts.extend(r.engine.version.clone());
+    parts.extend(r.engine.quantization.clone());
+    parts.push(format!(
+        "{} contexts ({}) × {} concurrency levels ({})",
+        ctx.len(),
+        range_label(&ctx),
+        conc.len(),
+        range_label(&conc)
+    ));
+    if !prefill.is_empty() {
+        parts.push(format!("prefill at {}", prefill.join(", ")));
+    }
+    parts.join(" · ")
+}
+
+/// One header card: a title and its known label → value pairs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Card {
+    /// "Hardware", "Engine", "Run".
+    pub title: &'static str,
+    /// Only the items the file knows, in display order.
+    pub items: Vec<(&'static str, String)>,
+}
+
+fn gb(bytes: u64) -> String {
+    let g = bytes as f64 / 1e9;
+    if (g - g.round()).abs() < 0.05 {
+        format!("{g:.0} GB")
+    } else {
+        format!("{g:.1} GB")
+    }
+}
+
+fn tokens(v: u64) -> String {
+    format!("{} tokens", registry::format_int(v))
+}
+
+fn card(title: &'static str, items: Vec<(&'static str, Option<String>)>) -> Card {
+    Card { title, items: items.into_iter().filter_map(|(k, v)| v.map(|v| (k, v))).collect() }
+}
+
+/// The Hardware, Engine and Run cards (the launch command is shown on its own).
+pub fn cards(r: &Results) -> Vec<Card> {
+    let h = &r.hardware;
+    let mut gpu_names: Vec<String> = h.gpus.iter().map(|g| g.name.clone()).collect();
+    gpu_names.dedup();
+    let count = h.gpu_count.or((!h.gpus.is_empty()).then_some(h.gpus.len() as u32));
+    let per_gpu = h.gpus.first().and_then(|g| g.memory_bytes);
+    let vram = h.vram_total_bytes.map(|t| match (count, per_gpu) {
+        (Some(n), Some(each)) if n > 1 => format!("{} ({n} × {})", gb(t), gb(each)),
+        _ => gb(t),
+    });
+    let first = h.gpus.first();
+    let hardware = card(
+        "Hardware",
+        vec![
+            ("Type", h.accelerator_type.clone()),
+            ("GPU", (!gpu_names.is_empty()).then(|| gpu_names.join(", "))),
+            ("GPU count", count.map(|n| n.to_string())),
+            ("VRAM", vram),
+            ("Driver", first.and_then(|g| g.driver.clone())),
+            ("CUDA", first.and_then(|g| g.cuda.clone())),
+            ("CPU", h.cpu.clone()),
+            ("OS", h.os.clone()),
+            ("Host", h.host.clone()),
+            ("GPU telemetry", h.gpu_telemetry_note.clone()),
+        ],
+    );
+    let e = &r.engine;
+    let engine = card(
+        "Engine",
+        vec![
+            ("Engine", Some(e.name.clone())),
+            ("Version", e.version.clone()),
+            ("Quantization", e.quantization.clone()),
+            ("Backend", e.backend.clone()),
+            ("Repository", e.repository.clone()),
+            ("Build", e.build.clone()),
+            ("Commit", e.commit.clone()),
+            ("Model", e.model.clone()),
+            ("Max model length", e.max_model_len.map(tokens)),
+            ("KV cache budget", e.kv_budget_tokens.map(tokens)),
+            ("Speculative decoding", e.speculative_decoding.clone()),
+        ],
+    );
+    let c = &r.config;
+    let run = &r.run;
+    let status = match run.status {
+        speedmatrix_schema::RunStatus::Running => "Running",
+        speedmatrix_schema::RunStatus::Complete => "Complete",
+        speedmatrix_schema::RunStatus::Interrupted => "Interrupted",
+        speedmatrix_schema::RunStatus::Failed => "Failed",
+    };
+    let run_card = card(
+        "Run",
+        vec![
+            ("Status", Some(status.to_string())),
+            ("Started", run.started_at.clone()),
+            ("Finished", run.finished_at.clone()),
+            ("Served model", e.served_model_name.clone()),
+            ("Revision", e.revision.clone()),
+            ("Benchmark tool", Some(format!("{} v{}", r.tool.name, r.tool.version))),
+            ("Converted by", r.tool.converted_by.clone()),
+            (
+                "Decode test",
+                c.decode_test.map(|d| match d {
+                    DecodeTest::FixedDuration => "Fixed duration".into(),
+                    DecodeTest::FixedRequests => "Fixed requests".into(),
+                }),
+            ),
+            (
+                "Prefill mode",
+                c.prefill_mode.map(|p| match p {
+                    PrefillMode::DecodeWarmup => "Measured during decode warm-up".into(),
+                    PrefillMode::Separate => "Separate cold request".into(),
+                }),
+            ),
+            ("Time per measurement", Some(format!("{} s", registry::format_number(c.window_s, Style::Fixed(0))))),
+            ("Max output", Some(tokens(u64::from(c.max_tokens)))),
+            ("Endpoint", c.endpoint.map(|x| format!("{x:?}").to_lowercase())),
+            ("Run id", Some(run.id.clone())),
+        ],
+    );
+    vec![hardware, engine, run_card]
+}
+
+fn fmt(id: &str, v: Option<f64>) -> String {
+    match (registry::metric(id), v) {
+        (Some(m), Some(v)) => m.display(v),
+        _ => DASH.to_string(),
+    }
+}
+
+/// One row of the prefill table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PrefillLine {
+    /// "8K context".
+    pub context: String,
+    /// Prompt tok/s as the registry writes it ("22.5K"), or the status words when not measured.
+    pub prompt_tps: String,
+    /// "363 ms".
+    pub ttft: String,
+    /// Real prompt tokens ("8,192") or a dash.
+    pub prompt_tokens: String,
+    /// Prompt tok/s ÷ the largest of the table, 0–1 (the bar behind the figure).
+    pub share: f64,
+    /// Status (valid unless the file says otherwise).
+    pub status: CellStatus,
+    /// The status reason, if any.
+    pub reason: Option<String>,
+}
+
+/// The prefill table: context, prompt tok/s, TTFT (and prompt tokens when known).
+pub fn prefill_lines(r: &Results) -> Vec<PrefillLine> {
+    let top = r.prefill.iter().filter_map(|p| p.prompt_tps).fold(0.0_f64, f64::max);
+    r.prefill
+        .iter()
+        .map(|p| PrefillLine {
+            context: format!("{} context", p.context.label),
+            prompt_tps: if p.status.is_measured() {
+                fmt("prompt_tps", p.prompt_tps)
+            } else {
+                p.status.label().to_string()
+            },
+            ttft: fmt("ttft_ms", p.ttft_ms),
+            prompt_tokens: p.prompt_tokens.map(registry::format_int).unwrap_or_else(|| DASH.into()),
+            share: match p.prompt_tps {
+                Some(v) if top > 0.0 && p.status.is_measured() => (v / top).clamp(0.0, 1.0),
+                _ => 0.0,
+            },
+            status: p.status,
+            reason: p.reason.clone(),
+        })
+        .collect()
+}
+
+/// Metrics the heatmap can show: every registry metric a decode cell can carry, as its
+/// column (a distribution's median). `prompt_tps` belongs to prefill rows and is left out.
+pub fn heatmap_metrics() -> Vec<Column> {
+    METRICS.iter().filter(|m| m.id != "prompt_tps").filter_map(|m| column(m.id)).collect()
+}
+
+/// The default heatmap metric (total tok/s).
+pub const DEFAULT_METRIC: &str = "total_tps";
+
+/// The label of a heatmap metric in the selector: "Total tok/s", "TTFT (ms, median)".
+pub fn metric_option_label(c: &Column) -> String {
+    let header = c.metric.header();
+    if c.metric.kind == Kind::Distribution {
+        match header.strip_suffix(')') {
+            Some(h) => format!("{h}, median)"),
+            None => format!("{header} (median)"),
+        }
+    } else {
+        header
+    }
+}
+
+/// Whether some decode cell of the run has a value for this column.
+pub fn has_decode_data(r: &Results, c: &Column) -> bool {
+    r.decode.iter().any(|d| Row::Decode(d).value(c).is_some())
+}
+
+/// One cell of the heatmap.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeatCell {
+    /// Context label of the row.
+    pub context: String,
+    /// Concurrency of the column.
+    pub concurrency: u32,
+    /// `None` when the file has no cell here (not planned).
+    pub status: Option<CellStatus>,
+    /// The selected metric, written by the registry; `None` when the cell has no value.
+    pub value: Option<String>,
+    /// "811 ms TTFT" (the cell's median TTFT), when known and not the selected metric.
+    pub ttft: Option<String>,
+    /// Position of the value on the colour scale, 0 (worst / lowest) – 1 (best / highest).
+    pub level: Option<f64>,
+    /// Why the status is what it is (shown on hover and focus).
+    pub reason: Option<String>,
+}
+
+impl HeatCell {
+    /// The background colour of the cell (`None`: the status style decides).
+    pub fn background(&self) -> Option<String> {
+        self.level.map(scale_colour)
+    }
+
+    /// Whether text on [`HeatCell::background`] should be light.
+    pub fn light_text(&self) -> bool {
+        self.level.is_some_and(|l| l > 0.55)
+    }
+}
+
+/// The heatmap: rows are the planned contexts, columns the planned concurrency levels.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Heatmap {
+    /// Column headers: concurrency levels.
+    pub concurrency: Vec<u32>,
+    /// (context label, cells).
+    pub rows: Vec<(String, Vec<HeatCell>)>,
+    /// The values at the light and the dark end of the colour scale (smallest and largest, or
+    /// the other way round when less is better), written by the registry.
+    pub scale_ends: Option<(String, String)>,
+    /// Whether the colour follows the logarithm of the value (values spanning 10× or more).
+    pub log_scale: bool,
+    /// Whether a darker cell is better (`Some(true)`), worse, or only higher (`None`).
+    pub darker_is_better: Option<bool>,
+}
+
+fn cell_at(r: &Results, tokens: u64, n: u32) -> Option<&DecodeCell> {
+    r.decode.iter().find(|c| c.context.tokens == tokens && c.concurrency == n)
+}
+
+/// The reason shown for a cell: its own, else the over-capacity shortfall.
+fn reason_of(c: &DecodeCell) -> Option<String> {
+    c.reason.clone().or_else(|| c.capacity.as_ref().map(over_capacity_reason))
+}
+
+/// Build the heatmap of `metric` (a registry column).
+pub fn heatmap(r: &Results, metric: &Column) -> Heatmap {
+    let measured = |c: &DecodeCell| c.status.is_measured();
+    let values: Vec<f64> =
+        r.decode.iter().filter(|c| measured(c)).filter_map(|c| Row::Decode(c).value(metric)).collect();
+    let min = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let higher_is_better = metric.metric.higher_is_better;
+    let log_scale = min > 0.0 && max / min >= 10.0;
+    let level = |v: f64| {
+        let t = match (max > min, log_scale) {
+            (false, _) => 1.0,
+            (true, true) => (v.ln() - min.ln()) / (max.ln() - min.ln()),
+            (true, false) => (v - min) / (max - min),
+        };
+        match higher_is_better {
+            Some(false) => 1.0 - t,
+            _ => t,
+        }
+    };
+    let ttft_col = column("ttft_ms").expect("ttft_ms is in the registry");
+    let show_ttft = metric.metric.id != "ttft_ms";
+    let rows = r
+        .config
+        .contexts
+        .iter()
+        .map(|ctx| {
+            let cells = r
+                .config
+                .concurrency
+                .iter()
+                .map(|&n| match cell_at(r, ctx.tokens, n) {
+                    None => HeatCell {
+                        context: ctx.label.clone(),
+                        concurrency: n,
+                        status: None,
+                        value: None,
+                        ttft: None,
+                        level: None,
+                        reason: None,
+                    },
+                    Some(c) => {
+                        let v = if measured(c) { Row::Decode(c).value(metric) } else { None };
+                        let ttft = Row::Decode(c).value(&ttft_col).filter(|_| show_ttft);
+                        HeatCell {
+                            context: ctx.label.clone(),
+                            concurrency: n,
+                            status: Some(c.status),
+                            value: v.map(|v| metric.display(v)),
+                            ttft: ttft.map(|t| format!("{} TTFT", ttft_col.display(t))),
+                            level: v.map(level),
+                            reason: reason_of(c),
+                        }
+                    }
+                })
+                .collect();
+            (ctx.label.clone(), cells)
+        })
+        .collect();
+    Heatmap {
+        concurrency: r.config.concurrency.clone(),
+        rows,
+        scale_ends: (!values.is_empty()).then(|| match higher_is_better {
+            Some(false) => (metric.display(max), metric.display(min)),
+            _ => (metric.display(min), metric.display(max)),
+        }),
+        log_scale,
+        darker_is_better: higher_is_better.map(|_| true),
+    }
+}
+
+/// The colour scale: a sequential blue ramp, `level` 0 (light) → 1 (dark).
+pub const SCALE: [(u8, u8, u8); 7] =
+    [(239, 246, 255), (198, 219, 239), (158, 202, 225), (107, 174, 214), (66, 146, 198), (33, 113, 181), (8, 69, 148)];
+
+/// The colour of `level` (0–1) on [`SCALE`], as CSS `rgb(…)`.
+pub fn scale_colour(level: f64) -> String {
+    let l = if level.is_finite() { level.clamp(0.0, 1.0) } else { 0.0 };
+    let pos = l * (SCALE.len() - 1) as f64;
+    let i = (pos.floor() as usize).min(SCALE.len() - 2);
+    let f = pos - i as f64;
+    let mix = |a: u8, b: u8| (f64::from(a) + (f64::from(b) - f64::from(a)) * f).round() as u8;
+    let (a, b) = (SCALE[i], SCALE[i + 1]);
+    format!("rgb({}, {}, {})", mix(a.0, b.0), mix(a.1, b.1), mix(a.2, b.2))
+}
+
+/// The CSS gradient of the legend.
+pub fn scale_gradient() -> String {
+    let stops: Vec<String> = SCALE.iter().map(|(r, g, b)| format!("rgb({r}, {g}, {b})")).collect();
+    format!("linear-gradient(to right, {})", stops.join(", "))
+}
+
+/// What a status means, for the legend (the seed page's words).
+pub fn status_meaning(status: CellStatus) -> &'static str {
+    match status {
+        CellStatus::Valid => "measured; every request ran at once and none failed.",
+        CellStatus::RequestsQueued => "the server could not run all requests at once, so some waited in a queue.",
+        CellStatus::OverCapacity => {
+            "not run because this many requests at this context would exceed the server's KV cache."
+        }
+        CellStatus::Error => "a request failed; no throughput is claimed (hover or focus the cell for the reason).",
+        CellStatus::NotRun => "planned but not measured (the run was interrupted or the cell excluded).",
+    }
+}
+
+/// The mark drawn with each non-valid status, so statuses differ by more than colour.
+pub fn status_mark(status: CellStatus) -> &'static str {
+    match status {
+        CellStatus::Valid => "",
+        CellStatus::RequestsQueued => "◐",
+        CellStatus::OverCapacity => "⊘",
+        CellStatus::Error => "✕",
+        CellStatus::NotRun => "○",
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// All measurements
+
+/// A column of the all-measurements table.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TableColumn {
+    /// "Phase".
+    Phase,
+    /// "Context" (sorted by tokens).
+    Context,
+    /// "Requests at once".
+    Concurrency,
+    /// "Status".
+    Status,
+    /// A registry column. `prefill_as` is the column prefill rows show instead (the seed's
+    /// "Total tok/s" holds prompt tok/s on prefill rows).
+    Metric {
+        /// Header text.
+        header: String,
+        /// The registry column.
+        column: Column,
+        /// What prefill rows show in this column instead, if anything.
+        prefill_as: Option<Column>,
+    },
+}
+
+/// The seed page's measurement columns: (header, column id).
+const SEED_COLUMNS: [(&str, &str); 8] = [
+    ("Total tok/s", "total_tps"),
+    ("Per request tok/s", "per_request_tps_p50"),
+    ("TTFT", "ttft_ms_p50"),
+    ("Time between tokens", "itl_ms_p50"),
+    ("Average active requests", "avg_active_requests"),
+    ("Completed requests", "completed_requests"),
+    ("Output tokens", "output_tokens"),
+    ("Measured for", "window_s"),
+];
+
+impl TableColumn {
+    /// Header text.
+    pub fn header(&self) -> String {
+        match self {
+            TableColumn::Phase => "Phase".into(),
+            TableColumn::Context => "Context".into(),
+            TableColumn::Concurrency => "Requests at once".into(),
+            TableColumn::Status => "Status".into(),
+            TableColumn::Metric { header, .. } => header.clone(),
+        }
+    }
+
+    /// A stable id (for tests and `data-col`): `phase`, `context`, …, or the registry column id.
+    pub fn id(&self) -> String {
+        match self {
+            TableColumn::Phase => "phase".into(),
+            TableColumn::Context => "context".into(),
+            TableColumn::Concurrency => "concurrency".into(),
+            TableColumn::Status => "status".into(),
+            TableColumn::Metric { column, .. } => column.id(),
+        }
+    }
+
+    /// Whether the column holds numbers (right-aligned).
+    pub fn numeric(&self) -> bool {
+        matches!(self, TableColumn::Concurrency | TableColumn::Metric { .. })
+    }
+
+    fn metric_value(&self, row: &Row<'_>) -> Option<f64> {
+        match self {
+            TableColumn::Metric { column, prefill_as, .. } => match (row, prefill_as) {
+                (Row::Prefill(_), Some(p)) => row.value(p),
+                _ => row.value(column),
+            },
+            _ => None,
+        }
+    }
+
+    /// The text of this column in `row`.
+    pub fn text(&self, row: &Row<'_>) -> String {
+        match self {
+            TableColumn::Phase => row.phase().label().into(),
+            TableColumn::Context => row.context().label.clone(),
+            TableColumn::Concurrency => row.concurrency().to_string(),
+            TableColumn::Status => row.status().label().into(),
+            TableColumn::Metric { column, prefill_as, .. } => {
+                let shown = match (row, prefill_as) {
+                    (Row::Prefill(_), Some(p)) => p,
+                    _ => column,
+                };
+                self.metric_value(row).map(|v| shown.display(v)).unwrap_or_else(|| DASH.into())
+            }
+        }
+    }
+
+    /// Compare two rows on this column; a missing figure sorts after every number.
+    pub fn compare(&self, a: &Row<'_>, b: &Row<'_>) -> Ordering {
+        let status_rank = |s: CellStatus| CellStatus::ALL.iter().position(|x| *x == s);
+        match self {
+            TableColumn::Phase => a.phase().cmp(&b.phase()),
+            TableColumn::Context => a.context().tokens.cmp(&b.context().tokens),
+            TableColumn::Concurrency => a.concurrency().cmp(&b.concurrency()),
+            TableColumn::Status => status_rank(a.status()).cmp(&status_rank(b.status())),
+            TableColumn::Metric { .. } => match (self.metric_value(a), self.metric_value(b)) {
+                (Some(x), Some(y)) => x.total_cmp(&y),
+                (Some(_), None) => Ordering::Less,
+                (None, Some(_)) => Ordering::Greater,
+                (None, None) => Ordering::Equal,
+            },
+        }
+    }
+}
+
+/// The table's columns: the seed page's, or (with `all`) every registry column any row of the
+/// run has a figure for.
+pub fn table_columns(r: &Results, all: bool) -> Vec<TableColumn> {
+    let mut cols = vec![TableColumn::Phase, TableColumn::Context, TableColumn::Concurrency, TableColumn::Status];
+    if all {
+        let rs = rows(r);
+        cols.extend(columns().into_iter().filter(|c| rs.iter().any(|row| row.value(c).is_some())).map(|c| {
+            TableColumn::Metric {
+                header: match c.stat {
+                    Some(s) => format!("{} {}", c.metric.header(), s.suffix()),
+                    None => c.metric.header(),
+                },
+                column: c,
+                prefill_as: None,
+            }
+        }));
+    } else {
+        let prompt = column("prompt_tps").expect("prompt_tps is in the registry");
+        cols.extend(SEED_COLUMNS.iter().map(|(header, id)| TableColumn::Metric {
+            header: header.to_string(),
+            column: column(id).expect("seed columns are registry columns"),
+            prefill_as: (*id == "total_tps").then_some(prompt),
+        }));
+    }
+    cols
+}
+
+/// One sort key: a column index and its direction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SortKey {
+    /// Index into the table's columns.
+    pub column: usize,
+    /// Ascending (true) or descending.
+    pub ascending: bool,
+}
+
+/// Update the sort keys for a click on a header: a plain click sorts by that column alone
+/// (a second click flips its direction); a shift-click adds it as the next key (or flips it
+/// when already a key).
+pub fn click_sort(keys: &mut Vec<SortKey>, column: usize, shift: bool) {
+    let pos = keys.iter().position(|k| k.column == column);
+    match (shift, pos) {
+        (true, Some(i)) => keys[i].ascending = !keys[i].ascending,
+        (true, None) => keys.push(SortKey { column, ascending: true }),
+        (false, Some(i)) if keys.len() == 1 => keys[i].ascending = !keys[i].ascending,
+        (false, _) => {
+            keys.clear();
+            keys.push(SortKey { column, ascending: true });
+        }
+    }
+}
+
+/// The table's filters; `None` shows every value.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Filters {
+    /// Only this phase.
+    pub phase: Option<Phase>,
+    /// Only this context (tokens).
+    pub context: Option<u64>,
+    /// Only this concurrency.
+    pub concurrency: Option<u32>,
+    /// Only this status.
+    pub status: Option<CellStatus>,
+}
+
+impl Filters {
+    /// Whether `row` passes.
+    pub fn keep(&self, row: &Row<'_>) -> bool {
+        self.phase.is_none_or(|p| row.phase() == p)
+            && self.context.is_none_or(|c| row.context().tokens == c)
+            && self.concurrency.is_none_or(|n| row.concurrency() == n)
+            && self.status.is_none_or(|s| row.status() == s)
+    }
+}
+
+/// The choices of each filter that occur in the run: contexts (tokens, label), concurrency
+/// levels and statuses, each sorted.
+pub fn filter_choices(r: &Results) -> (Vec<(u64, String)>, Vec<u32>, Vec<CellStatus>) {
+    let rs = rows(r);
+    let mut ctx: Vec<(u64, String)> = rs.iter().map(|x| (x.context().tokens, x.context().label.clone())).collect();
+    ctx.sort();
+    ctx.dedup_by_key(|c| c.0);
+    let mut conc: Vec<u32> = rs.iter().map(Row::concurrency).collect();
+    conc.sort_unstable();
+    conc.dedup();
+    let statuses = CellStatus::ALL.into_iter().filter(|s| rs.iter().any(|x| x.status() == *s)).collect();
+    (ctx, conc, statuses)
+}
+
+/// The rows of the table after filters and sorting, as indexes into [`rows`]. Ties keep file
+/// order.
+pub fn table_order(r: &Results, cols: &[TableColumn], keys: &[SortKey], filters: &Filters) -> Vec<usize> {
+    let rs = rows(r);
+    let mut idx: Vec<usize> = (0..rs.len()).filter(|&i| filters.keep(&rs[i])).collect();
+    idx.sort_by(|&a, &b| {
+        for k in keys {
+            let Some(col) = cols.get(k.column) else { continue };
+            let o = col.compare(&rs[a], &rs[b]);
+            let o = if k.ascending { o } else { o.reverse() };
+            if o != Ordering::Equal {
+                return o;
+            }
+        }
+        Ordering::Equal
+    });
+    idx
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seed() -> Results {
+        let bytes = include_bytes!("../../tests/fixtures/h200-qwen3.5-122b-vllm.json");
+        speedmatrix_schema::load_results(bytes).expect("the seed fixture loads")
+    }
+
+    #[test]
+    fn header_matches_the_seed_page() {
+        let r = seed();
+        assert_eq!(title(&r), "Qwen3.5-122B-A10B-GPTQ-Int4 on H200 NVL 141GB ×2");
+        assert_eq!(
+            subtitle(&r),
+            "vllm · 0.26.1rc1.dev638+g52be12cfa · INT4 · 6 contexts (8K–251K) × 8 concurrency levels (1–128) · \
+             prefill at 8K, 16K, 32K, 64K, 128K, 251K, 256K"
+        );
+        let cards = cards(&r);
+        let get = |t: &str, k: &str| {
+            cards.iter().find(|c| c.title == t).and_then(|c| c.items.iter().find(|i| i.0 == k)).map(|i| i.1.clone())
+        };
+        assert_eq!(get("Hardware", "VRAM").as_deref(), Some("282 GB (2 × 141 GB)"));
+        assert_eq!(get("Hardware", "GPU count").as_deref(), Some("2"));
+        assert_eq!(get("Engine", "Commit").as_deref(), Some("52be12cfac0c"));
+        assert_eq!(get("Run", "Benchmark tool").as_deref(), Some("llm-inference-bench v0.4.29"));
+        assert_eq!(get("Run", "Time per measurement").as_deref(), Some("30 s"));
+        assert_eq!(get("Run", "Max output").as_deref(), Some("4,096 tokens"));
+        assert_eq!(get("Run", "Prefill mode").as_deref(), Some("Measured during decode warm-up"));
+    }
+
+    #[test]
+    fn prefill_and_heatmap_use_registry_formats() {
+        let r = seed();
+        let p = prefill_lines(&r);
+        assert_eq!(
+            (p[0].context.as_str(), p[0].prompt_tps.as_str(), p[0].ttft.as_str()),
+            ("8K context", "22.5K", "363 ms")
+        );
+        assert_eq!(p[6].prompt_tps, "12K");
+        let h = heatmap(&r, &column("total_tps").unwrap());
+        let c = &h.rows[0].1[7];
+        assert_eq!((c.value.as_deref(), c.ttft.as_deref()), (Some("6,342.6"), Some("10,187 ms TTFT")));
+        assert_eq!(c.level, Some(1.0));
+        let q = &h.rows[3].1[3];
+        assert_eq!(q.status, Some(CellStatus::RequestsQueued));
+        assert_eq!((q.value.as_deref(), q.ttft.as_deref()), (Some("1,202.3"), Some("811 ms TTFT")));
+        let o = &h.rows[5].1[5];
+        assert_eq!((o.context.as_str(), o.concurrency, o.status), ("251K", 32, Some(CellStatus::OverCapacity)));
+        assert!(o.value.is_none() && o.level.is_none() && o.reason.as_deref().unwrap().contains("KV cache"));
+        assert_eq!(h.scale_ends, Some(("198.0".into(), "6,342.6".into())));
+        assert!(h.log_scale, "198 … 6,342.6 spans more than 10×");
+        // Lower TTFT is better: the fastest cell is the darkest.
+        let t = heatmap(&r, &column("ttft_ms").unwrap());
+        assert_eq!(t.rows[0].1[7].value.as_deref(), Some("10,187 ms"));
+        assert_eq!(t.rows[0].1[7].level, Some(0.0));
+        assert!(t.rows[0].1[7].ttft.is_none(), "no second TTFT line when TTFT is the metric");
+        assert_eq!(t.scale_ends, Some(("10,187 ms".into(), "196 ms".into())), "the dark end is the best value");
+    }
+
+    #[test]
+    fn error_and_not_run_cells_show_their_status_and_reason() {
+        let mut r = seed();
+        r.decode[0].status = CellStatus::Error;
+        r.decode[0].reason = Some("stream 3: HTTP 500".into());
+        r.decode[0].total_tps = None;
+        r.decode[1].status = CellStatus::NotRun;
+        r.decode[1].reason = Some("interrupted".into());
+        let h = heatmap(&r, &column("total_tps").unwrap());
+        let (e, n) = (&h.rows[0].1[0], &h.rows[0].1[1]);
+        assert_eq!((e.status, e.value.as_deref(), e.level), (Some(CellStatus::Error), None, None));
+        assert_eq!(e.reason.as_deref(), Some("stream 3: HTTP 500"));
+        assert_eq!(
+            (n.status, n.value.as_deref(), n.level),
+            (Some(CellStatus::NotRun), None, None),
+            "no figure for a cell not run"
+        );
+        assert_eq!(n.reason.as_deref(), Some("interrupted"));
+        let marks: Vec<&str> = CellStatus::ALL.iter().map(|s| status_mark(*s)).collect();
+        assert_eq!(marks.iter().filter(|m| !m.is_empty()).count(), 4, "every non-valid status has its own mark");
+    }
+
+    #[test]
+    fn colour_scale_ends() {
+        assert_eq!(scale_colour(0.0), "rgb(239, 246, 255)");
+        assert_eq!(scale_colour(1.0), "rgb(8, 69, 148)");
+        assert_eq!(scale_colour(f64::NAN), "rgb(239, 246, 255)");
+        assert!(scale_gradient().starts_with("linear-gradient(to right, rgb(239, 246, 255)"));
+    }
+
+    #[test]
+    fn metric_selector_covers_the_registry() {
+        let ids: Vec<String> = heatmap_metrics().iter().map(|c| c.id()).collect();
+        assert_eq!(ids.len(), METRICS.len() - 1);
+        assert_eq!(ids[0], "total_tps");
+        assert!(ids.contains(&"ttft_ms_p50".to_string()));
+        assert_eq!(metric_option_label(&column("ttft_ms").unwrap()), "TTFT (ms, median)");
+        assert_eq!(metric_option_label(&column("total_tps").unwrap()), "Total tok/s");
+    }
+
+    #[test]
+    fn sorting_two_keys_and_filters() {
+        let r = seed();
+        let cols = table_columns(&r, false);
+        let ttft = cols.iter().position(|c| c.id() == "ttft_ms_p50").unwrap();
+        let conc = 2;
+        let mut keys = Vec::new();
+        click_sort(&mut keys, conc, false);
+        click_sort(&mut keys, ttft, true);
+        assert_eq!(keys, vec![SortKey { column: conc, ascending: true }, SortKey { column: ttft, ascending: true }]);
+        click_sort(&mut keys, ttft, true);
+        assert!(!keys[1].ascending, "shift-click on a key flips it");
+        click_sort(&mut keys, conc, false);
+        assert_eq!(keys, vec![SortKey { column: conc, ascending: true }], "a plain click sorts by one column");
+        click_sort(&mut keys, conc, false);
+        assert!(!keys[0].ascending);
+
+        let keys = [SortKey { column: conc, ascending: false }, SortKey { column: ttft, ascending: true }];
+        let order = table_order(&r, &cols, &keys, &Filters::default());
+        let rs = rows(&r);
+        let first: Vec<String> = order.iter().take(3).map(|&i| cols[ttft].text(&rs[i])).collect();
+        assert_eq!(first, ["8,875 ms", "10,004 ms", "10,187 ms"].map(String::from));
+        assert_eq!(cols[ttft].text(&rs[order[3]]), "—", "missing figures sort last");
+        assert_eq!(cols[ttft].text(&rs[order[6]]), "4,657 ms", "then the next concurrency level");
+
+        let f = Filters { phase: Some(Phase::Prefill), ..Default::default() };
+        let order = table_order(&r, &cols, &[], &f);
+        assert_eq!(order.len(), 7);
+        assert_eq!(cols[4].text(&rs[order[0]]), "22.5K", "prefill rows show prompt tok/s as on the seed page");
+        let f = Filters { status: Some(CellStatus::OverCapacity), context: Some(251 * 1024), ..Default::default() };
+        assert_eq!(table_order(&r, &cols, &[], &f).len(), 3, "251K (257,024 tokens) × 32, 64, 128");
+        let f = Filters { status: Some(CellStatus::OverCapacity), ..Default::default() };
+        assert_eq!(table_order(&r, &cols, &[], &f).len(), 6);
+        let (ctx, conc, st) = filter_choices(&r);
+        assert_eq!(ctx.len(), 7);
+        assert_eq!(conc, vec![1, 2, 4, 8, 16, 32, 64, 128]);
+        assert_eq!(st, vec![CellStatus::Valid, CellStatus::RequestsQueued, CellStatus::OverCapacity]);
+    }
+
+    #[test]
+    fn all_columns_add_registry_columns_with_data() {
+        let r = seed();
+        let cols = table_columns(&r, true);
+        let ids: Vec<String> = cols.iter().map(TableColumn::id).collect();
+        assert!(ids.contains(&"prompt_tps".to_string()));
+        assert!(!ids.contains(&"tpot_ms_p50".to_string()), "the seed has no TPOT: no empty column");
+        assert!(!ids.contains(&"ttft_ms_p99".to_string()), "the seed has no p99: no empty column");
+    }
+}

@@ -1,0 +1,82 @@
+//! Component tests of the report in a real browser (wasm-bindgen-test-runner + chromedriver):
+//! `CHROMEDRIVER=$(command -v chromedriver) cargo test -p speedmatrix-viewer --target
+//! wasm32-unknown-unknown`. Native builds compile nothing here.
+#![cfg(target_arch = "wasm32")]
+
+use leptos::prelude::*;
+use speedmatrix_viewer::app::Report;
+use std::sync::Arc;
+use wasm_bindgen::JsCast;
+use wasm_bindgen_test::*;
+
+wasm_bindgen_test_configure!(run_in_browser);
+
+const SEED: &[u8] = include_bytes!("../../tests/fixtures/h200-qwen3.5-122b-vllm.json");
+
+/// Mount the seed report in a fresh container; returns the container.
+async fn mount_seed(metric: RwSignal<String>) -> web_sys::HtmlElement {
+    let doc = document();
+    let host: web_sys::HtmlElement = doc.create_element("div").unwrap().unchecked_into();
+    doc.body().unwrap().append_child(&host).unwrap();
+    let r = Arc::new(speedmatrix_schema::load_results(SEED).unwrap());
+    leptos::mount::mount_to(host.clone(), move || view! { <Report r=r metric=metric /> }).forget();
+    leptos::task::tick().await;
+    host
+}
+
+fn text(host: &web_sys::HtmlElement, css: &str) -> String {
+    host.query_selector(css).unwrap().unwrap_or_else(|| panic!("{css} missing")).text_content().unwrap_or_default()
+}
+
+fn cell(context: &str, n: u32) -> String {
+    format!("#heatmap td[data-context=\"{context}\"][data-concurrency=\"{n}\"]")
+}
+
+#[wasm_bindgen_test]
+async fn heatmap_shows_value_ttft_and_status_marks() {
+    let host = mount_seed(RwSignal::new("total_tps".into())).await;
+    let c = text(&host, &cell("8K", 128));
+    assert!(c.contains("6,342.6") && c.contains("10,187 ms TTFT"), "{c}");
+    let over = host.query_selector(&cell("251K", 32)).unwrap().unwrap();
+    assert!(over.class_list().contains("st-over_capacity"));
+    assert_eq!(over.get_attribute("tabindex").as_deref(), Some("0"), "reasons are reachable by keyboard");
+    assert!(over.text_content().unwrap().contains("exceed the server's KV cache"));
+    let queued = text(&host, &cell("64K", 8));
+    assert!(queued.contains("Requests queued") && queued.contains("811 ms TTFT"), "{queued}");
+    let style = host.query_selector(&cell("8K", 128)).unwrap().unwrap().get_attribute("style").unwrap_or_default();
+    assert!(style.contains("background-color: rgb(8, 69, 148)"), "the best cell is the darkest: {style}");
+}
+
+#[wasm_bindgen_test]
+async fn metric_signal_redraws_the_heatmap() {
+    let metric = RwSignal::new("total_tps".to_string());
+    let host = mount_seed(metric).await;
+    metric.set("ttft_ms_p50".into());
+    leptos::task::tick().await;
+    let c = text(&host, &cell("8K", 128));
+    assert!(c.contains("10,187 ms") && !c.contains("6,342.6"), "{c}");
+    assert!(text(&host, "#heatmap-legend").contains("10,187 ms"));
+}
+
+#[wasm_bindgen_test]
+async fn header_click_sorts_and_shift_click_adds_a_key() {
+    let host = mount_seed(RwSignal::new("total_tps".into())).await;
+    let click = |col: &str, shift: bool| {
+        let init = web_sys::MouseEventInit::new();
+        init.set_bubbles(true);
+        init.set_shift_key(shift);
+        let ev = web_sys::MouseEvent::new_with_mouse_event_init_dict("click", &init).unwrap();
+        let button = host.query_selector(&format!("#measurements th[data-col={col}] button")).unwrap().unwrap();
+        button.dispatch_event(&ev).unwrap();
+    };
+    click("status", false);
+    click("status", false);
+    leptos::task::tick().await;
+    click("context", true);
+    leptos::task::tick().await;
+    let first = host.query_selector("#measurements tbody tr").unwrap().unwrap().text_content().unwrap();
+    assert!(first.contains("Over capacity") && first.contains("64K"), "status descending, then context: {first}");
+    let th = host.query_selector("#measurements th[data-col=context]").unwrap().unwrap();
+    assert_eq!(th.get_attribute("aria-sort").as_deref(), Some("ascending"));
+    assert!(th.text_content().unwrap().contains("▲2"));
+}
