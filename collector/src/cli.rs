@@ -30,6 +30,8 @@ pub enum Command {
     Schema,
     /// Run the twin: a vLLM-shaped server on loopback whose timing follows a measured run.
     Simulate(SimulateArgs),
+    /// About a minute, no GPU: measure the twin, publish the result beside the seed run, serve it.
+    Demo(DemoArgs),
 }
 
 /// Output formats of `show`.
@@ -225,6 +227,17 @@ pub struct ServeArgs {
     /// viewer alone (open or drop files in the page).
     pub paths: Vec<PathBuf>,
     /// Port on 127.0.0.1; 0 lets the system pick a free one.
+    #[arg(long, default_value_t = 8765)]
+    pub port: u16,
+}
+
+/// Flags of `speedmatrix demo`.
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Folder for the demo's results files and the published site (`OUT/site`).
+    #[arg(long, short = 'o', default_value = "speedmatrix-demo")]
+    pub out: PathBuf,
+    /// Port on 127.0.0.1 for the page; 0 lets the system pick a free one.
     #[arg(long, default_value_t = 8765)]
     pub port: u16,
 }

@@ -13,6 +13,7 @@
 //!   - [`output`]: the atomic results-file writer;
 //!   - [`selfcheck`]: the collector's own CPU use (is the client the bottleneck?);
 //! - [`show`]: `speedmatrix show FILE` — print a results file (text, markdown, csv, json);
+//! - [`demo`]: `speedmatrix demo` — twin + run + publish + serve, about a minute, no GPU;
 //! - [`publish`]: `speedmatrix publish RUN.json… --out SITE/` — a static site with the embedded viewer;
 //! - [`serve`]: `speedmatrix serve [SITE/ | RUN.json…]` — that site (or a folder) on 127.0.0.1;
 //! - [`twin`]: `speedmatrix simulate` — a vLLM-shaped server whose timing follows a measured run;
@@ -25,6 +26,7 @@
 
 pub mod cli;
 pub mod client;
+pub mod demo;
 pub mod discovery;
 pub mod files;
 pub mod measure;
@@ -71,6 +73,7 @@ pub fn run(cli: cli::Cli) -> ExitCode {
         cli::Command::Serve(args) => serve::run(&args).map(|()| 0),
         cli::Command::Schema => print_out(&format!("{:#}\n", speedmatrix_schema::json_schema())).map(|()| 0),
         cli::Command::Simulate(args) => twin::run_cli(&args).map(|()| 0),
+        cli::Command::Demo(args) => demo::run(&args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

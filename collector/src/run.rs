@@ -32,7 +32,7 @@ const SAMPLE_EVERY: Duration = Duration::from_millis(500);
 /// statuses, not process errors.
 pub fn run(args: &RunArgs) -> Result<u8, Error> {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(anyhow::Error::from)?;
-    rt.block_on(run_async(args))
+    rt.block_on(measure(args))
 }
 
 fn duration_flag(flag: &str, v: &str) -> Result<Duration, Error> {
@@ -138,7 +138,13 @@ impl Session {
     }
 }
 
-async fn run_async(args: &RunArgs) -> Result<u8, Error> {
+/// The whole run inside an existing tokio runtime (what [`run`] and `demo` call): discovery,
+/// plan, prefill rows, decode cells, the results file. Returns the exit code (0, or 130 when
+/// interrupted by Ctrl-C).
+///
+/// # Errors
+/// As [`run`].
+pub async fn measure(args: &RunArgs) -> Result<u8, Error> {
     let window = duration_flag("--duration", &args.duration)?;
     let stall = duration_flag("--stall-timeout", &args.stall_timeout)?;
     let contexts = context_flags("--contexts", &args.contexts)?;
