@@ -26,10 +26,42 @@ struct Server {
 }
 
 impl Drop for Server {
+    /// vLLM forks an engine-core and a worker process that outlive a killed API server (each
+    /// holding GBs): kill the server's whole process tree.
     fn drop(&mut self) {
+        let tree = descendants(self.child.id());
         let _ = self.child.kill();
         let _ = self.child.wait();
+        for pid in tree {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+        }
     }
+}
+
+/// Every process below `root`, from the parent pid in `/proc/PID/stat`.
+fn descendants(root: u32) -> Vec<u32> {
+    let parents: Vec<(u32, u32)> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .filter_map(|e| {
+            let pid: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            // "PID (comm) STATE PPID …"; comm may hold spaces, so split after the last ')'.
+            let ppid = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()?;
+            Some((pid, ppid))
+        })
+        .collect();
+    let mut out = vec![];
+    let mut frontier = vec![root];
+    while let Some(p) = frontier.pop() {
+        for &(child, parent) in &parents {
+            if parent == p && !out.contains(&child) {
+                out.push(child);
+                frontier.push(child);
+            }
+        }
+    }
+    out
 }
 
 fn start_vllm(dir: &std::path::Path) -> Option<Server> {
@@ -93,6 +125,13 @@ fn run_against_real_vllm_on_cpu() {
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "{stderr}");
     let r = speedmatrix_schema::load_results(&std::fs::read(&out).unwrap()).expect("a valid results file");
+    // The launch command is read from the local vLLM process (/proc/PID/cmdline).
+    let launch = r.engine.launch_command.as_deref().expect("launch command of the local server");
+    assert!(
+        launch.contains("vllm.entrypoints.openai.api_server") && launch.contains("--max-model-len 2048"),
+        "{launch}"
+    );
+    assert!(r.hardware.cpu.is_some() && r.hardware.os.as_deref() == Some("linux"));
     assert_eq!(r.run.status, speedmatrix_schema::RunStatus::Complete);
     assert_eq!(r.engine.name, "vllm");
     assert_eq!(r.engine.version.as_deref(), Some("0.32.0"));

@@ -141,6 +141,13 @@ pub struct RunArgs {
     /// No progress bar (plain log lines instead).
     #[arg(long)]
     pub quiet: bool,
+    /// The server's launch command, when it is not a local process speedmatrix can read
+    /// (secrets such as --api-key values are redacted before it is stored).
+    #[arg(long)]
+    pub launch_command: Option<String>,
+    /// Leave the host name out of the results file and replace home-directory paths by `~`.
+    #[arg(long)]
+    pub redact_host: bool,
 }
 
 /// Where `simulate --reasoning` puts reasoning text.

@@ -11,6 +11,7 @@
 //!   - [`client`]: HTTP and SSE, one record per streamed request;
 //!   - [`measure`]: records → figures of a window (pure);
 //!   - [`output`]: the atomic results-file writer;
+//!   - [`launch`]: the server's launch command (secrets redacted) and the host's CPU, OS, name;
 //!   - [`selfcheck`]: the collector's own CPU use (is the client the bottleneck?);
 //! - [`show`]: `speedmatrix show FILE` — print a results file (text, markdown, csv, json);
 //! - [`demo`]: `speedmatrix demo` — twin + run + publish + serve, about a minute, no GPU;
@@ -29,6 +30,7 @@ pub mod client;
 pub mod demo;
 pub mod discovery;
 pub mod files;
+pub mod launch;
 pub mod measure;
 pub mod output;
 pub mod plan;

@@ -311,7 +311,7 @@ fn fresh_results(info: &ServerInfo, plan: &Plan, args: &RunArgs, window: Duratio
             label: args.label.clone(),
             notes: args.notes.clone(),
         },
-        hardware: Hardware { os: Some(std::env::consts::OS.into()), ..Hardware::default() },
+        hardware: host_hardware(args),
         engine: Engine {
             name: info.engine.clone(),
             version: info.version.clone(),
@@ -320,6 +320,7 @@ fn fresh_results(info: &ServerInfo, plan: &Plan, args: &RunArgs, window: Duratio
             max_model_len: info.max_model_len,
             kv_budget_tokens: info.kv_budget.map(|(b, _)| b),
             kv_budget_source: info.kv_budget.map(|(_, s)| s),
+            launch_command: launch_command(args),
             ..Engine::default()
         },
         config: Config {
@@ -342,6 +343,45 @@ fn fresh_results(info: &ServerInfo, plan: &Plan, args: &RunArgs, window: Duratio
         decode,
         telemetry: None,
     }
+}
+
+/// The server's host and port from `--url`, and whether it is this machine (loopback).
+fn server_address(url: &str) -> (bool, Option<u16>) {
+    match reqwest::Url::parse(url) {
+        Ok(u) => {
+            let local = matches!(u.host_str(), Some("localhost" | "127.0.0.1" | "::1" | "[::1]"))
+                || u.host_str().is_some_and(|h| h.starts_with("127."));
+            (local, u.port_or_known_default())
+        }
+        Err(_) => (false, None),
+    }
+}
+
+/// The hardware card from this machine when the server runs here; empty for a remote server
+/// (GPU inventory comes from NVML, issue 5).
+fn host_hardware(args: &RunArgs) -> Hardware {
+    if !server_address(&args.url).0 {
+        return Hardware::default();
+    }
+    Hardware {
+        os: Some(std::env::consts::OS.into()),
+        cpu: crate::launch::cpu_model(),
+        host: if args.redact_host { None } else { crate::launch::host_name() },
+        ..Hardware::default()
+    }
+}
+
+/// `--launch-command`, else the local server process's command line; secrets redacted, and
+/// home paths too with `--redact-host`.
+fn launch_command(args: &RunArgs) -> Option<String> {
+    let cmd = match &args.launch_command {
+        Some(line) => Some(crate::launch::redact_argv(&crate::launch::split_words(line))),
+        None => match server_address(&args.url) {
+            (true, Some(port)) => crate::launch::local_server_command(port),
+            _ => None,
+        },
+    };
+    cmd.map(|c| if args.redact_host { crate::launch::redact_home(&c) } else { c })
 }
 
 fn empty_cell(context: &ContextSize, concurrency: u32) -> DecodeCell {
