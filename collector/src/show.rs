@@ -8,8 +8,10 @@ use crate::cli::{ShowArgs, ShowFormat};
 use crate::Error;
 use comfy_table::{presets, CellAlignment, Table};
 use speedmatrix_schema::registry::{self, metric};
+use speedmatrix_schema::site::run_title;
+use speedmatrix_schema::summary::{self, Card};
 use speedmatrix_schema::table::{rows, Row};
-use speedmatrix_schema::{export, CellStatus, DecodeTest, PrefillMode, Results};
+use speedmatrix_schema::{export, CellStatus, PrefillMode, Results};
 use std::fmt::Write as _;
 
 /// Run `show`: read the file, render it in the asked format, print it to stdout.
@@ -110,15 +112,15 @@ fn heading(out: &mut String, markup: Markup, level: usize, text: &str) {
     }
 }
 
-/// A card: label → value pairs, printed when the value is known.
-fn card(out: &mut String, markup: Markup, title: &str, items: &[(&str, Option<String>)]) {
-    let known: Vec<(&str, String)> = items.iter().filter_map(|(k, v)| v.as_ref().map(|v| (*k, clean(v)))).collect();
-    if known.is_empty() {
+/// One header card: its label → value pairs (text from the file cleaned for the terminal).
+fn card(out: &mut String, markup: Markup, card: &Card) {
+    if card.items.is_empty() {
         return;
     }
-    heading(out, markup, 2, title);
-    let width = known.iter().map(|(k, _)| k.chars().count()).max().unwrap_or(0);
-    for (k, v) in known {
+    heading(out, markup, 2, card.title);
+    let width = card.items.iter().map(|(k, _)| k.chars().count()).max().unwrap_or(0);
+    for (k, v) in &card.items {
+        let v = clean(v);
         match markup {
             Markup::Text => {
                 let _ = writeln!(out, "  {k:<width$}  {v}");
@@ -131,156 +133,15 @@ fn card(out: &mut String, markup: Markup, title: &str, items: &[(&str, Option<St
     out.push('\n');
 }
 
-fn gb(bytes: u64) -> String {
-    let g = bytes as f64 / 1e9;
-    if (g - g.round()).abs() < 0.05 {
-        format!("{g:.0} GB")
-    } else {
-        format!("{g:.1} GB")
-    }
-}
-
-fn range_label(labels: &[String]) -> String {
-    match (labels.first(), labels.last()) {
-        (Some(a), Some(b)) if a != b => format!("{a}–{b}"),
-        (Some(a), _) => a.clone(),
-        _ => "none".into(),
-    }
-}
-
-/// The one-line title: model on hardware.
-fn title(r: &Results) -> String {
-    let model =
-        r.engine.model.clone().or_else(|| r.engine.served_model_name.clone()).unwrap_or_else(|| "unknown model".into());
-    let gpu = r.hardware.gpus.first().map(|g| g.name.clone());
-    let count =
-        r.hardware.gpu_count.or(if r.hardware.gpus.is_empty() { None } else { Some(r.hardware.gpus.len() as u32) });
-    let model = model.rsplit('/').next().unwrap_or(&model).to_string();
-    match (gpu, count) {
-        (Some(g), Some(n)) if n > 1 => format!("{model} on {g} ×{n}"),
-        (Some(g), _) => format!("{model} on {g}"),
-        _ => model,
-    }
-}
-
-/// The summary line under the title: engine · version · quantization · shape of the matrix.
-fn subtitle(r: &Results) -> String {
-    let c = &r.config;
-    let ctx: Vec<String> = c.contexts.iter().map(|x| x.label.clone()).collect();
-    let conc: Vec<String> = c.concurrency.iter().map(u32::to_string).collect();
-    let prefill: Vec<String> = c.prefill_contexts.iter().map(|x| x.label.clone()).collect();
-    let mut parts = vec![r.engine.name.clone()];
-    parts.extend(r.engine.version.clone());
-    parts.extend(r.engine.quantization.clone());
-    parts.push(format!(
-        "{} contexts ({}) × {} concurrency levels ({})",
-        ctx.len(),
-        range_label(&ctx),
-        conc.len(),
-        range_label(&conc)
-    ));
-    if !prefill.is_empty() {
-        parts.push(format!("prefill at {}", prefill.join(", ")));
-    }
-    clean(&parts.join(" · "))
-}
-
+/// The Hardware, Engine and Run cards (the same as the page's), notes and the launch command.
 fn header_cards(out: &mut String, r: &Results, markup: Markup) {
-    let h = &r.hardware;
-    let gpu_names: Vec<String> = {
-        let mut names: Vec<String> = h.gpus.iter().map(|g| g.name.clone()).collect();
-        names.dedup();
-        names
-    };
-    let count = h.gpu_count.or(if h.gpus.is_empty() { None } else { Some(h.gpus.len() as u32) });
-    let per_gpu = h.gpus.first().and_then(|g| g.memory_bytes);
-    let vram = h.vram_total_bytes.map(|t| match (count, per_gpu) {
-        (Some(n), Some(each)) if n > 1 => format!("{} ({n} × {})", gb(t), gb(each)),
-        _ => gb(t),
-    });
-    let driver = h.gpus.first().and_then(|g| g.driver.clone());
-    let cuda = h.gpus.first().and_then(|g| g.cuda.clone());
-    card(
-        out,
-        markup,
-        "Hardware",
-        &[
-            ("Type", h.accelerator_type.clone()),
-            ("GPU", (!gpu_names.is_empty()).then(|| gpu_names.join(", "))),
-            ("GPU count", count.map(|n| n.to_string())),
-            ("VRAM", vram),
-            ("Driver", driver),
-            ("CUDA", cuda),
-            ("CPU", h.cpu.clone()),
-            ("OS", h.os.clone()),
-            ("Host", h.host.clone()),
-            ("GPU telemetry", h.gpu_telemetry_note.clone()),
-        ],
-    );
+    for c in summary::cards(r) {
+        card(out, markup, &c);
+    }
+    if let Some(notes) = &r.run.notes {
+        card(out, markup, &Card { title: "Notes", items: vec![("Notes", notes.clone())] });
+    }
     let e = &r.engine;
-    card(
-        out,
-        markup,
-        "Engine",
-        &[
-            ("Engine", Some(e.name.clone())),
-            ("Version", e.version.clone()),
-            ("Quantization", e.quantization.clone()),
-            ("Backend", e.backend.clone()),
-            ("Repository", e.repository.clone()),
-            ("Build", e.build.clone()),
-            ("Commit", e.commit.clone()),
-            ("Model", e.model.clone()),
-            (
-                "Max model length",
-                e.max_model_len
-                    .map(|v| format!("{} tokens", registry::format_number(v as f64, registry::Style::Fixed(0)))),
-            ),
-            (
-                "KV cache budget",
-                e.kv_budget_tokens
-                    .map(|v| format!("{} tokens", registry::format_number(v as f64, registry::Style::Fixed(0)))),
-            ),
-            ("Speculative decoding", e.speculative_decoding.clone()),
-        ],
-    );
-    let c = &r.config;
-    let run = &r.run;
-    card(
-        out,
-        markup,
-        "Run",
-        &[
-            ("Label", run.label.clone()),
-            ("Status", Some(format!("{:?}", run.status).to_lowercase())),
-            ("Started", run.started_at.clone()),
-            ("Finished", run.finished_at.clone()),
-            ("Served model", e.served_model_name.clone()),
-            ("Revision", e.revision.clone()),
-            ("Benchmark tool", Some(format!("{} v{}", r.tool.name, r.tool.version))),
-            (
-                "Decode test",
-                c.decode_test.map(|d| match d {
-                    DecodeTest::FixedDuration => "Fixed duration".into(),
-                    DecodeTest::FixedRequests => "Fixed requests".into(),
-                }),
-            ),
-            (
-                "Prefill mode",
-                c.prefill_mode.map(|p| match p {
-                    PrefillMode::DecodeWarmup => "Measured during decode warm-up".into(),
-                    PrefillMode::Separate => "Separate cold request".into(),
-                }),
-            ),
-            (
-                "Time per measurement",
-                Some(format!("{} s", registry::format_number(c.window_s, registry::Style::Fixed(0)))),
-            ),
-            ("Max output", Some(format!("{} tokens", registry::format_int(u64::from(c.max_tokens))))),
-            ("Endpoint", c.endpoint.map(|x| format!("{x:?}").to_lowercase())),
-            ("Notes", run.notes.clone()),
-        ],
-    );
     if let Some(cmd) = &e.launch_command {
         heading(out, markup, 2, "Launch command");
         match markup {
@@ -425,8 +286,7 @@ fn legend(status: CellStatus) -> Option<&'static str> {
 pub fn render_report(r: &Results, all: bool, markup: Markup) -> String {
     let mut out = String::new();
     heading(&mut out, markup, 1, "Speed test matrix");
-    let title = r.run.label.clone().unwrap_or_else(|| title(r));
-    let _ = writeln!(out, "{}\n\n{}\n", clean(&title), subtitle(r));
+    let _ = writeln!(out, "{}\n\n{}\n", clean(&run_title(r)), clean(&summary::subtitle(r)));
     header_cards(&mut out, r, markup);
     if !r.prefill.is_empty() {
         heading(&mut out, markup, 2, "Prefill — prompt tok/s by context length");

@@ -14,6 +14,7 @@
 //! - [`stats`]: percentiles and distributions (one method everywhere: nearest rank).
 //! - [`context`]: context sizes (`8k` = 8,192 tokens, `max`).
 //! - [`status`]: the cell status rules (over capacity, requests queued, …).
+//! - [`summary`]: a run's subtitle and header cards, as the terminal and the page show them.
 
 #![warn(missing_docs)]
 
@@ -25,6 +26,7 @@ pub mod registry;
 pub mod site;
 pub mod stats;
 pub mod status;
+pub mod summary;
 pub mod table;
 
 pub use load::{load_results, LoadError};

@@ -5,11 +5,11 @@
 //! Numbers are always written by the registry ([`speedmatrix_schema::registry`]); status words
 //! come from [`CellStatus::label`]; nothing here parses or validates a file.
 
-use speedmatrix_schema::registry::{self, column, columns, Column, Kind, Style, METRICS};
+use speedmatrix_schema::registry::{self, column, columns, Column, Kind, METRICS};
 use speedmatrix_schema::site::run_title;
 use speedmatrix_schema::status::over_capacity_reason;
 use speedmatrix_schema::table::{rows, Phase, Row};
-use speedmatrix_schema::{CellStatus, DecodeCell, DecodeTest, PrefillMode, Results};
+use speedmatrix_schema::{CellStatus, DecodeCell, Results};
 use std::cmp::Ordering;
 
 /// The placeholder written for a figure the file does not have.
@@ -20,147 +20,7 @@ pub fn title(r: &Results) -> String {
     run_title(r)
 }
 
-fn range_label(labels: &[String]) -> String {
-    match (labels.first(), labels.last()) {
-        (Some(a), Some(b)) if a != b => format!("{a}–{b}"),
-        (Some(a), _) => a.clone(),
-        _ => "none".into(),
-    }
-}
-
-/// The line under the title: engine · version · quantization · shape of the matrix · prefill
-/// contexts (as the seed page writes it).
-pub fn subtitle(r: &Results) -> String {
-    let c = &r.config;
-    let ctx: Vec<String> = c.contexts.iter().map(|x| x.label.clone()).collect();
-    let conc: Vec<String> = c.concurrency.iter().map(u32::to_string).collect();
-    let prefill: Vec<String> = c.prefill_contexts.iter().map(|x| x.label.clone()).collect();
-    let mut parts = vec![r.engine.name.clone()];
-    parts.extend(r.engine.version.clone());
-    parts.extend(r.engine.quantization.clone());
-    parts.push(format!(
-        "{} contexts ({}) × {} concurrency levels ({})",
-        ctx.len(),
-        range_label(&ctx),
-        conc.len(),
-        range_label(&conc)
-    ));
-    if !prefill.is_empty() {
-        parts.push(format!("prefill at {}", prefill.join(", ")));
-    }
-    parts.join(" · ")
-}
-
-/// One header card: a title and its known label → value pairs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Card {
-    /// "Hardware", "Engine", "Run".
-    pub title: &'static str,
-    /// Only the items the file knows, in display order.
-    pub items: Vec<(&'static str, String)>,
-}
-
-fn gb(bytes: u64) -> String {
-    let g = bytes as f64 / 1e9;
-    if (g - g.round()).abs() < 0.05 {
-        format!("{g:.0} GB")
-    } else {
-        format!("{g:.1} GB")
-    }
-}
-
-fn tokens(v: u64) -> String {
-    format!("{} tokens", registry::format_int(v))
-}
-
-fn card(title: &'static str, items: Vec<(&'static str, Option<String>)>) -> Card {
-    Card { title, items: items.into_iter().filter_map(|(k, v)| v.map(|v| (k, v))).collect() }
-}
-
-/// The Hardware, Engine and Run cards (the launch command is shown on its own).
-pub fn cards(r: &Results) -> Vec<Card> {
-    let h = &r.hardware;
-    let mut gpu_names: Vec<String> = h.gpus.iter().map(|g| g.name.clone()).collect();
-    gpu_names.dedup();
-    let count = h.gpu_count.or((!h.gpus.is_empty()).then_some(h.gpus.len() as u32));
-    let per_gpu = h.gpus.first().and_then(|g| g.memory_bytes);
-    let vram = h.vram_total_bytes.map(|t| match (count, per_gpu) {
-        (Some(n), Some(each)) if n > 1 => format!("{} ({n} × {})", gb(t), gb(each)),
-        _ => gb(t),
-    });
-    let first = h.gpus.first();
-    let hardware = card(
-        "Hardware",
-        vec![
-            ("Type", h.accelerator_type.clone()),
-            ("GPU", (!gpu_names.is_empty()).then(|| gpu_names.join(", "))),
-            ("GPU count", count.map(|n| n.to_string())),
-            ("VRAM", vram),
-            ("Driver", first.and_then(|g| g.driver.clone())),
-            ("CUDA", first.and_then(|g| g.cuda.clone())),
-            ("CPU", h.cpu.clone()),
-            ("OS", h.os.clone()),
-            ("Host", h.host.clone()),
-            ("GPU telemetry", h.gpu_telemetry_note.clone()),
-        ],
-    );
-    let e = &r.engine;
-    let engine = card(
-        "Engine",
-        vec![
-            ("Engine", Some(e.name.clone())),
-            ("Version", e.version.clone()),
-            ("Quantization", e.quantization.clone()),
-            ("Backend", e.backend.clone()),
-            ("Repository", e.repository.clone()),
-            ("Build", e.build.clone()),
-            ("Commit", e.commit.clone()),
-            ("Model", e.model.clone()),
-            ("Max model length", e.max_model_len.map(tokens)),
-            ("KV cache budget", e.kv_budget_tokens.map(tokens)),
-            ("Speculative decoding", e.speculative_decoding.clone()),
-        ],
-    );
-    let c = &r.config;
-    let run = &r.run;
-    let status = match run.status {
-        speedmatrix_schema::RunStatus::Running => "Running",
-        speedmatrix_schema::RunStatus::Complete => "Complete",
-        speedmatrix_schema::RunStatus::Interrupted => "Interrupted",
-        speedmatrix_schema::RunStatus::Failed => "Failed",
-    };
-    let run_card = card(
-        "Run",
-        vec![
-            ("Status", Some(status.to_string())),
-            ("Started", run.started_at.clone()),
-            ("Finished", run.finished_at.clone()),
-            ("Served model", e.served_model_name.clone()),
-            ("Revision", e.revision.clone()),
-            ("Benchmark tool", Some(format!("{} v{}", r.tool.name, r.tool.version))),
-            ("Converted by", r.tool.converted_by.clone()),
-            (
-                "Decode test",
-                c.decode_test.map(|d| match d {
-                    DecodeTest::FixedDuration => "Fixed duration".into(),
-                    DecodeTest::FixedRequests => "Fixed requests".into(),
-                }),
-            ),
-            (
-                "Prefill mode",
-                c.prefill_mode.map(|p| match p {
-                    PrefillMode::DecodeWarmup => "Measured during decode warm-up".into(),
-                    PrefillMode::Separate => "Separate cold request".into(),
-                }),
-            ),
-            ("Time per measurement", Some(format!("{} s", registry::format_number(c.window_s, Style::Fixed(0))))),
-            ("Max output", Some(tokens(u64::from(c.max_tokens)))),
-            ("Endpoint", c.endpoint.map(|x| format!("{x:?}").to_lowercase())),
-            ("Run id", Some(run.id.clone())),
-        ],
-    );
-    vec![hardware, engine, run_card]
-}
+pub use speedmatrix_schema::summary::{cards, subtitle, Card};
 
 fn fmt(id: &str, v: Option<f64>) -> String {
     match (registry::metric(id), v) {
