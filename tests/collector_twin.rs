@@ -68,6 +68,14 @@ fn trace(path: &Path) -> HashMap<String, TraceRequest> {
         .collect()
 }
 
+/// A tiny-profile twin on 127.0.0.1 writing its trace into `dir`.
+async fn tiny_twin_with_trace(dir: &Path) -> (twin::TwinHandle, PathBuf) {
+    let trace_path = dir.join("trace.jsonl");
+    let mut cfg = TwinConfig::new(Profile::tiny());
+    cfg.trace = Some(trace_path.clone());
+    (twin::start(cfg, "127.0.0.1:0").await.unwrap(), trace_path)
+}
+
 /// Every line of a trace, as JSON.
 fn trace_lines(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
@@ -390,10 +398,7 @@ async fn faults_make_error_cells_and_legal_sse_stays_valid() {
 async fn prefill_is_cold_across_runs_and_warms_its_decode_cells() {
     let _one_at_a_time = SERIAL.lock().await;
     let dir = tempfile::tempdir().unwrap();
-    let trace_path = dir.path().join("trace.jsonl");
-    let mut cfg = TwinConfig::new(Profile::tiny());
-    cfg.trace = Some(trace_path.clone());
-    let handle = twin::start(cfg, "127.0.0.1:0").await.unwrap();
+    let (handle, trace_path) = tiny_twin_with_trace(dir.path()).await;
     let args = [
         "--contexts",
         "1k",
@@ -430,10 +435,7 @@ async fn prefill_is_cold_across_runs_and_warms_its_decode_cells() {
 async fn completions_endpoint_with_distinct_prompts() {
     let _one_at_a_time = SERIAL.lock().await;
     let dir = tempfile::tempdir().unwrap();
-    let trace_path = dir.path().join("trace.jsonl");
-    let mut cfg = TwinConfig::new(Profile::tiny());
-    cfg.trace = Some(trace_path.clone());
-    let handle = twin::start(cfg, "127.0.0.1:0").await.unwrap();
+    let (handle, trace_path) = tiny_twin_with_trace(dir.path()).await;
     let out = dir.path().join("run.json");
     let args = ["--contexts", "512", "--concurrency", "3", "--prefill-contexts", "512", "--duration", "1s"];
     let (code, err) =

@@ -10,7 +10,7 @@ use comfy_table::{presets, CellAlignment, Table};
 use speedmatrix_schema::registry::{self, metric};
 use speedmatrix_schema::site::run_title;
 use speedmatrix_schema::summary::{self, Card};
-use speedmatrix_schema::table::{rows, Row};
+use speedmatrix_schema::table::{rows, Row, SEED_COLUMNS};
 use speedmatrix_schema::{export, CellStatus, PrefillMode, Results};
 use std::fmt::Write as _;
 
@@ -225,19 +225,6 @@ fn decode_matrix(r: &Results) -> Grid {
     Grid { headers, rows, numeric_from: 1 }
 }
 
-/// The seed page's "All measurements" columns: (header, column id). On prefill rows the
-/// "Total tok/s" column holds prompt tok/s, as on the seed page.
-const ALL_COLUMNS: [(&str, &str); 8] = [
-    ("Total tok/s", "total_tps"),
-    ("Per request tok/s", "per_request_tps_p50"),
-    ("TTFT", "ttft_ms_p50"),
-    ("Time between tokens", "itl_ms_p50"),
-    ("Average active requests", "avg_active_requests"),
-    ("Completed requests", "completed_requests"),
-    ("Output tokens", "output_tokens"),
-    ("Measured for", "window_s"),
-];
-
 /// The full measurement table in the seed page's layout, one row per prefill row / decode cell.
 pub fn all_measurements(r: &Results) -> Vec<Vec<String>> {
     rows(r)
@@ -249,9 +236,9 @@ pub fn all_measurements(r: &Results) -> Vec<Vec<String>> {
                 row.concurrency().to_string(),
                 row.status().label().to_string(),
             ];
-            for (_, id) in ALL_COLUMNS {
+            for (_, id) in SEED_COLUMNS {
                 let id = if id == "total_tps" && matches!(row, Row::Prefill(_)) { "prompt_tps" } else { id };
-                let col = registry::column(id).expect("ALL_COLUMNS names registry columns");
+                let col = registry::column(id).expect("SEED_COLUMNS names registry columns");
                 cells.push(row.value(&col).map(|v| col.display(v)).unwrap_or_else(dash));
             }
             cells
@@ -263,7 +250,7 @@ pub fn all_measurements(r: &Results) -> Vec<Vec<String>> {
 pub fn all_measurements_headers() -> Vec<String> {
     ["Phase", "Context", "Requests at once", "Status"]
         .iter()
-        .chain(ALL_COLUMNS.iter().map(|(h, _)| h))
+        .chain(SEED_COLUMNS.iter().map(|(h, _)| h))
         .map(|s| s.to_string())
         .collect()
 }

@@ -5,6 +5,20 @@
 use crate::model::{CellStatus, ContextSize, DecodeCell, Distribution, PrefillRow, Results};
 use crate::registry::{Column, Stat};
 
+/// The seed page's "All measurements" columns after phase, context, concurrency and status:
+/// (header, registry column id). On prefill rows the "Total tok/s" column holds prompt tok/s,
+/// as on the seed page. `speedmatrix show --all` and the viewer's table both use it.
+pub const SEED_COLUMNS: [(&str, &str); 8] = [
+    ("Total tok/s", "total_tps"),
+    ("Per request tok/s", "per_request_tps_p50"),
+    ("TTFT", "ttft_ms_p50"),
+    ("Time between tokens", "itl_ms_p50"),
+    ("Average active requests", "avg_active_requests"),
+    ("Completed requests", "completed_requests"),
+    ("Output tokens", "output_tokens"),
+    ("Measured for", "window_s"),
+];
+
 /// Which phase a row belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Phase {

@@ -8,7 +8,7 @@
 use speedmatrix_schema::registry::{self, column, columns, Column, Kind, METRICS};
 use speedmatrix_schema::site::run_title;
 use speedmatrix_schema::status::over_capacity_reason;
-use speedmatrix_schema::table::{rows, Phase, Row};
+use speedmatrix_schema::table::{rows, Phase, Row, SEED_COLUMNS};
 use speedmatrix_schema::{CellStatus, DecodeCell, Results};
 use std::cmp::Ordering;
 
@@ -296,18 +296,6 @@ pub enum TableColumn {
         prefill_as: Option<Column>,
     },
 }
-
-/// The seed page's measurement columns: (header, column id).
-const SEED_COLUMNS: [(&str, &str); 8] = [
-    ("Total tok/s", "total_tps"),
-    ("Per request tok/s", "per_request_tps_p50"),
-    ("TTFT", "ttft_ms_p50"),
-    ("Time between tokens", "itl_ms_p50"),
-    ("Average active requests", "avg_active_requests"),
-    ("Completed requests", "completed_requests"),
-    ("Output tokens", "output_tokens"),
-    ("Measured for", "window_s"),
-];
 
 impl TableColumn {
     /// Header text.
