@@ -148,6 +148,9 @@ pub struct RunArgs {
     /// Leave the host name out of the results file and replace home-directory paths by `~`.
     #[arg(long)]
     pub redact_host: bool,
+    /// Do not read GPUs through NVML (inventory, power, energy); the file then says "skipped".
+    #[arg(long)]
+    pub no_gpu: bool,
 }
 
 /// Where `simulate --reasoning` puts reasoning text.

@@ -32,6 +32,16 @@ fn is_secret_env(name: &str) -> bool {
         && SECRET_WORDS.iter().any(|w| n.split('_').any(|part| part == *w) || n.ends_with(w))
 }
 
+/// Whether a value looks like a credential whatever flag or variable carries it: a Hugging Face
+/// token (`hf_…`), an OpenAI-style key (`sk-…`), a GitHub token (`ghp_…`, `github_pat_…`).
+fn looks_like_secret(value: &str) -> bool {
+    ["hf_", "sk-", "ghp_", "gho_", "github_pat_", "xoxb-", "AKIA"].iter().any(|p| {
+        value.strip_prefix(p).is_some_and(|rest| {
+            rest.len() >= 16 && rest.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        })
+    })
+}
+
 /// Quote an argument for a POSIX shell when it needs it (`'{"method":"mtp"}'`).
 fn shell_quote(arg: &str) -> String {
     let plain = !arg.is_empty() && arg.chars().all(|c| c.is_ascii_alphanumeric() || "-_./:=@,+%".contains(c));
@@ -56,8 +66,8 @@ pub fn redact_argv(argv: &[String]) -> String {
             continue;
         }
         if in_env_prefix {
-            if let Some((name, _)) = arg.split_once('=').filter(|(n, _)| !n.starts_with('-') && !n.contains('/')) {
-                if is_secret_env(name) {
+            if let Some((name, value)) = arg.split_once('=').filter(|(n, _)| !n.starts_with('-') && !n.contains('/')) {
+                if is_secret_env(name) || looks_like_secret(value) {
                     out.push(format!("{name}={REDACTED}"));
                     continue;
                 }
@@ -66,13 +76,16 @@ pub fn redact_argv(argv: &[String]) -> String {
             }
             in_env_prefix = false;
         }
-        if let Some((flag, _)) = arg.split_once('=').filter(|(f, _)| f.starts_with("--")) {
-            if is_secret_flag(flag) {
+        if let Some((flag, value)) = arg.split_once('=').filter(|(f, _)| f.starts_with("--")) {
+            if is_secret_flag(flag) || looks_like_secret(value) {
                 out.push(format!("{flag}={REDACTED}"));
                 continue;
             }
         } else if arg.starts_with("--") && is_secret_flag(arg) {
             hide_next = true;
+        } else if looks_like_secret(arg) {
+            out.push(REDACTED.to_string());
+            continue;
         }
         out.push(shell_quote(arg));
     }
@@ -121,6 +134,7 @@ fn is_server(argv: &[String]) -> bool {
     (joined.contains("vllm") && (argv.iter().any(|a| a == "serve") || joined.contains("api_server")))
         || joined.contains("sglang.launch_server")
         || argv.first().is_some_and(|a| a.ends_with("llama-server"))
+        || (argv.first().is_some_and(|a| a.ends_with("speedmatrix")) && argv.get(1).is_some_and(|a| a == "simulate"))
 }
 
 /// The port an argument vector listens on (`--port N` / `--port=N`), else the engine default.
@@ -144,10 +158,55 @@ fn port_of(argv: &[String]) -> u16 {
     }
 }
 
-/// The launch command of the server process on this host that listens on `port`, read from
-/// `/proc/*/cmdline` (Linux), redacted. `None` when no such process is visible (a remote server,
-/// another OS, another user's process).
-pub fn local_server_command(port: u16) -> Option<String> {
+/// A server process on this host, found by the port it listens on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LocalServer {
+    /// The server's process and every process below it (workers, engine cores): the GPU
+    /// sampler matches these against NVML's compute processes.
+    pub pids: Vec<u32>,
+    /// Its launch command, as one shell line: the engine-relevant environment (`VLLM_*`,
+    /// `CUDA_VISIBLE_DEVICES`, `HF_*`, …) as `NAME=value` prefixes, then the argument vector;
+    /// every secret replaced by `<redacted>`.
+    pub command: String,
+}
+
+/// Environment variables that change how an engine runs, recorded with the launch command.
+const ENGINE_ENV_PREFIXES: [&str; 14] = [
+    "VLLM_",
+    "SGLANG_",
+    "LLAMA_",
+    "GGML_",
+    "CUDA_",
+    "NCCL_",
+    "NVIDIA_",
+    "HF_",
+    "HUGGING_FACE_",
+    "TORCH_",
+    "PYTORCH_",
+    "OMP_",
+    "TOKENIZERS_",
+    "OPENAI_",
+];
+
+/// The engine-relevant `NAME=value` pairs of a process environment (`/proc/PID/environ`
+/// bytes), sorted by name.
+fn engine_env(environ: &[u8]) -> Vec<String> {
+    let mut vars: Vec<String> = environ
+        .split(|b| *b == 0)
+        .filter_map(|kv| std::str::from_utf8(kv).ok())
+        .filter(|kv| {
+            kv.split_once('=').is_some_and(|(name, _)| ENGINE_ENV_PREFIXES.iter().any(|p| name.starts_with(p)))
+        })
+        .map(str::to_string)
+        .collect();
+    vars.sort();
+    vars
+}
+
+/// The server process on this host that listens on `port` (Linux `/proc`): its process tree and
+/// its launch command with the engine-relevant environment, redacted. `None` when no such
+/// process is visible (a remote server, another OS, another user's process).
+pub fn local_server(port: u16) -> Option<LocalServer> {
     let entries = std::fs::read_dir("/proc").ok()?;
     let mut found: Vec<(u32, Vec<String>)> = entries
         .filter_map(|e| {
@@ -164,7 +223,66 @@ pub fn local_server_command(port: u16) -> Option<String> {
         .collect();
     // The lowest pid is the parent when a server forks workers with the same command line.
     found.sort_by_key(|(pid, _)| *pid);
-    found.first().map(|(_, argv)| redact_argv(argv))
+    let (pid, argv) = found.into_iter().next()?;
+    let env = std::fs::read(format!("/proc/{pid}/environ")).map(|e| engine_env(&e)).unwrap_or_default();
+    let line: Vec<String> = env.into_iter().chain(argv).collect();
+    let mut pids = vec![pid];
+    pids.extend(descendants(pid));
+    Some(LocalServer { pids, command: redact_argv(&line) })
+}
+
+/// Every process below `root`, from the parent pid in `/proc/PID/stat`.
+pub fn descendants(root: u32) -> Vec<u32> {
+    let parents: Vec<(u32, u32)> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .filter_map(|e| {
+            let pid: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            // "PID (comm) STATE PPID …"; comm may hold spaces, so split after the last ')'.
+            let ppid = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()?;
+            Some((pid, ppid))
+        })
+        .collect();
+    let mut out = vec![];
+    let mut frontier = vec![root];
+    while let Some(p) = frontier.pop() {
+        for &(child, parent) in &parents {
+            if parent == p && !out.contains(&child) {
+                out.push(child);
+                frontier.push(child);
+            }
+        }
+    }
+    out
+}
+
+/// Speculative decoding as the launch command sets it (vLLM `--speculative-config JSON`, or
+/// `--speculative-model M` / SGLang `--speculative-algorithm A`), e.g. "ngram, 3 tokens";
+/// `None` when the command sets none.
+pub fn speculative_decoding(command: &str) -> Option<String> {
+    let words = split_words(command);
+    let value = |flag: &str| {
+        words.iter().enumerate().find_map(|(i, w)| {
+            w.strip_prefix(&format!("{flag}="))
+                .map(str::to_string)
+                .or_else(|| (w == flag).then(|| words.get(i + 1).cloned()).flatten())
+        })
+    };
+    if let Some(cfg) = value("--speculative-config") {
+        let v: serde_json::Value = serde_json::from_str(&cfg).ok()?;
+        let method = v["method"].as_str().or_else(|| v["model"].as_str()).unwrap_or("draft model");
+        return Some(match v["num_speculative_tokens"].as_u64() {
+            Some(k) => format!("{method}, {k} tokens"),
+            None => method.to_string(),
+        });
+    }
+    let k = value("--num-speculative-tokens").or_else(|| value("--speculative-num-steps"));
+    let with_k = |what: String| match &k {
+        Some(k) => format!("{what}, {k} tokens"),
+        None => what,
+    };
+    value("--speculative-algorithm").or_else(|| value("--speculative-model")).map(with_k)
 }
 
 /// The host's CPU model name (`/proc/cpuinfo`), if readable.
@@ -230,16 +348,58 @@ mod tests {
     }
 
     #[test]
+    fn secret_looking_values_are_redacted_under_any_name() {
+        let line = redact_argv(&argv(
+            "MY_HUB=hf_abcdefghijklmnopqrstu VLLM_USE_V1=1 vllm serve m --auth sk-proj-abcdefghijklmnop12 --x=ghp_abcdefghijklmnop1234 --port 8000",
+        ));
+        assert_eq!(line, "MY_HUB=<redacted> VLLM_USE_V1=1 vllm serve m --auth <redacted> --x=<redacted> --port 8000");
+        assert!(!looks_like_secret("sk-1"), "too short to be a key");
+        assert!(!looks_like_secret("Qwen/Qwen3-8B"));
+    }
+
+    #[test]
+    fn the_engine_environment_is_kept_and_the_rest_dropped() {
+        let environ = b"PATH=/usr/bin\0VLLM_CPU_KVCACHE_SPACE=1\0HF_TOKEN=hf_secretsecretsecret12\0HOME=/root\0CUDA_VISIBLE_DEVICES=0,1\0";
+        let env = engine_env(environ);
+        assert_eq!(env, ["CUDA_VISIBLE_DEVICES=0,1", "HF_TOKEN=hf_secretsecretsecret12", "VLLM_CPU_KVCACHE_SPACE=1"]);
+        let line = redact_argv(&env.into_iter().chain(argv("vllm serve m")).collect::<Vec<_>>());
+        assert_eq!(line, "CUDA_VISIBLE_DEVICES=0,1 HF_TOKEN=<redacted> VLLM_CPU_KVCACHE_SPACE=1 vllm serve m");
+    }
+
+    #[test]
+    fn the_test_process_tree_is_found() {
+        let me = std::process::id();
+        let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
+        let below = descendants(me);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(below.contains(&child.id()), "{below:?}");
+    }
+
+    #[test]
     fn servers_and_ports_are_recognised() {
         assert!(is_server(&argv("/env/bin/vllm serve m --port 8001")));
         assert!(is_server(&argv("python -m vllm.entrypoints.openai.api_server --model m")));
         assert!(is_server(&argv("python3 -m sglang.launch_server --model-path m")));
         assert!(is_server(&argv("/opt/llama-server -m x.gguf")));
         assert!(!is_server(&argv("vim serve.py")));
+        assert!(is_server(&argv("/x/target/debug/speedmatrix simulate --port 9000")));
+        assert!(!is_server(&argv("speedmatrix run --url http://x")));
         assert_eq!(port_of(&argv("vllm serve m --port 8001")), 8001);
         assert_eq!(port_of(&argv("vllm serve m --port=9000")), 9000);
         assert_eq!(port_of(&argv("vllm serve m")), 8000);
         assert_eq!(port_of(&argv("/opt/llama-server -m x")), 8080);
+    }
+
+    #[test]
+    fn speculative_decoding_is_read_from_the_launch_command() {
+        let ngram = r#"vllm serve m --speculative-config '{"method":"ngram","num_speculative_tokens":3,"prompt_lookup_max":4}'"#;
+        assert_eq!(speculative_decoding(ngram).as_deref(), Some("ngram, 3 tokens"));
+        let eq = r#"vllm serve m --speculative-config={"method":"mtp","num_speculative_tokens":2}"#;
+        assert_eq!(speculative_decoding(eq).as_deref(), Some("mtp, 2 tokens"));
+        let sg = "python -m sglang.launch_server --speculative-algorithm EAGLE --speculative-num-steps 3";
+        assert_eq!(speculative_decoding(sg).as_deref(), Some("EAGLE, 3 tokens"));
+        assert_eq!(speculative_decoding("vllm serve m --port 8000"), None);
     }
 
     #[test]

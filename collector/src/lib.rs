@@ -13,6 +13,7 @@
 //!   - [`output`]: the atomic results-file writer;
 //!   - [`launch`]: the server's launch command (secrets redacted) and the host's CPU, OS, name;
 //!   - [`selfcheck`]: the collector's own CPU use (is the client the bottleneck?);
+//!   - [`gpu`]: NVML GPU inventory and per-window power, energy, utilization, clocks;
 //! - [`show`]: `speedmatrix show FILE` — print a results file (text, markdown, csv, json);
 //! - [`demo`]: `speedmatrix demo` — twin + run + publish + serve, about a minute, no GPU;
 //! - [`publish`]: `speedmatrix publish RUN.json… --out SITE/` — a static site with the embedded viewer;
@@ -30,6 +31,7 @@ pub mod client;
 pub mod demo;
 pub mod discovery;
 pub mod files;
+pub mod gpu;
 pub mod launch;
 pub mod measure;
 pub mod output;

@@ -84,6 +84,8 @@ struct Session {
     progress: indicatif::ProgressBar,
     /// Warmed prompts by context tokens (stream index for distinct prompts).
     warm: HashMap<(u64, usize), Prompt>,
+    /// NVML readings on their own thread; `None` without GPUs (`hardware.gpu_telemetry_note`).
+    gpu: Option<crate::gpu::Sampler>,
 }
 
 impl Session {
@@ -171,12 +173,15 @@ pub async fn measure(args: &RunArgs) -> Result<u8, Error> {
     }
 
     let endpoint: Endpoint = args.endpoint.into();
+    let host = host_facts(args);
     let mut results = match &args.resume {
         Some(path) => resume(path, &info, &plan, args, window)?,
-        None => fresh_results(&info, &plan, args, window, endpoint),
+        None => fresh_results(&info, &plan, args, window, endpoint, &host),
     };
     results.run.status = RunStatus::Running;
+    results.run.reason = None;
     let clock = Clock::start();
+    let gpu = host.gpus.map(|g| crate::gpu::Sampler::start(g, clock));
     let seed = args.seed.unwrap_or(0x5eed);
     let prompts = PromptBuilder::new(client.clone(), info.model.clone(), endpoint, results.run.id.clone(), seed)
         .await
@@ -206,34 +211,45 @@ pub async fn measure(args: &RunArgs) -> Result<u8, Error> {
         args: args.clone(),
         progress,
         warm: HashMap::new(),
+        gpu,
     };
     s.save()?;
 
-    let interrupted = tokio::select! {
-        r = measure_all(&mut s) => { r?; false }
-        _ = tokio::signal::ctrl_c() => true,
+    let stopped = tokio::select! {
+        r = measure_all(&mut s) => r?.map(|cause| (RunStatus::Failed, cause)),
+        _ = tokio::signal::ctrl_c() => Some((RunStatus::Interrupted, "interrupted (Ctrl-C)".to_string())),
     };
     s.progress.finish_and_clear();
-    let reason = "interrupted (Ctrl-C) before it was measured";
+    let unmeasured = match &stopped {
+        Some((_, cause)) => format!("not measured: {cause}"),
+        None => "not measured".into(),
+    };
     for p in s.results.prefill.iter_mut().filter(|p| p.status == CellStatus::NotRun) {
-        p.reason = Some(if interrupted { reason.into() } else { "not measured".into() });
+        p.reason = Some(unmeasured.clone());
     }
     for c in s.results.decode.iter_mut().filter(|c| c.status == CellStatus::NotRun) {
-        c.reason = Some(if interrupted { reason.into() } else { "not measured".into() });
+        c.reason = Some(unmeasured.clone());
     }
-    s.results.run.status = if interrupted { RunStatus::Interrupted } else { RunStatus::Complete };
+    s.results.run.status = stopped.as_ref().map_or(RunStatus::Complete, |(st, _)| *st);
+    s.results.run.reason = stopped.as_ref().map(|(_, cause)| cause.clone());
     s.results.run.finished_at = Some(now_rfc3339());
     s.save()?;
     let errors = s.results.decode.iter().filter(|c| c.status == CellStatus::Error).count()
         + s.results.prefill.iter().filter(|c| c.status == CellStatus::Error).count();
-    eprintln!(
-        "{} {} ({} error cells){}",
-        if interrupted { "interrupted; partial results in" } else { "done; results in" },
-        s.out.display(),
-        errors,
-        if errors > 0 { " — see `speedmatrix show --all` for the reasons" } else { "" }
-    );
-    Ok(if interrupted { 130 } else { 0 })
+    let detail = if errors > 0 { " — see `speedmatrix show --all` for the reasons" } else { "" };
+    match &stopped {
+        None => eprintln!("done; results in {} ({errors} error cells){detail}", s.out.display()),
+        Some((status, cause)) => eprintln!(
+            "{}: {cause}; what was measured is in {} ({errors} error cells){detail}; continue later with --resume",
+            if *status == RunStatus::Failed { "run failed" } else { "interrupted" },
+            s.out.display()
+        ),
+    }
+    Ok(match stopped {
+        None => 0,
+        Some((RunStatus::Interrupted, _)) => 130,
+        Some(_) => 1,
+    })
 }
 
 fn print_plan(info: &ServerInfo, plan: &Plan, window: Duration, args: &RunArgs) {
@@ -270,7 +286,14 @@ fn print_plan(info: &ServerInfo, plan: &Plan, window: Duration, args: &RunArgs) 
     eprintln!("plan: estimated wall time ≈ {:.0} min (assuming 5,000 prompt tok/s)", (secs / 60.0).ceil());
 }
 
-fn fresh_results(info: &ServerInfo, plan: &Plan, args: &RunArgs, window: Duration, endpoint: Endpoint) -> Results {
+fn fresh_results(
+    info: &ServerInfo,
+    plan: &Plan,
+    args: &RunArgs,
+    window: Duration,
+    endpoint: Endpoint,
+    host: &Host,
+) -> Results {
     let prefill = plan
         .prefill
         .iter()
@@ -308,10 +331,11 @@ fn fresh_results(info: &ServerInfo, plan: &Plan, args: &RunArgs, window: Duratio
             started_at: Some(now_rfc3339()),
             finished_at: None,
             status: RunStatus::Running,
+            reason: None,
             label: args.label.clone(),
             notes: args.notes.clone(),
         },
-        hardware: host_hardware(args),
+        hardware: host.hardware.clone(),
         engine: Engine {
             name: info.engine.clone(),
             version: info.version.clone(),
@@ -320,7 +344,8 @@ fn fresh_results(info: &ServerInfo, plan: &Plan, args: &RunArgs, window: Duratio
             max_model_len: info.max_model_len,
             kv_budget_tokens: info.kv_budget.map(|(b, _)| b),
             kv_budget_source: info.kv_budget.map(|(_, s)| s),
-            launch_command: launch_command(args),
+            launch_command: host.launch_command.clone(),
+            speculative_decoding: host.launch_command.as_deref().and_then(crate::launch::speculative_decoding),
             ..Engine::default()
         },
         config: Config {
@@ -357,31 +382,67 @@ fn server_address(url: &str) -> (bool, Option<u16>) {
     }
 }
 
-/// The hardware card from this machine when the server runs here; empty for a remote server
-/// (GPU inventory comes from NVML, issue 5).
-fn host_hardware(args: &RunArgs) -> Hardware {
-    if !server_address(&args.url).0 {
-        return Hardware::default();
-    }
-    Hardware {
-        os: Some(std::env::consts::OS.into()),
-        cpu: crate::launch::cpu_model(),
-        host: if args.redact_host { None } else { crate::launch::host_name() },
-        ..Hardware::default()
-    }
+/// What this machine can tell about the server: the hardware card (CPU, OS, host name and the
+/// NVML GPU inventory when the server runs here), the launch command, and the GPU sampler.
+struct Host {
+    hardware: Hardware,
+    launch_command: Option<String>,
+    gpus: Option<crate::gpu::Gpus>,
 }
 
-/// `--launch-command`, else the local server process's command line; secrets redacted, and
-/// home paths too with `--redact-host`.
-fn launch_command(args: &RunArgs) -> Option<String> {
-    let cmd = match &args.launch_command {
-        Some(line) => Some(crate::launch::redact_argv(&crate::launch::split_words(line))),
-        None => match server_address(&args.url) {
-            (true, Some(port)) => crate::launch::local_server_command(port),
-            _ => None,
-        },
+/// Look at the host: `--launch-command` or the local server process (secrets redacted, home
+/// paths too with `--redact-host`); NVML unless `--no-gpu` or the server is remote, in which
+/// case `hardware.gpu_telemetry_note` says why there are no GPU figures.
+fn host_facts(args: &RunArgs) -> Host {
+    let (local, port) = server_address(&args.url);
+    let server = match (local, port) {
+        (true, Some(port)) => crate::launch::local_server(port),
+        _ => None,
     };
-    cmd.map(|c| if args.redact_host { crate::launch::redact_home(&c) } else { c })
+    let launch = match &args.launch_command {
+        Some(line) => Some(crate::launch::redact_argv(&crate::launch::split_words(line))),
+        None => server.as_ref().map(|s| s.command.clone()),
+    };
+    let launch_command = launch.map(|c| if args.redact_host { crate::launch::redact_home(&c) } else { c });
+    let mut hardware = if local {
+        Hardware {
+            os: Some(std::env::consts::OS.into()),
+            cpu: crate::launch::cpu_model(),
+            host: if args.redact_host { None } else { crate::launch::host_name() },
+            ..Hardware::default()
+        }
+    } else {
+        Hardware::default()
+    };
+    let gpus = if args.no_gpu {
+        hardware.gpu_telemetry_note = Some("GPU telemetry skipped (--no-gpu)".into());
+        None
+    } else if !local {
+        hardware.gpu_telemetry_note =
+            Some("the server is not on this host: NVML here cannot see its GPUs (no GPU figures)".into());
+        None
+    } else {
+        let pids = server.as_ref().map(|s| s.pids.clone()).unwrap_or_default();
+        match crate::gpu::open(&pids) {
+            Ok(g) => {
+                hardware.gpus = g.inventory();
+                hardware.gpu_count = Some(hardware.gpus.len() as u32);
+                hardware.vram_total_bytes = hardware.gpus.iter().map(|g| g.memory_bytes).sum();
+                hardware.accelerator_type = Some("NVIDIA GPU".into());
+                eprintln!(
+                    "GPUs: {} — {}",
+                    g.selection,
+                    hardware.gpus.iter().map(|g| g.name.as_str()).collect::<Vec<_>>().join(", ")
+                );
+                Some(g)
+            }
+            Err(note) => {
+                hardware.gpu_telemetry_note = Some(note);
+                None
+            }
+        }
+    };
+    Host { hardware, launch_command, gpus }
 }
 
 fn empty_cell(context: &ContextSize, concurrency: u32) -> DecodeCell {
@@ -451,7 +512,27 @@ fn resume(
     Ok(r)
 }
 
-async fn measure_all(s: &mut Session) -> Result<(), Error> {
+/// Whether the server still answers after a cell failed: `GET /v1/models`, three tries a second
+/// apart. `Err(cause)` when nothing answers (connection refused, reset, timeout) or every answer
+/// is a 5xx — the run then stops rather than fill every remaining cell with the same error.
+async fn server_alive(s: &Session) -> Result<(), String> {
+    let mut last = String::new();
+    for attempt in 0..3 {
+        if attempt > 0 {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        match s.client.get_text("/v1/models").await {
+            Ok(_) => return Ok(()),
+            Err(crate::client::HttpError::Status { status, .. }) if status < 500 => return Ok(()),
+            Err(e) => last = e.to_string(),
+        }
+    }
+    Err(format!("the server stopped answering: {last}"))
+}
+
+/// Measure every row and cell still `not_run`, saving after each. Returns `Some(cause)` when the
+/// server died on the way (the remaining cells stay `not_run`).
+async fn measure_all(s: &mut Session) -> Result<Option<String>, Error> {
     for i in 0..s.results.prefill.len() {
         if s.results.prefill[i].status != CellStatus::NotRun {
             continue;
@@ -467,9 +548,15 @@ async fn measure_all(s: &mut Session) -> Result<(), Error> {
             row.ttft_ms.map_or("—".into(), |v| format!("{v:.0}")),
             row.reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default()
         ));
+        let failed = row.status == CellStatus::Error;
         s.results.prefill[i] = row;
         s.progress.inc(1);
         s.save()?;
+        if failed {
+            if let Err(cause) = server_alive(s).await {
+                return Ok(Some(format!("{cause} (after prefill {})", ctx.label)));
+            }
+        }
     }
     for i in 0..s.results.decode.len() {
         if s.results.decode[i].status != CellStatus::NotRun {
@@ -487,11 +574,17 @@ async fn measure_all(s: &mut Session) -> Result<(), Error> {
             cell.ttft_ms.and_then(|d| d.p50).map_or("—".into(), |v| format!("{v:.0}")),
             cell.reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default()
         ));
+        let failed = cell.status == CellStatus::Error;
         s.results.decode[i] = cell;
         s.progress.inc(1);
         s.save()?;
+        if failed {
+            if let Err(cause) = server_alive(s).await {
+                return Ok(Some(format!("{cause} (after decode {} × {n})", ctx.label)));
+            }
+        }
     }
-    Ok(())
+    Ok(None)
 }
 
 fn prompt_check(s: &Session, ctx: &ContextSize, real: Option<u64>) {
@@ -581,6 +674,9 @@ async fn measure_cell(s: &mut Session, ctx: &ContextSize, n: u32) -> DecodeCell 
     let bodies: Vec<bytes::Bytes> = prompts.iter().map(|p| request_body(&s.body(&p.text, s.args.max_tokens))).collect();
     // One idle connection per stream, so no stream pays connection set-up inside its TTFT.
     s.client.warm_connections(n as usize).await;
+    // The server's token counter before any stream of the cell opens: with the scrape after the
+    // last one ends, the server's count of every token the cell's requests were sent.
+    let before = s.scrape().await;
 
     let (cancel_tx, cancel_rx) = watch::channel(false);
     let (ev_tx, mut ev_rx) = mpsc::unbounded_channel();
@@ -646,6 +742,9 @@ async fn measure_cell(s: &mut Session, ctx: &ContextSize, n: u32) -> DecodeCell 
         }
         w0 = s.clock.now_ms();
         cpu0 = crate::selfcheck::process_cpu_s();
+        if let Some(g) = &s.gpu {
+            g.take(); // readings before the window do not count
+        }
         let w1_instant = tokio::time::Instant::from_std(s.clock.instant_at(w0 + s.window.as_secs_f64() * 1000.0));
         let mut tick = tokio::time::interval(SAMPLE_EVERY);
         tick.tick().await;
@@ -705,9 +804,10 @@ async fn measure_cell(s: &mut Session, ctx: &ContextSize, n: u32) -> DecodeCell 
         waiting_samples: &waiting,
         avg_running: server.as_ref().and_then(|sv| sv.running_avg),
     });
+    let window_generated = delta(&samples, |m| m.generation_tokens).map(|v| v as u64);
     let (output_tokens, source) = if f.continuous_usage {
         (f.output_tokens, TokenCountSource::ContinuousUsage)
-    } else if let Some(g) = server.as_ref().and_then(|sv| sv.generation_tokens) {
+    } else if let Some(g) = window_generated {
         (g, TokenCountSource::ServerCounter)
     } else {
         (f.output_tokens, TokenCountSource::ChunkCount)
@@ -746,7 +846,21 @@ async fn measure_cell(s: &mut Session, ctx: &ContextSize, n: u32) -> DecodeCell 
             });
         }
     }
-    cell.server = server;
+    cell.server = server.map(|mut sv| {
+        let after = samples.last().and_then(|(_, m)| m.generation_tokens);
+        sv.generation_tokens = match (before.as_ref().and_then(|m| m.generation_tokens), after) {
+            (Some(a), Some(b)) => Some((b - a).max(0.0) as u64),
+            _ => None,
+        };
+        sv
+    });
+    if let Some(g) = &s.gpu {
+        if let Some((figures, power, per_token)) = crate::gpu::window_figures(&g.take(), w0, w1, cell.output_tokens) {
+            cell.gpu_power_w = power;
+            cell.energy_j_per_token = per_token;
+            cell.gpu = Some(figures);
+        }
+    }
     cell
 }
 

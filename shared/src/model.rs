@@ -84,6 +84,10 @@ pub struct RunInfo {
     pub finished_at: Option<String>,
     /// State of the run.
     pub status: RunStatus,
+    /// Why the run stopped early (`interrupted` or `failed`), e.g. "the server stopped
+    /// answering: cannot reach http://…/v1/models: connection refused (after decode 8K × 4)".
+    #[serde(default)]
+    pub reason: Option<String>,
     /// Short human label (`--label`), e.g. "vLLM 0.26 + MTP2".
     #[serde(default)]
     pub label: Option<String>,
@@ -543,7 +547,11 @@ pub struct ServerFigures {
     /// Preemptions during the window (counter delta).
     #[serde(default)]
     pub preemptions: Option<u64>,
-    /// `generation_tokens_total` delta over the window, tokens (cross-check of the client's count).
+    /// `generation_tokens_total` delta from just before the cell's first stream opened to just
+    /// after its last one ended, tokens: the server's count of what the cell's requests
+    /// generated, a cross-check of the client's count (the sum of `requests[].output_tokens`).
+    /// The server may count a few more: tokens of streams cancelled at the window's end that
+    /// were generated but never sent.
     #[serde(default)]
     pub generation_tokens: Option<u64>,
     /// Prefix-cache hits during the window, tokens (counter delta).

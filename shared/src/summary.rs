@@ -118,6 +118,7 @@ pub fn cards(r: &Results) -> Vec<Card> {
         "Run",
         vec![
             ("Status", Some(status.to_string())),
+            ("Stopped because", run.reason.clone()),
             ("Started", run.started_at.clone()),
             ("Finished", run.finished_at.clone()),
             ("Served model", e.served_model_name.clone()),
