@@ -356,6 +356,9 @@ async fn faults_make_error_cells_and_legal_sse_stays_valid() {
         ("status=500", Some("HTTP 500")),
         ("keepalive", None),
         ("split", None),
+        ("metrics-404", None),
+        ("version-404", None),
+        ("tokenize-404", None),
     ];
     for (fault, expect) in cases {
         let mut cfg = TwinConfig::new(Profile::tiny());
@@ -386,6 +389,13 @@ async fn faults_make_error_cells_and_legal_sse_stays_valid() {
             None => {
                 assert_eq!(c.status, CellStatus::Valid, "{fault}: {:?}", c.reason);
                 assert!(c.total_tps.unwrap() > 0.0);
+                // What a missing endpoint costs: its figures, and nothing else.
+                match fault {
+                    "metrics-404" => assert!(c.server.is_none(), "{fault}: no server figures without /metrics"),
+                    "version-404" => assert_eq!(r.engine.version, None, "{fault}"),
+                    "tokenize-404" => assert!(c.prompt_tokens.is_some(), "{fault}: prompt length from usage"),
+                    _ => assert!(c.server.is_some(), "{fault}"),
+                }
             }
         }
     }
