@@ -258,10 +258,12 @@ impl RunDiff {
         self.rows.iter().filter(|r| r.cell.phase == Phase::Prefill)
     }
 
-    /// How many matched figures of `column_id` are better, worse, same and changed.
+    /// How many decode cells' figures of `column_id` (in both runs) are better, worse, same
+    /// and changed, by [`Verdict::label`].
     pub fn tally(&self, column_id: &str) -> BTreeMap<&'static str, usize> {
         let mut t = BTreeMap::new();
-        for v in self.rows.iter().filter_map(|r| r.delta(column_id)).filter_map(|d| d.verdict) {
+        let decode = self.rows.iter().filter(|r| r.cell.phase == Phase::Decode);
+        for v in decode.filter_map(|r| r.delta(column_id)).filter_map(|d| d.verdict) {
             *t.entry(v.label()).or_insert(0) += 1;
         }
         t
