@@ -25,6 +25,9 @@ pub enum Command {
     Publish(PublishArgs),
     /// Serve a published site, or results files with the viewer, on 127.0.0.1.
     Serve(ServeArgs),
+    /// Compare two runs: A (baseline) against B (candidate) — header differences and the
+    /// delta matrix; `--fail-on-regression` makes it a CI gate.
+    Diff(DiffArgs),
     /// Print the JSON Schema of the results file (the committed copy is
     /// shared/schema/results.schema.json).
     Schema,
@@ -58,6 +61,40 @@ pub struct ShowArgs {
     /// Add the full measurement table to the text and markdown views.
     #[arg(long)]
     pub all: bool,
+}
+
+/// Output formats of `diff`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DiffFormat {
+    /// Human-readable tables.
+    Text,
+    /// Markdown tables, ready to paste into a pull request.
+    Markdown,
+    /// The whole comparison as JSON (every matched figure with A, B, Δ and Δ %).
+    Json,
+}
+
+/// Flags of `speedmatrix diff`.
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The baseline results file (A), or `-` for standard input.
+    pub a: PathBuf,
+    /// The candidate results file (B), or `-` for standard input.
+    pub b: PathBuf,
+    /// The metric of the delta matrix and of the gate: a registry id such as `total_tps`,
+    /// `ttft_ms_p50` (a bare distribution id means its p50).
+    #[arg(long, default_value = "total_tps")]
+    pub metric: String,
+    /// Relative changes below this count as "same" (noise): `5`, `5%`.
+    #[arg(long, default_value = "5%")]
+    pub threshold: String,
+    /// Output format.
+    #[arg(long, short = 'f', value_enum, default_value_t = DiffFormat::Text)]
+    pub format: DiffFormat,
+    /// Exit 1 when a cell valid in A gets worse on --metric by more than PCT (`5` or `5%`), or
+    /// turns error / over capacity in B.
+    #[arg(long, value_name = "PCT")]
+    pub fail_on_regression: Option<String>,
 }
 
 /// The endpoint flag.

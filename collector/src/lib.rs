@@ -15,20 +15,22 @@
 //!   - [`selfcheck`]: the collector's own CPU use (is the client the bottleneck?);
 //!   - [`gpu`]: NVML GPU inventory and per-window power, energy, utilization, clocks;
 //! - [`show`]: `speedmatrix show FILE` — print a results file (text, markdown, csv, json);
+//! - [`diff`]: `speedmatrix diff A.json B.json` — what changed between two runs (text, markdown, json);
 //! - [`demo`]: `speedmatrix demo` — twin + run + publish + serve, about a minute, no GPU;
 //! - [`publish`]: `speedmatrix publish RUN.json… --out SITE/` — a static site with the embedded viewer;
 //! - [`serve`]: `speedmatrix serve [SITE/ | RUN.json…]` — that site (or a folder) on 127.0.0.1;
 //! - [`twin`]: `speedmatrix simulate` — a vLLM-shaped server whose timing follows a measured run;
 //! - [`files`]: reading results files from disk (the I/O edge; parsing is in `speedmatrix-schema`).
 //!
-//! Exit codes: 0 success, 1 failure while working, 2 bad input (unreadable or invalid file, bad
-//! flag).
+//! Exit codes: 0 success, 1 failure while working (and `diff --fail-on-regression` finding a
+//! regression), 2 bad input (unreadable or invalid file, bad flag).
 
 #![warn(missing_docs)]
 
 pub mod cli;
 pub mod client;
 pub mod demo;
+pub mod diff;
 pub mod discovery;
 pub mod files;
 pub mod gpu;
@@ -73,6 +75,7 @@ pub fn run(cli: cli::Cli) -> ExitCode {
     let result = match cli.command {
         cli::Command::Run(args) => run::run(&args),
         cli::Command::Show(args) => show::run(&args).map(|()| 0),
+        cli::Command::Diff(args) => diff::run(&args),
         cli::Command::Publish(args) => publish::run(&args).map(|()| 0),
         cli::Command::Serve(args) => serve::run(&args).map(|()| 0),
         cli::Command::Schema => print_out(&format!("{:#}\n", speedmatrix_schema::json_schema())).map(|()| 0),

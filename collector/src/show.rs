@@ -43,15 +43,15 @@ pub enum Markup {
 }
 
 /// A simple table model rendered by either markup. Cells may hold several lines.
-struct Grid {
-    headers: Vec<String>,
-    rows: Vec<Vec<String>>,
+pub(crate) struct Grid {
+    pub(crate) headers: Vec<String>,
+    pub(crate) rows: Vec<Vec<String>>,
     /// Columns from this index on hold numbers: right-aligned.
-    numeric_from: usize,
+    pub(crate) numeric_from: usize,
 }
 
 impl Grid {
-    fn render(&self, markup: Markup) -> String {
+    pub(crate) fn render(&self, markup: Markup) -> String {
         match markup {
             Markup::Text => {
                 let mut t = Table::new();
@@ -84,7 +84,7 @@ impl Grid {
 
 /// Text from a results file, made safe for a terminal: control characters (ANSI escapes, bells)
 /// become `�`; newlines in one-line fields become spaces.
-fn clean(s: &str) -> String {
+pub(crate) fn clean(s: &str) -> String {
     s.chars()
         .map(|c| {
             if c == '\n' || c == '\t' {
@@ -98,7 +98,7 @@ fn clean(s: &str) -> String {
         .collect()
 }
 
-fn heading(out: &mut String, markup: Markup, level: usize, text: &str) {
+pub(crate) fn heading(out: &mut String, markup: Markup, level: usize, text: &str) {
     match markup {
         Markup::Text => {
             let _ = writeln!(out, "{text}");

@@ -15,10 +15,13 @@
 //! - [`context`]: context sizes (`8k` = 8,192 tokens, `max`).
 //! - [`status`]: the cell status rules (over capacity, requests queued, …).
 //! - [`summary`]: a run's subtitle and header cards, as the terminal and the page show them.
+//! - [`diff`]: two runs compared (A = baseline, B = candidate): deltas, verdicts, status and
+//!   header changes, the regression gate.
 
 #![warn(missing_docs)]
 
 pub mod context;
+pub mod diff;
 pub mod export;
 pub mod load;
 pub mod model;

@@ -19,8 +19,9 @@ pub const SEED_COLUMNS: [(&str, &str); 8] = [
     ("Measured for", "window_s"),
 ];
 
-/// Which phase a row belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// Which phase a row belongs to (serialised as its id: `prefill`, `decode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Phase {
     /// A cold prefill measurement.
     Prefill,

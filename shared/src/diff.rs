@@ -1,0 +1,836 @@
+//! Comparing two runs: A (the baseline) against B (the candidate). Pure; `speedmatrix diff` and
+//! the viewer's diff view both print a [`RunDiff`], and `diff --format json` is its serde form.
+//!
+//! - Prefill rows are matched by context (nominal tokens), decode cells by (context,
+//!   concurrency).
+//! - For every registry column ([`crate::registry::columns`]) a matched row has in either run:
+//!   A, B, the absolute change B − A, the relative change (B − A) ÷ |A| and a [`Verdict`]:
+//!   better / worse by the registry's `higher_is_better`, `same` when the relative change is
+//!   below the noise threshold (default 5 %, [`DEFAULT_THRESHOLD`]).
+//! - Nothing is compared silently: cells in one run only, cells whose status differs
+//!   (e.g. valid → over capacity) and contexts whose real `prompt_tokens` differ by more than
+//!   2 % ([`PROMPT_TOKENS_TOLERANCE`]) are listed, and so is every header difference
+//!   (hardware, engine version, model, quantization, launch-command flags, config).
+
+use crate::model::{CellStatus, ContextSize, Results};
+use crate::registry::{self, columns, Column, Stat};
+use crate::site::run_title;
+use crate::summary;
+use crate::table::{rows, Phase, Row};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// The default noise threshold: a relative change below 5 % is "same".
+pub const DEFAULT_THRESHOLD: f64 = 0.05;
+
+/// Real prompt lengths of a context may differ by this fraction (2 %) before the diff warns
+/// that the two runs did not send the same prompts.
+pub const PROMPT_TOKENS_TOLERANCE: f64 = 0.02;
+
+/// How one figure changed from A to B.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Better by the registry's direction, by at least the threshold.
+    Better,
+    /// Worse by the registry's direction, by at least the threshold.
+    Worse,
+    /// The relative change is below the noise threshold.
+    Same,
+    /// Changed by at least the threshold, but the metric has no better/worse direction
+    /// (e.g. `prompt_tokens`, a distribution's `_count`).
+    Changed,
+}
+
+impl Verdict {
+    /// Words for people: "better", "worse", "same", "changed".
+    pub fn label(self) -> &'static str {
+        match self {
+            Verdict::Better => "better",
+            Verdict::Worse => "worse",
+            Verdict::Same => "same",
+            Verdict::Changed => "changed",
+        }
+    }
+}
+
+/// One column of one matched row: A, B and the change.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Delta {
+    /// Registry column id, e.g. `total_tps`, `ttft_ms_p50`.
+    pub column: String,
+    /// A's figure, in the metric's unit.
+    pub a: Option<f64>,
+    /// B's figure, in the metric's unit.
+    pub b: Option<f64>,
+    /// B − A, in the metric's unit; `None` unless both runs have the figure.
+    pub abs: Option<f64>,
+    /// (B − A) ÷ |A| as a fraction (0.1 = +10 %); `None` unless both have it and A ≠ 0
+    /// (0 → 0 is 0).
+    pub rel: Option<f64>,
+    /// The verdict; `None` unless both runs have the figure.
+    pub verdict: Option<Verdict>,
+}
+
+/// Which way is better for a column: the metric's direction, none for a `_count`.
+pub fn direction(col: &Column) -> Option<bool> {
+    if col.stat == Some(Stat::Count) {
+        None
+    } else {
+        col.metric.higher_is_better
+    }
+}
+
+/// Compare one figure. `threshold` is a fraction (0.05 = 5 %): a relative change strictly
+/// below it is [`Verdict::Same`].
+pub fn compare(col: &Column, a: Option<f64>, b: Option<f64>, threshold: f64) -> Delta {
+    let (abs, rel, verdict) = match (a, b) {
+        (Some(a), Some(b)) => {
+            let abs = b - a;
+            let rel = if a != 0.0 {
+                Some(abs / a.abs())
+            } else if b == a {
+                Some(0.0)
+            } else {
+                None
+            };
+            let verdict = if abs == 0.0 || rel.is_some_and(|r| r.abs() < threshold) {
+                Verdict::Same
+            } else {
+                match direction(col) {
+                    Some(true) if b > a => Verdict::Better,
+                    Some(false) if b < a => Verdict::Better,
+                    Some(_) => Verdict::Worse,
+                    None => Verdict::Changed,
+                }
+            };
+            (Some(abs), rel, Some(verdict))
+        }
+        _ => (None, None, None),
+    };
+    Delta { column: col.id(), a, b, abs, rel, verdict }
+}
+
+/// Where a row or cell is: phase, context and concurrency (1 for prefill rows).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CellRef {
+    /// `prefill` or `decode`.
+    pub phase: Phase,
+    /// The context (label and nominal tokens).
+    pub context: ContextSize,
+    /// Simultaneous streams (1 for prefill rows).
+    pub concurrency: u32,
+}
+
+impl CellRef {
+    /// "8K × 128" for a decode cell, "prefill 8K" for a prefill row.
+    pub fn describe(&self) -> String {
+        match self.phase {
+            Phase::Prefill => format!("prefill {}", self.context.label),
+            Phase::Decode => format!("{} × {}", self.context.label, self.concurrency),
+        }
+    }
+}
+
+/// A prefill row or decode cell of either run, matched with its partner when it has one.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RowDiff {
+    /// Where it is.
+    #[serde(flatten)]
+    pub cell: CellRef,
+    /// A's status; `None` when A has no such row (only in B).
+    pub status_a: Option<CellStatus>,
+    /// B's status; `None` when B has no such row (only in A).
+    pub status_b: Option<CellStatus>,
+    /// Real prompt length A's server counted, tokens.
+    pub prompt_tokens_a: Option<u64>,
+    /// Real prompt length B's server counted, tokens.
+    pub prompt_tokens_b: Option<u64>,
+    /// Every registry column either side has a figure for, in registry order.
+    pub deltas: Vec<Delta>,
+}
+
+impl RowDiff {
+    /// Whether both runs have this row.
+    pub fn matched(&self) -> bool {
+        self.status_a.is_some() && self.status_b.is_some()
+    }
+
+    /// Whether both runs have it with different statuses.
+    pub fn status_changed(&self) -> bool {
+        self.matched() && self.status_a != self.status_b
+    }
+
+    /// The change of one column (`total_tps`, `ttft_ms_p50`; a bare distribution id means p50).
+    pub fn delta(&self, column_id: &str) -> Option<&Delta> {
+        let id = registry::column(column_id)?.id();
+        self.deltas.iter().find(|d| d.column == id)
+    }
+}
+
+/// One header field that differs: a card item, a config field or a launch-command flag.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HeaderChange {
+    /// "Hardware", "Engine", "Run", "Config" or "Launch command".
+    pub section: String,
+    /// The field, e.g. "Version", "Contexts", or a flag such as `--max-num-seqs`.
+    pub field: String,
+    /// A's value (`None`: A does not say / lacks the flag). A flag without value is `"(set)"`.
+    pub a: Option<String>,
+    /// B's value.
+    pub b: Option<String>,
+}
+
+/// A context whose real prompt lengths differ between the runs by more than
+/// [`PROMPT_TOKENS_TOLERANCE`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PromptMismatch {
+    /// The context.
+    pub context: ContextSize,
+    /// A's prompt tokens (server usage).
+    pub a: u64,
+    /// B's prompt tokens.
+    pub b: u64,
+    /// (B − A) ÷ A, fraction.
+    pub rel: f64,
+}
+
+/// A status change of a matched row.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StatusChange {
+    /// Where.
+    #[serde(flatten)]
+    pub cell: CellRef,
+    /// A's status.
+    pub a: CellStatus,
+    /// B's status.
+    pub b: CellStatus,
+}
+
+/// Which run a side of the diff is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RunRef {
+    /// The run's title (its label, else "model on hardware").
+    pub title: String,
+    /// The run id.
+    pub id: String,
+}
+
+/// The comparison of two runs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunDiff {
+    /// The noise threshold used, fraction (0.05 = 5 %).
+    pub threshold: f64,
+    /// The baseline.
+    pub a: RunRef,
+    /// The candidate.
+    pub b: RunRef,
+    /// Header fields that differ (hardware, engine, run, config, launch-command flags).
+    pub header: Vec<HeaderChange>,
+    /// Decode-matrix rows: the contexts of either run, by tokens.
+    pub contexts: Vec<ContextSize>,
+    /// Decode-matrix columns: the concurrency levels of either run, ascending.
+    pub concurrency: Vec<u32>,
+    /// Every prefill row (by context) then every decode cell (by context, then concurrency).
+    pub rows: Vec<RowDiff>,
+    /// Rows and cells only A has.
+    pub only_in_a: Vec<CellRef>,
+    /// Rows and cells only B has.
+    pub only_in_b: Vec<CellRef>,
+    /// Matched rows and cells whose status differs.
+    pub status_changes: Vec<StatusChange>,
+    /// Contexts whose real prompt lengths differ by more than 2 % (the first row of each).
+    pub prompt_mismatches: Vec<PromptMismatch>,
+}
+
+impl RunDiff {
+    /// The decode cell at (context tokens, concurrency), if either run has it.
+    pub fn decode_cell(&self, context_tokens: u64, concurrency: u32) -> Option<&RowDiff> {
+        self.rows.iter().find(|r| {
+            r.cell.phase == Phase::Decode
+                && r.cell.context.tokens == context_tokens
+                && r.cell.concurrency == concurrency
+        })
+    }
+
+    /// The prefill rows.
+    pub fn prefill(&self) -> impl Iterator<Item = &RowDiff> {
+        self.rows.iter().filter(|r| r.cell.phase == Phase::Prefill)
+    }
+
+    /// How many decode cells' figures of `column_id` (in both runs) are better, worse, same
+    /// and changed, by [`Verdict::label`].
+    pub fn tally(&self, column_id: &str) -> BTreeMap<&'static str, usize> {
+        let mut t = BTreeMap::new();
+        let decode = self.rows.iter().filter(|r| r.cell.phase == Phase::Decode);
+        for v in decode.filter_map(|r| r.delta(column_id)).filter_map(|d| d.verdict) {
+            *t.entry(v.label()).or_insert(0) += 1;
+        }
+        t
+    }
+}
+
+/// Compare `a` (baseline) with `b` (candidate). `threshold` is a fraction (0.05 = 5 %).
+pub fn diff(a: &Results, b: &Results, threshold: f64) -> RunDiff {
+    let cols = columns();
+    type Key = (Phase, u64, u32);
+    let key = |r: &Row<'_>| (r.phase(), r.context().tokens, r.concurrency());
+    let mut pairs: BTreeMap<Key, (Option<Row<'_>>, Option<Row<'_>>)> = BTreeMap::new();
+    for r in rows(a) {
+        pairs.entry(key(&r)).or_default().0.get_or_insert(r);
+    }
+    for r in rows(b) {
+        pairs.entry(key(&r)).or_default().1.get_or_insert(r);
+    }
+    let prompt_tokens = |r: &Option<Row<'_>>| match r {
+        Some(Row::Prefill(p)) => p.prompt_tokens,
+        Some(Row::Decode(d)) => d.prompt_tokens,
+        None => None,
+    };
+    let mut out_rows = Vec::new();
+    let (mut only_in_a, mut only_in_b, mut status_changes, mut prompt_mismatches) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::<PromptMismatch>::new());
+    for ((phase, _, concurrency), (ra, rb)) in pairs {
+        let context = ra.or(rb).map(|r| r.context().clone()).expect("a pair holds at least one row");
+        let cell = CellRef { phase, context, concurrency };
+        let deltas: Vec<Delta> = cols
+            .iter()
+            .filter_map(|c| {
+                let (va, vb) = (ra.and_then(|r| r.value(c)), rb.and_then(|r| r.value(c)));
+                (va.is_some() || vb.is_some()).then(|| compare(c, va, vb, threshold))
+            })
+            .collect();
+        let row = RowDiff {
+            cell: cell.clone(),
+            status_a: ra.map(|r| r.status()),
+            status_b: rb.map(|r| r.status()),
+            prompt_tokens_a: prompt_tokens(&ra),
+            prompt_tokens_b: prompt_tokens(&rb),
+            deltas,
+        };
+        match (row.status_a, row.status_b) {
+            (Some(_), None) => only_in_a.push(cell.clone()),
+            (None, Some(_)) => only_in_b.push(cell.clone()),
+            (Some(x), Some(y)) if x != y => status_changes.push(StatusChange { cell: cell.clone(), a: x, b: y }),
+            _ => {}
+        }
+        if let (Some(pa), Some(pb)) = (row.prompt_tokens_a, row.prompt_tokens_b) {
+            let rel = if pa == 0 { f64::from(u8::from(pb != 0)) } else { (pb as f64 - pa as f64) / pa as f64 };
+            if rel.abs() > PROMPT_TOKENS_TOLERANCE
+                && !prompt_mismatches.iter().any(|m| m.context.tokens == cell.context.tokens)
+            {
+                prompt_mismatches.push(PromptMismatch { context: cell.context.clone(), a: pa, b: pb, rel });
+            }
+        }
+        out_rows.push(row);
+    }
+    // Prefill rows first (Phase orders Prefill < Decode), then decode cells.
+    let mut contexts: Vec<ContextSize> = Vec::new();
+    for c in
+        a.config.contexts.iter().chain(&b.config.contexts).chain(a.decode.iter().chain(&b.decode).map(|d| &d.context))
+    {
+        if !contexts.iter().any(|x| x.tokens == c.tokens) {
+            contexts.push(c.clone());
+        }
+    }
+    contexts.sort_by_key(|c| c.tokens);
+    let mut concurrency: Vec<u32> = a.config.concurrency.iter().chain(&b.config.concurrency).copied().collect();
+    concurrency.sort_unstable();
+    concurrency.dedup();
+    prompt_mismatches.sort_by_key(|m| m.context.tokens);
+    RunDiff {
+        threshold,
+        a: RunRef { title: run_title(a), id: a.run.id.clone() },
+        b: RunRef { title: run_title(b), id: b.run.id.clone() },
+        header: header_changes(a, b),
+        contexts,
+        concurrency,
+        rows: out_rows,
+        only_in_a,
+        only_in_b,
+        status_changes,
+        prompt_mismatches,
+    }
+}
+
+/// Card items that are expected to differ between any two runs and say nothing about the setup.
+const IGNORED_ITEMS: [(&str, &str); 3] = [("Run", "Started"), ("Run", "Finished"), ("Run", "Run id")];
+
+/// Every header difference: the Hardware, Engine and Run cards (as the page shows them, minus
+/// start/finish time and run id), config fields the cards do not show, and the launch command
+/// flag by flag.
+pub fn header_changes(a: &Results, b: &Results) -> Vec<HeaderChange> {
+    let mut out = Vec::new();
+    let (ca, cb) = (summary::cards(a), summary::cards(b));
+    for (x, y) in ca.iter().zip(&cb) {
+        let mut keys: Vec<&'static str> = x.items.iter().map(|i| i.0).collect();
+        for (k, _) in &y.items {
+            if !keys.contains(k) {
+                keys.push(k);
+            }
+        }
+        let get = |c: &summary::Card, k: &str| c.items.iter().find(|i| i.0 == k).map(|i| i.1.clone());
+        for k in keys {
+            if IGNORED_ITEMS.contains(&(x.title, k)) {
+                continue;
+            }
+            let (va, vb) = (get(x, k), get(y, k));
+            if va != vb {
+                out.push(HeaderChange { section: x.title.into(), field: k.into(), a: va, b: vb });
+            }
+        }
+    }
+    for (field, va, vb) in config_fields(a).into_iter().zip(config_fields(b)).map(|((f, va), (_, vb))| (f, va, vb)) {
+        if va != vb {
+            out.push(HeaderChange { section: "Config".into(), field: field.into(), a: va, b: vb });
+        }
+    }
+    out.extend(launch_changes(a.engine.launch_command.as_deref(), b.engine.launch_command.as_deref()));
+    out
+}
+
+fn config_fields(r: &Results) -> Vec<(&'static str, Option<String>)> {
+    let c = &r.config;
+    let labels = |v: &[ContextSize]| Some(v.iter().map(|x| x.label.clone()).collect::<Vec<_>>().join(", "));
+    let debug = |v: Option<String>| v.map(|s| s.to_lowercase());
+    vec![
+        ("Contexts", labels(&c.contexts)),
+        ("Concurrency", Some(c.concurrency.iter().map(u32::to_string).collect::<Vec<_>>().join(", "))),
+        ("Prefill contexts", labels(&c.prefill_contexts)),
+        ("Ignore EOS", c.ignore_eos.map(|v| v.to_string())),
+        ("Temperature", c.temperature.map(|v| v.to_string())),
+        ("Seed", c.seed.map(|v| v.to_string())),
+        (
+            "Prompt corpus",
+            c.prompt_corpus
+                .as_ref()
+                .map(|p| format!("{} {}", p.name, p.sha256.as_deref().unwrap_or("")).trim_end().to_string()),
+        ),
+        ("Prompt sharing", debug(c.prompt_sharing.map(|p| format!("{p:?}")))),
+        ("Stall timeout", c.stall_timeout_s.map(|v| format!("{v} s"))),
+        ("KV budget source", debug(r.engine.kv_budget_source.map(|k| format!("{k:?}")))),
+    ]
+}
+
+/// A command line's flags in order: (`--flag`, value).
+type Flags = Vec<(String, String)>;
+
+/// A launch command as program + positional arguments and `--flag` → value (`"(set)"` for a
+/// flag without value), in order. `None` when it cannot be split like a shell would.
+fn parse_launch(cmd: &str) -> Option<(Vec<String>, Flags)> {
+    let words = shlex::split(cmd)?;
+    let mut positional = Vec::new();
+    let mut flags: Vec<(String, String)> = Vec::new();
+    let mut i = 0;
+    while i < words.len() {
+        let w = &words[i];
+        if w.starts_with('-') && w.len() > 1 && w.parse::<f64>().is_err() {
+            if let Some((f, v)) = w.split_once('=') {
+                flags.push((f.to_string(), v.to_string()));
+            } else {
+                let value = words.get(i + 1).filter(|n| !n.starts_with('-') || n.parse::<f64>().is_ok());
+                match value {
+                    Some(v) => {
+                        flags.push((w.clone(), v.clone()));
+                        i += 1;
+                    }
+                    None => flags.push((w.clone(), "(set)".into())),
+                }
+            }
+        } else {
+            positional.push(w.clone());
+        }
+        i += 1;
+    }
+    Some((positional, flags))
+}
+
+/// The launch commands' differences: the command and its arguments as one field, then each
+/// flag that is added, removed or has another value.
+fn launch_changes(a: Option<&str>, b: Option<&str>) -> Vec<HeaderChange> {
+    let change = |field: &str, a: Option<String>, b: Option<String>| HeaderChange {
+        section: "Launch command".into(),
+        field: field.into(),
+        a,
+        b,
+    };
+    match (a, b) {
+        (None, None) => vec![],
+        (Some(x), Some(y)) if x == y => vec![],
+        (Some(x), Some(y)) => match (parse_launch(x), parse_launch(y)) {
+            (Some((pa, fa)), Some((pb, fb))) => {
+                let mut out = Vec::new();
+                if pa != pb {
+                    out.push(change("command", Some(pa.join(" ")), Some(pb.join(" "))));
+                }
+                let mut names: Vec<&String> = fa.iter().map(|f| &f.0).collect();
+                for (f, _) in &fb {
+                    if !names.contains(&f) {
+                        names.push(f);
+                    }
+                }
+                let get = |fl: &[(String, String)], n: &str| {
+                    let v: Vec<&str> = fl.iter().filter(|f| f.0 == n).map(|f| f.1.as_str()).collect();
+                    (!v.is_empty()).then(|| v.join(" "))
+                };
+                for n in names {
+                    let (va, vb) = (get(&fa, n), get(&fb, n));
+                    if va != vb {
+                        out.push(change(n, va, vb));
+                    }
+                }
+                if out.is_empty() {
+                    // Same words, other quoting or spacing.
+                    out.push(change("command line", Some(x.into()), Some(y.into())));
+                }
+                out
+            }
+            _ => vec![change("command line", Some(x.into()), Some(y.into()))],
+        },
+        (x, y) => vec![change("command line", x.map(str::to_string), y.map(str::to_string))],
+    }
+}
+
+/// Why `--fail-on-regression` fails.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Regression {
+    /// A cell valid in A whose figure got worse by more than the allowed share.
+    Worse {
+        /// Where.
+        #[serde(flatten)]
+        cell: CellRef,
+        /// The column compared.
+        column: String,
+        /// A's figure.
+        a: f64,
+        /// B's figure.
+        b: f64,
+        /// How much worse, fraction of A (0.12 = 12 % worse).
+        worse_by: f64,
+    },
+    /// A cell valid in A that is `error` or `over_capacity` in B.
+    Status {
+        /// Where.
+        #[serde(flatten)]
+        cell: CellRef,
+        /// B's status.
+        to: CellStatus,
+    },
+}
+
+impl Regression {
+    /// One line for people: "8K × 128: Total tok/s 6,342.6 → 5,000.0 (21.2 % worse)".
+    pub fn describe(&self) -> String {
+        match self {
+            Regression::Worse { cell, column, a, b, worse_by } => {
+                let col = registry::column(column);
+                let label = col.map(|c| c.metric.label).unwrap_or(column);
+                let show = |v: f64| col.map(|c| c.display(v)).unwrap_or_else(|| v.to_string());
+                format!(
+                    "{}: {label} {} → {} ({} worse)",
+                    cell.describe(),
+                    show(*a),
+                    show(*b),
+                    percent(*worse_by, false)
+                )
+            }
+            Regression::Status { cell, to } => format!("{}: Valid → {}", cell.describe(), to.label()),
+        }
+    }
+}
+
+/// The regressions of `diff` for the gate: every row valid in A whose `col` figure in B (valid
+/// or requests queued) is worse by more than `max_worse` (fraction, 0.05 = 5 %) by the
+/// registry's direction, and every row valid in A that is `error` or `over_capacity` in B.
+/// A column without a direction (e.g. `prompt_tokens`) yields status regressions only.
+pub fn regressions(diff: &RunDiff, col: &Column, max_worse: f64) -> Vec<Regression> {
+    let id = col.id();
+    let dir = direction(col);
+    let mut out = Vec::new();
+    for r in diff.rows.iter().filter(|r| r.status_a == Some(CellStatus::Valid)) {
+        match r.status_b {
+            Some(to @ (CellStatus::Error | CellStatus::OverCapacity)) => {
+                out.push(Regression::Status { cell: r.cell.clone(), to });
+            }
+            Some(s) if s.is_measured() => {
+                let Some(d) = r.deltas.iter().find(|d| d.column == id) else { continue };
+                let (Some(a), Some(b), Some(up)) = (d.a, d.b, dir) else { continue };
+                if a == 0.0 {
+                    continue;
+                }
+                let worse_by = if up { (a - b) / a.abs() } else { (b - a) / a.abs() };
+                if worse_by > max_worse {
+                    out.push(Regression::Worse { cell: r.cell.clone(), column: id.clone(), a, b, worse_by });
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// A fraction as a percentage with one decimal: `0.1` → `+10.0 %` (with `signed`), `10.0 %`.
+pub fn percent(f: f64, signed: bool) -> String {
+    let v = f * 100.0;
+    let v = if v == 0.0 { 0.0 } else { v };
+    if signed {
+        format!("{}{} %", if v > 0.0 { "+" } else { "" }, registry::format_number(v, registry::Style::Fixed(1)))
+    } else {
+        format!("{} %", registry::format_number(v, registry::Style::Fixed(1)))
+    }
+}
+
+/// B − A in the column's style with a sign: `+637.4`, `−12 ms` (ASCII minus: `-12 ms`).
+pub fn signed_delta(col: &Column, abs: f64) -> String {
+    let s = col.display(abs);
+    if abs > 0.0 {
+        format!("+{s}")
+    } else {
+        s
+    }
+}
+
+/// Parse a percentage as `--threshold` and `--fail-on-regression` take it: `5`, `5%`, `2.5 %`
+/// → a fraction (0.05). Must be a finite number ≥ 0.
+///
+/// # Errors
+/// A one-line message naming the value.
+pub fn parse_percent(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let t = t.strip_suffix('%').unwrap_or(t).trim_end();
+    match t.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v / 100.0),
+        _ => Err(format!("{s:?} is not a percentage; give a number ≥ 0 such as 5 or 5%")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::column;
+
+    fn seed() -> Results {
+        let bytes = include_bytes!("../../tests/fixtures/h200-qwen3.5-122b-vllm.json");
+        crate::load_results(bytes).expect("the seed fixture loads")
+    }
+
+    fn col(id: &str) -> Column {
+        column(id).unwrap()
+    }
+
+    #[test]
+    fn verdicts_follow_the_registry_direction_and_threshold() {
+        let t = DEFAULT_THRESHOLD;
+        let d = compare(&col("total_tps"), Some(100.0), Some(110.0), t);
+        assert_eq!((d.abs, d.verdict), (Some(10.0), Some(Verdict::Better)));
+        assert!((d.rel.unwrap() - 0.1).abs() < 1e-12);
+        assert_eq!(compare(&col("total_tps"), Some(100.0), Some(90.0), t).verdict, Some(Verdict::Worse));
+        assert_eq!(compare(&col("total_tps"), Some(100.0), Some(104.9), t).verdict, Some(Verdict::Same));
+        assert_eq!(compare(&col("total_tps"), Some(100.0), Some(95.1), t).verdict, Some(Verdict::Same));
+        // Less is better for latencies.
+        assert_eq!(compare(&col("ttft_ms"), Some(200.0), Some(150.0), t).verdict, Some(Verdict::Better));
+        assert_eq!(compare(&col("ttft_ms_p99"), Some(200.0), Some(250.0), t).verdict, Some(Verdict::Worse));
+        // No direction: "changed"; counts have none either.
+        assert_eq!(compare(&col("prompt_tokens"), Some(100.0), Some(200.0), t).verdict, Some(Verdict::Changed));
+        assert_eq!(compare(&col("ttft_ms_count"), Some(1.0), Some(4.0), t).verdict, Some(Verdict::Changed));
+        // One side missing: no change claimed.
+        let d = compare(&col("total_tps"), Some(100.0), None, t);
+        assert_eq!((d.abs, d.rel, d.verdict), (None, None, None));
+        // From zero: no relative change, still a verdict.
+        let d = compare(&col("output_tokens"), Some(0.0), Some(5.0), t);
+        assert_eq!((d.rel, d.verdict), (None, Some(Verdict::Better)));
+        assert_eq!(compare(&col("output_tokens"), Some(0.0), Some(0.0), t).verdict, Some(Verdict::Same));
+        // A zero threshold calls every change.
+        assert_eq!(compare(&col("total_tps"), Some(100.0), Some(100.1), 0.0).verdict, Some(Verdict::Better));
+    }
+
+    #[test]
+    fn identical_runs_have_no_differences() {
+        let r = seed();
+        let d = diff(&r, &r, DEFAULT_THRESHOLD);
+        assert!(d.header.is_empty(), "{:?}", d.header);
+        assert!(d.only_in_a.is_empty() && d.only_in_b.is_empty() && d.status_changes.is_empty());
+        assert_eq!(d.rows.len(), 55);
+        assert_eq!(d.prefill().count(), 7);
+        assert!(d.rows.iter().all(|r| r.deltas.iter().all(|x| x.verdict.is_none_or(|v| v == Verdict::Same))));
+        assert_eq!(
+            d.tally("total_tps").get("same"),
+            Some(&42),
+            "42 measured decode cells (48 − 6 over capacity) have total tok/s"
+        );
+        assert!(regressions(&d, &col("total_tps"), 0.0).is_empty());
+    }
+
+    /// The seed against a copy with some cells changed, one made over capacity, one context
+    /// removed and a newer engine.
+    fn modified() -> Results {
+        let mut b = seed();
+        b.engine.version = Some("0.27.0".into());
+        b.engine.launch_command = Some(
+            b.engine
+                .launch_command
+                .clone()
+                .unwrap()
+                .replace("--gpu-memory-utilization 0.862690", "--gpu-memory-utilization 0.9")
+                + " --max-num-seqs 256",
+        );
+        let at = |b: &Results, ctx: u64, n: u32| {
+            b.decode.iter().position(|c| c.context.tokens == ctx && c.concurrency == n).unwrap()
+        };
+        let i = at(&b, 8192, 128);
+        b.decode[i].total_tps = Some(6342.6 * 1.2); // +20 % better
+        let i = at(&b, 8192, 1);
+        b.decode[i].total_tps = Some(237.1 * 0.8); // −20 % worse
+        b.decode[i].ttft_ms.as_mut().unwrap().p50 = Some(196.0 * 1.02); // +2 %: same
+        let i = at(&b, 65536, 64);
+        let cell = &mut b.decode[i];
+        cell.status = CellStatus::OverCapacity;
+        cell.reason = Some("needs more KV cache".into());
+        cell.total_tps = None;
+        cell.per_request_tps = None;
+        cell.ttft_ms = None;
+        cell.itl_ms = None;
+        cell.output_tokens = None;
+        cell.completed_requests = None;
+        cell.avg_active_requests = None;
+        cell.window_s = None;
+        // Remove the 128K context from decode and prefill.
+        b.config.contexts.retain(|c| c.tokens != 131072);
+        b.config.prefill_contexts.retain(|c| c.tokens != 131072);
+        b.decode.retain(|c| c.context.tokens != 131072);
+        b.prefill.retain(|c| c.context.tokens != 131072);
+        b
+    }
+
+    #[test]
+    fn seed_against_a_modified_copy() {
+        let a = seed();
+        let b = modified();
+        crate::load::validate(&b).expect("the modified copy is a valid run");
+        let d = diff(&a, &b, DEFAULT_THRESHOLD);
+        let c = d.decode_cell(8192, 128).unwrap();
+        let t = c.delta("total_tps").unwrap();
+        assert_eq!(t.verdict, Some(Verdict::Better));
+        assert!((t.rel.unwrap() - 0.2).abs() < 1e-9);
+        assert!((t.abs.unwrap() - 1268.52).abs() < 1e-6);
+        let c = d.decode_cell(8192, 1).unwrap();
+        assert_eq!(c.delta("total_tps").unwrap().verdict, Some(Verdict::Worse));
+        assert_eq!(c.delta("ttft_ms").unwrap().verdict, Some(Verdict::Same), "2 % is noise");
+        let c = d.decode_cell(65536, 64).unwrap();
+        assert!(c.status_changed());
+        let t = c.delta("total_tps").unwrap();
+        assert_eq!((t.b, t.verdict), (None, None), "no figure is compared against an over-capacity cell");
+        assert_eq!(
+            d.status_changes,
+            vec![StatusChange { cell: c.cell.clone(), a: CellStatus::Valid, b: CellStatus::OverCapacity }]
+        );
+        // 128K: 8 decode cells (2 of them over capacity in A) and one prefill row, only in A.
+        assert_eq!(d.only_in_a.len(), 9);
+        assert!(d.only_in_a.iter().all(|c| c.context.label == "128K"));
+        assert!(d.only_in_b.is_empty());
+        assert_eq!(d.contexts.len(), 6, "the removed context stays a row of the matrix");
+        let r = d.decode_cell(131072, 1).unwrap();
+        assert!(!r.matched() && r.status_b.is_none());
+        assert_eq!(r.delta("total_tps").unwrap().verdict, None);
+        // Every other matched figure is the same.
+        let changed: Vec<String> = d
+            .rows
+            .iter()
+            .flat_map(|r| {
+                r.deltas
+                    .iter()
+                    .filter(|x| x.verdict.is_some_and(|v| v != Verdict::Same))
+                    .map(|x| format!("{} {}", r.cell.describe(), x.column))
+            })
+            .collect();
+        assert_eq!(changed, ["8K × 1 total_tps", "8K × 128 total_tps"]);
+        // Header: version, config lists, two launch flags.
+        let fields: Vec<(&str, &str)> = d.header.iter().map(|h| (h.section.as_str(), h.field.as_str())).collect();
+        assert_eq!(
+            fields,
+            [
+                ("Engine", "Version"),
+                ("Config", "Contexts"),
+                ("Config", "Prefill contexts"),
+                ("Launch command", "--gpu-memory-utilization"),
+                ("Launch command", "--max-num-seqs")
+            ]
+        );
+        let flag = &d.header[4];
+        assert_eq!((flag.a.as_deref(), flag.b.as_deref()), (None, Some("256")));
+        assert_eq!(d.header[0].b.as_deref(), Some("0.27.0"));
+        // The gate.
+        let g = regressions(&d, &col("total_tps"), 0.05);
+        let lines: Vec<String> = g.iter().map(Regression::describe).collect();
+        assert_eq!(lines, ["8K × 1: Total tok/s 237.1 → 189.7 (20.0 % worse)", "64K × 64: Valid → Over capacity"]);
+        assert_eq!(regressions(&d, &col("total_tps"), 0.25).len(), 1, "only the status change is beyond 25 %");
+        // The diff serialises (diff --format json).
+        let json = serde_json::to_value(&d).unwrap();
+        assert_eq!(json["status_changes"][0]["b"], "over_capacity");
+        assert_eq!(json["only_in_a"][0]["phase"], "prefill");
+    }
+
+    #[test]
+    fn status_and_prompt_token_mismatches_are_reported() {
+        let a = seed();
+        let mut b = seed();
+        let mut a2 = a.clone();
+        a2.prefill[0].prompt_tokens = Some(8192);
+        b.prefill[0].prompt_tokens = Some(8192 + 200); // +2.4 %
+        b.prefill[1].prompt_tokens = Some(16384); // A does not know: nothing to compare
+        b.decode[0].prompt_tokens = Some(8192 + 300);
+        b.decode[1].status = CellStatus::Error;
+        b.decode[1].reason = Some("stream 1: HTTP 500".into());
+        b.decode[1].total_tps = None;
+        let d = diff(&a2, &b, DEFAULT_THRESHOLD);
+        assert_eq!(d.prompt_mismatches.len(), 1, "one entry per context");
+        let m = &d.prompt_mismatches[0];
+        assert_eq!((m.context.label.as_str(), m.a, m.b), ("8K", 8192, 8392));
+        assert_eq!(d.status_changes.len(), 1);
+        let g = regressions(&d, &col("ttft_ms"), 0.5);
+        assert_eq!(g.len(), 1);
+        assert_eq!(g[0].describe(), "8K × 2: Valid → Error");
+        // Within 2 %: no warning.
+        b.prefill[0].prompt_tokens = Some(8192 + 100);
+        b.decode[0].prompt_tokens = None;
+        assert!(diff(&a2, &b, DEFAULT_THRESHOLD).prompt_mismatches.is_empty());
+    }
+
+    #[test]
+    fn launch_command_flags() {
+        let ch = launch_changes(
+            Some("vllm serve m --tp 2 --enforce-eager --x=1 --api-key '<redacted>'"),
+            Some("vllm serve m --tp 4 --x=1 --api-key '<redacted>' --quantization fp8"),
+        );
+        let got: Vec<(String, Option<String>, Option<String>)> = ch.into_iter().map(|c| (c.field, c.a, c.b)).collect();
+        assert_eq!(
+            got,
+            vec![
+                ("--tp".into(), Some("2".into()), Some("4".into())),
+                ("--enforce-eager".into(), Some("(set)".into()), None),
+                ("--quantization".into(), None, Some("fp8".into())),
+            ]
+        );
+        let ch = launch_changes(Some("vllm serve a"), Some("vllm serve b"));
+        assert_eq!((ch[0].field.as_str(), ch[0].b.as_deref()), ("command", Some("vllm serve b")));
+        let ch = launch_changes(Some("vllm 'unbalanced"), Some("vllm x"));
+        assert_eq!(ch[0].field, "command line");
+        assert_eq!(launch_changes(None, Some("x"))[0].a, None);
+        assert!(launch_changes(Some("a  b"), Some("a  b")).is_empty());
+        assert_eq!(launch_changes(Some("a  b"), Some("a b"))[0].field, "command line");
+    }
+
+    #[test]
+    fn percentages() {
+        assert_eq!(parse_percent("5"), Ok(0.05));
+        assert_eq!(parse_percent("5%"), Ok(0.05));
+        assert_eq!(parse_percent(" 2.5 %"), Ok(0.025));
+        assert!(parse_percent("-1").is_err() && parse_percent("x%").is_err() && parse_percent("inf").is_err());
+        assert_eq!(percent(0.1, true), "+10.0 %");
+        assert_eq!(percent(-0.2, true), "-20.0 %");
+        assert_eq!(percent(0.0, true), "0.0 %");
+        assert_eq!(signed_delta(&col("total_tps"), 637.4), "+637.4");
+        assert_eq!(signed_delta(&col("ttft_ms"), -12.0), "-12 ms");
+    }
+}
