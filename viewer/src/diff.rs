@@ -534,7 +534,7 @@ fn MatchedTable(d: Memo<RunDiff>, selected: Memo<speedmatrix_schema::registry::C
         let col = this_metric.get().then(|| selected.get().id());
         lines.with(|l| compare::line_order(l, sort.get(), changes_only.get(), col.as_deref()))
     };
-    let order2 = order.clone();
+    let order2 = order;
     view! {
         <section class="section" id="diff-all">
             <h2>"Every matched measurement"</h2>
