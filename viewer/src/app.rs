@@ -228,6 +228,7 @@ pub fn App() -> impl IntoView {
         <header class="topbar">
             <span class="brand">"speedmatrix"</span>
             <RunPicker state=state />
+            <a class="compare-link" id="compare-link" href="?compare">"Compare two runs"</a>
             <label class="file-button">
                 "Open results file…"
                 <input id="file-input" type="file" accept=".json,application/json" multiple on:change=on_file />
@@ -459,7 +460,8 @@ fn PrefillTable(r: Arc<Results>) -> impl IntoView {
     })
 }
 
-fn heat_cell(c: HeatCell) -> impl IntoView {
+/// One heatmap cell (also drawn by the diff view's side-by-side matrices).
+pub(crate) fn heat_cell(c: HeatCell) -> impl IntoView {
     let status = c.status;
     let class = match status {
         None => "hm-cell st-none".to_string(),

@@ -8,19 +8,28 @@
 //!   filterable table) — pure and tested natively;
 //! - [`sources`]: the browser edge (fetch, local files, query string, clipboard);
 //! - [`app`]: the components.
+//! - [`compare`]: what the diff view shows (delta heatmap, matched-measurement table) — pure;
+//! - [`diff`]: the diff view (`?a=…&b=…`): two runs compared.
 //!
 //! Loading, validation and number formats come from `speedmatrix-schema`, never from here.
 
 #![warn(missing_docs)]
 
 pub mod app;
+pub mod compare;
+pub mod diff;
 pub mod report;
 pub mod sources;
 
 /// The schema version the viewer understands (the one `speedmatrix-schema` reads).
 pub const SCHEMA_VERSION: u32 = speedmatrix_schema::SCHEMA_VERSION;
 
-/// Mount the page on `<body>`.
+/// Mount the page on `<body>`: the diff view when the URL asks for it (`?a=`, `?b=`,
+/// `?compare`), else the report.
 pub fn mount() {
-    leptos::mount::mount_to_body(app::App);
+    if diff::requested() {
+        leptos::mount::mount_to_body(diff::DiffPage);
+    } else {
+        leptos::mount::mount_to_body(app::App);
+    }
 }

@@ -9,7 +9,7 @@ use speedmatrix_schema::registry::{self, column, columns, Column, Kind, METRICS}
 use speedmatrix_schema::site::run_title;
 use speedmatrix_schema::status::over_capacity_reason;
 use speedmatrix_schema::table::{rows, Phase, Row, SEED_COLUMNS};
-use speedmatrix_schema::{CellStatus, DecodeCell, Results};
+use speedmatrix_schema::{CellStatus, ContextSize, DecodeCell, Results};
 use std::cmp::Ordering;
 
 /// The placeholder written for a figure the file does not have.
@@ -155,13 +155,44 @@ fn reason_of(c: &DecodeCell) -> Option<String> {
     c.reason.clone().or_else(|| c.capacity.as_ref().map(over_capacity_reason))
 }
 
-/// Build the heatmap of `metric` (a registry column).
+/// The smallest and largest value of `metric` over the measured decode cells of `runs`
+/// (`None` when none has it): one colour scale for several runs side by side.
+pub fn value_range(runs: &[&Results], metric: &Column) -> Option<(f64, f64)> {
+    let values = runs
+        .iter()
+        .flat_map(|r| r.decode.iter())
+        .filter(|c| c.status.is_measured())
+        .filter_map(|c| Row::Decode(c).value(metric));
+    values.fold(None, |acc, v| match acc {
+        None => Some((v, v)),
+        Some((lo, hi)) => Some((f64::min(lo, v), f64::max(hi, v))),
+    })
+}
+
+/// Build the heatmap of `metric` (a registry column), its colour scale spanning this run.
 pub fn heatmap(r: &Results, metric: &Column) -> Heatmap {
+    heatmap_in(r, metric, value_range(&[r], metric))
+}
+
+/// Build the heatmap of `metric` on the colour scale `range` (smallest, largest), e.g. the
+/// [`value_range`] of two runs compared side by side.
+pub fn heatmap_in(r: &Results, metric: &Column, range: Option<(f64, f64)>) -> Heatmap {
+    heatmap_on(r, metric, range, &r.config.contexts, &r.config.concurrency)
+}
+
+/// Build the heatmap of `metric` on the colour scale `range` with these rows (contexts) and
+/// columns (concurrency levels), e.g. those of either of two runs, so both line up; a cell the
+/// run lacks is empty.
+pub fn heatmap_on(
+    r: &Results,
+    metric: &Column,
+    range: Option<(f64, f64)>,
+    contexts: &[ContextSize],
+    concurrency: &[u32],
+) -> Heatmap {
     let measured = |c: &DecodeCell| c.status.is_measured();
-    let values: Vec<f64> =
-        r.decode.iter().filter(|c| measured(c)).filter_map(|c| Row::Decode(c).value(metric)).collect();
-    let min = values.iter().copied().fold(f64::INFINITY, f64::min);
-    let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let has_values = range.is_some();
+    let (min, max) = range.unwrap_or((f64::INFINITY, f64::NEG_INFINITY));
     let higher_is_better = metric.metric.higher_is_better;
     let log_scale = min > 0.0 && max / min >= 10.0;
     let level = |v: f64| {
@@ -177,14 +208,10 @@ pub fn heatmap(r: &Results, metric: &Column) -> Heatmap {
     };
     let ttft_col = column("ttft_ms").expect("ttft_ms is in the registry");
     let show_ttft = metric.metric.id != "ttft_ms";
-    let rows = r
-        .config
-        .contexts
+    let rows = contexts
         .iter()
         .map(|ctx| {
-            let cells = r
-                .config
-                .concurrency
+            let cells = concurrency
                 .iter()
                 .map(|&n| match cell_at(r, ctx.tokens, n) {
                     None => HeatCell {
@@ -215,9 +242,9 @@ pub fn heatmap(r: &Results, metric: &Column) -> Heatmap {
         })
         .collect();
     Heatmap {
-        concurrency: r.config.concurrency.clone(),
+        concurrency: concurrency.to_vec(),
         rows,
-        scale_ends: (!values.is_empty()).then(|| match higher_is_better {
+        scale_ends: has_values.then(|| match higher_is_better {
             Some(false) => (metric.display(max), metric.display(min)),
             _ => (metric.display(min), metric.display(max)),
         }),

@@ -1,0 +1,434 @@
+//! What the diff view shows, as plain data: the delta heatmap's cells and the table of every
+//! matched measurement with its sorting. Pure functions of a
+//! [`RunDiff`](speedmatrix_schema::diff::RunDiff) (the comparison itself is
+//! `speedmatrix_schema::diff`, the same as `speedmatrix diff`), unit-tested natively;
+//! [`crate::diff`] turns them into elements.
+
+use speedmatrix_schema::diff::{percent, signed_delta, RowDiff, RunDiff, Verdict};
+use speedmatrix_schema::registry::{self, Column};
+use speedmatrix_schema::table::Phase;
+use speedmatrix_schema::CellStatus;
+use std::cmp::Ordering;
+
+/// The placeholder for a figure that is not there.
+pub const DASH: &str = "—";
+
+/// What a delta-heatmap cell says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeltaKind {
+    /// Better by at least the threshold.
+    Better,
+    /// Worse by at least the threshold.
+    Worse,
+    /// Within the threshold.
+    Same,
+    /// Changed, but the metric has no direction.
+    Changed,
+    /// Both runs have the cell with different statuses.
+    StatusChange,
+    /// Only A has the cell.
+    OnlyA,
+    /// Only B has the cell.
+    OnlyB,
+    /// Both have it, with the same status, but not both a figure (e.g. over capacity in both).
+    NoFigure,
+    /// Neither run has the cell.
+    Absent,
+}
+
+impl DeltaKind {
+    /// The CSS class suffix and test id: `better`, `worse`, `same`, `changed`, `status`,
+    /// `only-a`, `only-b`, `none`, `absent`.
+    pub fn id(self) -> &'static str {
+        match self {
+            DeltaKind::Better => "better",
+            DeltaKind::Worse => "worse",
+            DeltaKind::Same => "same",
+            DeltaKind::Changed => "changed",
+            DeltaKind::StatusChange => "status",
+            DeltaKind::OnlyA => "only-a",
+            DeltaKind::OnlyB => "only-b",
+            DeltaKind::NoFigure => "none",
+            DeltaKind::Absent => "absent",
+        }
+    }
+
+    /// The mark shown before the words (colour is never the only cue): ▲ better, ▼ worse, = same,
+    /// ≠ changed, ⇄ status change, A / B for one run only.
+    pub fn mark(self) -> &'static str {
+        match self {
+            DeltaKind::Better => "▲",
+            DeltaKind::Worse => "▼",
+            DeltaKind::Same => "=",
+            DeltaKind::Changed => "≠",
+            DeltaKind::StatusChange => "⇄",
+            DeltaKind::OnlyA => "A",
+            DeltaKind::OnlyB => "B",
+            DeltaKind::NoFigure | DeltaKind::Absent => "",
+        }
+    }
+
+    /// What it means, for the legend.
+    pub fn meaning(self) -> &'static str {
+        match self {
+            DeltaKind::Better => "better than A by at least the threshold",
+            DeltaKind::Worse => "worse than A by at least the threshold",
+            DeltaKind::Same => "within the threshold (noise)",
+            DeltaKind::Changed => "changed; this metric is neither better nor worse when higher",
+            DeltaKind::StatusChange => "the status differs (e.g. valid → over capacity); the figures are not compared",
+            DeltaKind::OnlyA => "only in A (the baseline)",
+            DeltaKind::OnlyB => "only in B (the candidate)",
+            DeltaKind::NoFigure => "no figure in one of the runs",
+            DeltaKind::Absent => "in neither run",
+        }
+    }
+}
+
+/// One cell of the delta heatmap.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeltaCell {
+    /// Context label of the row.
+    pub context: String,
+    /// Concurrency of the column.
+    pub concurrency: u32,
+    /// What it says.
+    pub kind: DeltaKind,
+    /// The big line: `+20.0 %`, `Valid → Over capacity`, `only in A`, a status word, or `—`.
+    pub main: String,
+    /// The small line: `6,342.6 → 7,611.1` when both figures exist.
+    pub detail: Option<String>,
+    /// Background colour (CSS) for better / worse, deeper for bigger changes; `None`: the
+    /// kind's style decides.
+    pub background: Option<String>,
+    /// Whether text on the background should be light.
+    pub light: bool,
+}
+
+/// The relative change at which the colour is deepest (50 %).
+pub const FULL_SCALE: f64 = 0.5;
+
+/// The colour of a better (green) or worse (red) change of `rel` (fraction): light at the
+/// threshold, deepest at [`FULL_SCALE`] and beyond.
+pub fn delta_colour(better: bool, rel: f64, threshold: f64) -> (String, bool) {
+    let span = (FULL_SCALE - threshold).max(1e-9);
+    let t = ((rel.abs() - threshold) / span).clamp(0.0, 1.0);
+    let t = if t.is_nan() { 0.0 } else { t };
+    let (lo, hi) = if better { ((209, 240, 218), (22, 122, 60)) } else { ((253, 219, 212), (178, 34, 24)) };
+    let mix = |a: u8, b: u8| (f64::from(a) + (f64::from(b) - f64::from(a)) * t).round() as u8;
+    (format!("rgb({}, {}, {})", mix(lo.0, hi.0), mix(lo.1, hi.1), mix(lo.2, hi.2)), t > 0.45)
+}
+
+fn status_words(s: Option<CellStatus>) -> &'static str {
+    s.map(CellStatus::label).unwrap_or("absent")
+}
+
+/// The delta-heatmap cell of a row (or of no row).
+pub fn delta_cell(r: Option<&RowDiff>, col: &Column, threshold: f64, context: &str, concurrency: u32) -> DeltaCell {
+    let mut cell = DeltaCell {
+        context: context.to_string(),
+        concurrency,
+        kind: DeltaKind::Absent,
+        main: DASH.into(),
+        detail: None,
+        background: None,
+        light: false,
+    };
+    let Some(r) = r else { return cell };
+    let delta = r.deltas.iter().find(|d| d.column == col.id());
+    let ab = delta.map(|d| {
+        let show = |v: Option<f64>| v.map(|v| col.display(v)).unwrap_or_else(|| DASH.into());
+        format!("{} → {}", show(d.a), show(d.b))
+    });
+    match (r.status_a, r.status_b) {
+        (Some(_), None) => {
+            cell.kind = DeltaKind::OnlyA;
+            cell.main = "only in A".into();
+            cell.detail = ab;
+        }
+        (None, Some(_)) => {
+            cell.kind = DeltaKind::OnlyB;
+            cell.main = "only in B".into();
+            cell.detail = ab;
+        }
+        _ if r.status_changed() => {
+            cell.kind = DeltaKind::StatusChange;
+            cell.main = format!("{} → {}", status_words(r.status_a), status_words(r.status_b));
+            cell.detail = ab;
+        }
+        _ => match delta.and_then(|d| Some((d, d.verdict?, d.abs?))) {
+            Some((d, verdict, abs)) => {
+                cell.main = d.rel.map(|x| percent(x, true)).unwrap_or_else(|| signed_delta(col, abs));
+                cell.detail = ab;
+                cell.kind = match verdict {
+                    Verdict::Better => DeltaKind::Better,
+                    Verdict::Worse => DeltaKind::Worse,
+                    Verdict::Same => DeltaKind::Same,
+                    Verdict::Changed => DeltaKind::Changed,
+                };
+                if let (Verdict::Better | Verdict::Worse, Some(rel)) = (verdict, d.rel) {
+                    let (bg, light) = delta_colour(verdict == Verdict::Better, rel, threshold);
+                    cell.background = Some(bg);
+                    cell.light = light;
+                }
+            }
+            None => {
+                cell.kind = DeltaKind::NoFigure;
+                cell.main = match r.status_a {
+                    Some(s) if !s.is_measured() => s.label().to_string(),
+                    _ => DASH.into(),
+                };
+                cell.detail = ab;
+            }
+        },
+    }
+    cell
+}
+
+/// The delta heatmap: rows are the contexts of either run, columns their concurrency levels.
+pub fn delta_grid(d: &RunDiff, col: &Column) -> Vec<(String, Vec<DeltaCell>)> {
+    d.contexts
+        .iter()
+        .map(|ctx| {
+            let cells = d
+                .concurrency
+                .iter()
+                .map(|&n| delta_cell(d.decode_cell(ctx.tokens, n), col, d.threshold, &ctx.label, n))
+                .collect();
+            (ctx.label.clone(), cells)
+        })
+        .collect()
+}
+
+/// One matched measurement: a figure both runs have for the same row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DiffLine {
+    /// Prefill or decode.
+    pub phase: Phase,
+    /// Context label.
+    pub context: String,
+    /// Context tokens (for sorting).
+    pub context_tokens: u64,
+    /// Concurrency (1 for prefill).
+    pub concurrency: u32,
+    /// The registry column.
+    pub column: Column,
+    /// A's figure.
+    pub a: f64,
+    /// B's figure.
+    pub b: f64,
+    /// B − A.
+    pub abs: f64,
+    /// (B − A) ÷ |A|, when A ≠ 0.
+    pub rel: Option<f64>,
+    /// The verdict.
+    pub verdict: Verdict,
+}
+
+impl DiffLine {
+    /// The metric as the table names it: "TTFT (ms) p50", "Total tok/s".
+    pub fn metric_label(&self) -> String {
+        match self.column.stat {
+            Some(s) => format!("{} {}", self.column.metric.header(), s.suffix()),
+            None => self.column.metric.header(),
+        }
+    }
+}
+
+/// Every matched measurement (both runs have the figure), in row order then registry order.
+pub fn diff_lines(d: &RunDiff) -> Vec<DiffLine> {
+    let mut out = Vec::new();
+    for r in &d.rows {
+        for x in &r.deltas {
+            let (Some(a), Some(b), Some(abs), Some(verdict)) = (x.a, x.b, x.abs, x.verdict) else { continue };
+            let Some(column) = registry::column(&x.column) else { continue };
+            out.push(DiffLine {
+                phase: r.cell.phase,
+                context: r.cell.context.label.clone(),
+                context_tokens: r.cell.context.tokens,
+                concurrency: r.cell.concurrency,
+                column,
+                a,
+                b,
+                abs,
+                rel: x.rel,
+                verdict,
+            });
+        }
+    }
+    out
+}
+
+/// The columns of the matched-measurements table.
+pub const LINE_COLUMNS: [(&str, &str); 9] = [
+    ("phase", "Phase"),
+    ("context", "Context"),
+    ("concurrency", "Requests at once"),
+    ("metric", "Metric"),
+    ("a", "A"),
+    ("b", "B"),
+    ("delta", "Δ"),
+    ("delta_pct", "Δ %"),
+    ("verdict", "Change"),
+];
+
+/// The text of column `id` of a line (numbers written by the registry).
+pub fn line_text(l: &DiffLine, id: &str) -> String {
+    match id {
+        "phase" => l.phase.label().into(),
+        "context" => l.context.clone(),
+        "concurrency" => l.concurrency.to_string(),
+        "metric" => l.metric_label(),
+        "a" => l.column.display(l.a),
+        "b" => l.column.display(l.b),
+        "delta" => signed_delta(&l.column, l.abs),
+        "delta_pct" => l.rel.map(|r| percent(r, true)).unwrap_or_else(|| DASH.into()),
+        "verdict" => l.verdict.label().into(),
+        _ => String::new(),
+    }
+}
+
+fn verdict_rank(v: Verdict) -> u8 {
+    match v {
+        Verdict::Worse => 0,
+        Verdict::Better => 1,
+        Verdict::Changed => 2,
+        Verdict::Same => 3,
+    }
+}
+
+/// Compare two lines on column `id`. Δ % sorts by size of the change (a missing Δ % last);
+/// "Change" sorts worse, better, changed, same.
+pub fn compare_lines(x: &DiffLine, y: &DiffLine, id: &str) -> Ordering {
+    match id {
+        "phase" => x.phase.cmp(&y.phase),
+        "context" => x.context_tokens.cmp(&y.context_tokens),
+        "concurrency" => x.concurrency.cmp(&y.concurrency),
+        "metric" => x.metric_label().cmp(&y.metric_label()),
+        "a" => x.a.total_cmp(&y.a),
+        "b" => x.b.total_cmp(&y.b),
+        "delta" => x.abs.total_cmp(&y.abs),
+        "delta_pct" => match (x.rel, y.rel) {
+            (Some(p), Some(q)) => p.total_cmp(&q),
+            (Some(_), None) => Ordering::Less,
+            (None, Some(_)) => Ordering::Greater,
+            (None, None) => Ordering::Equal,
+        },
+        "verdict" => verdict_rank(x.verdict).cmp(&verdict_rank(y.verdict)),
+        _ => Ordering::Equal,
+    }
+}
+
+/// The lines to show, as indexes into `lines`: filtered (changes only; one column id or all)
+/// and sorted by `sort` (column id, ascending); ties keep row order.
+pub fn line_order(
+    lines: &[DiffLine],
+    sort: Option<(&str, bool)>,
+    changes_only: bool,
+    column: Option<&str>,
+) -> Vec<usize> {
+    let mut idx: Vec<usize> = (0..lines.len())
+        .filter(|&i| !changes_only || lines[i].verdict != Verdict::Same)
+        .filter(|&i| column.is_none_or(|c| lines[i].column.id() == c))
+        .collect();
+    if let Some((id, asc)) = sort {
+        idx.sort_by(|&p, &q| {
+            let o = compare_lines(&lines[p], &lines[q], id);
+            if asc {
+                o
+            } else {
+                o.reverse()
+            }
+        });
+    }
+    idx
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use speedmatrix_schema::diff::{diff, DEFAULT_THRESHOLD};
+    use speedmatrix_schema::registry::column;
+    use speedmatrix_schema::Results;
+
+    fn seed() -> Results {
+        let bytes = include_bytes!("../../tests/fixtures/h200-qwen3.5-122b-vllm.json");
+        speedmatrix_schema::load_results(bytes).expect("the seed fixture loads")
+    }
+
+    fn modified() -> Results {
+        let mut b = seed();
+        let at = |b: &Results, ctx: u64, n: u32| {
+            b.decode.iter().position(|c| c.context.tokens == ctx && c.concurrency == n).unwrap()
+        };
+        let i = at(&b, 8192, 128);
+        b.decode[i].total_tps = Some(6342.6 * 1.2);
+        let i = at(&b, 8192, 1);
+        b.decode[i].total_tps = Some(237.1 * 0.6);
+        let i = at(&b, 65536, 64);
+        b.decode[i].status = CellStatus::OverCapacity;
+        b.decode[i].total_tps = None;
+        b.config.contexts.retain(|c| c.tokens != 131072);
+        b.decode.retain(|c| c.context.tokens != 131072);
+        b
+    }
+
+    #[test]
+    fn delta_grid_marks_better_worse_status_and_one_run_only() {
+        let d = diff(&seed(), &modified(), DEFAULT_THRESHOLD);
+        let g = delta_grid(&d, &column("total_tps").unwrap());
+        assert_eq!(g.len(), 6);
+        let at =
+            |ctx: &str, n: u32| g.iter().find(|r| r.0 == ctx).unwrap().1.iter().find(|c| c.concurrency == n).unwrap();
+        let c = at("8K", 128);
+        assert_eq!(
+            (c.kind, c.main.as_str(), c.detail.as_deref()),
+            (DeltaKind::Better, "+20.0 %", Some("6,342.6 → 7,611.1"))
+        );
+        assert!(c.background.as_deref().unwrap().starts_with("rgb("));
+        let w = at("8K", 1);
+        assert_eq!((w.kind, w.main.as_str()), (DeltaKind::Worse, "-40.0 %"));
+        assert_ne!(w.background, c.background);
+        assert_eq!(at("8K", 2).kind, DeltaKind::Same);
+        assert_eq!(at("8K", 2).background, None, "no colour within the threshold");
+        let s = at("64K", 64);
+        assert_eq!((s.kind, s.main.as_str()), (DeltaKind::StatusChange, "Valid → Over capacity"));
+        assert_eq!((at("64K", 128).kind, at("64K", 128).main.as_str()), (DeltaKind::NoFigure, "Over capacity"));
+        assert!(g.iter().find(|r| r.0 == "128K").unwrap().1.iter().all(|c| c.kind == DeltaKind::OnlyA));
+        let marks: Vec<&str> =
+            [DeltaKind::Better, DeltaKind::Worse, DeltaKind::StatusChange, DeltaKind::OnlyA, DeltaKind::OnlyB]
+                .iter()
+                .map(|k| k.mark())
+                .collect();
+        assert_eq!(marks, ["▲", "▼", "⇄", "A", "B"]);
+    }
+
+    #[test]
+    fn colour_deepens_with_the_change() {
+        let (light, _) = delta_colour(true, 0.05, 0.05);
+        let (deep, light_text) = delta_colour(true, 0.8, 0.05);
+        assert_eq!(light, "rgb(209, 240, 218)");
+        assert_eq!(deep, "rgb(22, 122, 60)");
+        assert!(light_text);
+        assert_eq!(delta_colour(false, -0.5, 0.05).0, "rgb(178, 34, 24)");
+    }
+
+    #[test]
+    fn lines_sort_and_filter() {
+        let d = diff(&seed(), &modified(), DEFAULT_THRESHOLD);
+        let lines = diff_lines(&d);
+        assert!(lines.iter().all(|l| l.context != "128K" || l.phase == Phase::Prefill));
+        let changed = line_order(&lines, None, true, None);
+        assert_eq!(changed.len(), 2);
+        let order = line_order(&lines, Some(("delta_pct", true)), false, Some("total_tps"));
+        let first = &lines[order[0]];
+        assert_eq!((first.context.as_str(), first.concurrency), ("8K", 1));
+        assert_eq!(line_text(first, "delta_pct"), "-40.0 %");
+        assert_eq!(line_text(first, "delta"), "-94.8");
+        assert_eq!(line_text(first, "verdict"), "worse");
+        let last = &lines[*order.last().unwrap()];
+        assert_eq!((line_text(last, "a"), line_text(last, "b")), ("6,342.6".into(), "7,611.1".into()));
+        let by_verdict = line_order(&lines, Some(("verdict", true)), false, None);
+        assert_eq!(lines[by_verdict[0]].verdict, Verdict::Worse);
+        assert_eq!(line_text(&lines[0], "metric"), "TTFT (ms) p50", "registry order: TTFT before prompt tok/s");
+    }
+}

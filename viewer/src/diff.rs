@@ -1,0 +1,624 @@
+//! The diff view: two runs, A (baseline) and B (candidate), compared. Reached with
+//! `?a=URL&b=URL` (either may be missing, or `?compare` alone), where each side can also be
+//! picked from the site's `runs/index.json` or opened from a local file. It shows the header
+//! differences, what was not compared (status changes, one-run-only cells, prompt-length
+//! mismatches), the two decode matrices side by side on one colour scale, the delta heatmap
+//! and a sortable table of every matched measurement with A, B, Δ and Δ %. The pair, the
+//! metric (`?metric=`) and the threshold (`?threshold=5`) live in the URL.
+//!
+//! The comparison is `speedmatrix_schema::diff` (the same as `speedmatrix diff`); what the
+//! view shows is computed by [`crate::compare`] (pure). Every string from a file is inserted as
+//! text, never as HTML.
+
+use crate::compare::{self, DeltaCell, DeltaKind, LINE_COLUMNS};
+use crate::report;
+use crate::sources::{self, Fetched};
+use leptos::prelude::*;
+use leptos::task::spawn_local;
+use speedmatrix_schema::diff::{diff, parse_percent, percent, HeaderChange, RunDiff, DEFAULT_THRESHOLD};
+use speedmatrix_schema::registry::column;
+use speedmatrix_schema::site::load_index;
+use speedmatrix_schema::{load_results, registry, Results};
+use std::sync::Arc;
+
+/// Whether the page URL asks for the diff view (`?a=`, `?b=` or `?compare`).
+pub fn requested() -> bool {
+    ["a", "b", "compare"].iter().any(|p| sources::query(p).is_some())
+}
+
+/// One side of the comparison.
+#[derive(Debug, Clone, PartialEq)]
+enum Side {
+    /// Nothing picked yet.
+    Empty,
+    /// Being fetched from this URL.
+    Loading(String),
+    /// Loaded: where from, and the run.
+    Loaded(String, Arc<Results>),
+    /// Could not be read: where from, and the one-line reason.
+    Failed(String, String),
+}
+
+fn side_from(name: String, bytes: Result<Vec<u8>, String>) -> Side {
+    match bytes {
+        Ok(b) => match load_results(&b) {
+            Ok(r) => Side::Loaded(name, Arc::new(r)),
+            Err(e) => Side::Failed(name, e.to_string()),
+        },
+        Err(e) => Side::Failed(name, e),
+    }
+}
+
+fn load_url(side: RwSignal<Side>, url: String) {
+    side.set(Side::Loading(url.clone()));
+    spawn_local(async move {
+        let state = match sources::fetch_bytes(&url).await {
+            Fetched::Body(bytes) => side_from(url.clone(), Ok(bytes)),
+            Fetched::NotFound => Side::Failed(url.clone(), "HTTP 404 Not Found".into()),
+            Fetched::Failed(e) => Side::Failed(url.clone(), e),
+        };
+        side.set(state);
+    });
+}
+
+/// The diff page (instead of the report page).
+#[component]
+pub fn DiffPage() -> impl IntoView {
+    let a = RwSignal::new(Side::Empty);
+    let b = RwSignal::new(Side::Empty);
+    let index: RwSignal<Vec<(String, String)>> = RwSignal::new(Vec::new());
+    let metric = RwSignal::new(
+        sources::query("metric")
+            .filter(|m| report::heatmap_metrics().iter().any(|c| c.id() == *m || c.metric.id == m))
+            .unwrap_or_else(|| report::DEFAULT_METRIC.to_string()),
+    );
+    let threshold =
+        RwSignal::new(sources::query("threshold").and_then(|t| parse_percent(&t).ok()).unwrap_or(DEFAULT_THRESHOLD));
+    if let Some(u) = sources::query("a") {
+        load_url(a, u);
+    }
+    if let Some(u) = sources::query("b") {
+        load_url(b, u);
+    }
+    let protocol = web_sys::window().and_then(|w| w.location().protocol().ok()).unwrap_or_default();
+    if protocol != "file:" {
+        spawn_local(async move {
+            if let Fetched::Body(bytes) = sources::fetch_bytes("runs/index.json").await {
+                if let Ok(ix) = load_index(&bytes) {
+                    index.set(
+                        ix.runs
+                            .into_iter()
+                            .map(|r| {
+                                let mut label = r.label.clone();
+                                if let Some(s) = r.started_at.as_deref() {
+                                    label.push_str(&format!(" · {s}"));
+                                }
+                                (label, format!("runs/{}", r.file))
+                            })
+                            .collect(),
+                    );
+                }
+            }
+        });
+    }
+    Effect::new(move |_| {
+        let title = match (a.get(), b.get()) {
+            (Side::Loaded(_, x), Side::Loaded(_, y)) => {
+                format!("{} vs {} — speedmatrix diff", report::title(&x), report::title(&y))
+            }
+            _ => "speedmatrix diff".to_string(),
+        };
+        document().set_title(&title);
+    });
+
+    view! {
+        <header class="topbar">
+            <a class="brand" href="./">"speedmatrix"</a>
+            <span class="diff-mode">"Compare two runs"</span>
+            <SidePicker name="A" param="a" side=a index=index />
+            <SidePicker name="B" param="b" side=b index=index />
+        </header>
+        <main id="main">
+            {move || match (a.get(), b.get()) {
+                (Side::Loaded(_, ra), Side::Loaded(_, rb)) => {
+                    view! { <DiffView a=ra b=rb metric=metric threshold=threshold /> }.into_any()
+                }
+                (sa, sb) => {
+                    view! {
+                        <section class="welcome diff-waiting">
+                            <h1>"Compare two runs"</h1>
+                            <p>
+                                "Pick A (the baseline) and B (the candidate) above — from this site's runs or as local files "
+                                "(read in your browser; nothing is uploaded) — or link them as ?a=URL&b=URL."
+                            </p>
+                            <ul class="diff-sides">
+                                {side_status("A", sa)}
+                                {side_status("B", sb)}
+                            </ul>
+                        </section>
+                    }
+                        .into_any()
+                }
+            }}
+        </main>
+        <footer class="footer">
+            "speedmatrix viewer · files are read in your browser; nothing is uploaded · results schema v"
+            {speedmatrix_schema::SCHEMA_VERSION}
+        </footer>
+    }
+}
+
+fn side_status(name: &'static str, s: Side) -> impl IntoView {
+    let (class, text) = match s {
+        Side::Empty => ("empty", "not picked yet".to_string()),
+        Side::Loading(u) => ("loading", format!("loading {u}…")),
+        Side::Loaded(u, r) => ("loaded", format!("{} ({u})", report::title(&r))),
+        Side::Failed(u, e) => ("failed", format!("could not load {u}: {e}")),
+    };
+    view! {
+        <li class=format!("side side-{class}") id=format!("side-{}", name.to_lowercase())>
+            <b>{name} ": "</b>
+            {text}
+        </li>
+    }
+}
+
+/// The picker of one side: a run of the site's index, or a local file.
+#[component]
+fn SidePicker(
+    name: &'static str,
+    param: &'static str,
+    side: RwSignal<Side>,
+    index: RwSignal<Vec<(String, String)>>,
+) -> impl IntoView {
+    let on_file = move |ev: web_sys::Event| {
+        let input: web_sys::HtmlInputElement = event_target(&ev);
+        let Some(file) = input.files().and_then(|f| f.get(0)) else { return };
+        input.set_value("");
+        sources::set_query(param, None);
+        spawn_local(async move {
+            let bytes = sources::file_bytes(&file).await;
+            side.set(side_from(file.name(), bytes.map_err(|e| format!("cannot read the file: {e}"))));
+        });
+    };
+    let current = move || match side.get() {
+        Side::Loading(u) | Side::Loaded(u, _) | Side::Failed(u, _) => Some(u),
+        Side::Empty => None,
+    };
+    view! {
+        <span class="side-picker">
+            <b>{name}</b>
+            {move || {
+                let runs = index.get();
+                (!runs.is_empty())
+                    .then(|| {
+                        let now = current();
+                        view! {
+                            <select
+                                id=format!("pick-{param}")
+                                on:change=move |ev| {
+                                    let url = event_target_value(&ev);
+                                    if !url.is_empty() {
+                                        sources::set_query(param, Some(&url));
+                                        load_url(side, url);
+                                    }
+                                }
+                            >
+                                <option value="">"Run…"</option>
+                                {runs
+                                    .into_iter()
+                                    .map(|(label, url)| {
+                                        let selected = now.as_deref() == Some(url.as_str());
+                                        view! { <option value=url selected=selected>{label}</option> }
+                                    })
+                                    .collect_view()}
+                            </select>
+                        }
+                    })
+            }}
+            <label class="file-button">
+                "Open file…"
+                <input id=format!("file-{param}") type="file" accept=".json,application/json" on:change=on_file />
+            </label>
+        </span>
+    }
+}
+
+/// The comparison of two loaded runs.
+#[component]
+pub fn DiffView(
+    /// The baseline.
+    a: Arc<Results>,
+    /// The candidate.
+    b: Arc<Results>,
+    /// The metric of the matrices (a registry column id), kept in the URL as `?metric=`.
+    metric: RwSignal<String>,
+    /// The noise threshold, fraction, kept in the URL as `?threshold=` (percent).
+    threshold: RwSignal<f64>,
+) -> impl IntoView {
+    let (a2, b2) = (a.clone(), b.clone());
+    let d = Memo::new(move |_| diff(&a2, &b2, threshold.get()));
+    let total = column(report::DEFAULT_METRIC).expect("total_tps is in the registry");
+    let options = report::heatmap_metrics();
+    let selected = Memo::new(move |_| column(&metric.get()).filter(|c| options.contains(c)).unwrap_or(total));
+    let choices: Vec<(String, String, bool)> = report::heatmap_metrics()
+        .iter()
+        .map(|c| {
+            (c.id(), report::metric_option_label(c), report::has_decode_data(&a, c) || report::has_decode_data(&b, c))
+        })
+        .collect();
+    let (ta, tb) = (report::title(&a), report::title(&b));
+    let (ida, idb) = (a.run.id.clone(), b.run.id.clone());
+    let (a3, b3) = (a.clone(), b.clone());
+    view! {
+        <article class="report diff-report">
+            <p class="eyebrow">"Speed test diff"</p>
+            <h1 id="diff-title">{ta.clone()} " vs " {tb.clone()}</h1>
+            <p class="subtitle" id="diff-runs">
+                <span class="run-a">"A (baseline): " {ta} " · " {ida}</span>
+                <br />
+                <span class="run-b">"B (candidate): " {tb} " · " {idb}</span>
+            </p>
+            <div class="section-bar diff-controls">
+                <label class="metric-picker">
+                    "Metric "
+                    <select
+                        id="diff-metric"
+                        on:change=move |ev| {
+                            let id = event_target_value(&ev);
+                            sources::set_query("metric", (id != report::DEFAULT_METRIC).then_some(id.as_str()));
+                            metric.set(id);
+                        }
+                    >
+                        {choices
+                            .into_iter()
+                            .map(|(id, label, has)| {
+                                let is_selected = {
+                                    let id = id.clone();
+                                    move || selected.get().id() == id
+                                };
+                                let text = if has { label } else { format!("{label} — no data") };
+                                view! { <option value=id selected=is_selected disabled=!has>{text}</option> }
+                            })
+                            .collect_view()}
+                    </select>
+                </label>
+                <label class="metric-picker">
+                    "Same within ± "
+                    <input
+                        id="diff-threshold"
+                        type="number"
+                        min="0"
+                        step="0.5"
+                        prop:value=move || format!("{}", (threshold.get() * 1000.0).round() / 10.0)
+                        on:change=move |ev| {
+                            if let Ok(t) = parse_percent(&event_target_value(&ev)) {
+                                let pct = format!("{}", (t * 1000.0).round() / 10.0);
+                                sources::set_query("threshold", (t != DEFAULT_THRESHOLD).then_some(pct.as_str()));
+                                threshold.set(t);
+                            }
+                        }
+                    />
+                    " %"
+                </label>
+                <span class="tally" id="diff-tally">
+                    {move || {
+                        let t = d.with(|d| d.tally(&selected.get().id()));
+                        let parts: Vec<String> =
+                            ["better", "worse", "same", "changed"].iter().filter_map(|k| t.get(k).map(|n| format!("{n} {k}"))).collect();
+                        if parts.is_empty() { "no cell measured in both runs".to_string() } else { parts.join(" · ") }
+                    }}
+                </span>
+            </div>
+            {move || d.with(|d| header_panel(&d.header))}
+            {move || d.with(not_compared)}
+            {move || {
+                let col = selected.get();
+                let range = report::value_range(&[&a3, &b3], &col);
+                let (contexts, levels) = d.with(|d| (d.contexts.clone(), d.concurrency.clone()));
+                let ha = report::heatmap_on(&a3, &col, range, &contexts, &levels);
+                let hb = report::heatmap_on(&b3, &col, range, &contexts, &levels);
+                let (lo, hi) = ha.scale_ends.clone().unwrap_or_else(|| (report::DASH.into(), report::DASH.into()));
+                view! {
+                    <section class="section" id="diff-side">
+                        <h2>"A and B side by side"</h2>
+                        <p class="section-sub">
+                            {report::metric_option_label(&col)}
+                            " · one colour scale for both runs · rows are context length, columns are simultaneous requests"
+                        </p>
+                        <div class="side-by-side">
+                            <div>
+                                <h3>"A (baseline)"</h3>
+                                {matrix("heatmap-a", ha)}
+                            </div>
+                            <div>
+                                <h3>"B (candidate)"</h3>
+                                {matrix("heatmap-b", hb)}
+                            </div>
+                        </div>
+                        <div class="legend">
+                            <div class="scale">
+                                <span class="scale-lo">{lo}</span>
+                                <span class="scale-bar" style:background=report::scale_gradient()></span>
+                                <span class="scale-hi">{hi}</span>
+                                <span class="scale-dir">"darker is better (or higher)"</span>
+                            </div>
+                        </div>
+                    </section>
+                }
+            }}
+            {move || {
+                let col = selected.get();
+                let grid = d.with(|d| compare::delta_grid(d, &col));
+                let concurrency = d.with(|d| d.concurrency.clone());
+                let th = percent(threshold.get(), false);
+                view! {
+                    <section class="section" id="delta">
+                        <h2>"What changed"</h2>
+                        <p class="section-sub">
+                            {report::metric_option_label(&col)}
+                            " · B against A · changes under " {th} " are the same"
+                        </p>
+                        <div class="heatmap-wrap">
+                            <table class="heatmap delta" id="delta-heatmap">
+                                <thead>
+                                    <tr>
+                                        <th scope="col" class="corner">"Context"</th>
+                                        {concurrency.iter().map(|n| view! { <th scope="col" class="num">{n.to_string()}</th> }).collect_view()}
+                                    </tr>
+                                </thead>
+                                <tbody>
+                                    {grid
+                                        .into_iter()
+                                        .map(|(label, cells)| {
+                                            view! {
+                                                <tr>
+                                                    <th scope="row">{label}</th>
+                                                    {cells.into_iter().map(delta_td).collect_view()}
+                                                </tr>
+                                            }
+                                        })
+                                        .collect_view()}
+                                </tbody>
+                            </table>
+                        </div>
+                        <ul class="marks" id="delta-legend">
+                            {[DeltaKind::Better, DeltaKind::Worse, DeltaKind::Same, DeltaKind::StatusChange, DeltaKind::OnlyA, DeltaKind::OnlyB]
+                                .into_iter()
+                                .map(|k| {
+                                    view! {
+                                        <li>
+                                            <span class=format!("swatch d-{}", k.id())>{k.mark()}</span>
+                                            {k.meaning()}
+                                        </li>
+                                    }
+                                })
+                                .collect_view()}
+                        </ul>
+                    </section>
+                }
+            }}
+            <MatchedTable d=d selected=selected />
+        </article>
+    }
+}
+
+fn matrix(id: &'static str, h: report::Heatmap) -> impl IntoView {
+    view! {
+        <div class="heatmap-wrap">
+            <table class="heatmap compact" id=id>
+                <thead>
+                    <tr>
+                        <th scope="col" class="corner">"Context"</th>
+                        {h.concurrency.iter().map(|n| view! { <th scope="col" class="num">{n.to_string()}</th> }).collect_view()}
+                    </tr>
+                </thead>
+                <tbody>
+                    {h
+                        .rows
+                        .into_iter()
+                        .map(|(label, cells)| {
+                            view! {
+                                <tr>
+                                    <th scope="row">{label}</th>
+                                    {cells.into_iter().map(crate::app::heat_cell).collect_view()}
+                                </tr>
+                            }
+                        })
+                        .collect_view()}
+                </tbody>
+            </table>
+        </div>
+    }
+}
+
+fn delta_td(c: DeltaCell) -> impl IntoView {
+    let tip = format!("{} × {}: {}", c.context, c.concurrency, c.kind.meaning());
+    view! {
+        <td
+            class=format!("dm-cell d-{}", c.kind.id())
+            class:light=c.light
+            data-context=c.context
+            data-concurrency=c.concurrency.to_string()
+            data-kind=c.kind.id()
+            style:background-color=c.background
+            title=tip
+        >
+            <span class="dm-main">
+                {(!c.kind.mark().is_empty()).then(|| view! { <span class="dm-mark">{c.kind.mark()} " "</span> })}
+                {c.main}
+            </span>
+            {c.detail.map(|t| view! { <span class="dm-detail">{t}</span> })}
+        </td>
+    }
+}
+
+fn header_panel(changes: &[HeaderChange]) -> impl IntoView {
+    let body = if changes.is_empty() {
+        view! { <p class="note">"None: same hardware, engine, model, launch command and plan."</p> }.into_any()
+    } else {
+        let none = || report::DASH.to_string();
+        view! {
+            <div class="table-wrap">
+                <table class="measurements header-diff">
+                    <thead>
+                        <tr><th>"Section"</th><th>"Field"</th><th>"A"</th><th>"B"</th></tr>
+                    </thead>
+                    <tbody>
+                        {changes
+                            .iter()
+                            .map(|h| {
+                                view! {
+                                    <tr>
+                                        <td>{h.section.clone()}</td>
+                                        <td class="field">{h.field.clone()}</td>
+                                        <td class="val-a">{h.a.clone().unwrap_or_else(none)}</td>
+                                        <td class="val-b">{h.b.clone().unwrap_or_else(none)}</td>
+                                    </tr>
+                                }
+                            })
+                            .collect_view()}
+                    </tbody>
+                </table>
+            </div>
+        }
+        .into_any()
+    };
+    view! {
+        <section class="section" id="diff-header">
+            <h2>"Header differences"</h2>
+            {body}
+        </section>
+    }
+}
+
+/// Status changes, one-run-only cells and prompt-length mismatches: what was not compared.
+fn not_compared(d: &RunDiff) -> impl IntoView {
+    let mut items: Vec<String> = Vec::new();
+    for s in &d.status_changes {
+        items.push(format!("Status changed at {}: {} → {}", s.cell.describe(), s.a.label(), s.b.label()));
+    }
+    for (who, cells) in [("A", &d.only_in_a), ("B", &d.only_in_b)] {
+        if !cells.is_empty() {
+            let list: Vec<String> = cells.iter().map(|c| c.describe()).collect();
+            items.push(format!("Only in {who} ({}): {}", cells.len(), list.join(", ")));
+        }
+    }
+    for m in &d.prompt_mismatches {
+        items.push(format!(
+            "Prompt lengths differ at {}: {} → {} tokens ({}); the runs did not send the same prompts",
+            m.context.label,
+            registry::format_int(m.a),
+            registry::format_int(m.b),
+            percent(m.rel, true)
+        ));
+    }
+    (!items.is_empty()).then(|| {
+        view! {
+            <section class="section" id="diff-notes">
+                <h2>"Not compared"</h2>
+                <ul class="diff-notes">{items.into_iter().map(|t| view! { <li>{t}</li> }).collect_view()}</ul>
+            </section>
+        }
+    })
+}
+
+/// Every matched measurement, sortable by any column.
+#[component]
+fn MatchedTable(d: Memo<RunDiff>, selected: Memo<speedmatrix_schema::registry::Column>) -> impl IntoView {
+    let lines = Memo::new(move |_| d.with(compare::diff_lines));
+    let sort: RwSignal<Option<(&'static str, bool)>> = RwSignal::new(None);
+    let changes_only = RwSignal::new(false);
+    let this_metric = RwSignal::new(false);
+    let order = move || {
+        let col = this_metric.get().then(|| selected.get().id());
+        lines.with(|l| compare::line_order(l, sort.get(), changes_only.get(), col.as_deref()))
+    };
+    let order2 = order;
+    view! {
+        <section class="section" id="diff-all">
+            <h2>"Every matched measurement"</h2>
+            <div class="filters">
+                <label class="filter">
+                    <input type="checkbox" id="diff-changes-only" on:change=move |ev| changes_only.set(event_target_checked(&ev)) />
+                    " changes only"
+                </label>
+                <label class="filter">
+                    <input type="checkbox" id="diff-this-metric" on:change=move |ev| this_metric.set(event_target_checked(&ev)) />
+                    " the selected metric only"
+                </label>
+                <span class="row-count" id="diff-row-count">
+                    {move || format!("{} of {} figures", order2().len(), lines.with(Vec::len))}
+                </span>
+            </div>
+            <p class="hint">"Click a column header to sort by it; click again to reverse."</p>
+            <div class="table-wrap">
+                <table class="measurements" id="diff-table">
+                    <thead>
+                        <tr>
+                            {LINE_COLUMNS
+                                .iter()
+                                .map(|&(id, label)| {
+                                    let numeric = !matches!(id, "phase" | "context" | "metric" | "verdict");
+                                    let aria = move || match sort.get() {
+                                        Some((k, true)) if k == id => "ascending",
+                                        Some((k, false)) if k == id => "descending",
+                                        _ => "none",
+                                    };
+                                    view! {
+                                        <th scope="col" class:num=numeric data-col=id aria-sort=aria>
+                                            <button
+                                                type="button"
+                                                class="sort"
+                                                on:click=move |_| {
+                                                    sort.update(|s| {
+                                                        *s = match *s {
+                                                            Some((k, asc)) if k == id => Some((id, !asc)),
+                                                            _ => Some((id, true)),
+                                                        }
+                                                    })
+                                                }
+                                            >
+                                                {label}
+                                                <span class="sort-ind">
+                                                    {move || match sort.get() {
+                                                        Some((k, true)) if k == id => "▲",
+                                                        Some((k, false)) if k == id => "▼",
+                                                        _ => "",
+                                                    }}
+                                                </span>
+                                            </button>
+                                        </th>
+                                    }
+                                })
+                                .collect_view()}
+                        </tr>
+                    </thead>
+                    <tbody>
+                        {move || {
+                            lines.with(|ls| {
+                                order()
+                                    .into_iter()
+                                    .map(|i| {
+                                        let l = &ls[i];
+                                        view! {
+                                            <tr class=format!("v-{}", l.verdict.label())>
+                                                {LINE_COLUMNS
+                                                    .iter()
+                                                    .map(|&(id, _)| {
+                                                        let numeric = !matches!(id, "phase" | "context" | "metric" | "verdict");
+                                                        view! { <td class:num=numeric data-col=id>{compare::line_text(l, id)}</td> }
+                                                    })
+                                                    .collect_view()}
+                                            </tr>
+                                        }
+                                    })
+                                    .collect_view()
+                            })
+                        }}
+                    </tbody>
+                </table>
+            </div>
+        </section>
+    }
+}
