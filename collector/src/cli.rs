@@ -148,6 +148,35 @@ pub struct RunArgs {
     /// Leave the host name out of the results file and replace home-directory paths by `~`.
     #[arg(long)]
     pub redact_host: bool,
+    /// The server's engine, when detection (from /props, /get_server_info, /metrics) picks
+    /// wrongly; `openai` measures from the stream alone.
+    #[arg(long, value_enum)]
+    pub engine: Option<EngineArg>,
+}
+
+/// The `--engine` flag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EngineArg {
+    /// vLLM.
+    Vllm,
+    /// SGLang.
+    Sglang,
+    /// llama.cpp `llama-server`.
+    Llamacpp,
+    /// Any OpenAI-compatible endpoint (hosted API, proxy).
+    Openai,
+}
+
+impl From<EngineArg> for crate::engine::EngineKind {
+    fn from(e: EngineArg) -> Self {
+        use crate::engine::EngineKind;
+        match e {
+            EngineArg::Vllm => EngineKind::Vllm,
+            EngineArg::Sglang => EngineKind::Sglang,
+            EngineArg::Llamacpp => EngineKind::LlamaCpp,
+            EngineArg::Openai => EngineKind::OpenAi,
+        }
+    }
 }
 
 /// Where `simulate --reasoning` puts reasoning text.

@@ -5,7 +5,9 @@
 //!
 //! - [`cli`]: the command-line surface (clap), raw flags only;
 //! - [`run`]: `speedmatrix run` — sequences discovery, plan, prefill rows and decode cells;
-//!   - [`discovery`]: what server this is (`/v1/models`, `/version`, `/metrics`);
+//!   - [`discovery`]: what server this is (`/v1/models`, `/version`, `/metrics`, …);
+//!   - [`engine`]: engine adapters (vLLM, SGLang, llama.cpp, plain OpenAI): detection, KV
+//!     budget, metric names, stream options, missing figures;
 //!   - [`plan`]: flags + server → the cells to measure (pure);
 //!   - [`prompt`]: prompts of exact token counts (`/tokenize`, varied prose);
 //!   - [`client`]: HTTP and SSE, one record per streamed request;
@@ -29,6 +31,7 @@ pub mod cli;
 pub mod client;
 pub mod demo;
 pub mod discovery;
+pub mod engine;
 pub mod files;
 pub mod launch;
 pub mod measure;
