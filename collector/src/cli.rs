@@ -243,6 +243,19 @@ pub struct SimulateArgs {
     /// ms). For tests of long schedules.
     #[arg(long, default_value_t = 1.0)]
     pub time_scale: f64,
+    /// The server to imitate on the wire: `vllm`, or `sglang` (/get_server_info, sglang:*
+    /// metrics, reasoning_content, flat error bodies).
+    #[arg(long, value_enum, default_value_t = FlavorArg::Vllm)]
+    pub flavor: FlavorArg,
+}
+
+/// `simulate --flavor`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FlavorArg {
+    /// vLLM's OpenAI-compatible server.
+    Vllm,
+    /// SGLang's server.
+    Sglang,
 }
 
 /// Flags of `speedmatrix publish`.

@@ -187,8 +187,7 @@ pub fn metric_slot(family: &str) -> Option<(EngineKind, MetricSlot)> {
 
 /// Pick the engine from what the server answered: llama.cpp's `/props` (with `total_slots`),
 /// SGLang's `/get_server_info` (with `max_total_num_tokens`), then the prefix of the metric
-/// names (`vllm:`, `sglang:`, `llamacpp:`), then vLLM's `owned_by`; otherwise a plain
-/// OpenAI-compatible endpoint.
+/// names (`vllm:`, `sglang:`, `llamacpp:`); otherwise a plain OpenAI-compatible endpoint.
 pub fn detect(p: &Probes) -> EngineKind {
     if p.props.ok().is_some_and(|v| v.get("total_slots").is_some() || v.get("default_generation_settings").is_some()) {
         return EngineKind::LlamaCpp;
@@ -205,14 +204,8 @@ pub fn detect(p: &Probes) -> EngineKind {
             }
         }
     }
-    if p.model_entry.get("owned_by").and_then(Value::as_str) == Some("vllm") {
-        return EngineKind::Vllm;
-    }
-    match p.model_entry.get("owned_by").and_then(Value::as_str) {
-        Some("sglang") => EngineKind::Sglang,
-        Some("llamacpp") => EngineKind::LlamaCpp,
-        _ => EngineKind::OpenAi,
-    }
+    // `owned_by` is not evidence: a proxy in front of vLLM says "vllm" and still has no /metrics.
+    EngineKind::OpenAi
 }
 
 /// `/version` → `version` (vLLM, SGLang).
