@@ -32,6 +32,32 @@ pub enum Command {
     Simulate(SimulateArgs),
     /// About a minute, no GPU: measure the twin, publish the result beside the seed run, serve it.
     Demo(DemoArgs),
+    /// Convert other tools' result files (llm-inference-bench, vllm bench serve) into a
+    /// results file; unmapped source fields are listed in it.
+    Import(ImportArgs),
+}
+
+/// The formats `import` reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ImportFrom {
+    /// llm-inference-bench's `benchmark_results.json` (one file).
+    LlmInferenceBench,
+    /// `vllm bench serve --save-result` JSON, one file per concurrency.
+    VllmBench,
+}
+
+/// Flags of `speedmatrix import`.
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// The source files.
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+    /// Their format.
+    #[arg(long, value_enum)]
+    pub from: ImportFrom,
+    /// The results file to write.
+    #[arg(long, short = 'o')]
+    pub out: PathBuf,
 }
 
 /// Output formats of `show`.

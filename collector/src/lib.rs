@@ -20,6 +20,7 @@
 //! - [`publish`]: `speedmatrix publish RUN.json… --out SITE/` — a static site with the embedded viewer;
 //! - [`serve`]: `speedmatrix serve [SITE/ | RUN.json…]` — that site (or a folder) on 127.0.0.1;
 //! - [`twin`]: `speedmatrix simulate` — a vLLM-shaped server whose timing follows a measured run;
+//! - [`import`]: `speedmatrix import FILE… --from llm-inference-bench|vllm-bench` — other tools' results;
 //! - [`files`]: reading results files from disk (the I/O edge; parsing is in `speedmatrix-schema`).
 //!
 //! Exit codes: 0 success, 1 failure while working, 2 bad input (unreadable or invalid file, bad
@@ -33,6 +34,7 @@ pub mod demo;
 pub mod discovery;
 pub mod engine;
 pub mod files;
+pub mod import;
 pub mod launch;
 pub mod measure;
 pub mod output;
@@ -79,6 +81,7 @@ pub fn run(cli: cli::Cli) -> ExitCode {
         cli::Command::Schema => print_out(&format!("{:#}\n", speedmatrix_schema::json_schema())).map(|()| 0),
         cli::Command::Simulate(args) => twin::run_cli(&args).map(|()| 0),
         cli::Command::Demo(args) => demo::run(&args),
+        cli::Command::Import(args) => import::run(&args).map(|()| 0),
     };
     match result {
         Ok(code) => ExitCode::from(code),
