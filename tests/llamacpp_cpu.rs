@@ -109,12 +109,25 @@ fn start_llama(dir: &Path) -> Option<(Proc, String)> {
     panic!("llama-server did not come up within 60 s:\n{}", &err[err.len().saturating_sub(3000)..]);
 }
 
-fn tokens_predicted(url: &str) -> u64 {
-    let text = curl(&[&format!("{url}/metrics")]).expect("/metrics (started with --metrics)");
+fn metric(text: &str, name: &str) -> f64 {
     text.lines()
-        .find_map(|l| l.strip_prefix("llamacpp:tokens_predicted_total "))
+        .find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(' ')))
         .and_then(|v| v.trim().parse::<f64>().ok())
-        .expect("llamacpp:tokens_predicted_total") as u64
+        .unwrap_or_else(|| panic!("{name} in /metrics"))
+}
+
+/// `llamacpp:tokens_predicted_total` once every slot is idle: a cancelled stream's tokens are
+/// added when its slot is released, a moment after the client hung up.
+fn tokens_predicted(url: &str) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = curl(&[&format!("{url}/metrics")]).expect("/metrics (started with --metrics)");
+        let busy = metric(&text, "llamacpp:requests_processing") + metric(&text, "llamacpp:requests_deferred");
+        if busy == 0.0 || Instant::now() > deadline {
+            return metric(&text, "llamacpp:tokens_predicted_total") as u64;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 #[test]
