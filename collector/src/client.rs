@@ -280,6 +280,9 @@ impl Client {
                     if let Some(n) = p.prompt_tokens {
                         rec.prompt_tokens = Some(n);
                     }
+                    if p.timings.is_some() {
+                        rec.server_timings = p.timings;
+                    }
                     if let Some(reason) = p.finish_reason {
                         rec.finish_reason = Some(reason);
                     }
@@ -407,6 +410,8 @@ pub struct StreamRecord {
     pub error: Option<String>,
     /// When the stream ended, ms since the run start.
     pub ended_ms: Option<f64>,
+    /// The server's own timing of the request (llama.cpp `timings`), last one seen.
+    pub server_timings: Option<speedmatrix_schema::ServerTimings>,
 }
 
 impl StreamRecord {
@@ -448,6 +453,26 @@ pub struct ParsedChunk {
     pub prompt_tokens: Option<u64>,
     /// The completion's `id`, if present.
     pub id: Option<String>,
+    /// The server's own timing of the request (llama.cpp `timings`), if present.
+    pub timings: Option<speedmatrix_schema::ServerTimings>,
+}
+
+/// llama.cpp's `timings` object → [`speedmatrix_schema::ServerTimings`].
+fn server_timings(t: &Value) -> Option<speedmatrix_schema::ServerTimings> {
+    let t = t.as_object()?;
+    let u = |k: &str| t.get(k).and_then(Value::as_u64);
+    let f = |k: &str| {
+        t.get(k).and_then(Value::as_f64).filter(|v| v.is_finite() && *v >= 0.0).map(|v| (v * 1000.0).round() / 1000.0)
+    };
+    Some(speedmatrix_schema::ServerTimings {
+        prompt_tokens: u("prompt_n"),
+        cached_tokens: u("cache_n"),
+        prompt_ms: f("prompt_ms"),
+        prompt_tps: f("prompt_per_second"),
+        predicted_tokens: u("predicted_n"),
+        predicted_ms: f("predicted_ms"),
+        predicted_tps: f("predicted_per_second"),
+    })
 }
 
 /// Turns `data:` payloads of one stream into token counts (stateful: usage is cumulative).
@@ -492,8 +517,11 @@ impl ChunkParser {
         if v.get("object").and_then(Value::as_str) == Some("error") {
             return Err(format!("in-band error in the stream: {}", excerpt(&v.to_string())));
         }
-        let mut out =
-            ParsedChunk { id: v.get("id").and_then(Value::as_str).map(str::to_string), ..ParsedChunk::default() };
+        let mut out = ParsedChunk {
+            id: v.get("id").and_then(Value::as_str).map(str::to_string),
+            timings: v.get("timings").and_then(server_timings),
+            ..ParsedChunk::default()
+        };
         let choice = v.get("choices").and_then(Value::as_array).and_then(|c| c.first());
         let mut has_text = false;
         if let Some(c) = choice {

@@ -1,28 +1,72 @@
-//! What server is this? `/v1/models`, `/version`, `/metrics` (DESIGN §3), turned into the
-//! engine, model, `max_model_len` and KV budget the plan needs — and the Prometheus gauges and
+//! What server is this? `/v1/models`, `/version`, `/metrics`, `/props`, `/slots`,
+//! `/get_server_info` (DESIGN §3), turned by the engine's adapter ([`crate::engine`]) into the
+//! engine, model, `max_model_len`, KV budget and slots the plan needs — and the Prometheus gauges and
 //! counters sampled during decode windows.
 
 use crate::client::{Client, HttpError};
+use crate::engine::{EngineKind, MetricSlot, Probe, Probes};
 use serde_json::Value;
-use speedmatrix_schema::KvBudgetSource;
+use speedmatrix_schema::{KvBudgetSource, MissingFigure};
 
 /// What discovery found.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServerInfo {
     /// `vllm`, `sglang`, `llamacpp` or `openai`.
     pub engine: String,
-    /// `GET /version` → `version`.
+    /// The engine, as detected from the server's answers or set with `--engine`.
+    pub kind: EngineKind,
+    /// Engine version (`/version`, `/get_server_info`, llama.cpp `/props` `build_info`).
     pub version: Option<String>,
     /// The served model name requests use.
     pub model: String,
-    /// `/v1/models` `root` (the model loaded), if given.
+    /// `/v1/models` `root` (the model loaded), or the model path the engine reports.
     pub root: Option<String>,
     /// Longest sequence the server accepts, tokens.
     pub max_model_len: Option<u64>,
     /// KV-cache budget, tokens, and where it came from.
     pub kv_budget: Option<(u64, KvBudgetSource)>,
+    /// Whether the N × (C + max_tokens) over-capacity rule applies to `kv_budget` (not for
+    /// llama.cpp, whose slots each hold their own context).
+    pub kv_rule: bool,
+    /// Parallel slots (llama.cpp `total_slots`).
+    pub slots: Option<u32>,
+    /// Context per slot, tokens (llama.cpp).
+    pub slot_context: Option<u64>,
+    /// Most requests the server runs at once (SGLang `max_running_requests`, llama.cpp slots):
+    /// more streams than this queue by construction.
+    pub max_running: Option<u32>,
     /// Why `/metrics` is not usable, when it is not.
     pub metrics_note: Option<String>,
+    /// Figures the run will lack, and why (written to the results file).
+    pub missing: Vec<MissingFigure>,
+}
+
+impl ServerInfo {
+    /// The KV budget the plan's N × (C + max_tokens) rule uses: `None` where the rule does not
+    /// apply (llama.cpp slots; see [`ServerInfo::slot_context`]).
+    pub fn plan_kv_budget(&self) -> Option<u64> {
+        self.kv_budget.filter(|(_, src)| self.kv_rule || *src == KvBudgetSource::Flag).map(|(b, _)| b)
+    }
+
+    /// `stream_options` for this engine's requests.
+    pub fn stream_options(&self) -> Value {
+        self.kind.adapter().stream_options()
+    }
+
+    /// Streams a cell can expect to decode at once: N, or fewer when the server runs at most
+    /// [`ServerInfo::max_running`] requests (the rest wait in its queue).
+    pub fn decoding_at_once(&self, n: u32) -> u32 {
+        self.max_running.map_or(n, |m| n.min(m.max(1)))
+    }
+
+    /// Why a cell of `n` streams must queue on this server by construction, if it must.
+    pub fn queued_by_construction(&self, n: u32) -> Option<String> {
+        let m = self.max_running?;
+        (n > m).then(|| match self.slots {
+            Some(s) => format!("{n} streams on {s} slots: {} waited for a free slot", n - s),
+            None => format!("{n} streams, the server runs at most {m} requests at once"),
+        })
+    }
 }
 
 /// Why discovery could not identify a usable server (exit code 2).
@@ -60,15 +104,33 @@ fn classify(e: HttpError) -> DiscoverError {
     }
 }
 
-/// Discover the server at `client`'s URL; `model` picks a served model (default: the first).
+async fn probe_json(client: &Client, path: &str) -> Probe<Value> {
+    match client.get_json(path).await {
+        Ok(v) => Probe::Got(v),
+        Err(e) => Probe::Failed(probe_failure(&e)),
+    }
+}
+
+fn probe_failure(e: &HttpError) -> String {
+    match e {
+        HttpError::Status { status, .. } => format!("answered HTTP {status}"),
+        HttpError::Body { .. } => "answered something that is not JSON".into(),
+        other => format!("failed: {other}"),
+    }
+}
+
+/// Discover the server at `client`'s URL; `model` picks a served model (default: the first);
+/// `engine` overrides detection ([`crate::engine::detect`]).
 ///
 /// # Errors
 /// [`DiscoverError`] when the server is unreachable, refuses the key, lacks the model or is not
-/// OpenAI-compatible. Missing `/version` or `/metrics` are not errors (recorded as notes).
+/// OpenAI-compatible. Missing `/version`, `/metrics`, `/props` … are not errors: they become
+/// entries of [`ServerInfo::missing`].
 pub async fn discover(
     client: &Client,
     model: Option<&str>,
     kv_budget_flag: Option<u64>,
+    engine: Option<EngineKind>,
 ) -> Result<(ServerInfo, Option<Metrics>), DiscoverError> {
     let models = client.get_json("/v1/models").await.map_err(classify)?;
     let data = models
@@ -86,27 +148,59 @@ pub async fn discover(
     };
     let model = entry.get("id").and_then(Value::as_str).unwrap_or_default().to_string();
     let root = entry.get("root").and_then(Value::as_str).map(str::to_string);
-    let max_model_len = entry
-        .get("max_model_len")
-        .and_then(Value::as_u64)
-        .or_else(|| entry.get("meta").and_then(|m| m.get("n_ctx_train")).and_then(Value::as_u64));
-    let version = match client.get_json("/version").await {
-        Ok(v) => v.get("version").and_then(Value::as_str).map(str::to_string),
-        Err(_) => None,
+    let metrics_text = match client.get_text("/metrics").await {
+        Ok(t) => Probe::Got(t),
+        Err(e) => Probe::Failed(probe_failure(&e)),
     };
-    let (metrics, metrics_note) = match client.get_text("/metrics").await {
-        Ok(text) => match Metrics::parse(&text) {
+    let props = probe_json(client, "/props").await;
+    let mut probes = Probes {
+        model_entry: entry.clone(),
+        version: probe_json(client, "/version").await,
+        metrics: metrics_text,
+        slots: Probe::Failed("not asked".into()),
+        server_info: if props.ok().is_some() {
+            Probe::Failed("not asked".into())
+        } else {
+            probe_json(client, "/get_server_info").await
+        },
+        props,
+    };
+    let kind = engine.unwrap_or_else(|| crate::engine::detect(&probes));
+    if kind == EngineKind::LlamaCpp {
+        probes.slots = probe_json(client, "/slots").await;
+    }
+    let facts = kind.adapter().facts(&probes);
+    let (metrics, metrics_note) = match &probes.metrics {
+        Probe::Got(text) => match Metrics::parse(text) {
             Ok(m) => (Some(m), None),
             Err(e) => (None, Some(format!("/metrics is not Prometheus text: {e}"))),
         },
-        Err(e) => (None, Some(format!("/metrics unavailable: {e}"))),
+        Probe::Failed(why) => (None, Some(format!("/metrics {why}"))),
     };
-    let engine = metrics.as_ref().map(|m| m.engine.clone()).unwrap_or_else(|| "openai".into());
     let kv_budget = match kv_budget_flag {
         Some(v) => Some((v, KvBudgetSource::Flag)),
-        None => metrics.as_ref().and_then(|m| m.kv_budget),
+        None => facts.kv_budget,
     };
-    Ok((ServerInfo { engine, version, model, root, max_model_len, kv_budget, metrics_note }, metrics))
+    let mut missing = facts.missing;
+    if kv_budget_flag.is_some() {
+        missing.retain(|m| m.figure != "kv_budget");
+    }
+    let info = ServerInfo {
+        engine: kind.id().to_string(),
+        kind,
+        version: facts.version,
+        model,
+        root: root.or(facts.model_path),
+        max_model_len: facts.max_model_len,
+        kv_budget,
+        kv_rule: facts.kv_rule,
+        slots: facts.slots,
+        slot_context: facts.slot_context,
+        max_running: facts.max_running,
+        metrics_note,
+        missing,
+    };
+    Ok((info, metrics))
 }
 
 /// One scrape of the server's Prometheus metrics, summed over label sets (engines, models).
@@ -163,26 +257,19 @@ impl Metrics {
                     _ => continue,
                 };
                 let add = |slot: &mut Option<f64>| *slot = Some(slot.unwrap_or(0.0) + v);
-                match name {
-                    "vllm:num_requests_running" | "sglang:num_running_reqs" | "llamacpp:requests_processing" => {
-                        add(&mut m.running)
-                    }
-                    "vllm:num_requests_waiting" | "sglang:num_queue_reqs" | "llamacpp:requests_deferred" => {
-                        add(&mut m.waiting)
-                    }
-                    "vllm:kv_cache_usage_perc" | "vllm:gpu_cache_usage_perc" | "sglang:token_usage" => {
-                        add(&mut m.kv_usage)
-                    }
-                    "vllm:generation_tokens" | "sglang:generation_tokens" | "llamacpp:tokens_predicted" => {
-                        add(&mut m.generation_tokens)
-                    }
-                    "vllm:num_preemptions" => add(&mut m.preemptions),
-                    "vllm:prefix_cache_hits" => add(&mut m.prefix_hits),
-                    "vllm:prefix_cache_queries" => add(&mut m.prefix_queries),
-                    "vllm:spec_decode_num_drafts" => add(&mut m.spec_drafts),
-                    "vllm:spec_decode_num_draft_tokens" => add(&mut m.spec_draft_tokens),
-                    "vllm:spec_decode_num_accepted_tokens" => add(&mut m.spec_accepted_tokens),
-                    "vllm:cache_config_info" => {
+                let Some((_, slot)) = crate::engine::metric_slot(name) else { continue };
+                match slot {
+                    MetricSlot::Running => add(&mut m.running),
+                    MetricSlot::Waiting => add(&mut m.waiting),
+                    MetricSlot::KvUsage => add(&mut m.kv_usage),
+                    MetricSlot::GenerationTokens => add(&mut m.generation_tokens),
+                    MetricSlot::Preemptions => add(&mut m.preemptions),
+                    MetricSlot::PrefixHits => add(&mut m.prefix_hits),
+                    MetricSlot::PrefixQueries => add(&mut m.prefix_queries),
+                    MetricSlot::SpecDrafts => add(&mut m.spec_drafts),
+                    MetricSlot::SpecDraftTokens => add(&mut m.spec_draft_tokens),
+                    MetricSlot::SpecAcceptedTokens => add(&mut m.spec_accepted_tokens),
+                    MetricSlot::CacheConfig => {
                         let labels = sample.get_labelset().ok();
                         let num = |k: &str| {
                             labels
@@ -197,7 +284,6 @@ impl Metrics {
                             _ => m.kv_budget,
                         };
                     }
-                    _ => {}
                 }
             }
         }

@@ -5,7 +5,9 @@
 //!
 //! - [`cli`]: the command-line surface (clap), raw flags only;
 //! - [`run`]: `speedmatrix run` — sequences discovery, plan, prefill rows and decode cells;
-//!   - [`discovery`]: what server this is (`/v1/models`, `/version`, `/metrics`);
+//!   - [`discovery`]: what server this is (`/v1/models`, `/version`, `/metrics`, …);
+//!   - [`engine`]: engine adapters (vLLM, SGLang, llama.cpp, plain OpenAI): detection, KV
+//!     budget, metric names, stream options, missing figures;
 //!   - [`plan`]: flags + server → the cells to measure (pure);
 //!   - [`prompt`]: prompts of exact token counts (`/tokenize`, varied prose);
 //!   - [`client`]: HTTP and SSE, one record per streamed request;
@@ -20,6 +22,7 @@
 //! - [`publish`]: `speedmatrix publish RUN.json… --out SITE/` — a static site with the embedded viewer;
 //! - [`serve`]: `speedmatrix serve [SITE/ | RUN.json…]` — that site (or a folder) on 127.0.0.1;
 //! - [`twin`]: `speedmatrix simulate` — a vLLM-shaped server whose timing follows a measured run;
+//! - [`import`]: `speedmatrix import FILE… --from llm-inference-bench|vllm-bench` — other tools' results;
 //! - [`files`]: reading results files from disk (the I/O edge; parsing is in `speedmatrix-schema`).
 //!
 //! Exit codes: 0 success, 1 failure while working (and `diff --fail-on-regression` finding a
@@ -32,8 +35,10 @@ pub mod client;
 pub mod demo;
 pub mod diff;
 pub mod discovery;
+pub mod engine;
 pub mod files;
 pub mod gpu;
+pub mod import;
 pub mod launch;
 pub mod measure;
 pub mod output;
@@ -81,6 +86,7 @@ pub fn run(cli: cli::Cli) -> ExitCode {
         cli::Command::Schema => print_out(&format!("{:#}\n", speedmatrix_schema::json_schema())).map(|()| 0),
         cli::Command::Simulate(args) => twin::run_cli(&args).map(|()| 0),
         cli::Command::Demo(args) => demo::run(&args),
+        cli::Command::Import(args) => import::run(&args).map(|()| 0),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -48,6 +48,10 @@ pub struct WindowFigures {
     pub avg_in_flight: f64,
     /// Most streams in flight at once during the window (client view).
     pub max_in_flight: u64,
+    /// Time-weighted mean of streams decoding during the window: from their first token to
+    /// their end (client view). Streams still waiting for a first token are queued somewhere;
+    /// this is the queue evidence when the server has no `/metrics`.
+    pub avg_decoding: f64,
     /// Whether every stream reported cumulative usage per chunk.
     pub continuous_usage: bool,
 }
@@ -101,7 +105,8 @@ pub fn window_figures(streams: &[CellStream], w0_ms: f64, w1_ms: f64) -> WindowF
         .filter(|s| s.opening)
         .filter_map(|s| s.record.first_content_ms.map(|t| t - s.record.sent_ms))
         .collect();
-    let (avg, max) = in_flight(streams, w0_ms, w1_ms);
+    let (avg, max) = in_flight(streams, w0_ms, w1_ms, |r| Some(r.sent_ms));
+    let (avg_decoding, _) = in_flight(streams, w0_ms, w1_ms, |r| r.chunks.first().map(|c| c.t_ms));
     WindowFigures {
         window_s: window_ms / 1000.0,
         output_tokens: tokens,
@@ -117,15 +122,18 @@ pub fn window_figures(streams: &[CellStream], w0_ms: f64, w1_ms: f64) -> WindowF
         completed_requests: completed,
         avg_in_flight: avg,
         max_in_flight: max,
+        avg_decoding,
         continuous_usage: streams.iter().all(|s| s.record.continuous_usage || s.record.chunks.is_empty()),
     }
 }
 
-/// Time-weighted mean and maximum of streams in flight during the window.
-fn in_flight(streams: &[CellStream], w0: f64, w1: f64) -> (f64, u64) {
+/// Time-weighted mean and maximum of streams active during the window, a stream counting from
+/// `from(record)` (its send, or its first token) to its end.
+fn in_flight(streams: &[CellStream], w0: f64, w1: f64, from: impl Fn(&StreamRecord) -> Option<f64>) -> (f64, u64) {
     let mut edges: Vec<(f64, i64)> = Vec::with_capacity(streams.len() * 2);
     for s in streams {
-        let start = s.record.sent_ms.max(w0);
+        let Some(from) = from(&s.record) else { continue };
+        let start = from.max(w0);
         let end = s.record.ended_ms.unwrap_or(f64::INFINITY).min(w1);
         if end > start {
             edges.push((start, 1));
@@ -184,6 +192,7 @@ pub fn sample(s: &StreamRecord, opening: bool, w0_ms: Option<f64>, w1_ms: Option
         opening: Some(opening),
         finish_reason: finish,
         error: s.error.clone(),
+        server_timings: s.server_timings.clone(),
     }
 }
 

@@ -21,8 +21,11 @@ pub struct PlanInput {
     pub window_s: f64,
     /// Server's `max_model_len`, tokens, if known.
     pub max_model_len: Option<u64>,
-    /// Server's KV budget, tokens, if known.
+    /// Server's KV budget, tokens, if known and if the N × (C + max_tokens) rule applies to it.
     pub kv_budget: Option<u64>,
+    /// Context per slot, tokens (llama.cpp): a stream whose C + max_tokens exceeds it is over
+    /// capacity at any concurrency, and `max` resolves within it.
+    pub slot_context: Option<u64>,
 }
 
 /// One planned decode cell.
@@ -34,6 +37,11 @@ pub struct PlannedCell {
     pub concurrency: u32,
     /// `Some` when over capacity: planned, never run.
     pub over_capacity: Option<Capacity>,
+    /// Why, when the reason is not the KV rule's ([`over_capacity_reason`]): a stream longer
+    /// than the context per slot.
+    ///
+    /// [`over_capacity_reason`]: speedmatrix_schema::status::over_capacity_reason
+    pub reason: Option<String>,
 }
 
 /// The resolved plan.
@@ -81,7 +89,11 @@ pub fn plan(input: &PlanInput) -> Result<Plan, PlanError> {
     }
     let mut warnings = Vec::new();
     let max_tokens = u64::from(input.max_tokens);
-    let mml = input.max_model_len;
+    // `max` means the longest request the server can hold: within a slot where there are slots.
+    let mml = match (input.max_model_len, input.slot_context) {
+        (Some(m), Some(s)) => Some(m.min(s)),
+        (m, s) => m.or(s),
+    };
     let mut contexts = Vec::new();
     for arg in &input.contexts {
         match *arg {
@@ -92,7 +104,7 @@ pub fn plan(input: &PlanInput) -> Result<Plan, PlanError> {
                     None => warnings.push(format!("decode context max dropped: max_model_len {m} leaves no room for {max_tokens} output tokens")),
                 }
             }
-            ContextArg::Tokens(t) => match mml {
+            ContextArg::Tokens(t) => match input.max_model_len {
                 Some(m) if t + max_tokens > m => warnings.push(format!(
                     "decode context {} dropped: {} prompt + {max_tokens} output tokens exceed the server's max_model_len {m}",
                     label(t),
@@ -127,7 +139,7 @@ pub fn plan(input: &PlanInput) -> Result<Plan, PlanError> {
     if contexts.is_empty() && prefill.is_empty() {
         return Err(PlanError::Empty("every context was dropped (see the warnings above)".into()));
     }
-    if input.kv_budget.is_none() && !contexts.is_empty() {
+    if input.kv_budget.is_none() && input.slot_context.is_none() && !contexts.is_empty() {
         warnings.push(
             "the server's KV budget is unknown (no cache_config_info, no --kv-budget): no cell is marked over capacity"
                 .into(),
@@ -136,10 +148,25 @@ pub fn plan(input: &PlanInput) -> Result<Plan, PlanError> {
     let cells = contexts
         .iter()
         .flat_map(|ctx| {
-            concurrency.iter().map(move |&n| PlannedCell {
-                context: ctx.clone(),
-                concurrency: n,
-                over_capacity: input.kv_budget.and_then(|b| over_capacity(n, ctx.tokens, max_tokens, b)),
+            concurrency.iter().map(move |&n| {
+                let per_slot = input.slot_context.and_then(|s| over_capacity(1, ctx.tokens, max_tokens, s));
+                match per_slot {
+                    Some(cap) => PlannedCell {
+                        context: ctx.clone(),
+                        concurrency: n,
+                        over_capacity: Some(cap),
+                        reason: Some(format!(
+                            "each stream needs {} tokens (context + max output), a slot holds {}; not run",
+                            cap.required_tokens, cap.budget_tokens
+                        )),
+                    },
+                    None => PlannedCell {
+                        context: ctx.clone(),
+                        concurrency: n,
+                        over_capacity: input.kv_budget.and_then(|b| over_capacity(n, ctx.tokens, max_tokens, b)),
+                        reason: None,
+                    },
+                }
             })
         })
         .collect();
@@ -175,6 +202,7 @@ mod tests {
             window_s: 30.0,
             max_model_len: Some(262_144),
             kv_budget: Some(6_291_456),
+            slot_context: None,
         };
         let p = plan(&input).unwrap();
         let labels: Vec<&str> = p.contexts.iter().map(|c| c.label.as_str()).collect();
@@ -203,6 +231,7 @@ mod tests {
             window_s: 5.0,
             max_model_len: Some(2048),
             kv_budget: None,
+            slot_context: None,
         };
         let p = plan(&input).unwrap();
         assert_eq!(p.contexts.iter().map(|c| c.tokens).collect::<Vec<_>>(), [768, 1024]);
@@ -212,5 +241,29 @@ mod tests {
         assert!(p.warnings.iter().any(|w| w.contains("prefill context 4K dropped")));
         assert!(p.warnings.iter().any(|w| w.contains("KV budget is unknown")));
         assert!(matches!(plan(&PlanInput { max_model_len: None, ..input }), Err(PlanError::MaxUnknown)));
+    }
+
+    #[test]
+    fn llama_slots_make_long_streams_over_capacity_not_many_streams() {
+        let input = PlanInput {
+            contexts: args("256,512,1k,max"),
+            concurrency: vec![1, 8],
+            prefill_contexts: args("512,1k,max"),
+            max_tokens: 128,
+            window_s: 5.0,
+            max_model_len: Some(8192),
+            kv_budget: None,
+            slot_context: Some(1024),
+        };
+        let p = plan(&input).unwrap();
+        // `max` resolves within the slot: 1024 − 128 − 1024 leaves nothing, so it is dropped.
+        assert_eq!(p.contexts.iter().map(|c| c.tokens).collect::<Vec<_>>(), [256, 512, 1024]);
+        assert_eq!(p.prefill.last().unwrap().tokens, 1023);
+        for c in &p.cells {
+            assert_eq!(c.over_capacity.is_some(), c.context.tokens == 1024, "{c:?}");
+        }
+        let over = p.cells.iter().find(|c| c.over_capacity.is_some()).unwrap();
+        assert!(over.reason.as_deref().unwrap().contains("a slot holds 1024"));
+        assert!(!p.warnings.iter().any(|w| w.contains("KV budget is unknown")));
     }
 }

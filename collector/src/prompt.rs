@@ -256,6 +256,9 @@ impl PromptBuilder {
         v.get("count")
             .and_then(Value::as_u64)
             .or_else(|| v.get("tokens").and_then(Value::as_array).map(|t| t.len() as u64))
+            // llama.cpp's /tokenize reads `content`, not `prompt`/`messages`, and answers
+            // `{"tokens": []}` for them: no count, so the builder calibrates instead.
+            .filter(|&n| n > 0 || text.is_empty())
             .ok_or_else(|| HttpError::Body { url: "/tokenize".into(), message: format!("no count in {v}") })
     }
 

@@ -105,7 +105,7 @@ impl Session {
         let mut b = json!({
             "model": self.info.model,
             "stream": true,
-            "stream_options": { "include_usage": true, "continuous_usage_stats": true },
+            "stream_options": self.info.stream_options(),
             "max_tokens": max_tokens,
             "ignore_eos": true,
         });
@@ -155,8 +155,9 @@ pub async fn measure(args: &RunArgs) -> Result<u8, Error> {
     let max_n = args.concurrency.iter().copied().max().unwrap_or(1) as usize;
     let client = Client::new(&args.url, api_key, max_n + 8)?;
 
-    let (info, metrics) =
-        discover(&client, args.model.as_deref(), args.kv_budget).await.map_err(|e| Error::Input(e.to_string()))?;
+    let (info, metrics) = discover(&client, args.model.as_deref(), args.kv_budget, args.engine.map(Into::into))
+        .await
+        .map_err(|e| Error::Input(e.to_string()))?;
     let plan = plan(&PlanInput {
         contexts,
         concurrency: args.concurrency.clone(),
@@ -164,7 +165,8 @@ pub async fn measure(args: &RunArgs) -> Result<u8, Error> {
         max_tokens: args.max_tokens,
         window_s: window.as_secs_f64(),
         max_model_len: info.max_model_len,
-        kv_budget: info.kv_budget.map(|(b, _)| b),
+        kv_budget: info.plan_kv_budget(),
+        slot_context: info.slot_context,
     })
     .map_err(|e| Error::Input(e.to_string()))?;
     print_plan(&info, &plan, window, args);
@@ -316,7 +318,7 @@ fn fresh_results(
             let mut c = empty_cell(&p.context, p.concurrency);
             if let Some(cap) = p.over_capacity {
                 c.status = CellStatus::OverCapacity;
-                c.reason = Some(over_capacity_reason(&cap));
+                c.reason = Some(p.reason.clone().unwrap_or_else(|| over_capacity_reason(&cap)));
                 c.capacity = Some(cap);
             }
             c
@@ -346,6 +348,9 @@ fn fresh_results(
             kv_budget_source: info.kv_budget.map(|(_, s)| s),
             launch_command: host.launch_command.clone(),
             speculative_decoding: host.launch_command.as_deref().and_then(crate::launch::speculative_decoding),
+            slots: info.slots,
+            slot_context_tokens: info.slot_context,
+            max_running_requests: info.max_running,
             ..Engine::default()
         },
         config: Config {
@@ -367,6 +372,8 @@ fn fresh_results(
         prefill,
         decode,
         telemetry: None,
+        missing: info.missing.clone(),
+        import: None,
     }
 }
 
@@ -707,9 +714,12 @@ async fn measure_cell(s: &mut Session, ctx: &ContextSize, n: u32) -> DecodeCell 
     // Readiness: every opening stream producing and the server queue empty (DESIGN §2).
     let ready_by = tokio::time::Instant::now() + s.stall;
     let mut producing = std::collections::HashSet::new();
-    let mut queue_empty = !s.has_metrics;
+    // More streams than the server runs at once never all decode, nor does its queue empty.
+    let queued = s.info.queued_by_construction(n);
+    let ready_n = s.info.decoding_at_once(n) as usize;
+    let mut queue_empty = !s.has_metrics || queued.is_some();
     let mut poll = tokio::time::interval(Duration::from_millis(500));
-    while (producing.len() < n as usize || !queue_empty) && !set.is_empty() {
+    while (producing.len() < ready_n || !queue_empty) && !set.is_empty() {
         tokio::select! {
             Some(ev) = ev_rx.recv() => if let StreamEvent::FirstToken { id, .. } = ev { producing.insert(id); },
             Some(joined) = set.join_next() => {
@@ -719,7 +729,7 @@ async fn measure_cell(s: &mut Session, ctx: &ContextSize, n: u32) -> DecodeCell 
                     done.push(CellStream { record: rec, opening });
                 }
             }
-            _ = poll.tick() => if s.has_metrics {
+            _ = poll.tick() => if s.has_metrics && queued.is_none() {
                 queue_empty = s.scrape().await.and_then(|m| m.waiting).is_none_or(|w| w == 0.0);
             },
             _ = tokio::time::sleep_until(ready_by) => {
@@ -795,19 +805,29 @@ async fn measure_cell(s: &mut Session, ctx: &ContextSize, n: u32) -> DecodeCell 
         return cell;
     }
     let f = window_figures(&done, w0, w1);
-    let server = server_figures(&samples, w0, w1);
+    let mut server = server_figures(&samples, w0, w1);
+    if !s.info.kind.adapter().live_token_counter() {
+        // llama.cpp adds a request's tokens when it ends: the window's delta is no window count.
+        if let Some(sv) = server.as_mut() {
+            sv.generation_tokens = None;
+        }
+    }
     let waiting: Vec<f64> =
         samples.iter().filter(|(t, _)| *t >= w0 && *t <= w1).filter_map(|(_, m)| m.waiting).collect();
-    let (status, reason) = decode_status(&Evidence {
+    let (mut status, mut reason) = decode_status(&Evidence {
         concurrency: n,
         failures: &[],
         waiting_samples: &waiting,
-        avg_running: server.as_ref().and_then(|sv| sv.running_avg),
+        // Without server gauges: the streams that were decoding, as the client saw them.
+        avg_running: server.as_ref().and_then(|sv| sv.running_avg).or(Some(f.avg_decoding)),
     });
+    if let (CellStatus::Valid | CellStatus::RequestsQueued, Some(why)) = (status, queued) {
+        (status, reason) = (CellStatus::RequestsQueued, Some(reason.map_or(why.clone(), |r| format!("{why}; {r}"))));
+    }
     let window_generated = delta(&samples, |m| m.generation_tokens).map(|v| v as u64);
     let (output_tokens, source) = if f.continuous_usage {
         (f.output_tokens, TokenCountSource::ContinuousUsage)
-    } else if let Some(g) = window_generated {
+    } else if let Some(g) = window_generated.filter(|_| s.info.kind.adapter().live_token_counter()) {
         (g, TokenCountSource::ServerCounter)
     } else {
         (f.output_tokens, TokenCountSource::ChunkCount)

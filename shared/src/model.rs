@@ -40,6 +40,50 @@ pub struct Results {
     /// Run-level telemetry series (server gauges, GPU samples), if recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub telemetry: Option<Telemetry>,
+    /// Figures this run could not give, and why (e.g. a server without `/metrics`, an engine
+    /// without a KV-usage gauge, a source format without percentiles). Empty when nothing is
+    /// known to be missing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<MissingFigure>,
+    /// For imported runs: the source format, files, and every source field that did not map.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub import: Option<ImportInfo>,
+}
+
+/// A figure (or group of figures) a run lacks, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MissingFigure {
+    /// The figure: a metric id (`kv_cache_usage`, `ttft_ms_p90`), a field path
+    /// (`engine.version`) or a group (`server` = all Prometheus figures).
+    pub figure: String,
+    /// Why it is missing, e.g. "/metrics answered HTTP 404".
+    pub reason: String,
+}
+
+/// Where an imported run came from (`speedmatrix import`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ImportInfo {
+    /// The source format: `llm-inference-bench` or `vllm-bench`.
+    pub format: String,
+    /// The source files' names (no directories), in the order given.
+    #[serde(default)]
+    pub files: Vec<String>,
+    /// Source fields that were not carried into the results file, each with its value or why.
+    #[serde(default)]
+    pub unmapped: Vec<UnmappedField>,
+}
+
+/// One source field an import left out.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UnmappedField {
+    /// JSON path in the source, prefixed with the file when there are several, e.g.
+    /// `bench-c8.json: $.request_goodput`.
+    pub field: String,
+    /// The value (shortened) or why it did not map.
+    pub note: String,
 }
 
 /// The program that produced the file.
@@ -214,6 +258,18 @@ pub struct Engine {
     /// The server's launch command with every secret replaced by `<redacted>`.
     #[serde(default)]
     pub launch_command: Option<String>,
+    /// Parallel request slots (llama.cpp `/props` `total_slots`, `-np`); more streams than
+    /// slots wait in the server's queue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slots: Option<u32>,
+    /// Context per slot, tokens (llama.cpp `/props` `default_generation_settings.n_ctx`); a
+    /// stream whose prompt + max output exceeds it is over capacity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slot_context_tokens: Option<u64>,
+    /// Most requests the server runs at once (SGLang `/get_server_info`
+    /// `max_running_requests`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_running_requests: Option<u32>,
 }
 
 /// A context size: the label people read and the token count it stands for.
@@ -494,6 +550,37 @@ pub struct RequestSample {
     /// The error, when it failed (in-band error, truncated stream, HTTP status, stall).
     #[serde(default)]
     pub error: Option<String>,
+    /// The server's own timing of this request, when it sends one (llama.cpp's `timings`
+    /// object in the last chunk). Server clock, kept beside the client's figures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_timings: Option<ServerTimings>,
+}
+
+/// A request's timing as the server reports it (llama.cpp `timings`; server clock).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ServerTimings {
+    /// Prompt tokens processed (not taken from the cache), tokens (`prompt_n`).
+    #[serde(default)]
+    pub prompt_tokens: Option<u64>,
+    /// Prompt tokens reused from the cache, tokens (`cache_n`).
+    #[serde(default)]
+    pub cached_tokens: Option<u64>,
+    /// Prompt processing time, ms (`prompt_ms`).
+    #[serde(default)]
+    pub prompt_ms: Option<f64>,
+    /// Prompt processing rate, tok/s (`prompt_per_second`).
+    #[serde(default)]
+    pub prompt_tps: Option<f64>,
+    /// Tokens generated, tokens (`predicted_n`).
+    #[serde(default)]
+    pub predicted_tokens: Option<u64>,
+    /// Generation time, ms (`predicted_ms`).
+    #[serde(default)]
+    pub predicted_ms: Option<f64>,
+    /// Generation rate of this request, tok/s (`predicted_per_second`).
+    #[serde(default)]
+    pub predicted_tps: Option<f64>,
 }
 
 /// One prefill measurement: a cold `max_tokens: 1` request at one context.

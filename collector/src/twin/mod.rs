@@ -47,6 +47,18 @@ pub enum ReasoningField {
     ReasoningContent,
 }
 
+/// Which server the twin imitates on the wire (`--flavor`); the timing model is the same.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Flavor {
+    /// vLLM: `/version`, `vllm:*` metrics with `cache_config_info`, `{"error": {…}}` bodies.
+    #[default]
+    Vllm,
+    /// SGLang: `/get_server_info` (`max_total_num_tokens`, `max_running_requests`, `version`),
+    /// no `/version`, `sglang:*` metrics, `reasoning_content` deltas, flat error bodies
+    /// (`{"object": "error", "message": …}`), `owned_by: "sglang"`.
+    Sglang,
+}
+
 /// Everything a twin needs to start.
 #[derive(Debug, Clone)]
 pub struct TwinConfig {
@@ -70,6 +82,8 @@ pub struct TwinConfig {
     /// Speed of the twin clock relative to real time (1 = real time; 10 = the schedule runs ten
     /// times faster, trace times stay in twin ms). For tests of long schedules.
     pub time_scale: f64,
+    /// The server the twin imitates on the wire.
+    pub flavor: Flavor,
 }
 
 impl TwinConfig {
@@ -86,6 +100,7 @@ impl TwinConfig {
             reasoning_tokens: 64,
             answer_tokens: (16, 512),
             time_scale: 1.0,
+            flavor: Flavor::Vllm,
         }
     }
 }
@@ -209,9 +224,16 @@ pub fn config_from_args(args: &SimulateArgs) -> Result<TwinConfig, crate::Error>
     cfg.api_key = args.api_key.clone();
     cfg.faults = faults;
     cfg.trace = args.trace.clone();
+    cfg.flavor = match args.flavor {
+        crate::cli::FlavorArg::Vllm => Flavor::Vllm,
+        crate::cli::FlavorArg::Sglang => Flavor::Sglang,
+    };
     cfg.reasoning = (args.reasoning || args.reasoning_field.is_some()).then_some(match args.reasoning_field {
         Some(ReasoningFieldArg::ReasoningContent) => ReasoningField::ReasoningContent,
-        _ => ReasoningField::Reasoning,
+        Some(ReasoningFieldArg::Reasoning) => ReasoningField::Reasoning,
+        // SGLang's reasoning parser writes `reasoning_content`.
+        None if cfg.flavor == Flavor::Sglang => ReasoningField::ReasoningContent,
+        None => ReasoningField::Reasoning,
     });
     cfg.reasoning_tokens = args.reasoning_tokens;
     cfg.time_scale = args.time_scale;

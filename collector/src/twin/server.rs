@@ -5,7 +5,7 @@ use super::engine::{block_hashes, Counters, Engine, Submit};
 use super::faults::{self, FaultKind, Struck};
 use super::tokenizer::{self, Message};
 use super::trace::{ChunkRecord, Clock, RequestRecord, TraceSink};
-use super::{ReasoningField, TwinConfig};
+use super::{Flavor, ReasoningField, TwinConfig};
 use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
@@ -300,8 +300,10 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/version", get(version))
         .route("/tokenize", post(tokenize))
         .route("/metrics", get(metrics))
+        .route("/get_server_info", get(server_info))
         .merge(v1)
         .fallback(not_found)
+        .layer(middleware::from_fn_with_state(state.clone(), flavor_errors))
         .layer(DefaultBodyLimit::max(256 * 1024 * 1024))
         .with_state(state)
 }
@@ -363,8 +365,60 @@ async fn health() -> StatusCode {
     StatusCode::OK
 }
 
+/// SGLang answers errors flat: `{"object": "error", "message", "type", "param", "code"}`.
+/// The handlers write vLLM's `{"error": {…}}`; this rewrites it for `--flavor sglang`.
+async fn flavor_errors(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let resp = next.run(req).await;
+    if state.cfg.flavor != Flavor::Sglang || !(resp.status().is_client_error() || resp.status().is_server_error()) {
+        return resp;
+    }
+    let status = resp.status();
+    let Ok(bytes) = axum::body::to_bytes(resp.into_body(), 1 << 20).await else {
+        return error(status, "InternalServerError", "error body unreadable", None);
+    };
+    let flat = match serde_json::from_slice::<Value>(&bytes) {
+        Ok(Value::Object(mut m)) => match m.remove("error") {
+            Some(Value::Object(e)) => {
+                let mut out = serde_json::Map::new();
+                out.insert("object".into(), Value::from("error"));
+                out.extend(e);
+                Value::Object(out)
+            }
+            Some(Value::String(msg)) => json!({"object": "error", "message": msg, "code": status.as_u16()}),
+            _ => {
+                json!({"object": "error", "message": m.get("detail").cloned().unwrap_or(Value::Null), "code": status.as_u16()})
+            }
+        },
+        _ => json!({"object": "error", "message": String::from_utf8_lossy(&bytes), "code": status.as_u16()}),
+    };
+    json_response(status, &flat)
+}
+
+/// SGLang's `/get_server_info`: its server arguments, the KV pool size and the version.
+async fn server_info(State(state): State<Arc<AppState>>) -> Response {
+    if state.cfg.flavor != Flavor::Sglang {
+        return not_found().await;
+    }
+    let p = &state.cfg.profile;
+    json_response(
+        StatusCode::OK,
+        &json!({
+            "model_path": p.root,
+            "served_model_name": p.served_name,
+            "context_length": p.max_model_len,
+            "max_running_requests": p.max_num_seqs,
+            "max_total_num_tokens": p.kv_tokens,
+            "page_size": p.block_size,
+            "chunked_prefill_size": p.max_batched_tokens,
+            "disable_radix_cache": !p.prefix_cache,
+            "tp_size": 1,
+            "version": p.engine_version,
+        }),
+    )
+}
+
 async fn version(State(state): State<Arc<AppState>>) -> Response {
-    if state.endpoint_fault(FaultKind::Version404) {
+    if state.cfg.flavor == Flavor::Sglang || state.endpoint_fault(FaultKind::Version404) {
         return not_found().await;
     }
     json_response(StatusCode::OK, &json!({"version": state.cfg.profile.engine_version}))
@@ -380,7 +434,7 @@ async fn models(State(state): State<Arc<AppState>>) -> Response {
                 "id": p.served_name,
                 "object": "model",
                 "created": unix_now(),
-                "owned_by": "vllm",
+                "owned_by": match state.cfg.flavor { Flavor::Vllm => "vllm", Flavor::Sglang => "sglang" },
                 "root": p.root,
                 "parent": null,
                 "max_model_len": p.max_model_len,
@@ -519,6 +573,9 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     }
     let m = state.metrics.lock().expect("metrics lock").clone();
     let p = &state.cfg.profile;
+    if state.cfg.flavor == Flavor::Sglang {
+        return sglang_metrics(&m, &p.served_name);
+    }
     let labels = format!("engine=\"0\",model_name=\"{}\"", p.served_name);
     let mut s = String::with_capacity(8192);
     let gauge = |s: &mut String, name: &str, help: &str, v: f64| {
@@ -583,6 +640,31 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
         let _ = writeln!(s, "{name}_bucket{{{labels},le=\"+Inf\"}} {:?}", h.count as f64);
         let _ = writeln!(s, "{name}_count{{{labels}}} {:?}", h.count as f64);
         let _ = writeln!(s, "{name}_sum{{{labels}}} {:?}", h.sum);
+    }
+    let mut r = Response::new(Body::from(s));
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));
+    r
+}
+
+/// `/metrics` with SGLang's names (`sglang:num_running_reqs`, `sglang:num_queue_reqs`,
+/// `sglang:token_usage`, counters of prompt, generation and cached tokens).
+fn sglang_metrics(m: &Metrics, model: &str) -> Response {
+    let labels = format!("model_name=\"{model}\"");
+    let mut s = String::with_capacity(2048);
+    for (name, help, v) in [
+        ("sglang:num_running_reqs", "The number of running requests.", m.running as f64),
+        ("sglang:num_queue_reqs", "The number of requests in the waiting queue.", m.waiting as f64),
+        ("sglang:token_usage", "The token usage.", m.kv_usage),
+    ] {
+        let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} gauge\n{name}{{{labels}}} {v:?}");
+    }
+    let c = &m.counters;
+    for (name, help, v) in [
+        ("sglang:prompt_tokens_total", "Number of prefill tokens processed.", c.prompt_tokens),
+        ("sglang:generation_tokens_total", "Number of generation tokens processed.", c.generation_tokens),
+        ("sglang:cached_tokens_total", "Number of cached prompt tokens.", c.prefix_cache_hits),
+    ] {
+        let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} counter\n{name}{{{labels}}} {:?}", v as f64);
     }
     let mut r = Response::new(Body::from(s));
     r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));
