@@ -866,10 +866,12 @@ async fn measure_cell(s: &mut Session, ctx: &ContextSize, n: u32) -> DecodeCell 
             });
         }
     }
+    let live_counter = s.info.kind.adapter().live_token_counter();
     cell.server = server.map(|mut sv| {
         let after = samples.last().and_then(|(_, m)| m.generation_tokens);
+        // A counter that grows only when a request ends (llama.cpp) says nothing per cell.
         sv.generation_tokens = match (before.as_ref().and_then(|m| m.generation_tokens), after) {
-            (Some(a), Some(b)) => Some((b - a).max(0.0) as u64),
+            (Some(a), Some(b)) if live_counter => Some((b - a).max(0.0) as u64),
             _ => None,
         };
         sv
