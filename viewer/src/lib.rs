@@ -14,6 +14,8 @@
 #![warn(missing_docs)]
 
 pub mod app;
+pub mod chart_model;
+pub mod charts;
 pub mod report;
 pub mod sources;
 
