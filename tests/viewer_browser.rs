@@ -589,6 +589,41 @@ fn screenshots_of_the_seed_report() {
         c.find(Locator::Css("#heatmap-metric")).await.unwrap().select_by_value("ttft_ms_p50").await.unwrap();
         wait_text(&c, &heat("8K", 128), "10,187 ms").await;
         shot("seed-section-heatmap-ttft", "#decode").await;
+        c.find(Locator::Css("#heatmap-metric")).await.unwrap().select_by_value("total_tps").await.unwrap();
+        wait_text(&c, &heat("8K", 128), "6,342.6").await;
+        c.execute(
+            "document.activeElement && document.activeElement.blur(); window.scrollTo(0, 0); return true;",
+            vec![],
+        )
+        .await
+        .unwrap();
+        let page = |name: &'static str| {
+            let c = c.clone();
+            let path = dir.join(format!("{name}.png"));
+            async move {
+                std::fs::write(&path, c.screenshot().await.unwrap()).unwrap();
+                println!("wrote {}", path.display());
+            }
+        };
+        page("seed-light").await;
+        // A chart with its hover readout, then every chart.
+        canvas_pixels(&c, "pareto").await;
+        c.find(Locator::Css("#chart-decode-total")).await.unwrap().send_keys("\u{E014}\u{E014}\u{E014}").await.unwrap();
+        wait_text(&c, "#readout-decode-total", "context").await;
+        shot("seed-charts", "#charts").await;
+        c.find(Locator::Css("#theme-select")).await.unwrap().select_by_value("dark").await.unwrap();
+        until(&c, "a dark chart", "const c = document.getElementById('chart-pareto'); return c.getContext('2d').getImageData(0, 0, 1, 1).data[0] == 0x17;").await;
+        shot("seed-charts-dark", "#charts").await;
+        shot("seed-section-heatmap-dark", "#decode").await;
+        c.execute(
+            "document.activeElement && document.activeElement.blur(); window.scrollTo(0, 0); return true;",
+            vec![],
+        )
+        .await
+        .unwrap();
+        page("seed-dark").await;
+        // Leave the profile's theme as it was.
+        c.find(Locator::Css("#theme-select")).await.unwrap().select_by_value("").await.unwrap();
     });
 }
 

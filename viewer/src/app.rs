@@ -462,6 +462,8 @@ pub fn Report(
     let cards = report::cards(&r);
     // A link to a section (`#decode`, `#all`) scrolls there once the report is drawn.
     request_animation_frame(|| {
+        // For the render benchmark (collector/benches/viewer_render.rs): the report is in the DOM.
+        sources::mark("speedmatrix-report");
         let hash = window().location().hash().unwrap_or_default();
         if let Some(el) =
             hash.strip_prefix('#').filter(|h| !h.is_empty()).and_then(|id| document().get_element_by_id(id))
@@ -1015,7 +1017,10 @@ fn ChartView(spec: ChartSpec, view: ViewState, stem: String) -> impl IntoView {
         let width = f64::from(c.client_width()).max(280.0);
         let palette = charts::palette(dark);
         match charts::draw(&c, &s_draw, &palette, width, CHART_HEIGHT, dpr) {
-            Ok(h) => hits.set_value(h),
+            Ok(h) => {
+                hits.set_value(h);
+                sources::mark("speedmatrix-chart");
+            }
             Err(e) => readout.set(format!("The chart could not be drawn: {e}")),
         }
     });

@@ -61,6 +61,9 @@ pub struct Axis {
     pub range: (f64, f64),
     /// How tick labels are written.
     pub ticks: TickStyle,
+    /// Where the labelled ticks go, inside `range`: the matrix's own levels for concurrency and
+    /// contexts, else round numbers (1-2-5 per decade on a log axis).
+    pub ticks_at: Vec<f64>,
 }
 
 /// How an axis writes its tick labels.
@@ -174,7 +177,7 @@ pub fn tokens_text(v: f64) -> String {
     } else if v >= K && ((v / K) - (v / K).round()).abs() < 0.05 {
         format!("{}K", short(v / K))
     } else {
-        short(v)
+        registry::format_int(v.round().max(0.0) as u64)
     }
 }
 
@@ -255,9 +258,74 @@ pub fn nearest(hits: &[(f64, f64)], x: f64, y: f64, radius: f64) -> Option<usize
         .map(|(i, _)| i)
 }
 
+/// Round tick positions in `lo..=hi`: about `n` multiples of 1, 2 or 5 × 10^k on a linear axis;
+/// on a log axis 1-2-5 per decade (only powers of ten when that gives more than 9, 1-2-3-5-7
+/// when it gives fewer than 4).
+pub fn round_ticks(lo: f64, hi: f64, log: bool, n: usize) -> Vec<f64> {
+    if !(lo.is_finite() && hi.is_finite() && hi > lo) || (log && lo <= 0.0) {
+        return Vec::new();
+    }
+    if log {
+        let in_range = |mantissas: &[f64]| {
+            let mut out = Vec::new();
+            for e in (lo.log10().floor() as i32)..=(hi.log10().ceil() as i32) {
+                for m in mantissas {
+                    let v = m * 10f64.powi(e);
+                    if v >= lo * (1.0 - 1e-9) && v <= hi * (1.0 + 1e-9) {
+                        out.push(v);
+                    }
+                }
+            }
+            out
+        };
+        let t = in_range(&[1.0, 2.0, 5.0]);
+        return if t.len() > 9 {
+            in_range(&[1.0])
+        } else if t.len() < 4 {
+            in_range(&[1.0, 2.0, 3.0, 5.0, 7.0])
+        } else {
+            t
+        };
+    }
+    let raw = (hi - lo) / n.max(1) as f64;
+    let mag = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 5.0, 10.0].into_iter().map(|m| m * mag).find(|s| *s >= raw).unwrap_or(10.0 * mag);
+    let first = (lo / step).ceil() as i64;
+    let last = (hi / step).floor() as i64;
+    (first..=last).map(|i| i as f64 * step).collect()
+}
+
+/// Ticks at the data's own x values (concurrency levels, context sizes), skipping one closer
+/// than 15% (log) or 4% of the range (linear) to the previous, so labels do not collide.
+pub fn level_ticks(values: &[f64], log: bool, range: (f64, f64)) -> Vec<f64> {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite() && *x >= range.0 && *x <= range.1).collect();
+    v.sort_by(f64::total_cmp);
+    let mut out: Vec<f64> = Vec::new();
+    for x in v {
+        let far = match out.last() {
+            None => true,
+            Some(&p) if log => x / p >= 1.15,
+            Some(&p) => x - p >= (range.1 - range.0) * 0.04,
+        };
+        if far {
+            out.push(x);
+        }
+    }
+    out
+}
+
 fn axis(label: String, values: Vec<f64>, ticks: TickStyle, allow_log: bool) -> Axis {
     let log = allow_log && log_helps(&values);
-    Axis { label, log, range: axis_range(&values, log), ticks }
+    let range = axis_range(&values, log);
+    let ticks_at = round_ticks(range.0, range.1, log, 6);
+    Axis { label, log, range, ticks, ticks_at }
+}
+
+/// An axis whose ticks are the data's own levels (concurrency, context tokens).
+fn level_axis(label: String, values: Vec<f64>, ticks: TickStyle) -> Axis {
+    let mut a = axis(label, values.clone(), ticks, true);
+    a.ticks_at = level_ticks(&values, a.log, a.range);
+    a
 }
 
 fn all_x(series: &[Series]) -> Vec<f64> {
@@ -356,7 +424,7 @@ pub fn charts(runs: &[RunRef<'_>]) -> Vec<ChartSpec> {
         id: "prefill-tps",
         title: "Prefill throughput by context".into(),
         caption: "Prompt tokens processed per second for one request at each context length.".into(),
-        x: axis(tokens_axis.clone(), all_x(&s), TickStyle::Tokens, true),
+        x: level_axis(tokens_axis.clone(), all_x(&s), TickStyle::Tokens),
         y: axis(prompt, all_y(&s), TickStyle::Compact, false),
         legend: LegendCorner::LowerRight,
         series: s,
@@ -368,7 +436,7 @@ pub fn charts(runs: &[RunRef<'_>]) -> Vec<ChartSpec> {
         id: "prefill-ttft",
         title: "Time to first token by context".into(),
         caption: "TTFT of one request with a cold prompt: the prefill time a user waits.".into(),
-        x: axis(tokens_axis, all_x(&s), TickStyle::Tokens, true),
+        x: level_axis(tokens_axis, all_x(&s), TickStyle::Tokens),
         y: axis(ttft.metric.header(), all_y(&s), TickStyle::Compact, true),
         legend: LegendCorner::UpperLeft,
         series: s,
@@ -380,7 +448,7 @@ pub fn charts(runs: &[RunRef<'_>]) -> Vec<ChartSpec> {
         id: "decode-total",
         title: "Total throughput vs simultaneous requests".into(),
         caption: "Output tok/s across all requests, one line per context length.".into(),
-        x: axis(requests_axis.clone(), all_x(&s), TickStyle::Compact, true),
+        x: level_axis(requests_axis.clone(), all_x(&s), TickStyle::Compact),
         y: axis(total.metric.header(), all_y(&s), TickStyle::Compact, true),
         legend: LegendCorner::UpperLeft,
         series: s,
@@ -392,7 +460,7 @@ pub fn charts(runs: &[RunRef<'_>]) -> Vec<ChartSpec> {
         id: "decode-ttft",
         title: "Time to first token vs simultaneous requests".into(),
         caption: "Median TTFT in the sustained-decode window, one line per context length.".into(),
-        x: axis(requests_axis, all_x(&s), TickStyle::Compact, true),
+        x: level_axis(requests_axis, all_x(&s), TickStyle::Compact),
         y: axis(format!("{} (median)", ttft.metric.header()), all_y(&s), TickStyle::Compact, true),
         legend: LegendCorner::UpperLeft,
         series: s,
@@ -457,7 +525,14 @@ mod tests {
         assert_eq!(tokens_text(8192.0), "8K");
         assert_eq!(tokens_text(131072.0), "128K");
         assert_eq!(tokens_text(1048576.0), "1M");
-        assert_eq!(tokens_text(1000.0), "1000");
+        assert_eq!(tokens_text(10000.0), "10,000");
+        assert_eq!(round_ticks(0.0, 216.0, false, 6), vec![0.0, 50.0, 100.0, 150.0, 200.0]);
+        assert_eq!(round_ticks(0.8, 160.0, true, 6), vec![1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0]);
+        assert_eq!(round_ticks(160.0, 7900.0, true, 6), vec![200.0, 500.0, 1000.0, 2000.0, 5000.0]);
+        assert_eq!(round_ticks(300.0, 1200.0, true, 6), vec![300.0, 500.0, 700.0, 1000.0]);
+        assert!(round_ticks(1.0, 1.0, false, 6).is_empty());
+        let levels = [8192.0, 16384.0, 257024.0, 262144.0, 8192.0];
+        assert_eq!(level_ticks(&levels, true, (6000.0, 330000.0)), vec![8192.0, 16384.0, 257024.0]);
         assert_eq!(compact(6343.0), "6.3K");
         assert_eq!(compact(16.0), "16");
         assert_eq!(compact(0.5), "0.5");

@@ -9,7 +9,7 @@
 //! follows each series' [`Stroke`] and colour index, nothing else changes.
 
 use crate::chart_model::{compact, tokens_text, Axis, ChartSpec, LegendCorner, Stroke, TickStyle};
-use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
+use plotters::coord::combinators::{BindKeyPoints, WithKeyPoints};
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use plotters_canvas::CanvasBackend;
@@ -117,12 +117,37 @@ pub fn draw(
     }
 }
 
-fn lin(a: &Axis) -> RangedCoordf64 {
-    (a.range.0..a.range.1).into()
+fn lin(a: &Axis) -> Ticked<RangedCoordf64> {
+    Ticked((a.range.0..a.range.1).with_key_points(a.ticks_at.clone()))
 }
 
-fn log(a: &Axis) -> LogCoord<f64> {
-    (a.range.0..a.range.1).log_scale().into()
+fn log(a: &Axis) -> Ticked<LogCoord<f64>> {
+    Ticked((a.range.0..a.range.1).log_scale().with_key_points(a.ticks_at.clone()))
+}
+
+/// An axis with the ticks of [`Axis::ticks_at`] (plotters' `WithKeyPoints`) that still accepts
+/// the mesh's label formatters (`WithKeyPoints` opts out of default formatting).
+struct Ticked<R: Ranged<ValueType = f64>>(WithKeyPoints<R>);
+
+impl<R: Ranged<ValueType = f64>> Ranged for Ticked<R> {
+    type FormatOption = plotters::coord::ranged1d::DefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
+        self.0.map(value, limit)
+    }
+
+    fn key_points<H: plotters::coord::ranged1d::KeyPointHint>(&self, hint: H) -> Vec<f64> {
+        self.0.key_points(hint)
+    }
+
+    fn range(&self) -> std::ops::Range<f64> {
+        self.0.range()
+    }
+
+    fn axis_pixel_range(&self, limit: (i32, i32)) -> std::ops::Range<i32> {
+        self.0.axis_pixel_range(limit)
+    }
 }
 
 fn tick(style: TickStyle, v: f64) -> String {
@@ -141,10 +166,8 @@ fn draw_in<X, Y>(
     yr: Y,
 ) -> Result<Vec<Hit>, String>
 where
-    X: AsRangedCoord<Value = f64>,
-    Y: AsRangedCoord<Value = f64>,
-    X::CoordDescType: ValueFormatter<f64>,
-    Y::CoordDescType: ValueFormatter<f64>,
+    X: Ranged<ValueType = f64, FormatOption = plotters::coord::ranged1d::DefaultFormatting>,
+    Y: Ranged<ValueType = f64, FormatOption = plotters::coord::ranged1d::DefaultFormatting>,
 {
     let px = |v: f64| (v * dpr).round() as u32;
     let font = |size: f64| ("sans-serif", size * dpr).into_font().color(&palette.text);

@@ -219,3 +219,11 @@ pub fn on_dpr_change(f: impl Fn(f64) + 'static) {
     }
     arm(std::rc::Rc::new(f));
 }
+
+/// Add a `performance.mark(name)` (milliseconds since navigation start, read by the render
+/// benchmark); nothing without the Performance API.
+pub fn mark(name: &str) {
+    if let Some(p) = window().performance() {
+        let _ = p.mark(name);
+    }
+}
