@@ -5,6 +5,7 @@
 //! Needs `chromium` and `chromedriver` (scripts/setup.d/web.sh). Without them each test prints
 //! why it skips, except under `CI=true`, where that is a failure.
 
+use fantoccini::actions::{InputSource, KeyAction, KeyActions};
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
@@ -915,5 +916,123 @@ fn the_theme_toggle_persists_across_a_reload() {
         // Back to the system's choice.
         c.find(Locator::Css("#theme-select")).await.unwrap().select_by_value("").await.unwrap();
         until(&c, "light again", "return document.documentElement.getAttribute('data-theme') == 'light' && localStorage.getItem('speedmatrix-theme') === null;").await;
+    });
+}
+
+#[test]
+fn every_control_is_reachable_and_operable_by_keyboard() {
+    scenario(|c| async move {
+        let (_server, url) = serve(&[&fixture()]);
+        c.goto(&url).await.unwrap();
+        wait_text(&c, &heat("8K", 128), "6,342.6").await;
+        canvas_pixels(&c, "pareto").await;
+        // Tab from the first control through the whole page, noting what gets focus.
+        c.execute("document.getElementById('theme-select').focus(); return true;", vec![]).await.unwrap();
+        let describe = "const e = document.activeElement; \
+             return e.id || (e.classList.contains('sort') ? 'sort:' + e.closest('th').dataset.col : '') || \
+             (e.tagName == 'TD' ? 'cell:' + e.dataset.context + '/' + e.dataset.concurrency : '') || \
+             (e.tagName == 'SUMMARY' ? 'summary:' + (e.closest('figure') ? e.closest('figure').id : e.innerText) : '') || \
+             e.tagName + ':' + e.className;";
+        // A real Tab key press (WebDriver actions), not an element's send_keys.
+        let tab = KeyActions::new("keyboard".into())
+            .then(KeyAction::Down { value: '\u{E004}' })
+            .then(KeyAction::Up { value: '\u{E004}' });
+        let mut seen: Vec<String> = Vec::new();
+        for _ in 0..250 {
+            let now = c.execute(describe, vec![]).await.unwrap().as_str().unwrap_or_default().to_string();
+            if seen.first() == Some(&now) && seen.len() > 1 {
+                break;
+            }
+            seen.push(now);
+            c.perform_actions(tab.clone()).await.unwrap();
+        }
+        let has = |what: &str| seen.iter().any(|s| s == what);
+        for id in [
+            "theme-select",
+            "file-input",
+            "export-csv",
+            "export-json",
+            "copy-launch",
+            "heatmap-metric",
+            "filter-phase",
+            "filter-context",
+            "filter-concurrency",
+            "filter-status",
+            "all-columns",
+        ] {
+            assert!(has(id), "{id} is not reachable by Tab; focus went: {seen:?}");
+        }
+        for id in CHARTS {
+            assert!(has(&format!("chart-{id}")) && has(&format!("png-{id}")), "chart {id} controls; {seen:?}");
+            assert!(has(&format!("summary:fig-{id}")), "chart {id} table mirror; {seen:?}");
+        }
+        let cells = seen.iter().filter(|s| s.starts_with("cell:")).count();
+        assert_eq!(cells, 48, "every heatmap cell is a tab stop");
+        // Sort headers are buttons inside th[data-col]: reached as such.
+        let sorts = seen.iter().filter(|s| s.starts_with("sort:")).count();
+        assert!(sorts >= 8, "sort buttons reached: {sorts}; {seen:?}");
+        // Operable: Enter on a sort header sorts; a focused cell shows its reason.
+        c.execute(
+            "document.querySelector('#measurements th[data-col=concurrency] button').focus(); return true;",
+            vec![],
+        )
+        .await
+        .unwrap();
+        c.active_element().await.unwrap().send_keys("\u{E007}").await.unwrap();
+        until(&c, "sorted by keyboard", "return document.querySelector('#measurements th[data-col=concurrency]').getAttribute('aria-sort') == 'ascending';").await;
+        c.execute(&format!("document.querySelector({:?}).focus(); return true;", heat("64K", 8)), vec![])
+            .await
+            .unwrap();
+        let tip = c
+            .execute(
+                &format!(
+                    "return getComputedStyle(document.querySelector({:?})).display;",
+                    format!("{} .hm-tip", heat("64K", 8))
+                ),
+                vec![],
+            )
+            .await
+            .unwrap();
+        assert_eq!(tip, json!("block"), "a focused cell shows its reason");
+    });
+}
+
+/// chromedriver's `goog/cdp/execute`: one Chrome DevTools Protocol command.
+#[derive(Debug)]
+struct Cdp(Value);
+
+impl fantoccini::wd::WebDriverCompatibleCommand for Cdp {
+    fn endpoint(&self, base: &url::Url, session: Option<&str>) -> Result<url::Url, url::ParseError> {
+        base.join(&format!("session/{}/goog/cdp/execute", session.unwrap_or_default()))
+    }
+
+    fn method_and_body(&self, _: &url::Url) -> (http::Method, Option<String>) {
+        (http::Method::POST, Some(self.0.to_string()))
+    }
+}
+
+#[test]
+fn charts_redraw_crisp_when_the_device_pixel_ratio_changes() {
+    scenario(|c| async move {
+        let (_server, url) = serve(&[&fixture()]);
+        c.goto(&url).await.unwrap();
+        let px = canvas_pixels(&c, "decode-total").await;
+        assert_eq!(px[3], json!(1), "headless Chromium starts at devicePixelRatio 1");
+        let (w1, css) = (px[0].as_f64().unwrap(), px[2].as_f64().unwrap());
+        assert_eq!(w1, css);
+        // A HiDPI screen (as when the window moves to one, or the page is zoomed).
+        let metrics = json!({"cmd": "Emulation.setDeviceMetricsOverride",
+            "params": {"width": 0, "height": 0, "deviceScaleFactor": 2, "mobile": false}});
+        c.issue_cmd(Cdp(metrics)).await.unwrap();
+        until(&c, "devicePixelRatio 2", "return window.devicePixelRatio == 2;").await;
+        for id in CHARTS {
+            let body = format!("const c = document.getElementById('chart-{id}'); return c.width == 2 * c.clientWidth && c.height == 2 * c.clientHeight;");
+            until(&c, &format!("chart {id} redrawn at 2x"), &body).await;
+            let px = canvas_pixels(&c, id).await;
+            let (w, h, drawn) = (px[0].as_f64().unwrap(), px[1].as_f64().unwrap(), px[4].as_f64().unwrap());
+            assert!(drawn > w * h * 0.01, "{id} at 2x: {drawn} drawn pixels of {}", w * h);
+        }
+        c.issue_cmd(Cdp(json!({"cmd": "Emulation.clearDeviceMetricsOverride", "params": {}}))).await.unwrap();
+        until(&c, "back to 1x", "const c = document.getElementById('chart-pareto'); return window.devicePixelRatio == 1 && c.width == c.clientWidth;").await;
     });
 }

@@ -1014,9 +1014,11 @@ fn ChartView(spec: ChartSpec, view: ViewState, stem: String) -> impl IntoView {
         let dark = view.dark.get();
         let (_, dpr) = view.viewport.get();
         let Some(c) = canvas.get() else { return };
+        // The bitmap covers the canvas' content box exactly (CSS pixels × ratio): no resampling.
         let width = f64::from(c.client_width()).max(280.0);
+        let height = f64::from(c.client_height()).max(120.0);
         let palette = charts::palette(dark);
-        match charts::draw(&c, &s_draw, &palette, width, CHART_HEIGHT, dpr) {
+        match charts::draw(&c, &s_draw, &palette, width, height, dpr) {
             Ok(h) => {
                 hits.set_value(h);
                 sources::mark("speedmatrix-chart");
