@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Screenshots of the seed fixture's report into docs/screenshots/ with headless Chromium
 # (`speedmatrix serve` on 127.0.0.1): whole pages with `chromium --screenshot`, sections through
-# WebDriver (tests/viewer_browser.rs). Uses the debug binary (built if needed).
+# WebDriver (tests/viewer_browser.rs): sections, charts, the light and the dark theme. Uses the debug
+# binary (built if needed) and its embedded dist/, or SPEEDMATRIX_DIST_DIR (a fresh viewer build).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -22,7 +23,8 @@ shot() { # name width height url
   echo "wrote docs/screenshots/$1.png"
 }
 shot seed-report-top 1400 1000 "$url"
-shot seed-report-full 1400 4700 "$url"
+shot seed-report-full 1400 6200 "$url"
 shot seed-report-narrow 760 2400 "$url"
-# Sections (element screenshots through WebDriver; a reason shown on focus; the TTFT heatmap).
+# Sections (element screenshots through WebDriver; a reason shown on focus; the TTFT heatmap), the
+# charts (light and dark) and the top of the page in each theme.
 SPEEDMATRIX_SCREENSHOTS="$out" cargo test -q -p speedmatrix --test viewer_browser screenshots_of_the_seed_report -- --nocapture | grep wrote

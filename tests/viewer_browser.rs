@@ -5,6 +5,7 @@
 //! Needs `chromium` and `chromedriver` (scripts/setup.d/web.sh). Without them each test prints
 //! why it skips, except under `CI=true`, where that is a failure.
 
+use fantoccini::actions::{InputSource, KeyAction, KeyActions};
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
@@ -589,6 +590,41 @@ fn screenshots_of_the_seed_report() {
         c.find(Locator::Css("#heatmap-metric")).await.unwrap().select_by_value("ttft_ms_p50").await.unwrap();
         wait_text(&c, &heat("8K", 128), "10,187 ms").await;
         shot("seed-section-heatmap-ttft", "#decode").await;
+        c.find(Locator::Css("#heatmap-metric")).await.unwrap().select_by_value("total_tps").await.unwrap();
+        wait_text(&c, &heat("8K", 128), "6,342.6").await;
+        c.execute(
+            "document.activeElement && document.activeElement.blur(); window.scrollTo(0, 0); return true;",
+            vec![],
+        )
+        .await
+        .unwrap();
+        let page = |name: &'static str| {
+            let c = c.clone();
+            let path = dir.join(format!("{name}.png"));
+            async move {
+                std::fs::write(&path, c.screenshot().await.unwrap()).unwrap();
+                println!("wrote {}", path.display());
+            }
+        };
+        page("seed-light").await;
+        // A chart with its hover readout, then every chart.
+        canvas_pixels(&c, "pareto").await;
+        c.find(Locator::Css("#chart-decode-total")).await.unwrap().send_keys("\u{E014}\u{E014}\u{E014}").await.unwrap();
+        wait_text(&c, "#readout-decode-total", "context").await;
+        shot("seed-charts", "#charts").await;
+        c.find(Locator::Css("#theme-select")).await.unwrap().select_by_value("dark").await.unwrap();
+        until(&c, "a dark chart", "const c = document.getElementById('chart-pareto'); return c.getContext('2d').getImageData(0, 0, 1, 1).data[0] == 0x17;").await;
+        shot("seed-charts-dark", "#charts").await;
+        shot("seed-section-heatmap-dark", "#decode").await;
+        c.execute(
+            "document.activeElement && document.activeElement.blur(); window.scrollTo(0, 0); return true;",
+            vec![],
+        )
+        .await
+        .unwrap();
+        page("seed-dark").await;
+        // Leave the profile's theme as it was.
+        c.find(Locator::Css("#theme-select")).await.unwrap().select_by_value("").await.unwrap();
     });
 }
 
@@ -658,5 +694,345 @@ fn a_published_site_works_from_a_sub_path_and_copies_the_launch_command() {
             let selected = c.execute("return String(window.getSelection());", vec![]).await.unwrap();
             assert!(selected.as_str().unwrap().contains("--api-key <redacted>"));
         }
+    });
+}
+
+/// The chart ids of the seed fixture, in page order (viewer/src/chart_model.rs).
+const CHARTS: [&str; 5] = ["prefill-tps", "prefill-ttft", "decode-total", "decode-ttft", "pareto"];
+
+/// Per chart: its canvas' bitmap size, CSS width, devicePixelRatio, and how many pixels differ
+/// from the canvas' top-left (background) pixel.
+const CANVAS_PIXELS: &str =
+    "const c = document.getElementById('chart-' + arguments[0]); if (!c || !c.width) return null; \
+     const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data; let n = 0; \
+     for (let i = 0; i < d.length; i += 4) { if (d[i] != d[0] || d[i+1] != d[1] || d[i+2] != d[2]) n++; } \
+     return n ? [c.width, c.height, c.clientWidth, window.devicePixelRatio, n, [d[0], d[1], d[2]]] : null;";
+
+async fn canvas_pixels(c: &Client, id: &str) -> Vec<Value> {
+    let start = Instant::now();
+    loop {
+        let v = c.execute(CANVAS_PIXELS, vec![json!(id)]).await.unwrap_or(Value::Null);
+        if let Value::Array(a) = v {
+            return a;
+        }
+        assert!(start.elapsed() < PATIENCE, "chart {id} never drew");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[test]
+fn every_chart_draws_with_a_readout_and_a_table_mirror() {
+    scenario(|c| async move {
+        let (_server, url) = serve(&[&fixture()]);
+        c.goto(&url).await.unwrap();
+        wait_text(&c, "#charts", "Pareto").await;
+        let ids: Value =
+            c.execute("return [...document.querySelectorAll('#charts canvas')].map(c => c.id);", vec![]).await.unwrap();
+        assert_eq!(ids, json!(CHARTS.map(|id| format!("chart-{id}"))));
+        let r = speedmatrix_schema::load_results(&std::fs::read(fixture()).unwrap()).unwrap();
+        for id in CHARTS {
+            let px = canvas_pixels(&c, id).await;
+            let (w, h, css_w, dpr) =
+                (px[0].as_f64().unwrap(), px[1].as_f64().unwrap(), px[2].as_f64().unwrap(), px[3].as_f64().unwrap());
+            let drawn = px[4].as_f64().unwrap();
+            // Sized in device pixels (crisp on HiDPI), with lines, marks and text on it.
+            assert!((w - (css_w * dpr).round()).abs() <= 1.0, "{id}: bitmap {w} px for {css_w} CSS px at {dpr}x");
+            assert!(drawn > w * h * 0.01, "{id}: only {drawn} non-background pixels of {}", w * h);
+            assert_eq!(px[5], json!([255, 255, 255]), "{id}: the light theme's chart background");
+            // The table mirror has one row per point.
+            let rows = c
+                .execute(&format!("return document.querySelectorAll('#table-{id} tbody tr').length;"), vec![])
+                .await
+                .unwrap();
+            let want = match id {
+                "prefill-tps" => r.prefill.iter().filter(|p| p.prompt_tps.is_some()).count(),
+                "prefill-ttft" => r.prefill.iter().filter(|p| p.ttft_ms.is_some()).count(),
+                "decode-total" => r.decode.iter().filter(|d| d.total_tps.is_some()).count(),
+                _ => 0,
+            };
+            if want > 0 {
+                assert_eq!(rows, json!(want), "{id}: table mirror rows");
+            }
+        }
+        // The Pareto chart marks its frontier in the mirror's caption and on the canvas.
+        wait_text(&c, "#fig-pareto", "Pareto frontier").await;
+        // Keyboard readout: focus a chart, press the right arrow.
+        let canvas = c.find(Locator::Css("#chart-decode-total")).await.unwrap();
+        canvas.send_keys("\u{E014}").await.unwrap();
+        let said = wait_text(&c, "#readout-decode-total", "context").await;
+        assert!(said.contains("at once") && said.contains("tok/s") || said.contains("Valid"), "{said}");
+        // Hover readout: sweep the mouse over the Pareto chart; near a point the readout names it.
+        c.execute(
+            "const c = document.getElementById('chart-pareto'); const r = c.getBoundingClientRect(); \
+             for (let x = 0; x < r.width; x += 4) for (let y = 0; y < r.height; y += 8) \
+               c.dispatchEvent(new MouseEvent('mousemove', {bubbles: true, clientX: r.left + x, clientY: r.top + y})); \
+             return true;",
+            vec![],
+        )
+        .await
+        .unwrap();
+        let hovered = wait_text(&c, "#readout-pareto", "context").await;
+        assert!(hovered.contains("tok/s"), "hover readout: {hovered}");
+        // Heatmap cells are focusable and say their value and status.
+        let label = c
+            .execute(
+                &format!(
+                    "const e = document.querySelector({:?}); return [e.tabIndex, e.getAttribute('aria-label')];",
+                    heat("8K", 128)
+                ),
+                vec![],
+            )
+            .await
+            .unwrap();
+        assert_eq!(label, json!([0, "8K context, 128 at once: 6,342.6, Valid, 10,187 ms TTFT"]));
+        let unfocusable = c
+            .execute(
+                "return [...document.querySelectorAll('#heatmap td')].filter(td => td.tabIndex !== 0).length;",
+                vec![],
+            )
+            .await
+            .unwrap();
+        assert_eq!(unfocusable, json!(0));
+    });
+}
+
+/// Capture downloads: every Blob handed to URL.createObjectURL, and each download link's name
+/// and href (the link is not followed).
+const CAPTURE_DOWNLOADS: &str = "window.__blobs = []; window.__links = []; \
+     const orig = URL.createObjectURL; URL.createObjectURL = b => { window.__blobs.push(b); return orig.call(URL, b); }; \
+     HTMLAnchorElement.prototype.click = function () { window.__links.push([this.download, this.href]); }; return true;";
+
+#[test]
+fn csv_json_and_png_exports_match_the_cli_and_the_file() {
+    scenario(|c| async move {
+        let (_server, url) = serve(&[&fixture()]);
+        c.goto(&url).await.unwrap();
+        wait_text(&c, &heat("8K", 128), "6,342.6").await;
+        canvas_pixels(&c, "pareto").await;
+        c.execute(CAPTURE_DOWNLOADS, vec![]).await.unwrap();
+        let blob_text = |i: usize| {
+            let c = c.clone();
+            async move {
+                c.execute_async(
+                    &format!("const done = arguments[arguments.length - 1]; window.__blobs[{i}].text().then(done);"),
+                    vec![],
+                )
+                .await
+                .unwrap()
+                .as_str()
+                .unwrap()
+                .to_string()
+            }
+        };
+        // CSV: byte for byte what `speedmatrix show --format csv` prints.
+        c.find(Locator::Css("#export-csv")).await.unwrap().click().await.unwrap();
+        until(&c, "the CSV download", "return window.__blobs.length == 1;").await;
+        let csv = blob_text(0).await;
+        let cli = Command::new(env!("CARGO_BIN_EXE_speedmatrix"))
+            .args(["show", "--format", "csv"])
+            .arg(fixture())
+            .output()
+            .expect("run speedmatrix show");
+        assert!(cli.status.success());
+        assert_eq!(csv, String::from_utf8(cli.stdout).unwrap(), "CSV export differs from show --format csv");
+        // JSON: a valid results file with the same content as the one served.
+        c.find(Locator::Css("#export-json")).await.unwrap().click().await.unwrap();
+        until(&c, "the JSON download", "return window.__blobs.length == 2;").await;
+        let exported = speedmatrix_schema::load_results(blob_text(1).await.as_bytes()).expect("the export loads");
+        let original = speedmatrix_schema::load_results(&std::fs::read(fixture()).unwrap()).unwrap();
+        assert_eq!(serde_json::to_value(&exported).unwrap(), serde_json::to_value(&original).unwrap());
+        // PNG of a chart.
+        c.find(Locator::Css("#png-pareto")).await.unwrap().click().await.unwrap();
+        let links = until(&c, "three downloads", "return window.__links.length == 3 ? window.__links : null;").await;
+        let names: Vec<&str> = links.as_array().unwrap().iter().map(|l| l[0].as_str().unwrap()).collect();
+        let stem = "qwen3-5-122b-a10b-gptq-int4-on-h200-nvl-141gb-2";
+        assert_eq!(names, [format!("{stem}.csv"), format!("{stem}.json"), format!("{stem}-pareto.png")]);
+        let png = links[2][1].as_str().unwrap();
+        assert!(png.starts_with("data:image/png;base64,") && png.len() > 10_000, "PNG data URL of {} chars", png.len());
+    });
+}
+
+#[test]
+fn a_permalink_restores_metric_sort_and_filters_and_back_forward_step_through_views() {
+    scenario(|c| async move {
+        let (_server, url) = serve(&[&fixture()]);
+        let link = format!("{url}?metric=ttft_ms_p50&sort=-concurrency,ttft_ms_p50&phase=decode&status=over_capacity");
+        c.goto(&link).await.unwrap();
+        let cell = wait_text(&c, &heat("8K", 128), "10,187 ms").await;
+        assert!(!cell.contains("6,342.6"), "{cell}");
+        let value = |css: &'static str| {
+            let c = c.clone();
+            async move { c.execute(&format!("return document.querySelector({css:?}).value;"), vec![]).await.unwrap() }
+        };
+        assert_eq!(value("#heatmap-metric").await, json!("ttft_ms_p50"));
+        wait_text(&c, "#row-count", "6 of 55 rows").await;
+        assert_eq!(value("#filter-phase").await, json!("decode"));
+        assert_eq!(value("#filter-status").await, json!("over_capacity"));
+        let sort = "return ['concurrency', 'ttft_ms_p50'].map(k => document.querySelector('#measurements th[data-col=' + k + ']').getAttribute('aria-sort')).join(' ');";
+        assert_eq!(c.execute(sort, vec![]).await.unwrap(), json!("descending ascending"));
+        let rows = table_rows(&c).await;
+        assert_eq!(rows[0][2], "128");
+        assert!(rows.iter().all(|r| r[3] == "Over capacity"));
+        // A change is a new history entry; back restores the link's view, forward the change.
+        c.find(Locator::Css("#filter-status")).await.unwrap().select_by_value("").await.unwrap();
+        wait_text(&c, "#row-count", "48 of 55 rows").await;
+        let href = c.current_url().await.unwrap();
+        assert!(!href.as_str().contains("status="), "{href}");
+        c.back().await.unwrap();
+        wait_text(&c, "#row-count", "6 of 55 rows").await;
+        assert_eq!(value("#filter-status").await, json!("over_capacity"));
+        c.forward().await.unwrap();
+        wait_text(&c, "#row-count", "48 of 55 rows").await;
+        // Made by hand and reloaded: the metric and the sort survive.
+        c.find(Locator::Css("#heatmap-metric")).await.unwrap().select_by_value("total_tps").await.unwrap();
+        c.find(Locator::Css("#measurements th[data-col=total_tps] button")).await.unwrap().click().await.unwrap();
+        until(&c, "the sort in the URL", "return location.search.includes('sort=total_tps');").await;
+        c.refresh().await.unwrap();
+        wait_text(&c, &heat("8K", 128), "6,342.6").await;
+        until(&c, "sorted after reload", "const t = document.querySelector('#measurements th[data-col=total_tps]'); return t && t.getAttribute('aria-sort') == 'ascending';").await;
+        assert_eq!(value("#filter-phase").await, json!("decode"));
+    });
+}
+
+#[test]
+fn the_theme_toggle_persists_across_a_reload() {
+    scenario(|c| async move {
+        let (_server, url) = serve(&[&fixture()]);
+        c.goto(&url).await.unwrap();
+        let theme = "return document.documentElement.getAttribute('data-theme');";
+        until(&c, "a theme", "return document.documentElement.getAttribute('data-theme');").await;
+        assert_eq!(c.execute(theme, vec![]).await.unwrap(), json!("light"), "headless Chromium prefers light");
+        canvas_pixels(&c, "decode-total").await;
+        c.find(Locator::Css("#theme-select")).await.unwrap().select_by_value("dark").await.unwrap();
+        until(&c, "the dark theme", "return document.documentElement.getAttribute('data-theme') == 'dark';").await;
+        let dark_bg = "return getComputedStyle(document.documentElement).backgroundColor;";
+        until(&c, "a dark page", &format!("const b = (function () {{ {dark_bg} }})(); return b == 'rgb(15, 20, 26)';"))
+            .await;
+        // The charts redraw on the dark background.
+        until(&c, "a dark chart", "const c = document.getElementById('chart-decode-total'); const d = c.getContext('2d').getImageData(0, 0, 1, 1).data; return d[0] == 0x17 && d[1] == 0x1c;").await;
+        c.refresh().await.unwrap();
+        wait_text(&c, &heat("8K", 128), "6,342.6").await;
+        until(&c, "dark after reload", "return document.documentElement.getAttribute('data-theme') == 'dark' && document.getElementById('theme-select').value == 'dark';").await;
+        // Back to the system's choice.
+        c.find(Locator::Css("#theme-select")).await.unwrap().select_by_value("").await.unwrap();
+        until(&c, "light again", "return document.documentElement.getAttribute('data-theme') == 'light' && localStorage.getItem('speedmatrix-theme') === null;").await;
+    });
+}
+
+#[test]
+fn every_control_is_reachable_and_operable_by_keyboard() {
+    scenario(|c| async move {
+        let (_server, url) = serve(&[&fixture()]);
+        c.goto(&url).await.unwrap();
+        wait_text(&c, &heat("8K", 128), "6,342.6").await;
+        canvas_pixels(&c, "pareto").await;
+        // Tab from the first control through the whole page, noting what gets focus.
+        c.execute("document.getElementById('theme-select').focus(); return true;", vec![]).await.unwrap();
+        let describe = "const e = document.activeElement; \
+             return e.id || (e.classList.contains('sort') ? 'sort:' + e.closest('th').dataset.col : '') || \
+             (e.tagName == 'TD' ? 'cell:' + e.dataset.context + '/' + e.dataset.concurrency : '') || \
+             (e.tagName == 'SUMMARY' ? 'summary:' + (e.closest('figure') ? e.closest('figure').id : e.innerText) : '') || \
+             e.tagName + ':' + e.className;";
+        // A real Tab key press (WebDriver actions), not an element's send_keys.
+        let tab = KeyActions::new("keyboard".into())
+            .then(KeyAction::Down { value: '\u{E004}' })
+            .then(KeyAction::Up { value: '\u{E004}' });
+        let mut seen: Vec<String> = Vec::new();
+        for _ in 0..250 {
+            let now = c.execute(describe, vec![]).await.unwrap().as_str().unwrap_or_default().to_string();
+            if seen.first() == Some(&now) && seen.len() > 1 {
+                break;
+            }
+            seen.push(now);
+            c.perform_actions(tab.clone()).await.unwrap();
+        }
+        let has = |what: &str| seen.iter().any(|s| s == what);
+        for id in [
+            "theme-select",
+            "file-input",
+            "export-csv",
+            "export-json",
+            "copy-launch",
+            "heatmap-metric",
+            "filter-phase",
+            "filter-context",
+            "filter-concurrency",
+            "filter-status",
+            "all-columns",
+        ] {
+            assert!(has(id), "{id} is not reachable by Tab; focus went: {seen:?}");
+        }
+        for id in CHARTS {
+            assert!(has(&format!("chart-{id}")) && has(&format!("png-{id}")), "chart {id} controls; {seen:?}");
+            assert!(has(&format!("summary:fig-{id}")), "chart {id} table mirror; {seen:?}");
+        }
+        let cells = seen.iter().filter(|s| s.starts_with("cell:")).count();
+        assert_eq!(cells, 48, "every heatmap cell is a tab stop");
+        // Sort headers are buttons inside th[data-col]: reached as such.
+        let sorts = seen.iter().filter(|s| s.starts_with("sort:")).count();
+        assert!(sorts >= 8, "sort buttons reached: {sorts}; {seen:?}");
+        // Operable: Enter on a sort header sorts; a focused cell shows its reason.
+        c.execute(
+            "document.querySelector('#measurements th[data-col=concurrency] button').focus(); return true;",
+            vec![],
+        )
+        .await
+        .unwrap();
+        c.active_element().await.unwrap().send_keys("\u{E007}").await.unwrap();
+        until(&c, "sorted by keyboard", "return document.querySelector('#measurements th[data-col=concurrency]').getAttribute('aria-sort') == 'ascending';").await;
+        c.execute(&format!("document.querySelector({:?}).focus(); return true;", heat("64K", 8)), vec![])
+            .await
+            .unwrap();
+        let tip = c
+            .execute(
+                &format!(
+                    "return getComputedStyle(document.querySelector({:?})).display;",
+                    format!("{} .hm-tip", heat("64K", 8))
+                ),
+                vec![],
+            )
+            .await
+            .unwrap();
+        assert_eq!(tip, json!("block"), "a focused cell shows its reason");
+    });
+}
+
+/// chromedriver's `goog/cdp/execute`: one Chrome DevTools Protocol command.
+#[derive(Debug)]
+struct Cdp(Value);
+
+impl fantoccini::wd::WebDriverCompatibleCommand for Cdp {
+    fn endpoint(&self, base: &url::Url, session: Option<&str>) -> Result<url::Url, url::ParseError> {
+        base.join(&format!("session/{}/goog/cdp/execute", session.unwrap_or_default()))
+    }
+
+    fn method_and_body(&self, _: &url::Url) -> (http::Method, Option<String>) {
+        (http::Method::POST, Some(self.0.to_string()))
+    }
+}
+
+#[test]
+fn charts_redraw_crisp_when_the_device_pixel_ratio_changes() {
+    scenario(|c| async move {
+        let (_server, url) = serve(&[&fixture()]);
+        c.goto(&url).await.unwrap();
+        let px = canvas_pixels(&c, "decode-total").await;
+        assert_eq!(px[3], json!(1), "headless Chromium starts at devicePixelRatio 1");
+        let (w1, css) = (px[0].as_f64().unwrap(), px[2].as_f64().unwrap());
+        assert_eq!(w1, css);
+        // A HiDPI screen (as when the window moves to one, or the page is zoomed).
+        let metrics = json!({"cmd": "Emulation.setDeviceMetricsOverride",
+            "params": {"width": 0, "height": 0, "deviceScaleFactor": 2, "mobile": false}});
+        c.issue_cmd(Cdp(metrics)).await.unwrap();
+        until(&c, "devicePixelRatio 2", "return window.devicePixelRatio == 2;").await;
+        for id in CHARTS {
+            let body = format!("const c = document.getElementById('chart-{id}'); return c.width == 2 * c.clientWidth && c.height == 2 * c.clientHeight;");
+            until(&c, &format!("chart {id} redrawn at 2x"), &body).await;
+            let px = canvas_pixels(&c, id).await;
+            let (w, h, drawn) = (px[0].as_f64().unwrap(), px[1].as_f64().unwrap(), px[4].as_f64().unwrap());
+            assert!(drawn > w * h * 0.01, "{id} at 2x: {drawn} drawn pixels of {}", w * h);
+        }
+        c.issue_cmd(Cdp(json!({"cmd": "Emulation.clearDeviceMetricsOverride", "params": {}}))).await.unwrap();
+        until(&c, "back to 1x", "const c = document.getElementById('chart-pareto'); return window.devicePixelRatio == 1 && c.width == c.clientWidth;").await;
     });
 }

@@ -5,14 +5,16 @@
 //! Every string from a results file is inserted as text (`{value}` in `view!`), never as HTML:
 //! this module has no `inner_html`.
 
-use crate::report::{self, Filters, HeatCell, SortKey, TableColumn};
+use crate::chart_model::{self, ChartSpec, RunRef};
+use crate::charts;
+use crate::report::{self, Filters, HeatCell, TableColumn};
 use crate::sources::{self, Fetched};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 use speedmatrix_schema::registry::column;
 use speedmatrix_schema::site::load_index;
 use speedmatrix_schema::table::{rows, Phase};
-use speedmatrix_schema::{load_results, CellStatus, PrefillMode, Results};
+use speedmatrix_schema::{export, load_results, CellStatus, PrefillMode, Results};
 use std::sync::Arc;
 
 /// Where a run of the picker stands.
@@ -54,6 +56,53 @@ struct State {
     metric: RwSignal<String>,
 }
 
+/// The view besides the run and the heatmap metric: table sort and filters, the theme and the
+/// viewport. Sort, filters and columns live in the URL query (permalinks; see
+/// [`report::VIEW_PARAMS`]) and come back on back/forward.
+#[derive(Clone, Copy)]
+pub struct ViewState {
+    /// Table sort keys by column id, with ascending (`?sort=total_tps,-ttft_ms_p50`).
+    pub sort: RwSignal<Vec<(String, bool)>>,
+    /// Table filters (`?phase=&context=&concurrency=&status=`).
+    pub filters: RwSignal<Filters>,
+    /// Every registry column in the table (`?columns=all`).
+    pub all_columns: RwSignal<bool>,
+    /// Whether the dark theme is in force (the toggle, else the system's preference).
+    pub dark: Signal<bool>,
+    /// (width changes counter, devicePixelRatio): charts redraw when it changes.
+    pub viewport: RwSignal<(u32, f64)>,
+}
+
+impl ViewState {
+    /// A light view with default table state, not tied to the URL (component tests).
+    pub fn detached() -> Self {
+        ViewState {
+            sort: RwSignal::new(Vec::new()),
+            filters: RwSignal::new(Filters::default()),
+            all_columns: RwSignal::new(false),
+            dark: Signal::stored(false),
+            viewport: RwSignal::new((0, 1.0)),
+        }
+    }
+
+    /// Read sort, filters and columns from the page URL.
+    fn read_url(self) {
+        self.sort.set(sources::query("sort").map(|v| report::parse_sort(&v)).unwrap_or_default());
+        self.filters.set(report::filters_from(sources::query));
+        self.all_columns.set(sources::query("columns").as_deref() == Some("all"));
+    }
+}
+
+/// The heatmap metric named in the URL (`?metric=`), else total tok/s.
+fn metric_from_url() -> String {
+    sources::query("metric")
+        .filter(|m| report::heatmap_metrics().iter().any(|c| c.id() == *m || c.metric.id == m))
+        .unwrap_or_else(|| report::DEFAULT_METRIC.to_string())
+}
+
+/// The theme choice kept in localStorage under this key: `light` or `dark` (absent: system).
+const THEME_KEY: &str = "speedmatrix-theme";
+
 fn entry_state(bytes: &[u8]) -> EntryState {
     match load_results(bytes) {
         Ok(r) => EntryState::Loaded(Arc::new(r)),
@@ -62,6 +111,22 @@ fn entry_state(bytes: &[u8]) -> EntryState {
 }
 
 impl State {
+    /// Show run `i` and record it in the URL (`?show=SOURCE`) as a new history entry.
+    fn pick(self, i: usize) {
+        let source = self.entries.with_untracked(|e| e.get(i).map(|x| x.source.clone()));
+        sources::push_query(&[("show", source)]);
+        self.select(i);
+    }
+
+    /// Show the run the URL names (`?show=`), else the first.
+    fn select_from_url(self) {
+        let want = sources::query("show");
+        let i = self.entries.with_untracked(|e| e.iter().position(|x| Some(&x.source) == want.as_ref()).unwrap_or(0));
+        if self.entries.with_untracked(|e| !e.is_empty()) {
+            self.select(i);
+        }
+    }
+
     fn select(self, i: usize) {
         self.selected.set(Some(i));
         let pending =
@@ -130,7 +195,7 @@ async fn boot(state: State) {
             .map(|u| Entry { label: u.clone(), source: u.clone(), url: Some(u), state: EntryState::Pending })
             .collect();
         state.entries.set(entries);
-        state.select(0);
+        state.select_from_url();
     } else if protocol != "file:" {
         let mut found_index = false;
         match sources::fetch_bytes("runs/index.json").await {
@@ -155,7 +220,7 @@ async fn boot(state: State) {
                         })
                         .collect();
                     state.entries.set(entries);
-                    state.select(0);
+                    state.select_from_url();
                 }
                 Ok(_) => state.notice("runs/index.json lists no runs".into()),
                 Err(e) => state.notice(e.to_string()),
@@ -177,9 +242,7 @@ async fn boot(state: State) {
 /// The whole page.
 #[component]
 pub fn App() -> impl IntoView {
-    let metric = sources::query("metric")
-        .filter(|m| report::heatmap_metrics().iter().any(|c| c.id() == *m || c.metric.id == m))
-        .unwrap_or_else(|| report::DEFAULT_METRIC.to_string());
+    let metric = metric_from_url();
     let state = State {
         entries: RwSignal::new(Vec::new()),
         selected: RwSignal::new(None),
@@ -189,6 +252,46 @@ pub fn App() -> impl IntoView {
         metric: RwSignal::new(metric),
     };
     spawn_local(boot(state));
+
+    // Theme: the remembered choice, else the system's preference (followed live).
+    let theme = RwSignal::new(sources::stored(THEME_KEY).filter(|t| t == "light" || t == "dark").unwrap_or_default());
+    let system_dark = RwSignal::new(sources::media_matches("(prefers-color-scheme: dark)"));
+    sources::on_media_change("(prefers-color-scheme: dark)", move |m| system_dark.set(m));
+    let dark = Signal::derive(move || match theme.get().as_str() {
+        "dark" => true,
+        "light" => false,
+        _ => system_dark.get(),
+    });
+    Effect::new(move |_| {
+        if let Some(root) = document().document_element() {
+            let _ = root.set_attribute("data-theme", if dark.get() { "dark" } else { "light" });
+        }
+    });
+    let viewport = RwSignal::new((0_u32, sources::device_pixel_ratio()));
+    sources::on_dpr_change(move |r| viewport.update(|v| *v = (v.0, r)));
+    let _ = window_event_listener(leptos::ev::resize, move |_| {
+        viewport.update(|v| *v = (v.0.wrapping_add(1), sources::device_pixel_ratio()));
+    });
+    let view_state = ViewState {
+        sort: RwSignal::new(Vec::new()),
+        filters: RwSignal::new(Filters::default()),
+        all_columns: RwSignal::new(false),
+        dark,
+        viewport,
+    };
+    view_state.read_url();
+    // Back and forward: the URL is the view.
+    let _ = window_event_listener(leptos::ev::popstate, move |_| {
+        state.metric.set(metric_from_url());
+        view_state.read_url();
+        state.select_from_url();
+    });
+    let on_theme = move |ev: web_sys::Event| {
+        let v = event_target_value(&ev);
+        let v = if v == "light" || v == "dark" { v } else { String::new() };
+        sources::store(THEME_KEY, (!v.is_empty()).then_some(v.as_str()));
+        theme.set(v);
+    };
 
     // Drag and drop anywhere on the page.
     let _ = window_event_listener(leptos::ev::dragover, move |ev| {
@@ -229,6 +332,15 @@ pub fn App() -> impl IntoView {
             <span class="brand">"speedmatrix"</span>
             <RunPicker state=state />
             <a class="compare-link" id="compare-link" href="?compare">"Compare two runs"</a>
+            <label class="theme-picker">
+                "Theme "
+                <select id="theme-select" on:change=on_theme>
+                    {[("", "System"), ("light", "Light"), ("dark", "Dark")]
+                        .into_iter()
+                        .map(|(v, t)| view! { <option value=v selected=move || theme.get() == v>{t}</option> })
+                        .collect_view()}
+                </select>
+            </label>
             <label class="file-button">
                 "Open results file…"
                 <input id="file-input" type="file" accept=".json,application/json" multiple on:change=on_file />
@@ -265,7 +377,7 @@ pub fn App() -> impl IntoView {
                             .into_any()
                     }
                     Some(Entry { state: EntryState::Loaded(r), .. }) => {
-                        view! { <Report r=r metric=state.metric /> }.into_any()
+                        view! { <Report r=r metric=state.metric view=view_state /> }.into_any()
                     }
                 }
             }}
@@ -294,7 +406,7 @@ fn RunPicker(state: State) -> impl IntoView {
                         id="run-select"
                         on:change=move |ev| {
                             if let Ok(i) = event_target_value(&ev).parse::<usize>() {
-                                state.select(i);
+                                state.pick(i);
                             }
                         }
                     >
@@ -342,11 +454,17 @@ pub fn Report(
     r: Arc<Results>,
     /// The heatmap's metric, a registry column id (`total_tps`, `ttft_ms_p50`).
     metric: RwSignal<String>,
+    /// Table state, theme and viewport (default: [`ViewState::detached`]).
+    #[prop(optional)]
+    view: Option<ViewState>,
 ) -> impl IntoView {
+    let view = view.unwrap_or_else(ViewState::detached);
     let notes = r.run.notes.clone();
     let cards = report::cards(&r);
     // A link to a section (`#decode`, `#all`) scrolls there once the report is drawn.
     request_animation_frame(|| {
+        // For the render benchmark (collector/benches/viewer_render.rs): the report is in the DOM.
+        sources::mark("speedmatrix-report");
         let hash = window().location().hash().unwrap_or_default();
         if let Some(el) =
             hash.strip_prefix('#').filter(|h| !h.is_empty()).and_then(|id| document().get_element_by_id(id))
@@ -384,10 +502,12 @@ pub fn Report(
                     })
                     .collect_view()}
             </div>
+            <Exports r=r.clone() />
             {r.engine.launch_command.clone().map(|cmd| view! { <LaunchCommand cmd=cmd /> })}
             <PrefillTable r=r.clone() />
             <DecodeHeatmap r=r.clone() metric=metric />
-            <AllMeasurements r=r />
+            <Charts r=r.clone() view=view />
+            <AllMeasurements r=r view=view />
         </article>
     }
 }
@@ -474,7 +594,7 @@ pub(crate) fn heat_cell(c: HeatCell) -> impl IntoView {
         (Some(s), None) if s != CellStatus::Valid => Some(format!("{}: {}", s.label(), report::status_meaning(s))),
         _ => None,
     };
-    let focusable = tip.is_some();
+    let spoken = c.spoken();
     let main = match (status, c.value) {
         (_, Some(v)) => v,
         (None, None) => report::DASH.to_string(),
@@ -489,7 +609,8 @@ pub(crate) fn heat_cell(c: HeatCell) -> impl IntoView {
             data-context=c.context
             data-concurrency=c.concurrency.to_string()
             style:background-color=background
-            tabindex=focusable.then_some("0")
+            tabindex="0"
+            aria-label=spoken
         >
             <span class="hm-value">{main}</span>
             {status_line.map(|s| view! { <span class="hm-status">{report::status_mark(s)} " " {s.label()}</span> })}
@@ -530,7 +651,7 @@ fn DecodeHeatmap(r: Arc<Results>, metric: RwSignal<String>) -> impl IntoView {
                         id="heatmap-metric"
                         on:change=move |ev| {
                             let id = event_target_value(&ev);
-                            sources::set_query("metric", (id != report::DEFAULT_METRIC).then_some(id.as_str()));
+                            sources::push_query(&[("metric", (id != report::DEFAULT_METRIC).then(|| id.clone()))]);
                             metric.set(id);
                         }
                     >
@@ -630,34 +751,48 @@ fn DecodeHeatmap(r: Arc<Results>, metric: RwSignal<String>) -> impl IntoView {
 
 /// All measurements: sortable on every column, filterable.
 #[component]
-fn AllMeasurements(r: Arc<Results>) -> impl IntoView {
-    let all_columns = RwSignal::new(false);
-    let keys: RwSignal<Vec<SortKey>> = RwSignal::new(Vec::new());
-    let filters: RwSignal<Filters> = RwSignal::new(Filters::default());
+fn AllMeasurements(r: Arc<Results>, view: ViewState) -> impl IntoView {
+    let all_columns = view.all_columns;
+    let filters = view.filters;
     let total = rows(&r).len();
     let (contexts, levels, statuses) = report::filter_choices(&r);
     let r_cols = r.clone();
     let cols = Memo::new(move |_| report::table_columns(&r_cols, all_columns.get()));
+    let keys = Memo::new(move |_| cols.with(|cs| report::sort_keys(cs, &view.sort.get())));
     let r_order = r.clone();
     let order = move || cols.with(|cs| report::table_order(&r_order, cs, &keys.get(), &filters.get()));
     let order2 = order.clone();
     let r_body = r.clone();
 
-    let select =
-        |id: &'static str, label: &'static str, choices: Vec<(String, String)>, set: fn(&mut Filters, &str)| {
-            view! {
-                <label class="filter">
-                    {label} " "
-                    <select id=id on:change=move |ev| {
-                        let v = event_target_value(&ev);
-                        filters.update(|f| set(f, &v));
-                    }>
-                        <option value="">"All"</option>
-                        {choices.into_iter().map(|(v, t)| view! { <option value=v>{t}</option> }).collect_view()}
-                    </select>
-                </label>
-            }
+    let select = |id: &'static str,
+                  label: &'static str,
+                  choices: Vec<(String, String)>,
+                  set: fn(&mut Filters, &str),
+                  param: &'static str| {
+        // The option shown as selected follows the filter (a permalink or back/forward sets it).
+        let current = move || {
+            filters.with(|f| report::filter_params(f).into_iter().find(|(k, _)| *k == param).and_then(|(_, v)| v))
         };
+        view! {
+            <label class="filter">
+                {label} " "
+                <select id=id on:change=move |ev| {
+                    let v = event_target_value(&ev);
+                    filters.update(|f| set(f, &v));
+                    sources::push_query(&filters.with_untracked(report::filter_params));
+                }>
+                    <option value="" selected=move || current().is_none()>"All"</option>
+                    {choices
+                        .into_iter()
+                        .map(|(v, t)| {
+                            let v2 = v.clone();
+                            view! { <option value=v selected=move || current().as_deref() == Some(v2.as_str())>{t}</option> }
+                        })
+                        .collect_view()}
+                </select>
+            </label>
+        }
+    };
     let phase_choices = vec![
         (Phase::Prefill.id().to_string(), Phase::Prefill.label().to_string()),
         (Phase::Decode.id().to_string(), Phase::Decode.label().to_string()),
@@ -673,21 +808,42 @@ fn AllMeasurements(r: Arc<Results>) -> impl IntoView {
                 "Latencies are medians. Total tok/s is output across all simultaneous requests (prompt tok/s on prefill rows)."
             </p>
             <div class="filters">
-                {select("filter-phase", "Phase", phase_choices, |f, v| {
-                    f.phase = [Phase::Prefill, Phase::Decode].into_iter().find(|p| p.id() == v);
-                })}
-                {select("filter-context", "Context", context_choices, |f, v| f.context = v.parse().ok())}
-                {select("filter-concurrency", "Requests at once", level_choices, |f, v| f.concurrency = v.parse().ok())}
-                {select("filter-status", "Status", status_choices, |f, v| {
-                    f.status = CellStatus::ALL.into_iter().find(|s| s.id() == v);
-                })}
+                {select(
+                    "filter-phase",
+                    "Phase",
+                    phase_choices,
+                    |f, v| {
+                        f.phase = [Phase::Prefill, Phase::Decode].into_iter().find(|p| p.id() == v);
+                    },
+                    "phase",
+                )}
+                {select("filter-context", "Context", context_choices, |f, v| f.context = v.parse().ok(), "context")}
+                {select(
+                    "filter-concurrency",
+                    "Requests at once",
+                    level_choices,
+                    |f, v| f.concurrency = v.parse().ok(),
+                    "concurrency",
+                )}
+                {select(
+                    "filter-status",
+                    "Status",
+                    status_choices,
+                    |f, v| {
+                        f.status = CellStatus::ALL.into_iter().find(|s| s.id() == v);
+                    },
+                    "status",
+                )}
                 <label class="filter">
                     <input
                         type="checkbox"
                         id="all-columns"
+                        prop:checked=move || all_columns.get()
                         on:change=move |ev| {
-                            keys.set(Vec::new());
-                            all_columns.set(event_target_checked(&ev));
+                            let all = event_target_checked(&ev);
+                            view.sort.set(Vec::new());
+                            all_columns.set(all);
+                            sources::push_query(&[("sort", None), ("columns", all.then(|| "all".to_string()))]);
                         }
                     />
                     " every column"
@@ -726,7 +882,11 @@ fn AllMeasurements(r: Arc<Results>) -> impl IntoView {
                                                     class="sort"
                                                     on:click=move |ev: web_sys::MouseEvent| {
                                                         let shift = ev.shift_key();
-                                                        keys.update(|k| report::click_sort(k, i, shift));
+                                                        let mut k = keys.get_untracked();
+                                                        report::click_sort(&mut k, i, shift);
+                                                        let ids = cols.with_untracked(|cs| report::sort_ids(cs, &k));
+                                                        sources::push_query(&[("sort", report::encode_sort(&ids))]);
+                                                        view.sort.set(ids);
                                                     }
                                                 >
                                                     {c.header()}
@@ -773,5 +933,198 @@ fn AllMeasurements(r: Arc<Results>) -> impl IntoView {
                 </table>
             </div>
         </section>
+    }
+}
+
+/// Downloads of the run: the measurement table as CSV (the writer of `speedmatrix show
+/// --format csv`) and the run's JSON.
+#[component]
+fn Exports(r: Arc<Results>) -> impl IntoView {
+    let stem = report::file_stem(&r);
+    let (r_csv, stem_csv) = (r.clone(), stem.clone());
+    let csv = move |_| sources::download_text(&format!("{stem_csv}.csv"), "text/csv", &export::to_csv(&r_csv));
+    let json = move |_| {
+        // Results serialize as the schema writes them; the file reads back with load_results.
+        if let Ok(mut text) = serde_json::to_string_pretty(&*r) {
+            text.push('\n');
+            sources::download_text(&format!("{stem}.json"), "application/json", &text);
+        }
+    };
+    view! {
+        <nav class="exports" aria-label="Downloads">
+            "Download: "
+            <button type="button" id="export-csv" on:click=csv>"Measurements (CSV)"</button>
+            <button type="button" id="export-json" on:click=json>"Run (JSON)"</button>
+            <a href="#charts">"Charts (PNG, under each chart)"</a>
+        </nav>
+    }
+}
+
+/// The charts of the run (see [`chart_model::charts`]), each with a hover and keyboard readout,
+/// a table mirror and a PNG download.
+#[component]
+fn Charts(r: Arc<Results>, view: ViewState) -> impl IntoView {
+    let specs = chart_model::charts(&[RunRef::single(&r)]);
+    let stem = report::file_stem(&r);
+    let statuses: Vec<CellStatus> = CellStatus::ALL
+        .into_iter()
+        .filter(|s| {
+            *s != CellStatus::Valid
+                && specs.iter().flat_map(|c| &c.series).flat_map(|x| &x.points).any(|p| p.status == *s)
+        })
+        .collect();
+    (!specs.is_empty()).then(|| {
+        view! {
+            <section class="section" id="charts">
+                <h2>"Charts"</h2>
+                <p class="section-sub">
+                    "Lines join valid cells. "
+                    {statuses
+                        .iter()
+                        .map(|s| {
+                            let mark = if *s == CellStatus::RequestsQueued { "△" } else { "✕" };
+                            format!("{mark} {}. ", s.label())
+                        })
+                        .collect::<String>()}
+                    "Hover a point, or focus a chart and use the arrow keys, to read it."
+                </p>
+                <div class="charts">
+                    {specs
+                        .into_iter()
+                        .map(|spec| view! { <ChartView spec=spec view=view stem=stem.clone() /> })
+                        .collect_view()}
+                </div>
+            </section>
+        }
+    })
+}
+
+/// The CSS height of a chart.
+const CHART_HEIGHT: f64 = 340.0;
+
+/// One chart: canvas (redrawn on theme, width or devicePixelRatio change), readout, table
+/// mirror, PNG download.
+#[component]
+fn ChartView(spec: ChartSpec, view: ViewState, stem: String) -> impl IntoView {
+    let spec = Arc::new(spec);
+    let canvas: NodeRef<leptos::html::Canvas> = NodeRef::new();
+    let hits = StoredValue::new(Vec::<charts::Hit>::new());
+    let readout = RwSignal::new(String::new());
+    let cursor = StoredValue::new(None::<usize>);
+    let s_draw = spec.clone();
+    Effect::new(move |_| {
+        let dark = view.dark.get();
+        let (_, dpr) = view.viewport.get();
+        let Some(c) = canvas.get() else { return };
+        // The bitmap covers the canvas' content box exactly (CSS pixels × ratio): no resampling.
+        let width = f64::from(c.client_width()).max(280.0);
+        let height = f64::from(c.client_height()).max(120.0);
+        let palette = charts::palette(dark);
+        match charts::draw(&c, &s_draw, &palette, width, height, dpr) {
+            Ok(h) => {
+                hits.set_value(h);
+                sources::mark("speedmatrix-chart");
+            }
+            Err(e) => readout.set(format!("The chart could not be drawn: {e}")),
+        }
+    });
+    let s_read = spec.clone();
+    let say = StoredValue::new(move |i: usize| {
+        let Some(h) = hits.with_value(|h| h.get(i).copied()) else { return };
+        let s = &s_read.series[h.series];
+        let p = &s.points[h.point];
+        let who = if p.label.starts_with(&s.name) { p.label.clone() } else { format!("{} — {}", s.name, p.label) };
+        let (x_label, y_label) = (&s_read.x.label, &s_read.y.label);
+        readout.set(format!("{who}: {y_label} {}, {x_label} {} ({})", p.y_text, p.x_text, p.status.label()));
+        cursor.set_value(Some(i));
+    });
+    let on_move = move |ev: web_sys::MouseEvent| {
+        // Canvas CSS pixels: from the client position, less the canvas' box and border.
+        let Some(c) = canvas.get_untracked() else { return };
+        let rect = c.get_bounding_client_rect();
+        let x = f64::from(ev.client_x()) - rect.left() - f64::from(c.client_left());
+        let y = f64::from(ev.client_y()) - rect.top() - f64::from(c.client_top());
+        let pts: Vec<(f64, f64)> = hits.with_value(|h| h.iter().map(|h| (h.x, h.y)).collect());
+        if let Some(i) = chart_model::nearest(&pts, x, y, 24.0) {
+            say.with_value(|f| f(i));
+        }
+    };
+    let on_key = move |ev: web_sys::KeyboardEvent| {
+        let n = hits.with_value(Vec::len);
+        if n == 0 {
+            return;
+        }
+        let now = cursor.get_value();
+        let next = match ev.key().as_str() {
+            "ArrowRight" | "ArrowDown" => now.map_or(0, |i| (i + 1) % n),
+            "ArrowLeft" | "ArrowUp" => now.map_or(n - 1, |i| (i + n - 1) % n),
+            "Home" => 0,
+            "End" => n - 1,
+            _ => return,
+        };
+        ev.prevent_default();
+        say.with_value(|f| f(next));
+    };
+    let png_name = format!("{stem}-{}.png", spec.id);
+    let png = move |_| {
+        if let Some(c) = canvas.get_untracked() {
+            if let Ok(url) = c.to_data_url() {
+                sources::download_url(&png_name, &url);
+            }
+        }
+    };
+    let id = spec.id;
+    let rows = spec.mirror_rows();
+    let described = format!("{}. {} Table below.", spec.title, spec.caption);
+    let x_head = spec.x.label.clone();
+    let y_head = spec.y.label.clone();
+    view! {
+        <figure class="chart" id=format!("fig-{id}") data-chart=id>
+            <figcaption>
+                <span class="chart-title">{spec.title.clone()}</span>
+                <button type="button" class="png" id=format!("png-{id}") on:click=png>"PNG"</button>
+            </figcaption>
+            <p class="chart-caption">{spec.caption.clone()}</p>
+            <canvas
+                node_ref=canvas
+                id=format!("chart-{id}")
+                class="chart-canvas"
+                style:height=format!("{CHART_HEIGHT}px")
+                tabindex="0"
+                role="img"
+                aria-label=described
+                on:mousemove=on_move
+                on:keydown=on_key
+            ></canvas>
+            <p class="readout" id=format!("readout-{id}") aria-live="polite">{move || readout.get()}</p>
+            <details class="chart-table">
+                <summary>"Table"</summary>
+                <table id=format!("table-{id}")>
+                    <thead>
+                        <tr>
+                            <th scope="col">"Series"</th>
+                            <th scope="col" class="num">{x_head}</th>
+                            <th scope="col" class="num">{y_head}</th>
+                            <th scope="col">"Status"</th>
+                        </tr>
+                    </thead>
+                    <tbody>
+                        {rows
+                            .into_iter()
+                            .map(|[a, b, c, d]| {
+                                view! {
+                                    <tr>
+                                        <td>{a}</td>
+                                        <td class="num">{b}</td>
+                                        <td class="num">{c}</td>
+                                        <td>{d}</td>
+                                    </tr>
+                                }
+                            })
+                            .collect_view()}
+                    </tbody>
+                </table>
+            </details>
+        </figure>
     }
 }

@@ -16,6 +16,8 @@
 #![warn(missing_docs)]
 
 pub mod app;
+pub mod chart_model;
+pub mod charts;
 pub mod compare;
 pub mod diff;
 pub mod report;

@@ -124,6 +124,18 @@ impl HeatCell {
         self.level.map(scale_colour)
     }
 
+    /// What a screen reader says for the cell (its `aria-label`): "8K context, 128 at once:
+    /// 6,342.6, Valid, 10,187 ms TTFT", then the reason when there is one.
+    pub fn spoken(&self) -> String {
+        let mut parts = vec![format!("{} context, {} at once", self.context, self.concurrency)];
+        let mut rest = vec![self.value.clone().unwrap_or_else(|| "no value".into())];
+        rest.push(self.status.map(|s| s.label().to_string()).unwrap_or_else(|| "not planned".into()));
+        rest.extend(self.ttft.clone());
+        rest.extend(self.reason.clone());
+        parts.push(rest.join(", "));
+        parts.join(": ")
+    }
+
     /// Whether text on [`HeatCell::background`] should be light.
     pub fn light_text(&self) -> bool {
         self.level.is_some_and(|l| l > 0.55)
@@ -505,6 +517,89 @@ pub fn table_order(r: &Results, cols: &[TableColumn], keys: &[SortKey], filters:
     idx
 }
 
+/// The query parameters of the page's view (permalinks): `?metric=…&sort=…&phase=…&context=…
+/// &concurrency=…&status=…&columns=all&show=…`, beside the repeatable `?run=URL`.
+pub const VIEW_PARAMS: [&str; 8] = ["metric", "sort", "phase", "context", "concurrency", "status", "columns", "show"];
+
+/// Sort keys as a query value: column ids in key order, `-` before a descending one
+/// (`total_tps,-ttft_ms_p50`); `None` when unsorted.
+pub fn encode_sort(keys: &[(String, bool)]) -> Option<String> {
+    (!keys.is_empty()).then(|| {
+        keys.iter().map(|(id, asc)| if *asc { id.clone() } else { format!("-{id}") }).collect::<Vec<_>>().join(",")
+    })
+}
+
+/// The inverse of [`encode_sort`]; empty parts are skipped (ids are checked against the table's
+/// columns by [`sort_keys`]).
+pub fn parse_sort(value: &str) -> Vec<(String, bool)> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty() && *p != "-")
+        .map(|p| match p.strip_prefix('-') {
+            Some(id) => (id.to_string(), false),
+            None => (p.to_string(), true),
+        })
+        .collect()
+}
+
+/// Sort keys by column id → [`SortKey`]s of `cols` (unknown ids are dropped, repeats kept once).
+pub fn sort_keys(cols: &[TableColumn], keys: &[(String, bool)]) -> Vec<SortKey> {
+    let mut out: Vec<SortKey> = Vec::new();
+    for (id, ascending) in keys {
+        if let Some(column) = cols.iter().position(|c| c.id() == *id) {
+            if !out.iter().any(|k| k.column == column) {
+                out.push(SortKey { column, ascending: *ascending });
+            }
+        }
+    }
+    out
+}
+
+/// [`SortKey`]s of `cols` → sort keys by column id.
+pub fn sort_ids(cols: &[TableColumn], keys: &[SortKey]) -> Vec<(String, bool)> {
+    keys.iter().filter_map(|k| cols.get(k.column).map(|c| (c.id(), k.ascending))).collect()
+}
+
+/// The filters as query parameters (`None`: remove the parameter).
+pub fn filter_params(f: &Filters) -> [(&'static str, Option<String>); 4] {
+    [
+        ("phase", f.phase.map(|p| p.id().to_string())),
+        ("context", f.context.map(|c| c.to_string())),
+        ("concurrency", f.concurrency.map(|n| n.to_string())),
+        ("status", f.status.map(|s| s.id().to_string())),
+    ]
+}
+
+/// Filters read back from query parameters (`get(name)`); a value that names nothing is ignored.
+pub fn filters_from(get: impl Fn(&str) -> Option<String>) -> Filters {
+    Filters {
+        phase: get("phase").and_then(|v| [Phase::Prefill, Phase::Decode].into_iter().find(|p| p.id() == v)),
+        context: get("context").and_then(|v| v.parse().ok()),
+        concurrency: get("concurrency").and_then(|v| v.parse().ok()),
+        status: get("status").and_then(|v| CellStatus::ALL.into_iter().find(|s| s.id() == v)),
+    }
+}
+
+/// A file name for a download: the run's title in lower case, letters and digits joined by
+/// `-`, then `suffix` ("qwen3-5-122b-a10b-gptq-int4-on-h200-nvl-141gb-2" + "-charts.png").
+pub fn file_stem(r: &Results) -> String {
+    let mut out = String::new();
+    for ch in title(r).chars() {
+        if ch.is_ascii_alphanumeric() {
+            out.push(ch.to_ascii_lowercase());
+        } else if !out.ends_with('-') && !out.is_empty() {
+            out.push('-');
+        }
+    }
+    let out = out.trim_end_matches('-').chars().take(80).collect::<String>();
+    if out.is_empty() {
+        "speedmatrix-run".into()
+    } else {
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -652,5 +747,28 @@ mod tests {
         assert!(ids.contains(&"prompt_tps".to_string()));
         assert!(!ids.contains(&"tpot_ms_p50".to_string()), "the seed has no TPOT: no empty column");
         assert!(!ids.contains(&"ttft_ms_p99".to_string()), "the seed has no p99: no empty column");
+    }
+    #[test]
+    fn view_state_round_trips_through_the_query() {
+        let keys = vec![("total_tps".to_string(), true), ("ttft_ms_p50".to_string(), false)];
+        let q = encode_sort(&keys).unwrap();
+        assert_eq!(q, "total_tps,-ttft_ms_p50");
+        assert_eq!(parse_sort(&q), keys);
+        assert_eq!(encode_sort(&[]), None);
+        assert_eq!(parse_sort(",-,context"), vec![("context".to_string(), true)]);
+        let r = seed();
+        let cols = table_columns(&r, false);
+        let ks = sort_keys(&cols, &[("nope".into(), true), ("context".into(), false), ("context".into(), true)]);
+        assert_eq!(ks, vec![SortKey { column: 1, ascending: false }]);
+        assert_eq!(sort_ids(&cols, &ks), vec![("context".to_string(), false)]);
+        let f = Filters { phase: Some(Phase::Decode), context: Some(8192), concurrency: Some(16), status: None };
+        let params = filter_params(&f);
+        let back = filters_from(|n| params.iter().find(|(k, _)| *k == n).and_then(|(_, v)| v.clone()));
+        assert_eq!(back, f);
+        assert_eq!(filters_from(|_| Some("bogus".into())), Filters::default());
+        assert_eq!(file_stem(&r), "qwen3-5-122b-a10b-gptq-int4-on-h200-nvl-141gb-2");
+        let h = heatmap(&r, &column("total_tps").unwrap());
+        let cell = h.rows.iter().flat_map(|(_, c)| c).find(|c| c.context == "8K" && c.concurrency == 128).unwrap();
+        assert_eq!(cell.spoken(), "8K context, 128 at once: 6,342.6, Valid, 10,187 ms TTFT");
     }
 }

@@ -118,3 +118,112 @@ pub async fn copy_text(text: &str, fallback: Option<web_sys::Element>) -> String
     }
     "Copy failed: select the text by hand".into()
 }
+
+/// Set or remove several query parameters at once and push a history entry (so back/forward
+/// step through views); nothing is pushed when the URL would not change.
+pub fn push_query(params: &[(&str, Option<String>)]) {
+    let w = window();
+    let Ok(href) = w.location().href() else { return };
+    let Ok(url) = web_sys::Url::new(&href) else { return };
+    let sp = url.search_params();
+    for (name, value) in params {
+        match value {
+            Some(v) => sp.set(name, v),
+            None => sp.delete(name),
+        }
+    }
+    if url.href() == href {
+        return;
+    }
+    if let Ok(history) = w.history() {
+        let _ = history.push_state_with_url(&JsValue::NULL, "", Some(&url.href()));
+    }
+}
+
+/// Offer `text` as a file download named `name` (a Blob URL on a temporary link).
+pub fn download_text(name: &str, mime: &str, text: &str) {
+    let parts = js_sys::Array::of1(&JsValue::from_str(text));
+    let options = web_sys::BlobPropertyBag::new();
+    options.set_type(mime);
+    let Ok(blob) = web_sys::Blob::new_with_str_sequence_and_options(&parts, &options) else { return };
+    let Ok(url) = web_sys::Url::create_object_url_with_blob(&blob) else { return };
+    download_url(name, &url);
+    let _ = web_sys::Url::revoke_object_url(&url);
+}
+
+/// Offer the resource at `url` (a Blob or data URL) as a download named `name`.
+pub fn download_url(name: &str, url: &str) {
+    let Some(doc) = window().document() else { return };
+    let Ok(a) = doc.create_element("a") else { return };
+    let a: web_sys::HtmlAnchorElement = a.unchecked_into();
+    a.set_href(url);
+    a.set_download(name);
+    a.click();
+}
+
+/// A value kept in the browser's localStorage (`None` when storage is unavailable).
+pub fn stored(key: &str) -> Option<String> {
+    window().local_storage().ok().flatten()?.get_item(key).ok().flatten()
+}
+
+/// Keep (or with `None` forget) a value in localStorage; silently nothing without storage.
+pub fn store(key: &str, value: Option<&str>) {
+    if let Some(s) = window().local_storage().ok().flatten() {
+        let _ = match value {
+            Some(v) => s.set_item(key, v),
+            None => s.remove_item(key),
+        };
+    }
+}
+
+/// Whether a CSS media query matches now (`(prefers-color-scheme: dark)`).
+pub fn media_matches(query: &str) -> bool {
+    window().match_media(query).ok().flatten().is_some_and(|m| m.matches())
+}
+
+/// Call `f(matches)` whenever the media query's match changes (for the page's lifetime).
+pub fn on_media_change(query: &str, f: impl Fn(bool) + 'static) {
+    let Some(mql) = window().match_media(query).ok().flatten() else { return };
+    let m2 = mql.clone();
+    let cb = wasm_bindgen::closure::Closure::<dyn Fn()>::new(move || f(m2.matches()));
+    let _ = mql.add_event_listener_with_callback("change", cb.as_ref().unchecked_ref());
+    cb.forget();
+}
+
+/// The device pixels per CSS pixel now (1 when unknown).
+pub fn device_pixel_ratio() -> f64 {
+    let r = window().device_pixel_ratio();
+    if r.is_finite() && r > 0.0 {
+        r
+    } else {
+        1.0
+    }
+}
+
+/// Call `f(ratio)` whenever `devicePixelRatio` changes (browser zoom, moving the window to
+/// another screen): a `(resolution: Xdppx)` media query for the current ratio, re-armed after
+/// each change.
+pub fn on_dpr_change(f: impl Fn(f64) + 'static) {
+    fn arm(f: std::rc::Rc<dyn Fn(f64)>) {
+        let query = format!("(resolution: {}dppx)", device_pixel_ratio());
+        let Some(mql) = window().match_media(&query).ok().flatten() else { return };
+        let f2 = f.clone();
+        let cb = wasm_bindgen::closure::Closure::once_into_js(move || {
+            f2(device_pixel_ratio());
+            arm(f2);
+        });
+        let options = web_sys::AddEventListenerOptions::new();
+        options.set_once(true);
+        let _ =
+            mql.add_event_listener_with_callback_and_add_event_listener_options("change", cb.unchecked_ref(), &options);
+    }
+    arm(std::rc::Rc::new(f));
+}
+
+/// Add a `performance.mark(name)` (milliseconds since navigation start, read by the render
+/// benchmark); nothing without the Performance API.
+pub fn mark(name: &str) {
+    if let Some(p) = window().performance() {
+        let _ = p.mark(name);
+    }
+}

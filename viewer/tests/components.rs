@@ -80,3 +80,19 @@ async fn header_click_sorts_and_shift_click_adds_a_key() {
     assert_eq!(th.get_attribute("aria-sort").as_deref(), Some("ascending"));
     assert!(th.text_content().unwrap().contains("▲2"));
 }
+
+#[wasm_bindgen_test]
+async fn charts_are_drawn_with_table_mirrors() {
+    let host = mount_seed(RwSignal::new("total_tps".into())).await;
+    // Effects draw after mount: give them a frame.
+    leptos::task::tick().await;
+    let ids = ["chart-prefill-tps", "chart-prefill-ttft", "chart-decode-total", "chart-decode-ttft", "chart-pareto"];
+    for id in &ids {
+        let canvas: web_sys::HtmlCanvasElement =
+            host.query_selector(&format!("#charts #{id}")).unwrap().unwrap_or_else(|| panic!("{id}")).unchecked_into();
+        assert!(canvas.width() > 0 && canvas.height() > 0, "{id} has a bitmap");
+        assert_eq!(canvas.get_attribute("tabindex").as_deref(), Some("0"), "{id} is reachable by keyboard");
+    }
+    let rows = host.query_selector("#table-decode-total tbody").unwrap().unwrap().child_element_count();
+    assert_eq!(rows, 42, "one mirror row per decode cell with a total tok/s");
+}

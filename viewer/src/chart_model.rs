@@ -1,0 +1,603 @@
+//! What the charts show, as plain data: series of points with a status and a readout, axis
+//! ranges, the Pareto frontier, the table mirror and the hover hit test. Pure functions of one
+//! or more [`Results`] (no DOM, no canvas), unit-tested natively; [`crate::charts`] draws them.
+//!
+//! Every chart is built from a list of runs, each with a [`Stroke`], so a second run can be
+//! overlaid on the first (run A solid, run B dashed): see [`charts`].
+
+use speedmatrix_schema::registry::{self, column, Column};
+use speedmatrix_schema::table::Row;
+use speedmatrix_schema::{CellStatus, Results};
+
+/// How a series' line is drawn: one run solid, an overlaid second run dashed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stroke {
+    /// A continuous line (the run on its own, or run A of a comparison).
+    Solid,
+    /// A dashed line (run B of a comparison).
+    Dashed,
+}
+
+/// One point of a series.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Point {
+    /// Position on the x axis, in the axis unit (tokens, requests, tok/s).
+    pub x: f64,
+    /// Position on the y axis, in the axis unit (tok/s, ms).
+    pub y: f64,
+    /// The cell's status: only [`CellStatus::Valid`] points are joined by the line; others are
+    /// drawn as their own unconnected marks.
+    pub status: CellStatus,
+    /// What the hover readout and the table mirror say: "64K context · 16 requests".
+    pub label: String,
+    /// The x value as the registry writes it ("8,192 tokens", "16").
+    pub x_text: String,
+    /// The y value as the registry writes it ("6,343 tok/s", "811 ms").
+    pub y_text: String,
+}
+
+/// A line of a chart.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    /// The legend entry: "64K context", or "A · 64K context" when runs are overlaid.
+    pub name: String,
+    /// Index into the theme's colour-blind-safe palette (the same context keeps its colour
+    /// across overlaid runs).
+    pub colour: usize,
+    /// Solid or dashed.
+    pub stroke: Stroke,
+    /// The points, in x order.
+    pub points: Vec<Point>,
+}
+
+/// One axis of a chart.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Axis {
+    /// The axis title with its unit: "Simultaneous requests", "TTFT (ms)".
+    pub label: String,
+    /// Whether the axis is logarithmic (values spanning 20× or more).
+    pub log: bool,
+    /// The drawn range, `lo < hi` (both > 0 on a log axis).
+    pub range: (f64, f64),
+    /// How tick labels are written.
+    pub ticks: TickStyle,
+    /// Where the labelled ticks go, inside `range`: the matrix's own levels for concurrency and
+    /// contexts, else round numbers (1-2-5 per decade on a log axis).
+    pub ticks_at: Vec<f64>,
+}
+
+/// How an axis writes its tick labels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TickStyle {
+    /// Token counts as the matrix names them: 8K, 128K, 1M.
+    Tokens,
+    /// Short numbers: 1, 16, 1.2K, 6K.
+    Compact,
+}
+
+/// Where the legend goes (the corner the lines leave free).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LegendCorner {
+    /// Top left.
+    UpperLeft,
+    /// Top right.
+    UpperRight,
+    /// Bottom left.
+    LowerLeft,
+    /// Bottom right.
+    LowerRight,
+}
+
+/// Everything a chart draws.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChartSpec {
+    /// Stable id, used for the canvas element (`chart-{id}`), the PNG file name and tests.
+    pub id: &'static str,
+    /// The heading.
+    pub title: String,
+    /// One sentence under the heading.
+    pub caption: String,
+    /// The x axis.
+    pub x: Axis,
+    /// The y axis.
+    pub y: Axis,
+    /// The lines.
+    pub series: Vec<Series>,
+    /// The Pareto frontier of the valid points (per-request vs total tok/s), when marked.
+    pub frontier: Option<Vec<(f64, f64)>>,
+    /// Where the legend goes.
+    pub legend: LegendCorner,
+}
+
+impl ChartSpec {
+    /// Whether the chart has any point to draw.
+    pub fn has_points(&self) -> bool {
+        self.series.iter().any(|s| !s.points.is_empty())
+    }
+
+    /// The table mirror (accessible fallback): one row per point, `[series, x, y, status]`.
+    pub fn mirror_rows(&self) -> Vec<[String; 4]> {
+        self.series
+            .iter()
+            .flat_map(|s| {
+                s.points
+                    .iter()
+                    .map(move |p| [s.name.clone(), p.x_text.clone(), p.y_text.clone(), p.status.label().into()])
+            })
+            .collect()
+    }
+}
+
+/// One run to chart: its name (for legends when overlaid), the run, and its stroke.
+#[derive(Debug, Clone, Copy)]
+pub struct RunRef<'a> {
+    /// A short name ("A", "B"), or `""` for a single run (legends then name only the context).
+    pub name: &'a str,
+    /// The run.
+    pub results: &'a Results,
+    /// How its lines are drawn.
+    pub stroke: Stroke,
+}
+
+impl<'a> RunRef<'a> {
+    /// A single run, drawn solid, without a name.
+    pub fn single(results: &'a Results) -> Self {
+        RunRef { name: "", results, stroke: Stroke::Solid }
+    }
+
+    fn series_name(&self, what: &str) -> String {
+        if self.name.is_empty() {
+            what.to_string()
+        } else {
+            format!("{} · {what}", self.name)
+        }
+    }
+}
+
+fn col(id: &str) -> Column {
+    column(id).unwrap_or_else(|| panic!("{id} is in the registry"))
+}
+
+fn metric_text(id: &str, v: f64) -> String {
+    registry::metric(id).map(|m| m.display(v)).unwrap_or_else(|| v.to_string())
+}
+
+/// A token count as the matrix names contexts: 8192 → "8K", 1048576 → "1M", 1000 → "1000".
+pub fn tokens_text(v: f64) -> String {
+    const K: f64 = 1024.0;
+    let short = |x: f64| {
+        if (x - x.round()).abs() < 1e-9 {
+            format!("{}", x.round())
+        } else {
+            format!("{x:.1}")
+        }
+    };
+    if v >= K * K {
+        format!("{}M", short(v / (K * K)))
+    } else if v >= K && ((v / K) - (v / K).round()).abs() < 0.05 {
+        format!("{}K", short(v / K))
+    } else {
+        registry::format_int(v.round().max(0.0) as u64)
+    }
+}
+
+/// A short number for tick labels: 0.5, 16, 950, 1.2K, 12K, 1.5M.
+pub fn compact(v: f64) -> String {
+    let a = v.abs();
+    let trim = |s: String| if s.contains('.') { s.trim_end_matches('0').trim_end_matches('.').to_string() } else { s };
+    if a >= 1e6 {
+        format!("{}M", trim(format!("{:.1}", v / 1e6)))
+    } else if a >= 1e3 {
+        format!("{}K", trim(format!("{:.1}", v / 1e3)))
+    } else if a >= 10.0 || a == 0.0 {
+        format!("{v:.0}")
+    } else {
+        trim(format!("{v:.2}"))
+    }
+}
+
+/// Whether a logarithmic axis helps: every value positive and the largest at least 20× the
+/// smallest (concurrency 1–128, contexts 8K–256K, TTFT from 50 ms to a minute).
+pub fn log_helps(values: &[f64]) -> bool {
+    let min = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    min > 0.0 && max.is_finite() && max / min >= 20.0
+}
+
+/// The drawn range of an axis holding `values`: a linear axis starts at zero (throughput and
+/// latency are ratios to zero) and leaves 8% headroom; a log axis pads by a factor of 1.25 on
+/// both sides. Empty or degenerate data still gives a valid range (`lo < hi`, positive on log).
+pub fn axis_range(values: &[f64], log: bool) -> (f64, f64) {
+    let finite: Vec<f64> = values.iter().copied().filter(|v| v.is_finite() && (!log || *v > 0.0)).collect();
+    let min = finite.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = finite.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if finite.is_empty() {
+        return if log { (1.0, 10.0) } else { (0.0, 1.0) };
+    }
+    if log {
+        let (lo, hi) = (min / 1.25, max * 1.25);
+        if hi > lo {
+            (lo, hi)
+        } else {
+            (lo / 2.0, hi * 2.0)
+        }
+    } else {
+        let lo = min.min(0.0);
+        let hi = if max > lo { max + (max - lo) * 0.08 } else { lo + 1.0 };
+        (lo, hi)
+    }
+}
+
+/// The Pareto frontier of `points` (x, y), both better when higher: the points no other point
+/// beats or equals on both axes, in increasing x (so decreasing y). Non-finite points are
+/// ignored; duplicates appear once.
+pub fn pareto_frontier(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    let mut pts: Vec<(f64, f64)> = points.iter().copied().filter(|(x, y)| x.is_finite() && y.is_finite()).collect();
+    // Highest x first; among equal x, highest y first.
+    pts.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.total_cmp(&a.1)));
+    let mut frontier: Vec<(f64, f64)> = Vec::new();
+    let mut best_y = f64::NEG_INFINITY;
+    for p in pts {
+        if p.1 > best_y {
+            frontier.push(p);
+            best_y = p.1;
+        }
+    }
+    frontier.reverse();
+    frontier
+}
+
+/// The index of the point of `hits` nearest to (`x`, `y`) within `radius` (all in the same
+/// pixels), for the hover readout.
+pub fn nearest(hits: &[(f64, f64)], x: f64, y: f64, radius: f64) -> Option<usize> {
+    hits.iter()
+        .enumerate()
+        .map(|(i, (hx, hy))| (i, (hx - x).powi(2) + (hy - y).powi(2)))
+        .filter(|(_, d2)| *d2 <= radius * radius)
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(i, _)| i)
+}
+
+/// Round tick positions in `lo..=hi`: about `n` multiples of 1, 2 or 5 × 10^k on a linear axis;
+/// on a log axis 1-2-5 per decade (only powers of ten when that gives more than 9, 1-2-3-5-7
+/// when it gives fewer than 4).
+pub fn round_ticks(lo: f64, hi: f64, log: bool, n: usize) -> Vec<f64> {
+    if !(lo.is_finite() && hi.is_finite() && hi > lo) || (log && lo <= 0.0) {
+        return Vec::new();
+    }
+    if log {
+        let in_range = |mantissas: &[f64]| {
+            let mut out = Vec::new();
+            for e in (lo.log10().floor() as i32)..=(hi.log10().ceil() as i32) {
+                for m in mantissas {
+                    let v = m * 10f64.powi(e);
+                    if v >= lo * (1.0 - 1e-9) && v <= hi * (1.0 + 1e-9) {
+                        out.push(v);
+                    }
+                }
+            }
+            out
+        };
+        let t = in_range(&[1.0, 2.0, 5.0]);
+        return if t.len() > 9 {
+            in_range(&[1.0])
+        } else if t.len() < 4 {
+            in_range(&[1.0, 2.0, 3.0, 5.0, 7.0])
+        } else {
+            t
+        };
+    }
+    let raw = (hi - lo) / n.max(1) as f64;
+    let mag = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 5.0, 10.0].into_iter().map(|m| m * mag).find(|s| *s >= raw).unwrap_or(10.0 * mag);
+    let first = (lo / step).ceil() as i64;
+    let last = (hi / step).floor() as i64;
+    (first..=last).map(|i| i as f64 * step).collect()
+}
+
+/// Ticks at the data's own x values (concurrency levels, context sizes), skipping one closer
+/// than 15% (log) or 4% of the range (linear) to the previous, so labels do not collide.
+pub fn level_ticks(values: &[f64], log: bool, range: (f64, f64)) -> Vec<f64> {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite() && *x >= range.0 && *x <= range.1).collect();
+    v.sort_by(f64::total_cmp);
+    let mut out: Vec<f64> = Vec::new();
+    for x in v {
+        let far = match out.last() {
+            None => true,
+            Some(&p) if log => x / p >= 1.15,
+            Some(&p) => x - p >= (range.1 - range.0) * 0.04,
+        };
+        if far {
+            out.push(x);
+        }
+    }
+    out
+}
+
+fn axis(label: String, values: Vec<f64>, ticks: TickStyle, allow_log: bool) -> Axis {
+    let log = allow_log && log_helps(&values);
+    let range = axis_range(&values, log);
+    let ticks_at = round_ticks(range.0, range.1, log, 6);
+    Axis { label, log, range, ticks, ticks_at }
+}
+
+/// An axis whose ticks are the data's own levels (concurrency, context tokens).
+fn level_axis(label: String, values: Vec<f64>, ticks: TickStyle) -> Axis {
+    let mut a = axis(label, values.clone(), ticks, true);
+    a.ticks_at = level_ticks(&values, a.log, a.range);
+    a
+}
+
+fn all_x(series: &[Series]) -> Vec<f64> {
+    series.iter().flat_map(|s| s.points.iter().map(|p| p.x)).collect()
+}
+
+fn all_y(series: &[Series]) -> Vec<f64> {
+    series.iter().flat_map(|s| s.points.iter().map(|p| p.y)).collect()
+}
+
+/// Prefill rows as a series of `field` (`prompt_tps` or `ttft_ms`) against context tokens.
+fn prefill_series(run: &RunRef<'_>, id: &str) -> Series {
+    let r = run.results;
+    let points = r
+        .prefill
+        .iter()
+        .filter_map(|p| {
+            let y = match id {
+                "prompt_tps" => p.prompt_tps,
+                _ => p.ttft_ms,
+            }?;
+            (y.is_finite()).then(|| Point {
+                x: p.context.tokens as f64,
+                y,
+                status: p.status,
+                label: format!("{} context", p.context.label),
+                x_text: format!("{} tokens", registry::format_int(p.context.tokens)),
+                y_text: metric_text(id, y),
+            })
+        })
+        .collect::<Vec<_>>();
+    let mut points = points;
+    points.sort_by(|a, b| a.x.total_cmp(&b.x));
+    Series { name: run.series_name("Prefill"), colour: 0, stroke: run.stroke, points }
+}
+
+/// One series per planned context of decode cells: `y` (a registry column) against `x`
+/// (`None`: concurrency; `Some(column)`: that column's value).
+fn decode_series(run: &RunRef<'_>, x: Option<&Column>, y: &Column) -> Vec<Series> {
+    let r = run.results;
+    r.config
+        .contexts
+        .iter()
+        .enumerate()
+        .map(|(ci, ctx)| {
+            let mut points: Vec<Point> = r
+                .decode
+                .iter()
+                .filter(|c| c.context.tokens == ctx.tokens)
+                .filter_map(|c| {
+                    let row = Row::Decode(c);
+                    let yv = row.value(y).filter(|v| v.is_finite())?;
+                    let (xv, x_text) = match x {
+                        None => (f64::from(c.concurrency), c.concurrency.to_string()),
+                        Some(xc) => {
+                            let v = row.value(xc).filter(|v| v.is_finite())?;
+                            (v, xc.display(v))
+                        }
+                    };
+                    Some(Point {
+                        x: xv,
+                        y: yv,
+                        status: c.status,
+                        label: format!("{} context · {} at once", ctx.label, c.concurrency),
+                        x_text,
+                        y_text: y.display(yv),
+                    })
+                })
+                .collect();
+            points.sort_by(|a, b| a.x.total_cmp(&b.x));
+            Series { name: run.series_name(&format!("{} context", ctx.label)), colour: ci, stroke: run.stroke, points }
+        })
+        .filter(|s| !s.points.is_empty())
+        .collect()
+}
+
+/// The charts of one run, or of several overlaid (each [`RunRef`] with its own stroke; series
+/// of the same context share a colour). Charts without any point are left out.
+///
+/// In order: `prefill-tps` (prompt tok/s by context), `prefill-ttft` (TTFT by context),
+/// `decode-total` (total tok/s vs concurrency, one line per context), `decode-ttft` (TTFT vs
+/// concurrency), `pareto` (per-request vs total tok/s, frontier marked).
+pub fn charts(runs: &[RunRef<'_>]) -> Vec<ChartSpec> {
+    let prompt = registry::metric("prompt_tps").map(|m| m.header()).unwrap_or_else(|| "Prompt tok/s".into());
+    let ttft = col("ttft_ms");
+    let total = col("total_tps");
+    let per_request = col("per_request_tps");
+    let tokens_axis = "Context length (tokens)".to_string();
+    let requests_axis = "Simultaneous requests".to_string();
+
+    let mut out = Vec::new();
+
+    let s: Vec<Series> =
+        runs.iter().map(|r| prefill_series(r, "prompt_tps")).filter(|s| !s.points.is_empty()).collect();
+    out.push(ChartSpec {
+        id: "prefill-tps",
+        title: "Prefill throughput by context".into(),
+        caption: "Prompt tokens processed per second for one request at each context length.".into(),
+        x: level_axis(tokens_axis.clone(), all_x(&s), TickStyle::Tokens),
+        y: axis(prompt, all_y(&s), TickStyle::Compact, false),
+        legend: LegendCorner::LowerRight,
+        series: s,
+        frontier: None,
+    });
+
+    let s: Vec<Series> = runs.iter().map(|r| prefill_series(r, "ttft_ms")).filter(|s| !s.points.is_empty()).collect();
+    out.push(ChartSpec {
+        id: "prefill-ttft",
+        title: "Time to first token by context".into(),
+        caption: "TTFT of one request with a cold prompt: the prefill time a user waits.".into(),
+        x: level_axis(tokens_axis, all_x(&s), TickStyle::Tokens),
+        y: axis(ttft.metric.header(), all_y(&s), TickStyle::Compact, true),
+        legend: LegendCorner::UpperLeft,
+        series: s,
+        frontier: None,
+    });
+
+    let s: Vec<Series> = runs.iter().flat_map(|r| decode_series(r, None, &total)).collect();
+    out.push(ChartSpec {
+        id: "decode-total",
+        title: "Total throughput vs simultaneous requests".into(),
+        caption: "Output tok/s across all requests, one line per context length.".into(),
+        x: level_axis(requests_axis.clone(), all_x(&s), TickStyle::Compact),
+        y: axis(total.metric.header(), all_y(&s), TickStyle::Compact, true),
+        legend: LegendCorner::UpperLeft,
+        series: s,
+        frontier: None,
+    });
+
+    let s: Vec<Series> = runs.iter().flat_map(|r| decode_series(r, None, &ttft)).collect();
+    out.push(ChartSpec {
+        id: "decode-ttft",
+        title: "Time to first token vs simultaneous requests".into(),
+        caption: "Median TTFT in the sustained-decode window, one line per context length.".into(),
+        x: level_axis(requests_axis, all_x(&s), TickStyle::Compact),
+        y: axis(format!("{} (median)", ttft.metric.header()), all_y(&s), TickStyle::Compact, true),
+        legend: LegendCorner::UpperLeft,
+        series: s,
+        frontier: None,
+    });
+
+    let s: Vec<Series> = runs.iter().flat_map(|r| decode_series(r, Some(&total), &per_request)).collect();
+    let valid: Vec<(f64, f64)> =
+        s.iter().flat_map(|s| s.points.iter().filter(|p| p.status == CellStatus::Valid).map(|p| (p.x, p.y))).collect();
+    let frontier = (!valid.is_empty()).then(|| pareto_frontier(&valid));
+    out.push(ChartSpec {
+        id: "pareto",
+        title: "Per-request speed vs total throughput".into(),
+        caption: "Each point is a cell; the dotted line joins the Pareto frontier (no valid cell is faster on both)."
+            .into(),
+        x: axis(total.metric.header(), all_x(&s), TickStyle::Compact, true),
+        y: axis(format!("{} (median)", per_request.metric.header()), all_y(&s), TickStyle::Compact, true),
+        legend: LegendCorner::LowerLeft,
+        series: s,
+        frontier,
+    });
+
+    out.retain(ChartSpec::has_points);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use speedmatrix_schema::load_results;
+
+    fn seed() -> Results {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/h200-qwen3.5-122b-vllm.json");
+        load_results(&std::fs::read(path).expect("seed fixture")).expect("valid seed fixture")
+    }
+
+    #[test]
+    fn frontier_keeps_undominated_points_in_x_order() {
+        let pts = [(1.0, 10.0), (2.0, 9.0), (2.0, 5.0), (3.0, 9.0), (4.0, 1.0), (0.5, 10.0), (f64::NAN, 99.0)];
+        assert_eq!(pareto_frontier(&pts), vec![(1.0, 10.0), (3.0, 9.0), (4.0, 1.0)]);
+        assert!(pareto_frontier(&[]).is_empty());
+        assert_eq!(pareto_frontier(&[(2.0, 2.0), (2.0, 2.0)]), vec![(2.0, 2.0)]);
+    }
+
+    #[test]
+    fn ranges_are_valid_for_any_data() {
+        assert_eq!(axis_range(&[], false), (0.0, 1.0));
+        assert_eq!(axis_range(&[], true), (1.0, 10.0));
+        assert_eq!(axis_range(&[0.0], false), (0.0, 1.0));
+        let (lo, hi) = axis_range(&[100.0, 200.0], false);
+        assert_eq!(lo, 0.0);
+        assert!((hi - 216.0).abs() < 1e-9);
+        let (lo, hi) = axis_range(&[1.0, 128.0], true);
+        assert!((lo - 0.8).abs() < 1e-9 && (hi - 160.0).abs() < 1e-9);
+        let (lo, hi) = axis_range(&[5.0, 5.0, -1.0, f64::NAN], true);
+        assert!(lo > 0.0 && lo < 5.0 && hi > 5.0);
+        assert!(log_helps(&[1.0, 128.0]) && !log_helps(&[1.0, 8.0]) && !log_helps(&[0.0, 100.0]));
+    }
+
+    #[test]
+    fn tick_texts() {
+        assert_eq!(tokens_text(8192.0), "8K");
+        assert_eq!(tokens_text(131072.0), "128K");
+        assert_eq!(tokens_text(1048576.0), "1M");
+        assert_eq!(tokens_text(10000.0), "10,000");
+        assert_eq!(round_ticks(0.0, 216.0, false, 6), vec![0.0, 50.0, 100.0, 150.0, 200.0]);
+        assert_eq!(round_ticks(0.8, 160.0, true, 6), vec![1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0]);
+        assert_eq!(round_ticks(160.0, 7900.0, true, 6), vec![200.0, 500.0, 1000.0, 2000.0, 5000.0]);
+        assert_eq!(round_ticks(300.0, 1200.0, true, 6), vec![300.0, 500.0, 700.0, 1000.0]);
+        assert!(round_ticks(1.0, 1.0, false, 6).is_empty());
+        let levels = [8192.0, 16384.0, 257024.0, 262144.0, 8192.0];
+        assert_eq!(level_ticks(&levels, true, (6000.0, 330000.0)), vec![8192.0, 16384.0, 257024.0]);
+        assert_eq!(compact(6343.0), "6.3K");
+        assert_eq!(compact(16.0), "16");
+        assert_eq!(compact(0.5), "0.5");
+        assert_eq!(compact(2_000_000.0), "2M");
+    }
+
+    #[test]
+    fn hover_hits_the_nearest_point_within_the_radius() {
+        let hits = [(10.0, 10.0), (20.0, 10.0), (100.0, 100.0)];
+        assert_eq!(nearest(&hits, 14.0, 10.0, 12.0), Some(0));
+        assert_eq!(nearest(&hits, 16.0, 11.0, 12.0), Some(1));
+        assert_eq!(nearest(&hits, 60.0, 60.0, 12.0), None);
+    }
+
+    #[test]
+    fn seed_charts_follow_the_file() {
+        let r = seed();
+        let charts = charts(&[RunRef::single(&r)]);
+        let ids: Vec<&str> = charts.iter().map(|c| c.id).collect();
+        assert_eq!(ids, ["prefill-tps", "prefill-ttft", "decode-total", "decode-ttft", "pareto"]);
+        // One line per context with decode cells, points in x order, values from the file.
+        let total = &charts[2];
+        let with_cells = r.config.contexts.iter().filter(|c| r.decode.iter().any(|d| d.context.tokens == c.tokens));
+        assert_eq!(total.series.len(), with_cells.count());
+        for s in &total.series {
+            assert!(s.points.windows(2).all(|w| w[0].x <= w[1].x), "{} not sorted", s.name);
+            for p in &s.points {
+                let cell = r
+                    .decode
+                    .iter()
+                    .find(|c| format!("{} context · {} at once", c.context.label, c.concurrency) == p.label)
+                    .expect("a point is a cell");
+                assert_eq!(Some(p.y), cell.total_tps);
+                assert_eq!(p.status, cell.status);
+            }
+        }
+        assert!(total.x.log, "concurrency 1–128 is drawn on a log axis");
+        assert!(total.x.label.contains("requests") && total.y.label.contains("tok/s"), "{:?}", total.y.label);
+        // Prefill: one point per measured context.
+        let measured = r.prefill.iter().filter(|p| p.prompt_tps.is_some()).count();
+        assert_eq!(charts[0].series[0].points.len(), measured);
+        assert!(charts[1].y.label.contains("ms"));
+        // The frontier is made of valid points of the chart, undominated.
+        let pareto = &charts[4];
+        let f = pareto.frontier.as_ref().expect("a frontier");
+        assert!(!f.is_empty());
+        for (x, y) in f {
+            assert!(pareto.series.iter().flat_map(|s| &s.points).any(|p| p.x == *x && p.y == *y));
+        }
+        assert_eq!(pareto.mirror_rows().len(), pareto.series.iter().map(|s| s.points.len()).sum::<usize>());
+    }
+
+    #[test]
+    fn a_second_run_overlays_dashed_with_the_same_colours() {
+        let r = seed();
+        let charts = charts(&[
+            RunRef { name: "A", results: &r, stroke: Stroke::Solid },
+            RunRef { name: "B", results: &r, stroke: Stroke::Dashed },
+        ]);
+        let total = charts.iter().find(|c| c.id == "decode-total").expect("decode-total");
+        let n = total.series.len() / 2;
+        for (a, b) in total.series[..n].iter().zip(&total.series[n..]) {
+            assert_eq!((a.stroke, b.stroke), (Stroke::Solid, Stroke::Dashed));
+            assert_eq!(a.colour, b.colour);
+            assert!(a.name.starts_with("A · ") && b.name.starts_with("B · "));
+        }
+    }
+}

@@ -1,0 +1,285 @@
+//! Drawing a [`ChartSpec`] on a `<canvas>` with plotters + plotters-canvas (DESIGN §6).
+//!
+//! The canvas is sized in device pixels (CSS size × `devicePixelRatio`) and everything drawn
+//! (fonts, strokes, marks, margins) is scaled by the same ratio, so charts stay crisp on HiDPI
+//! screens; the component redraws when the ratio or the width changes.
+//!
+//! Call [`draw`] with a spec from [`crate::chart_model::charts`]; to overlay a second run, build
+//! the spec from two [`crate::chart_model::RunRef`]s (A solid, B dashed): the drawing code
+//! follows each series' [`Stroke`] and colour index, nothing else changes.
+
+use crate::chart_model::{compact, tokens_text, Axis, ChartSpec, LegendCorner, Stroke, TickStyle};
+use plotters::coord::combinators::{BindKeyPoints, WithKeyPoints};
+use plotters::coord::types::RangedCoordf64;
+use plotters::prelude::*;
+use plotters_canvas::CanvasBackend;
+use speedmatrix_schema::CellStatus;
+
+/// Colours of a chart in one theme. The series colours are the Okabe–Ito palette, which stays
+/// distinguishable with the common colour-vision deficiencies (Okabe & Ito, "Color Universal
+/// Design", 2008); dark mode swaps in lighter members first.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Palette {
+    /// The canvas background (also the PNG's).
+    pub background: RGBColor,
+    /// Titles, tick labels, the frontier.
+    pub text: RGBColor,
+    /// Grid lines.
+    pub grid: RGBColor,
+    /// Axis lines.
+    pub axis: RGBColor,
+    /// Series colours, indexed by [`crate::chart_model::Series::colour`] (modulo the length).
+    pub series: [RGBColor; 7],
+}
+
+/// The palette of the light or the dark theme.
+pub fn palette(dark: bool) -> Palette {
+    if dark {
+        Palette {
+            background: RGBColor(0x17, 0x1c, 0x24),
+            text: RGBColor(0xe3, 0xe8, 0xef),
+            grid: RGBColor(0x2c, 0x34, 0x40),
+            axis: RGBColor(0x8a, 0x96, 0xa6),
+            series: [
+                RGBColor(0x56, 0xb4, 0xe9),
+                RGBColor(0xe6, 0x9f, 0x00),
+                RGBColor(0x00, 0x9e, 0x73),
+                RGBColor(0xcc, 0x79, 0xa7),
+                RGBColor(0xf0, 0xe4, 0x42),
+                RGBColor(0xd5, 0x5e, 0x00),
+                RGBColor(0xd0, 0xd0, 0xd0),
+            ],
+        }
+    } else {
+        Palette {
+            background: RGBColor(0xff, 0xff, 0xff),
+            text: RGBColor(0x1b, 0x24, 0x30),
+            grid: RGBColor(0xe6, 0xe9, 0xee),
+            axis: RGBColor(0x5b, 0x66, 0x75),
+            series: [
+                RGBColor(0x00, 0x72, 0xb2),
+                RGBColor(0xd5, 0x5e, 0x00),
+                RGBColor(0x00, 0x9e, 0x73),
+                RGBColor(0xcc, 0x79, 0xa7),
+                RGBColor(0xe6, 0x9f, 0x00),
+                RGBColor(0x56, 0xb4, 0xe9),
+                RGBColor(0x00, 0x00, 0x00),
+            ],
+        }
+    }
+}
+
+/// The CSS colour of a series in a palette (for the HTML legend of the table mirror).
+pub fn css_colour(p: &Palette, colour: usize) -> String {
+    let c = p.series[colour % p.series.len()];
+    format!("rgb({}, {}, {})", c.0, c.1, c.2)
+}
+
+/// A drawn point: where it landed in CSS pixels of the canvas, and which point of which series.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Hit {
+    /// CSS pixels from the canvas' left edge.
+    pub x: f64,
+    /// CSS pixels from the canvas' top edge.
+    pub y: f64,
+    /// Index into [`ChartSpec::series`].
+    pub series: usize,
+    /// Index into that series' points.
+    pub point: usize,
+}
+
+/// Draw `spec` on `canvas` at `css_width` × `css_height` CSS pixels and `dpr` device pixels per
+/// CSS pixel (the canvas' bitmap is resized to match). Returns where each point landed, for the
+/// hover readout.
+///
+/// # Errors
+/// The canvas has no 2D context, or plotters failed to draw (its message).
+pub fn draw(
+    canvas: &web_sys::HtmlCanvasElement,
+    spec: &ChartSpec,
+    palette: &Palette,
+    css_width: f64,
+    css_height: f64,
+    dpr: f64,
+) -> Result<Vec<Hit>, String> {
+    let dpr = if dpr.is_finite() && dpr > 0.0 { dpr } else { 1.0 };
+    canvas.set_width((css_width * dpr).round().max(1.0) as u32);
+    canvas.set_height((css_height * dpr).round().max(1.0) as u32);
+    let backend = CanvasBackend::with_canvas_object(canvas.clone()).ok_or("the canvas has no 2D context")?;
+    let root = backend.into_drawing_area();
+    root.fill(&palette.background).map_err(|e| e.to_string())?;
+    let (x, y) = (&spec.x, &spec.y);
+    match (x.log, y.log) {
+        (false, false) => draw_in(&root, spec, palette, dpr, lin(x), lin(y)),
+        (false, true) => draw_in(&root, spec, palette, dpr, lin(x), log(y)),
+        (true, false) => draw_in(&root, spec, palette, dpr, log(x), lin(y)),
+        (true, true) => draw_in(&root, spec, palette, dpr, log(x), log(y)),
+    }
+}
+
+fn lin(a: &Axis) -> Ticked<RangedCoordf64> {
+    Ticked((a.range.0..a.range.1).with_key_points(a.ticks_at.clone()))
+}
+
+fn log(a: &Axis) -> Ticked<LogCoord<f64>> {
+    Ticked((a.range.0..a.range.1).log_scale().with_key_points(a.ticks_at.clone()))
+}
+
+/// An axis with the ticks of [`Axis::ticks_at`] (plotters' `WithKeyPoints`) that still accepts
+/// the mesh's label formatters (`WithKeyPoints` opts out of default formatting).
+struct Ticked<R: Ranged<ValueType = f64>>(WithKeyPoints<R>);
+
+impl<R: Ranged<ValueType = f64>> Ranged for Ticked<R> {
+    type FormatOption = plotters::coord::ranged1d::DefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
+        self.0.map(value, limit)
+    }
+
+    fn key_points<H: plotters::coord::ranged1d::KeyPointHint>(&self, hint: H) -> Vec<f64> {
+        self.0.key_points(hint)
+    }
+
+    fn range(&self) -> std::ops::Range<f64> {
+        self.0.range()
+    }
+
+    fn axis_pixel_range(&self, limit: (i32, i32)) -> std::ops::Range<i32> {
+        self.0.axis_pixel_range(limit)
+    }
+}
+
+fn tick(style: TickStyle, v: f64) -> String {
+    match style {
+        TickStyle::Tokens => tokens_text(v),
+        TickStyle::Compact => compact(v),
+    }
+}
+
+fn draw_in<X, Y>(
+    root: &DrawingArea<CanvasBackend, plotters::coord::Shift>,
+    spec: &ChartSpec,
+    palette: &Palette,
+    dpr: f64,
+    xr: X,
+    yr: Y,
+) -> Result<Vec<Hit>, String>
+where
+    X: Ranged<ValueType = f64, FormatOption = plotters::coord::ranged1d::DefaultFormatting>,
+    Y: Ranged<ValueType = f64, FormatOption = plotters::coord::ranged1d::DefaultFormatting>,
+{
+    let px = |v: f64| (v * dpr).round() as u32;
+    let font = |size: f64| ("sans-serif", size * dpr).into_font().color(&palette.text);
+    let err = |e: DrawingAreaErrorKind<_>| e.to_string();
+
+    let mut chart = ChartBuilder::on(root)
+        .margin(px(12.0))
+        .x_label_area_size(px(44.0))
+        .y_label_area_size(px(64.0))
+        .build_cartesian_2d(xr, yr)
+        .map_err(err)?;
+    let x_fmt = |v: &f64| tick(spec.x.ticks, *v);
+    let y_fmt = |v: &f64| tick(spec.y.ticks, *v);
+    chart
+        .configure_mesh()
+        .x_desc(spec.x.label.as_str())
+        .y_desc(spec.y.label.as_str())
+        .x_label_formatter(&x_fmt)
+        .y_label_formatter(&y_fmt)
+        .x_labels(8)
+        .y_labels(7)
+        .label_style(font(12.0))
+        .axis_desc_style(font(13.0))
+        .bold_line_style(palette.grid.stroke_width(px(1.0).max(1)))
+        .light_line_style(palette.background)
+        .axis_style(palette.axis.stroke_width(px(1.0).max(1)))
+        .draw()
+        .map_err(err)?;
+
+    let line_w = px(2.0).max(1);
+    let mark = px(3.5).max(2);
+    for s in &spec.series {
+        let colour = palette.series[s.colour % palette.series.len()];
+        let style = colour.stroke_width(line_w);
+        let valid: Vec<(f64, f64)> =
+            s.points.iter().filter(|p| p.status == CellStatus::Valid).map(|p| (p.x, p.y)).collect();
+        let (dash, gap) = (px(7.0).max(2), px(5.0).max(2));
+        let anno = match s.stroke {
+            Stroke::Solid => chart.draw_series(LineSeries::new(valid.iter().copied(), style)).map_err(err)?,
+            Stroke::Dashed => {
+                chart.draw_series(DashedLineSeries::new(valid.iter().copied(), dash, gap, style)).map_err(err)?
+            }
+        };
+        let legend_dashed = s.stroke == Stroke::Dashed;
+        // The legend sample: one segment for a solid line, two for a dashed one.
+        let seg = px(8.0) as i32;
+        let (a, b) = if legend_dashed { (seg * 3 / 4, seg * 5 / 4) } else { (seg, seg) };
+        anno.label(s.name.as_str()).legend(move |(x, y)| {
+            EmptyElement::at((x, y))
+                + PathElement::new(vec![(0, 0), (a, 0)], style)
+                + PathElement::new(vec![(b, 0), (2 * seg, 0)], style)
+        });
+        // Marks: valid points filled circles; every other status its own unconnected mark.
+        for p in &s.points {
+            let at = (p.x, p.y);
+            match p.status {
+                CellStatus::Valid => {
+                    chart.draw_series(std::iter::once(Circle::new(at, mark, colour.filled()))).map_err(err)?;
+                }
+                CellStatus::RequestsQueued => {
+                    chart
+                        .draw_series(std::iter::once(TriangleMarker::new(
+                            at,
+                            mark + px(1.5),
+                            colour.stroke_width(line_w),
+                        )))
+                        .map_err(err)?;
+                }
+                _ => {
+                    chart
+                        .draw_series(std::iter::once(Cross::new(at, mark + px(1.0), colour.stroke_width(line_w))))
+                        .map_err(err)?;
+                }
+            }
+        }
+    }
+    if let Some(f) = &spec.frontier {
+        let style = palette.text.stroke_width(px(1.5).max(1));
+        let seg_f = 2 * px(8.0) as i32;
+        chart
+            .draw_series(DashedLineSeries::new(f.iter().copied(), px(2.0).max(1), px(4.0).max(2), style))
+            .map_err(err)?
+            .label("Pareto frontier")
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + seg_f, y)], style));
+        chart
+            .draw_series(f.iter().map(|&at| Circle::new(at, mark + px(3.0), palette.text.stroke_width(px(1.0).max(1)))))
+            .map_err(err)?;
+    }
+    let corner = match spec.legend {
+        LegendCorner::UpperLeft => SeriesLabelPosition::UpperLeft,
+        LegendCorner::UpperRight => SeriesLabelPosition::UpperRight,
+        LegendCorner::LowerLeft => SeriesLabelPosition::LowerLeft,
+        LegendCorner::LowerRight => SeriesLabelPosition::LowerRight,
+    };
+    chart
+        .configure_series_labels()
+        .position(corner)
+        .margin(px(8.0))
+        .legend_area_size(px(26.0))
+        .label_font(font(12.0))
+        .background_style(palette.background.mix(0.88))
+        .border_style(palette.axis)
+        .draw()
+        .map_err(err)?;
+    root.present().map_err(|e| e.to_string())?;
+
+    let mut hits = Vec::new();
+    for (si, s) in spec.series.iter().enumerate() {
+        for (pi, p) in s.points.iter().enumerate() {
+            let (bx, by) = chart.backend_coord(&(p.x, p.y));
+            hits.push(Hit { x: f64::from(bx) / dpr, y: f64::from(by) / dpr, series: si, point: pi });
+        }
+    }
+    Ok(hits)
+}
