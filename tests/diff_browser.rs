@@ -296,6 +296,27 @@ async fn check_modified_pair(c: &Client) {
     let (_, b128k, _) = cell(c, "#heatmap-b td[data-context=\"128K\"][data-concurrency=\"1\"]").await;
     assert_ne!(a128k.lines().next(), Some("—"), "A has its 128K row");
     assert_eq!(b128k.lines().next(), Some("—"), "B has no 128K row");
+    // Overlaid charts: every chart draws both runs (A solid, B dashed), and each chart's table
+    // mirror lists A's and B's series.
+    wait_text(c, "#diff-charts", "Pareto").await;
+    let drawn = until(
+        c,
+        "five drawn charts",
+        "const cs = [...document.querySelectorAll('#diff-charts canvas')]; if (cs.length != 5) return null; \
+         const n = cs.map(c => { if (!c.width) return 0; const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data; \
+           let k = 0; for (let i = 0; i < d.length; i += 4) if (d[i] != d[0] || d[i+1] != d[1] || d[i+2] != d[2]) k++; return k / (c.width * c.height); }); \
+         return n.every(x => x > 0.01) ? n : null;",
+    )
+    .await;
+    assert_eq!(drawn.as_array().map(Vec::len), Some(5), "{drawn}");
+    let mirror = c
+        .execute("return document.getElementById('table-decode-total').textContent;", vec![])
+        .await
+        .unwrap();
+    let mirror = mirror.as_str().unwrap_or_default();
+    assert!(mirror.contains("A · 8K context") && mirror.contains("B · 8K context"), "{mirror}");
+    assert!(mirror.contains("7,611.1") && mirror.contains("6,342.6"), "both runs' 8K × 128 in the mirror");
+    assert!(mirror.contains("A · 128K context") && !mirror.contains("B · 128K context"), "B has no 128K line");
 }
 
 #[test]

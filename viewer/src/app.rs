@@ -239,20 +239,10 @@ async fn boot(state: State) {
     state.booting.set(false);
 }
 
-/// The whole page.
-#[component]
-pub fn App() -> impl IntoView {
-    let metric = metric_from_url();
-    let state = State {
-        entries: RwSignal::new(Vec::new()),
-        selected: RwSignal::new(None),
-        notices: RwSignal::new(Vec::new()),
-        booting: RwSignal::new(true),
-        dragging: RwSignal::new(false),
-        metric: RwSignal::new(metric),
-    };
-    spawn_local(boot(state));
-
+/// The page-wide view: the theme (the remembered choice, else the system's preference, followed
+/// live; set on `<html data-theme>`), the viewport (charts redraw on resize and devicePixelRatio
+/// changes) and default table state. Returns it with the theme choice (`""`, `light`, `dark`).
+pub(crate) fn page_view_state() -> (ViewState, RwSignal<String>) {
     // Theme: the remembered choice, else the system's preference (followed live).
     let theme = RwSignal::new(sources::stored(THEME_KEY).filter(|t| t == "light" || t == "dark").unwrap_or_default());
     let system_dark = RwSignal::new(sources::media_matches("(prefers-color-scheme: dark)"));
@@ -279,6 +269,24 @@ pub fn App() -> impl IntoView {
         dark,
         viewport,
     };
+    (view_state, theme)
+}
+
+/// The whole page.
+#[component]
+pub fn App() -> impl IntoView {
+    let metric = metric_from_url();
+    let state = State {
+        entries: RwSignal::new(Vec::new()),
+        selected: RwSignal::new(None),
+        notices: RwSignal::new(Vec::new()),
+        booting: RwSignal::new(true),
+        dragging: RwSignal::new(false),
+        metric: RwSignal::new(metric),
+    };
+    spawn_local(boot(state));
+
+    let (view_state, theme) = page_view_state();
     view_state.read_url();
     // Back and forward: the URL is the view.
     let _ = window_event_listener(leptos::ev::popstate, move |_| {
@@ -1005,7 +1013,7 @@ const CHART_HEIGHT: f64 = 340.0;
 /// One chart: canvas (redrawn on theme, width or devicePixelRatio change), readout, table
 /// mirror, PNG download.
 #[component]
-fn ChartView(spec: ChartSpec, view: ViewState, stem: String) -> impl IntoView {
+pub(crate) fn ChartView(spec: ChartSpec, view: ViewState, stem: String) -> impl IntoView {
     let spec = Arc::new(spec);
     let canvas: NodeRef<leptos::html::Canvas> = NodeRef::new();
     let hits = StoredValue::new(Vec::<charts::Hit>::new());

@@ -10,6 +10,8 @@
 //! view shows is computed by [`crate::compare`] (pure). Every string from a file is inserted as
 //! text, never as HTML.
 
+use crate::app::{page_view_state, ChartView, ViewState};
+use crate::chart_model::{self, RunRef, Stroke};
 use crate::compare::{self, DeltaCell, DeltaKind, LINE_COLUMNS};
 use crate::report;
 use crate::sources::{self, Fetched};
@@ -64,6 +66,8 @@ fn load_url(side: RwSignal<Side>, url: String) {
 /// The diff page (instead of the report page).
 #[component]
 pub fn DiffPage() -> impl IntoView {
+    // The report page's theme (remembered choice or the system's) and viewport, for the charts.
+    let (view, _theme) = page_view_state();
     let a = RwSignal::new(Side::Empty);
     let b = RwSignal::new(Side::Empty);
     let index: RwSignal<Vec<(String, String)>> = RwSignal::new(Vec::new());
@@ -121,7 +125,7 @@ pub fn DiffPage() -> impl IntoView {
         <main id="main">
             {move || match (a.get(), b.get()) {
                 (Side::Loaded(_, ra), Side::Loaded(_, rb)) => {
-                    view! { <DiffView a=ra b=rb metric=metric threshold=threshold /> }.into_any()
+                    view! { <DiffView a=ra b=rb metric=metric threshold=threshold view=view /> }.into_any()
                 }
                 (sa, sb) => {
                     view! {
@@ -235,7 +239,11 @@ pub fn DiffView(
     metric: RwSignal<String>,
     /// The noise threshold, fraction, kept in the URL as `?threshold=` (percent).
     threshold: RwSignal<f64>,
+    /// Theme and viewport for the overlaid charts (default: [`ViewState::detached`]).
+    #[prop(optional)]
+    view: Option<ViewState>,
 ) -> impl IntoView {
+    let view = view.unwrap_or_else(ViewState::detached);
     let (a2, b2) = (a.clone(), b.clone());
     let d = Memo::new(move |_| diff(&a2, &b2, threshold.get()));
     let total = column(report::DEFAULT_METRIC).expect("total_tps is in the registry");
@@ -398,9 +406,38 @@ pub fn DiffView(
                     </section>
                 }
             }}
+            <OverlaidCharts a=a.clone() b=b.clone() view=view />
             <MatchedTable d=d selected=selected />
         </article>
     }
+}
+
+/// The report's charts with both runs drawn on the same axes: A solid, B dashed, one colour per
+/// context (see [`chart_model::charts`]); each with its readout, table mirror and PNG.
+#[component]
+fn OverlaidCharts(a: Arc<Results>, b: Arc<Results>, view: ViewState) -> impl IntoView {
+    let specs = chart_model::charts(&[
+        RunRef { name: "A", results: &a, stroke: Stroke::Solid },
+        RunRef { name: "B", results: &b, stroke: Stroke::Dashed },
+    ]);
+    let stem = format!("{}-vs-{}", report::file_stem(&a), report::file_stem(&b));
+    (!specs.is_empty()).then(|| {
+        view! {
+            <section class="section" id="diff-charts">
+                <h2>"Charts, A and B overlaid"</h2>
+                <p class="section-sub">
+                    "A (baseline) solid, B (candidate) dashed; one colour per context. Lines join valid cells. "
+                    "Hover a point, or focus a chart and use the arrow keys, to read it."
+                </p>
+                <div class="charts">
+                    {specs
+                        .into_iter()
+                        .map(|spec| view! { <ChartView spec=spec view=view stem=stem.clone() /> })
+                        .collect_view()}
+                </div>
+            </section>
+        }
+    })
 }
 
 fn matrix(id: &'static str, h: report::Heatmap) -> impl IntoView {
