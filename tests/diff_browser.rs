@@ -309,10 +309,7 @@ async fn check_modified_pair(c: &Client) {
     )
     .await;
     assert_eq!(drawn.as_array().map(Vec::len), Some(5), "{drawn}");
-    let mirror = c
-        .execute("return document.getElementById('table-decode-total').textContent;", vec![])
-        .await
-        .unwrap();
+    let mirror = c.execute("return document.getElementById('table-decode-total').textContent;", vec![]).await.unwrap();
     let mirror = mirror.as_str().unwrap_or_default();
     assert!(mirror.contains("A · 8K context") && mirror.contains("B · 8K context"), "{mirror}");
     assert!(mirror.contains("7,611.1") && mirror.contains("6,342.6"), "both runs' 8K × 128 in the mirror");

@@ -69,7 +69,7 @@ fn llm_inference_bench_file_rebuilds_skipped_cells_and_lists_unmapped_fields() {
         assert!(has(f), "{f} is listed as unmapped: {unmapped:?}");
     }
     assert!(!has("$.results[0].aggregate_tps") && !has("$.summary_table"), "mapped fields are not listed");
-    show_and_view(&out, &["Over capacity", "Requests queued", "llm-inference-bench"]);
+    show_and_view(&out, &["Over capacity", "Requests queued", "llm-inference-bench", "Not imported", "$.event_log"]);
 }
 
 #[test]
@@ -90,7 +90,7 @@ fn vllm_bench_files_become_one_column_each() {
     assert!(unmapped.iter().any(|u| u.field == "vllm-bench-c1.json: $.request_throughput"), "{unmapped:?}");
     assert!(unmapped.iter().any(|u| u.field == "vllm-bench-c4.json: $.date"), "{unmapped:?}");
     assert!(r.missing.iter().any(|m| m.figure == "window"));
-    show_and_view(&out, &["Qwen/Qwen3-8B", "104.5"]);
+    show_and_view(&out, &["Qwen/Qwen3-8B", "104.5", "Missing figures", "vllm-bench-c4.json: $.date"]);
 }
 
 #[test]
@@ -110,7 +110,9 @@ fn wrong_format_is_one_clear_line() {
 fn show_and_view(file: &Path, needles: &[&str]) {
     let (code, text, err) = speedmatrix(&["show", file.to_str().unwrap()]);
     assert_eq!(code, Some(0), "{err}");
-    assert!(text.contains(needles[0]) || text.contains(&needles[0].to_lowercase()), "show:\n{text}");
+    for n in needles {
+        assert!(text.contains(n) || text.contains(&n.to_lowercase()), "show lacks {n:?}:\n{text}");
+    }
     let Some(chromium) = std::env::var_os("PATH")
         .and_then(|p| std::env::split_paths(&p).map(|d| d.join("chromium")).find(|f| f.is_file()))
     else {

@@ -141,6 +141,26 @@ fn header_cards(out: &mut String, r: &Results, markup: Markup) {
     if let Some(notes) = &r.run.notes {
         card(out, markup, &Card { title: "Notes", items: vec![("Notes", notes.clone())] });
     }
+    for g in summary::gaps(r) {
+        heading(out, markup, 2, g.title);
+        match markup {
+            Markup::Text => {
+                let _ = writeln!(out, "  {}", g.note);
+                let width = g.rows.iter().map(|(k, _)| k.chars().count()).max().unwrap_or(0).min(48);
+                for (k, v) in &g.rows {
+                    let _ = writeln!(out, "  {:<width$}  {}", clean(k), clean(v));
+                }
+                out.push('\n');
+            }
+            Markup::Markdown => {
+                let _ = writeln!(out, "{}\n", g.note);
+                for (k, v) in &g.rows {
+                    let _ = writeln!(out, "- `{}`: {}", clean(k).replace('`', "'"), clean(v));
+                }
+                out.push('\n');
+            }
+        }
+    }
     let e = &r.engine;
     if let Some(cmd) = &e.launch_command {
         heading(out, markup, 2, "Launch command");

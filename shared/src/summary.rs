@@ -126,6 +126,16 @@ pub fn cards(r: &Results) -> Vec<Card> {
             ("Benchmark tool", Some(format!("{} v{}", r.tool.name, r.tool.version))),
             ("Converted by", r.tool.converted_by.clone()),
             (
+                "Imported from",
+                r.import.as_ref().map(|i| {
+                    if i.files.is_empty() {
+                        i.format.clone()
+                    } else {
+                        format!("{} ({})", i.format, i.files.join(", "))
+                    }
+                }),
+            ),
+            (
                 "Decode test",
                 c.decode_test.map(|d| match d {
                     DecodeTest::FixedDuration => "Fixed duration".into(),
@@ -146,4 +156,37 @@ pub fn cards(r: &Results) -> Vec<Card> {
         ],
     );
     vec![hardware, engine, run_card]
+}
+
+/// A list of what a file lacks, with why: figures the server or the source could not give
+/// (`Results::missing`) and, for imported runs, source fields that did not map
+/// (`ImportInfo::unmapped`). `show` and the viewer print these under the cards.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Gaps {
+    /// "Missing figures" or "Not imported".
+    pub title: &'static str,
+    /// One line of explanation under the title.
+    pub note: &'static str,
+    /// (figure or source field, why / its value), in file order.
+    pub rows: Vec<(String, String)>,
+}
+
+/// The file's gaps; empty when it lacks nothing it knows of.
+pub fn gaps(r: &Results) -> Vec<Gaps> {
+    let mut out = Vec::new();
+    if !r.missing.is_empty() {
+        out.push(Gaps {
+            title: "Missing figures",
+            note: "Figures this run could not record, and why.",
+            rows: r.missing.iter().map(|m| (m.figure.clone(), m.reason.clone())).collect(),
+        });
+    }
+    if let Some(i) = r.import.as_ref().filter(|i| !i.unmapped.is_empty()) {
+        out.push(Gaps {
+            title: "Not imported",
+            note: "Fields of the source file that have no place in a speedmatrix results file.",
+            rows: i.unmapped.iter().map(|u| (u.field.clone(), u.note.clone())).collect(),
+        });
+    }
+    out
 }

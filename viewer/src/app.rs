@@ -510,6 +510,7 @@ pub fn Report(
                     })
                     .collect_view()}
             </div>
+            <Gaps r=r.clone() />
             <Exports r=r.clone() />
             {r.engine.launch_command.clone().map(|cmd| view! { <LaunchCommand cmd=cmd /> })}
             <PrefillTable r=r.clone() />
@@ -518,6 +519,29 @@ pub fn Report(
             <AllMeasurements r=r view=view />
         </article>
     }
+}
+
+/// What the file lacks and why (missing figures, fields an import left out); nothing when it
+/// lacks nothing.
+#[component]
+fn Gaps(r: Arc<Results>) -> impl IntoView {
+    speedmatrix_schema::summary::gaps(&r)
+        .into_iter()
+        .map(|g| {
+            view! {
+                <section class="card gaps" data-card=g.title>
+                    <h2>{g.title}</h2>
+                    <p class="section-sub">{g.note}</p>
+                    <dl>
+                        {g.rows
+                            .into_iter()
+                            .map(|(k, v)| view! { <div class="item"><dt><code>{k}</code></dt><dd>{v}</dd></div> })
+                            .collect_view()}
+                    </dl>
+                </section>
+            }
+        })
+        .collect_view()
 }
 
 /// The launch command with a copy button.
