@@ -7,6 +7,10 @@
 //! onto the twin's clock with the offset between request send times (client) and arrival times
 //! (twin), matched by the completion `id`.
 
+#[path = "support/collect.rs"]
+mod collect;
+
+use collect::{collect, read};
 use serde_json::Value;
 use speedmatrix::twin::{self, Profile, ReasoningField, TwinConfig};
 use speedmatrix_schema::stats::percentile_sorted;
@@ -22,22 +26,6 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// Run the collector binary with `args` against `url`, writing `out`; returns (exit code, stderr).
-async fn collect(url: &str, out: &Path, args: &[&str]) -> (Option<i32>, String) {
-    let o = tokio::process::Command::new(env!("CARGO_BIN_EXE_speedmatrix"))
-        .args(["run", "--url", url, "--quiet", "-o"])
-        .arg(out)
-        .args(args)
-        .output()
-        .await
-        .expect("run the collector");
-    (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned())
-}
-
-fn read(out: &Path) -> Results {
-    load_results(&std::fs::read(out).unwrap()).expect("the results file is valid")
 }
 
 /// One request of the trace: arrival and its token-carrying chunks (written_ms, tokens, kind).

@@ -4,26 +4,14 @@
 //! endpoint or proxy). Each must give a complete results file with the right engine name and
 //! statuses, and list what it could not measure.
 
+#[path = "support/collect.rs"]
+mod collect;
+
+use collect::{collect, read};
 use speedmatrix::twin::{self, Flavor, Profile, ReasoningField, TwinConfig};
-use speedmatrix_schema::{load_results, CellStatus, KvBudgetSource, Results, RunStatus, TokenCountSource};
-use std::path::Path;
+use speedmatrix_schema::{CellStatus, KvBudgetSource, Results, RunStatus, TokenCountSource};
 
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-async fn collect(url: &str, out: &Path, args: &[&str]) -> (Option<i32>, String) {
-    let o = tokio::process::Command::new(env!("CARGO_BIN_EXE_speedmatrix"))
-        .args(["run", "--url", url, "--quiet", "-o"])
-        .arg(out)
-        .args(args)
-        .output()
-        .await
-        .expect("run the collector");
-    (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned())
-}
-
-fn read(out: &Path) -> Results {
-    load_results(&std::fs::read(out).unwrap()).expect("the results file is valid")
-}
 
 fn cell(r: &Results, ctx: u64, n: u32) -> &speedmatrix_schema::DecodeCell {
     r.decode.iter().find(|c| c.context.tokens == ctx && c.concurrency == n).expect("every planned cell is in the file")

@@ -2,10 +2,12 @@
 //! --save-result` files (small samples written from the documented fields, in
 //! tests/fixtures/import/) → schema v1, opened by `show` and by the viewer in headless Chromium.
 
+#[path = "support/dom.rs"]
+mod dom;
+
 use speedmatrix_schema::{load_results, CellStatus, Results};
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/import").join(name)
@@ -113,32 +115,7 @@ fn show_and_view(file: &Path, needles: &[&str]) {
     for n in needles {
         assert!(text.contains(n) || text.contains(&n.to_lowercase()), "show lacks {n:?}:\n{text}");
     }
-    let Some(chromium) = std::env::var_os("PATH")
-        .and_then(|p| std::env::split_paths(&p).map(|d| d.join("chromium")).find(|f| f.is_file()))
-    else {
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "chromium not found (scripts/setup.d/web.sh)");
-        eprintln!("SKIPPED: the viewer check needs chromium");
-        return;
-    };
-    let mut child = Command::new(env!("CARGO_BIN_EXE_speedmatrix"))
-        .args(["serve", file.to_str().unwrap(), "--port", "0"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let url = line.trim().strip_prefix("listening on ").expect("serve prints its URL").to_string();
-    let profile = tempfile::tempdir().unwrap();
-    let o = Command::new(chromium)
-        .args(["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"])
-        .args(["--disable-component-update", "--disable-sync", "--virtual-time-budget=15000", "--dump-dom"])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .arg(format!("{url}/"))
-        .output()
-        .unwrap();
-    let _ = child.kill();
-    let _ = child.wait();
-    let dom = String::from_utf8_lossy(&o.stdout);
+    let Some(dom) = dom::rendered_dom(file) else { return };
     for n in needles {
         assert!(dom.contains(n), "the page lacks {n:?}:\n{}", &dom[..dom.len().min(3000)]);
     }

@@ -9,7 +9,9 @@
 //! streams on 4 slots must be `requests_queued`. Token counts are checked against
 //! `llamacpp:tokens_predicted_total`, which grows when a request ends (also when cancelled).
 
-use std::io::{BufRead, BufReader};
+#[path = "support/dom.rs"]
+mod dom;
+
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -34,38 +36,13 @@ struct Proc(Child);
 
 impl Drop for Proc {
     fn drop(&mut self) {
-        let tree = descendants(self.0.id());
+        let tree = speedmatrix::launch::descendants(self.0.id());
         let _ = self.0.kill();
         let _ = self.0.wait();
         for pid in tree {
             let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
         }
     }
-}
-
-/// Every process below `root`, from the parent pid in `/proc/PID/stat`.
-fn descendants(root: u32) -> Vec<u32> {
-    let parents: Vec<(u32, u32)> = std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .filter_map(|e| {
-            let pid: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            let ppid = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()?;
-            Some((pid, ppid))
-        })
-        .collect();
-    let mut out = vec![];
-    let mut frontier = vec![root];
-    while let Some(p) = frontier.pop() {
-        for &(child, parent) in &parents {
-            if parent == p && !out.contains(&child) {
-                out.push(child);
-                frontier.push(child);
-            }
-        }
-    }
-    out
 }
 
 fn curl(args: &[&str]) -> Option<String> {
@@ -213,34 +190,13 @@ fn run_against_real_llama_server_on_cpu() {
 
 /// `speedmatrix serve FILE` and headless Chromium's DOM: the page shows the run.
 fn viewer_renders(file: &Path) {
-    let Some(chromium) = ["chromium", "chromium-browser"].iter().find_map(|n| {
-        std::env::var_os("PATH").and_then(|p| std::env::split_paths(&p).map(|d| d.join(n)).find(|f| f.is_file()))
-    }) else {
-        skip_or_fail("chromium not found: the viewer check needs it (scripts/setup.d/web.sh)");
-        return;
-    };
-    let mut child = Command::new(env!("CARGO_BIN_EXE_speedmatrix"))
-        .arg("serve")
-        .arg(file)
-        .args(["--port", "0"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start speedmatrix serve");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let serve = Proc(child);
-    let url = line.trim().strip_prefix("listening on ").expect("serve prints its URL").to_string();
-    let profile = tempfile::tempdir().unwrap();
-    let o = Command::new(chromium)
-        .args(["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"])
-        .args(["--disable-component-update", "--disable-sync", "--virtual-time-budget=15000", "--dump-dom"])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .arg(format!("{url}/"))
-        .output()
-        .expect("run chromium");
-    drop(serve);
-    let dom = String::from_utf8_lossy(&o.stdout);
+    let Some(dom) = dom::rendered_dom(file) else { return };
     for needle in ["llamacpp", "smollm2", "Requests queued", "Over capacity"] {
-        assert!(dom.contains(needle), "the rendered page lacks {needle:?}:\n{}", &dom[..dom.len().min(3000)]);
+        assert!(
+            dom.contains(needle),
+            "the rendered page lacks {needle:?}:
+{}",
+            &dom[..dom.len().min(3000)]
+        );
     }
 }

@@ -29,7 +29,7 @@ fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-/// `speedmatrix simulate --profile tiny` on a free port, ready when `/health` answers.
+/// `speedmatrix simulate --profile tiny` on a free port, ready when it accepts connections.
 fn start_twin(extra: &[&str]) -> Twin {
     let port = free_port();
     let child = Command::new(BIN)

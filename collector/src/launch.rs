@@ -395,7 +395,7 @@ mod tests {
     fn speculative_decoding_is_read_from_the_launch_command() {
         let ngram = r#"vllm serve m --speculative-config '{"method":"ngram","num_speculative_tokens":3,"prompt_lookup_max":4}'"#;
         assert_eq!(speculative_decoding(ngram).as_deref(), Some("ngram, 3 tokens"));
-        let eq = r#"vllm serve m --speculative-config={"method":"mtp","num_speculative_tokens":2}"#;
+        let eq = r#"vllm serve m --speculative-config='{"method":"mtp","num_speculative_tokens":2}'"#;
         assert_eq!(speculative_decoding(eq).as_deref(), Some("mtp, 2 tokens"));
         let sg = "python -m sglang.launch_server --speculative-algorithm EAGLE --speculative-num-steps 3";
         assert_eq!(speculative_decoding(sg).as_deref(), Some("EAGLE, 3 tokens"));
