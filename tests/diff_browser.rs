@@ -262,7 +262,9 @@ fn screenshot_of_the_diff_view() {
         c.set_window_size(1400, 1000).await.unwrap();
         c.goto(&format!("{base}?a=runs/h200-qwen3.5-122b-vllm.json&b=runs/candidate.json")).await.unwrap();
         check_modified_pair(&c).await;
-        for (name, css) in [("diff-view", "article.diff-report"), ("diff-section-delta", "#delta")] {
+        for (name, css) in
+            [("diff-view", "article.diff-report"), ("diff-section-delta", "#delta"), ("diff-charts", "#diff-charts")]
+        {
             let png = c.find(Locator::Css(css)).await.unwrap().screenshot().await.unwrap();
             let path = out.join(format!("{name}.png"));
             std::fs::write(&path, png).unwrap();

@@ -364,13 +364,22 @@ fn prefill_series(run: &RunRef<'_>, id: &str) -> Series {
 
 /// One series per planned context of decode cells: `y` (a registry column) against `x`
 /// (`None`: concurrency; `Some(column)`: that column's value).
-fn decode_series(run: &RunRef<'_>, x: Option<&Column>, y: &Column) -> Vec<Series> {
+/// The contexts (tokens) of all runs, sorted: a context's colour is its place here, so it keeps
+/// its colour in every run even when one run lacks a context another has.
+fn context_palette(runs: &[RunRef<'_>]) -> Vec<u64> {
+    let mut all: Vec<u64> = runs.iter().flat_map(|r| r.results.config.contexts.iter().map(|c| c.tokens)).collect();
+    all.sort_unstable();
+    all.dedup();
+    all
+}
+
+fn decode_series(run: &RunRef<'_>, palette: &[u64], x: Option<&Column>, y: &Column) -> Vec<Series> {
     let r = run.results;
     r.config
         .contexts
         .iter()
-        .enumerate()
-        .map(|(ci, ctx)| {
+        .map(|ctx| {
+            let ci = palette.iter().position(|t| *t == ctx.tokens).unwrap_or(0);
             let mut points: Vec<Point> = r
                 .decode
                 .iter()
@@ -417,6 +426,7 @@ pub fn charts(runs: &[RunRef<'_>]) -> Vec<ChartSpec> {
     let requests_axis = "Simultaneous requests".to_string();
 
     let mut out = Vec::new();
+    let palette = context_palette(runs);
 
     let s: Vec<Series> =
         runs.iter().map(|r| prefill_series(r, "prompt_tps")).filter(|s| !s.points.is_empty()).collect();
@@ -443,7 +453,7 @@ pub fn charts(runs: &[RunRef<'_>]) -> Vec<ChartSpec> {
         frontier: None,
     });
 
-    let s: Vec<Series> = runs.iter().flat_map(|r| decode_series(r, None, &total)).collect();
+    let s: Vec<Series> = runs.iter().flat_map(|r| decode_series(r, &palette, None, &total)).collect();
     out.push(ChartSpec {
         id: "decode-total",
         title: "Total throughput vs simultaneous requests".into(),
@@ -455,7 +465,7 @@ pub fn charts(runs: &[RunRef<'_>]) -> Vec<ChartSpec> {
         frontier: None,
     });
 
-    let s: Vec<Series> = runs.iter().flat_map(|r| decode_series(r, None, &ttft)).collect();
+    let s: Vec<Series> = runs.iter().flat_map(|r| decode_series(r, &palette, None, &ttft)).collect();
     out.push(ChartSpec {
         id: "decode-ttft",
         title: "Time to first token vs simultaneous requests".into(),
@@ -467,7 +477,7 @@ pub fn charts(runs: &[RunRef<'_>]) -> Vec<ChartSpec> {
         frontier: None,
     });
 
-    let s: Vec<Series> = runs.iter().flat_map(|r| decode_series(r, Some(&total), &per_request)).collect();
+    let s: Vec<Series> = runs.iter().flat_map(|r| decode_series(r, &palette, Some(&total), &per_request)).collect();
     let valid: Vec<(f64, f64)> =
         s.iter().flat_map(|s| s.points.iter().filter(|p| p.status == CellStatus::Valid).map(|p| (p.x, p.y))).collect();
     let frontier = (!valid.is_empty()).then(|| pareto_frontier(&valid));
@@ -599,5 +609,22 @@ mod tests {
             assert_eq!(a.colour, b.colour);
             assert!(a.name.starts_with("A · ") && b.name.starts_with("B · "));
         }
+    }
+
+    #[test]
+    fn a_context_keeps_its_colour_when_the_other_run_lacks_one() {
+        let a = seed();
+        let mut b = seed();
+        b.config.contexts.retain(|c| c.label != "128K");
+        b.decode.retain(|c| c.context.label != "128K");
+        let charts = charts(&[
+            RunRef { name: "A", results: &a, stroke: Stroke::Solid },
+            RunRef { name: "B", results: &b, stroke: Stroke::Dashed },
+        ]);
+        let total = charts.iter().find(|c| c.id == "decode-total").expect("decode-total");
+        let colour = |name: &str| total.series.iter().find(|s| s.name == name).map(|s| s.colour);
+        assert_eq!(colour("A · 251K context"), colour("B · 251K context"));
+        assert_ne!(colour("A · 128K context"), colour("B · 251K context"));
+        assert_eq!(colour("B · 128K context"), None);
     }
 }
