@@ -40,3 +40,34 @@ fn bad_flag_values_are_named() {
     assert_eq!(code, Some(2));
     assert!(err.contains("--stall-timeout must be longer than 0"), "{err}");
 }
+
+#[test]
+fn values_that_cannot_measure_anything_are_refused() {
+    let (code, err) = run(&["--max-tokens", "0"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("--max-tokens") && err.contains("0"), "{err}");
+    let (code, err) = run(&["--temperature", "nan"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("--temperature NaN: give a finite number"), "{err}");
+    for d in ["1ms", "100y", "inf"] {
+        let (code, err) = run(&["--duration", d]);
+        assert_eq!(code, Some(2), "{d}: {err}");
+        assert!(err.contains("--duration"), "{d}: {err}");
+    }
+}
+
+#[test]
+fn an_existing_results_file_is_not_overwritten_without_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.json");
+    std::fs::write(&out, "precious").unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_speedmatrix"))
+        .args(["run", "--url", "http://127.0.0.1:9", "--quiet", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("the file exists; continue it with --resume") && err.contains("--force"), "{err}");
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "precious");
+}

@@ -128,7 +128,10 @@ fn an_api_key_never_reaches_the_file_the_log_or_the_progress_output() {
         }
         (out.clone(), cmd.output().unwrap())
     };
-    let launch = format!("HF_TOKEN=hf_abcdefghijklmnopqrstuv vllm serve m --api-key {key}");
+    // The key also hides in an `env NAME=…` word after the command and in an unusual flag.
+    let launch = format!(
+        "HF_TOKEN=hf_abcdefghijklmnopqrstuv vllm serve m --api-key {key} --opaque {key} env VLLM_API_KEY={key}"
+    );
     let cases = [
         ("flag", run("flag", &["--api-key", key], None)),
         ("env", run("env", &[], Some(("SPEEDMATRIX_API_KEY", key)))),
@@ -159,4 +162,101 @@ fn an_api_key_never_reaches_the_file_the_log_or_the_progress_output() {
     assert!(stderr.contains("401"), "{stderr}");
     assert!(!stderr.contains("sk-wrong-key") && !stderr.contains(key), "{stderr}");
     assert!(!out.exists());
+}
+
+/// SIGTERM (`timeout`, `docker stop`, a cancelled CI job) ends the run like Ctrl-C: status
+/// `interrupted` with the cause, exit 143. A closed stderr (`2>&1 | head`) does not stop it.
+#[test]
+fn sigterm_and_a_closed_stderr_leave_a_finished_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let twin = start_twin(&[]);
+    let out = dir.path().join("term.json");
+    let run = Command::new(BIN)
+        .args(["run", "--url", &format!("{}/v1", twin.url), "--contexts", "256,512", "--concurrency", "1,2"])
+        .args(["--prefill-contexts", "none", "--duration", "1s", "--no-gpu", "-o"])
+        .arg(&out)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read(&out)
+        .ok()
+        .and_then(|b| load_results(&b).ok())
+        .is_some_and(|r| r.decode.iter().any(|c| c.status == CellStatus::Valid))
+    {
+        assert!(Instant::now() < deadline, "no decode cell measured within 60 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(Command::new("kill").args(["-TERM", &run.id().to_string()]).status().unwrap().success());
+    let o = run.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(143), "{}", String::from_utf8_lossy(&o.stderr));
+    let r = read(&out);
+    assert_eq!(r.run.status, RunStatus::Interrupted);
+    assert_eq!(r.run.reason.as_deref(), Some("stopped by SIGTERM"));
+    assert_eq!(r.config.stall_timeout_s, Some(120.0), "the stall timeout in force is recorded");
+
+    // stderr closed from the start: the run still measures every cell and finishes the file.
+    let out = dir.path().join("closed.json");
+    let mut child = Command::new(BIN)
+        .args(["run", "--url", &twin.url, "--contexts", "256", "--concurrency", "1", "--prefill-contexts", "256"])
+        .args(["--duration", "1s", "--no-gpu", "-o"])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stderr.take());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    let r = read(&out);
+    assert_eq!(r.run.status, RunStatus::Complete);
+    assert!(r.decode.iter().all(|c| c.status == CellStatus::Valid));
+}
+
+/// `--resume` of a run that failed because its server died measures the error cell again and
+/// completes the file; without `-o` it writes to the resumed file.
+#[test]
+fn resuming_a_failed_run_measures_its_error_cells_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run.json");
+    let mut twin = start_twin(&[]);
+    let flags = ["--contexts", "256", "--concurrency", "1,2", "--prefill-contexts", "none", "--duration", "1s"];
+    let run = Command::new(BIN)
+        .args(["run", "--url", &twin.url, "--no-gpu", "--quiet", "-o"])
+        .arg(&out)
+        .args(flags)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read(&out)
+        .ok()
+        .and_then(|b| load_results(&b).ok())
+        .is_some_and(|r| r.decode.iter().any(|c| c.status == CellStatus::Valid))
+    {
+        assert!(Instant::now() < deadline, "no decode cell measured within 60 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = twin.child.kill();
+    let _ = twin.child.wait();
+    let o = run.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    let failed = read(&out);
+    assert_eq!(failed.run.status, RunStatus::Failed);
+    assert!(failed.decode.iter().any(|c| c.status == CellStatus::Error));
+
+    let twin = start_twin(&[]);
+    let o = Command::new(BIN)
+        .args(["run", "--url", &twin.url, "--no-gpu", "--quiet", "--resume"])
+        .arg(&out)
+        .args(flags)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("measured again"), "{stderr}");
+    let r = read(&out);
+    assert_eq!(r.run.status, RunStatus::Complete);
+    assert_eq!(r.run.id, failed.run.id, "the same run, continued in its own file");
+    assert!(r.decode.iter().all(|c| c.status == CellStatus::Valid), "{:?}", r.decode);
 }

@@ -144,10 +144,10 @@ impl From<EndpointArg> for Endpoint {
 /// Flags of `speedmatrix run`.
 #[derive(Debug, Args, Clone)]
 pub struct RunArgs {
-    /// Base URL of the OpenAI-compatible server (without /v1).
+    /// Base URL of the OpenAI-compatible server (a trailing /v1 is dropped).
     #[arg(long, default_value = "http://127.0.0.1:8000")]
     pub url: String,
-    /// API key sent as `Authorization: Bearer KEY`.
+    /// API key sent as `Authorization: Bearer KEY` (else from OPENAI_API_KEY).
     #[arg(long, env = "SPEEDMATRIX_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,
     /// Served model name (default: the first the server lists).
@@ -166,7 +166,7 @@ pub struct RunArgs {
     #[arg(long, default_value = "30s")]
     pub duration: String,
     /// `max_tokens` of every decode request.
-    #[arg(long, default_value_t = 4096)]
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_tokens: u32,
     /// Endpoint to call.
     #[arg(long, value_enum, default_value_t = EndpointArg::Chat)]
@@ -186,10 +186,15 @@ pub struct RunArgs {
     /// A stream that sends nothing for this long fails (there is no overall request timeout).
     #[arg(long, default_value = "120s")]
     pub stall_timeout: String,
-    /// Results file, rewritten atomically after every prefill row and cell.
-    #[arg(long, short = 'o', default_value = "results.json")]
-    pub out: PathBuf,
-    /// Continue the run in this results file (same plan and server), skipping measured cells.
+    /// Results file, rewritten atomically after every prefill row and cell [default:
+    /// results.json, or the --resume file]. An existing file is not overwritten without --force.
+    #[arg(long, short = 'o')]
+    pub out: Option<PathBuf>,
+    /// Overwrite an existing results file given with -o.
+    #[arg(long)]
+    pub force: bool,
+    /// Continue the run in this results file (same plan and server), skipping measured cells;
+    /// a failed run's error cells are measured again.
     #[arg(long)]
     pub resume: Option<PathBuf>,
     /// Print the plan and the estimated wall time, then stop.

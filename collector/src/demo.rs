@@ -37,7 +37,8 @@ fn run_args(url: &str, out: &std::path::Path) -> Result<RunArgs, Error> {
         run: RunArgs,
     }
     let out = out.to_string_lossy().into_owned();
-    let argv = ["demo", "--url", url, "-o", &out].into_iter().chain(DEMO_RUN_FLAGS);
+    // The demo's own folder: a second demo replaces the first one's run.
+    let argv = ["demo", "--url", url, "-o", &out, "--force"].into_iter().chain(DEMO_RUN_FLAGS);
     Wrapper::try_parse_from(argv).map(|w| w.run).map_err(|e| Error::Other(anyhow::anyhow!("demo flags: {e}")))
 }
 

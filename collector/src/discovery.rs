@@ -77,7 +77,7 @@ pub enum DiscoverError {
     Unreachable(String),
     /// The server wants a (different) API key.
     #[error(
-        "{url} answered HTTP 401: the server needs an API key. Pass it with --api-key or set SPEEDMATRIX_API_KEY (or OPENAI_API_KEY)"
+        "{url} answered HTTP 401: the server wants an API key and got none or a wrong one. Pass the right one with --api-key or set SPEEDMATRIX_API_KEY (or OPENAI_API_KEY)"
     )]
     Unauthorized {
         /// The URL that refused.

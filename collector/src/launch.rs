@@ -58,38 +58,48 @@ fn shell_quote(arg: &str) -> String {
 pub fn redact_argv(argv: &[String]) -> String {
     let mut out = Vec::with_capacity(argv.len());
     let mut hide_next = false;
-    let mut in_env_prefix = true;
     for arg in argv {
         if hide_next {
             out.push(REDACTED.to_string());
             hide_next = false;
             continue;
         }
-        if in_env_prefix {
-            if let Some((name, value)) = arg.split_once('=').filter(|(n, _)| !n.starts_with('-') && !n.contains('/')) {
-                if is_secret_env(name) || looks_like_secret(value) {
-                    out.push(format!("{name}={REDACTED}"));
-                    continue;
-                }
-                out.push(shell_quote(arg));
-                continue;
-            }
-            in_env_prefix = false;
-        }
-        if let Some((flag, value)) = arg.split_once('=').filter(|(f, _)| f.starts_with("--")) {
-            if is_secret_flag(flag) || looks_like_secret(value) {
+        match arg.split_once('=') {
+            // `--api-key=KEY`, `--anything=sk-…`
+            Some((flag, value)) if flag.starts_with('-') && (is_secret_flag(flag) || looks_like_secret(value)) => {
                 out.push(format!("{flag}={REDACTED}"));
                 continue;
             }
-        } else if arg.starts_with("--") && is_secret_flag(arg) {
-            hide_next = true;
-        } else if looks_like_secret(arg) {
-            out.push(REDACTED.to_string());
-            continue;
+            // `HF_TOKEN=…` anywhere: before the command, after `env`, `docker run -e`, `--env`.
+            Some((name, value))
+                if !name.starts_with('-')
+                    && !name.contains('/')
+                    && (is_secret_env(name) || looks_like_secret(value)) =>
+            {
+                out.push(format!("{name}={REDACTED}"));
+                continue;
+            }
+            Some(_) => {}
+            None if arg.starts_with("--") && is_secret_flag(arg) => hide_next = true,
+            None if looks_like_secret(arg) => {
+                out.push(REDACTED.to_string());
+                continue;
+            }
+            None => {}
         }
         out.push(shell_quote(arg));
     }
     out.join(" ")
+}
+
+/// `line` with every occurrence of `secret` (e.g. the API key this run was given) replaced by
+/// `<redacted>`: a last guard for secrets in shapes no rule above knows. Keys shorter than 4
+/// characters are left alone (they would match ordinary words).
+pub fn scrub(line: &str, secret: Option<&str>) -> String {
+    match secret.filter(|k| k.len() >= 4) {
+        Some(k) => line.replace(k, REDACTED),
+        None => line.to_string(),
+    }
 }
 
 /// Split a command line as a POSIX shell would (quotes and backslashes), for `--launch-command`.
@@ -355,6 +365,21 @@ mod tests {
         assert_eq!(line, "MY_HUB=<redacted> VLLM_USE_V1=1 vllm serve m --auth <redacted> --x=<redacted> --port 8000");
         assert!(!looks_like_secret("sk-1"), "too short to be a key");
         assert!(!looks_like_secret("Qwen/Qwen3-8B"));
+    }
+
+    #[test]
+    fn secrets_after_env_and_docker_flags_are_redacted() {
+        let line = redact_argv(&argv(
+            "docker run -e VLLM_API_KEY=sk-SECRETKEY1234567890abcdef -e HF_TOKEN=tok999 --env MY_PASSWORD=pw123 -e A=1 vllm/vllm-openai --api-key k",
+        ));
+        assert_eq!(
+            line,
+            "docker run -e VLLM_API_KEY=<redacted> -e HF_TOKEN=<redacted> --env MY_PASSWORD=<redacted> -e A=1 vllm/vllm-openai --api-key <redacted>"
+        );
+        let line = redact_argv(&argv("env VLLM_API_KEY=topsecret123 python -m vllm.entrypoints.openai.api_server"));
+        assert_eq!(line, "env VLLM_API_KEY=<redacted> python -m vllm.entrypoints.openai.api_server");
+        assert_eq!(scrub("x --key-file-contents abcd1234 y", Some("abcd1234")), "x --key-file-contents <redacted> y");
+        assert_eq!(scrub("a b", Some("b")), "a b", "too short to scrub");
     }
 
     #[test]

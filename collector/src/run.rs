@@ -20,6 +20,15 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
+/// `eprintln!` that never panics: a closed stderr (`run … 2>&1 | head`) must not stop a run
+/// half-way and leave its file `running`; the lines are lost, the measurements are not.
+macro_rules! say {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($t)*);
+    }};
+}
+
 /// How often `/metrics` is sampled during a window (DESIGN asks ≥ 1 Hz; queue evidence needs
 /// two consecutive samples, and the running average should not hinge on one unlucky sample).
 const SAMPLE_EVERY: Duration = Duration::from_millis(500);
@@ -37,7 +46,7 @@ pub fn run(args: &RunArgs) -> Result<u8, Error> {
 
 fn duration_flag(flag: &str, v: &str) -> Result<Duration, Error> {
     let d = humantime::parse_duration(v)
-        .or_else(|_| v.parse::<f64>().map(Duration::from_secs_f64).map_err(|_| ()))
+        .or_else(|_| v.parse::<f64>().map_err(|_| ()).and_then(|x| Duration::try_from_secs_f64(x).map_err(|_| ())))
         .map_err(|_| Error::Input(format!("{flag} {v:?} is not a duration; write e.g. 30s, 2m or 500ms")))?;
     if d.is_zero() {
         return Err(Error::Input(format!("{flag} must be longer than 0")));
@@ -57,6 +66,51 @@ fn now_rfc3339() -> String {
 }
 
 /// A run-unique id: start time in ns and the process id, base 36.
+/// The flags made ready to use, or the first bad one as an input error: `--url` without a
+/// trailing `/v1` (people paste the OpenAI base URL), `-o` resolved (default `results.json`,
+/// or the `--resume` file) and not overwriting an existing file without `--force`, a finite
+/// `--temperature`.
+fn checked(args: &RunArgs) -> Result<RunArgs, Error> {
+    let mut a = args.clone();
+    let url = a.url.trim_end_matches('/');
+    if let Some(base) = url.strip_suffix("/v1") {
+        say!("note: --url {url}: using {base} (speedmatrix adds /v1 itself)");
+        a.url = base.to_string();
+    }
+    if let Some(t) = a.temperature.filter(|t| !t.is_finite() || *t < 0.0) {
+        return Err(Error::Input(format!("--temperature {t}: give a finite number ≥ 0, e.g. 0 or 0.7")));
+    }
+    let out = a.out.clone().or_else(|| a.resume.clone()).unwrap_or_else(|| "results.json".into());
+    let resuming_it = a.resume.as_ref().is_some_and(|r| same_file(r, &out));
+    if out.exists() && !resuming_it && !a.force && !a.dry_run {
+        let what = match crate::files::read_results(&out) {
+            Ok(r) => format!("holds run {} ({:?})", r.run.id, r.run.status).to_lowercase(),
+            Err(_) => "exists".to_string(),
+        };
+        return Err(Error::Input(format!(
+            "-o {}: the file {what}; continue it with --resume {}, overwrite it with --force, or pick another -o",
+            out.display(),
+            out.display()
+        )));
+    }
+    a.out = Some(out);
+    Ok(a)
+}
+
+fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    a == b || matches!((a.canonicalize(), b.canonicalize()), (Ok(x), Ok(y)) if x == y)
+}
+
+/// The results file this run writes (set by [`checked`]).
+fn out_path(args: &RunArgs) -> std::path::PathBuf {
+    args.out.clone().unwrap_or_else(|| "results.json".into())
+}
+
+/// The API key: `--api-key` / `SPEEDMATRIX_API_KEY`, else `OPENAI_API_KEY`.
+fn api_key(args: &RunArgs) -> Option<String> {
+    args.api_key.clone().or_else(|| std::env::var("OPENAI_API_KEY").ok()).filter(|k| !k.is_empty())
+}
+
 fn new_run_id() -> String {
     let ns = time::OffsetDateTime::now_utc().unix_timestamp_nanos() as u128;
     let mut n = ns ^ (u128::from(std::process::id()) << 64);
@@ -91,7 +145,7 @@ struct Session {
 impl Session {
     fn log(&self, line: String) {
         if self.progress.is_hidden() {
-            eprintln!("{line}");
+            say!("{line}");
         } else {
             self.progress.println(line);
         }
@@ -147,11 +201,18 @@ impl Session {
 /// # Errors
 /// As [`run`].
 pub async fn measure(args: &RunArgs) -> Result<u8, Error> {
+    let args = &checked(args)?;
     let window = duration_flag("--duration", &args.duration)?;
+    if !(Duration::from_secs(1)..=Duration::from_secs(86_400)).contains(&window) {
+        return Err(Error::Input(format!(
+            "--duration {:?}: a window must last from 1s to 24h (a shorter one measures mostly noise)",
+            args.duration
+        )));
+    }
     let stall = duration_flag("--stall-timeout", &args.stall_timeout)?;
     let contexts = context_flags("--contexts", &args.contexts)?;
     let prefill_contexts = context_flags("--prefill-contexts", &args.prefill_contexts)?;
-    let api_key = args.api_key.clone().or_else(|| std::env::var("OPENAI_API_KEY").ok()).filter(|k| !k.is_empty());
+    let api_key = api_key(args);
     let max_n = args.concurrency.iter().copied().max().unwrap_or(1) as usize;
     let client = Client::new(&args.url, api_key, max_n + 8)?;
 
@@ -207,7 +268,7 @@ pub async fn measure(args: &RunArgs) -> Result<u8, Error> {
         info,
         prompts,
         results,
-        out: args.out.clone(),
+        out: out_path(args),
         stall,
         window,
         args: args.clone(),
@@ -218,12 +279,13 @@ pub async fn measure(args: &RunArgs) -> Result<u8, Error> {
     s.save()?;
 
     let stopped = tokio::select! {
-        r = measure_all(&mut s) => r?.map(|cause| (RunStatus::Failed, cause)),
-        _ = tokio::signal::ctrl_c() => Some((RunStatus::Interrupted, "interrupted (Ctrl-C)".to_string())),
+        r = measure_all(&mut s) => r?.map(|cause| (RunStatus::Failed, cause, 1)),
+        _ = tokio::signal::ctrl_c() => Some((RunStatus::Interrupted, "interrupted by Ctrl-C".to_string(), 130)),
+        _ = terminated() => Some((RunStatus::Interrupted, "stopped by SIGTERM".to_string(), 143)),
     };
     s.progress.finish_and_clear();
     let unmeasured = match &stopped {
-        Some((_, cause)) => format!("not measured: {cause}"),
+        Some((_, cause, _)) => format!("not measured: {cause}"),
         None => "not measured".into(),
     };
     for p in s.results.prefill.iter_mut().filter(|p| p.status == CellStatus::NotRun) {
@@ -232,48 +294,62 @@ pub async fn measure(args: &RunArgs) -> Result<u8, Error> {
     for c in s.results.decode.iter_mut().filter(|c| c.status == CellStatus::NotRun) {
         c.reason = Some(unmeasured.clone());
     }
-    s.results.run.status = stopped.as_ref().map_or(RunStatus::Complete, |(st, _)| *st);
-    s.results.run.reason = stopped.as_ref().map(|(_, cause)| cause.clone());
+    s.results.run.status = stopped.as_ref().map_or(RunStatus::Complete, |(st, _, _)| *st);
+    s.results.run.reason = stopped.as_ref().map(|(_, cause, _)| cause.clone());
     s.results.run.finished_at = Some(now_rfc3339());
     s.save()?;
     let errors = s.results.decode.iter().filter(|c| c.status == CellStatus::Error).count()
         + s.results.prefill.iter().filter(|c| c.status == CellStatus::Error).count();
-    let detail = if errors > 0 { " — see `speedmatrix show --all` for the reasons" } else { "" };
+    let detail = match errors {
+        0 => String::new(),
+        1 => " (1 error cell — see `speedmatrix show --all` for the reason)".into(),
+        n => format!(" ({n} error cells — see `speedmatrix show --all` for the reasons)"),
+    };
     match &stopped {
-        None => eprintln!("done; results in {} ({errors} error cells){detail}", s.out.display()),
-        Some((status, cause)) => eprintln!(
-            "{}: {cause}; what was measured is in {} ({errors} error cells){detail}; continue later with --resume",
-            if *status == RunStatus::Failed { "run failed" } else { "interrupted" },
+        None => say!("done; results in {}{detail}", s.out.display()),
+        Some((status, cause, _)) => say!(
+            "{}{cause}; what was measured is in {}{detail}; continue with --resume {}",
+            if *status == RunStatus::Failed { "run failed: " } else { "" },
+            s.out.display(),
             s.out.display()
         ),
     }
-    Ok(match stopped {
-        None => 0,
-        Some((RunStatus::Interrupted, _)) => 130,
-        Some(_) => 1,
-    })
+    Ok(stopped.map_or(0, |(_, _, code)| code))
+}
+
+/// Resolves when the process gets SIGTERM (`timeout`, `docker stop`, a cancelled CI job): the
+/// run then ends like Ctrl-C, with a complete file. Never resolves where there is no SIGTERM.
+async fn terminated() {
+    #[cfg(unix)]
+    {
+        if let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            term.recv().await;
+            return;
+        }
+    }
+    std::future::pending::<()>().await;
 }
 
 fn print_plan(info: &ServerInfo, plan: &Plan, window: Duration, args: &RunArgs) {
     let mml = info.max_model_len.map_or("unknown".into(), |m| m.to_string());
     let kv = info.kv_budget.map_or("unknown".into(), |(b, src)| format!("{b} tokens ({src:?})"));
-    eprintln!(
+    say!(
         "server: {} {} · model {} · max_model_len {mml} · KV budget {kv}",
         info.engine,
         info.version.as_deref().unwrap_or("(version unknown)"),
         info.model
     );
     if let Some(note) = &info.metrics_note {
-        eprintln!("note: {note}");
+        say!("note: {note}");
     }
     for w in &plan.warnings {
-        eprintln!("warning: {w}");
+        say!("warning: {w}");
     }
     let labels = |v: &[ContextSize]| {
         v.iter().map(|c| format!("{} ({} tokens)", c.label, c.tokens)).collect::<Vec<_>>().join(", ")
     };
-    eprintln!("plan: prefill at {}", if plan.prefill.is_empty() { "none".into() } else { labels(&plan.prefill) });
-    eprintln!(
+    say!("plan: prefill at {}", if plan.prefill.is_empty() { "none".into() } else { labels(&plan.prefill) });
+    say!(
         "plan: decode {} contexts [{}] × concurrency {:?}, {} s windows, max_tokens {}",
         plan.contexts.len(),
         labels(&plan.contexts),
@@ -282,10 +358,10 @@ fn print_plan(info: &ServerInfo, plan: &Plan, window: Duration, args: &RunArgs) 
         args.max_tokens
     );
     for c in plan.cells.iter().filter(|c| c.over_capacity.is_some()) {
-        eprintln!("plan: over capacity (not run): {} × {}", c.context.label, c.concurrency);
+        say!("plan: over capacity (not run): {} × {}", c.context.label, c.concurrency);
     }
     let secs = estimate_s(plan, window.as_secs_f64(), 5_000.0);
-    eprintln!("plan: estimated wall time ≈ {:.0} min (assuming 5,000 prompt tok/s)", (secs / 60.0).ceil());
+    say!("plan: estimated wall time ≈ {:.0} min (assuming 5,000 prompt tok/s)", (secs / 60.0).ceil());
 }
 
 fn fresh_results(
@@ -367,7 +443,7 @@ fn fresh_results(
             prompt_sharing: Some(if args.distinct_prompts { PromptSharing::Distinct } else { PromptSharing::Shared }),
             prefill_mode: Some(PrefillMode::DecodeWarmup),
             decode_test: Some(DecodeTest::FixedDuration),
-            stall_timeout_s: None,
+            stall_timeout_s: duration_flag("--stall-timeout", &args.stall_timeout).ok().map(|d| d.as_secs_f64()),
         },
         prefill,
         decode,
@@ -410,7 +486,13 @@ fn host_facts(args: &RunArgs) -> Host {
         Some(line) => Some(crate::launch::redact_argv(&crate::launch::split_words(line))),
         None => server.as_ref().map(|s| s.command.clone()),
     };
-    let launch_command = launch.map(|c| if args.redact_host { crate::launch::redact_home(&c) } else { c });
+    let launch_command = launch.map(|c| crate::launch::scrub(&c, api_key(args).as_deref())).map(|c| {
+        if args.redact_host {
+            crate::launch::redact_home(&c)
+        } else {
+            c
+        }
+    });
     let mut hardware = if local {
         Hardware {
             os: Some(std::env::consts::OS.into()),
@@ -436,7 +518,7 @@ fn host_facts(args: &RunArgs) -> Host {
                 hardware.gpu_count = Some(hardware.gpus.len() as u32);
                 hardware.vram_total_bytes = hardware.gpus.iter().map(|g| g.memory_bytes).sum();
                 hardware.accelerator_type = Some("NVIDIA GPU".into());
-                eprintln!(
+                say!(
                     "GPUs: {} — {}",
                     g.selection,
                     hardware.gpus.iter().map(|g| g.name.as_str()).collect::<Vec<_>>().join(", ")
@@ -494,10 +576,20 @@ fn resume(
     args: &RunArgs,
     window: Duration,
 ) -> Result<Results, Error> {
-    let r = crate::files::read_results(path)?;
+    let mut r = crate::files::read_results(path)?;
+    let c = &r.config;
+    let join = |v: Vec<String>| if v.is_empty() { "none".to_string() } else { v.join(",") };
+    let flags = format!(
+        "--contexts {} --concurrency {} --prefill-contexts {} --duration {}s --max-tokens {}",
+        join(c.contexts.iter().map(|x| x.tokens.to_string()).collect()),
+        join(c.concurrency.iter().map(u32::to_string).collect()),
+        join(c.prefill_contexts.iter().map(|x| x.tokens.to_string()).collect()),
+        c.window_s,
+        c.max_tokens
+    );
     let differs = |what: &str| {
         Error::Input(format!(
-            "--resume {}: {what} differs from this run's; start a new run with another --out",
+            "--resume {}: {what} differs from the file's; repeat the run's flags ({flags}), or start a new run with another -o",
             path.display()
         ))
     };
@@ -513,8 +605,27 @@ fn resume(
     if r.config.max_tokens != args.max_tokens || (r.config.window_s - window.as_secs_f64()).abs() > 1e-9 {
         return Err(differs("--max-tokens or --duration"));
     }
-    if args.out != path {
-        eprintln!("note: resuming {} and writing to {}", path.display(), args.out.display());
+    let out = out_path(args);
+    if !same_file(&out, path) {
+        say!("note: resuming {} and writing to {}", path.display(), out.display());
+    }
+    // A failed run stopped because the server died: its error cells are measured again.
+    if r.run.status == RunStatus::Failed {
+        let mut again = 0;
+        for c in r.decode.iter_mut().filter(|c| c.status == CellStatus::Error) {
+            *c = empty_cell(&c.context, c.concurrency);
+            again += 1;
+        }
+        for p in r.prefill.iter_mut().filter(|p| p.status == CellStatus::Error) {
+            p.status = CellStatus::NotRun;
+            p.reason = Some("pending".into());
+            (p.prompt_tokens, p.prompt_tps, p.ttft_ms, p.requests) = (None, None, None, vec![]);
+            (p.completed_requests, p.cached_tokens) = (None, None);
+            again += 1;
+        }
+        if again > 0 {
+            say!("note: the run had failed; its {again} error row(s)/cell(s) are measured again");
+        }
     }
     Ok(r)
 }
