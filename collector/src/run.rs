@@ -332,7 +332,10 @@ async fn terminated() {
 
 fn print_plan(info: &ServerInfo, plan: &Plan, window: Duration, args: &RunArgs) {
     let mml = info.max_model_len.map_or("unknown".into(), |m| m.to_string());
-    let kv = info.kv_budget.map_or("unknown".into(), |(b, src)| format!("{b} tokens ({src:?})"));
+    let kv = info.kv_budget.map_or("unknown".into(), |(b, src)| {
+        let src = serde_json::to_value(src).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+        format!("{b} tokens (from {src})")
+    });
     say!(
         "server: {} {} · model {} · max_model_len {mml} · KV budget {kv}",
         info.engine,
@@ -504,7 +507,7 @@ fn host_facts(args: &RunArgs) -> Host {
         Hardware::default()
     };
     let gpus = if args.no_gpu {
-        hardware.gpu_telemetry_note = Some("GPU telemetry skipped (--no-gpu)".into());
+        hardware.gpu_telemetry_note = Some("skipped (--no-gpu)".into());
         None
     } else if !local {
         hardware.gpu_telemetry_note =
