@@ -49,6 +49,15 @@ fn run_args(url: &str, out: &std::path::Path) -> Result<RunArgs, Error> {
 /// taken.
 pub fn run(args: &DemoArgs) -> Result<u8, Error> {
     let out = &args.out;
+    // Find a taken port now, not after a minute of measuring.
+    if args.port != 0 {
+        std::net::TcpListener::bind(("127.0.0.1", args.port)).map_err(|e| {
+            Error::Other(anyhow::anyhow!(
+                "cannot listen on 127.0.0.1:{}: {e}; pick another --port (0 = any free one)",
+                args.port
+            ))
+        })?;
+    }
     std::fs::create_dir_all(out).map_err(|e| Error::Other(anyhow::anyhow!("cannot create {}: {e}", out.display())))?;
     let demo_run = out.join("demo-twin-h200.json");
     let seed_run = out.join("seed-h200-qwen3.5-122b-vllm.json");
