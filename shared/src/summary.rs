@@ -23,13 +23,18 @@ pub fn subtitle(r: &Results) -> String {
     let mut parts = vec![r.engine.name.clone()];
     parts.extend(r.engine.version.clone());
     parts.extend(r.engine.quantization.clone());
-    parts.push(format!(
-        "{} contexts ({}) × {} concurrency levels ({})",
-        ctx.len(),
-        range_label(&ctx),
-        conc.len(),
-        range_label(&conc)
-    ));
+    let n = |k: usize, one: &str, many: &str| format!("{k} {}", if k == 1 { one } else { many });
+    if ctx.is_empty() || conc.is_empty() {
+        parts.push("no decode matrix".into());
+    } else {
+        parts.push(format!(
+            "{} ({}) × {} ({})",
+            n(ctx.len(), "context", "contexts"),
+            range_label(&ctx),
+            n(conc.len(), "concurrency level", "concurrency levels"),
+            range_label(&conc)
+        ));
+    }
     if !prefill.is_empty() {
         parts.push(format!("prefill at {}", prefill.join(", ")));
     }
