@@ -106,7 +106,7 @@ fn text_shows_header_changes_deltas_status_changes_and_one_run_only_cells() {
         "-20.0 % worse",
         "Valid → Over capacity",
         "only in A",
-        "Total tok/s of the cells measured in both runs: 1 better, 1 worse, 33 same.",
+        "Total tok/s of the cells in both runs: 1 better, 1 worse, 33 same, 1 status changed.",
         "- 64K × 64: Valid → Over capacity",
         "- prefill 128K",
         "- 128K × 1, 2, 4, 8, 16, 32, 64, 128",
@@ -145,7 +145,7 @@ fn markdown_delta_matrix_has_the_right_numbers() {
     // Another metric: TTFT (less is better) did not change anywhere it was measured in both.
     let out = ok(&diff(&p.a, &p.b, &["--format", "markdown", "--metric", "ttft_ms_p50"]));
     assert_eq!(get(&md_row(&out, "8K"), "128"), "10,187 ms → 10,187 ms<br>0.0 % same");
-    assert!(out.contains("TTFT (ms) of the cells measured in both runs: 35 same."));
+    assert!(out.contains("TTFT (ms) of the cells in both runs: 35 same, 1 status changed."), "{out}");
 }
 
 #[test]
@@ -274,6 +274,35 @@ fn the_gate_fails_when_b_lacks_or_did_not_run_cells() {
     b["config"]["contexts"].as_array_mut().unwrap().iter_mut().for_each(shift);
     let other = write(dir.path(), "other-contexts.json", &b);
     gate_fails(&a, &other, &["- nothing to compare", "- 8K × 1: only in A"]);
+}
+
+#[test]
+fn a_status_change_with_unchanged_figures_is_tallied_as_status_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = root().join(FIXTURE);
+    let mut b = seed();
+    let v = cell(&mut b, 8192, 1)["total_tps"].as_f64().unwrap() * 0.8;
+    cell(&mut b, 8192, 1)["total_tps"] = v.into();
+    let c = cell(&mut b, 8192, 2);
+    c["status"] = "error".into();
+    c["reason"] = "stream 2: HTTP 500".into();
+    let b = write(dir.path(), "error.json", &b);
+    let out = ok(&diff(&a, &b, &[]));
+    assert!(out.contains("Total tok/s of the cells in both runs: 1 worse, 40 same, 1 status changed."), "{out}");
+    assert!(out.contains("- 8K × 2: Valid → Error"), "{out}");
+    let out = ok(&diff(&a, &b, &["-f", "markdown"]));
+    assert!(out.contains("1 worse, 40 same, 1 status changed."), "{out}");
+    let v: Value = serde_json::from_str(&ok(&diff(&a, &b, &["-f", "json"]))).unwrap();
+    assert_eq!(v["metric"], "total_tps");
+    assert_eq!(v["tally"], serde_json::json!({"worse": 1, "same": 40, "status changed": 1}));
+    assert!(v.get("gate").is_none(), "no gate without --fail-on-regression");
+    let o = diff(&a, &b, &["-f", "json", "--fail-on-regression", "5"]);
+    assert_eq!(o.status.code(), Some(1));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        (v["gate"]["compared"].as_u64(), v["gate"]["regressions"][1]["kind"].as_str()),
+        (Some(40), Some("status"))
+    );
 }
 
 fn bad(o: &Output) -> String {

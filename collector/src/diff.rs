@@ -9,7 +9,7 @@
 use crate::cli::{DiffArgs, DiffFormat};
 use crate::show::{clean, heading, Grid, Markup};
 use crate::Error;
-use speedmatrix_schema::diff::{self, gate, percent, signed_delta, CellRef, Gate, RowDiff, RunDiff, Verdict};
+use speedmatrix_schema::diff::{self, gate, percent, signed_delta, CellRef, Gate, RowDiff, RunDiff, TALLY_KEYS};
 use speedmatrix_schema::registry::{self, Column};
 use speedmatrix_schema::table::Phase;
 use speedmatrix_schema::CellStatus;
@@ -67,7 +67,9 @@ pub fn run(args: &DiffArgs) -> Result<u8, Error> {
     let gate = opts.fail_on_regression.map(|pct| gate(&d, &opts.metric, pct));
     let out = match args.format {
         DiffFormat::Json => {
-            let mut s = serde_json::to_string_pretty(&d).map_err(anyhow::Error::from)?;
+            let tally = d.tally(&opts.metric.id());
+            let json = JsonDiff { diff: &d, metric: opts.metric.id(), tally, gate: gate.as_ref() };
+            let mut s = serde_json::to_string_pretty(&json).map_err(anyhow::Error::from)?;
             s.push('\n');
             s
         }
@@ -94,6 +96,21 @@ pub fn run(args: &DiffArgs) -> Result<u8, Error> {
         }
         _ => Ok(0),
     }
+}
+
+/// `diff -f json`: the [`RunDiff`] with the `--metric`'s tally and the gate's outcome added.
+#[derive(serde::Serialize)]
+struct JsonDiff<'a> {
+    /// The comparison.
+    #[serde(flatten)]
+    diff: &'a RunDiff,
+    /// The `--metric` column id, e.g. `total_tps`.
+    metric: String,
+    /// Decode cells in both runs by verdict on `metric`, plus `status changed` ([`RunDiff::tally`]).
+    tally: std::collections::BTreeMap<&'static str, usize>,
+    /// `--fail-on-regression`'s outcome; absent without the flag.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gate: Option<&'a Gate>,
 }
 
 fn status_words(s: Option<CellStatus>) -> String {
@@ -227,13 +244,9 @@ pub fn render(d: &RunDiff, opts: &Options, gate: Option<&Gate>, markup: Markup) 
         out.push_str(&Grid { headers, rows, numeric_from: 1 }.render(markup));
         out.push('\n');
         let tally = d.tally(&col.id());
-        let counted: Vec<String> = [Verdict::Better, Verdict::Worse, Verdict::Same, Verdict::Changed]
-            .iter()
-            .filter_map(|v| tally.get(v.label()).map(|n| format!("{n} {}", v.label())))
-            .collect();
+        let counted: Vec<String> = TALLY_KEYS.iter().filter_map(|k| tally.get(k).map(|n| format!("{n} {k}"))).collect();
         if !counted.is_empty() {
-            let _ =
-                writeln!(out, "{} of the cells measured in both runs: {}.\n", col.metric.header(), counted.join(", "));
+            let _ = writeln!(out, "{} of the cells in both runs: {}.\n", col.metric.header(), counted.join(", "));
         }
     }
 

@@ -20,6 +20,13 @@ use crate::table::{rows, Phase, Row};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
+/// The tally's key for a decode cell whose status differs between the runs
+/// ([`RunDiff::tally`]).
+pub const STATUS_CHANGED: &str = "status changed";
+
+/// The keys of [`RunDiff::tally`] in the order people read them.
+pub const TALLY_KEYS: [&str; 5] = ["better", "worse", "same", "changed", STATUS_CHANGED];
+
 /// The default noise threshold: a relative change below 5 % is "same".
 pub const DEFAULT_THRESHOLD: f64 = 0.05;
 
@@ -258,13 +265,21 @@ impl RunDiff {
         self.rows.iter().filter(|r| r.cell.phase == Phase::Prefill)
     }
 
-    /// How many decode cells' figures of `column_id` (in both runs) are better, worse, same
-    /// and changed, by [`Verdict::label`].
+    /// How many decode cells in both runs are better, worse, same and changed on `column_id`
+    /// (by [`Verdict::label`], counting cells with the figure in both runs and the same status),
+    /// and how many changed status ([`STATUS_CHANGED`], whatever their figures). Keys in
+    /// [`TALLY_KEYS`] order when read through it; absent keys are zero.
     pub fn tally(&self, column_id: &str) -> BTreeMap<&'static str, usize> {
         let mut t = BTreeMap::new();
-        let decode = self.rows.iter().filter(|r| r.cell.phase == Phase::Decode);
-        for v in decode.filter_map(|r| r.delta(column_id)).filter_map(|d| d.verdict) {
-            *t.entry(v.label()).or_insert(0) += 1;
+        for r in self.rows.iter().filter(|r| r.cell.phase == Phase::Decode) {
+            let key = if r.status_changed() {
+                Some(STATUS_CHANGED)
+            } else {
+                r.delta(column_id).and_then(|d| d.verdict).map(Verdict::label)
+            };
+            if let Some(k) = key {
+                *t.entry(k).or_insert(0) += 1;
+            }
         }
         t
     }
@@ -792,6 +807,9 @@ mod tests {
         assert_eq!(c.delta("ttft_ms").unwrap().verdict, Some(Verdict::Same), "2 % is noise");
         let c = d.decode_cell(65536, 64).unwrap();
         assert!(c.status_changed());
+        let tally = d.tally("total_tps");
+        let want: BTreeMap<&str, usize> = [("better", 1), ("worse", 1), ("same", 33), (STATUS_CHANGED, 1)].into();
+        assert_eq!(tally, want);
         let t = c.delta("total_tps").unwrap();
         assert_eq!((t.b, t.verdict), (None, None), "no figure is compared against an over-capacity cell");
         assert_eq!(
@@ -948,6 +966,19 @@ mod tests {
         a0.decode.clear();
         let g = gate(&diff(&a0, &b, DEFAULT_THRESHOLD), &tps, 0.05);
         assert!(g.regressions.is_empty() && g.compared == 0 && !g.passed());
+    }
+
+    #[test]
+    fn a_status_change_with_the_same_figures_is_tallied_as_status_changed() {
+        let a = seed();
+        let mut b = a.clone();
+        let i = b.decode.iter().position(|c| c.context.tokens == 8192 && c.concurrency == 2).unwrap();
+        b.decode[i].status = CellStatus::Error;
+        b.decode[i].reason = Some("stream 2: HTTP 500 after the window".into());
+        let d = diff(&a, &b, DEFAULT_THRESHOLD);
+        let t = d.tally("total_tps");
+        assert_eq!((t.get(STATUS_CHANGED), t.get("same")), (Some(&1), Some(&41)), "{t:?}");
+        assert_eq!(t.values().sum::<usize>(), 42, "every measured cell counted once");
     }
 
     #[test]
