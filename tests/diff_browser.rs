@@ -121,7 +121,7 @@ async fn check_modified_pair(c: &Client) {
     let notes = text(c, "#diff-notes").await;
     assert!(notes.contains("Status changed at 64K × 64: Valid → Over capacity"), "{notes}");
     assert!(notes.contains("Only in A (9): prefill 128K, 128K × 1"), "{notes}");
-    assert_eq!(text(c, "#diff-tally").await, "1 better · 1 worse · 33 same");
+    assert_eq!(text(c, "#diff-tally").await, "1 better · 1 worse · 33 same · 1 status changed");
     // Side by side on one colour scale: B's 8K × 128 is the largest of both runs, A's is not.
     let (_, b_text, b_bg) = cell(c, "#heatmap-b td[data-context=\"8K\"][data-concurrency=\"128\"]").await;
     let (_, a_text, a_bg) = cell(c, "#heatmap-a td[data-context=\"8K\"][data-concurrency=\"128\"]").await;

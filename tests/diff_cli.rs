@@ -106,7 +106,7 @@ fn text_shows_header_changes_deltas_status_changes_and_one_run_only_cells() {
         "-20.0 % worse",
         "Valid → Over capacity",
         "only in A",
-        "Total tok/s of the cells measured in both runs: 1 better, 1 worse, 33 same.",
+        "Total tok/s of the cells in both runs: 1 better, 1 worse, 33 same, 1 status changed.",
         "- 64K × 64: Valid → Over capacity",
         "- prefill 128K",
         "- 128K × 1, 2, 4, 8, 16, 32, 64, 128",
@@ -145,7 +145,7 @@ fn markdown_delta_matrix_has_the_right_numbers() {
     // Another metric: TTFT (less is better) did not change anywhere it was measured in both.
     let out = ok(&diff(&p.a, &p.b, &["--format", "markdown", "--metric", "ttft_ms_p50"]));
     assert_eq!(get(&md_row(&out, "8K"), "128"), "10,187 ms → 10,187 ms<br>0.0 % same");
-    assert!(out.contains("TTFT (ms) of the cells measured in both runs: 35 same."));
+    assert!(out.contains("TTFT (ms) of the cells in both runs: 35 same, 1 status changed."), "{out}");
 }
 
 #[test]
@@ -185,13 +185,14 @@ fn fail_on_regression_exits_as_documented() {
         let o = diff(&p.a, &p.b, &["--fail-on-regression", pct]);
         assert_eq!(o.status.code(), Some(1), "--fail-on-regression {pct}");
         let out = String::from_utf8_lossy(&o.stdout);
-        assert!(out.contains("- 64K × 64: Valid → Over capacity"));
+        assert!(out.contains("- 64K × 64: Valid → Over capacity (B's server could not hold it)"), "{out}");
+        assert!(out.contains("- 128K × 32: only in A (B has no such cell)"), "B lacks the 128K row: {out}");
         assert_eq!(out.contains("- 8K × 1: Total tok/s 237.1 → 189.7 (20.0 % worse)"), pct != "25", "{out}");
         assert!(String::from_utf8_lossy(&o.stderr).contains("beyond"), "the reason goes to stderr too");
     }
     // Identical runs pass the strictest gate.
     let out = ok(&diff(&p.a, &p.a, &["--fail-on-regression", "0"]));
-    assert!(out.contains("Passed: no valid cell got worse by more than 0.0 %."));
+    assert!(out.contains("Passed: 41 cells compared; none got worse by more than 0.0 %"), "{out}");
     assert!(out.contains("None: same hardware"));
     // The other way round, 8K × 128 is 16.7 % worse; 64K × 64 over capacity → valid is no regression.
     assert_eq!(diff(&p.b, &p.a, &["--fail-on-regression", "10%"]).status.code(), Some(1));
@@ -200,6 +201,108 @@ fn fail_on_regression_exits_as_documented() {
     assert_eq!(diff(&p.a, &p.b, &["--metric", "ttft_ms", "--fail-on-regression", "1"]).status.code(), Some(1));
     // Markdown and JSON keep the exit code.
     assert_eq!(diff(&p.a, &p.b, &["-f", "json", "--fail-on-regression", "5"]).status.code(), Some(1));
+}
+
+/// Write `v` as a run file in `dir`.
+fn write(dir: &Path, name: &str, v: &Value) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, serde_json::to_vec_pretty(v).unwrap()).unwrap();
+    p
+}
+
+/// The gate fails (exit 1) and its text says `needles`.
+fn gate_fails(a: &Path, b: &Path, needles: &[&str]) {
+    let o = diff(a, b, &["--fail-on-regression", "5%"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{out}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(!out.contains("Passed"), "{out}");
+    for n in needles {
+        assert!(out.contains(n), "lacks {n:?}:\n{out}");
+    }
+}
+
+#[test]
+fn the_gate_fails_when_b_lacks_or_did_not_run_cells() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = root().join(FIXTURE);
+    // Interrupted: every cell from 16K on became not_run, figures gone.
+    let mut b = seed();
+    b["run"]["status"] = "interrupted".into();
+    for c in b["decode"].as_array_mut().unwrap().iter_mut().filter(|c| c["context"]["tokens"].as_u64() >= Some(16384)) {
+        let keep = serde_json::json!({"context": c["context"], "concurrency": c["concurrency"],
+            "status": "not_run", "reason": "stopped by the user (Ctrl-C)"});
+        *c = keep;
+    }
+    let interrupted = write(dir.path(), "interrupted.json", &b);
+    gate_fails(
+        &a,
+        &interrupted,
+        &["- 16K × 1: Valid → Not run (B did not measure it)", "- 128K × 32: Valid → Not run"],
+    );
+    let o = diff(&a, &interrupted, &["--fail-on-regression", "5%"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("33 regressions beyond 5.0 %"), "{o:?}");
+
+    // Valid but the metric is null.
+    let mut b = seed();
+    cell(&mut b, 8192, 4).as_object_mut().unwrap().remove("total_tps");
+    let no_figure = write(dir.path(), "no-figure.json", &b);
+    gate_fails(&a, &no_figure, &["- 8K × 4: Valid → Valid without Total tok/s (B has no figure)"]);
+
+    // No matrix at all: every cell missing and nothing compared.
+    let mut b = seed();
+    b["decode"] = serde_json::json!([]);
+    b["config"]["contexts"] = serde_json::json!([]);
+    let empty = write(dir.path(), "empty.json", &b);
+    gate_fails(
+        &a,
+        &empty,
+        &["- nothing to compare: no cell is valid in A and has total_tps in both runs", "- 8K × 1: only in A"],
+    );
+    let o = diff(&a, &empty, &["--fail-on-regression", "5%"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("41 regressions beyond 5.0 %, nothing to compare"), "{o:?}");
+    // Neither has a matrix: no regression, but a gate that compared nothing cannot pass.
+    gate_fails(&empty, &empty, &["- nothing to compare"]);
+
+    // No shared context: B measured other context lengths.
+    let mut b = seed();
+    let shift = |ctx: &mut Value| {
+        let t = ctx["tokens"].as_u64().unwrap() + 1000;
+        ctx["tokens"] = t.into();
+        ctx["label"] = format!("{t}").into();
+    };
+    b["decode"].as_array_mut().unwrap().iter_mut().for_each(|c| shift(&mut c["context"]));
+    b["config"]["contexts"].as_array_mut().unwrap().iter_mut().for_each(shift);
+    let other = write(dir.path(), "other-contexts.json", &b);
+    gate_fails(&a, &other, &["- nothing to compare", "- 8K × 1: only in A"]);
+}
+
+#[test]
+fn a_status_change_with_unchanged_figures_is_tallied_as_status_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = root().join(FIXTURE);
+    let mut b = seed();
+    let v = cell(&mut b, 8192, 1)["total_tps"].as_f64().unwrap() * 0.8;
+    cell(&mut b, 8192, 1)["total_tps"] = v.into();
+    let c = cell(&mut b, 8192, 2);
+    c["status"] = "error".into();
+    c["reason"] = "stream 2: HTTP 500".into();
+    let b = write(dir.path(), "error.json", &b);
+    let out = ok(&diff(&a, &b, &[]));
+    assert!(out.contains("Total tok/s of the cells in both runs: 1 worse, 40 same, 1 status changed."), "{out}");
+    assert!(out.contains("- 8K × 2: Valid → Error"), "{out}");
+    let out = ok(&diff(&a, &b, &["-f", "markdown"]));
+    assert!(out.contains("1 worse, 40 same, 1 status changed."), "{out}");
+    let v: Value = serde_json::from_str(&ok(&diff(&a, &b, &["-f", "json"]))).unwrap();
+    assert_eq!(v["metric"], "total_tps");
+    assert_eq!(v["tally"], serde_json::json!({"worse": 1, "same": 40, "status changed": 1}));
+    assert!(v.get("gate").is_none(), "no gate without --fail-on-regression");
+    let o = diff(&a, &b, &["-f", "json", "--fail-on-regression", "5"]);
+    assert_eq!(o.status.code(), Some(1));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        (v["gate"]["compared"].as_u64(), v["gate"]["regressions"][1]["kind"].as_str()),
+        (Some(40), Some("status"))
+    );
 }
 
 fn bad(o: &Output) -> String {

@@ -108,6 +108,69 @@ fn wrong_format_is_one_clear_line() {
     assert!(!out.exists());
 }
 
+/// vllm-bench-c1.json with `edit` applied, written to `dir/name`.
+fn vllm_copy(dir: &Path, name: &str, edit: impl FnOnce(&mut serde_json::Value)) -> PathBuf {
+    let mut v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(fixture("vllm-bench-c1.json")).unwrap()).unwrap();
+    edit(&mut v);
+    let p = dir.join(name);
+    std::fs::write(&p, serde_json::to_vec_pretty(&v).unwrap()).unwrap();
+    p
+}
+
+#[test]
+fn vllm_bench_file_where_every_request_failed_is_an_error_cell() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = vllm_copy(dir.path(), "all-failed.json", |v| {
+        v["completed"] = 0.into();
+        v["failed"] = 8.into();
+        v["errors"][0] = "Bad Request: context length exceeded".into();
+    });
+    let out = dir.path().join("x.json");
+    let (code, _, err) =
+        speedmatrix(&["import", src.to_str().unwrap(), "--from", "vllm-bench", "-o", out.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{err}");
+    let r = load_results(&std::fs::read(&out).unwrap()).expect("the imported file loads");
+    let c = &r.decode[0];
+    assert_eq!(c.status, CellStatus::Error);
+    assert_eq!(c.reason.as_deref(), Some("all 8 requests failed: Bad Request: context length exceeded"));
+    assert!(c.total_tps.is_none() && c.ttft_ms.is_none() && c.tpot_ms.is_none() && c.itl_ms.is_none());
+    assert!(c.e2e_ms.is_none() && c.output_tokens.is_none() && c.completed_requests.is_none());
+}
+
+#[test]
+fn inconsistent_vllm_bench_figures_are_bad_input_naming_file_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("x.json");
+    type Edit = fn(&mut serde_json::Value);
+    let cases: [(&str, Edit, &str); 3] = [
+        (
+            "median-above-p99.json",
+            |v| v["median_ttft_ms"] = 60.0.into(),
+            "median-above-p99.json: median_ttft_ms (60) is above p99_ttft_ms (51.93)",
+        ),
+        (
+            "negative-tps.json",
+            |v| v["output_throughput"] = (-104.49).into(),
+            "negative-tps.json: output_throughput is -104.49; durations, throughputs and counts cannot be negative",
+        ),
+        (
+            "ttft-outside.json",
+            |v| v["p99_ttft_ms"] = 60.0.into(),
+            "ttft-outside.json: p99_ttft_ms (60) is above the largest of ttfts (52)",
+        ),
+    ];
+    for (name, edit, want) in cases {
+        let src = vllm_copy(dir.path(), name, edit);
+        let (code, _, err) =
+            speedmatrix(&["import", src.to_str().unwrap(), "--from", "vllm-bench", "-o", out.to_str().unwrap()]);
+        assert_eq!(code, Some(2), "{name}: {err}");
+        assert!(err.starts_with(&format!("error: {want}")), "{name}: {err}");
+        assert!(!err.contains("a bug") && err.lines().count() == 1, "{err}");
+        assert!(!out.exists());
+    }
+}
+
 /// `show` prints the file and the served viewer renders it (headless Chromium's DOM).
 fn show_and_view(file: &Path, needles: &[&str]) {
     let (code, text, err) = speedmatrix(&["show", file.to_str().unwrap()]);

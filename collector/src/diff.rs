@@ -9,9 +9,7 @@
 use crate::cli::{DiffArgs, DiffFormat};
 use crate::show::{clean, heading, Grid, Markup};
 use crate::Error;
-use speedmatrix_schema::diff::{
-    self, percent, regressions, signed_delta, CellRef, Regression, RowDiff, RunDiff, Verdict,
-};
+use speedmatrix_schema::diff::{self, gate, percent, signed_delta, CellRef, Gate, RowDiff, RunDiff, TALLY_KEYS};
 use speedmatrix_schema::registry::{self, Column};
 use speedmatrix_schema::table::Phase;
 use speedmatrix_schema::CellStatus;
@@ -57,7 +55,7 @@ pub fn options(args: &DiffArgs) -> Result<Options, Error> {
 }
 
 /// Run `diff`: read both files, print the comparison; with `--fail-on-regression` return exit
-/// code 1 (after printing) when the gate finds a regression.
+/// code 1 (after printing) when the gate finds a regression or had nothing to compare.
 ///
 /// # Errors
 /// [`Error::Input`] (exit 2) for an unreadable or invalid file or a bad flag.
@@ -66,10 +64,12 @@ pub fn run(args: &DiffArgs) -> Result<u8, Error> {
     let a = crate::files::read_results(&args.a)?;
     let b = crate::files::read_results(&args.b)?;
     let d = diff::diff(&a, &b, opts.threshold);
-    let gate = opts.fail_on_regression.map(|pct| (pct, regressions(&d, &opts.metric, pct)));
+    let gate = opts.fail_on_regression.map(|pct| gate(&d, &opts.metric, pct));
     let out = match args.format {
         DiffFormat::Json => {
-            let mut s = serde_json::to_string_pretty(&d).map_err(anyhow::Error::from)?;
+            let tally = d.tally(&opts.metric.id());
+            let json = JsonDiff { diff: &d, metric: opts.metric.id(), tally, gate: gate.as_ref() };
+            let mut s = serde_json::to_string_pretty(&json).map_err(anyhow::Error::from)?;
             s.push('\n');
             s
         }
@@ -78,18 +78,39 @@ pub fn run(args: &DiffArgs) -> Result<u8, Error> {
     };
     crate::print_out(&out)?;
     match gate {
-        Some((pct, found)) if !found.is_empty() => {
-            eprintln!(
-                "speedmatrix diff: {} regression{} beyond {} ({}); exit 1",
-                found.len(),
-                if found.len() == 1 { "" } else { "s" },
-                percent(pct, false),
-                opts.metric.id()
-            );
+        Some(g) if !g.passed() => {
+            let mut why = Vec::new();
+            if !g.regressions.is_empty() {
+                let n = g.regressions.len();
+                why.push(format!(
+                    "{n} regression{} beyond {}",
+                    if n == 1 { "" } else { "s" },
+                    percent(g.max_worse, false)
+                ));
+            }
+            if g.compared == 0 {
+                why.push("nothing to compare".to_string());
+            }
+            eprintln!("speedmatrix diff: {} ({}); exit 1", why.join(", "), g.column);
             Ok(1)
         }
         _ => Ok(0),
     }
+}
+
+/// `diff -f json`: the [`RunDiff`] with the `--metric`'s tally and the gate's outcome added.
+#[derive(serde::Serialize)]
+struct JsonDiff<'a> {
+    /// The comparison.
+    #[serde(flatten)]
+    diff: &'a RunDiff,
+    /// The `--metric` column id, e.g. `total_tps`.
+    metric: String,
+    /// Decode cells in both runs by verdict on `metric`, plus `status changed` ([`RunDiff::tally`]).
+    tally: std::collections::BTreeMap<&'static str, usize>,
+    /// `--fail-on-regression`'s outcome; absent without the flag.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gate: Option<&'a Gate>,
 }
 
 fn status_words(s: Option<CellStatus>) -> String {
@@ -144,7 +165,7 @@ fn grouped(cells: &[CellRef]) -> Vec<String> {
 }
 
 /// Render the text or Markdown report.
-pub fn render(d: &RunDiff, opts: &Options, gate: Option<&(f64, Vec<Regression>)>, markup: Markup) -> String {
+pub fn render(d: &RunDiff, opts: &Options, gate: Option<&Gate>, markup: Markup) -> String {
     let col = &opts.metric;
     let mut out = String::new();
     heading(&mut out, markup, 1, "Speed test diff");
@@ -223,13 +244,9 @@ pub fn render(d: &RunDiff, opts: &Options, gate: Option<&(f64, Vec<Regression>)>
         out.push_str(&Grid { headers, rows, numeric_from: 1 }.render(markup));
         out.push('\n');
         let tally = d.tally(&col.id());
-        let counted: Vec<String> = [Verdict::Better, Verdict::Worse, Verdict::Same, Verdict::Changed]
-            .iter()
-            .filter_map(|v| tally.get(v.label()).map(|n| format!("{n} {}", v.label())))
-            .collect();
+        let counted: Vec<String> = TALLY_KEYS.iter().filter_map(|k| tally.get(k).map(|n| format!("{n} {k}"))).collect();
         if !counted.is_empty() {
-            let _ =
-                writeln!(out, "{} of the cells measured in both runs: {}.\n", col.metric.header(), counted.join(", "));
+            let _ = writeln!(out, "{} of the cells in both runs: {}.\n", col.metric.header(), counted.join(", "));
         }
     }
 
@@ -266,13 +283,28 @@ pub fn render(d: &RunDiff, opts: &Options, gate: Option<&(f64, Vec<Regression>)>
             })
             .collect(),
     );
-    if let Some((pct, found)) = gate {
-        heading(&mut out, markup, 2, &format!("Regression gate: {} worse than {}", col.id(), percent(*pct, false)));
-        if found.is_empty() {
-            let _ = writeln!(out, "Passed: no valid cell got worse by more than {}.", percent(*pct, false));
+    if let Some(g) = gate {
+        let pct = percent(g.max_worse, false);
+        heading(&mut out, markup, 2, &format!("Regression gate: {} worse than {pct}", g.column));
+        if g.passed() {
+            let _ = writeln!(
+                out,
+                "Passed: {} cell{} compared; none got worse by more than {pct}, and B measured every cell valid in A.",
+                g.compared,
+                if g.compared == 1 { "" } else { "s" }
+            );
         } else {
-            for r in found {
-                let _ = writeln!(out, "- {}", r.describe());
+            let _ = writeln!(
+                out,
+                "Failed: a cell valid in A with {} counts as a regression when B's figure is worse by more than \
+                 {pct}, or B lacks the cell, did not run it, failed it, could not hold it, or has no figure.",
+                g.column
+            );
+            if g.compared == 0 {
+                let _ = writeln!(out, "- nothing to compare: no cell is valid in A and has {} in both runs", g.column);
+            }
+            for r in &g.regressions {
+                let _ = writeln!(out, "- {}", clean(&r.describe()));
             }
         }
         out.push('\n');

@@ -20,6 +20,13 @@ use crate::table::{rows, Phase, Row};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
+/// The tally's key for a decode cell whose status differs between the runs
+/// ([`RunDiff::tally`]).
+pub const STATUS_CHANGED: &str = "status changed";
+
+/// The keys of [`RunDiff::tally`] in the order people read them.
+pub const TALLY_KEYS: [&str; 5] = ["better", "worse", "same", "changed", STATUS_CHANGED];
+
 /// The default noise threshold: a relative change below 5 % is "same".
 pub const DEFAULT_THRESHOLD: f64 = 0.05;
 
@@ -258,13 +265,21 @@ impl RunDiff {
         self.rows.iter().filter(|r| r.cell.phase == Phase::Prefill)
     }
 
-    /// How many decode cells' figures of `column_id` (in both runs) are better, worse, same
-    /// and changed, by [`Verdict::label`].
+    /// How many decode cells in both runs are better, worse, same and changed on `column_id`
+    /// (by [`Verdict::label`], counting cells with the figure in both runs and the same status),
+    /// and how many changed status ([`STATUS_CHANGED`], whatever their figures). Keys in
+    /// [`TALLY_KEYS`] order when read through it; absent keys are zero.
     pub fn tally(&self, column_id: &str) -> BTreeMap<&'static str, usize> {
         let mut t = BTreeMap::new();
-        let decode = self.rows.iter().filter(|r| r.cell.phase == Phase::Decode);
-        for v in decode.filter_map(|r| r.delta(column_id)).filter_map(|d| d.verdict) {
-            *t.entry(v.label()).or_insert(0) += 1;
+        for r in self.rows.iter().filter(|r| r.cell.phase == Phase::Decode) {
+            let key = if r.status_changed() {
+                Some(STATUS_CHANGED)
+            } else {
+                r.delta(column_id).and_then(|d| d.verdict).map(Verdict::label)
+            };
+            if let Some(k) = key {
+                *t.entry(k).or_insert(0) += 1;
+            }
         }
         t
     }
@@ -491,7 +506,8 @@ fn launch_changes(a: Option<&str>, b: Option<&str>) -> Vec<HeaderChange> {
     }
 }
 
-/// Why `--fail-on-regression` fails.
+/// Why `--fail-on-regression` fails: one cell that was valid in A and had the gated figure
+/// there, and that got worse or was not measured (the same way) in B.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Regression {
@@ -509,7 +525,7 @@ pub enum Regression {
         /// How much worse, fraction of A (0.12 = 12 % worse).
         worse_by: f64,
     },
-    /// A cell valid in A that is `error` or `over_capacity` in B.
+    /// A cell valid in A that is `error`, `over_capacity` or `not_run` in B.
     Status {
         /// Where.
         #[serde(flatten)]
@@ -517,54 +533,126 @@ pub enum Regression {
         /// B's status.
         to: CellStatus,
     },
+    /// A cell valid in A that B does not have at all (B's plan left it out, or B stopped early).
+    Missing {
+        /// Where.
+        #[serde(flatten)]
+        cell: CellRef,
+    },
+    /// A cell valid in A that B measured (valid or requests queued) without the gated figure.
+    NoFigure {
+        /// Where.
+        #[serde(flatten)]
+        cell: CellRef,
+        /// The column gated on.
+        column: String,
+        /// B's status.
+        to: CellStatus,
+    },
 }
 
 impl Regression {
-    /// One line for people: "8K × 128: Total tok/s 6,342.6 → 5,000.0 (21.2 % worse)".
+    /// One line for people, saying which cell and why, e.g.
+    /// "8K × 128: Total tok/s 6,342.6 → 5,000.0 (21.2 % worse)",
+    /// "8K × 64: Valid → Not run (B did not measure it)".
     pub fn describe(&self) -> String {
+        let label = |column: &str| registry::column(column).map(|c| c.metric.label).unwrap_or(column).to_string();
         match self {
             Regression::Worse { cell, column, a, b, worse_by } => {
                 let col = registry::column(column);
-                let label = col.map(|c| c.metric.label).unwrap_or(column);
                 let show = |v: f64| col.map(|c| c.display(v)).unwrap_or_else(|| v.to_string());
                 format!(
-                    "{}: {label} {} → {} ({} worse)",
+                    "{}: {} {} → {} ({} worse)",
                     cell.describe(),
+                    label(column),
                     show(*a),
                     show(*b),
                     percent(*worse_by, false)
                 )
             }
-            Regression::Status { cell, to } => format!("{}: Valid → {}", cell.describe(), to.label()),
+            Regression::Status { cell, to } => {
+                let why = match to {
+                    CellStatus::Error => "B's measurement failed",
+                    CellStatus::OverCapacity => "B's server could not hold it",
+                    CellStatus::NotRun => "B did not measure it",
+                    CellStatus::Valid | CellStatus::RequestsQueued => "B measured it",
+                };
+                format!("{}: Valid → {} ({why})", cell.describe(), to.label())
+            }
+            Regression::Missing { cell } => format!("{}: only in A (B has no such cell)", cell.describe()),
+            Regression::NoFigure { cell, column, to } => {
+                format!("{}: Valid → {} without {} (B has no figure)", cell.describe(), to.label(), label(column))
+            }
         }
     }
 }
 
-/// The regressions of `diff` for the gate: every row valid in A whose `col` figure in B (valid
-/// or requests queued) is worse by more than `max_worse` (fraction, 0.05 = 5 %) by the
-/// registry's direction, and every row valid in A that is `error` or `over_capacity` in B.
-/// A column without a direction (e.g. `prompt_tokens`) yields status regressions only.
+/// The outcome of `--fail-on-regression` on one column.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Gate {
+    /// The column gated on, e.g. `total_tps`.
+    pub column: String,
+    /// The largest allowed worsening, fraction (0.05 = 5 %).
+    pub max_worse: f64,
+    /// How many rows valid in A had the figure in both runs (the cells actually compared).
+    pub compared: usize,
+    /// Every regression found, in row order.
+    pub regressions: Vec<Regression>,
+}
+
+impl Gate {
+    /// Passed: at least one figure was compared and nothing regressed. A gate that compared
+    /// nothing fails ("nothing to compare"): it cannot vouch for B.
+    pub fn passed(&self) -> bool {
+        self.compared > 0 && self.regressions.is_empty()
+    }
+}
+
+/// The gate on `col` with `max_worse` (fraction, 0.05 = 5 %), see [`regressions`]; also counts
+/// the rows compared so that a gate with nothing to compare fails.
+pub fn gate(diff: &RunDiff, col: &Column, max_worse: f64) -> Gate {
+    let id = col.id();
+    let compared = diff
+        .rows
+        .iter()
+        .filter(|r| r.status_a == Some(CellStatus::Valid) && r.status_b.is_some_and(CellStatus::is_measured))
+        .filter_map(|r| r.deltas.iter().find(|d| d.column == id))
+        .filter(|d| d.a.is_some() && d.b.is_some())
+        .count();
+    Gate { column: id, max_worse, compared, regressions: regressions(diff, col, max_worse) }
+}
+
+/// The regressions of `diff` for the gate, over every row valid in A that has the `col` figure
+/// in A:
+/// - B measured it (valid or requests queued) and the figure is worse by more than `max_worse`
+///   (fraction, 0.05 = 5 %) by the registry's direction: [`Regression::Worse`];
+/// - B measured it but has no such figure: [`Regression::NoFigure`];
+/// - B's cell is `error`, `over_capacity` or `not_run`: [`Regression::Status`];
+/// - B has no such cell: [`Regression::Missing`].
+///
+/// A column without a direction (e.g. `prompt_tokens`) yields no [`Regression::Worse`].
 pub fn regressions(diff: &RunDiff, col: &Column, max_worse: f64) -> Vec<Regression> {
     let id = col.id();
     let dir = direction(col);
     let mut out = Vec::new();
     for r in diff.rows.iter().filter(|r| r.status_a == Some(CellStatus::Valid)) {
+        let Some(d) = r.deltas.iter().find(|d| d.column == id) else { continue };
+        let Some(a) = d.a else { continue };
+        let cell = r.cell.clone();
         match r.status_b {
-            Some(to @ (CellStatus::Error | CellStatus::OverCapacity)) => {
-                out.push(Regression::Status { cell: r.cell.clone(), to });
-            }
-            Some(s) if s.is_measured() => {
-                let Some(d) = r.deltas.iter().find(|d| d.column == id) else { continue };
-                let (Some(a), Some(b), Some(up)) = (d.a, d.b, dir) else { continue };
-                if a == 0.0 {
+            None => out.push(Regression::Missing { cell }),
+            Some(to) if !to.is_measured() => out.push(Regression::Status { cell, to }),
+            Some(to) => {
+                let Some(b) = d.b else {
+                    out.push(Regression::NoFigure { cell, column: id.clone(), to });
                     continue;
-                }
+                };
+                let (Some(up), true) = (dir, a != 0.0) else { continue };
                 let worse_by = if up { (a - b) / a.abs() } else { (b - a) / a.abs() };
                 if worse_by > max_worse {
-                    out.push(Regression::Worse { cell: r.cell.clone(), column: id.clone(), a, b, worse_by });
+                    out.push(Regression::Worse { cell, column: id.clone(), a, b, worse_by });
                 }
             }
-            _ => {}
         }
     }
     out
@@ -719,6 +807,9 @@ mod tests {
         assert_eq!(c.delta("ttft_ms").unwrap().verdict, Some(Verdict::Same), "2 % is noise");
         let c = d.decode_cell(65536, 64).unwrap();
         assert!(c.status_changed());
+        let tally = d.tally("total_tps");
+        let want: BTreeMap<&str, usize> = [("better", 1), ("worse", 1), ("same", 33), (STATUS_CHANGED, 1)].into();
+        assert_eq!(tally, want);
         let t = c.delta("total_tps").unwrap();
         assert_eq!((t.b, t.verdict), (None, None), "no figure is compared against an over-capacity cell");
         assert_eq!(
@@ -761,10 +852,22 @@ mod tests {
         assert_eq!((flag.a.as_deref(), flag.b.as_deref()), (None, Some("256")));
         assert_eq!(d.header[0].b.as_deref(), Some("0.27.0"));
         // The gate.
-        let g = regressions(&d, &col("total_tps"), 0.05);
-        let lines: Vec<String> = g.iter().map(Regression::describe).collect();
-        assert_eq!(lines, ["8K × 1: Total tok/s 237.1 → 189.7 (20.0 % worse)", "64K × 64: Valid → Over capacity"]);
-        assert_eq!(regressions(&d, &col("total_tps"), 0.25).len(), 1, "only the status change is beyond 25 %");
+        let g = gate(&d, &col("total_tps"), 0.05);
+        assert!(!g.passed());
+        assert_eq!(g.compared, 34, "41 cells valid in A minus six at 128K and 64K × 64");
+        let lines: Vec<String> = g.regressions.iter().map(Regression::describe).collect();
+        let missing_128k = [1, 2, 4, 8, 16, 32].map(|n| format!("128K × {n}: only in A (B has no such cell)"));
+        let mut want = vec![
+            "8K × 1: Total tok/s 237.1 → 189.7 (20.0 % worse)".to_string(),
+            "64K × 64: Valid → Over capacity (B's server could not hold it)".to_string(),
+        ];
+        want.extend(missing_128k.iter().cloned());
+        assert_eq!(lines, want, "the 128K cells valid in A that B lacks count too");
+        let g = regressions(&d, &col("total_tps"), 0.25);
+        assert_eq!(g.len(), 7, "beyond 25 %: the status change and the six missing cells");
+        // Prefill TTFT: the 128K prefill row is missing in B.
+        let g = regressions(&d, &col("ttft_ms"), 0.25);
+        assert!(g.contains(&Regression::Missing { cell: d.only_in_a[0].clone() }), "{g:?}");
         // The diff serialises (diff --format json).
         let json = serde_json::to_value(&d).unwrap();
         assert_eq!(json["status_changes"][0]["b"], "over_capacity");
@@ -790,11 +893,92 @@ mod tests {
         assert_eq!(d.status_changes.len(), 1);
         let g = regressions(&d, &col("ttft_ms"), 0.5);
         assert_eq!(g.len(), 1);
-        assert_eq!(g[0].describe(), "8K × 2: Valid → Error");
+        assert_eq!(g[0].describe(), "8K × 2: Valid → Error (B's measurement failed)");
         // Within 2 %: no warning.
         b.prefill[0].prompt_tokens = Some(8192 + 100);
         b.decode[0].prompt_tokens = None;
         assert!(diff(&a2, &b, DEFAULT_THRESHOLD).prompt_mismatches.is_empty());
+    }
+
+    /// Every cell in `b` that matches `pick` becomes `not_run` without figures, as an
+    /// interrupted run writes it.
+    fn not_run(b: &mut Results, pick: impl Fn(&crate::model::DecodeCell) -> bool) {
+        for c in b.decode.iter_mut().filter(|c| pick(c)) {
+            let (context, concurrency, prompt_tokens) = (c.context.clone(), c.concurrency, c.prompt_tokens);
+            let mut fresh: crate::model::DecodeCell =
+                serde_json::from_value(serde_json::json!({"context": context, "concurrency": concurrency,
+                    "status": "not_run", "reason": "stopped by the user"}))
+                .unwrap();
+            fresh.prompt_tokens = prompt_tokens;
+            *c = fresh;
+        }
+    }
+
+    #[test]
+    fn the_gate_fails_when_b_did_not_measure_what_a_did() {
+        let a = seed();
+        let tps = col("total_tps");
+        // Identical runs pass, having compared every cell valid in A.
+        let g = gate(&diff(&a, &a, DEFAULT_THRESHOLD), &tps, 0.05);
+        assert!(g.passed() && g.compared == 41, "{g:?}");
+
+        // Interrupted: everything from 16K on not run.
+        let mut b = a.clone();
+        not_run(&mut b, |c| c.context.tokens >= 16384);
+        crate::load::validate(&b).expect("an interrupted run is valid");
+        let g = gate(&diff(&a, &b, DEFAULT_THRESHOLD), &tps, 0.05);
+        assert!(!g.passed());
+        let valid_a_16k_up = a
+            .decode
+            .iter()
+            .filter(|c| c.context.tokens >= 16384 && c.status == CellStatus::Valid && c.total_tps.is_some())
+            .count();
+        assert_eq!(g.regressions.len(), valid_a_16k_up);
+        assert!(g.regressions.iter().all(|r| matches!(r, Regression::Status { to: CellStatus::NotRun, .. })));
+        assert_eq!(g.regressions[0].describe(), "16K × 1: Valid → Not run (B did not measure it)");
+        assert_eq!(g.compared, 41 - valid_a_16k_up);
+
+        // Valid in B but without the figure.
+        let mut b = a.clone();
+        let i = b.decode.iter().position(|c| c.context.tokens == 8192 && c.concurrency == 4).unwrap();
+        b.decode[i].total_tps = None;
+        let g = gate(&diff(&a, &b, DEFAULT_THRESHOLD), &tps, 0.05);
+        let lines: Vec<String> = g.regressions.iter().map(Regression::describe).collect();
+        assert_eq!(lines, ["8K × 4: Valid → Valid without Total tok/s (B has no figure)"]);
+
+        // B has no matrix: every cell is missing, nothing was compared.
+        let mut b = a.clone();
+        b.decode.clear();
+        let g = gate(&diff(&a, &b, DEFAULT_THRESHOLD), &tps, 0.05);
+        assert_eq!((g.compared, g.regressions.len()), (0, 41));
+        assert!(g.regressions.iter().all(|r| matches!(r, Regression::Missing { .. })));
+
+        // No shared context: A's cells are missing in B; B's own cells are no excuse.
+        let mut b = a.clone();
+        for c in &mut b.decode {
+            c.context = crate::context::size(c.context.tokens * 3);
+        }
+        let g = gate(&diff(&a, &b, DEFAULT_THRESHOLD), &tps, 0.05);
+        assert_eq!((g.compared, g.regressions.len(), g.passed()), (0, 41, false));
+
+        // Neither run has a matrix: no regression, but nothing to compare, so the gate fails.
+        let mut a0 = a.clone();
+        a0.decode.clear();
+        let g = gate(&diff(&a0, &b, DEFAULT_THRESHOLD), &tps, 0.05);
+        assert!(g.regressions.is_empty() && g.compared == 0 && !g.passed());
+    }
+
+    #[test]
+    fn a_status_change_with_the_same_figures_is_tallied_as_status_changed() {
+        let a = seed();
+        let mut b = a.clone();
+        let i = b.decode.iter().position(|c| c.context.tokens == 8192 && c.concurrency == 2).unwrap();
+        b.decode[i].status = CellStatus::Error;
+        b.decode[i].reason = Some("stream 2: HTTP 500 after the window".into());
+        let d = diff(&a, &b, DEFAULT_THRESHOLD);
+        let t = d.tally("total_tps");
+        assert_eq!((t.get(STATUS_CHANGED), t.get("same")), (Some(&1), Some(&41)), "{t:?}");
+        assert_eq!(t.values().sum::<usize>(), 42, "every measured cell counted once");
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! figure is an empty CSV field / JSON `null`; statuses are snake_case ids.
 
 use crate::model::Results;
-use crate::registry::columns;
+use crate::registry::{columns, Column, Stat, Style, Unit};
 use crate::table::{rows, Row};
 
 /// The fixed leading columns, before the registry columns.
@@ -49,7 +49,22 @@ pub fn to_csv(results: &Results) -> String {
     String::from_utf8(bytes).expect("CSV of UTF-8 strings is UTF-8")
 }
 
-/// The whole table as a JSON array of objects keyed by [`headers`] (numbers raw, `null` when
+/// A figure as JSON: counts (a distribution's `_count`, whole tokens and requests such as
+/// `completed_requests`, `output_tokens`) as integers (`1`, not `1.0`) when integral, every
+/// other figure as a float.
+fn json_number(c: &Column, v: f64) -> serde_json::Value {
+    let count = c.stat == Some(Stat::Count)
+        || (c.stat.is_none()
+            && c.metric.style == Style::Fixed(0)
+            && matches!(c.metric.unit, Unit::Tokens | Unit::Requests | Unit::Count));
+    if count && v.fract() == 0.0 && (0.0..9_007_199_254_740_992.0).contains(&v) {
+        serde_json::Value::from(v as u64)
+    } else {
+        serde_json::Value::from(v)
+    }
+}
+
+/// The whole table as a JSON array of objects keyed by [`headers`] (numbers raw, counts as integers, `null` when
 /// missing).
 pub fn to_json_rows(results: &Results) -> serde_json::Value {
     let cols = columns();
@@ -64,10 +79,26 @@ pub fn to_json_rows(results: &Results) -> serde_json::Value {
             obj.insert("status".into(), row.status().id().into());
             obj.insert("reason".into(), row.reason().into());
             for c in &cols {
-                obj.insert(c.id(), row.value(c).map_or(serde_json::Value::Null, serde_json::Value::from));
+                obj.insert(c.id(), row.value(c).map_or(serde_json::Value::Null, |v| json_number(c, v)));
             }
             serde_json::Value::Object(obj)
         })
         .collect();
     serde_json::Value::Array(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_rows_write_counts_as_integers_and_rates_as_floats() {
+        let r = crate::load_results(include_bytes!("../../tests/fixtures/h200-qwen3.5-122b-vllm.json")).unwrap();
+        let rows = to_json_rows(&r);
+        let first = rows.as_array().unwrap().iter().find(|x| x["phase"] == "decode").unwrap();
+        assert_eq!(first["completed_requests"].to_string(), "1");
+        assert_eq!(first["output_tokens"].to_string(), "7113");
+        assert_eq!(first["total_tps"].to_string(), "237.1");
+        assert_eq!(first["avg_active_requests"].to_string(), "1.0", "an average stays a float");
+    }
 }

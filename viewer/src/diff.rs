@@ -17,7 +17,7 @@ use crate::report;
 use crate::sources::{self, Fetched};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
-use speedmatrix_schema::diff::{diff, parse_percent, percent, HeaderChange, RunDiff, DEFAULT_THRESHOLD};
+use speedmatrix_schema::diff::{diff, parse_percent, percent, HeaderChange, RunDiff, DEFAULT_THRESHOLD, TALLY_KEYS};
 use speedmatrix_schema::registry::column;
 use speedmatrix_schema::site::load_index;
 use speedmatrix_schema::{load_results, registry, Results};
@@ -313,7 +313,7 @@ pub fn DiffView(
                     {move || {
                         let t = d.with(|d| d.tally(&selected.get().id()));
                         let parts: Vec<String> =
-                            ["better", "worse", "same", "changed"].iter().filter_map(|k| t.get(k).map(|n| format!("{n} {k}"))).collect();
+                            TALLY_KEYS.iter().filter_map(|k| t.get(k).map(|n| format!("{n} {k}"))).collect();
                         if parts.is_empty() { "no cell measured in both runs".to_string() } else { parts.join(" · ") }
                     }}
                 </span>

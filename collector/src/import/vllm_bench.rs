@@ -8,6 +8,11 @@
 //! The row (context) is the requests' mean input length. `vllm bench serve` has no
 //! measurement window (its throughput includes ramp-up and drain) and no queue evidence: both
 //! are listed in `missing`.
+//!
+//! A file in which no request completed (`completed: 0`) becomes an `error` cell ("all 8
+//! requests failed: …") without figures. A negative figure or percentiles out of order
+//! (`median_ttft_ms` above `p99_ttft_ms`, a percentile outside the `ttfts`) make the file bad
+//! input, named with the field: such a file is damaged, and dropping one figure would hide it.
 
 use super::{leftovers, round3, s_to_ms, Source};
 use serde_json::{json, Value};
@@ -34,24 +39,39 @@ const MAPPED: &[&str] = &[
 
 const METRICS: [(&str, &str); 4] = [("ttft", "ttft_ms"), ("tpot", "tpot_ms"), ("itl", "itl_ms"), ("e2el", "e2e_ms")];
 
-fn num(v: &Value, k: &str) -> Option<f64> {
-    v.get(k).and_then(Value::as_f64).filter(|x| x.is_finite() && *x >= 0.0)
+/// The number at `k` of the file `name`: `None` when absent or not a number; an error naming
+/// the file and field when it is negative (durations, rates and counts are ≥ 0).
+fn num(name: &str, v: &Value, k: &str) -> Result<Option<f64>, String> {
+    match v.get(k).and_then(Value::as_f64) {
+        Some(x) if x < 0.0 || x.is_sign_negative() => Err(format!(
+            "{name}: {k} is {x}; durations, throughputs and counts cannot be negative — the file is damaged"
+        )),
+        x => Ok(x.filter(|x| x.is_finite())),
+    }
 }
 
 /// The summary of one latency metric: `mean_X_ms`, `median_X_ms`, `p90_X_ms`, `p99_X_ms`
-/// (whichever `--metric-percentiles` wrote). Returns the distribution and the keys used.
-fn summary(v: &Value, metric: &str, count: Option<u64>) -> (Option<Distribution>, Vec<String>) {
+/// (whichever `--metric-percentiles` wrote), and for TTFT the exact min/max of the per-request
+/// `ttfts` (s). Returns the distribution and the keys used.
+///
+/// # Errors
+/// A negative figure or percentiles out of order (e.g. `median_ttft_ms` above `p99_ttft_ms`),
+/// naming the file and the fields.
+fn summary(
+    name: &str,
+    v: &Value,
+    metric: &str,
+    count: Option<u64>,
+) -> Result<(Option<Distribution>, Vec<String>), String> {
     let key = |p: &str| format!("{p}_{metric}_ms");
     let mut used = vec![key("mean"), key("median"), key("std")];
-    let p = |n: &str| {
-        let k = key(n);
-        num(v, &k).map(round3)
-    };
-    let d = Distribution {
-        mean: p("mean"),
-        p50: p("median").or_else(|| p("p50")),
-        p90: p("p90"),
-        p99: p("p99"),
+    let p = |n: &str| num(name, v, &key(n)).map(|x| x.map(round3));
+    let median_key = if p("median")?.is_some() { key("median") } else { key("p50") };
+    let mut d = Distribution {
+        mean: p("mean")?,
+        p50: p("median")?.or(p("p50")?),
+        p90: p("p90")?,
+        p99: p("p99")?,
         min: None,
         max: None,
         count,
@@ -59,7 +79,46 @@ fn summary(v: &Value, metric: &str, count: Option<u64>) -> (Option<Distribution>
     for n in ["p50", "p90", "p99"] {
         used.push(key(n));
     }
-    ((d.mean.is_some() || d.p50.is_some()).then_some(d), used)
+    if d.mean.is_none() && d.p50.is_none() {
+        return Ok((None, used));
+    }
+    if metric == "ttft" {
+        // Exact extremes from the per-request TTFTs when the file has them.
+        let t: Vec<f64> = v
+            .get("ttfts")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_f64).collect())
+            .unwrap_or_default();
+        if let Some(x) = t.iter().find(|x| **x < 0.0) {
+            return Err(format!("{name}: ttfts holds {x}; a time to first token cannot be negative"));
+        }
+        if !t.is_empty() {
+            d.min = t.iter().copied().reduce(f64::min).map(s_to_ms);
+            d.max = t.iter().copied().reduce(f64::max).map(s_to_ms);
+        }
+    }
+    let ordered = [
+        ("the smallest of ttfts".to_string(), d.min),
+        (median_key, d.p50),
+        (key("p90"), d.p90),
+        (key("p99"), d.p99),
+        ("the largest of ttfts".to_string(), d.max),
+    ];
+    let present: Vec<(&String, f64)> = ordered.iter().filter_map(|(k, x)| x.map(|x| (k, x))).collect();
+    for w in present.windows(2) {
+        if w[0].1 > w[1].1 {
+            return Err(format!(
+                "{name}: {} ({}) is above {} ({}); percentiles must rise — the file is inconsistent",
+                w[0].0, w[0].1, w[1].0, w[1].1
+            ));
+        }
+    }
+    if let (Some(mean), Some(lo), Some(hi)) = (d.mean, d.min, d.max) {
+        if mean < lo || mean > hi {
+            return Err(format!("{name}: {} ({mean}) lies outside the ttfts ({lo}…{hi} ms)", key("mean")));
+        }
+    }
+    Ok((Some(d), used))
 }
 
 /// Convert one or more `--save-result` files (one per concurrency).
@@ -110,7 +169,7 @@ pub fn convert(sources: &[Source], converted_by: &str) -> Result<Results, String
         max_out = max_out.max(outs.iter().copied().max().unwrap_or_else(|| {
             v.get("total_output_tokens").and_then(Value::as_u64).map_or(0, |t| t / completed.max(1))
         }));
-        let duration = num(v, "duration");
+        let duration = num(name, v, "duration")?;
         window = window.max(duration.unwrap_or(0.0));
         model = model.or_else(|| v.get("model_id").and_then(Value::as_str).map(str::to_string));
         label_ =
@@ -119,21 +178,10 @@ pub fn convert(sources: &[Source], converted_by: &str) -> Result<Results, String
         let mut used: Vec<String> = MAPPED.iter().map(|s| s.to_string()).collect();
         let mut figures = serde_json::Map::new();
         for (metric, field) in METRICS {
-            let (d, keys) = summary(v, metric, Some(completed));
+            let (d, keys) = summary(name, v, metric, Some(completed))?;
             used.extend(keys);
-            if let Some(mut d) = d {
-                if metric == "ttft" {
-                    // Exact extremes from the per-request TTFTs when the file has them.
-                    let t: Vec<f64> = v
-                        .get("ttfts")
-                        .and_then(Value::as_array)
-                        .map(|a| a.iter().filter_map(Value::as_f64).collect())
-                        .unwrap_or_default();
-                    if !t.is_empty() {
-                        d.min = t.iter().copied().reduce(f64::min).map(s_to_ms);
-                        d.max = t.iter().copied().reduce(f64::max).map(s_to_ms);
-                    }
-                }
+            // With no request completed there is nothing to summarise (vllm writes 0s).
+            if let Some(d) = d.filter(|_| completed > 0) {
                 figures.insert(field.into(), serde_json::to_value(d).map_err(|e| e.to_string())?);
             }
         }
@@ -143,7 +191,10 @@ pub fn convert(sources: &[Source], converted_by: &str) -> Result<Results, String
             .and_then(Value::as_array)
             .and_then(|e| e.iter().filter_map(Value::as_str).find(|s| !s.is_empty()))
             .map(|e| e.chars().take(200).collect::<String>());
-        let (status, reason) = if failed > 0 {
+        let (status, reason) = if completed == 0 {
+            let why = if failed > 0 { format!("all {failed} requests failed") } else { "no request completed".into() };
+            ("error", Some(format!("{why}{}", first_error.map(|e| format!(": {e}")).unwrap_or_default())))
+        } else if failed > 0 {
             (
                 "error",
                 Some(format!(
@@ -156,18 +207,20 @@ pub fn convert(sources: &[Source], converted_by: &str) -> Result<Results, String
             ("valid", None)
         };
         let ok = failed == 0;
+        let total_tps = num(name, v, "output_throughput")?;
+        let max_active = num(name, v, "max_concurrent_requests")?;
         let mut cell = json!({
             "context": ContextSize { label: label(mean_in), tokens: mean_in },
             "prompt_tokens": mean_in,
             "concurrency": n,
             "status": status,
             "reason": reason,
-            "window_s": duration,
-            "total_tps": if ok { num(v, "output_throughput").map(round3) } else { None },
+            "window_s": if completed > 0 { duration } else { None },
+            "total_tps": if ok { total_tps.map(round3) } else { None },
             "output_tokens": if ok { v.get("total_output_tokens").and_then(Value::as_u64) } else { None },
             "token_count_source": "reported",
-            "completed_requests": completed,
-            "max_active_requests": num(v, "max_concurrent_requests"),
+            "completed_requests": (completed > 0).then_some(completed),
+            "max_active_requests": if completed > 0 { max_active } else { None },
         });
         if let Some(obj) = cell.as_object_mut() {
             obj.extend(figures);
