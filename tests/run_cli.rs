@@ -57,6 +57,14 @@ fn values_that_cannot_measure_anything_are_refused() {
 }
 
 #[test]
+fn credentials_in_the_url_are_refused_without_echoing_them() {
+    let (code, err) = run(&["--url", "http://alice:hunter2secret@127.0.0.1:9", "--quiet"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("credentials in the URL") && err.contains("--api-key"), "{err}");
+    assert!(!err.contains("hunter2secret"), "{err}");
+}
+
+#[test]
 fn an_existing_results_file_is_not_overwritten_without_force() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r.json");

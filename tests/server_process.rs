@@ -48,6 +48,19 @@ fn start_twin(extra: &[&str]) -> Twin {
     twin
 }
 
+/// Wait (≤ 60 s) until the run writing `out` has measured a decode cell.
+fn wait_for_a_valid_cell(out: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read(out)
+        .ok()
+        .and_then(|b| load_results(&b).ok())
+        .is_some_and(|r| r.decode.iter().any(|c| c.status == CellStatus::Valid))
+    {
+        assert!(Instant::now() < deadline, "no decode cell measured within 60 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 fn read(out: &Path) -> Results {
     load_results(&std::fs::read(out).unwrap()).expect("a valid results file")
 }
@@ -68,18 +81,7 @@ fn a_server_that_dies_mid_run_leaves_a_complete_file_of_what_was_measured() {
         .spawn()
         .unwrap();
     // Wait until the first decode cell is in the file, then kill the server.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        assert!(Instant::now() < deadline, "no decode cell measured within 60 s");
-        if let Ok(bytes) = std::fs::read(&out) {
-            if let Ok(r) = load_results(&bytes) {
-                if r.decode.iter().any(|c| c.status == CellStatus::Valid) {
-                    break;
-                }
-            }
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_a_valid_cell(&out);
     let _ = twin.child.kill();
     let _ = twin.child.wait();
     let o: Output = run.wait_with_output().unwrap();
@@ -178,15 +180,7 @@ fn sigterm_and_a_closed_stderr_leave_a_finished_file() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !std::fs::read(&out)
-        .ok()
-        .and_then(|b| load_results(&b).ok())
-        .is_some_and(|r| r.decode.iter().any(|c| c.status == CellStatus::Valid))
-    {
-        assert!(Instant::now() < deadline, "no decode cell measured within 60 s");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_a_valid_cell(&out);
     assert!(Command::new("kill").args(["-TERM", &run.id().to_string()]).status().unwrap().success());
     let o = run.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(143), "{}", String::from_utf8_lossy(&o.stderr));
@@ -228,15 +222,7 @@ fn resuming_a_failed_run_measures_its_error_cells_again() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !std::fs::read(&out)
-        .ok()
-        .and_then(|b| load_results(&b).ok())
-        .is_some_and(|r| r.decode.iter().any(|c| c.status == CellStatus::Valid))
-    {
-        assert!(Instant::now() < deadline, "no decode cell measured within 60 s");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_a_valid_cell(&out);
     let _ = twin.child.kill();
     let _ = twin.child.wait();
     let o = run.wait_with_output().unwrap();

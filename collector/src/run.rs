@@ -72,6 +72,14 @@ fn now_rfc3339() -> String {
 /// `--temperature`.
 fn checked(args: &RunArgs) -> Result<RunArgs, Error> {
     let mut a = args.clone();
+    if let Ok(mut u) = reqwest::Url::parse(&a.url) {
+        if !u.username().is_empty() || u.password().is_some() {
+            let _ = u.set_password(u.password().map(|_| "<redacted>"));
+            return Err(Error::Input(format!(
+                "--url {u}: credentials in the URL are not sent; give the API key with --api-key or SPEEDMATRIX_API_KEY"
+            )));
+        }
+    }
     let url = a.url.trim_end_matches('/');
     if let Some(base) = url.strip_suffix("/v1") {
         say!("note: --url {url}: using {base} (speedmatrix adds /v1 itself)");

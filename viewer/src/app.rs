@@ -612,6 +612,42 @@ fn PrefillTable(r: Arc<Results>) -> impl IntoView {
     })
 }
 
+/// A context × concurrency table (the heatmap, and the diff view's matrices): a header row of
+/// concurrency levels, one row per context, each cell drawn by `cell`.
+pub(crate) fn matrix_table<C: 'static, V: IntoView + 'static>(
+    id: &'static str,
+    class: &'static str,
+    concurrency: &[u32],
+    rows: Vec<(String, Vec<C>)>,
+    cell: fn(C) -> V,
+) -> impl IntoView {
+    view! {
+        <div class="heatmap-wrap">
+            <table class=class id=id>
+                <thead>
+                    <tr>
+                        <th scope="col" class="corner">"Context"</th>
+                        {concurrency.iter().map(|n| view! { <th scope="col" class="num">{n.to_string()}</th> }).collect_view()}
+                    </tr>
+                </thead>
+                <tbody>
+                    {rows
+                        .into_iter()
+                        .map(|(label, cells)| {
+                            view! {
+                                <tr>
+                                    <th scope="row">{label}</th>
+                                    {cells.into_iter().map(cell).collect_view()}
+                                </tr>
+                            }
+                        })
+                        .collect_view()}
+                </tbody>
+            </table>
+        </div>
+    }
+}
+
 /// One heatmap cell (also drawn by the diff view's side-by-side matrices).
 pub(crate) fn heat_cell(c: HeatCell) -> impl IntoView {
     let status = c.status;
@@ -715,34 +751,7 @@ fn DecodeHeatmap(r: Arc<Results>, metric: RwSignal<String>) -> impl IntoView {
                     (None, false) => "darker is higher",
                 };
                 view! {
-                    <div class="heatmap-wrap">
-                        <table class="heatmap" id="heatmap">
-                            <thead>
-                                <tr>
-                                    <th scope="col" class="corner">"Context"</th>
-                                    {h
-                                        .concurrency
-                                        .iter()
-                                        .map(|n| view! { <th scope="col" class="num">{n.to_string()}</th> })
-                                        .collect_view()}
-                                </tr>
-                            </thead>
-                            <tbody>
-                                {h
-                                    .rows
-                                    .into_iter()
-                                    .map(|(label, cells)| {
-                                        view! {
-                                            <tr>
-                                                <th scope="row">{label}</th>
-                                                {cells.into_iter().map(heat_cell).collect_view()}
-                                            </tr>
-                                        }
-                                    })
-                                    .collect_view()}
-                            </tbody>
-                        </table>
-                    </div>
+                    {matrix_table("heatmap", "heatmap", &h.concurrency, h.rows, heat_cell)}
                     <div class="legend" id="heatmap-legend">
                         <div class="scale">
                             <span class="scale-lo">{lo}</span>
@@ -997,7 +1006,20 @@ fn Exports(r: Arc<Results>) -> impl IntoView {
 #[component]
 fn Charts(r: Arc<Results>, view: ViewState) -> impl IntoView {
     let specs = chart_model::charts(&[RunRef::single(&r)]);
-    let stem = report::file_stem(&r);
+    charts_section("charts", "Charts", "", specs, view, report::file_stem(&r))
+}
+
+/// A section of charts: title, a line saying how to read them (`lead`, then the marks of the
+/// statuses drawn), and each chart with its readout, table mirror and PNG (file name `stem`).
+/// Nothing when there is no chart.
+pub(crate) fn charts_section(
+    id: &'static str,
+    title: &'static str,
+    lead: &'static str,
+    specs: Vec<ChartSpec>,
+    view: ViewState,
+    stem: String,
+) -> impl IntoView {
     let statuses: Vec<CellStatus> = CellStatus::ALL
         .into_iter()
         .filter(|s| {
@@ -1007,9 +1029,10 @@ fn Charts(r: Arc<Results>, view: ViewState) -> impl IntoView {
         .collect();
     (!specs.is_empty()).then(|| {
         view! {
-            <section class="section" id="charts">
-                <h2>"Charts"</h2>
+            <section class="section" id=id>
+                <h2>{title}</h2>
                 <p class="section-sub">
+                    {lead}
                     "Lines join valid cells. "
                     {statuses
                         .iter()

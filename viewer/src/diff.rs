@@ -10,7 +10,7 @@
 //! view shows is computed by [`crate::compare`] (pure). Every string from a file is inserted as
 //! text, never as HTML.
 
-use crate::app::{page_view_state, ChartView, ViewState};
+use crate::app::{charts_section, heat_cell, matrix_table, page_view_state, ViewState};
 use crate::chart_model::{self, RunRef, Stroke};
 use crate::compare::{self, DeltaCell, DeltaKind, LINE_COLUMNS};
 use crate::report;
@@ -367,29 +367,7 @@ pub fn DiffView(
                             {report::metric_option_label(&col)}
                             " · B against A · changes under " {th} " are the same"
                         </p>
-                        <div class="heatmap-wrap">
-                            <table class="heatmap delta" id="delta-heatmap">
-                                <thead>
-                                    <tr>
-                                        <th scope="col" class="corner">"Context"</th>
-                                        {concurrency.iter().map(|n| view! { <th scope="col" class="num">{n.to_string()}</th> }).collect_view()}
-                                    </tr>
-                                </thead>
-                                <tbody>
-                                    {grid
-                                        .into_iter()
-                                        .map(|(label, cells)| {
-                                            view! {
-                                                <tr>
-                                                    <th scope="row">{label}</th>
-                                                    {cells.into_iter().map(delta_td).collect_view()}
-                                                </tr>
-                                            }
-                                        })
-                                        .collect_view()}
-                                </tbody>
-                            </table>
-                        </div>
+                        {matrix_table("delta-heatmap", "heatmap delta", &concurrency, grid, delta_td)}
                         <ul class="marks" id="delta-legend">
                             {[DeltaKind::Better, DeltaKind::Worse, DeltaKind::Same, DeltaKind::StatusChange, DeltaKind::OnlyA, DeltaKind::OnlyB]
                                 .into_iter()
@@ -421,52 +399,12 @@ fn OverlaidCharts(a: Arc<Results>, b: Arc<Results>, view: ViewState) -> impl Int
         RunRef { name: "B", results: &b, stroke: Stroke::Dashed },
     ]);
     let stem = format!("{}-vs-{}", report::file_stem(&a), report::file_stem(&b));
-    (!specs.is_empty()).then(|| {
-        view! {
-            <section class="section" id="diff-charts">
-                <h2>"Charts, A and B overlaid"</h2>
-                <p class="section-sub">
-                    "A (baseline) solid, B (candidate) dashed; one colour per context. Lines join valid cells. "
-                    "Hover a point, or focus a chart and use the arrow keys, to read it."
-                </p>
-                <div class="charts">
-                    {specs
-                        .into_iter()
-                        .map(|spec| view! { <ChartView spec=spec view=view stem=stem.clone() /> })
-                        .collect_view()}
-                </div>
-            </section>
-        }
-    })
+    let lead = "A (baseline) solid, B (candidate) dashed; one colour per context. ";
+    charts_section("diff-charts", "Charts, A and B overlaid", lead, specs, view, stem)
 }
 
 fn matrix(id: &'static str, h: report::Heatmap) -> impl IntoView {
-    view! {
-        <div class="heatmap-wrap">
-            <table class="heatmap compact" id=id>
-                <thead>
-                    <tr>
-                        <th scope="col" class="corner">"Context"</th>
-                        {h.concurrency.iter().map(|n| view! { <th scope="col" class="num">{n.to_string()}</th> }).collect_view()}
-                    </tr>
-                </thead>
-                <tbody>
-                    {h
-                        .rows
-                        .into_iter()
-                        .map(|(label, cells)| {
-                            view! {
-                                <tr>
-                                    <th scope="row">{label}</th>
-                                    {cells.into_iter().map(crate::app::heat_cell).collect_view()}
-                                </tr>
-                            }
-                        })
-                        .collect_view()}
-                </tbody>
-            </table>
-        </div>
-    }
+    matrix_table(id, "heatmap compact", &h.concurrency, h.rows, heat_cell)
 }
 
 fn delta_td(c: DeltaCell) -> impl IntoView {
