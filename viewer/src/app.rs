@@ -648,6 +648,26 @@ pub(crate) fn matrix_table<C: 'static, V: IntoView + 'static>(
     }
 }
 
+/// The `<option>`s of a metric selector: (id, label, has data) each, the selected one marked,
+/// those without data disabled with `no_data` after the label.
+pub(crate) fn metric_options(
+    choices: Vec<(String, String, bool)>,
+    selected: Memo<speedmatrix_schema::registry::Column>,
+    no_data: &'static str,
+) -> impl IntoView {
+    choices
+        .into_iter()
+        .map(|(id, label, has)| {
+            let is_selected = {
+                let id = id.clone();
+                move || selected.get().id() == id
+            };
+            let text = if has { label } else { format!("{label} — {no_data}") };
+            view! { <option value=id selected=is_selected disabled=!has>{text}</option> }
+        })
+        .collect_view()
+}
+
 /// One heatmap cell (also drawn by the diff view's side-by-side matrices).
 pub(crate) fn heat_cell(c: HeatCell) -> impl IntoView {
     let status = c.status;
@@ -723,21 +743,7 @@ fn DecodeHeatmap(r: Arc<Results>, metric: RwSignal<String>) -> impl IntoView {
                             metric.set(id);
                         }
                     >
-                        {choices
-                            .into_iter()
-                            .map(|(id, label, has)| {
-                                let is_selected = {
-                                    let id = id.clone();
-                                    move || selected.get().id() == id
-                                };
-                                let text = if has { label } else { format!("{label} — no data in this run") };
-                                view! {
-                                    <option value=id selected=is_selected disabled=!has>
-                                        {text}
-                                    </option>
-                                }
-                            })
-                            .collect_view()}
+                        {metric_options(choices, selected, "no data in this run")}
                     </select>
                 </label>
             </div>

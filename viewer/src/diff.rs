@@ -10,7 +10,7 @@
 //! view shows is computed by [`crate::compare`] (pure). Every string from a file is inserted as
 //! text, never as HTML.
 
-use crate::app::{charts_section, heat_cell, matrix_table, page_view_state, ViewState};
+use crate::app::{charts_section, heat_cell, matrix_table, metric_options, page_view_state, ViewState};
 use crate::chart_model::{self, RunRef, Stroke};
 use crate::compare::{self, DeltaCell, DeltaKind, LINE_COLUMNS};
 use crate::report;
@@ -278,17 +278,7 @@ pub fn DiffView(
                             metric.set(id);
                         }
                     >
-                        {choices
-                            .into_iter()
-                            .map(|(id, label, has)| {
-                                let is_selected = {
-                                    let id = id.clone();
-                                    move || selected.get().id() == id
-                                };
-                                let text = if has { label } else { format!("{label} — no data") };
-                                view! { <option value=id selected=is_selected disabled=!has>{text}</option> }
-                            })
-                            .collect_view()}
+                        {metric_options(choices, selected, "no data")}
                     </select>
                 </label>
                 <label class="metric-picker">
