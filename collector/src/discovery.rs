@@ -4,9 +4,9 @@
 //! counters sampled during decode windows.
 
 use crate::client::{Client, HttpError};
-use crate::engine::{EngineKind, MetricSlot, Probe, Probes};
+use crate::engine::{EngineKind, Facts, MetricSlot, Probe, Probes};
 use serde_json::Value;
-use speedmatrix_schema::{KvBudgetSource, MissingFigure};
+use speedmatrix_schema::KvBudgetSource;
 
 /// What discovery found.
 #[derive(Debug, Clone, PartialEq)]
@@ -15,37 +15,23 @@ pub struct ServerInfo {
     pub engine: String,
     /// The engine, as detected from the server's answers or set with `--engine`.
     pub kind: EngineKind,
-    /// Engine version (`/version`, `/get_server_info`, llama.cpp `/props` `build_info`).
-    pub version: Option<String>,
     /// The served model name requests use.
     pub model: String,
     /// `/v1/models` `root` (the model loaded), or the model path the engine reports.
     pub root: Option<String>,
-    /// Longest sequence the server accepts, tokens.
-    pub max_model_len: Option<u64>,
-    /// KV-cache budget, tokens, and where it came from.
-    pub kv_budget: Option<(u64, KvBudgetSource)>,
-    /// Whether the N × (C + max_tokens) over-capacity rule applies to `kv_budget` (not for
-    /// llama.cpp, whose slots each hold their own context).
-    pub kv_rule: bool,
-    /// Parallel slots (llama.cpp `total_slots`).
-    pub slots: Option<u32>,
-    /// Context per slot, tokens (llama.cpp).
-    pub slot_context: Option<u64>,
-    /// Most requests the server runs at once (SGLang `max_running_requests`, llama.cpp slots):
-    /// more streams than this queue by construction.
-    pub max_running: Option<u32>,
+    /// What the engine's adapter made of the probes (version, max_model_len, KV budget, slots,
+    /// figures it cannot give); `--kv-budget` already applied to `kv_budget` and `missing`.
+    pub facts: Facts,
     /// Why `/metrics` is not usable, when it is not.
     pub metrics_note: Option<String>,
-    /// Figures the run will lack, and why (written to the results file).
-    pub missing: Vec<MissingFigure>,
 }
 
 impl ServerInfo {
     /// The KV budget the plan's N × (C + max_tokens) rule uses: `None` where the rule does not
     /// apply (llama.cpp slots; see [`ServerInfo::slot_context`]).
     pub fn plan_kv_budget(&self) -> Option<u64> {
-        self.kv_budget.filter(|(_, src)| self.kv_rule || *src == KvBudgetSource::Flag).map(|(b, _)| b)
+        let f = &self.facts;
+        f.kv_budget.filter(|(_, src)| f.kv_rule || *src == KvBudgetSource::Flag).map(|(b, _)| b)
     }
 
     /// `stream_options` for this engine's requests.
@@ -56,13 +42,13 @@ impl ServerInfo {
     /// Streams a cell can expect to decode at once: N, or fewer when the server runs at most
     /// [`ServerInfo::max_running`] requests (the rest wait in its queue).
     pub fn decoding_at_once(&self, n: u32) -> u32 {
-        self.max_running.map_or(n, |m| n.min(m.max(1)))
+        self.facts.max_running.map_or(n, |m| n.min(m.max(1)))
     }
 
     /// Why a cell of `n` streams must queue on this server by construction, if it must.
     pub fn queued_by_construction(&self, n: u32) -> Option<String> {
-        let m = self.max_running?;
-        (n > m).then(|| match self.slots {
+        let m = self.facts.max_running?;
+        (n > m).then(|| match self.facts.slots {
             Some(s) => format!("{n} streams on {s} slots: {} waited for a free slot", n - s),
             None => format!("{n} streams, the server runs at most {m} requests at once"),
         })
@@ -169,7 +155,7 @@ pub async fn discover(
     if kind == EngineKind::LlamaCpp {
         probes.slots = probe_json(client, "/slots").await;
     }
-    let facts = kind.adapter().facts(&probes);
+    let mut facts = kind.adapter().facts(&probes);
     let (metrics, metrics_note) = match &probes.metrics {
         Probe::Got(text) => match Metrics::parse(text) {
             Ok(m) => (Some(m), None),
@@ -177,28 +163,17 @@ pub async fn discover(
         },
         Probe::Failed(why) => (None, Some(format!("/metrics {why}"))),
     };
-    let kv_budget = match kv_budget_flag {
-        Some(v) => Some((v, KvBudgetSource::Flag)),
-        None => facts.kv_budget,
-    };
-    let mut missing = facts.missing;
-    if kv_budget_flag.is_some() {
-        missing.retain(|m| m.figure != "kv_budget");
+    if let Some(v) = kv_budget_flag {
+        facts.kv_budget = Some((v, KvBudgetSource::Flag));
+        facts.missing.retain(|m| m.figure != "kv_budget");
     }
     let info = ServerInfo {
         engine: kind.id().to_string(),
         kind,
-        version: facts.version,
         model,
-        root: root.or(facts.model_path),
-        max_model_len: facts.max_model_len,
-        kv_budget,
-        kv_rule: facts.kv_rule,
-        slots: facts.slots,
-        slot_context: facts.slot_context,
-        max_running: facts.max_running,
+        root: root.or_else(|| facts.model_path.clone()),
+        facts,
         metrics_note,
-        missing,
     };
     Ok((info, metrics))
 }

@@ -233,9 +233,9 @@ pub async fn measure(args: &RunArgs) -> Result<u8, Error> {
         prefill_contexts,
         max_tokens: args.max_tokens,
         window_s: window.as_secs_f64(),
-        max_model_len: info.max_model_len,
+        max_model_len: info.facts.max_model_len,
         kv_budget: info.plan_kv_budget(),
-        slot_context: info.slot_context,
+        slot_context: info.facts.slot_context,
     })
     .map_err(|e| Error::Input(e.to_string()))?;
     print_plan(&info, &plan, window, args);
@@ -339,15 +339,15 @@ async fn terminated() {
 }
 
 fn print_plan(info: &ServerInfo, plan: &Plan, window: Duration, args: &RunArgs) {
-    let mml = info.max_model_len.map_or("unknown".into(), |m| m.to_string());
-    let kv = info.kv_budget.map_or("unknown".into(), |(b, src)| {
+    let mml = info.facts.max_model_len.map_or("unknown".into(), |m| m.to_string());
+    let kv = info.facts.kv_budget.map_or("unknown".into(), |(b, src)| {
         let src = serde_json::to_value(src).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
         format!("{b} tokens (from {src})")
     });
     say!(
         "server: {} {} · model {} · max_model_len {mml} · KV budget {kv}",
         info.engine,
-        info.version.as_deref().unwrap_or("(version unknown)"),
+        info.facts.version.as_deref().unwrap_or("(version unknown)"),
         info.model
     );
     if let Some(note) = &info.metrics_note {
@@ -427,17 +427,17 @@ fn fresh_results(
         hardware: host.hardware.clone(),
         engine: Engine {
             name: info.engine.clone(),
-            version: info.version.clone(),
+            version: info.facts.version.clone(),
             served_model_name: Some(info.model.clone()),
             model: info.root.clone(),
-            max_model_len: info.max_model_len,
-            kv_budget_tokens: info.kv_budget.map(|(b, _)| b),
-            kv_budget_source: info.kv_budget.map(|(_, s)| s),
+            max_model_len: info.facts.max_model_len,
+            kv_budget_tokens: info.facts.kv_budget.map(|(b, _)| b),
+            kv_budget_source: info.facts.kv_budget.map(|(_, s)| s),
             launch_command: host.launch_command.clone(),
             speculative_decoding: host.launch_command.as_deref().and_then(crate::launch::speculative_decoding),
-            slots: info.slots,
-            slot_context_tokens: info.slot_context,
-            max_running_requests: info.max_running,
+            slots: info.facts.slots,
+            slot_context_tokens: info.facts.slot_context,
+            max_running_requests: info.facts.max_running,
             ..Engine::default()
         },
         config: Config {
@@ -459,7 +459,7 @@ fn fresh_results(
         prefill,
         decode,
         telemetry: None,
-        missing: info.missing.clone(),
+        missing: info.facts.missing.clone(),
         import: None,
     }
 }

@@ -109,7 +109,7 @@ pub struct Facts {
     pub version: Option<String>,
     /// Longest sequence the server accepts, tokens.
     pub max_model_len: Option<u64>,
-    /// KV budget and where it came from (before `--kv-budget`).
+    /// KV budget and where it came from (`--kv-budget` replaces it in `ServerInfo::facts`).
     pub kv_budget: Option<(u64, KvBudgetSource)>,
     /// The N × (C + max_tokens) rule applies to this budget (false for llama.cpp, whose slots
     /// each hold their own context: see `slot_context`).
