@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Screenshots of the seed fixture's report into docs/screenshots/ with headless Chromium
 # (`speedmatrix serve` on 127.0.0.1): whole pages with `chromium --screenshot`, sections through
-# WebDriver (tests/viewer_browser.rs): sections, charts, the light and the dark theme. Uses the debug
+# WebDriver (tests/tests/viewer_browser.rs): sections, charts, the light and the dark theme. Uses the debug
 # binary (built if needed) and its embedded dist/, or SPEEDMATRIX_DIST_DIR (a fresh viewer build).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -27,4 +27,4 @@ shot seed-report-full 1400 6200 "$url"
 shot seed-report-narrow 760 2400 "$url"
 # Sections (element screenshots through WebDriver; a reason shown on focus; the TTFT heatmap), the
 # charts (light and dark) and the top of the page in each theme.
-SPEEDMATRIX_SCREENSHOTS="$out" cargo test -q -p speedmatrix --test viewer_browser screenshots_of_the_seed_report -- --nocapture | grep wrote
+SPEEDMATRIX_SCREENSHOTS="$out" cargo test -q -p speedmatrix-tests --test viewer_browser screenshots_of_the_seed_report -- --nocapture | grep wrote

@@ -238,9 +238,9 @@ pub enum EngineArg {
     Openai,
 }
 
-impl From<EngineArg> for crate::engine::EngineKind {
+impl From<EngineArg> for crate::measuring::engine::EngineKind {
     fn from(e: EngineArg) -> Self {
-        use crate::engine::EngineKind;
+        use crate::measuring::engine::EngineKind;
         match e {
             EngineArg::Vllm => EngineKind::Vllm,
             EngineArg::Sglang => EngineKind::Sglang,

@@ -4,26 +4,14 @@
 //! to one module per job:
 //!
 //! - [`cli`]: the command-line surface (clap), raw flags only;
-//! - [`run`]: `speedmatrix run` — sequences discovery, plan, prefill rows and decode cells;
-//!   - [`discovery`]: what server this is (`/v1/models`, `/version`, `/metrics`, …);
-//!   - [`engine`]: engine adapters (vLLM, SGLang, llama.cpp, plain OpenAI): detection, KV
-//!     budget, metric names, stream options, missing figures;
-//!   - [`plan`]: flags + server → the cells to measure (pure);
-//!   - [`prompt`]: prompts of exact token counts (`/tokenize`, varied prose);
-//!   - [`client`]: HTTP and SSE, one record per streamed request;
-//!   - [`measure`]: records → figures of a window (pure);
-//!   - [`output`]: the atomic results-file writer;
-//!   - [`launch`]: the server's launch command (secrets redacted) and the host's CPU, OS, name;
-//!   - [`selfcheck`]: the collector's own CPU use (is the client the bottleneck?);
-//!   - [`gpu`]: NVML GPU inventory and per-window power, energy, utilization, clocks;
-//! - [`show`]: `speedmatrix show FILE` — print a results file (text, markdown, csv, json);
-//! - [`diff`]: `speedmatrix diff A.json B.json` — what changed between two runs (text, markdown, json);
-//! - [`demo`]: `speedmatrix demo` — twin + run + publish + serve, about a minute, no GPU;
-//! - [`publish`]: `speedmatrix publish RUN.json… --out SITE/` — a static site with the embedded viewer;
-//! - [`serve`]: `speedmatrix serve [SITE/ | RUN.json…]` — that site (or a folder) on 127.0.0.1;
-//! - [`twin`]: `speedmatrix simulate` — a vLLM-shaped server whose timing follows a measured run;
+//! - [`measuring`]: `speedmatrix run` — discovery, engine adapters, plan, prompts, client,
+//!   window maths, GPU telemetry, launch command (one module each);
+//! - [`terminal`]: `show` and `diff` — renderings of results files;
+//! - [`site`]: `publish`, `serve` and `demo` — the static results site;
 //! - [`import`]: `speedmatrix import FILE… --from llm-inference-bench|vllm-bench` — other tools' results;
-//! - [`files`]: reading results files from disk (the I/O edge; parsing is in `speedmatrix-schema`).
+//! - [`simulate`]: `speedmatrix simulate` — the flags of the twin (crate `speedmatrix-twin`);
+//! - [`files`]: results files on disk: size-capped reading, atomic writing (parsing is in
+//!   `speedmatrix-schema`).
 //!
 //! Exit codes: 0 success, 1 failure while working (and `diff --fail-on-regression` finding a
 //! regression), 2 bad input (unreadable or invalid file, bad flag).
@@ -31,25 +19,12 @@
 #![warn(missing_docs)]
 
 pub mod cli;
-pub mod client;
-pub mod demo;
-pub mod diff;
-pub mod discovery;
-pub mod engine;
 pub mod files;
-pub mod gpu;
 pub mod import;
-pub mod launch;
-pub mod measure;
-pub mod output;
-pub mod plan;
-pub mod prompt;
-pub mod publish;
-pub mod run;
-pub mod selfcheck;
-pub mod serve;
-pub mod show;
-pub mod twin;
+pub mod measuring;
+pub mod simulate;
+pub mod site;
+pub mod terminal;
 
 use std::process::ExitCode;
 
@@ -78,14 +53,14 @@ impl Error {
 /// to stderr as `error: …` (one line).
 pub fn run(cli: cli::Cli) -> ExitCode {
     let result = match cli.command {
-        cli::Command::Run(args) => run::run(&args),
-        cli::Command::Show(args) => show::run(&args).map(|()| 0),
-        cli::Command::Diff(args) => diff::run(&args),
-        cli::Command::Publish(args) => publish::run(&args).map(|()| 0),
-        cli::Command::Serve(args) => serve::run(&args).map(|()| 0),
+        cli::Command::Run(args) => measuring::run::run(&args),
+        cli::Command::Show(args) => terminal::show::run(&args).map(|()| 0),
+        cli::Command::Diff(args) => terminal::diff::run(&args),
+        cli::Command::Publish(args) => site::publish::run(&args).map(|()| 0),
+        cli::Command::Serve(args) => site::serve::run(&args).map(|()| 0),
         cli::Command::Schema => print_out(&format!("{:#}\n", speedmatrix_schema::json_schema())).map(|()| 0),
-        cli::Command::Simulate(args) => twin::run_cli(&args).map(|()| 0),
-        cli::Command::Demo(args) => demo::run(&args),
+        cli::Command::Simulate(args) => simulate::run(&args).map(|()| 0),
+        cli::Command::Demo(args) => site::demo::run(&args),
         cli::Command::Import(args) => import::run(&args).map(|()| 0),
     };
     match result {

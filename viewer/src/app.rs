@@ -471,7 +471,7 @@ pub fn Report(
     let cards = report::cards(&r);
     // A link to a section (`#decode`, `#all`) scrolls there once the report is drawn.
     request_animation_frame(|| {
-        // For the render benchmark (collector/benches/viewer_render.rs): the report is in the DOM.
+        // For the render benchmark (tests/benches/viewer_render.rs): the report is in the DOM.
         sources::mark("speedmatrix-report");
         let hash = window().location().hash().unwrap_or_default();
         if let Some(el) =

@@ -54,7 +54,7 @@ pub fn run(args: &ImportArgs) -> Result<(), Error> {
     let text = serde_json::to_string_pretty(&results).map_err(anyhow::Error::from)?;
     speedmatrix_schema::load_results(text.as_bytes())
         .map_err(|e| Error::Other(anyhow::anyhow!("the converted run does not validate (a bug): {e}")))?;
-    crate::output::write_atomic(&args.out, &results).map_err(Error::Other)?;
+    crate::files::write_atomic(&args.out, &results).map_err(Error::Other)?;
     let unmapped = results.import.as_ref().map_or(0, |i| i.unmapped.len());
     eprintln!(
         "imported {} prefill rows and {} decode cells into {} ({unmapped} source fields not mapped: see import.unmapped)",

@@ -1,0 +1,306 @@
+//! What server is this? `/v1/models`, `/version`, `/metrics`, `/props`, `/slots`,
+//! `/get_server_info` (DESIGN §3), turned by the engine's adapter ([`crate::measuring::engine`]) into the
+//! engine, model, `max_model_len`, KV budget and slots the plan needs — and the Prometheus gauges and
+//! counters sampled during decode windows.
+
+use crate::measuring::client::{Client, HttpError};
+use crate::measuring::engine::{EngineKind, Facts, MetricSlot, Probe, Probes};
+use serde_json::Value;
+use speedmatrix_schema::KvBudgetSource;
+
+/// What discovery found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerInfo {
+    /// `vllm`, `sglang`, `llamacpp` or `openai`.
+    pub engine: String,
+    /// The engine, as detected from the server's answers or set with `--engine`.
+    pub kind: EngineKind,
+    /// The served model name requests use.
+    pub model: String,
+    /// `/v1/models` `root` (the model loaded), or the model path the engine reports.
+    pub root: Option<String>,
+    /// What the engine's adapter made of the probes (version, max_model_len, KV budget, slots,
+    /// figures it cannot give); `--kv-budget` already applied to `kv_budget` and `missing`.
+    pub facts: Facts,
+    /// Why `/metrics` is not usable, when it is not.
+    pub metrics_note: Option<String>,
+}
+
+impl ServerInfo {
+    /// The KV budget the plan's N × (C + max_tokens) rule uses: `None` where the rule does not
+    /// apply (llama.cpp slots; see [`ServerInfo::slot_context`]).
+    pub fn plan_kv_budget(&self) -> Option<u64> {
+        let f = &self.facts;
+        f.kv_budget.filter(|(_, src)| f.kv_rule || *src == KvBudgetSource::Flag).map(|(b, _)| b)
+    }
+
+    /// `stream_options` for this engine's requests.
+    pub fn stream_options(&self) -> Value {
+        self.kind.adapter().stream_options()
+    }
+
+    /// Streams a cell can expect to decode at once: N, or fewer when the server runs at most
+    /// [`ServerInfo::max_running`] requests (the rest wait in its queue).
+    pub fn decoding_at_once(&self, n: u32) -> u32 {
+        self.facts.max_running.map_or(n, |m| n.min(m.max(1)))
+    }
+
+    /// Why a cell of `n` streams must queue on this server by construction, if it must.
+    pub fn queued_by_construction(&self, n: u32) -> Option<String> {
+        let m = self.facts.max_running?;
+        (n > m).then(|| match self.facts.slots {
+            Some(s) => format!("{n} streams on {s} slots: {} waited for a free slot", n - s),
+            None => format!("{n} streams, the server runs at most {m} requests at once"),
+        })
+    }
+}
+
+/// Why discovery could not identify a usable server (exit code 2).
+#[derive(Debug, thiserror::Error)]
+pub enum DiscoverError {
+    /// Nothing answered at the URL.
+    #[error("{0} — is the server running, and is --url right?")]
+    Unreachable(String),
+    /// The server wants a (different) API key.
+    #[error(
+        "{url} answered HTTP 401: the server wants an API key and got none or a wrong one. Pass the right one with --api-key or set SPEEDMATRIX_API_KEY (or OPENAI_API_KEY)"
+    )]
+    Unauthorized {
+        /// The URL that refused.
+        url: String,
+    },
+    /// `--model` names a model the server does not serve.
+    #[error("the server does not serve model '{asked}'; it serves: {served}. Pick one with --model")]
+    ModelNotFound {
+        /// What was asked for.
+        asked: String,
+        /// What is served, comma-separated.
+        served: String,
+    },
+    /// `/v1/models` is missing or malformed.
+    #[error("{0}; is this an OpenAI-compatible server (GET /v1/models)?")]
+    NotOpenAi(String),
+}
+
+fn classify(e: HttpError) -> DiscoverError {
+    match e {
+        HttpError::Status { status: 401 | 403, url, .. } => DiscoverError::Unauthorized { url },
+        HttpError::Unreachable { .. } => DiscoverError::Unreachable(e.to_string()),
+        other => DiscoverError::NotOpenAi(other.to_string()),
+    }
+}
+
+async fn probe_json(client: &Client, path: &str) -> Probe<Value> {
+    match client.get_json(path).await {
+        Ok(v) => Probe::Got(v),
+        Err(e) => Probe::Failed(probe_failure(&e)),
+    }
+}
+
+fn probe_failure(e: &HttpError) -> String {
+    match e {
+        HttpError::Status { status, .. } => format!("answered HTTP {status}"),
+        HttpError::Body { .. } => "answered something that is not JSON".into(),
+        other => format!("failed: {other}"),
+    }
+}
+
+/// Discover the server at `client`'s URL; `model` picks a served model (default: the first);
+/// `engine` overrides detection ([`crate::measuring::engine::detect`]).
+///
+/// # Errors
+/// [`DiscoverError`] when the server is unreachable, refuses the key, lacks the model or is not
+/// OpenAI-compatible. Missing `/version`, `/metrics`, `/props` … are not errors: they become
+/// entries of [`ServerInfo::missing`].
+pub async fn discover(
+    client: &Client,
+    model: Option<&str>,
+    kv_budget_flag: Option<u64>,
+    engine: Option<EngineKind>,
+) -> Result<(ServerInfo, Option<Metrics>), DiscoverError> {
+    let models = client.get_json("/v1/models").await.map_err(classify)?;
+    let data = models
+        .get("data")
+        .and_then(Value::as_array)
+        .filter(|d| !d.is_empty())
+        .ok_or_else(|| DiscoverError::NotOpenAi(format!("{}/v1/models lists no models", client.base())))?;
+    let ids: Vec<&str> = data.iter().filter_map(|m| m.get("id").and_then(Value::as_str)).collect();
+    let entry = match model {
+        Some(want) => data
+            .iter()
+            .find(|m| m.get("id").and_then(Value::as_str) == Some(want))
+            .ok_or_else(|| DiscoverError::ModelNotFound { asked: want.to_string(), served: ids.join(", ") })?,
+        None => &data[0],
+    };
+    let model = entry.get("id").and_then(Value::as_str).unwrap_or_default().to_string();
+    let root = entry.get("root").and_then(Value::as_str).map(str::to_string);
+    let metrics_text = match client.get_text("/metrics").await {
+        Ok(t) => Probe::Got(t),
+        Err(e) => Probe::Failed(probe_failure(&e)),
+    };
+    let props = probe_json(client, "/props").await;
+    let mut probes = Probes {
+        model_entry: entry.clone(),
+        version: probe_json(client, "/version").await,
+        metrics: metrics_text,
+        slots: Probe::Failed("not asked".into()),
+        server_info: if props.ok().is_some() {
+            Probe::Failed("not asked".into())
+        } else {
+            probe_json(client, "/get_server_info").await
+        },
+        props,
+    };
+    let kind = engine.unwrap_or_else(|| crate::measuring::engine::detect(&probes));
+    if kind == EngineKind::LlamaCpp {
+        probes.slots = probe_json(client, "/slots").await;
+    }
+    let mut facts = kind.adapter().facts(&probes);
+    let (metrics, metrics_note) = match &probes.metrics {
+        Probe::Got(text) => match Metrics::parse(text) {
+            Ok(m) => (Some(m), None),
+            Err(e) => (None, Some(format!("/metrics is not Prometheus text: {e}"))),
+        },
+        Probe::Failed(why) => (None, Some(format!("/metrics {why}"))),
+    };
+    if let Some(v) = kv_budget_flag {
+        facts.kv_budget = Some((v, KvBudgetSource::Flag));
+        facts.missing.retain(|m| m.figure != "kv_budget");
+    }
+    let info = ServerInfo {
+        engine: kind.id().to_string(),
+        kind,
+        model,
+        root: root.or_else(|| facts.model_path.clone()),
+        facts,
+        metrics_note,
+    };
+    Ok((info, metrics))
+}
+
+/// One scrape of the server's Prometheus metrics, summed over label sets (engines, models).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Metrics {
+    /// Engine inferred from metric prefixes (`vllm:` …), `openai` when none matches.
+    pub engine: String,
+    /// Requests running (gauge).
+    pub running: Option<f64>,
+    /// Requests waiting in the queue (gauge).
+    pub waiting: Option<f64>,
+    /// KV-cache usage, fraction 0–1 (gauge).
+    pub kv_usage: Option<f64>,
+    /// Output tokens generated so far (counter).
+    pub generation_tokens: Option<f64>,
+    /// Preemptions so far (counter).
+    pub preemptions: Option<f64>,
+    /// Prefix-cache hit tokens so far (counter).
+    pub prefix_hits: Option<f64>,
+    /// Prefix-cache query tokens so far (counter).
+    pub prefix_queries: Option<f64>,
+    /// Speculative-decoding drafts so far (counter).
+    pub spec_drafts: Option<f64>,
+    /// Draft tokens proposed so far (counter).
+    pub spec_draft_tokens: Option<f64>,
+    /// Draft tokens accepted so far (counter).
+    pub spec_accepted_tokens: Option<f64>,
+    /// KV budget from `cache_config_info`, if present.
+    pub kv_budget: Option<(u64, KvBudgetSource)>,
+}
+
+impl Metrics {
+    /// Parse Prometheus text exposition (vLLM, SGLang and llama.cpp names).
+    ///
+    /// # Errors
+    /// When the text is not Prometheus exposition format.
+    pub fn parse(text: &str) -> Result<Metrics, String> {
+        use openmetrics_parser::{prometheus::parse_prometheus, PrometheusValue};
+        // The parser wants a final newline.
+        let text = if text.ends_with('\n') { text.to_string() } else { format!("{text}\n") };
+        let exposition = parse_prometheus(&text).map_err(|e| format!("{e:?}"))?;
+        let mut m = Metrics { engine: "openai".into(), ..Metrics::default() };
+        for family in exposition.families.values() {
+            let name = family.family_name.trim_end_matches("_total");
+            if let Some((prefix, _)) = name.split_once(':') {
+                if ["vllm", "sglang", "llamacpp"].contains(&prefix) && m.engine == "openai" {
+                    m.engine = prefix.to_string();
+                }
+            }
+            for sample in family.iter_samples() {
+                let v = match &sample.value {
+                    PrometheusValue::Gauge(n) | PrometheusValue::Unknown(n) => n.as_f64(),
+                    PrometheusValue::Counter(c) => c.value.as_f64(),
+                    _ => continue,
+                };
+                let add = |slot: &mut Option<f64>| *slot = Some(slot.unwrap_or(0.0) + v);
+                let Some((_, slot)) = crate::measuring::engine::metric_slot(name) else { continue };
+                match slot {
+                    MetricSlot::Running => add(&mut m.running),
+                    MetricSlot::Waiting => add(&mut m.waiting),
+                    MetricSlot::KvUsage => add(&mut m.kv_usage),
+                    MetricSlot::GenerationTokens => add(&mut m.generation_tokens),
+                    MetricSlot::Preemptions => add(&mut m.preemptions),
+                    MetricSlot::PrefixHits => add(&mut m.prefix_hits),
+                    MetricSlot::PrefixQueries => add(&mut m.prefix_queries),
+                    MetricSlot::SpecDrafts => add(&mut m.spec_drafts),
+                    MetricSlot::SpecDraftTokens => add(&mut m.spec_draft_tokens),
+                    MetricSlot::SpecAcceptedTokens => add(&mut m.spec_accepted_tokens),
+                    MetricSlot::CacheConfig => {
+                        let labels = sample.get_labelset().ok();
+                        let num = |k: &str| {
+                            labels
+                                .as_ref()
+                                .and_then(|l| l.get_label_value(k))
+                                .and_then(|x| x.parse::<f64>().ok())
+                                .map(|x| x as u64)
+                        };
+                        m.kv_budget = match (num("kv_cache_size_tokens"), num("num_gpu_blocks"), num("block_size")) {
+                            (Some(t), _, _) if t > 0 => Some((t, KvBudgetSource::KvCacheSizeTokens)),
+                            (_, Some(b), Some(bs)) if b > 0 => Some((b * bs, KvBudgetSource::NumGpuBlocks)),
+                            _ => m.kv_budget,
+                        };
+                    }
+                }
+            }
+        }
+        Ok(m)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_vllm_metrics() {
+        let text = r#"# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="qwen"} 3.0
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{engine="0",model_name="qwen"} 1.0
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{engine="0",model_name="qwen"} 0.25
+# TYPE vllm:generation_tokens_total counter
+vllm:generation_tokens_total{engine="0",model_name="qwen"} 1234.0
+# TYPE vllm:cache_config_info gauge
+vllm:cache_config_info{block_size="16",enable_prefix_caching="True",num_gpu_blocks="1000",engine="0"} 1.0
+"#;
+        let m = Metrics::parse(text).unwrap();
+        assert_eq!(m.engine, "vllm");
+        assert_eq!((m.running, m.waiting, m.kv_usage), (Some(3.0), Some(1.0), Some(0.25)));
+        assert_eq!(m.generation_tokens, Some(1234.0));
+        assert_eq!(m.kv_budget, Some((16_000, KvBudgetSource::NumGpuBlocks)));
+        let with_tokens =
+            text.replace("num_gpu_blocks=\"1000\"", "num_gpu_blocks=\"1000\",kv_cache_size_tokens=\"6291456\"");
+        assert_eq!(
+            Metrics::parse(&with_tokens).unwrap().kv_budget,
+            Some((6_291_456, KvBudgetSource::KvCacheSizeTokens))
+        );
+    }
+
+    #[test]
+    fn unknown_metrics_mean_plain_openai() {
+        let m = Metrics::parse("# TYPE foo_total counter\nfoo_total 3\n").unwrap();
+        assert_eq!(m.engine, "openai");
+        assert_eq!(m.running, None);
+    }
+}

@@ -1,0 +1,52 @@
+//! vLLM (DESIGN §3): `/version`, `/v1/models` `max_model_len`, `vllm:*` metrics, the KV budget
+//! from `vllm:cache_config_info`, usage on every chunk with `continuous_usage_stats`.
+
+use super::{common_missing, models_max_len, version_field, EngineAdapter, Facts, MetricSlot, Probes};
+use speedmatrix_schema::MissingFigure;
+
+/// The vLLM adapter.
+#[derive(Debug, Clone, Copy)]
+pub struct Vllm;
+
+impl EngineAdapter for Vllm {
+    fn name(&self) -> &'static str {
+        "vllm"
+    }
+
+    fn metric(&self, family: &str) -> Option<MetricSlot> {
+        Some(match family {
+            "vllm:num_requests_running" => MetricSlot::Running,
+            "vllm:num_requests_waiting" => MetricSlot::Waiting,
+            "vllm:kv_cache_usage_perc" | "vllm:gpu_cache_usage_perc" => MetricSlot::KvUsage,
+            "vllm:generation_tokens" => MetricSlot::GenerationTokens,
+            "vllm:num_preemptions" => MetricSlot::Preemptions,
+            "vllm:prefix_cache_hits" => MetricSlot::PrefixHits,
+            "vllm:prefix_cache_queries" => MetricSlot::PrefixQueries,
+            "vllm:spec_decode_num_drafts" => MetricSlot::SpecDrafts,
+            "vllm:spec_decode_num_draft_tokens" => MetricSlot::SpecDraftTokens,
+            "vllm:spec_decode_num_accepted_tokens" => MetricSlot::SpecAcceptedTokens,
+            "vllm:cache_config_info" => MetricSlot::CacheConfig,
+            _ => return None,
+        })
+    }
+
+    fn facts(&self, p: &Probes) -> Facts {
+        let kv_budget =
+            p.metrics.ok().and_then(|t| crate::measuring::discovery::Metrics::parse(t).ok()).and_then(|m| m.kv_budget);
+        let mut f = Facts {
+            version: version_field(p),
+            max_model_len: models_max_len(p),
+            kv_budget,
+            kv_rule: true,
+            ..Facts::default()
+        };
+        f.missing = common_missing(p, &f);
+        if f.kv_budget.is_none() && p.metrics.ok().is_some() {
+            f.missing.push(MissingFigure {
+                figure: "kv_budget".into(),
+                reason: "/metrics has no vllm:cache_config_info with a KV size; over capacity is not applied (give --kv-budget)".into(),
+            });
+        }
+        f
+    }
+}

@@ -1,0 +1,363 @@
+//! Prompts of exact token counts (DESIGN §2 "Prompts").
+//!
+//! The text is varied natural language from a seeded generator (the corpus
+//! `speedmatrix-prose-v1`): repetitive filler would inflate speculative-decoding acceptance. Each
+//! prompt starts with a run-unique prefix, so no cache holds it before this run.
+//!
+//! Lengths are exact where the server has `/tokenize` (vLLM, SGLang, llama.cpp): a binary search
+//! over the number of words, counting with the server's own tokenizer and chat template. Without
+//! it, one probe request calibrates tokens per word from `usage.prompt_tokens`.
+
+use crate::measuring::client::{Client, HttpError};
+use serde_json::{json, Value};
+use speedmatrix_schema::{Endpoint, PromptCorpus};
+use std::time::Duration;
+
+/// Name of the built-in corpus.
+pub const CORPUS_NAME: &str = "speedmatrix-prose-v1";
+
+const SUBJECTS: &[&str] = &[
+    "The old lighthouse keeper",
+    "A young engineer",
+    "The river pilot",
+    "Our neighbour",
+    "The museum guide",
+    "A tired baker",
+    "The mountain guide",
+    "The harbour master",
+    "A retired teacher",
+    "The night nurse",
+    "The village doctor",
+    "A curious child",
+    "The orchestra conductor",
+    "A field biologist",
+    "The train driver",
+    "The gardener",
+    "A travelling musician",
+    "The librarian",
+    "A ship's cook",
+    "The weather forecaster",
+];
+const VERBS: &[&str] = &[
+    "carefully repaired",
+    "quietly studied",
+    "described",
+    "photographed",
+    "measured",
+    "painted",
+    "questioned",
+    "remembered",
+    "carried",
+    "discovered",
+    "explained",
+    "ignored",
+    "followed",
+    "rebuilt",
+    "sorted",
+    "sketched",
+    "compared",
+    "collected",
+    "admired",
+    "translated",
+];
+const OBJECTS: &[&str] = &[
+    "a broken compass",
+    "the wooden bridge",
+    "an unusual map",
+    "three copper kettles",
+    "the frozen canal",
+    "a forgotten letter",
+    "the spring harvest",
+    "a bright red kite",
+    "the cathedral bells",
+    "a box of seeds",
+    "the marble staircase",
+    "an ancient clock",
+    "the coastal path",
+    "a basket of pears",
+    "the iron gate",
+    "a stack of journals",
+    "the northern glacier",
+    "a silver teapot",
+    "the crowded market",
+    "a pair of boots",
+];
+const PLACES: &[&str] = &[
+    "near the station",
+    "before the storm",
+    "after supper",
+    "in the early morning",
+    "beside the harbour",
+    "under a grey sky",
+    "during the festival",
+    "at the edge of town",
+    "on the third floor",
+    "behind the bakery",
+    "across the valley",
+    "in the reading room",
+    "by the old mill",
+    "within an hour",
+    "along the canal",
+    "through the orchard",
+    "at dusk",
+    "in late autumn",
+    "on a windy afternoon",
+    "before anyone noticed",
+];
+const CLAUSES: &[&str] = &[
+    "and nobody could explain why",
+    "while the radio played softly",
+    "because the winter had been long",
+    "although the roads were closed",
+    "so that the children could see",
+    "as the tide came in",
+    "even though it had rained all week",
+    "which surprised the visitors",
+    "until the lamps were lit",
+    "before writing a short report",
+    "and then went home for tea",
+    "while counting the passing boats",
+    "since the old one had been lost",
+    "as if it were perfectly normal",
+    "and wrote everything down",
+];
+
+/// SplitMix64: a tiny, well-known seeded PRNG (deterministic prompts for a given seed).
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn pick<'a>(&mut self, list: &'a [&'a str]) -> &'a str {
+        list[(self.next() % list.len() as u64) as usize]
+    }
+}
+
+/// The corpus record for the results file: name and SHA-256 of the word lists.
+pub fn corpus() -> PromptCorpus {
+    use sha2::Digest;
+    let mut h = sha2::Sha256::new();
+    for list in [SUBJECTS, VERBS, OBJECTS, PLACES, CLAUSES] {
+        for w in list {
+            h.update(w.as_bytes());
+            h.update(b"\n");
+        }
+        h.update(b"\x00");
+    }
+    let hex = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    PromptCorpus { name: CORPUS_NAME.into(), sha256: Some(hex) }
+}
+
+/// At least `words` words of varied prose, deterministic for `seed`.
+pub fn prose(seed: u64, words: usize) -> Vec<String> {
+    let mut rng = SplitMix(seed);
+    let mut out = Vec::with_capacity(words + 32);
+    while out.len() < words {
+        let sentence = format!(
+            "{} {} {} {}, {}.",
+            rng.pick(SUBJECTS),
+            rng.pick(VERBS),
+            rng.pick(OBJECTS),
+            rng.pick(PLACES),
+            rng.pick(CLAUSES)
+        );
+        out.extend(sentence.split(' ').map(str::to_string));
+    }
+    out
+}
+
+/// A prompt with the token count the server reported or computed for it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prompt {
+    /// The text (user message for chat, prompt for completions).
+    pub text: String,
+    /// Tokens as the server counts them (with the chat template for chat), if known.
+    pub tokens: Option<u64>,
+}
+
+/// How prompt lengths are made exact.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Sizer {
+    /// The server's `/tokenize` (exact).
+    Tokenize,
+    /// Tokens per word measured with a probe request (approximate).
+    Calibrated {
+        /// Tokens per word, from `usage.prompt_tokens` of the probe.
+        tokens_per_word: f64,
+        /// Fixed overhead (chat template), tokens.
+        overhead: f64,
+    },
+}
+
+/// Builds prompts for one run.
+#[derive(Debug, Clone)]
+pub struct PromptBuilder {
+    /// The server.
+    pub client: Client,
+    /// Served model name.
+    pub model: String,
+    /// Chat or completions.
+    pub endpoint: Endpoint,
+    /// Run id (the unique prefix).
+    pub run_id: String,
+    /// Seed of the prose generator.
+    pub seed: u64,
+    /// How lengths are made exact.
+    pub sizer: Sizer,
+}
+
+/// The request body fields that carry a prompt, for chat or completions.
+pub fn prompt_fields(endpoint: Endpoint, text: &str) -> Value {
+    match endpoint {
+        Endpoint::Chat => json!({ "messages": [{ "role": "user", "content": text }] }),
+        Endpoint::Completions => json!({ "prompt": text }),
+    }
+}
+
+fn merge(mut a: Value, b: Value) -> Value {
+    if let (Some(a), Value::Object(b)) = (a.as_object_mut(), b) {
+        a.extend(b);
+    }
+    a
+}
+
+impl PromptBuilder {
+    /// Decide the sizer: `/tokenize` when the server has it, else calibrate with one probe.
+    ///
+    /// # Errors
+    /// When neither `/tokenize` nor a probe request works.
+    pub async fn new(
+        client: Client,
+        model: String,
+        endpoint: Endpoint,
+        run_id: String,
+        seed: u64,
+    ) -> Result<Self, HttpError> {
+        let mut b = PromptBuilder { client, model, endpoint, run_id, seed, sizer: Sizer::Tokenize };
+        if b.tokenize("calibration").await.is_err() {
+            let words = prose(seed, 400);
+            let small = b.probe_tokens(&words[..50].join(" ")).await?;
+            let large = b.probe_tokens(&words[..400].join(" ")).await?;
+            let per_word = (large - small).max(1.0) / 350.0;
+            b.sizer = Sizer::Calibrated { tokens_per_word: per_word, overhead: (small - 50.0 * per_word).max(0.0) };
+        }
+        Ok(b)
+    }
+
+    async fn tokenize(&self, text: &str) -> Result<u64, HttpError> {
+        let body = merge(json!({ "model": self.model }), prompt_fields(self.endpoint, text));
+        let v = self.client.post_json("/tokenize", &body, Duration::from_secs(120)).await?;
+        v.get("count")
+            .and_then(Value::as_u64)
+            .or_else(|| v.get("tokens").and_then(Value::as_array).map(|t| t.len() as u64))
+            // llama.cpp's /tokenize reads `content`, not `prompt`/`messages`, and answers
+            // `{"tokens": []}` for them: no count, so the builder calibrates instead.
+            .filter(|&n| n > 0 || text.is_empty())
+            .ok_or_else(|| HttpError::Body { url: "/tokenize".into(), message: format!("no count in {v}") })
+    }
+
+    async fn probe_tokens(&self, text: &str) -> Result<f64, HttpError> {
+        let path = match self.endpoint {
+            Endpoint::Chat => "/v1/chat/completions",
+            Endpoint::Completions => "/v1/completions",
+        };
+        let body = merge(json!({ "model": self.model, "max_tokens": 1 }), prompt_fields(self.endpoint, text));
+        let v = self.client.post_json(path, &body, Duration::from_secs(600)).await?;
+        v.get("usage")
+            .and_then(|u| u.get("prompt_tokens"))
+            .and_then(Value::as_u64)
+            .map(|t| t as f64)
+            .ok_or_else(|| HttpError::Body { url: path.into(), message: "no usage.prompt_tokens in the answer".into() })
+    }
+
+    /// A prompt of `target` tokens whose text starts with the run-unique `tag`
+    /// (e.g. "context 8K" or "context 8K stream 3").
+    ///
+    /// # Errors
+    /// When `/tokenize` fails mid-search.
+    pub async fn build(&self, tag: &str, target: u64) -> Result<Prompt, HttpError> {
+        let prefix = format!(
+            "[speedmatrix run {} · {tag}] Read the following notes, then continue the story at length.\n\n",
+            self.run_id
+        );
+        // Enough words for any tokenizer: prose runs at ~1.3 tokens per word.
+        let words = prose(self.seed ^ fnv(tag), (target as usize).saturating_mul(12) / 10 + 64);
+        let text_of = |k: usize| format!("{prefix}{}", words[..k].join(" "));
+        match self.sizer {
+            Sizer::Calibrated { tokens_per_word, overhead } => {
+                let k = ((target as f64 - overhead) / tokens_per_word).floor().max(1.0) as usize;
+                Ok(Prompt { text: text_of(k.min(words.len())), tokens: None })
+            }
+            Sizer::Tokenize => {
+                // Largest k with count(k) ≤ target: binary search on the word count.
+                let (mut lo, mut hi) = (0usize, words.len());
+                let mut best = (0usize, self.tokenize(&text_of(0)).await?);
+                if best.1 > target {
+                    return Ok(Prompt { text: text_of(0), tokens: Some(best.1) });
+                }
+                while lo < hi {
+                    let mid = (lo + hi).div_ceil(2);
+                    let n = self.tokenize(&text_of(mid)).await?;
+                    if n <= target {
+                        lo = mid;
+                        best = (mid, n);
+                    } else {
+                        hi = mid - 1;
+                    }
+                }
+                // Close the last few tokens with short words (usually one token each).
+                let mut text = text_of(best.0);
+                let mut count = best.1;
+                for filler in [" a", " a", " a", " a", " a", " a", " a", " a"] {
+                    if count >= target {
+                        break;
+                    }
+                    let n = self.tokenize(&format!("{text}{filler}")).await?;
+                    if n > target {
+                        break;
+                    }
+                    text.push_str(filler);
+                    count = n;
+                }
+                Ok(Prompt { text, tokens: Some(count) })
+            }
+        }
+    }
+}
+
+/// FNV-1a of a tag, to give every prompt its own word sequence.
+fn fnv(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prose_is_deterministic_and_varied() {
+        let a = prose(7, 2000);
+        assert_eq!(a, prose(7, 2000));
+        assert_ne!(a, prose(8, 2000));
+        // Varied: few repeated 4-word sequences (ngram speculation feeds on repetition).
+        let grams: Vec<String> = a.windows(4).map(|w| w.join(" ")).collect();
+        let mut unique = grams.clone();
+        unique.sort();
+        unique.dedup();
+        assert!(unique.len() as f64 > 0.5 * grams.len() as f64, "{} of {}", unique.len(), grams.len());
+    }
+
+    #[test]
+    fn corpus_hash_is_stable() {
+        let c = corpus();
+        assert_eq!(c.name, CORPUS_NAME);
+        assert_eq!(c.sha256.as_ref().map(String::len), Some(64));
+        assert_eq!(c, corpus());
+    }
+}

@@ -1,0 +1,11 @@
+//! The results site: building it, writing it, serving it.
+//!
+//! - [`publish`]: `speedmatrix publish RUN.json… --out SITE/` — the site model built in memory
+//!   (the embedded viewer, `runs/`, `runs/index.json`) and written in one place;
+//! - [`serve`]: `speedmatrix serve [SITE/ | RUN.json…]` — a site folder, or runs published in
+//!   memory, on 127.0.0.1;
+//! - [`demo`]: `speedmatrix demo` — the twin, a short run, publish and serve, about a minute.
+
+pub mod demo;
+pub mod publish;
+pub mod serve;

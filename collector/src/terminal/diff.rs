@@ -1,0 +1,313 @@
+//! `speedmatrix diff A.json B.json`: what changed from A (baseline) to B (candidate) — the
+//! header differences, the prefill rows and the decode matrix of one metric as deltas, status
+//! changes, cells in one run only and prompt-length mismatches; as text, Markdown (ready for a
+//! pull request) or JSON (the [`speedmatrix_schema::diff::RunDiff`] itself).
+//!
+//! The comparison is `speedmatrix_schema::diff` (pure); this module parses flags, reads the
+//! files, renders and applies `--fail-on-regression`.
+
+use crate::cli::{DiffArgs, DiffFormat};
+use crate::terminal::show::{clean, heading, Grid, Markup};
+use crate::Error;
+use speedmatrix_schema::diff::{self, gate, percent, signed_delta, CellRef, Gate, RowDiff, RunDiff, TALLY_KEYS};
+use speedmatrix_schema::registry::{self, Column};
+use speedmatrix_schema::table::Phase;
+use speedmatrix_schema::CellStatus;
+use std::fmt::Write as _;
+
+/// The validated flags of `diff`.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// The matrix's metric.
+    pub metric: Column,
+    /// Noise threshold, fraction.
+    pub threshold: f64,
+    /// The gate: the largest allowed worsening, fraction; `None` without the flag.
+    pub fail_on_regression: Option<f64>,
+}
+
+/// Flags → [`Options`].
+///
+/// # Errors
+/// [`Error::Input`] naming the flag for an unknown metric, a bad percentage, or a gate on a
+/// metric that has no better/worse direction.
+pub fn options(args: &DiffArgs) -> Result<Options, Error> {
+    let metric = registry::column(&args.metric).ok_or_else(|| {
+        let ids: Vec<&str> = registry::METRICS.iter().map(|m| m.id).collect();
+        Error::Input(format!(
+            "--metric {}: no such metric; use a registry id such as {} (a distribution takes _p50, _p90, …)",
+            args.metric,
+            ids.join(", ")
+        ))
+    })?;
+    let threshold = diff::parse_percent(&args.threshold).map_err(|e| Error::Input(format!("--threshold: {e}")))?;
+    let fail_on_regression = match &args.fail_on_regression {
+        None => None,
+        Some(p) => Some(diff::parse_percent(p).map_err(|e| Error::Input(format!("--fail-on-regression: {e}")))?),
+    };
+    if fail_on_regression.is_some() && diff::direction(&metric).is_none() {
+        return Err(Error::Input(format!(
+            "--fail-on-regression: --metric {} has no better/worse direction; gate on a metric such as total_tps or ttft_ms_p50",
+            metric.id()
+        )));
+    }
+    Ok(Options { metric, threshold, fail_on_regression })
+}
+
+/// Run `diff`: read both files, print the comparison; with `--fail-on-regression` return exit
+/// code 1 (after printing) when the gate finds a regression or had nothing to compare.
+///
+/// # Errors
+/// [`Error::Input`] (exit 2) for an unreadable or invalid file or a bad flag.
+pub fn run(args: &DiffArgs) -> Result<u8, Error> {
+    let opts = options(args)?;
+    let a = crate::files::read_results(&args.a)?;
+    let b = crate::files::read_results(&args.b)?;
+    let d = diff::diff(&a, &b, opts.threshold);
+    let gate = opts.fail_on_regression.map(|pct| gate(&d, &opts.metric, pct));
+    let out = match args.format {
+        DiffFormat::Json => {
+            let tally = d.tally(&opts.metric.id());
+            let json = JsonDiff { diff: &d, metric: opts.metric.id(), tally, gate: gate.as_ref() };
+            let mut s = serde_json::to_string_pretty(&json).map_err(anyhow::Error::from)?;
+            s.push('\n');
+            s
+        }
+        DiffFormat::Text => render(&d, &opts, gate.as_ref(), Markup::Text),
+        DiffFormat::Markdown => render(&d, &opts, gate.as_ref(), Markup::Markdown),
+    };
+    crate::print_out(&out)?;
+    match gate {
+        Some(g) if !g.passed() => {
+            let mut why = Vec::new();
+            if !g.regressions.is_empty() {
+                let n = g.regressions.len();
+                why.push(format!(
+                    "{n} regression{} beyond {}",
+                    if n == 1 { "" } else { "s" },
+                    percent(g.max_worse, false)
+                ));
+            }
+            if g.compared == 0 {
+                why.push("nothing to compare".to_string());
+            }
+            eprintln!("speedmatrix diff: {} ({}); exit 1", why.join(", "), g.column);
+            Ok(1)
+        }
+        _ => Ok(0),
+    }
+}
+
+/// `diff -f json`: the [`RunDiff`] with the `--metric`'s tally and the gate's outcome added.
+#[derive(serde::Serialize)]
+struct JsonDiff<'a> {
+    /// The comparison.
+    #[serde(flatten)]
+    diff: &'a RunDiff,
+    /// The `--metric` column id, e.g. `total_tps`.
+    metric: String,
+    /// Decode cells in both runs by verdict on `metric`, plus `status changed` ([`RunDiff::tally`]).
+    tally: std::collections::BTreeMap<&'static str, usize>,
+    /// `--fail-on-regression`'s outcome; absent without the flag.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gate: Option<&'a Gate>,
+}
+
+fn status_words(s: Option<CellStatus>) -> String {
+    s.map(|s| s.label().to_string()).unwrap_or_else(|| "absent".into())
+}
+
+/// One matrix cell (or prefill row) as lines: `A → B` and `Δ % verdict`; the statuses when they
+/// changed; `only in A` / `only in B`; the status words when neither has a figure.
+pub fn cell_text(r: Option<&RowDiff>, col: &Column) -> String {
+    let Some(r) = r else { return "—".into() };
+    match (r.status_a, r.status_b) {
+        (Some(_), None) => return "only in A".into(),
+        (None, Some(_)) => return "only in B".into(),
+        _ => {}
+    }
+    let delta = r.deltas.iter().find(|d| d.column == col.id());
+    let mut lines = Vec::new();
+    if r.status_changed() {
+        lines.push(format!("{} → {}", status_words(r.status_a), status_words(r.status_b)));
+    }
+    match delta {
+        Some(d) => {
+            let show = |v: Option<f64>| v.map(|v| col.display(v)).unwrap_or_else(|| "—".into());
+            lines.push(format!("{} → {}", show(d.a), show(d.b)));
+            if let (Some(v), Some(abs)) = (d.verdict, d.abs) {
+                let change = d.rel.map(|x| percent(x, true)).unwrap_or_else(|| signed_delta(col, abs));
+                lines.push(format!("{change} {}", v.label()));
+            }
+        }
+        None if !r.status_changed() => lines.push(status_words(r.status_a)),
+        None => {}
+    }
+    lines.join("\n")
+}
+
+/// Cells of one run only, a line per prefill row and per context of decode cells:
+/// `prefill 128K`, `128K × 1, 2, 4, 8`.
+fn grouped(cells: &[CellRef]) -> Vec<String> {
+    let mut out: Vec<(Option<u64>, String)> = Vec::new();
+    for c in cells {
+        match c.phase {
+            Phase::Prefill => out.push((None, c.describe())),
+            Phase::Decode => match out.last_mut() {
+                Some((Some(t), line)) if *t == c.context.tokens => {
+                    let _ = write!(line, ", {}", c.concurrency);
+                }
+                _ => out.push((Some(c.context.tokens), c.describe())),
+            },
+        }
+    }
+    out.into_iter().map(|(_, l)| clean(&l)).collect()
+}
+
+/// Render the text or Markdown report.
+pub fn render(d: &RunDiff, opts: &Options, gate: Option<&Gate>, markup: Markup) -> String {
+    let col = &opts.metric;
+    let mut out = String::new();
+    heading(&mut out, markup, 1, "Speed test diff");
+    let bullet = if markup == Markup::Markdown { "- " } else { "" };
+    let _ = writeln!(out, "{bullet}A (baseline): {} · {}", clean(&d.a.title), clean(&d.a.id));
+    let _ = writeln!(out, "{bullet}B (candidate): {} · {}", clean(&d.b.title), clean(&d.b.id));
+    let _ = writeln!(
+        out,
+        "\n{} · changes under {} count as same · better/worse by the metric's direction\n",
+        col.metric.header(),
+        percent(d.threshold, false)
+    );
+
+    heading(&mut out, markup, 2, "Header differences");
+    if d.header.is_empty() {
+        let _ = writeln!(out, "None: same hardware, engine, model, launch command and plan.\n");
+    } else {
+        let none = || "—".to_string();
+        let rows = d
+            .header
+            .iter()
+            .map(|h| {
+                vec![
+                    h.section.clone(),
+                    clean(&h.field),
+                    h.a.as_deref().map(clean).unwrap_or_else(none),
+                    h.b.as_deref().map(clean).unwrap_or_else(none),
+                ]
+            })
+            .collect();
+        let headers = ["Section", "Field", "A", "B"].map(String::from).to_vec();
+        out.push_str(&Grid { headers, rows, numeric_from: 4 }.render(markup));
+        out.push('\n');
+    }
+
+    let prefill: Vec<&RowDiff> = d.prefill().collect();
+    if !prefill.is_empty() {
+        let prompt = registry::column("prompt_tps").expect("prompt_tps is in the registry");
+        let ttft = registry::column("ttft_ms").expect("ttft_ms is in the registry");
+        heading(&mut out, markup, 2, "Prefill — prompt tok/s and TTFT by context length");
+        let rows = prefill
+            .iter()
+            .map(|r| {
+                vec![
+                    format!("{} context", clean(&r.cell.context.label)),
+                    cell_text(Some(r), &prompt),
+                    cell_text(Some(r), &ttft),
+                ]
+            })
+            .collect();
+        let headers = ["Context", "Prompt tok/s", "TTFT"].map(String::from).to_vec();
+        out.push_str(&Grid { headers, rows, numeric_from: 1 }.render(markup));
+        out.push('\n');
+    }
+
+    if d.rows.iter().any(|r| r.cell.phase == Phase::Decode) {
+        heading(
+            &mut out,
+            markup,
+            2,
+            &format!(
+                "Sustained decode — {}: A → B · rows are context length, columns are simultaneous requests",
+                col.metric.header()
+            ),
+        );
+        let headers = std::iter::once("Context".to_string()).chain(d.concurrency.iter().map(u32::to_string)).collect();
+        let rows = d
+            .contexts
+            .iter()
+            .map(|ctx| {
+                std::iter::once(clean(&ctx.label))
+                    .chain(d.concurrency.iter().map(|&n| cell_text(d.decode_cell(ctx.tokens, n), col)))
+                    .collect()
+            })
+            .collect();
+        out.push_str(&Grid { headers, rows, numeric_from: 1 }.render(markup));
+        out.push('\n');
+        let tally = d.tally(&col.id());
+        let counted: Vec<String> = TALLY_KEYS.iter().filter_map(|k| tally.get(k).map(|n| format!("{n} {k}"))).collect();
+        if !counted.is_empty() {
+            let _ = writeln!(out, "{} of the cells in both runs: {}.\n", col.metric.header(), counted.join(", "));
+        }
+    }
+
+    let list = |out: &mut String, title: &str, items: Vec<String>| {
+        if items.is_empty() {
+            return;
+        }
+        heading(out, markup, 2, title);
+        for i in items {
+            let _ = writeln!(out, "- {i}");
+        }
+        out.push('\n');
+    };
+    list(
+        &mut out,
+        "Status changes",
+        d.status_changes.iter().map(|s| format!("{}: {} → {}", s.cell.describe(), s.a.label(), s.b.label())).collect(),
+    );
+    list(&mut out, "Only in A", grouped(&d.only_in_a));
+    list(&mut out, "Only in B", grouped(&d.only_in_b));
+    list(
+        &mut out,
+        "Prompt lengths differ by more than 2 % (the runs did not send the same prompts)",
+        d.prompt_mismatches
+            .iter()
+            .map(|m| {
+                format!(
+                    "{}: {} → {} prompt tokens ({})",
+                    clean(&m.context.label),
+                    registry::format_int(m.a),
+                    registry::format_int(m.b),
+                    percent(m.rel, true)
+                )
+            })
+            .collect(),
+    );
+    if let Some(g) = gate {
+        let pct = percent(g.max_worse, false);
+        heading(&mut out, markup, 2, &format!("Regression gate: {} worse than {pct}", g.column));
+        if g.passed() {
+            let _ = writeln!(
+                out,
+                "Passed: {} cell{} compared; none got worse by more than {pct}, and B measured every cell valid in A.",
+                g.compared,
+                if g.compared == 1 { "" } else { "s" }
+            );
+        } else {
+            let _ = writeln!(
+                out,
+                "Failed: a cell valid in A with {} counts as a regression when B's figure is worse by more than \
+                 {pct}, or B lacks the cell, did not run it, failed it, could not hold it, or has no figure.",
+                g.column
+            );
+            if g.compared == 0 {
+                let _ = writeln!(out, "- nothing to compare: no cell is valid in A and has {} in both runs", g.column);
+            }
+            for r in &g.regressions {
+                let _ = writeln!(out, "- {}", clean(&r.describe()));
+            }
+        }
+        out.push('\n');
+    }
+    out
+}

@@ -1,0 +1,462 @@
+//! `speedmatrix run` against the twin, checked against the twin's ground truth.
+//!
+//! The twin runs in-process on 127.0.0.1 with `--trace`: one JSON line per request with the
+//! time each chunk's bytes were written and how many tokens it carried. The collector (the real
+//! binary) measures it over real sockets; each test recomputes the truth from the trace and
+//! compares. Clocks differ (the twin's and the collector's), so the collector's window is mapped
+//! onto the twin's clock with the offset between request send times (client) and arrival times
+//! (twin), matched by the completion `id`.
+
+mod support;
+
+use support::collect;
+
+use collect::{collect, read};
+use serde_json::Value;
+use speedmatrix_schema::stats::percentile_sorted;
+use speedmatrix_schema::{load_results, CellStatus, DecodeCell, Results};
+use speedmatrix_twin::{self as twin, Profile, ReasoningField, TwinConfig};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+const FIXTURE: &str = "tests/fixtures/h200-qwen3.5-122b-vllm.json";
+
+/// These tests measure in real time on a 2-core machine: one at a time, so they do not slow
+/// each other's twin down.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// One request of the trace: arrival and its token-carrying chunks (written_ms, tokens, kind).
+struct TraceRequest {
+    arrival_ms: f64,
+    chunks: Vec<(f64, u32, String)>,
+}
+
+fn trace(path: &Path) -> HashMap<String, TraceRequest> {
+    trace_lines(path)
+        .into_iter()
+        .map(|v| {
+            let chunks = v["chunks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|c| c["tokens"].as_u64().unwrap_or(0) > 0)
+                .map(|c| {
+                    let kind = c["kind"].as_str().unwrap_or_default().to_string();
+                    (c["written_ms"].as_f64().unwrap(), c["tokens"].as_u64().unwrap() as u32, kind)
+                })
+                .collect();
+            (
+                v["id"].as_str().unwrap().to_string(),
+                TraceRequest { arrival_ms: v["arrival_ms"].as_f64().unwrap(), chunks },
+            )
+        })
+        .collect()
+}
+
+/// A tiny-profile twin on 127.0.0.1 writing its trace into `dir`.
+async fn tiny_twin_with_trace(dir: &Path) -> (twin::TwinHandle, PathBuf) {
+    let trace_path = dir.join("trace.jsonl");
+    let mut cfg = TwinConfig::new(Profile::tiny());
+    cfg.trace = Some(trace_path.clone());
+    (twin::start(cfg, "127.0.0.1:0").await.unwrap(), trace_path)
+}
+
+/// Every line of a trace, as JSON.
+fn trace_lines(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+fn p50(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    percentile_sorted(&v, 50.0).expect("values")
+}
+
+/// The truth of one decode cell, from the trace.
+#[derive(Debug)]
+struct Truth {
+    ttft_p50: f64,
+    ttft_content_p50: Option<f64>,
+    itl_p50: f64,
+    total_tps: f64,
+    multi_token_chunks: usize,
+}
+
+fn truth(cell: &DecodeCell, trace: &HashMap<String, TraceRequest>) -> Truth {
+    let matched: Vec<(&speedmatrix_schema::RequestSample, &TraceRequest)> =
+        cell.requests.iter().map(|r| (r, &trace[r.response_id.as_deref().expect("response id recorded")])).collect();
+    assert_eq!(matched.len(), cell.requests.len());
+    // Client clock − twin clock. send − arrival = offset − transit, and transit ≥ 0, so the
+    // request that arrived fastest gives the offset (to within its own transit, µs on loopback).
+    let offset = matched.iter().map(|(r, t)| r.start_ms - t.arrival_ms).fold(f64::MIN, f64::max);
+    let w0 = cell.window_start_ms.unwrap() - offset;
+    let w1 = w0 + cell.window_s.unwrap() * 1000.0;
+    let inside = |t: f64| t > w0 && t <= w1;
+    // True TTFT: from the moment the collector sent the request (on the twin's clock) to the
+    // moment the twin wrote the first token's bytes. The collector's error is then only how late
+    // it reads them — queueing in the twin before its handler runs is part of the truth, as it
+    // is part of what a user waits for.
+    let opening = || matched.iter().filter(|(r, _)| r.opening == Some(true));
+    let sent = |r: &speedmatrix_schema::RequestSample| r.start_ms - offset;
+    let ttft = opening().map(|(r, t)| t.chunks[0].0 - sent(r)).collect();
+    let content_ttft: Vec<f64> =
+        opening().filter_map(|(r, t)| t.chunks.iter().find(|c| c.2 == "content").map(|c| c.0 - sent(r))).collect();
+    let (mut itl, mut tokens, mut multi) = (Vec::new(), 0u64, 0);
+    for (_, t) in &matched {
+        for (i, c) in t.chunks.iter().enumerate() {
+            if !inside(c.0) {
+                continue;
+            }
+            tokens += u64::from(c.1);
+            multi += usize::from(c.1 > 1);
+            if i > 0 {
+                let per = (c.0 - t.chunks[i - 1].0) / f64::from(c.1);
+                itl.extend(std::iter::repeat_n(per, c.1 as usize));
+            }
+        }
+    }
+    Truth {
+        ttft_p50: p50(ttft),
+        ttft_content_p50: (!content_ttft.is_empty()).then(|| p50(content_ttft)),
+        itl_p50: p50(itl),
+        total_tps: tokens as f64 / cell.window_s.unwrap(),
+        multi_token_chunks: multi,
+    }
+}
+
+/// `measured` within max(1 ms, 1 %) of `truth`.
+fn close_ms(what: &str, measured: f64, truth: f64) {
+    let tol = (truth.abs() * 0.01).max(1.0);
+    assert!((measured - truth).abs() <= tol, "{what}: measured {measured:.3} ms, truth {truth:.3} ms (± {tol:.3})");
+}
+
+/// Start an h200 twin with a trace, measure 8K × 128 for 10 s, compare with the truth.
+async fn eight_k_by_128(reasoning: Option<ReasoningField>) -> (DecodeCell, Truth) {
+    let _one_at_a_time = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let trace_path = dir.path().join("trace.jsonl");
+    let mut cfg = TwinConfig::new(Profile::h200_qwen());
+    cfg.trace = Some(trace_path.clone());
+    cfg.reasoning = reasoning;
+    let handle = twin::start(cfg, "127.0.0.1:0").await.unwrap();
+    let out = dir.path().join("run.json");
+    let (code, err) = collect(
+        &handle.url(),
+        &out,
+        &["--contexts", "8k", "--concurrency", "128", "--prefill-contexts", "none", "--duration", "10s"],
+    )
+    .await;
+    handle.shutdown().await;
+    assert_eq!(code, Some(0), "{err}");
+    let r = read(&out);
+    let cell = r.decode[0].clone();
+    assert_eq!(cell.status, CellStatus::Valid, "{:?}", cell.reason);
+    let t = truth(&cell, &trace(&trace_path));
+    eprintln!(
+        "8K × 128 (reasoning {reasoning:?}): measured {cell:?}\ntruth {t:?}",
+        cell = (cell.total_tps, cell.ttft_ms, cell.itl_ms)
+    );
+    close_ms("TTFT p50", cell.ttft_ms.unwrap().p50.unwrap(), t.ttft_p50);
+    close_ms("ITL p50", cell.itl_ms.unwrap().p50.unwrap(), t.itl_p50);
+    let tps = cell.total_tps.unwrap();
+    assert!((tps - t.total_tps).abs() <= 0.01 * t.total_tps, "total tok/s {tps} vs truth {}", t.total_tps);
+    // MTP: chunks carry 1–3 tokens; the collector counts tokens, not chunks.
+    assert!(t.multi_token_chunks > 100, "the h200 profile sends multi-token chunks");
+    let (itl_n, gaps_n) = (cell.itl_ms.unwrap().count.unwrap(), cell.chunk_gap_ms.unwrap().count.unwrap());
+    assert!(itl_n as f64 > 1.3 * gaps_n as f64, "ITL per token ({itl_n}) vs chunk gaps ({gaps_n})");
+    (cell, t)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn matches_the_trace_at_8k_x_128_with_mtp() {
+    let (cell, _) = eight_k_by_128(None).await;
+    // Without reasoning, the first token is content.
+    assert_eq!(cell.ttft_content_ms.unwrap().p50, cell.ttft_ms.unwrap().p50);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn matches_the_trace_with_reasoning() {
+    let (cell, t) = eight_k_by_128(Some(ReasoningField::Reasoning)).await;
+    // TTFT is the first reasoning token; TTFT to content comes after the reasoning part.
+    let content = cell.ttft_content_ms.unwrap().p50.unwrap();
+    close_ms("TTFT to content p50", content, t.ttft_content_p50.expect("content chunks in the trace"));
+    assert!(content > cell.ttft_ms.unwrap().p50.unwrap() + 50.0, "content comes after 64 reasoning tokens");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reproduces_the_seed_subset_within_15_percent() {
+    let _one_at_a_time = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let handle = twin::start(TwinConfig::new(Profile::h200_qwen()), "127.0.0.1:0").await.unwrap();
+    let out = dir.path().join("subset.json");
+    let args = [
+        "--contexts",
+        "8k,64k,max",
+        "--concurrency",
+        "1,16,128",
+        "--prefill-contexts",
+        "8k,64k,max",
+        "--duration",
+        "10s",
+    ];
+    let (code, err) = collect(&handle.url(), &out, &args).await;
+    // The full plan's dry run marks exactly the seed's six over-capacity cells.
+    let (dry_code, dry) = collect(&handle.url(), &dir.path().join("dry.json"), &["--dry-run"]).await;
+    handle.shutdown().await;
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(dry_code, Some(0), "{dry}");
+    let over: Vec<&str> = dry.lines().filter_map(|l| l.strip_prefix("plan: over capacity (not run): ")).collect();
+    assert_eq!(over, ["64K × 128", "128K × 64", "128K × 128", "251K × 32", "251K × 64", "251K × 128"]);
+
+    let seed = load_results(&std::fs::read(root().join(FIXTURE)).unwrap()).unwrap();
+    let r = read(&out);
+    let mut table = vec![];
+    for p in &r.prefill {
+        let s = seed.prefill.iter().find(|s| s.context.label == p.context.label).unwrap();
+        let (mine, theirs) = (p.prompt_tps.unwrap(), s.prompt_tps.unwrap());
+        table.push(format!(
+            "prefill {:>5}: twin {mine:>8.0} seed {theirs:>8.0} ({:+.1} %)",
+            p.context.label,
+            100.0 * (mine / theirs - 1.0)
+        ));
+        assert!((mine / theirs - 1.0).abs() <= 0.15, "{}", table.last().unwrap());
+    }
+    for c in &r.decode {
+        let s =
+            seed.decode.iter().find(|s| s.context.label == c.context.label && s.concurrency == c.concurrency).unwrap();
+        if s.status == CellStatus::OverCapacity {
+            assert_eq!(c.status, CellStatus::OverCapacity, "{} × {}", c.context.label, c.concurrency);
+            continue;
+        }
+        assert!(c.status.is_measured(), "{} × {}: {:?}", c.context.label, c.concurrency, c.reason);
+        let (mine, theirs) = (c.total_tps.unwrap(), s.total_tps.unwrap());
+        table.push(format!(
+            "decode {:>5} × {:>3}: twin {mine:>8.1} seed {theirs:>8.1} ({:+.1} %)",
+            c.context.label,
+            c.concurrency,
+            100.0 * (mine / theirs - 1.0)
+        ));
+        assert!((mine / theirs - 1.0).abs() <= 0.15, "{}", table.last().unwrap());
+    }
+    eprintln!("{}", table.join("\n"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interrupted_then_resumed_equals_uninterrupted_and_the_file_is_always_valid() {
+    let _one_at_a_time = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let handle = twin::start(TwinConfig::new(Profile::tiny()), "127.0.0.1:0").await.unwrap();
+    let url = handle.url();
+    let args = [
+        "--contexts",
+        "1k,2k",
+        "--concurrency",
+        "1,2,4",
+        "--prefill-contexts",
+        "1k",
+        "--duration",
+        "1s",
+        "--max-tokens",
+        // Streams finish inside the 1-s windows and must be replaced.
+        "128",
+    ];
+
+    // Uninterrupted.
+    let full = dir.path().join("full.json");
+    let (code, err) = collect(&url, &full, &args).await;
+    assert_eq!(code, Some(0), "{err}");
+    let measured = |r: &Results| -> Vec<(u64, u32)> {
+        r.decode.iter().filter(|c| c.status.is_measured()).map(|c| (c.context.tokens, c.concurrency)).collect()
+    };
+    let full = read(&full);
+    assert_eq!(measured(&full).len(), 6);
+    // DESIGN §4: early-finishing streams are replaced at once, so N stays constant.
+    for c in &full.decode {
+        assert!(
+            c.ttft_in_window_ms.is_some_and(|d| d.count.unwrap() > 0),
+            "{} × {}: no replacement: {:?}",
+            c.context.label,
+            c.concurrency,
+            c.requests
+        );
+        assert_eq!(c.max_active_requests, Some(f64::from(c.concurrency)));
+        assert!(c.avg_active_requests.unwrap() > 0.9 * f64::from(c.concurrency));
+    }
+
+    // Interrupted with SIGINT once two decode cells are written, while another task reads the
+    // file as fast as it can: every read must be a valid results file.
+    let out = dir.path().join("run.json");
+    let mut child = tokio::process::Command::new(support::BIN)
+        .args(["run", "--url", &url, "--quiet", "-o"])
+        .arg(&out)
+        .args(args)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut reads = 0;
+    loop {
+        if let Ok(bytes) = std::fs::read(&out) {
+            let r = load_results(&bytes).unwrap_or_else(|e| panic!("read {reads}: the file was invalid mid-run: {e}"));
+            reads += 1;
+            if measured(&r).len() >= 2 {
+                break;
+            }
+        }
+        assert!(child.try_wait().unwrap().is_none(), "the run ended before it could be interrupted");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let pid = child.id().unwrap().to_string();
+    std::process::Command::new("kill").args(["-INT", &pid]).status().unwrap();
+    let o = child.wait_with_output().await.unwrap();
+    assert_eq!(o.status.code(), Some(130), "{}", String::from_utf8_lossy(&o.stderr));
+    let r = read(&out);
+    assert_eq!(r.run.status, speedmatrix_schema::RunStatus::Interrupted);
+    let pending: Vec<&DecodeCell> = r.decode.iter().filter(|c| c.status == CellStatus::NotRun).collect();
+    assert!(!pending.is_empty(), "cells left for the resume");
+    assert!(pending.iter().all(|c| c.reason.as_deref().is_some_and(|r| r.contains("interrupted"))));
+    assert!(reads > 3, "the file was read while it was written ({reads} reads)");
+
+    // Resume: the same set of measured cells as the uninterrupted run.
+    let resume_args: Vec<&str> = args.iter().copied().chain(["--resume", out.to_str().unwrap()]).collect();
+    let (code, err) = collect(&url, &out, &resume_args).await;
+    handle.shutdown().await;
+    assert_eq!(code, Some(0), "{err}");
+    let resumed = read(&out);
+    assert_eq!(resumed.run.status, speedmatrix_schema::RunStatus::Complete);
+    assert_eq!(measured(&resumed), measured(&full));
+    assert_eq!(resumed.run.id, r.run.id, "a resumed run keeps its id");
+}
+
+/// DESIGN §4: HTTP-200 streams that carry an error, end without `[DONE]`, are cut, stall or
+/// answer an error status must make the cell `error` with a reason and no throughput; legal
+/// SSE variations (comment keep-alives, frames split anywhere) must still measure as `valid`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn faults_make_error_cells_and_legal_sse_stays_valid() {
+    let _one_at_a_time = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        ("inband-error", Some("in-band error")),
+        ("no-done", Some("[DONE]")),
+        ("drop", Some("")),
+        ("stall=5s", Some("stalled")),
+        ("status=500", Some("HTTP 500")),
+        ("keepalive", None),
+        ("split", None),
+        ("metrics-404", None),
+        ("version-404", None),
+        ("tokenize-404", None),
+    ];
+    for (fault, expect) in cases {
+        let mut cfg = TwinConfig::new(Profile::tiny());
+        cfg.faults = vec![format!("{fault}@1.0").parse().unwrap()];
+        let handle = twin::start(cfg, "127.0.0.1:0").await.unwrap();
+        let out = dir.path().join(format!("{fault}.json"));
+        // The window (3 s) outlasts the stall timeout (1 s), so a stalled stream fails inside it.
+        let args = ["--contexts", "256", "--concurrency", "2", "--prefill-contexts", "none", "--duration", "3s"];
+        // Valid cases stream longer than the window, so no replacement gap lowers "running".
+        let max_tokens = if expect.is_some() { "64" } else { "4096" };
+        let (code, err) =
+            collect(&handle.url(), &out, &[&args[..], &["--max-tokens", max_tokens, "--stall-timeout", "1s"]].concat())
+                .await;
+        handle.shutdown().await;
+        assert_eq!(code, Some(0), "{fault}: a run with error cells still completes: {err}");
+        let r = read(&out);
+        let c = &r.decode[0];
+        match expect {
+            Some(words) => {
+                assert_eq!(c.status, CellStatus::Error, "{fault}");
+                let reason = c.reason.as_deref().unwrap_or_default();
+                assert!(reason.contains(words), "{fault}: reason {reason:?} lacks {words:?}");
+                assert!(
+                    c.total_tps.is_none() && c.output_tokens.is_none(),
+                    "{fault}: no throughput from a failed cell"
+                );
+            }
+            None => {
+                assert_eq!(c.status, CellStatus::Valid, "{fault}: {:?}", c.reason);
+                assert!(c.total_tps.unwrap() > 0.0);
+                // What a missing endpoint costs: its figures, and nothing else.
+                match fault {
+                    "metrics-404" => assert!(c.server.is_none(), "{fault}: no server figures without /metrics"),
+                    "version-404" => assert_eq!(r.engine.version, None, "{fault}"),
+                    "tokenize-404" => assert!(c.prompt_tokens.is_some(), "{fault}: prompt length from usage"),
+                    _ => assert!(c.server.is_some(), "{fault}"),
+                }
+            }
+        }
+    }
+}
+
+/// DESIGN §4: a warm prefix cache must not make "cold" prefill look fast. Every run's prompts
+/// start with the run id, so a second run's prefill finds nothing cached — while the decode
+/// cells of one run do reuse the prompt its prefill warmed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prefill_is_cold_across_runs_and_warms_its_decode_cells() {
+    let _one_at_a_time = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (handle, trace_path) = tiny_twin_with_trace(dir.path()).await;
+    let args = [
+        "--contexts",
+        "1k",
+        "--concurrency",
+        "1",
+        "--prefill-contexts",
+        "1k",
+        "--duration",
+        "1s",
+        "--max-tokens",
+        "64",
+    ];
+    for run in ["a", "b"] {
+        let (code, err) = collect(&handle.url(), &dir.path().join(format!("{run}.json")), &args).await;
+        assert_eq!(code, Some(0), "{err}");
+    }
+    handle.shutdown().await;
+    let lines = trace_lines(&trace_path);
+    let prefill: Vec<&Value> = lines.iter().filter(|v| v["max_tokens"] == 1).collect();
+    assert_eq!(prefill.len(), 2, "one prefill request per run");
+    for p in &prefill {
+        assert_eq!(p["cached_tokens"], 0, "cold prefill found cached tokens: {p}");
+    }
+    let decode: Vec<&Value> = lines.iter().filter(|v| v["max_tokens"] == 64).collect();
+    assert!(!decode.is_empty());
+    for d in &decode {
+        assert!(d["cached_tokens"].as_u64().unwrap() >= 1000, "decode stream not served from the warmed cache: {d}");
+    }
+}
+
+/// `--endpoint completions` and `--distinct-prompts`: each stream gets its own prompt, each
+/// warmed before the window (one warm-up request per extra stream), all of exact length.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completions_endpoint_with_distinct_prompts() {
+    let _one_at_a_time = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (handle, trace_path) = tiny_twin_with_trace(dir.path()).await;
+    let out = dir.path().join("run.json");
+    let args = ["--contexts", "512", "--concurrency", "3", "--prefill-contexts", "512", "--duration", "1s"];
+    let (code, err) =
+        collect(&handle.url(), &out, &[&args[..], &["--endpoint", "completions", "--distinct-prompts"]].concat()).await;
+    handle.shutdown().await;
+    assert_eq!(code, Some(0), "{err}");
+    let r = read(&out);
+    assert_eq!(r.config.endpoint, Some(speedmatrix_schema::Endpoint::Completions));
+    assert_eq!(r.config.prompt_sharing, Some(speedmatrix_schema::PromptSharing::Distinct));
+    let c = &r.decode[0];
+    assert_eq!(c.status, CellStatus::Valid, "{:?}", c.reason);
+    assert_eq!(c.prompt_tokens, Some(512));
+    let lines = trace_lines(&trace_path);
+    assert!(lines.iter().all(|v| v["endpoint"] == "completions"));
+    assert_eq!(
+        lines.iter().filter(|v| v["max_tokens"] == 1).count(),
+        3,
+        "the prefill row warms stream 0; streams 1 and 2 are warmed apart"
+    );
+    let opening: Vec<&Value> = lines.iter().filter(|v| v["max_tokens"] == 4096).take(3).collect();
+    for v in opening {
+        assert_eq!(v["prompt_tokens"], 512);
+        assert!(v["cached_tokens"].as_u64().unwrap() >= 496, "each distinct prompt was warmed: {v}");
+    }
+}

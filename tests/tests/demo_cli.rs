@@ -1,0 +1,57 @@
+//! `speedmatrix demo` end to end: it measures the twin, publishes that run beside the seed run
+//! and serves the site; the served index lists both runs and the page and runs are reachable.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Command, Stdio};
+
+fn get(port: u16, path: &str) -> (u16, Vec<u8>) {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").unwrap();
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).unwrap();
+    let split = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let status = std::str::from_utf8(&buf[9..12]).unwrap().parse().unwrap();
+    (status, buf[split + 4..].to_vec())
+}
+
+#[test]
+fn demo_measures_publishes_and_serves_both_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(support::BIN)
+        .args(["demo", "--port", "0", "-o"])
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let served = line.trim().strip_prefix("listening on http://127.0.0.1:").map(|p| p.parse::<u16>().unwrap());
+    let Some(port) = served else {
+        let _ = child.kill();
+        let mut err = String::new();
+        child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+        panic!("no listening line ({line:?}); stderr: {err}");
+    };
+    let (status, index) = get(port, "/runs/index.json");
+    let (page, _) = get(port, "/");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!((status, page), (200, 200));
+    let index: serde_json::Value = serde_json::from_slice(&index).unwrap();
+    let runs = index["runs"].as_array().expect("runs/index.json lists runs");
+    assert_eq!(runs.len(), 2, "{index}");
+    // The demo's own results file is complete and valid, with measured cells.
+    let demo =
+        speedmatrix_schema::load_results(&std::fs::read(dir.path().join("demo-twin-h200.json")).unwrap()).unwrap();
+    assert_eq!(demo.run.status, speedmatrix_schema::RunStatus::Complete);
+    assert_eq!(demo.decode.len(), 6);
+    assert!(
+        demo.decode.iter().all(|c| c.status.is_measured()),
+        "{:?}",
+        demo.decode.iter().map(|c| &c.reason).collect::<Vec<_>>()
+    );
+    assert!(dir.path().join("site/index.html").exists());
+}

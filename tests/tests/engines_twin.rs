@@ -1,0 +1,143 @@
+//! Engines other than vLLM, against the twin over real sockets: `simulate --flavor sglang`
+//! (SGLang's `/get_server_info`, `sglang:*` metrics, `reasoning_content`, flat error bodies)
+//! and the plain OpenAI-compatible mode (`--fault metrics-404 --fault version-404`: a hosted
+//! endpoint or proxy). Each must give a complete results file with the right engine name and
+//! statuses, and list what it could not measure.
+
+mod support;
+
+use support::collect;
+
+use collect::{collect, read};
+use speedmatrix_schema::{CellStatus, KvBudgetSource, Results, RunStatus, TokenCountSource};
+use speedmatrix_twin::{self as twin, Flavor, Profile, ReasoningField, TwinConfig};
+
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn cell(r: &Results, ctx: u64, n: u32) -> &speedmatrix_schema::DecodeCell {
+    r.decode.iter().find(|c| c.context.tokens == ctx && c.concurrency == n).expect("every planned cell is in the file")
+}
+
+/// A tiny twin that runs at most 2 requests at once and holds 8,192 KV tokens.
+fn small_profile() -> Profile {
+    let mut p = Profile::tiny();
+    p.max_num_seqs = 2;
+    p.kv_tokens = 8192;
+    p
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sglang_flavor_gives_a_complete_sglang_file() {
+    let _one = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = TwinConfig::new(small_profile());
+    cfg.flavor = Flavor::Sglang;
+    cfg.reasoning = Some(ReasoningField::ReasoningContent);
+    cfg.reasoning_tokens = 8;
+    let handle = twin::start(cfg, "127.0.0.1:0").await.unwrap();
+
+    // The wire: flat error bodies, /get_server_info, no /version.
+    let http = reqwest::Client::new();
+    let bad = http
+        .post(format!("{}/v1/chat/completions", handle.url()))
+        .json(&serde_json::json!({"model": "nope", "messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert!(bad.status().is_client_error());
+    let body: serde_json::Value = bad.json().await.unwrap();
+    assert_eq!(body["object"], "error", "SGLang's flat error body: {body}");
+    assert!(body["message"].as_str().unwrap().contains("nope"), "{body}");
+    let info: serde_json::Value =
+        http.get(format!("{}/get_server_info", handle.url())).send().await.unwrap().json().await.unwrap();
+    assert_eq!(info["max_total_num_tokens"], 8192);
+    assert_eq!(http.get(format!("{}/version", handle.url())).send().await.unwrap().status(), 404);
+
+    let out = dir.path().join("sglang.json");
+    let args = [
+        "--endpoint",
+        "chat",
+        "--contexts",
+        "256,2048",
+        "--concurrency",
+        "1,4",
+        "--prefill-contexts",
+        "256",
+        "--duration",
+        "2s",
+        "--max-tokens",
+        "256",
+    ];
+    let (code, err) = collect(&handle.url(), &out, &args).await;
+    handle.shutdown().await;
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("server: sglang"), "detected from /get_server_info: {err}");
+    let r = read(&out);
+    assert_eq!(r.run.status, RunStatus::Complete);
+    assert_eq!(r.engine.name, "sglang");
+    assert_eq!(r.engine.version.as_deref(), Some(Profile::tiny().engine_version.as_str()), "from /get_server_info");
+    assert_eq!((r.engine.kv_budget_tokens, r.engine.kv_budget_source), (Some(8192), Some(KvBudgetSource::ServerInfo)));
+    assert_eq!(r.engine.max_running_requests, Some(2));
+    assert!(r.missing.is_empty(), "SGLang reports everything the run needs: {:?}", r.missing);
+    assert_eq!(r.prefill[0].status, CellStatus::Valid);
+
+    let one = cell(&r, 256, 1);
+    assert_eq!(one.status, CellStatus::Valid, "{:?}", one.reason);
+    assert!(one.total_tps.unwrap() > 0.0);
+    assert!(one.server.as_ref().and_then(|s| s.running_avg).is_some(), "sglang:num_running_reqs was read");
+    let (ttft, content) = (one.ttft_ms.unwrap().p50.unwrap(), one.ttft_content_ms.unwrap().p50.unwrap());
+    assert!(content > ttft, "reasoning_content counts for TTFT, content comes later: {ttft} vs {content}");
+
+    let four = cell(&r, 256, 4);
+    assert_eq!(four.status, CellStatus::RequestsQueued, "4 streams, 2 running at most: {:?}", four.reason);
+    assert!(four.reason.as_deref().unwrap().contains("at most 2"), "{:?}", four.reason);
+    let over = cell(&r, 2048, 4);
+    assert_eq!(over.status, CellStatus::OverCapacity, "4 × (2048 + 256) > 8192");
+    assert_eq!(cell(&r, 2048, 1).status, CellStatus::Valid);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_openai_mode_measures_from_the_stream_and_lists_what_is_missing() {
+    let _one = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = TwinConfig::new(small_profile());
+    cfg.faults = vec!["metrics-404".parse().unwrap(), "version-404".parse().unwrap()];
+    let handle = twin::start(cfg, "127.0.0.1:0").await.unwrap();
+    let out = dir.path().join("openai.json");
+    let args = [
+        "--contexts",
+        "256",
+        "--concurrency",
+        "1,4",
+        "--prefill-contexts",
+        "256",
+        "--duration",
+        "2s",
+        "--max-tokens",
+        "4096",
+    ];
+    let (code, err) = collect(&handle.url(), &out, &args).await;
+    handle.shutdown().await;
+    assert_eq!(code, Some(0), "{err}");
+    let r = read(&out);
+    assert_eq!(r.run.status, RunStatus::Complete);
+    assert_eq!(r.engine.name, "openai");
+    assert_eq!(r.engine.version, None);
+    let missing = |figure: &str| r.missing.iter().find(|m| m.figure == figure).map(|m| m.reason.as_str());
+    assert!(missing("server").is_some_and(|w| w.contains("/metrics answered HTTP 404")), "{:?}", r.missing);
+    assert!(missing("engine.version").is_some_and(|w| w.contains("HTTP 404")), "{:?}", r.missing);
+    assert!(missing("kv_budget").is_some(), "{:?}", r.missing);
+
+    let one = cell(&r, 256, 1);
+    assert_eq!(one.status, CellStatus::Valid, "{:?}", one.reason);
+    assert!(one.server.is_none(), "no server figures without /metrics");
+    assert!(one.total_tps.unwrap() > 0.0);
+    // Tokens from the stream alone: no per-chunk usage was asked for.
+    assert_eq!(one.token_count_source, Some(TokenCountSource::ChunkCount));
+    let window_tokens: u64 = one.requests.iter().filter_map(|q| q.window_output_tokens).sum();
+    assert_eq!(one.output_tokens, Some(window_tokens));
+    // Queue evidence from the client: 2 of 4 streams decoding.
+    let four = cell(&r, 256, 4);
+    assert_eq!(four.status, CellStatus::RequestsQueued, "{:?}", four.reason);
+    assert!(four.reason.as_deref().unwrap().contains("of 4 streams were running"), "{:?}", four.reason);
+}

@@ -1,0 +1,165 @@
+//! `speedmatrix run` against a real llama.cpp `llama-server` (CPU, SmolLM2-135M Q4_1 GGUF) on
+//! loopback, then the viewer rendering the results file in headless Chromium.
+//!
+//! The server is built by `scripts/setup.sh` (scripts/setup.d/llama-server.sh) into
+//! `$SPEEDMATRIX_CACHE/servers` (default `~/.cache/speedmatrix/servers`). Where it is missing
+//! the test says SKIPPED — and fails under `CI=true`. The server runs `-c 4096 -np 4`: four
+//! slots of 1,024 tokens each. The matrix stays within a slot (256 and 512 tokens + 512 output),
+//! adds a 1K context that cannot fit one (over capacity), and runs 1, 2, 4 and 8 streams: 8
+//! streams on 4 slots must be `requests_queued`. Token counts are checked against
+//! `llamacpp:tokens_predicted_total`, which grows when a request ends (also when cancelled).
+
+mod support;
+
+use support::dom;
+use support::server::{self, ServerProcess};
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use speedmatrix_schema::{CellStatus, FinishReason, Results, RunStatus};
+
+fn curl(args: &[&str]) -> Option<String> {
+    let o = Command::new("curl").args(["-sf", "--max-time", "120"]).args(args).output().ok()?;
+    o.status.success().then(|| String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
+fn start_llama(dir: &Path) -> Option<(ServerProcess, String)> {
+    let w = server::cache();
+    let bin = w.join("llama-current/bin/llama-server");
+    let model = w.join("model/SmolLM2-135M-Instruct.Q4_1.gguf");
+    if !bin.exists() || !model.exists() {
+        support::skip(&format!("llama-server not installed in {} (run scripts/setup.sh)", w.display()));
+        return None;
+    }
+    let port = server::free_port();
+    let mut cmd = Command::new(bin);
+    cmd.arg("-m")
+        .arg(&model)
+        .args(["--host", "127.0.0.1", "--port", &port.to_string(), "-c", "4096", "-np", "4", "-t", "1"])
+        .args(["--metrics", "--no-webui", "-a", "smollm2"]);
+    let mut proc = ServerProcess::spawn("llama-server", cmd, port, &dir.join("llama.log"));
+    proc.wait_ready(Duration::from_secs(60), |url| curl(&[&format!("{url}/health")]).is_some());
+    let url = proc.url.clone();
+    // The first request after start is slow: warm up once.
+    let body = r#"{"model":"smollm2","prompt":"Hello","max_tokens":4}"#;
+    curl(&["-H", "content-type: application/json", "-d", body, &format!("{url}/v1/completions")])
+        .expect("warm-up request");
+    Some((proc, url))
+}
+
+fn metric(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(' ')))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .unwrap_or_else(|| panic!("{name} in /metrics"))
+}
+
+/// `llamacpp:tokens_predicted_total` once every slot is idle: a cancelled stream's tokens are
+/// added when its slot is released, a moment after the client hung up.
+fn tokens_predicted(url: &str) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = curl(&[&format!("{url}/metrics")]).expect("/metrics (started with --metrics)");
+        let busy = metric(&text, "llamacpp:requests_processing") + metric(&text, "llamacpp:requests_deferred");
+        if busy == 0.0 || Instant::now() > deadline {
+            return metric(&text, "llamacpp:tokens_predicted_total") as u64;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn run_against_real_llama_server_on_cpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((server, url)) = start_llama(dir.path()) else { return };
+    let before = tokens_predicted(&url);
+    let out = dir.path().join("llamacpp.json");
+    let o = Command::new(support::BIN)
+        .args(["run", "--url", &url, "--contexts", "256,512,1k", "--concurrency", "1,2,4,8"])
+        .args(["--prefill-contexts", "256,512", "--duration", "3s", "--max-tokens", "512"])
+        .args(["--endpoint", "completions", "--quiet", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    let after = tokens_predicted(&url);
+    drop(server);
+    let r: Results = speedmatrix_schema::load_results(&std::fs::read(&out).unwrap()).expect("a valid results file");
+    assert_eq!(r.run.status, RunStatus::Complete);
+    assert_eq!(r.engine.name, "llamacpp", "detected from /props");
+    assert_eq!((r.engine.slots, r.engine.slot_context_tokens), (Some(4), Some(1024)));
+    let launch = r.engine.launch_command.as_deref().expect("launch command of the local server");
+    assert!(launch.contains("llama-server") && launch.contains("-np 4"), "{launch}");
+    assert!(r.missing.iter().any(|m| m.figure == "kv_cache_usage"), "{:?}", r.missing);
+
+    for p in &r.prefill {
+        assert_eq!(p.status, CellStatus::Valid, "prefill {}: {:?}", p.context.label, p.reason);
+        assert!(p.prompt_tps.unwrap() > 0.0);
+        let timings = p.requests[0].server_timings.as_ref().expect("llama.cpp's timings kept per request");
+        assert!(timings.prompt_ms.is_some() && timings.predicted_tokens == Some(1), "{timings:?}");
+    }
+    assert_eq!(r.decode.len(), 12);
+    for c in &r.decode {
+        let name = format!("{} × {}", c.context.label, c.concurrency);
+        let want = match (c.context.tokens, c.concurrency) {
+            (1024, _) => CellStatus::OverCapacity,
+            (_, 8) => CellStatus::RequestsQueued,
+            _ => CellStatus::Valid,
+        };
+        assert_eq!(c.status, want, "{name}: {:?}", c.reason);
+        match want {
+            CellStatus::OverCapacity => {
+                assert!(c.reason.as_deref().unwrap().contains("a slot holds 1024"), "{name}: {:?}", c.reason);
+                assert!(c.requests.is_empty(), "{name}: never run");
+            }
+            _ => {
+                assert!(c.total_tps.unwrap() > 0.0, "{name}");
+                let window: u64 = c.requests.iter().filter_map(|q| q.window_output_tokens).sum();
+                assert_eq!(c.output_tokens, Some(window), "{name}: the cell's tokens are its requests' window tokens");
+                let generation = c.server.as_ref().and_then(|s| s.generation_tokens);
+                assert_eq!(generation, None, "{name}: tokens_predicted_total is no per-window count");
+            }
+        }
+        if want == CellStatus::RequestsQueued {
+            assert!(c.reason.as_deref().unwrap().contains("8 streams on 4 slots"), "{name}: {:?}", c.reason);
+        }
+    }
+
+    // Every token the client saw was counted by the server once its request ended; cancelled
+    // streams may have had a few more generated than delivered, and warm-ups and the prompt
+    // calibration add a handful.
+    let samples = r.prefill.iter().flat_map(|p| &p.requests).chain(r.decode.iter().flat_map(|c| &c.requests));
+    let (mut client, mut cancelled) = (0u64, 0u64);
+    for q in samples {
+        client += q.output_tokens.unwrap_or(0);
+        cancelled += u64::from(q.finish_reason == Some(FinishReason::Cancelled));
+    }
+    let server = after - before;
+    assert!(
+        server >= client && server <= client + 8 * cancelled + 32,
+        "llamacpp:tokens_predicted_total grew by {server}, the client counted {client} ({cancelled} cancelled streams)"
+    );
+    eprintln!("tokens: client {client}, server {server}, {cancelled} cancelled streams");
+
+    let keep = std::env::var_os("SPEEDMATRIX_KEEP_RUN").map(PathBuf::from);
+    if let Some(path) = &keep {
+        std::fs::copy(&out, path).unwrap();
+    }
+    viewer_renders(&out);
+}
+
+/// `speedmatrix serve FILE` and headless Chromium's DOM: the page shows the run.
+fn viewer_renders(file: &Path) {
+    let Some(dom) = dom::rendered_dom(file) else { return };
+    for needle in ["llamacpp", "smollm2", "Requests queued", "Over capacity"] {
+        assert!(
+            dom.contains(needle),
+            "the rendered page lacks {needle:?}:
+{}",
+            &dom[..dom.len().min(3000)]
+        );
+    }
+}

@@ -1,0 +1,83 @@
+//! `speedmatrix run` input errors: a run that cannot start exits 2 with one actionable line and
+//! writes no results file. (Measuring is tested against the twin and a real vLLM.)
+
+mod support;
+
+use std::process::Command;
+
+fn run(args: &[&str]) -> (Option<i32>, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.json");
+    let o = Command::new(support::BIN)
+        .arg("run")
+        .args(args)
+        .arg("-o")
+        .arg(&out)
+        .env_remove("SPEEDMATRIX_API_KEY")
+        .env_remove("OPENAI_API_KEY")
+        .output()
+        .unwrap();
+    assert!(!out.exists(), "no results file when the run cannot start");
+    (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+#[test]
+fn unreachable_server_names_the_flag() {
+    // Port 9 (discard) on loopback: nothing listens there on these machines.
+    let (code, err) = run(&["--url", "http://127.0.0.1:9", "--quiet"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.starts_with("error: cannot reach http://127.0.0.1:9/v1/models"), "{err}");
+    assert!(err.contains("is --url right?"), "{err}");
+}
+
+#[test]
+fn bad_flag_values_are_named() {
+    let (code, err) = run(&["--duration", "soon"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("--duration \"soon\" is not a duration; write e.g. 30s"), "{err}");
+    let (code, err) = run(&["--contexts", "8k,huge"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("--contexts: 'huge' is not a context size"), "{err}");
+    let (code, err) = run(&["--stall-timeout", "0s"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("--stall-timeout must be longer than 0"), "{err}");
+}
+
+#[test]
+fn values_that_cannot_measure_anything_are_refused() {
+    let (code, err) = run(&["--max-tokens", "0"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("--max-tokens") && err.contains("0"), "{err}");
+    let (code, err) = run(&["--temperature", "nan"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("--temperature NaN: give a finite number"), "{err}");
+    for d in ["1ms", "100y", "inf"] {
+        let (code, err) = run(&["--duration", d]);
+        assert_eq!(code, Some(2), "{d}: {err}");
+        assert!(err.contains("--duration"), "{d}: {err}");
+    }
+}
+
+#[test]
+fn credentials_in_the_url_are_refused_without_echoing_them() {
+    let (code, err) = run(&["--url", "http://alice:hunter2secret@127.0.0.1:9", "--quiet"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("credentials in the URL") && err.contains("--api-key"), "{err}");
+    assert!(!err.contains("hunter2secret"), "{err}");
+}
+
+#[test]
+fn an_existing_results_file_is_not_overwritten_without_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.json");
+    std::fs::write(&out, "precious").unwrap();
+    let o = Command::new(support::BIN)
+        .args(["run", "--url", "http://127.0.0.1:9", "--quiet", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("the file exists; continue it with --resume") && err.contains("--force"), "{err}");
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "precious");
+}

@@ -1,0 +1,308 @@
+//! `speedmatrix show` end to end: the real binary on the seed fixture and on malformed files.
+//! Bad input must give one line `error: FILE: problem at PLACE`, exit code 2, and never a panic.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const FIXTURE: &str = "tests/fixtures/h200-qwen3.5-122b-vllm.json";
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn show(args: &[&str]) -> Output {
+    Command::new(support::BIN).current_dir(root()).arg("show").args(args).output().expect("run speedmatrix")
+}
+
+fn stdout(o: &Output) -> String {
+    assert!(o.status.success(), "exit {:?}, stderr: {}", o.status.code(), String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout.clone()).expect("UTF-8 output")
+}
+
+#[test]
+fn text_report_shows_the_seed_matrix() {
+    let out = stdout(&show(&[FIXTURE]));
+    for needle in [
+        "Speed test matrix",
+        "H200 NVL",
+        "0.26.1rc1.dev638+g52be12cfa",
+        "--api-key <redacted>",
+        "22.5K",
+        "6,342.6",
+        "10,187 ms TTFT",
+        "Requests queued",
+    ] {
+        assert!(out.contains(needle), "text report lacks {needle:?}");
+    }
+    assert!(!out.contains("All measurements"), "the full table only comes with --all");
+}
+
+#[test]
+fn markdown_matrix_has_over_capacity_at_251k_x_32() {
+    let out = stdout(&show(&[FIXTURE, "--format", "markdown"]));
+    let header: Vec<&str> = out.lines().find(|l| l.starts_with("| Context | 1 |")).unwrap().split(" | ").collect();
+    let row: Vec<&str> = out.lines().find(|l| l.starts_with("| 251K |")).unwrap().split(" | ").collect();
+    let col = header.iter().position(|h| *h == "32").unwrap();
+    assert_eq!(row[col], "Over capacity");
+    let row8k: Vec<&str> = out.lines().find(|l| l.starts_with("| 8K |")).unwrap().split(" | ").collect();
+    assert_eq!(
+        row8k[header.iter().position(|h| h.trim_end_matches(" |") == "128").unwrap()].trim_end_matches(" |"),
+        "6,342.6<br>10,187 ms TTFT"
+    );
+    assert!(out.contains("## Prefill"));
+}
+
+#[test]
+fn all_csv_has_a_header_and_55_rows() {
+    let out = stdout(&show(&[FIXTURE, "--all", "--format", "csv"]));
+    let mut reader = csv::Reader::from_reader(out.as_bytes());
+    let headers = reader.headers().unwrap().clone();
+    assert_eq!(&headers[0], "phase");
+    for id in ["total_tps", "ttft_ms_p50", "ttft_ms_p99", "itl_ms_p50", "prompt_tps", "window_s"] {
+        assert!(headers.iter().any(|h| h == id), "header lacks {id}");
+    }
+    let rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+    assert_eq!(rows.len(), 55);
+    let col = |name: &str| headers.iter().position(|h| h == name).unwrap();
+    let cell = rows
+        .iter()
+        .find(|r| &r[col("context")] == "8K" && &r[col("concurrency")] == "128" && &r[col("phase")] == "decode")
+        .unwrap();
+    assert_eq!(&cell[col("total_tps")], "6342.6");
+    assert_eq!(&cell[col("ttft_ms_p50")], "10187");
+    assert_eq!(&cell[col("ttft_ms_p99")], "", "figures the page lacks are empty, not invented");
+    assert_eq!(rows.iter().filter(|r| &r[col("status")] == "over_capacity").count(), 6);
+    assert_eq!(rows.iter().filter(|r| &r[col("status")] == "requests_queued").count(), 1);
+    // Same table without --all: csv always gives the full table.
+    assert_eq!(stdout(&show(&[FIXTURE, "--format", "csv"])), out);
+}
+
+#[test]
+fn json_rows_match_csv() {
+    let out = stdout(&show(&[FIXTURE, "--format", "json"]));
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+    assert_eq!(rows.len(), 55);
+    let prefill = &rows[0];
+    assert_eq!(prefill["phase"], "prefill");
+    assert_eq!(prefill["prompt_tps"], 22500.0);
+    assert!(prefill["total_tps"].is_null());
+}
+
+#[test]
+fn all_text_table_and_stdin() {
+    let bytes = std::fs::read(root().join(FIXTURE)).unwrap();
+    let mut child = Command::new(support::BIN)
+        .args(["show", "-", "--all"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(&bytes).unwrap();
+    let out = stdout(&child.wait_with_output().unwrap());
+    assert!(out.contains("All measurements"));
+    let queued: Vec<&str> =
+        out.lines().filter(|l| l.starts_with("│ Sustained decode") && l.contains("Requests queued")).collect();
+    assert_eq!(queued.len(), 1, "{out}");
+    let cells: Vec<&str> =
+        queued[0].split('┆').map(|c| c.trim_matches(|c: char| c == '│' || c.is_whitespace())).collect();
+    assert_eq!(&cells[..5], ["Sustained decode", "64K", "8", "Requests queued", "1,202.3"]);
+}
+
+/// Write `content` to a temp file, run `show` on it, and check the one-line error.
+fn bad(name: &str, content: &[u8], expect: &[&str]) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(name);
+    std::fs::write(&path, content).unwrap();
+    check_error(&path, expect);
+}
+
+fn check_error(path: &Path, expect: &[&str]) {
+    let o = show(&[path.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "exit code for {}: stderr {err}", path.display());
+    assert!(o.stdout.is_empty(), "nothing on stdout for bad input");
+    assert!(!err.contains("panicked"), "panic: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    assert!(err.starts_with(&format!("error: {}: ", path.display())), "{err}");
+    for e in expect {
+        assert!(err.contains(e), "error {err:?} lacks {e:?}");
+    }
+}
+
+fn fixture_json() -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(root().join(FIXTURE)).unwrap()).unwrap()
+}
+
+#[test]
+fn truncated_json() {
+    let bytes = std::fs::read(root().join(FIXTURE)).unwrap();
+    bad("truncated.json", &bytes[..bytes.len() / 2], &["invalid JSON at line", "ends early"]);
+}
+
+#[test]
+fn wrong_type() {
+    let mut v = fixture_json();
+    v["decode"][3]["total_tps"] = serde_json::json!("fast");
+    bad(
+        "wrong-type.json",
+        v.to_string().as_bytes(),
+        &["at decode[3].total_tps:", "invalid type: string \"fast\"", "expected f64"],
+    );
+}
+
+#[test]
+fn missing_field() {
+    let mut v = fixture_json();
+    v["decode"][5].as_object_mut().unwrap().remove("status");
+    bad("missing.json", v.to_string().as_bytes(), &["at decode[5]", "missing field `status`"]);
+    let mut v = fixture_json();
+    v.as_object_mut().unwrap().remove("schema");
+    bad("no-schema.json", v.to_string().as_bytes(), &["not a speedmatrix results file", "\"schema\""]);
+}
+
+#[test]
+fn unknown_field_is_named() {
+    let mut v = fixture_json();
+    v["config"]["window_seconds"] = serde_json::json!(30);
+    bad("unknown.json", v.to_string().as_bytes(), &["at config.window_seconds", "unknown field `window_seconds`"]);
+}
+
+#[test]
+fn newer_version() {
+    let mut v = fixture_json();
+    v["schema_version"] = serde_json::json!(2);
+    bad("newer.json", v.to_string().as_bytes(), &["written by a newer speedmatrix (v2); upgrade speedmatrix"]);
+}
+
+#[test]
+fn fifty_megabytes_of_garbage() {
+    // Deterministic pseudo-random bytes (xorshift), 50 MB.
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let garbage: Vec<u8> = (0..50 * 1024 * 1024)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect();
+    bad("garbage.bin", &garbage, &["invalid JSON at line 1, column"]);
+    // 50 MB of one deeply nested array: the parser's depth limit, not a stack overflow.
+    bad("deep.json", &vec![b'['; 50 * 1024 * 1024], &["invalid JSON", "recursion limit"]);
+}
+
+#[test]
+fn nan_and_negative_durations() {
+    let text = serde_json::to_string_pretty(&fixture_json()).unwrap().replacen(
+        "\"total_tps\": 237.1",
+        "\"total_tps\": NaN",
+        1,
+    );
+    bad("nan.json", text.as_bytes(), &["invalid JSON at line", "NaN is not a JSON number"]);
+    let mut v = fixture_json();
+    v["decode"][0]["ttft_ms"]["p50"] = serde_json::json!(-196);
+    bad("negative.json", v.to_string().as_bytes(), &["at decode[0].ttft_ms.p50: -196 is negative"]);
+    let mut v = fixture_json();
+    v["config"]["window_s"] = serde_json::json!(-30.0);
+    bad("negative-window.json", v.to_string().as_bytes(), &["at config.window_s: -30.0 is negative"]);
+}
+
+#[test]
+fn impossible_values() {
+    let mut v = fixture_json();
+    v["decode"][0]["ttft_ms"] = serde_json::json!({"p50": 300, "max": 200});
+    bad("order.json", v.to_string().as_bytes(), &["at decode[0].ttft_ms:", "p50 (300) is above max (200)"]);
+    let mut v = fixture_json();
+    v["run"]["started_at"] = serde_json::json!("yesterday");
+    bad("time.json", v.to_string().as_bytes(), &["at run.started_at:", "not an RFC 3339 time"]);
+    let mut v = fixture_json();
+    v["decode"][1] = v["decode"][0].clone();
+    bad("dup.json", v.to_string().as_bytes(), &["at decode[1]:", "a second cell for context 8K × concurrency 1"]);
+    let mut v = fixture_json();
+    v["decode"][47].as_object_mut().unwrap().remove("reason");
+    bad("reason.json", v.to_string().as_bytes(), &["at decode[47].reason:", "over_capacity cell must say why"]);
+}
+
+#[test]
+fn empty_and_missing_files() {
+    bad("empty.json", b"", &["the file is empty"]);
+    check_error(Path::new("/nonexistent/run.json"), &["cannot read", "No such file"]);
+    check_error(Path::new("/tmp"), &["cannot read"]);
+}
+
+#[test]
+fn oversized_input_is_refused_without_reading_it_all() {
+    // /dev/zero never ends: the reader stops after the size limit.
+    check_error(Path::new("/dev/zero"), &["larger than any results file"]);
+}
+
+#[test]
+fn duplicate_keys_are_refused() {
+    let text = fixture_text().replacen("\"total_tps\": 237.1,", "\"total_tps\": 237.1, \"total_tps\": 99999,", 1);
+    bad("dup-key.json", text.as_bytes(), &["at decode[0].total_tps: the key \"total_tps\" appears twice"]);
+}
+
+#[test]
+fn control_characters_never_reach_the_terminal() {
+    let mut v = fixture_json();
+    v["config"]["\u{1b}[31mKEY\nX"] = serde_json::json!(1);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("esc.json");
+    std::fs::write(&path, v.to_string()).unwrap();
+    let o = show(&[path.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(!err.contains('\u{1b}'), "raw escape in {err:?}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err:?}");
+    assert!(err.contains("\\u{1b}[31mKEY\\nX"), "{err:?}");
+    // In the text report, labels from the file are cleaned as well.
+    let mut v = fixture_json();
+    v["run"]["label"] = serde_json::json!("evil\u{1b}[2Jlabel");
+    std::fs::write(&path, v.to_string()).unwrap();
+    let out = stdout(&show(&[path.to_str().unwrap()]));
+    assert!(out.contains("evil\u{fffd}[2Jlabel") && !out.contains('\u{1b}'));
+}
+
+#[test]
+fn cells_must_belong_to_the_plan() {
+    let mut v = fixture_json();
+    v["decode"][0]["concurrency"] = serde_json::json!(3);
+    bad("off-plan.json", v.to_string().as_bytes(), &["at decode[0].concurrency: 3 is not in config.concurrency"]);
+    let mut v = fixture_json();
+    v["decode"][1]["context"] = serde_json::json!({"label": "EIGHT", "tokens": 8192});
+    bad("label.json", v.to_string().as_bytes(), &["at decode[1].context: label \"EIGHT\" differs"]);
+    let mut v = fixture_json();
+    v["decode"].as_array_mut().unwrap().remove(10);
+    bad("missing-cell.json", v.to_string().as_bytes(), &["at decode: the planned cell 16K × 4 is missing"]);
+    let mut v = fixture_json();
+    v["config"]["contexts"][1] = v["config"]["contexts"][0].clone();
+    bad("twice.json", v.to_string().as_bytes(), &["at config.contexts[1]: context 8K (8192 tokens) is listed twice"]);
+}
+
+#[test]
+fn closed_stdout_is_not_a_panic() {
+    use std::io::Read;
+    for args in [vec!["schema"], vec!["show", FIXTURE, "--all"]] {
+        let mut child = Command::new(support::BIN)
+            .current_dir(root())
+            .args(&args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Read one byte, then close the pipe, as `| head -c1` does.
+        let mut one = [0u8; 1];
+        child.stdout.take().unwrap().read_exact(&mut one).unwrap();
+        let o = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {err}");
+    }
+}
+
+fn fixture_text() -> String {
+    std::fs::read_to_string(root().join(FIXTURE)).unwrap()
+}

@@ -1,0 +1,35 @@
+//! `speedmatrix simulate` as a process: one `listening on URL` line, a clean stop on Ctrl-C, and
+//! exit code 2 for bad flags.
+
+mod support;
+
+#[tokio::test]
+async fn cli_prints_one_line_and_stops_on_ctrl_c() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let exe = support::BIN;
+    let mut child = Command::new(exe)
+        .args(["simulate", "--profile", "tiny", "--port", "0", "--seed", "1"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let url = line.trim().strip_prefix("listening on ").expect(&line).to_string();
+    assert!(url.starts_with("http://127.0.0.1:") && !url.ends_with(":0"), "{url}");
+    let health = reqwest::get(format!("{url}/health")).await.expect("GET /health");
+    assert_eq!(health.status().as_u16(), 200);
+    let ok = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    assert!(ok.success());
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+
+    let out = Command::new(exe)
+        .args(["simulate", "--profile", "tiny", "--port", "0", "--fault", "explode"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bad --fault"));
+    let out = Command::new(exe).args(["simulate", "--profile", "nope", "--port", "0"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}

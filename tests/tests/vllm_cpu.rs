@@ -1,0 +1,188 @@
+//! `speedmatrix run` against a real vLLM (the CPU build, SmolLM2-135M) on loopback.
+//!
+//! The server is installed by `scripts/setup.sh` into `$SPEEDMATRIX_CACHE/servers` (default
+//! `~/.cache/speedmatrix/servers`). Where it is missing the test says SKIPPED — and fails
+//! under `CI=true`. These machines are noisy and share 2 cores between server and client, so the
+//! test checks consistency (client vs server counters, exact prompt lengths, statuses), not
+//! absolute speeds.
+
+mod support;
+
+use support::server::{self, ServerProcess};
+
+use std::process::Command;
+use std::time::Duration;
+
+/// One vLLM at a time: two CPU servers on two cores would measure each other.
+static ONE_SERVER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Start vLLM with `extra` flags; ready when `/health` answers (it needs no API key, while
+/// `/v1/models` answers 401 when the server has one).
+fn start_vllm(dir: &std::path::Path, extra: &[&str]) -> Option<ServerProcess> {
+    let w = server::cache();
+    let python = w.join("vllm-venv/bin/python");
+    let model = w.join("model/smollm2-135m-hf");
+    if !python.exists() || !model.join("model.safetensors").exists() {
+        support::skip(&format!("vLLM CPU not installed in {} (run scripts/setup.sh)", w.display()));
+        return None;
+    }
+    let port = server::free_port();
+    let mut cmd = Command::new(python);
+    cmd.args(["-m", "vllm.entrypoints.openai.api_server", "--model"])
+        .arg(&model)
+        .args(["--served-model-name", "smollm2", "--host", "127.0.0.1", "--port", &port.to_string()])
+        .args(["--max-model-len", "2048", "--dtype", "bfloat16", "--enforce-eager"])
+        .args(extra)
+        .env("VLLM_CPU_KVCACHE_SPACE", "1")
+        .env("HF_HUB_OFFLINE", "1")
+        .env("VLLM_HOST_IP", "127.0.0.1");
+    let mut server = ServerProcess::spawn("vLLM", cmd, port, &dir.join("vllm.log"));
+    server.wait_ready(Duration::from_secs(240), |url| {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+            && Command::new("curl").args(["-sf", &format!("{url}/health")]).output().is_ok_and(|o| o.status.success())
+    });
+    Some(server)
+}
+
+/// The client's count of every token the cell's requests received (server usage in the stream)
+/// against the server's `vllm:generation_tokens_total` over the same span: within 2 %. The
+/// server may count a few more: streams cancelled at the window's end had tokens generated
+/// but not yet sent.
+fn counts_agree(r: &speedmatrix_schema::Results) {
+    for c in &r.decode {
+        let name = format!("{} × {}", c.context.label, c.concurrency);
+        let client: u64 = c.requests.iter().filter_map(|q| q.output_tokens).sum();
+        let server = c.server.as_ref().and_then(|s| s.generation_tokens).expect("server token counter");
+        let diff = server as f64 - client as f64;
+        eprintln!(
+            "{name}: client {client} tokens, server {server} tokens, difference {diff:+} ({:+.2} %)",
+            100.0 * diff / client as f64
+        );
+        assert!(client > 0 && diff.abs() <= 0.02 * client as f64, "{name}: client {client}, server {server}");
+    }
+}
+
+fn show(out: &std::path::Path) {
+    let o = Command::new(support::BIN).arg("show").arg(out).output().unwrap();
+    eprintln!("{}", String::from_utf8_lossy(&o.stdout));
+}
+
+#[test]
+fn run_against_real_vllm_on_cpu() {
+    let _one = ONE_SERVER.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let Some(server) = start_vllm(dir.path(), &[]) else { return };
+    let out = dir.path().join("run.json");
+    let o = Command::new(support::BIN)
+        .args(["run", "--url", &server.url, "--contexts", "128,1536", "--concurrency", "1,8"])
+        .args(["--prefill-contexts", "512,max", "--duration", "4s", "--max-tokens", "512", "--quiet", "-o"])
+        .arg(&out)
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("SPEEDMATRIX_API_KEY")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    let r = speedmatrix_schema::load_results(&std::fs::read(&out).unwrap()).expect("a valid results file");
+    show(&out);
+    // The launch command is read from the local vLLM process (/proc/PID/cmdline and environ).
+    let launch = r.engine.launch_command.as_deref().expect("launch command of the local server");
+    assert!(
+        launch.contains("vllm.entrypoints.openai.api_server") && launch.contains("--max-model-len 2048"),
+        "{launch}"
+    );
+    assert!(launch.starts_with("HF_HUB_OFFLINE=1 VLLM_CPU_KVCACHE_SPACE=1 VLLM_HOST_IP=127.0.0.1 "), "{launch}");
+    assert!(r.hardware.cpu.is_some() && r.hardware.os.as_deref() == Some("linux"));
+    assert!(r.hardware.gpu_telemetry_note.is_some(), "no NVML here, and the file says why");
+    assert_eq!(r.run.status, speedmatrix_schema::RunStatus::Complete);
+    assert_eq!(r.engine.name, "vllm");
+    assert_eq!(r.engine.version.as_deref(), Some("0.32.0"));
+    assert_eq!(r.engine.max_model_len, Some(2048));
+    assert_eq!(r.engine.speculative_decoding, None);
+    assert!(r.engine.kv_budget_tokens.is_some(), "KV budget from cache_config_info");
+
+    // Prefill: exact prompt lengths via /tokenize, max = max_model_len − 1; prompt tok/s = tokens ÷ TTFT.
+    assert_eq!(r.prefill.len(), 2);
+    for (p, want) in r.prefill.iter().zip([512, 2047]) {
+        assert_eq!(p.status, speedmatrix_schema::CellStatus::Valid, "{:?}", p.reason);
+        assert_eq!(p.prompt_tokens, Some(want), "prefill {}", p.context.label);
+        let (tps, ttft) = (p.prompt_tps.unwrap(), p.ttft_ms.unwrap());
+        assert!((tps - want as f64 / (ttft / 1000.0)).abs() / tps < 1e-3);
+    }
+    // Decode: every cell measured with exact prompts; client and server token counts agree.
+    assert_eq!(r.decode.len(), 4);
+    for c in &r.decode {
+        let name = format!("{} × {}", c.context.label, c.concurrency);
+        assert!(
+            matches!(c.status, speedmatrix_schema::CellStatus::Valid | speedmatrix_schema::CellStatus::RequestsQueued),
+            "{name}: {:?} {:?}",
+            c.status,
+            c.reason
+        );
+        assert_eq!(c.prompt_tokens, Some(c.context.tokens), "{name}");
+        assert_eq!(c.token_count_source, Some(speedmatrix_schema::TokenCountSource::ContinuousUsage));
+        assert!((c.total_tps.unwrap() - c.output_tokens.unwrap() as f64 / c.window_s.unwrap()).abs() < 0.01);
+        assert_eq!(c.ttft_ms.unwrap().count, Some(u64::from(c.concurrency)), "{name}: one TTFT per opening stream");
+        assert!(c.requests.len() >= c.concurrency as usize);
+        assert!((c.window_s.unwrap() - 4.0).abs() < 0.05, "window closed at its deadline");
+        if c.concurrency == 1 {
+            assert_eq!(c.status, speedmatrix_schema::CellStatus::Valid, "{name}: {:?}", c.reason);
+            let running = c.server.as_ref().and_then(|s| s.running_avg).unwrap();
+            assert!(running > 0.9, "{name}: running {running}");
+        }
+    }
+    counts_agree(&r);
+    // The viewer-side table has every row.
+    assert_eq!(speedmatrix_schema::table::rows(&r).len(), 6);
+}
+
+/// The same matrix with ngram speculative decoding and an API key on the server: chunks carry up
+/// to 4 tokens (some with empty text), the client counts tokens by usage, not by chunk, and the
+/// counts still agree with the server's; the key appears nowhere in the file or the output.
+#[test]
+fn run_against_real_vllm_with_ngram_speculative_decoding_and_an_api_key() {
+    let _one = ONE_SERVER.lock().unwrap_or_else(|e| e.into_inner());
+    let key = "sk-vllm-cpu-test-4b1d9e0c5a7f";
+    let dir = tempfile::tempdir().unwrap();
+    let spec = r#"{"method":"ngram","num_speculative_tokens":3,"prompt_lookup_max":4,"prompt_lookup_min":2}"#;
+    let Some(server) = start_vllm(dir.path(), &["--api-key", key, "--speculative-config", spec]) else { return };
+    let out = dir.path().join("run.json");
+    let o = Command::new(support::BIN)
+        .args(["run", "--url", &server.url, "--contexts", "128,1536", "--concurrency", "1,8"])
+        .args(["--prefill-contexts", "512", "--duration", "4s", "--max-tokens", "512", "--temperature", "0"])
+        .args(["--quiet", "-o"])
+        .arg(&out)
+        .env("OPENAI_API_KEY", key)
+        .env_remove("SPEEDMATRIX_API_KEY")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(!text.contains(key) && !stderr.contains(key) && !String::from_utf8_lossy(&o.stdout).contains(key));
+    let r = speedmatrix_schema::load_results(text.as_bytes()).expect("a valid results file");
+    show(&out);
+    let launch = r.engine.launch_command.as_deref().unwrap();
+    assert!(launch.contains("--api-key <redacted>"), "{launch}");
+    assert_eq!(r.engine.speculative_decoding.as_deref(), Some("ngram, 3 tokens"));
+    let mut multi_token_chunks = false;
+    for c in &r.decode {
+        let name = format!("{} × {}", c.context.label, c.concurrency);
+        assert!(
+            matches!(c.status, speedmatrix_schema::CellStatus::Valid | speedmatrix_schema::CellStatus::RequestsQueued),
+            "{name}: {:?} {:?}",
+            c.status,
+            c.reason
+        );
+        assert_eq!(c.token_count_source, Some(speedmatrix_schema::TokenCountSource::ContinuousUsage));
+        // More tokens than token-carrying chunks: some chunks carried several tokens.
+        multi_token_chunks |= c.requests.iter().any(|q| q.output_tokens.unwrap_or(0) > q.chunks.unwrap_or(0) + 1);
+        let rate = c.spec_accept_rate.expect("spec-decode acceptance rate from /metrics");
+        assert!((0.0..=1.0).contains(&rate), "{name}: {rate}");
+        let len = c.server.as_ref().and_then(|s| s.spec_mean_accepted_len).unwrap();
+        assert!((1.0..=4.0).contains(&len), "{name}: mean accepted length {len}");
+        eprintln!("{name}: acceptance {rate}, mean accepted length {len}");
+    }
+    assert!(multi_token_chunks, "ngram speculative decoding sends multi-token chunks");
+    counts_agree(&r);
+}

@@ -1,0 +1,193 @@
+//! # speedmatrix-twin
+//!
+//! The twin behind `speedmatrix simulate`: a vLLM-shaped HTTP server on loopback whose timing
+//! follows a measured run, so the collector, the viewer and every test run without a GPU. It
+//! depends on nothing of the collector; the command-line glue lives in the `speedmatrix`
+//! binary (`collector/src/simulate.rs`).
+//!
+//! - [`profile`]: the profiles (`h200-qwen3.5-122b` fitted to the seed page, `tiny`) and the
+//!   fit's residual table;
+//! - [`engine`]: the continuous-batching engine model, pure and deterministic (simulated time);
+//! - `server` (private): axum routes, the real-time engine loop, SSE writing, `/metrics`;
+//! - [`tokenizer`]: the filler-word tokenizer that `/tokenize`, `usage` and the stream agree on;
+//! - [`faults`]: `--fault` injection;
+//! - [`trace`]: the twin's clock and its JSON Lines ground truth.
+//!
+//! In-process use (tests):
+//!
+//! ```no_run
+//! # async fn demo() -> std::io::Result<()> {
+//! use speedmatrix_twin::{self as twin, Profile, TwinConfig};
+//! let twin = twin::start(TwinConfig::new(Profile::tiny()), "127.0.0.1:0").await?;
+//! let base = twin.url(); // http://127.0.0.1:PORT
+//! # let _ = base;
+//! twin.shutdown().await;
+//! # Ok(()) }
+//! ```
+
+pub mod engine;
+pub mod faults;
+pub mod profile;
+mod server;
+pub mod tokenizer;
+pub mod trace;
+
+pub use faults::{Fault, FaultKind};
+pub use profile::Profile;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::task::JoinHandle;
+
+/// Which delta field carries reasoning text (`--reasoning-field`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReasoningField {
+    /// `delta.reasoning` (vLLM 0.16+).
+    Reasoning,
+    /// `delta.reasoning_content` (vLLM ≤ 0.11).
+    ReasoningContent,
+}
+
+/// Which server the twin imitates on the wire (`--flavor`); the timing model is the same.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Flavor {
+    /// vLLM: `/version`, `vllm:*` metrics with `cache_config_info`, `{"error": {…}}` bodies.
+    #[default]
+    Vllm,
+    /// SGLang: `/get_server_info` (`max_total_num_tokens`, `max_running_requests`, `version`),
+    /// no `/version`, `sglang:*` metrics, `reasoning_content` deltas, flat error bodies
+    /// (`{"object": "error", "message": …}`), `owned_by: "sglang"`.
+    Sglang,
+}
+
+/// Everything a twin needs to start.
+#[derive(Debug, Clone)]
+pub struct TwinConfig {
+    /// The engine profile, with any overrides (served name, max_model_len, speculative
+    /// tokens, prefix cache, engine version) already applied.
+    pub profile: Profile,
+    /// Seed of every random choice (speculative acceptance, answer lengths, text, faults).
+    pub seed: u64,
+    /// When set, `/v1/*` needs `Authorization: Bearer KEY`.
+    pub api_key: Option<String>,
+    /// Faults to inject.
+    pub faults: Vec<Fault>,
+    /// Where to write the JSON Lines trace.
+    pub trace: Option<PathBuf>,
+    /// Stream the first part of each chat answer as reasoning (None = no reasoning parser).
+    pub reasoning: Option<ReasoningField>,
+    /// Length of the reasoning part (tokens).
+    pub reasoning_tokens: u32,
+    /// Range of answer lengths (tokens) when `ignore_eos` is off; drawn per request.
+    pub answer_tokens: (u32, u32),
+    /// Speed of the twin clock relative to real time (1 = real time; 10 = the schedule runs ten
+    /// times faster, trace times stay in twin ms). For tests of long schedules.
+    pub time_scale: f64,
+    /// The server the twin imitates on the wire.
+    pub flavor: Flavor,
+}
+
+impl TwinConfig {
+    /// Defaults for `profile`: seed 0, no key, no faults, no trace, no reasoning, answers of
+    /// 16…512 tokens, real time.
+    pub fn new(profile: Profile) -> TwinConfig {
+        TwinConfig {
+            profile,
+            seed: 0,
+            api_key: None,
+            faults: Vec::new(),
+            trace: None,
+            reasoning: None,
+            reasoning_tokens: 64,
+            answer_tokens: (16, 512),
+            time_scale: 1.0,
+            flavor: Flavor::Vllm,
+        }
+    }
+}
+
+/// A running twin. Dropping it without [`TwinHandle::shutdown`] leaves the server running
+/// until the runtime ends.
+pub struct TwinHandle {
+    addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    server: JoinHandle<()>,
+    engine: Option<std::thread::JoinHandle<()>>,
+    state: Arc<server::AppState>,
+    trace: trace::TraceSink,
+}
+
+impl std::fmt::Debug for TwinHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TwinHandle").field("addr", &self.addr).finish_non_exhaustive()
+    }
+}
+
+impl TwinHandle {
+    /// The bound address (the real port when started on port 0).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://HOST:PORT` without a trailing slash.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Stop accepting, end open streams (they are cut: the engine stops), wait up to 2 s for
+    /// connections to close, and flush the trace.
+    pub async fn shutdown(mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        server::stop_engine(&self.state);
+        if let Some(engine) = self.engine.take() {
+            let _ = tokio::task::spawn_blocking(move || engine.join()).await;
+        }
+        if tokio::time::timeout(Duration::from_secs(2), &mut self.server).await.is_err() {
+            self.server.abort();
+        }
+        // Give dropped streams a moment to write their trace lines.
+        tokio::task::yield_now().await;
+        self.trace.flush();
+    }
+
+    /// Flush the trace file now (lines of requests that have ended).
+    pub fn flush_trace(&self) {
+        self.trace.flush();
+    }
+}
+
+/// Start a twin on `addr` (e.g. `127.0.0.1:0`). Must be called inside a tokio runtime.
+pub async fn start(config: TwinConfig, addr: &str) -> std::io::Result<TwinHandle> {
+    let trace = match &config.trace {
+        Some(p) => trace::TraceSink::create(p)?,
+        None => trace::TraceSink::none(),
+    };
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let local = listener.local_addr()?;
+    let clock = trace::Clock::start(config.time_scale);
+    let (state, rx) = server::AppState::new(config, clock, trace.clone());
+    let engine = {
+        let state = Arc::clone(&state);
+        std::thread::Builder::new().name("twin-engine".into()).spawn(move || server::engine_loop(state, rx))?
+    };
+    let app = server::router(Arc::clone(&state));
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(async move {
+        // vLLM's server (uvicorn) sends with TCP_NODELAY; without it, Nagle's algorithm holds the
+        // first chunk after the headers until the client's delayed ACK (~40 ms on Linux).
+        use axum::serve::ListenerExt;
+        let listener = listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
+        let _ = axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = stop_rx.await;
+            })
+            .await;
+    });
+    Ok(TwinHandle { addr: local, stop: Some(stop_tx), server, engine: Some(engine), state, trace })
+}
