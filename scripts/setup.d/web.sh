@@ -14,7 +14,9 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 tools="${1:-${SPEEDMATRIX_CACHE:-$HOME/.cache/speedmatrix}/tools}"
 TRUNK_VERSION=0.21.14
 BINARYEN_VERSION=132.0.0
-WB_VERSION=$(awk '/^name = "wasm-bindgen"$/{getline; gsub(/version = |"/,""); print; exit}' "$root/Cargo.lock")
+# shellcheck source=../web-env.sh
+. "$root/scripts/web-env.sh"
+WB_VERSION="$SPEEDMATRIX_WASM_BINDGEN_VERSION"
 [ -n "$WB_VERSION" ] || { echo "web: no wasm-bindgen in Cargo.lock" >&2; exit 1; }
 
 mkdir -p "$tools"

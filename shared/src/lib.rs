@@ -48,6 +48,7 @@ pub const SCHEMA_VERSION: u32 = 1;
 /// The committed copy lives at `shared/schema/results.schema.json`; a test fails when it
 /// differs from this output (regenerate with `SPEEDMATRIX_BLESS=1 cargo test -p
 /// speedmatrix-schema --test schema_file`).
+#[cfg(feature = "json-schema")]
 pub fn json_schema() -> serde_json::Value {
     let schema = schemars::schema_for!(Results);
     let mut v = serde_json::to_value(schema).expect("a generated JSON Schema always serializes");
@@ -58,8 +59,10 @@ pub fn json_schema() -> serde_json::Value {
 }
 
 /// Fields holding a fraction 0–1.
+#[cfg(feature = "json-schema")]
 const FRACTIONS: [&str; 4] = ["spec_accept_rate", "kv_cache_usage_avg", "kv_cache_usage_max", "kv_cache_usage"];
 
+#[cfg(feature = "json-schema")]
 fn tighten(v: &mut serde_json::Value, property: Option<&str>) {
     use serde_json::Value;
     let Value::Object(map) = v else {

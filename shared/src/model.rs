@@ -9,13 +9,13 @@
 //!   clock), *server usage* (the `usage` object of the stream), *Prometheus* (the server's
 //!   `/metrics`), *NVML* (the GPU driver), or *plan* (decided before measuring).
 
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// A whole run: header (tool, run, hardware, engine, config) and every planned measurement.
 ///
 /// Every planned prefill row and decode cell appears, measured or not (see [`CellStatus`]).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Results {
     /// Always `"speedmatrix-results"` ([`crate::SCHEMA_NAME`]).
@@ -51,7 +51,8 @@ pub struct Results {
 }
 
 /// A figure (or group of figures) a run lacks, and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct MissingFigure {
     /// The figure: a metric id (`kv_cache_usage`, `ttft_ms_p90`), a field path
@@ -62,7 +63,8 @@ pub struct MissingFigure {
 }
 
 /// Where an imported run came from (`speedmatrix import`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ImportInfo {
     /// The source format: `llm-inference-bench` or `vllm-bench`.
@@ -76,7 +78,8 @@ pub struct ImportInfo {
 }
 
 /// One source field an import left out.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct UnmappedField {
     /// JSON path in the source, prefixed with the file when there are several, e.g.
@@ -87,7 +90,8 @@ pub struct UnmappedField {
 }
 
 /// The program that produced the file.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Tool {
     /// Program name, e.g. `speedmatrix` or `llm-inference-bench` for an imported run.
@@ -100,7 +104,8 @@ pub struct Tool {
 }
 
 /// Lifecycle state of a run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum RunStatus {
     /// Still measuring; the file is rewritten after every cell.
@@ -114,7 +119,8 @@ pub enum RunStatus {
 }
 
 /// Identity and timing of a run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RunInfo {
     /// Unique id of the run (also the run-unique prompt prefix), e.g. a ULID or UUID.
@@ -142,7 +148,8 @@ pub struct RunInfo {
 
 /// The machine the server ran on. Source: NVML and the OS for local servers, flags or the
 /// imported file otherwise.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Hardware {
     /// Kind of accelerator, e.g. "Discrete GPU", "CPU only".
@@ -172,7 +179,8 @@ pub struct Hardware {
 }
 
 /// One GPU, from NVML.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Gpu {
     /// Marketing name, e.g. "H200 NVL".
@@ -195,7 +203,8 @@ pub struct Gpu {
 }
 
 /// Where the KV-cache budget in tokens came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum KvBudgetSource {
     /// Prometheus `vllm:cache_config_info{kv_cache_size_tokens=…}`.
@@ -211,7 +220,8 @@ pub enum KvBudgetSource {
 }
 
 /// The inference engine, the model it served and how it was launched.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Engine {
     /// Engine name: `vllm`, `sglang`, `llamacpp`, `openai` (unknown OpenAI-compatible).
@@ -275,7 +285,8 @@ pub struct Engine {
 /// A context size: the label people read and the token count it stands for.
 ///
 /// `8K` = 8,192 tokens (K = 1,024). `max` resolves to a real count at plan time (DESIGN §2).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ContextSize {
     /// Display label, e.g. "8K", "251K".
@@ -285,7 +296,8 @@ pub struct ContextSize {
 }
 
 /// Which OpenAI endpoint the requests used.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Endpoint {
     /// `POST /v1/chat/completions` (default).
@@ -295,7 +307,8 @@ pub enum Endpoint {
 }
 
 /// How the streams of one decode cell get their prompts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum PromptSharing {
     /// All N streams share the cell's one warmed prompt (the seed's way; default).
@@ -305,7 +318,8 @@ pub enum PromptSharing {
 }
 
 /// How prefill was measured.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum PrefillMode {
     /// One cold `max_tokens: 1` request per context that also warms the prefix cache for
@@ -316,7 +330,8 @@ pub enum PrefillMode {
 }
 
 /// What a decode cell measures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum DecodeTest {
     /// N streams kept running for a fixed window ("Fixed duration").
@@ -326,7 +341,8 @@ pub enum DecodeTest {
 }
 
 /// The prompt text source: its name and content hash, so runs can be compared.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PromptCorpus {
     /// Corpus name, e.g. "speedmatrix-prose-v1".
@@ -337,7 +353,8 @@ pub struct PromptCorpus {
 }
 
 /// The test plan. Source: plan (flags and discovery).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// Decode contexts (rows of the matrix).
@@ -382,7 +399,8 @@ pub struct Config {
 /// The status of a prefill row or decode cell (DESIGN §2). When several apply, the first of
 /// over_capacity → error → requests_queued → not_run → valid wins ([`crate::status`]); the
 /// variants are listed in display order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum CellStatus {
     /// Measured; every stream ran at once and none failed.
@@ -436,7 +454,8 @@ impl CellStatus {
 }
 
 /// Why a cell is over capacity: the tokens it would need against the server's KV budget.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Capacity {
     /// N × (context + max_tokens), tokens.
@@ -448,7 +467,8 @@ pub struct Capacity {
 /// A distribution summary. All fields share the unit of the metric that holds it.
 ///
 /// Percentiles use the nearest-rank method everywhere ([`crate::stats`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Distribution {
     /// Median.
@@ -476,7 +496,8 @@ pub struct Distribution {
 }
 
 /// Where a cell's output-token count came from (DESIGN §2, in order of preference).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum TokenCountSource {
     /// Cumulative `usage.completion_tokens` on every chunk (`continuous_usage_stats`).
@@ -493,7 +514,8 @@ pub enum TokenCountSource {
 }
 
 /// Why a request ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum FinishReason {
     /// Reached `max_tokens` (`finish_reason: "length"`).
@@ -509,7 +531,8 @@ pub enum FinishReason {
 }
 
 /// One request's summary (not per token). Times are client clock, ms from the run start.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RequestSample {
     /// When the request was sent, ms from the run start (client clock).
@@ -557,7 +580,8 @@ pub struct RequestSample {
 }
 
 /// A request's timing as the server reports it (llama.cpp `timings`; server clock).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ServerTimings {
     /// Prompt tokens processed (not taken from the cache), tokens (`prompt_n`).
@@ -584,7 +608,8 @@ pub struct ServerTimings {
 }
 
 /// One prefill measurement: a cold `max_tokens: 1` request at one context.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PrefillRow {
     /// Target context.
@@ -616,7 +641,8 @@ pub struct PrefillRow {
 }
 
 /// Server-side figures during a decode window (Prometheus `/metrics`, sampled ≥ 1 Hz).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ServerFigures {
     /// Mean of `num_requests_running` samples, requests.
@@ -656,7 +682,8 @@ pub struct ServerFigures {
 }
 
 /// GPU figures during a decode window (NVML, summed over GPUs).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct GpuFigures {
     /// Mean total board power, W.
@@ -683,7 +710,8 @@ pub struct GpuFigures {
 }
 
 /// One sustained-decode measurement: N streams at one context for a fixed window.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct DecodeCell {
     /// Target context (row of the matrix).
@@ -775,7 +803,8 @@ pub struct DecodeCell {
 }
 
 /// One sample of a run-level time series.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TelemetrySample {
     /// When sampled, ms from the run start (client clock).
@@ -798,7 +827,8 @@ pub struct TelemetrySample {
 }
 
 /// Run-level telemetry series.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Telemetry {
     /// Samples in time order.
