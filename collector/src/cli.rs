@@ -79,7 +79,7 @@ pub enum ShowFormat {
 /// Flags of `speedmatrix show`.
 #[derive(Debug, Args)]
 pub struct ShowArgs {
-    /// The results file (JSON, schema v1), or `-` for standard input.
+    /// The results file (JSON), or `-` for standard input.
     pub file: PathBuf,
     /// Output format; csv and json always give the full measurement table.
     #[arg(long, short = 'f', value_enum, default_value_t = ShowFormat::Text)]

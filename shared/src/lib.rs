@@ -4,7 +4,7 @@
 //! and the viewer (WASM) need. Nothing here does I/O, reads a clock or spawns a task, so the
 //! crate builds for `wasm32-unknown-unknown` as well as natively.
 //!
-//! - [`model`]: the versioned results file ([`Results`], schema v1), serde + JSON Schema.
+//! - [`model`]: the versioned results file ([`Results`], versioned, older versions migrated on load), serde + JSON Schema.
 //! - [`load`]: parse, migrate and validate a results file with precise, one-line errors.
 //! - [`registry`]: every metric id (DESIGN §2) with its label, unit, format and direction.
 //! - [`table`]: the flat "all measurements" table (one row per prefill row / decode cell).
@@ -38,12 +38,12 @@ pub use model::*;
 /// The value of the top-level `schema` field of every speedmatrix results file.
 pub const SCHEMA_NAME: &str = "speedmatrix-results";
 /// The schema version this build writes, and the newest it reads.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// The JSON Schema (draft 2020-12) of [`Results`], generated from the Rust types and tightened
 /// with the rules the loader enforces that types alone cannot say: every number is ≥ 0,
 /// fractions are ≤ 1, concurrency is ≥ 1, times are RFC 3339, `schema` is
-/// `"speedmatrix-results"` and `schema_version` is 1.
+/// `"speedmatrix-results"` and `schema_version` is [`SCHEMA_VERSION`].
 ///
 /// The committed copy lives at `shared/schema/results.schema.json`; a test fails when it
 /// differs from this output (regenerate with `SPEEDMATRIX_BLESS=1 cargo test -p

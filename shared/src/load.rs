@@ -267,19 +267,32 @@ fn check_header(h: &Header) -> Result<u64, LoadError> {
     Ok(version)
 }
 
-/// Bring a document of an older schema version up to [`SCHEMA_VERSION`].
+/// Bring a document of an older schema version up to [`SCHEMA_VERSION`], one version step at a
+/// time; each step is a function of its own.
 ///
-/// Only v1 exists today, so no step runs; when v2 comes, a `1 => v1_to_v2(value)` step goes
-/// into the loop and `load_results` sends v1 files here.
+/// # Errors
+/// [`LoadError::Schema`] when `schema_version` is missing or 0, or a step finds a shape it
+/// cannot bring forward.
 pub fn migrate(mut value: Value) -> Result<Value, LoadError> {
     let mut v = value.get("schema_version").and_then(Value::as_u64).unwrap_or(0);
     if v == 0 {
         return Err(LoadError::Schema { path: "schema_version".into(), message: "not a schema version".into() });
     }
     while v < u64::from(SCHEMA_VERSION) {
+        value = match v {
+            1 => v1_to_v2(value)?,
+            _ => value,
+        };
         v += 1;
         value["schema_version"] = Value::from(v);
     }
+    Ok(value)
+}
+
+/// Schema v1 (round-1 builds, the seed fixture, round-1 imports) → v2. Every field v2 added is
+/// optional and absent from a v1 file, where it means "not recorded" (null); nothing v1 held
+/// changes meaning.
+fn v1_to_v2(value: Value) -> Result<Value, LoadError> {
     Ok(value)
 }
 
@@ -567,7 +580,7 @@ mod tests {
         let e = load_results(br#"{"schema":"speedmatrix-results","schema_version":7}"#).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "written by a newer speedmatrix (v7); upgrade speedmatrix (this build reads schema v1…v1)"
+            "written by a newer speedmatrix (v7); upgrade speedmatrix (this build reads schema v1…v2)"
         );
         let e = load_results(br#"{"schema":"speedmatrix-results","schema_version":0}"#).unwrap_err();
         assert!(e.to_string().starts_with("at schema_version:"), "{e}");

@@ -1,4 +1,4 @@
-//! The results file, schema v1: one JSON document per run.
+//! The results file (schema version [`crate::SCHEMA_VERSION`]): one JSON document per run.
 //!
 //! Conventions used by every type here:
 //! - Durations are milliseconds (`_ms`) or seconds (`_s`) as the field name says, measured on a
