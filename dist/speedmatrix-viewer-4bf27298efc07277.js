@@ -892,22 +892,22 @@ function __wbg_get_imports() {
         },
         __wbindgen_generic_0000000000000002: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 89, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, wasm_bindgen__convert__closures_____invoke__h03adfb7b6ba4de52);
+            const ret = makeMutClosure(arg0, arg1, wasm_bindgen__convert__closures_____invoke__hc8e7df85e5a03c12);
             return ret;
         },
         __wbindgen_generic_0000000000000003: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("Event")], shim_idx: 89, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, wasm_bindgen__convert__closures_____invoke__h03adfb7b6ba4de52_13);
+            const ret = makeMutClosure(arg0, arg1, wasm_bindgen__convert__closures_____invoke__hc8e7df85e5a03c12_13);
             return ret;
         },
         __wbindgen_generic_0000000000000004: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [], shim_idx: 38, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, wasm_bindgen__convert__closures_____invoke__h7db2aef4fe6ff8d1);
+            const ret = makeMutClosure(arg0, arg1, wasm_bindgen__convert__closures_____invoke__hb8c6622ba4d6abd7);
             return ret;
         },
         __wbindgen_generic_0000000000000005: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [], shim_idx: 91, ret: Unit, inner_ret: Some(Unit) }, mutable: false }) -> Externref`.
-            const ret = makeClosure(arg0, arg1, wasm_bindgen__convert__closures_____invoke__h0e84a73834c3e2a1);
+            const ret = makeClosure(arg0, arg1, wasm_bindgen__convert__closures_____invoke__h0325b1ad8814181f);
             return ret;
         },
         __wbindgen_generic_0000000000000006: function(arg0, arg1) {
@@ -930,20 +930,20 @@ function __wbg_get_imports() {
     };
 }
 
-function wasm_bindgen__convert__closures_____invoke__h7db2aef4fe6ff8d1(arg0, arg1) {
-    wasm.wasm_bindgen__convert__closures_____invoke__h7db2aef4fe6ff8d1(arg0, arg1);
+function wasm_bindgen__convert__closures_____invoke__hb8c6622ba4d6abd7(arg0, arg1) {
+    wasm.wasm_bindgen__convert__closures_____invoke__hb8c6622ba4d6abd7(arg0, arg1);
 }
 
-function wasm_bindgen__convert__closures_____invoke__h0e84a73834c3e2a1(arg0, arg1) {
-    wasm.wasm_bindgen__convert__closures_____invoke__h0e84a73834c3e2a1(arg0, arg1);
+function wasm_bindgen__convert__closures_____invoke__h0325b1ad8814181f(arg0, arg1) {
+    wasm.wasm_bindgen__convert__closures_____invoke__h0325b1ad8814181f(arg0, arg1);
 }
 
-function wasm_bindgen__convert__closures_____invoke__h03adfb7b6ba4de52(arg0, arg1, arg2) {
-    wasm.wasm_bindgen__convert__closures_____invoke__h03adfb7b6ba4de52(arg0, arg1, arg2);
+function wasm_bindgen__convert__closures_____invoke__hc8e7df85e5a03c12(arg0, arg1, arg2) {
+    wasm.wasm_bindgen__convert__closures_____invoke__hc8e7df85e5a03c12(arg0, arg1, arg2);
 }
 
-function wasm_bindgen__convert__closures_____invoke__h03adfb7b6ba4de52_13(arg0, arg1, arg2) {
-    wasm.wasm_bindgen__convert__closures_____invoke__h03adfb7b6ba4de52_13(arg0, arg1, arg2);
+function wasm_bindgen__convert__closures_____invoke__hc8e7df85e5a03c12_13(arg0, arg1, arg2) {
+    wasm.wasm_bindgen__convert__closures_____invoke__hc8e7df85e5a03c12_13(arg0, arg1, arg2);
 }
 
 function wasm_bindgen__convert__closures_____invoke__h5cddc56ae7f8e60e(arg0, arg1, arg2) {
