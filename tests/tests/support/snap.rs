@@ -28,3 +28,28 @@ pub fn with_tmp(dir: &Path) -> insta::Settings {
     s.add_filter(&regex::escape(&dir.display().to_string()), "[tmp]");
     s
 }
+
+/// Prometheus text with the samples of the twin's latency histograms (TTFT, ITL, E2E: bucket
+/// counts below `+Inf` and sums, which follow the clock) shown as `[timing]`. Their `_count` and
+/// `+Inf` bucket (how many were observed) and every other sample are kept.
+pub fn mask_timing_histograms(text: &str) -> String {
+    let timing = ["_seconds_bucket{", "_seconds_sum{"];
+    let mut out = String::with_capacity(text.len());
+    for line in text.split_inclusive('\n') {
+        let masked = !line.starts_with('#')
+            && timing.iter().any(|t| line.contains(t))
+            && !line.contains("le=\"+Inf\"")
+            && line.rsplit_once(' ').is_some();
+        match line.rsplit_once(' ') {
+            Some((sample, _value)) if masked => {
+                out.push_str(sample);
+                out.push_str(" [timing]");
+                if line.ends_with('\n') {
+                    out.push('\n');
+                }
+            }
+            _ => out.push_str(line),
+        }
+    }
+    out
+}
