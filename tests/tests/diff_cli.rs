@@ -119,8 +119,20 @@ fn markdown_and_json_snapshots() {
     let p = pair();
     snapshot("markdown", &p, &diff(&p.a, &p.b, &["--format", "markdown"]));
     snapshot("markdown-gate-5", &p, &diff(&p.a, &p.b, &["--format", "markdown", "--fail-on-regression", "5"]));
-    snapshot("json", &p, &diff(&p.a, &p.b, &["--format", "json"]));
-    snapshot("json-gate-5", &p, &diff(&p.a, &p.b, &["--format", "json", "--fail-on-regression", "5"]));
+    let plain = diff(&p.a, &p.b, &["--format", "json"]);
+    snapshot("json", &p, &plain);
+    // With the gate, the same document plus `gate`: only that part is a snapshot of its own.
+    let gated = diff(&p.a, &p.b, &["--format", "json", "--fail-on-regression", "5"]);
+    let mut v: Value = serde_json::from_slice(&gated.stdout).unwrap();
+    let gate = v.as_object_mut().unwrap().remove("gate").expect("a gate with --fail-on-regression");
+    assert_eq!(v, serde_json::from_slice::<Value>(&plain.stdout).unwrap(), "the gate adds `gate` only");
+    let text = format!(
+        "{:#}\n--- stderr (exit {:?}) ---\n{}",
+        gate,
+        gated.status.code(),
+        String::from_utf8_lossy(&gated.stderr)
+    );
+    support::snap::with_tmp(p.dir.path()).bind(|| insta::assert_snapshot!("json-gate-5-gate", text));
 }
 
 /// The Markdown matrix row of `label`, cells by concurrency header.
