@@ -2,7 +2,8 @@
 //!
 //! # `h200-qwen3.5-122b`: the fit
 //!
-//! Source: the seed page `../shared/seed/000_9ca01d13c50de007.txt` (Qwen3.5-122B-A10B-GPTQ-Int4,
+//! Source: the seed run, transcribed from its published page into
+//! `tests/fixtures/h200-qwen3.5-122b-vllm.json` (Qwen3.5-122B-A10B-GPTQ-Int4,
 //! vLLM 0.26.1rc1.dev638+g52be12cfa, 2 × H200 NVL, MTP with 2 speculative tokens).
 //!
 //! - **Prefill**: the cost of computing prompt tokens `[0, L)` is `F(L) = L ÷ r(L)`, with
@@ -21,7 +22,7 @@
 //!   `N × 2.19 ÷ total tok/s` with `S = N × (C + 2,048)` (streams sit half way through their
 //!   4,096 output tokens on average). With `K = 0` a step emits one token and the per-request
 //!   terms shrink to a third — an assumption, the seed has no such run.
-//! - **KV cache**: 6,291,456 tokens (393,216 blocks of 16). DESIGN §2's rule
+//! - **KV cache**: 6,291,456 tokens (393,216 blocks of 16). The over-capacity rule
 //!   `N × (C + 4,096) > budget` then marks exactly the seed's six over-capacity cells
 //!   (64K×128, 128K×64, 128K×128, 251K×32/64/128): any budget in [4,718,592, 8,355,840) does.
 //!   The twin does not share KV blocks between requests (the prefix cache saves compute, not

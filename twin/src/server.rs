@@ -1,5 +1,5 @@
 //! The HTTP side of the twin: axum routes shaped like vLLM's OpenAI-compatible server
-//! (DESIGN §3), the real-time engine loop, SSE writing and `/metrics`.
+//! (routes, JSON shapes, error bodies), the real-time engine loop, SSE writing and `/metrics`.
 
 use super::engine::{block_hashes, Counters, Engine, Submit};
 use super::faults::{self, FaultKind, Struck};

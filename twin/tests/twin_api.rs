@@ -1,4 +1,4 @@
-//! The twin over real TCP: every endpoint, chunk shape, error and fault of issue 3, and the
+//! The twin over real TCP: every endpoint, chunk shape, error and fault it serves, and the
 //! h200 schedule read back from the `--trace` ground truth (planned times, so no wall-clock
 //! assertions; the twin's clock runs faster than real time where the schedule is long).
 

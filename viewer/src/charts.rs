@@ -1,4 +1,4 @@
-//! Drawing a [`ChartSpec`] on a `<canvas>` with plotters + plotters-canvas (DESIGN §6).
+//! Drawing a [`ChartSpec`] on a `<canvas>` with plotters + plotters-canvas.
 //!
 //! The canvas is sized in device pixels (CSS size × `devicePixelRatio`) and everything drawn
 //! (fonts, strokes, marks, margins) is scaled by the same ratio, so charts stay crisp on HiDPI
