@@ -11,6 +11,7 @@
 //! `KEEP_TRACE=FILE` keeps the trace).
 
 use serde_json::{json, Value};
+use speedmatrix_schema::stats::percentile_sorted;
 use speedmatrix_twin::{self as twin, Profile, TwinConfig};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -22,13 +23,10 @@ fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
-fn percentile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    // Nearest rank.
-    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-    sorted[rank - 1]
+/// Nearest-rank percentile `p` (0…100) of sorted values, the method of every figure of a run
+/// (NaN when there are none).
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    percentile_sorted(sorted, p).unwrap_or(f64::NAN)
 }
 
 fn main() {
@@ -143,10 +141,10 @@ fn main() {
     );
     println!(
         "lag (written − planned, ms): p50 {:.2}  p90 {:.2}  p99 {:.2}  p99.9 {:.2}  max {:.2}",
-        percentile(&lags, 0.50),
-        percentile(&lags, 0.90),
-        percentile(&lags, 0.99),
-        percentile(&lags, 0.999),
+        percentile(&lags, 50.0),
+        percentile(&lags, 90.0),
+        percentile(&lags, 99.0),
+        percentile(&lags, 99.9),
         lags.last().copied().unwrap_or(f64::NAN)
     );
     if let Ok(keep) = std::env::var("KEEP_TRACE") {

@@ -110,9 +110,10 @@ async fn generate(state: Arc<AppState>, ep: Endpoint, body: Bytes) -> Response {
         guard.record.outcome = "fault";
         return status_fault(code);
     }
-    let rx = match submit(&state, &plan, &mut guard) {
-        Ok(rx) => rx,
-        Err(r) => return r,
+    let Some(rx) = submit(&state, &plan, &mut guard) else {
+        guard.record.status = 503;
+        guard.record.outcome = "rejected";
+        return error(StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailableError", "The engine is shutting down.", None);
     };
     let writer = writer(&state, ep, id, &plan);
     if plan.stream {
@@ -133,9 +134,9 @@ fn status_fault(code: u16) -> Response {
     error(status, kind, msg, None)
 }
 
-/// Hand the request to the engine; its outputs come on the returned channel. A 503 when the
+/// Hand the request to the engine; its outputs come on the returned channel. None when the
 /// engine is shutting down.
-fn submit(state: &AppState, plan: &Plan, guard: &mut Guard) -> Result<mpsc::UnboundedReceiver<Delivery>, Response> {
+fn submit(state: &AppState, plan: &Plan, guard: &mut Guard) -> Option<mpsc::UnboundedReceiver<Delivery>> {
     let (tx, rx) = mpsc::unbounded_channel();
     let n = guard.record.request;
     let hashes = Arc::new(block_hashes(&plan.prompt_tokens, state.cfg.profile.block_size));
@@ -148,18 +149,9 @@ fn submit(state: &AppState, plan: &Plan, guard: &mut Guard) -> Result<mpsc::Unbo
         block_hashes: hashes,
         output_len: plan.output_len,
     };
-    if state.engine_tx.send(EngineCmd::Submit(submit, tx)).is_err() {
-        guard.record.status = 503;
-        guard.record.outcome = "rejected";
-        return Err(error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "ServiceUnavailableError",
-            "The engine is shutting down.",
-            None,
-        ));
-    }
+    state.engine_tx.send(EngineCmd::Submit(submit, tx)).ok()?;
     guard.engine_id = Some(n);
-    Ok(rx)
+    Some(rx)
 }
 
 /// The JSON writer of the response to `plan` (reasoning only on chat, when configured).
