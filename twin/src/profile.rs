@@ -65,8 +65,6 @@
 //! decoding by default, outputs handed out at 0.02 ms per request (1,024 outputs of a step
 //! leave over ≈ 20 ms).
 
-use std::fmt;
-
 /// The cost model of one engine: how long prefill and decode steps take (ms).
 #[derive(Debug, Clone, PartialEq)]
 pub struct CostModel {
@@ -173,17 +171,10 @@ pub struct Profile {
 /// Names accepted by [`Profile::by_name`].
 pub const PROFILE_NAMES: &[&str] = &["h200-qwen3.5-122b", "tiny"];
 
-/// An unknown profile name.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// An unknown profile name (`--profile`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown profile `{0}` (known: {known})", known = PROFILE_NAMES.join(", "))]
 pub struct UnknownProfile(pub String);
-
-impl fmt::Display for UnknownProfile {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "unknown profile `{}` (known: {})", self.0, PROFILE_NAMES.join(", "))
-    }
-}
-
-impl std::error::Error for UnknownProfile {}
 
 /// The seed's prefill rows: (prompt tokens, TTFT in ms). 251K = 257,024 tokens.
 pub const SEED_PREFILL: &[(u32, f64)] = &[
@@ -326,7 +317,8 @@ mod tests {
 
     #[test]
     fn unknown_profile_is_an_error() {
-        assert!(Profile::by_name("nope").is_err());
+        let e = Profile::by_name("nope").unwrap_err();
+        assert_eq!(e.to_string(), "unknown profile `nope` (known: h200-qwen3.5-122b, tiny)");
         assert_eq!(Profile::by_name("tiny").unwrap().name, "tiny");
     }
 }
