@@ -461,7 +461,9 @@ fn parse_launch(cmd: &str) -> Option<(Vec<String>, Flags)> {
 }
 
 /// The launch commands' differences: the command and its arguments as one field, then each
-/// flag that is added, removed or has another value.
+/// flag that is added, removed or has another value. A launch command one run does not know is
+/// a difference ("unknown in A", "unknown in B", "unknown in A and B"), never "same": nothing
+/// says the servers were launched alike.
 fn launch_changes(a: Option<&str>, b: Option<&str>) -> Vec<HeaderChange> {
     let change = |field: &str, a: Option<String>, b: Option<String>| HeaderChange {
         section: "Launch command".into(),
@@ -470,7 +472,9 @@ fn launch_changes(a: Option<&str>, b: Option<&str>) -> Vec<HeaderChange> {
         b,
     };
     match (a, b) {
-        (None, None) => vec![],
+        (None, None) => vec![change("unknown in A and B", None, None)],
+        (Some(x), None) => vec![change("unknown in B", Some(x.into()), None)],
+        (None, Some(y)) => vec![change("unknown in A", None, Some(y.into()))],
         (Some(x), Some(y)) if x == y => vec![],
         (Some(x), Some(y)) => match (parse_launch(x), parse_launch(y)) {
             (Some((pa, fa)), Some((pb, fb))) => {
@@ -502,7 +506,6 @@ fn launch_changes(a: Option<&str>, b: Option<&str>) -> Vec<HeaderChange> {
             }
             _ => vec![change("command line", Some(x.into()), Some(y.into()))],
         },
-        (x, y) => vec![change("command line", x.map(str::to_string), y.map(str::to_string))],
     }
 }
 
@@ -1001,6 +1004,11 @@ mod tests {
         let ch = launch_changes(Some("vllm 'unbalanced"), Some("vllm x"));
         assert_eq!(ch[0].field, "command line");
         assert_eq!(launch_changes(None, Some("x"))[0].a, None);
+        // An unknown launch command is a difference, never "same".
+        let unknown = |a: Option<&str>, b: Option<&str>| launch_changes(a, b).into_iter().map(|c| c.field).collect::<Vec<_>>();
+        assert_eq!(unknown(None, None), ["unknown in A and B"]);
+        assert_eq!(unknown(Some("vllm serve m"), None), ["unknown in B"]);
+        assert_eq!(unknown(None, Some("vllm serve m")), ["unknown in A"]);
         assert!(launch_changes(Some("a  b"), Some("a  b")).is_empty());
         assert_eq!(launch_changes(Some("a  b"), Some("a b"))[0].field, "command line");
     }

@@ -3,7 +3,7 @@
 //! both print these, so the terminal and the page say the same.
 
 use crate::registry::{self, Style};
-use crate::{DecodeTest, PrefillMode, Results};
+use crate::{DecodeTest, GpuSelectionMethod, PrefillMode, Results, ServerPlace};
 
 fn range_label(labels: &[String]) -> String {
     match (labels.first(), labels.last()) {
@@ -20,7 +20,7 @@ pub fn subtitle(r: &Results) -> String {
     let ctx: Vec<String> = c.contexts.iter().map(|x| x.label.clone()).collect();
     let conc: Vec<String> = c.concurrency.iter().map(u32::to_string).collect();
     let prefill: Vec<String> = c.prefill_contexts.iter().map(|x| x.label.clone()).collect();
-    let mut parts = vec![r.engine.name.clone()];
+    let mut parts = vec![r.engine.name.clone().unwrap_or_else(|| "engine unknown".into())];
     parts.extend(r.engine.version.clone());
     parts.extend(r.engine.quantization.clone());
     let n = |k: usize, one: &str, many: &str| format!("{k} {}", if k == 1 { one } else { many });
@@ -91,6 +91,8 @@ pub fn cards(r: &Results) -> Vec<Card> {
             ("CPU", h.cpu.clone()),
             ("OS", h.os.clone()),
             ("Host", h.host.clone()),
+            ("Server", h.server_location.as_ref().map(|l| format!("{}: {}", place_word(l.place), l.evidence))),
+            ("GPUs read", h.gpu_selection.as_ref().map(gpu_selection_text)),
             ("GPU telemetry", h.gpu_telemetry_note.clone()),
         ],
     );
@@ -98,7 +100,7 @@ pub fn cards(r: &Results) -> Vec<Card> {
     let engine = card(
         "Engine",
         vec![
-            ("Engine", Some(e.name.clone())),
+            ("Engine", e.name.clone()),
             ("Version", e.version.clone()),
             ("Quantization", e.quantization.clone()),
             ("Backend", e.backend.clone()),
@@ -128,7 +130,13 @@ pub fn cards(r: &Results) -> Vec<Card> {
             ("Finished", run.finished_at.clone()),
             ("Served model", e.served_model_name.clone()),
             ("Revision", e.revision.clone()),
-            ("Benchmark tool", Some(format!("{} v{}", r.tool.name, r.tool.version))),
+            (
+                "Benchmark tool",
+                Some(match &r.tool.version {
+                    Some(v) => format!("{} v{v}", r.tool.name),
+                    None => format!("{} (version not recorded)", r.tool.name),
+                }),
+            ),
             ("Converted by", r.tool.converted_by.clone()),
             (
                 "Imported from",
@@ -154,13 +162,52 @@ pub fn cards(r: &Results) -> Vec<Card> {
                     PrefillMode::Separate => "Separate cold request".into(),
                 }),
             ),
-            ("Time per measurement", Some(format!("{} s", registry::format_number(c.window_s, Style::Fixed(0))))),
-            ("Max output", Some(tokens(u64::from(c.max_tokens)))),
+            ("Time per measurement", c.window_s.map(|w| format!("{} s", registry::format_number(w, Style::Fixed(0))))),
+            ("Max output", c.max_tokens.map(|m| tokens(u64::from(m)))),
             ("Endpoint", c.endpoint.map(|x| format!("{x:?}").to_lowercase())),
             ("Run id", Some(run.id.clone())),
         ],
     );
-    vec![hardware, engine, run_card]
+    let mut out = vec![hardware, engine, run_card];
+    if let Some(cl) = &r.client {
+        out.push(card(
+            "Client",
+            vec![
+                ("CPU", cl.cpu.clone()),
+                ("Cores", cl.cores.map(|n| n.to_string())),
+                ("OS", cl.os.clone()),
+                ("Host", cl.host.clone()),
+            ],
+        ));
+    }
+    out
+}
+
+fn place_word(p: ServerPlace) -> &'static str {
+    match p {
+        ServerPlace::Local => "on this machine",
+        ServerPlace::Remote => "remote",
+        ServerPlace::Unknown => "not seen on this machine",
+    }
+}
+
+/// How the run's GPUs were chosen, in words; an assumed choice says so first.
+fn gpu_selection_text(s: &crate::GpuSelection) -> String {
+    match s.method {
+        GpuSelectionMethod::AllAssumed => format!("assumed: {}", s.detail),
+        _ => s.detail.clone(),
+    }
+}
+
+/// Registry columns whose figures come from the GPUs a run read (NVML).
+pub const GPU_COLUMNS: [&str; 2] = ["gpu_power_w", "energy_j_per_token"];
+
+/// For a GPU figure (`gpu_power_w`, `energy_j_per_token`) of a run whose GPUs were assumed
+/// rather than matched to the server's processes: the words that mark it, e.g. "assumed: all 8
+/// GPUs of the host". `None` for other columns and other runs.
+pub fn assumed_gpu_mark(r: &Results, column: &str) -> Option<String> {
+    let s = r.hardware.gpu_selection.as_ref().filter(|s| s.method == GpuSelectionMethod::AllAssumed)?;
+    GPU_COLUMNS.contains(&column).then(|| format!("assumed GPUs: {}", s.detail))
 }
 
 /// A list of what a file lacks, with why: figures the server or the source could not give

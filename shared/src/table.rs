@@ -195,6 +195,7 @@ mod tests {
             server: None,
             gpu: None,
             client_cpu_pct: None,
+            accepted_differences: vec![],
             requests: vec![],
         };
         let row = PrefillRow {
@@ -206,6 +207,7 @@ mod tests {
             ttft_ms: Some(1.0),
             completed_requests: Some(1),
             cached_tokens: None,
+            accepted_differences: vec![],
             requests: vec![],
         };
         for c in columns() {

@@ -89,7 +89,7 @@ fn run_against_real_llama_server_on_cpu() {
     drop(server);
     let r: Results = speedmatrix_schema::load_results(&std::fs::read(&out).unwrap()).expect("a valid results file");
     assert_eq!(r.run.status, RunStatus::Complete);
-    assert_eq!(r.engine.name, "llamacpp", "detected from /props");
+    assert_eq!(r.engine.name.as_deref(), Some("llamacpp"), "detected from /props");
     assert_eq!((r.engine.slots, r.engine.slot_context_tokens), (Some(4), Some(1024)));
     let launch = r.engine.launch_command.as_deref().expect("launch command of the local server");
     assert!(launch.contains("llama-server") && launch.contains("-np 4"), "{launch}");

@@ -10,7 +10,7 @@
 //! `metadata.context_lengths × concurrency_levels` as planned, not measured — over capacity
 //! when N × (C + max_tokens) exceeds `max_total_tokens`, else not run.
 
-use super::{dist, leftovers, pos, round3, s_to_ms, Source};
+use super::{dist, leftovers, pos, round3, run_id, s_to_ms, Source};
 use serde_json::{json, Value};
 use speedmatrix_schema::context::label;
 use speedmatrix_schema::status::{over_capacity, over_capacity_reason};
@@ -112,19 +112,20 @@ pub fn convert(src: &Source, converted_by: &str) -> Result<Results, String> {
             concurrency.push(n);
         }
     }
-    contexts.retain(|&c| c > 0);
+    // A context of 0 tokens is the tool's decode test without context: a row like any other.
     contexts.sort_unstable();
     contexts.dedup();
     concurrency.retain(|&n| n > 0);
     concurrency.sort_unstable();
     concurrency.dedup();
-    let max_tokens = meta.get("max_tokens").and_then(Value::as_u64).unwrap_or(0);
+    let max_tokens = meta.get("max_tokens").and_then(Value::as_u64).filter(|&m| m > 0);
     let budget = meta.get("max_total_tokens").and_then(Value::as_u64).filter(|&b| b > 0);
     let ctx = |t: u64| ContextSize { label: label(t), tokens: t };
     let mut unmapped = Vec::new();
     let prefix = "";
 
     let mut decode = Vec::new();
+    let mut used = vec![false; cells.len()];
     for &c in &contexts {
         for &n in &concurrency {
             let found = cells.iter().enumerate().find(|(_, x)| {
@@ -133,6 +134,7 @@ pub fn convert(src: &Source, converted_by: &str) -> Result<Results, String> {
             });
             let cell = match found {
                 Some((i, x)) => {
+                    used[i] = true;
                     leftovers(prefix, &format!("$.results[{i}]"), x, CELL_MAPPED, &mut unmapped);
                     measured_cell(ctx(c), n, x)
                 }
@@ -140,6 +142,15 @@ pub fn convert(src: &Source, converted_by: &str) -> Result<Results, String> {
             };
             decode.push(cell);
         }
+    }
+    // Nothing vanishes silently: a result without its cell's keys, or a second one for a cell.
+    for (i, x) in cells.iter().enumerate().filter(|(i, _)| !used[*i]) {
+        let key = |k: &str| x.get(k).and_then(Value::as_u64);
+        let note = match (key("context_tokens"), key("concurrency")) {
+            (Some(c), Some(n)) => format!("not imported: a second result for {} × {n}; the first is kept", label(c)),
+            _ => "not imported: no context_tokens and concurrency (integers) to place it in the matrix".to_string(),
+        };
+        unmapped.push(UnmappedField { field: format!("$.results[{i}]"), note });
     }
 
     let mut prefill = Vec::new();
@@ -174,12 +185,32 @@ pub fn convert(src: &Source, converted_by: &str) -> Result<Results, String> {
     }
 
     let engine_name = match meta.get("engine").and_then(Value::as_str).map(str::to_ascii_lowercase) {
-        Some(e) if e.contains("sglang") => "sglang".to_string(),
-        Some(e) if e.contains("llama") => "llamacpp".to_string(),
-        Some(e) if e.contains("vllm") => "vllm".to_string(),
-        Some(e) if !e.is_empty() => e,
-        _ => "openai".to_string(),
+        Some(e) if e.contains("sglang") => Some("sglang".to_string()),
+        Some(e) if e.contains("llama") => Some("llamacpp".to_string()),
+        Some(e) if e.contains("vllm") => Some("vllm".to_string()),
+        Some(e) if !e.is_empty() => Some(e),
+        _ => None,
     };
+    let window_s = pos(meta.get("duration_per_test"));
+    let tool_version = meta.get("version").and_then(Value::as_str).map(str::to_string);
+    let absent = |figure: &str, what: &str| MissingFigure { figure: figure.into(), reason: format!("no {what} in the source's metadata") };
+    let mut missing = vec![
+        MissingFigure {
+            figure: "requests".into(),
+            reason: "llm-inference-bench stores summaries, not per-request samples in this layout".into(),
+        },
+        MissingFigure { figure: "hardware".into(), reason: "not in benchmark_results.json".into() },
+    ];
+    for (gone, figure, what) in [
+        (engine_name.is_none(), "engine.name", "metadata.engine"),
+        (tool_version.is_none(), "tool.version", "metadata.version"),
+        (window_s.is_none(), "config.window_s", "metadata.duration_per_test"),
+        (max_tokens.is_none(), "config.max_tokens", "metadata.max_tokens"),
+    ] {
+        if gone {
+            missing.push(absent(figure, what));
+        }
+    }
     let prefill_mode = match meta.get("prefill_mode").and_then(Value::as_str) {
         Some("standalone_cold") => Some(PrefillMode::Separate),
         Some("integrated_decode_scout") => Some(PrefillMode::DecodeWarmup),
@@ -190,11 +221,11 @@ pub fn convert(src: &Source, converted_by: &str) -> Result<Results, String> {
         schema_version: SCHEMA_VERSION,
         tool: Tool {
             name: "llm-inference-bench".into(),
-            version: meta.get("version").and_then(Value::as_str).unwrap_or("unknown").into(),
+            version: tool_version,
             converted_by: Some(converted_by.into()),
         },
         run: RunInfo {
-            id: format!("import-{}", name.trim_end_matches(".json")),
+            id: run_id("llm-inference-bench", std::slice::from_ref(src)),
             started_at: None,
             finished_at: None,
             status: RunStatus::Complete,
@@ -213,8 +244,8 @@ pub fn convert(src: &Source, converted_by: &str) -> Result<Results, String> {
             contexts: contexts.iter().map(|&t| ctx(t)).collect(),
             concurrency,
             prefill_contexts: prefill.iter().map(|p| p.context.clone()).collect(),
-            window_s: pos(meta.get("duration_per_test")).unwrap_or(0.0),
-            max_tokens: u32::try_from(max_tokens).unwrap_or(u32::MAX),
+            window_s,
+            max_tokens: max_tokens.map(|m| u32::try_from(m).unwrap_or(u32::MAX)),
             endpoint: None,
             ignore_eos: meta.get("ignore_eos").and_then(Value::as_bool),
             temperature: None,
@@ -231,14 +262,8 @@ pub fn convert(src: &Source, converted_by: &str) -> Result<Results, String> {
         },
         prefill,
         decode,
-        telemetry: None,
-        missing: vec![
-            MissingFigure {
-                figure: "requests".into(),
-                reason: "llm-inference-bench stores summaries, not per-request samples in this layout".into(),
-            },
-            MissingFigure { figure: "hardware".into(), reason: "not in benchmark_results.json".into() },
-        ],
+        client: None,
+        missing,
         import: Some(ImportInfo { format: "llm-inference-bench".into(), files: vec![name.clone()], unmapped }),
     };
     Ok(results)
@@ -263,9 +288,11 @@ fn measured_cell(context: ContextSize, n: u32, x: &Value) -> DecodeCell {
         ("valid", None)
     };
     let measured = status != "error";
-    let d = |base: &str, to_ms: bool| {
+    // The tool summarises per-request figures over its requests; ITL and chunk gaps are over
+    // tokens and chunks, whose number it does not give.
+    let d = |base: &str, to_ms: bool, count: Option<u64>| {
         let g = |s: &str| if to_ms { ms(&format!("{base}_{s}")) } else { f(&format!("{base}_{s}")).map(round3) };
-        dist(g("avg"), g("p50"), g("p90"), g("p99"), n_values)
+        dist(g("avg"), g("p50"), g("p90"), g("p99"), count)
     };
     let v = json!({
         "context": context,
@@ -277,11 +304,11 @@ fn measured_cell(context: ContextSize, n: u32, x: &Value) -> DecodeCell {
         "total_tps": if measured { f("aggregate_tps") } else { None },
         "output_tokens": if measured { x.get("client_output_tokens").and_then(Value::as_u64) } else { None },
         "token_count_source": "reported",
-        "ttft_ms": d("ttft", true),
-        "itl_ms": d("inter_token_latency", true),
-        "chunk_gap_ms": d("chunk_inter_token_latency", true),
-        "e2e_ms": d("request_latency", true),
-        "per_request_tps": d("output_tps_per_user", false),
+        "ttft_ms": d("ttft", true, n_values),
+        "itl_ms": d("inter_token_latency", true, None),
+        "chunk_gap_ms": d("chunk_inter_token_latency", true, None),
+        "e2e_ms": d("request_latency", true, n_values),
+        "per_request_tps": d("output_tps_per_user", false, n_values),
         "completed_requests": count,
         "avg_active_requests": f("avg_running_reqs"),
         "max_active_requests": f("max_running_reqs"),
@@ -295,12 +322,17 @@ fn measured_cell(context: ContextSize, n: u32, x: &Value) -> DecodeCell {
     serde_json::from_value(v).expect("the cell built above has the schema's shape")
 }
 
-fn planned_cell(context: ContextSize, n: u32, max_tokens: u64, budget: Option<u64>) -> DecodeCell {
-    let cap = budget.and_then(|b| over_capacity(n, context.tokens, max_tokens, b));
+fn planned_cell(context: ContextSize, n: u32, max_tokens: Option<u64>, budget: Option<u64>) -> DecodeCell {
+    let cap = budget.zip(max_tokens).and_then(|(b, m)| over_capacity(n, context.tokens, m, b));
     let (status, reason) = match &cap {
         Some(c) => (
             "over_capacity",
             format!("{} (rebuilt: llm-inference-bench leaves skipped cells out)", over_capacity_reason(c)),
+        ),
+        None if budget.is_some() && max_tokens.is_none() => (
+            "not_run",
+            "not in the source's results: llm-inference-bench skipped it (without max_tokens its KV need is unknown)"
+                .to_string(),
         ),
         None => ("not_run", "not in the source's results: llm-inference-bench skipped it".to_string()),
     };

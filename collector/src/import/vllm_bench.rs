@@ -14,13 +14,12 @@
 //! (`median_ttft_ms` above `p99_ttft_ms`, a percentile outside the `ttfts`) make the file bad
 //! input, named with the field: such a file is damaged, and dropping one figure would hide it.
 
-use super::{leftovers, round3, s_to_ms, Source};
+use super::{leftovers, round3, run_id, s_to_ms, Source};
 use serde_json::{json, Value};
 use speedmatrix_schema::context::label;
 use speedmatrix_schema::*;
 
 const MAPPED: &[&str] = &[
-    "backend",
     "label",
     "model_id",
     "max_concurrency",
@@ -133,8 +132,7 @@ pub fn convert(sources: &[Source], converted_by: &str) -> Result<Results, String
     let mut unmapped = Vec::new();
     let mut model = None;
     let mut label_ = None;
-    let mut max_out = 0u64;
-    let mut window: f64 = 0.0;
+
     for s in sources {
         let v = &s.json;
         let name = &s.name;
@@ -166,19 +164,23 @@ pub fn convert(sources: &[Source], converted_by: &str) -> Result<Results, String
             .and_then(Value::as_array)
             .map(|a| a.iter().filter_map(Value::as_u64).collect())
             .unwrap_or_default();
-        max_out = max_out.max(outs.iter().copied().max().unwrap_or_else(|| {
-            v.get("total_output_tokens").and_then(Value::as_u64).map_or(0, |t| t / completed.max(1))
-        }));
         let duration = num(name, v, "duration")?;
-        window = window.max(duration.unwrap_or(0.0));
         model = model.or_else(|| v.get("model_id").and_then(Value::as_str).map(str::to_string));
         label_ =
             label_.or_else(|| v.get("label").and_then(Value::as_str).filter(|l| !l.is_empty()).map(str::to_string));
 
         let mut used: Vec<String> = MAPPED.iter().map(|s| s.to_string()).collect();
         let mut figures = serde_json::Map::new();
+        // Values per summary: requests for TTFT and E2E; TPOT leaves out one-token outputs; ITL
+        // is over tokens, whose number the file does not give.
+        let multi_token = (!outs.is_empty()).then(|| outs.iter().filter(|&&o| o > 1).count() as u64);
         for (metric, field) in METRICS {
-            let (d, keys) = summary(name, v, metric, Some(completed))?;
+            let count = match metric {
+                "itl" => None,
+                "tpot" => multi_token,
+                _ => Some(completed),
+            };
+            let (d, keys) = summary(name, v, metric, count)?;
             used.extend(keys);
             // With no request completed there is nothing to summarise (vllm writes 0s).
             if let Some(d) = d.filter(|_| completed > 0) {
@@ -232,6 +234,12 @@ pub fn convert(sources: &[Source], converted_by: &str) -> Result<Results, String
         let used: Vec<&str> = used.iter().map(String::as_str).collect();
         let prefix = if sources.len() > 1 { format!("{name}: ") } else { String::new() };
         leftovers(&prefix, "$", v, &used, &mut unmapped);
+        if let Some(b) = v.get("backend").and_then(Value::as_str) {
+            unmapped.push(UnmappedField {
+                field: format!("{prefix}$.backend"),
+                note: format!("{b:?}: the request API the client used, not the server's engine (engine.name stays unknown)"),
+            });
+        }
         cells.push(cell);
     }
     // A full matrix: every (context, concurrency) pair, the ones without a file not run.
@@ -262,9 +270,9 @@ pub fn convert(sources: &[Source], converted_by: &str) -> Result<Results, String
     Ok(Results {
         schema: SCHEMA_NAME.into(),
         schema_version: SCHEMA_VERSION,
-        tool: Tool { name: "vllm bench serve".into(), version: "unknown".into(), converted_by: Some(converted_by.into()) },
+        tool: Tool { name: "vllm bench serve".into(), version: None, converted_by: Some(converted_by.into()) },
         run: RunInfo {
-            id: format!("import-{}", files[0].trim_end_matches(".json")),
+            id: run_id("vllm-bench", sources),
             started_at: None,
             finished_at: None,
             status: RunStatus::Complete,
@@ -273,13 +281,13 @@ pub fn convert(sources: &[Source], converted_by: &str) -> Result<Results, String
             notes: Some(format!("imported from vllm bench serve: {}", files.join(", "))),
         },
         hardware: Hardware::default(),
-        engine: Engine { name: "vllm".into(), model: model.clone(), served_model_name: model, ..Engine::default() },
+        engine: Engine { name: None, model: model.clone(), served_model_name: model, ..Engine::default() },
         config: Config {
             contexts: contexts.iter().map(|&t| ContextSize { label: label(t), tokens: t }).collect(),
             concurrency,
             prefill_contexts: vec![],
-            window_s: round3(window),
-            max_tokens: u32::try_from(max_out).unwrap_or(u32::MAX),
+            window_s: None,
+            max_tokens: None,
             endpoint: None,
             ignore_eos: None,
             temperature: None,
@@ -292,7 +300,7 @@ pub fn convert(sources: &[Source], converted_by: &str) -> Result<Results, String
         },
         prefill: vec![],
         decode,
-        telemetry: None,
+        client: None,
         missing: vec![
             MissingFigure {
                 figure: "window".into(),
@@ -300,7 +308,10 @@ pub fn convert(sources: &[Source], converted_by: &str) -> Result<Results, String
             },
             MissingFigure { figure: "status.requests_queued".into(), reason: "vllm bench serve records no server queue evidence".into() },
             MissingFigure { figure: "prefill".into(), reason: "vllm bench serve has no cold-prefill rows".into() },
+            MissingFigure { figure: "engine.name".into(), reason: "vllm bench serve files do not record the server's engine (their backend is the client's request API)".into() },
             MissingFigure { figure: "engine.version".into(), reason: "not in --save-result files".into() },
+            MissingFigure { figure: "tool.version".into(), reason: "vllm bench serve does not write its version into --save-result files".into() },
+            MissingFigure { figure: "config.max_tokens".into(), reason: "not in --save-result files (output lengths are what the requests produced, not their limit)".into() },
         ],
         import: Some(ImportInfo { format: "vllm-bench".into(), files, unmapped }),
     })

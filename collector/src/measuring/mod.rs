@@ -9,6 +9,8 @@
 //! - [`client`]: HTTP and SSE, one record per streamed request;
 //! - [`measure`]: records → the figures and status of a window (pure);
 //! - [`gpu`]: NVML GPU inventory and per-window power, energy, utilization, clocks;
+//! - [`locate`]: where the server runs — the process that owns the URL's listening socket, or
+//!   a tunnel, proxy or another machine;
 //! - [`launch`]: the server's launch command (secrets redacted) and the host's CPU, OS, name;
 //! - [`selfcheck`]: the collector's own CPU use (is the client the bottleneck?).
 
@@ -17,6 +19,7 @@ pub mod discovery;
 pub mod engine;
 pub mod gpu;
 pub mod launch;
+pub mod locate;
 pub mod measure;
 pub mod plan;
 pub mod prompt;

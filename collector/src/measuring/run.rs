@@ -86,6 +86,13 @@ fn checked(args: &RunArgs) -> Result<RunArgs, Error> {
         say!("note: --url {url}: using {base} (speedmatrix adds /v1 itself)");
         a.url = base.to_string();
     }
+    if !a.accept_change.is_empty() && a.resume.is_none() {
+        return Err(Error::Input("--accept-change only applies to a run continued with --resume FILE".into()));
+    }
+    let keys = speedmatrix_schema::resume::keys();
+    if let Some(bad) = a.accept_change.iter().find(|k| !keys.contains(&k.as_str())) {
+        return Err(Error::Input(format!("--accept-change {bad}: not a header field; use one of {}", keys.join(", "))));
+    }
     if let Some(t) = a.temperature.filter(|t| !t.is_finite() || *t < 0.0) {
         return Err(Error::Input(format!("--temperature {t}: give a finite number ≥ 0, e.g. 0 or 0.7")));
     }
@@ -149,6 +156,9 @@ struct Session {
     warm: HashMap<(u64, usize), Prompt>,
     /// NVML readings on their own thread; `None` without GPUs (`hardware.gpu_telemetry_note`).
     gpu: Option<crate::measuring::gpu::Sampler>,
+    /// Header differences accepted on `--resume` (`--accept-change`), recorded on every row and
+    /// cell measured now.
+    accepted: Vec<AcceptedDifference>,
 }
 
 impl Session {
@@ -246,9 +256,10 @@ pub async fn measure(args: &RunArgs) -> Result<u8, Error> {
 
     let endpoint: Endpoint = args.endpoint.into();
     let host = host_facts(args);
-    let mut results = match &args.resume {
-        Some(path) => resume(path, &info, &plan, args, window)?,
-        None => fresh_results(&info, &plan, args, window, endpoint, &host),
+    let fresh = fresh_results(&info, &plan, args, window, endpoint, &host);
+    let (mut results, accepted) = match &args.resume {
+        Some(path) => resume(path, &info, &plan, args, window, &fresh)?,
+        None => (fresh, vec![]),
     };
     results.run.status = RunStatus::Running;
     results.run.reason = None;
@@ -284,6 +295,7 @@ pub async fn measure(args: &RunArgs) -> Result<u8, Error> {
         progress,
         warm: HashMap::new(),
         gpu,
+        accepted,
     };
     s.save()?;
 
@@ -396,6 +408,7 @@ fn fresh_results(
             ttft_ms: None,
             completed_requests: None,
             cached_tokens: None,
+            accepted_differences: vec![],
             requests: vec![],
         })
         .collect();
@@ -415,7 +428,7 @@ fn fresh_results(
     Results {
         schema: SCHEMA_NAME.into(),
         schema_version: SCHEMA_VERSION,
-        tool: Tool { name: "speedmatrix".into(), version: env!("CARGO_PKG_VERSION").into(), converted_by: None },
+        tool: Tool { name: "speedmatrix".into(), version: Some(env!("CARGO_PKG_VERSION").into()), converted_by: None },
         run: RunInfo {
             id: new_run_id(),
             started_at: Some(now_rfc3339()),
@@ -427,7 +440,7 @@ fn fresh_results(
         },
         hardware: host.hardware.clone(),
         engine: Engine {
-            name: info.engine.clone(),
+            name: Some(info.engine.clone()),
             version: info.facts.version.clone(),
             served_model_name: Some(info.model.clone()),
             model: info.root.clone(),
@@ -448,8 +461,8 @@ fn fresh_results(
             contexts: plan.contexts.clone(),
             concurrency: plan.concurrency.clone(),
             prefill_contexts: plan.prefill.clone(),
-            window_s: window.as_secs_f64(),
-            max_tokens: args.max_tokens,
+            window_s: Some(window.as_secs_f64()),
+            max_tokens: Some(args.max_tokens),
             endpoint: Some(endpoint),
             ignore_eos: Some(true),
             temperature: args.temperature,
@@ -462,91 +475,100 @@ fn fresh_results(
         },
         prefill,
         decode,
-        telemetry: None,
+        client: Some(host.client.clone()),
         missing: info.facts.missing.clone(),
         import: None,
     }
 }
 
-/// The server's host and port from `--url`, and whether it is this machine (loopback).
-fn server_address(url: &str) -> (bool, Option<u16>) {
-    match reqwest::Url::parse(url) {
-        Ok(u) => {
-            let local = matches!(u.host_str(), Some("localhost" | "127.0.0.1" | "::1" | "[::1]"))
-                || u.host_str().is_some_and(|h| h.starts_with("127."));
-            (local, u.port_or_known_default())
-        }
-        Err(_) => (false, None),
-    }
-}
-
 /// What this machine can tell about the server: the hardware card (CPU, OS, host name and the
-/// NVML GPU inventory when the server runs here), the launch command, and the GPU sampler.
+/// NVML GPU inventory when the server runs here), the launch command, the GPU sampler, and the
+/// client machine (always).
 struct Host {
     hardware: Hardware,
     launch_command: Option<String>,
     gpus: Option<crate::measuring::gpu::Gpus>,
+    client: ClientMachine,
 }
 
-/// Look at the host: `--launch-command` or the local server process (secrets redacted, home
-/// paths too with `--redact-host`); NVML unless `--no-gpu` or the server is remote, in which
-/// case `hardware.gpu_telemetry_note` says why there are no GPU figures.
+/// This machine, as the client: CPU, cores, OS, host name (not with `--redact-host`).
+fn client_machine(args: &RunArgs) -> ClientMachine {
+    ClientMachine {
+        cpu: crate::measuring::launch::cpu_model(),
+        cores: u32::try_from(crate::measuring::selfcheck::cores()).ok(),
+        os: Some(std::env::consts::OS.into()),
+        host: if args.redact_host { None } else { crate::measuring::launch::host_name() },
+    }
+}
+
+/// Look at the host: where the server runs (the owner of the URL's listening socket, see
+/// [`crate::measuring::locate`]); `--launch-command` or the local server's own (secrets
+/// redacted, home paths too with `--redact-host`); this machine's CPU, OS and name on the
+/// hardware card only when the server runs here; NVML unless `--no-gpu` or the server is not
+/// here, in which case `hardware.gpu_telemetry_note` says why there are no GPU figures.
 fn host_facts(args: &RunArgs) -> Host {
-    let (local, port) = server_address(&args.url);
-    let server = match (local, port) {
-        (true, Some(port)) => crate::measuring::launch::local_server(port),
+    use crate::measuring::launch;
+    use crate::measuring::locate::{locate, Found};
+    let found = locate(&args.url);
+    let server = match &found {
+        Found::Local { root, argv, pids, .. } => Some(launch::local_server(*root, argv, pids)),
         _ => None,
     };
     let launch = match &args.launch_command {
-        Some(line) => Some(crate::measuring::launch::redact_argv(&crate::measuring::launch::split_words(line))),
+        Some(line) => Some(launch::redact_argv(&launch::split_words(line))),
         None => server.as_ref().map(|s| s.command.clone()),
     };
-    let launch_command = launch.map(|c| crate::measuring::launch::scrub(&c, api_key(args).as_deref())).map(|c| {
-        if args.redact_host {
-            crate::measuring::launch::redact_home(&c)
-        } else {
-            c
-        }
-    });
+    let redact = |c: String| if args.redact_host { launch::redact_home(&c) } else { c };
+    let launch_command = launch.map(|c| redact(launch::scrub(&c, api_key(args).as_deref())));
+    let client = client_machine(args);
+    let local = server.is_some();
     let mut hardware = if local {
-        Hardware {
-            os: Some(std::env::consts::OS.into()),
-            cpu: crate::measuring::launch::cpu_model(),
-            host: if args.redact_host { None } else { crate::measuring::launch::host_name() },
-            ..Hardware::default()
-        }
+        Hardware { os: client.os.clone(), cpu: client.cpu.clone(), host: client.host.clone(), ..Hardware::default() }
     } else {
         Hardware::default()
     };
-    let gpus = if args.no_gpu {
-        hardware.gpu_telemetry_note = Some("skipped (--no-gpu)".into());
-        None
-    } else if !local {
-        hardware.gpu_telemetry_note =
-            Some("the server is not on this host: NVML here cannot see its GPUs (no GPU figures)".into());
-        None
+    let mut evidence = found.evidence().to_string();
+    if args.redact_host {
+        if let Some(h) = reqwest::Url::parse(&args.url).ok().and_then(|u| u.host_str().map(str::to_string)) {
+            evidence = redact(evidence.replace(&h, "<host>"));
+        }
+    }
+    hardware.server_location = Some(ServerLocation { place: found.place(), evidence: evidence.clone() });
+    if local {
+        say!("server: on this machine — {evidence}");
     } else {
-        let pids = server.as_ref().map(|s| s.pids.clone()).unwrap_or_default();
-        match crate::measuring::gpu::open(&pids) {
-            Ok(g) => {
-                hardware.gpus = g.inventory();
-                hardware.gpu_count = Some(hardware.gpus.len() as u32);
-                hardware.vram_total_bytes = hardware.gpus.iter().map(|g| g.memory_bytes).sum();
-                hardware.accelerator_type = Some("NVIDIA GPU".into());
-                say!(
-                    "GPUs: {} — {}",
-                    g.selection,
-                    hardware.gpus.iter().map(|g| g.name.as_str()).collect::<Vec<_>>().join(", ")
-                );
-                Some(g)
-            }
-            Err(note) => {
-                hardware.gpu_telemetry_note = Some(note);
-                None
-            }
+        say!("server: not on this machine — {evidence}; its hardware is not recorded (this machine is recorded as the client)");
+    }
+    let none = |detail: &str| GpuSelection { method: GpuSelectionMethod::None, detail: detail.into() };
+    let selection = if args.no_gpu {
+        Err(none("skipped (--no-gpu)"))
+    } else if let Some(s) = &server {
+        crate::measuring::gpu::open(&s.pids)
+    } else {
+        Err(none("the server is not on this host: NVML here cannot see its GPUs (no GPU figures)"))
+    };
+    let gpus = match selection {
+        Ok(g) => {
+            hardware.gpus = g.inventory();
+            hardware.gpu_count = Some(hardware.gpus.len() as u32);
+            hardware.vram_total_bytes = hardware.gpus.iter().map(|g| g.memory_bytes).sum();
+            hardware.accelerator_type = Some("NVIDIA GPU".into());
+            let assumed = if g.selection.method == GpuSelectionMethod::AllAssumed { " (assumed)" } else { "" };
+            say!(
+                "GPUs{assumed}: {} — {}",
+                g.selection.detail,
+                hardware.gpus.iter().map(|g| g.name.as_str()).collect::<Vec<_>>().join(", ")
+            );
+            hardware.gpu_selection = Some(g.selection.clone());
+            Some(g)
+        }
+        Err(s) => {
+            hardware.gpu_telemetry_note = Some(s.detail.clone());
+            hardware.gpu_selection = Some(s);
+            None
         }
     };
-    Host { hardware, launch_command, gpus }
+    Host { hardware, launch_command, gpus, client }
 }
 
 fn empty_cell(context: &ContextSize, concurrency: u32) -> DecodeCell {
@@ -579,28 +601,33 @@ fn empty_cell(context: &ContextSize, concurrency: u32) -> DecodeCell {
         server: None,
         gpu: None,
         client_cpu_pct: None,
+        accepted_differences: vec![],
         requests: vec![],
     }
 }
 
-/// Load a results file to continue: same model, same plan; unmeasured cells run again.
+/// Load a results file to continue: same model, same plan; unmeasured cells run again. The
+/// server must be the one the header describes (`now` is the header made from the server
+/// reached now); a difference is refused unless `--accept-change` names it, and accepted ones
+/// are returned to be recorded on every row and cell measured now.
 fn resume(
     path: &std::path::Path,
     info: &ServerInfo,
     plan: &Plan,
     args: &RunArgs,
     window: Duration,
-) -> Result<Results, Error> {
+    now: &Results,
+) -> Result<(Results, Vec<AcceptedDifference>), Error> {
     let mut r = crate::files::read_results(path)?;
     let c = &r.config;
     let join = |v: Vec<String>| if v.is_empty() { "none".to_string() } else { v.join(",") };
     let flags = format!(
-        "--contexts {} --concurrency {} --prefill-contexts {} --duration {}s --max-tokens {}",
+        "--contexts {} --concurrency {} --prefill-contexts {}{}{}",
         join(c.contexts.iter().map(|x| x.tokens.to_string()).collect()),
         join(c.concurrency.iter().map(u32::to_string).collect()),
         join(c.prefill_contexts.iter().map(|x| x.tokens.to_string()).collect()),
-        c.window_s,
-        c.max_tokens
+        c.window_s.map(|w| format!(" --duration {w}s")).unwrap_or_default(),
+        c.max_tokens.map(|m| format!(" --max-tokens {m}")).unwrap_or_default()
     );
     let differs = |what: &str| {
         Error::Input(format!(
@@ -617,9 +644,11 @@ fn resume(
     {
         return Err(differs("the plan (contexts, concurrency or prefill contexts)"));
     }
-    if r.config.max_tokens != args.max_tokens || (r.config.window_s - window.as_secs_f64()).abs() > 1e-9 {
+    let same_window = r.config.window_s.is_some_and(|w| (w - window.as_secs_f64()).abs() <= 1e-9);
+    if r.config.max_tokens != Some(args.max_tokens) || !same_window {
         return Err(differs("--max-tokens or --duration"));
     }
+    let accepted = resume_differences(path, &r, now, &args.accept_change)?;
     let out = out_path(args);
     if !same_file(&out, path) {
         say!("note: resuming {} and writing to {}", path.display(), out.display());
@@ -642,7 +671,35 @@ fn resume(
             say!("note: the run had failed; its {again} error row(s)/cell(s) are measured again");
         }
     }
-    Ok(r)
+    Ok((r, accepted))
+}
+
+/// The header differences between the file being resumed and the server now: an error naming
+/// each one not accepted (and the flag that accepts it), else the accepted ones.
+fn resume_differences(
+    path: &std::path::Path,
+    file: &Results,
+    now: &Results,
+    accept: &[String],
+) -> Result<Vec<AcceptedDifference>, Error> {
+    use speedmatrix_schema::resume::{differences, refused};
+    let diffs = differences(file, now);
+    let refused = refused(&diffs, accept);
+    if !refused.is_empty() {
+        let what: Vec<String> = refused.iter().map(|d| d.describe()).collect();
+        let keys: Vec<&str> = refused.iter().map(|d| d.key).collect();
+        return Err(Error::Input(format!(
+            "--resume {}: the server is not the one the file describes: {}. Cells measured now would be merged under the file's header; \
+             to continue anyway add --accept-change {} (every row and cell measured now records the difference), or start a new run with another -o",
+            path.display(),
+            what.join("; "),
+            keys.join(",")
+        )));
+    }
+    for d in &diffs {
+        say!("note: --resume: accepted: {}", d.describe());
+    }
+    Ok(diffs.into_iter().map(|d| d.recorded).collect())
 }
 
 /// Whether the server still answers after a cell failed: `GET /v1/models`, three tries a second
@@ -672,7 +729,8 @@ async fn measure_all(s: &mut Session) -> Result<Option<String>, Error> {
         }
         let ctx = s.results.prefill[i].context.clone();
         s.progress.set_message(format!("prefill {}", ctx.label));
-        let row = measure_prefill(s, &ctx).await;
+        let mut row = measure_prefill(s, &ctx).await;
+        row.accepted_differences = s.accepted.clone();
         s.log(format!(
             "prefill {:>6}: {} · prompt {} tok/s · TTFT {} ms{}",
             ctx.label,
@@ -697,7 +755,8 @@ async fn measure_all(s: &mut Session) -> Result<Option<String>, Error> {
         }
         let (ctx, n) = (s.results.decode[i].context.clone(), s.results.decode[i].concurrency);
         s.progress.set_message(format!("decode {} × {n}", ctx.label));
-        let cell = measure_cell(s, &ctx, n).await;
+        let mut cell = measure_cell(s, &ctx, n).await;
+        cell.accepted_differences = s.accepted.clone();
         s.log(format!(
             "decode {:>6} × {:>3}: {} · {} tok/s · TTFT p50 {} ms{}",
             ctx.label,
@@ -744,6 +803,7 @@ async fn measure_prefill(s: &mut Session, ctx: &ContextSize) -> PrefillRow {
         ttft_ms: None,
         completed_requests: Some(0),
         cached_tokens: None,
+        accepted_differences: vec![],
         requests: vec![],
     };
     let prompt = match s.prompts.build(&format!("context {}", ctx.label), ctx.tokens).await {
@@ -974,7 +1034,9 @@ async fn measure_cell(s: &mut Session, ctx: &ContextSize, n: u32) -> DecodeCell 
     cell.chunk_gap_ms = f.chunk_gap_ms;
     cell.e2e_ms = f.e2e_ms;
     cell.completed_requests = Some(f.completed_requests);
-    cell.avg_active_requests = Some(server.as_ref().and_then(|sv| sv.running_avg).unwrap_or(f.avg_in_flight));
+    // One figure, one meaning: requests being served (the count the status rules use), from the
+    // server's gauge when it has one.
+    cell.avg_active_requests = Some(server.as_ref().and_then(|sv| sv.running_avg).unwrap_or(round3(f.avg_decoding)));
     cell.max_active_requests = Some(f.max_in_flight as f64);
     cell.spec_accept_rate = spec_rate(&samples);
     if let (Some(a), Some(b)) = (cpu0, cpu1) {
@@ -1053,6 +1115,5 @@ fn server_figures(samples: &[(f64, Metrics)], w0: f64, w1: f64) -> Option<Server
             (Some(d), Some(a)) if d > 0.0 => Some(round3(1.0 + a / d)),
             _ => None,
         },
-        note: None,
     })
 }
