@@ -198,12 +198,12 @@ pub(crate) fn engine_loop(state: Arc<AppState>, rx: std::sync::mpsc::Receiver<En
                 prev_end = None;
             }
         }
-        let next_wake = match (&current, pending.front()) {
-            (Some(s), Some((_, d))) => Some(s.end_ms.min(d.planned_ms)),
-            (Some(s), None) => Some(s.end_ms),
-            (None, Some((_, d))) => Some(d.planned_ms),
-            (None, None) => None,
-        };
+        // A request in the front end wakes the loop when it reaches the waiting queue.
+        let arrival = if current.is_none() { engine.next_arrival_ms() } else { None };
+        let next_wake = [current.as_ref().map(|s| s.end_ms), pending.front().map(|(_, d)| d.planned_ms), arrival]
+            .into_iter()
+            .flatten()
+            .reduce(f64::min);
         // Wait for the deadline, applying commands as they come.
         match next_wake {
             None => {
