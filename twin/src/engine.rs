@@ -148,10 +148,28 @@ impl Seq {
     }
 }
 
+/// Hashes a `u64` key that is already a well-mixed hash (a block hash) by passing it through.
+#[derive(Debug, Default, Clone, Copy)]
+struct PassThrough(u64);
+
+impl std::hash::Hasher for PassThrough {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
 /// LRU set of cached block hashes.
 #[derive(Debug, Default)]
 struct PrefixCache {
-    blocks: HashMap<u64, u64>,
+    blocks: HashMap<u64, u64, std::hash::BuildHasherDefault<PassThrough>>,
     tick: u64,
     capacity: usize,
 }
@@ -361,9 +379,10 @@ impl Engine {
         }
         let k = self.spec_tokens;
         let mut budget = self.max_batched_tokens;
-        // (index into running after scheduling, chunk tokens, is_decode)
-        let mut prefill: Vec<(u64, u32, u32)> = Vec::new(); // id, start, end
-        let mut decode_ids: Vec<u64> = Vec::new();
+        // Per running index: the prefill chunk's end, or 0 for a decode, or None (not scheduled).
+        let mut plan: Vec<Option<u32>> = vec![None; self.running.len()];
+        let mut prefill: Vec<(u32, u32)> = Vec::new(); // chunk start, end
+        let mut decodes = 0usize;
         let mut ctx_sum: u64 = 0;
         let mut preempted = false;
         let mut i = 0;
@@ -400,10 +419,12 @@ impl Engine {
             s.blocks += extra;
             budget = budget.saturating_sub(chunk);
             if is_decode {
-                decode_ids.push(s.id);
+                decodes += 1;
                 ctx_sum += s.computed as u64;
+                plan[i] = Some(0);
             } else {
-                prefill.push((s.id, s.computed, s.computed + chunk));
+                prefill.push((s.computed, s.computed + chunk));
+                plan[i] = Some(s.computed + chunk);
             }
             i += 1;
         }
@@ -442,30 +463,31 @@ impl Engine {
                 s.blocks = blocks;
                 self.free_blocks -= blocks;
                 budget -= chunk;
-                prefill.push((s.id, computed, computed + chunk));
+                prefill.push((computed, computed + chunk));
+                plan.push(Some(computed + chunk));
                 self.running.push(s);
             }
         }
-        if prefill.is_empty() && decode_ids.is_empty() {
+        if prefill.is_empty() && decodes == 0 {
             return None;
         }
         // Cost.
-        let mut dur = self.cost.decode_ms(decode_ids.len(), ctx_sum, k);
+        let mut dur = self.cost.decode_ms(decodes, ctx_sum, k);
         let mut prefill_tokens = 0;
-        for &(_, a, b) in &prefill {
+        for &(a, b) in &prefill {
             dur += self.cost.prefill_chunk_ms(a, b);
             prefill_tokens += b - a;
         }
         dur += cached_cost_tokens as f64 * self.cost.cached_ms_per_token;
         let end_ms = start_ms + dur.max(0.001);
         // Apply.
-        let mut outputs = Vec::new();
-        let decode_set: std::collections::HashSet<u64> = decode_ids.iter().copied().collect();
-        let prefill_map: HashMap<u64, u32> = prefill.iter().map(|&(id, _, b)| (id, b)).collect();
+        let mut outputs = Vec::with_capacity(plan.len());
         let mut finished = Vec::new();
-        for idx in 0..self.running.len() {
+        // Preemption only pops from the end, so `plan` indices still match `running`.
+        plan.truncate(self.running.len());
+        for (idx, planned) in plan.iter().enumerate() {
             let id = self.running[idx].id;
-            if let Some(&end) = prefill_map.get(&id) {
+            if let Some(end) = planned.filter(|&e| e > 0) {
                 let s = &mut self.running[idx];
                 s.computed = end;
                 if s.computed >= s.needed() {
@@ -475,9 +497,11 @@ impl Engine {
                     if first {
                         self.counters.prompt_tokens += s.prompt_len as u64;
                         if self.prefix_cache_on {
-                            let full = (s.prompt_len / self.block_size) as usize;
+                            // The blocks it found cached were touched by the lookup already.
+                            let full = ((s.prompt_len / self.block_size) as usize).min(s.hashes.len());
+                            let from = ((s.cached / self.block_size) as usize).min(full);
                             let hashes = s.hashes.clone();
-                            self.cache.insert(&hashes[..full.min(hashes.len())]);
+                            self.cache.insert(&hashes[from..full]);
                         }
                     }
                     self.counters.generation_tokens += 1;
@@ -493,7 +517,7 @@ impl Engine {
                         finished.push(id);
                     }
                 }
-            } else if decode_set.contains(&id) {
+            } else if planned.is_some() {
                 let mut accepted = 0;
                 while accepted < k && self.rng.random::<f64>() < self.accept_rate {
                     accepted += 1;
@@ -522,7 +546,7 @@ impl Engine {
                 self.counters.finished_requests += 1;
             }
         }
-        Some(Step { start_ms, end_ms, decode_batch: decode_ids.len(), prefill_tokens, outputs })
+        Some(Step { start_ms, end_ms, decode_batch: decodes, prefill_tokens, outputs })
     }
 }
 

@@ -20,7 +20,7 @@
 //!    spacing of the opening streams' first tokens (cells whose TTFT median is over the
 //!    opening streams only: `(median − lone) ÷ (rank of the median − 1)`) give the
 //!    one-at-a-time stage (the spacing) and the side-by-side stage (the rest). The slow-down of
-//!    the side-by-side stage while other requests run is the value (0…1 in steps of 0.05) whose
+//!    the side-by-side stage while other requests run is the value (0…1, to 0.025) whose
 //!    replay best matches the TTFT of cells with replacement requests in them.
 //! 5. **Prefill**: each prefill row's cold TTFT minus the front end is the engine's time to
 //!    compute that prompt; prompt tok/s knots follow.
@@ -413,21 +413,31 @@ fn contention(p: &Profile, procedure: Procedure, r: &Results) -> f64 {
     if targets.is_empty() {
         return 0.0;
     }
-    let mut best = (f64::INFINITY, 0.0);
-    for step in 0..=20 {
-        let kappa = f64::from(step) * 0.05;
+    let error = |kappa: f64| -> f64 {
         let mut q = p.clone();
         q.frontend.contention_per_running = kappa;
-        let err: f64 = targets
+        targets
             .iter()
             .map(|(plan, want, replacements)| {
                 let c = replay_cell(&q, procedure, *plan, 1);
                 let got = if *replacements { c.ttft_replacement_ms } else { c.ttft_ms };
                 got.map_or(4.0, |g| (g / want).ln().powi(2))
             })
-            .sum();
-        if err < best.0 - 1e-12 {
-            best = (err, kappa);
+            .sum()
+    };
+    // A coarse grid over 0…1, then its neighbourhood in steps of 0.025.
+    let mut best = (f64::INFINITY, 0.0);
+    for kappa in (0..=10).map(|i| f64::from(i) * 0.1).chain([0.0]) {
+        let e = error(kappa);
+        if e < best.0 - 1e-12 {
+            best = (e, kappa);
+        }
+    }
+    let centre = best.1;
+    for kappa in [-0.05, -0.025, 0.025, 0.05].map(|d| centre + d).into_iter().filter(|k| *k >= 0.0) {
+        let e = error(kappa);
+        if e < best.0 - 1e-12 {
+            best = (e, kappa);
         }
     }
     best.1

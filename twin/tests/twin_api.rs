@@ -743,7 +743,14 @@ async fn h200_trace_one_stream_8k_and_128k_ttft() {
 async fn h200_trace_128_streams_at_8k() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("trace.jsonl");
-    let t = h200(4.0, &path).await;
+    // The decode schedule alone: without the front end's one-at-a-time intake (~160 ms per 8K
+    // request, 20 s for 128) the 128 streams start together and overlap for long enough.
+    let mut cfg = TwinConfig::new(Profile::h200_qwen());
+    cfg.profile.frontend = speedmatrix_twin::profile::FrontendModel::default();
+    cfg.time_scale = 4.0;
+    cfg.trace = Some(path.clone());
+    cfg.seed = 1;
+    let t = start(cfg).await;
     let u = format!("{}/v1/completions", t.url());
     let p8 = token_prompt(3, 8192);
     post(&u, &json!({"prompt": p8, "max_tokens": 1})).await;
