@@ -1,12 +1,55 @@
 //! `speedmatrix simulate`: the command-line glue of the twin (crate `speedmatrix-twin`) —
-//! flags → [`TwinConfig`], then serve until Ctrl-C or SIGTERM.
+//! flags → [`TwinConfig`] (a named profile, or the fit of `--fit RUN.json`), the residual table
+//! (`--residuals`, and before serving a fit), then serve until Ctrl-C or SIGTERM.
 
 use crate::cli::{FlavorArg, ReasoningFieldArg, SimulateArgs};
+use speedmatrix_schema::Results;
 use speedmatrix_twin::{self as twin, Fault, Flavor, Profile, ReasoningField, TwinConfig};
+
+/// A profile and the run it is fitted to, if any.
+pub struct Fitted {
+    /// The profile (before the flags that override parts of it).
+    pub profile: Profile,
+    /// The run it is the fit of: the `--fit` file, or the seed for `h200-qwen3.5-122b`.
+    pub run: Option<Results>,
+    /// What the fit assumed (values the file did not give).
+    pub notes: Vec<String>,
+}
+
+/// The profile of `--fit RUN.json` (fitted now) or `--profile NAME`.
+pub fn fitted_profile(args: &SimulateArgs) -> Result<Fitted, crate::Error> {
+    if let Some(path) = &args.fit {
+        let run = crate::files::read_results(path)?;
+        let fit = twin::fit::fit(&run).map_err(|e| crate::Error::Input(format!("--fit {}: {e}", path.display())))?;
+        let mut profile = fit.profile;
+        profile.name = format!("fit:{}", path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned()));
+        return Ok(Fitted { profile, run: Some(run), notes: fit.notes });
+    }
+    let profile = Profile::by_name(&args.profile).map_err(|e| crate::Error::Input(e.to_string()))?;
+    let run = (profile.name == Profile::h200_qwen().name)
+        .then(|| speedmatrix_schema::load_results(twin::profile::SEED_RESULTS.as_bytes()).ok())
+        .flatten();
+    Ok(Fitted { profile, run, notes: vec![] })
+}
+
+/// The residual table of `profile` against `run`, with the fit's notes first.
+pub fn residual_report(profile: &Profile, run: &Results, notes: &[String]) -> String {
+    let mut out = String::new();
+    for n in notes {
+        out.push_str(&format!("fit: {n}\n"));
+    }
+    out.push_str(&twin::replay::residuals(profile, run, &[1, 2, 3]).to_string());
+    out
+}
 
 /// Build the configuration from `speedmatrix simulate` flags.
 pub fn config_from_args(args: &SimulateArgs) -> Result<TwinConfig, crate::Error> {
-    let mut profile = Profile::by_name(&args.profile).map_err(|e| crate::Error::Input(e.to_string()))?;
+    config_for(args, fitted_profile(args)?.profile)
+}
+
+/// The configuration for `profile` with the flags applied.
+fn config_for(args: &SimulateArgs, profile: Profile) -> Result<TwinConfig, crate::Error> {
+    let mut profile = profile;
     if let Some(k) = args.speculative_tokens {
         profile.spec_tokens = k;
     }
@@ -58,7 +101,22 @@ pub fn config_from_args(args: &SimulateArgs) -> Result<TwinConfig, crate::Error>
 /// `speedmatrix simulate`: start the twin, print `listening on http://HOST:PORT`, serve until
 /// Ctrl-C, then stop cleanly.
 pub fn run(args: &SimulateArgs) -> Result<(), crate::Error> {
-    let cfg = config_from_args(args)?;
+    let fitted = fitted_profile(args)?;
+    let cfg = config_for(args, fitted.profile.clone())?;
+    if args.residuals || args.fit.is_some() {
+        let Some(run) = &fitted.run else {
+            return Err(crate::Error::Input(format!(
+                "--residuals: profile {} is not fitted to a run; give one with --fit RUN.json",
+                cfg.profile.name
+            )));
+        };
+        let report = residual_report(&cfg.profile, run, &fitted.notes);
+        if args.residuals {
+            print!("{report}");
+            return Ok(());
+        }
+        eprint!("{report}");
+    }
     let rt =
         tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| crate::Error::Other(e.into()))?;
     rt.block_on(async {
@@ -154,6 +212,40 @@ mod tests {
         assert_eq!(c.api_key.as_deref(), Some("k"));
         let c = config_from_args(&args(&["--reasoning"])).unwrap();
         assert_eq!(c.reasoning, Some(ReasoningField::Reasoning));
+    }
+
+    fn fixture() -> String {
+        format!("{}/../tests/fixtures/h200-qwen3.5-122b-vllm.json", env!("CARGO_MANIFEST_DIR"))
+    }
+
+    #[test]
+    fn fitting_the_seed_fixture_gives_the_h200_profile() {
+        let f = fitted_profile(&args(&["--fit", &fixture()])).unwrap();
+        assert_eq!(f.profile.name, "fit:h200-qwen3.5-122b-vllm.json");
+        assert_eq!(Profile { name: "h200-qwen3.5-122b".into(), ..f.profile }, Profile::h200_qwen());
+        assert!(f.run.is_some() && !f.notes.is_empty());
+        // Flags still apply on top of a fit.
+        let c = config_from_args(&args(&["--fit", &fixture(), "--speculative-tokens", "0"])).unwrap();
+        assert_eq!(c.profile.spec_tokens, 0);
+    }
+
+    #[test]
+    fn residuals_need_a_fitted_profile_and_a_readable_run() {
+        let tiny = run(&args(&["--profile", "tiny", "--residuals"])).unwrap_err();
+        assert_eq!(tiny.exit_code(), 2);
+        assert!(tiny.to_string().contains("--fit RUN.json"), "{tiny}");
+        let missing = fitted_profile(&args(&["--fit", "/nonexistent/run.json"])).err().unwrap();
+        assert_eq!(missing.exit_code(), 2);
+        assert!(missing.to_string().contains("/nonexistent/run.json"), "{missing}");
+        let path = std::env::temp_dir().join(format!("speedmatrix-no-prefill-{}.json", std::process::id()));
+        let mut run = speedmatrix_schema::load_results(twin::profile::SEED_RESULTS.as_bytes()).unwrap();
+        run.prefill.clear();
+        run.config.prefill_contexts.clear();
+        std::fs::write(&path, serde_json::to_vec(&run).unwrap()).unwrap();
+        let e = fitted_profile(&args(&["--fit", path.to_str().unwrap()])).err().unwrap();
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(e.exit_code(), 2);
+        assert!(e.to_string().contains("--prefill-contexts"), "{e}");
     }
 
     #[test]

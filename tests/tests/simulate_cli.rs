@@ -33,3 +33,26 @@ async fn cli_prints_one_line_and_stops_on_ctrl_c() {
     let out = Command::new(exe).args(["simulate", "--profile", "nope", "--port", "0"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn residuals_print_the_seed_fit_and_a_fit_of_any_run() {
+    use std::process::Command;
+    let out = Command::new(support::BIN).args(["simulate", "--residuals"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("residuals of profile h200-qwen3.5-122b"), "{table}");
+    assert!(table.contains("measured as llm-inference-bench measures"));
+    let cells = table.lines().filter(|l| l.starts_with("  ") && l.contains(" × ")).count();
+    assert_eq!(cells, 48, "every decode cell of the seed: {table}");
+    assert!(table.contains("over capacity → over capacity"));
+    // --fit prints the same table for the seed fixture, with what the fit assumed.
+    let fixture = format!("{}/fixtures/h200-qwen3.5-122b-vllm.json", env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(support::BIN).args(["simulate", "--fit", &fixture, "--residuals"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let fitted = String::from_utf8_lossy(&out.stdout);
+    assert!(fitted.starts_with("fit: "), "{fitted}");
+    let body = |t: &str| t.lines().skip_while(|l| !l.starts_with("prefill")).collect::<Vec<_>>().join("\n");
+    assert_eq!(body(&fitted), body(&table), "the h200 profile is the fit of the seed fixture");
+    let out = Command::new(support::BIN).args(["simulate", "--profile", "tiny", "--residuals"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
