@@ -17,6 +17,8 @@
 //! - [`summary`]: a run's subtitle and header cards, as the terminal and the page show them.
 //! - [`diff`]: two runs compared (A = baseline, B = candidate): deltas, verdicts, status and
 //!   header changes, the regression gate.
+//! - [`simulation`]: how the speedmatrix twin says it is one on the wire, and how a run
+//!   against it is told apart from a run against a real server.
 
 #![warn(missing_docs)]
 
@@ -26,6 +28,7 @@ pub mod export;
 pub mod load;
 pub mod model;
 pub mod registry;
+pub mod simulation;
 pub mod site;
 pub mod stats;
 pub mod status;

@@ -280,6 +280,26 @@ pub struct Engine {
     /// `max_running_requests`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_running_requests: Option<u32>,
+    /// Set when the server was a simulation — the speedmatrix twin — not a real engine: every
+    /// figure of the run is the twin's model of a server. Absent for real servers and in files
+    /// written before it was recorded (schema v1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub simulated: Option<Simulated>,
+}
+
+/// What simulated the server a run measured.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct Simulated {
+    /// The simulator, e.g. "speedmatrix twin".
+    pub by: String,
+    /// The twin's engine profile, e.g. "h200-qwen3.5-122b" or "fit:run.json".
+    #[serde(default)]
+    pub profile: Option<String>,
+    /// How the collector knew, e.g. "x-speedmatrix-twin header".
+    #[serde(default)]
+    pub evidence: Option<String>,
 }
 
 /// A context size: the label people read and the token count it stands for.

@@ -109,6 +109,13 @@ pub fn cards(r: &Results) -> Vec<Card> {
             ("Max model length", e.max_model_len.map(tokens)),
             ("KV cache budget", e.kv_budget_tokens.map(tokens)),
             ("Speculative decoding", e.speculative_decoding.clone()),
+            (
+                "Simulated",
+                e.simulated.as_ref().map(|s| match &s.profile {
+                    Some(p) => format!("yes — {}, profile {p}", s.by),
+                    None => format!("yes — {}", s.by),
+                }),
+            ),
         ],
     );
     let c = &r.config;

@@ -304,6 +304,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .merge(v1)
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(state.clone(), flavor_errors))
+        .layer(middleware::from_fn_with_state(state.clone(), says_it_is_a_twin))
         .layer(DefaultBodyLimit::max(256 * 1024 * 1024))
         .with_state(state)
 }
@@ -361,6 +362,16 @@ async fn auth(State(state): State<Arc<AppState>>, req: Request, next: Next) -> R
     next.run(req).await
 }
 
+/// Every answer says it comes from the twin (and which profile): vLLM's shapes stay, but no
+/// client can take the twin for a real server.
+async fn says_it_is_a_twin(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let mut resp = next.run(req).await;
+    if let Ok(v) = HeaderValue::from_str(&state.cfg.profile.name) {
+        resp.headers_mut().insert(speedmatrix_schema::simulation::TWIN_HEADER, v);
+    }
+    resp
+}
+
 async fn health() -> StatusCode {
     StatusCode::OK
 }
@@ -412,7 +423,7 @@ async fn server_info(State(state): State<Arc<AppState>>) -> Response {
             "chunked_prefill_size": p.max_batched_tokens,
             "disable_radix_cache": !p.prefix_cache,
             "tp_size": 1,
-            "version": p.engine_version,
+            "version": speedmatrix_schema::simulation::tag_version(&p.engine_version),
         }),
     )
 }
@@ -421,7 +432,10 @@ async fn version(State(state): State<Arc<AppState>>) -> Response {
     if state.cfg.flavor == Flavor::Sglang || state.endpoint_fault(FaultKind::Version404) {
         return not_found().await;
     }
-    json_response(StatusCode::OK, &json!({"version": state.cfg.profile.engine_version}))
+    json_response(
+        StatusCode::OK,
+        &json!({"version": speedmatrix_schema::simulation::tag_version(&state.cfg.profile.engine_version)}),
+    )
 }
 
 async fn models(State(state): State<Arc<AppState>>) -> Response {
@@ -434,7 +448,7 @@ async fn models(State(state): State<Arc<AppState>>) -> Response {
                 "id": p.served_name,
                 "object": "model",
                 "created": unix_now(),
-                "owned_by": match state.cfg.flavor { Flavor::Vllm => "vllm", Flavor::Sglang => "sglang" },
+                "owned_by": "speedmatrix-twin",
                 "root": p.root,
                 "parent": null,
                 "max_model_len": p.max_model_len,

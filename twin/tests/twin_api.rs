@@ -128,7 +128,8 @@ async fn health_version_models() {
     let (s, v) = get(&format!("{u}/version")).await;
     assert_eq!(s, 200);
     let v: Value = serde_json::from_str(&v).unwrap();
-    assert_eq!(v, json!({"version": "0.26.1rc1.dev638+g52be12cfa"}));
+    // The version it imitates, labelled as the twin's.
+    assert_eq!(v, json!({"version": "0.26.1rc1.dev638+g52be12cfa.speedmatrix.twin"}));
     let (s, m) = get(&format!("{u}/v1/models")).await;
     assert_eq!(s, 200);
     let m: Value = serde_json::from_str(&m).unwrap();
@@ -138,6 +139,33 @@ async fn health_version_models() {
     assert_eq!(m["data"][0]["max_model_len"], 32768);
     let (s, body) = get(&format!("{u}/nope")).await;
     assert_eq!((s, body.as_str()), (404, r#"{"detail":"Not Found"}"#));
+    t.shutdown().await;
+}
+
+#[tokio::test]
+async fn every_answer_says_it_is_the_twin() {
+    let mut cfg = tiny();
+    cfg.profile.engine_version = "0.11.0".into();
+    let t = start(cfg).await;
+    let u = t.url();
+    for path in ["/health", "/version", "/v1/models", "/metrics", "/nope"] {
+        let r = reqwest::get(format!("{u}{path}")).await.unwrap();
+        let h = r.headers().get("x-speedmatrix-twin").map(|v| v.to_str().unwrap().to_string());
+        assert_eq!(h.as_deref(), Some("tiny"), "{path}");
+    }
+    let v: Value = reqwest::get(format!("{u}/version")).await.unwrap().json().await.unwrap();
+    assert_eq!(v["version"], "0.11.0+speedmatrix.twin", "--engine-version still sets what it imitates");
+    let m: Value = reqwest::get(format!("{u}/v1/models")).await.unwrap().json().await.unwrap();
+    assert_eq!(m["data"][0]["owned_by"], "speedmatrix-twin");
+    // Streams too.
+    let r = reqwest::Client::new()
+        .post(format!("{u}/v1/completions"))
+        .json(&json!({"prompt": "hi", "max_tokens": 2, "stream": true}))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.headers().contains_key("x-speedmatrix-twin"));
+    let _ = r.text().await;
     t.shutdown().await;
 }
 

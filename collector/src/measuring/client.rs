@@ -156,6 +156,20 @@ impl Client {
         resp.text().await.map_err(|e| HttpError::Body { url, message: error_chain(&e) })
     }
 
+    /// `GET path` → JSON and the value of the response header `header`, if it has one.
+    ///
+    /// # Errors
+    /// [`HttpError`]; `Body` when the answer is not JSON.
+    pub async fn get_json_and_header(&self, path: &str, header: &str) -> Result<(Value, Option<String>), HttpError> {
+        let url = self.url(path);
+        let resp = self.send(self.http.get(&url).timeout(Duration::from_secs(30)), &url).await?;
+        let value = resp.headers().get(header).and_then(|v| v.to_str().ok()).map(str::to_string);
+        let text = resp.text().await.map_err(|e| HttpError::Body { url: url.clone(), message: error_chain(&e) })?;
+        let json = serde_json::from_str(&text)
+            .map_err(|e| HttpError::Body { url, message: format!("not JSON ({e}): {}", excerpt(&text)) })?;
+        Ok((json, value))
+    }
+
     /// `GET path` → JSON.
     ///
     /// # Errors

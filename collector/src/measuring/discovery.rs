@@ -6,7 +6,8 @@
 use crate::measuring::client::{Client, HttpError};
 use crate::measuring::engine::{EngineKind, Facts, MetricSlot, Probe, Probes};
 use serde_json::Value;
-use speedmatrix_schema::KvBudgetSource;
+use speedmatrix_schema::simulation::{untag_version, TWIN_HEADER, TWIN_NAME};
+use speedmatrix_schema::{KvBudgetSource, Simulated};
 
 /// What discovery found.
 #[derive(Debug, Clone, PartialEq)]
@@ -24,6 +25,8 @@ pub struct ServerInfo {
     pub facts: Facts,
     /// Why `/metrics` is not usable, when it is not.
     pub metrics_note: Option<String>,
+    /// Set when the server says it is the speedmatrix twin (a simulation, not a real engine).
+    pub simulated: Option<Simulated>,
 }
 
 impl ServerInfo {
@@ -118,7 +121,7 @@ pub async fn discover(
     kv_budget_flag: Option<u64>,
     engine: Option<EngineKind>,
 ) -> Result<(ServerInfo, Option<Metrics>), DiscoverError> {
-    let models = client.get_json("/v1/models").await.map_err(classify)?;
+    let (models, twin_header) = client.get_json_and_header("/v1/models", TWIN_HEADER).await.map_err(classify)?;
     let data = models
         .get("data")
         .and_then(Value::as_array)
@@ -167,6 +170,7 @@ pub async fn discover(
         facts.kv_budget = Some((v, KvBudgetSource::Flag));
         facts.missing.retain(|m| m.figure != "kv_budget");
     }
+    let simulated = simulation(twin_header, &mut facts.version);
     let info = ServerInfo {
         engine: kind.id().to_string(),
         kind,
@@ -174,8 +178,30 @@ pub async fn discover(
         root: root.or_else(|| facts.model_path.clone()),
         facts,
         metrics_note,
+        simulated,
     };
     Ok((info, metrics))
+}
+
+/// Whether the server is the twin: its header (with the profile), else the label on its
+/// version. The version is kept as the one it imitates.
+fn simulation(header: Option<String>, version: &mut Option<String>) -> Option<Simulated> {
+    let untagged = version.as_deref().and_then(untag_version).map(str::to_string);
+    let tagged = untagged.is_some();
+    if let Some(v) = untagged {
+        *version = Some(v);
+    }
+    let evidence = match (&header, tagged) {
+        (Some(_), true) => "x-speedmatrix-twin header and /version label",
+        (Some(_), false) => "x-speedmatrix-twin header",
+        (None, true) => "/version label",
+        (None, false) => return None,
+    };
+    Some(Simulated {
+        by: TWIN_NAME.into(),
+        profile: header.filter(|h| !h.is_empty()),
+        evidence: Some(evidence.into()),
+    })
 }
 
 /// One scrape of the server's Prometheus metrics, summed over label sets (engines, models).
@@ -295,6 +321,24 @@ vllm:cache_config_info{block_size="16",enable_prefix_caching="True",num_gpu_bloc
             Metrics::parse(&with_tokens).unwrap().kv_budget,
             Some((6_291_456, KvBudgetSource::KvCacheSizeTokens))
         );
+    }
+
+    #[test]
+    fn the_twin_is_told_by_its_header_or_its_version_label() {
+        let mut v = Some("0.26.1rc1.dev638+g52be12cfa.speedmatrix.twin".to_string());
+        let s = simulation(Some("h200-qwen3.5-122b".into()), &mut v).unwrap();
+        assert_eq!(v.as_deref(), Some("0.26.1rc1.dev638+g52be12cfa"), "the imitated version is kept");
+        assert_eq!((s.by.as_str(), s.profile.as_deref()), ("speedmatrix twin", Some("h200-qwen3.5-122b")));
+        // A proxy that drops headers still passes the version through.
+        let mut v = Some("0.11.0+speedmatrix.twin".to_string());
+        assert_eq!(simulation(None, &mut v).unwrap().evidence.as_deref(), Some("/version label"));
+        // /version missing (version-404): the header alone.
+        let mut v = None;
+        assert!(simulation(Some("tiny".into()), &mut v).is_some());
+        // A real server.
+        let mut v = Some("0.26.1".to_string());
+        assert_eq!(simulation(None, &mut v), None);
+        assert_eq!(v.as_deref(), Some("0.26.1"));
     }
 
     #[test]

@@ -350,6 +350,13 @@ fn print_plan(info: &ServerInfo, plan: &Plan, window: Duration, args: &RunArgs) 
         info.facts.version.as_deref().unwrap_or("(version unknown)"),
         info.model
     );
+    if let Some(sim) = &info.simulated {
+        say!(
+            "note: the server is the {}{}: the run is recorded as simulated",
+            sim.by,
+            sim.profile.as_deref().map(|p| format!(" (profile {p})")).unwrap_or_default()
+        );
+    }
     if let Some(note) = &info.metrics_note {
         say!("note: {note}");
     }
@@ -441,6 +448,7 @@ fn fresh_results(
             slots: info.facts.slots,
             slot_context_tokens: info.facts.slot_context,
             max_running_requests: info.facts.max_running,
+            simulated: info.simulated.clone(),
             ..Engine::default()
         },
         config: Config {

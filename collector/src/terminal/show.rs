@@ -294,6 +294,12 @@ pub fn render_report(r: &Results, all: bool, markup: Markup) -> String {
     let mut out = String::new();
     heading(&mut out, markup, 1, "Speed test matrix");
     let _ = writeln!(out, "{}\n\n{}\n", clean(&run_title(r)), clean(&summary::subtitle(r)));
+    if let Some(notice) = speedmatrix_schema::simulation::notice(r) {
+        let _ = match markup {
+            Markup::Markdown => writeln!(out, "> **{}**\n", clean(&notice)),
+            Markup::Text => writeln!(out, "{}\n", clean(&notice)),
+        };
+    }
     header_cards(&mut out, r, markup);
     if !r.prefill.is_empty() {
         heading(&mut out, markup, 2, "Prefill — prompt tok/s by context length");
