@@ -221,6 +221,10 @@ pub struct RunRef {
     pub title: String,
     /// The run id.
     pub id: String,
+    /// What simulated the run's server, when it measured the twin
+    /// ([`crate::simulation::short`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub simulated: Option<String>,
 }
 
 /// The comparison of two runs.
@@ -355,8 +359,8 @@ pub fn diff(a: &Results, b: &Results, threshold: f64) -> RunDiff {
     prompt_mismatches.sort_by_key(|m| m.context.tokens);
     RunDiff {
         threshold,
-        a: RunRef { title: run_title(a), id: a.run.id.clone() },
-        b: RunRef { title: run_title(b), id: b.run.id.clone() },
+        a: RunRef { title: run_title(a), id: a.run.id.clone(), simulated: crate::simulation::short(a) },
+        b: RunRef { title: run_title(b), id: b.run.id.clone(), simulated: crate::simulation::short(b) },
         header: header_changes(a, b),
         contexts,
         concurrency,

@@ -28,8 +28,18 @@ pub fn untag_version(version: &str) -> Option<&str> {
     rest.strip_suffix(['+', '.'])
 }
 
-/// One line for people when a run measured a simulation, else `None`: what the page's banner,
-/// `show` and the diff header say.
+/// A few words on what simulated a run's server (`speedmatrix twin, profile h200-qwen3.5-122b`),
+/// else `None`: the mark beside a run in a diff header or a run picker.
+pub fn short(r: &Results) -> Option<String> {
+    let s = r.engine.simulated.as_ref()?;
+    Some(match &s.profile {
+        Some(p) => format!("{}, profile {p}", s.by),
+        None => s.by.clone(),
+    })
+}
+
+/// One line for people when a run measured a simulation, else `None`: what the page's banner
+/// and `show` say.
 pub fn notice(r: &Results) -> Option<String> {
     let s = r.engine.simulated.as_ref()?;
     let profile = s.profile.as_deref().map(|p| format!(" (profile {p})")).unwrap_or_default();
@@ -66,6 +76,7 @@ mod tests {
             profile: Some("h200-qwen3.5-122b".into()),
             evidence: None,
         });
+        assert_eq!(short(&r).as_deref(), Some("speedmatrix twin, profile h200-qwen3.5-122b"));
         let n = notice(&r).unwrap();
         assert!(n.starts_with("Simulated: ") && n.contains("h200-qwen3.5-122b") && n.contains("vllm"), "{n}");
     }

@@ -206,10 +206,7 @@ async fn boot(state: State) {
                         .runs
                         .into_iter()
                         .map(|r| {
-                            let mut label = r.label.clone();
-                            if let Some(s) = r.started_at.as_deref() {
-                                label.push_str(&format!(" · {s}"));
-                            }
+                            let label = crate::simulated::picker_label(&r.label, r.started_at.as_deref(), r.simulated);
                             let source = format!("runs/{}", r.file);
                             Entry {
                                 label,
@@ -485,6 +482,7 @@ pub fn Report(
             <p class="eyebrow">"Speed test matrix"</p>
             <h1 id="run-title">{report::title(&r)}</h1>
             <p class="subtitle" id="run-subtitle">{report::subtitle(&r)}</p>
+            <crate::simulated::SimulatedBanner r=r.clone() />
             {notes.map(|n| view! {
                 <details class="run-notes">
                     <summary>"Notes"</summary>

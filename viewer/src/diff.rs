@@ -12,6 +12,7 @@
 
 use crate::app::{charts_section, heat_cell, matrix_table, metric_options, page_view_state, ViewState};
 use crate::chart_model::{self, RunRef, Stroke};
+use crate::simulated::SimulatedMark;
 use crate::compare::{self, DeltaCell, DeltaKind, LINE_COLUMNS};
 use crate::report;
 use crate::sources::{self, Fetched};
@@ -263,9 +264,9 @@ pub fn DiffView(
             <p class="eyebrow">"Speed test diff"</p>
             <h1 id="diff-title">{ta.clone()} " vs " {tb.clone()}</h1>
             <p class="subtitle" id="diff-runs">
-                <span class="run-a">"A (baseline): " {ta} " · " {ida}</span>
+                <span class="run-a">"A (baseline): " {ta} " · " {ida} <SimulatedMark r=a.clone() /></span>
                 <br />
-                <span class="run-b">"B (candidate): " {tb} " · " {idb}</span>
+                <span class="run-b">"B (candidate): " {tb} " · " {idb} <SimulatedMark r=b.clone() /></span>
             </p>
             <div class="section-bar diff-controls">
                 <label class="metric-picker">

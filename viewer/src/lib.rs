@@ -10,6 +10,7 @@
 //! - [`app`]: the components.
 //! - [`compare`]: what the diff view shows (delta heatmap, matched-measurement table) — pure;
 //! - [`diff`]: the diff view (`?a=…&b=…`): two runs compared.
+//! - [`simulated`]: the "Simulated" banner and marks of runs that measured the twin.
 //!
 //! Loading, validation and number formats come from `speedmatrix-schema`, never from here.
 
@@ -21,6 +22,7 @@ pub mod charts;
 pub mod compare;
 pub mod diff;
 pub mod report;
+pub mod simulated;
 pub mod sources;
 
 /// The schema version the viewer understands (the one `speedmatrix-schema` reads).

@@ -170,8 +170,11 @@ pub fn render(d: &RunDiff, opts: &Options, gate: Option<&Gate>, markup: Markup) 
     let mut out = String::new();
     heading(&mut out, markup, 1, "Speed test diff");
     let bullet = if markup == Markup::Markdown { "- " } else { "" };
-    let _ = writeln!(out, "{bullet}A (baseline): {} · {}", clean(&d.a.title), clean(&d.a.id));
-    let _ = writeln!(out, "{bullet}B (candidate): {} · {}", clean(&d.b.title), clean(&d.b.id));
+    let sim = |r: &speedmatrix_schema::diff::RunRef| {
+        r.simulated.as_deref().map(|s| format!(" · Simulated ({})", clean(s))).unwrap_or_default()
+    };
+    let _ = writeln!(out, "{bullet}A (baseline): {} · {}{}", clean(&d.a.title), clean(&d.a.id), sim(&d.a));
+    let _ = writeln!(out, "{bullet}B (candidate): {} · {}{}", clean(&d.b.title), clean(&d.b.id), sim(&d.b));
     let _ = writeln!(
         out,
         "\n{} · changes under {} count as same · better/worse by the metric's direction\n",
