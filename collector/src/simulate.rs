@@ -22,7 +22,10 @@ pub fn fitted_profile(args: &SimulateArgs) -> Result<Fitted, crate::Error> {
         let run = crate::files::read_results(path)?;
         let fit = twin::fit::fit(&run).map_err(|e| crate::Error::Input(format!("--fit {}: {e}", path.display())))?;
         let mut profile = fit.profile;
-        profile.name = format!("fit:{}", path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned()));
+        profile.name = format!(
+            "fit:{}",
+            path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned())
+        );
         return Ok(Fitted { profile, run: Some(run), notes: fit.notes });
     }
     let profile = Profile::by_name(&args.profile).map_err(|e| crate::Error::Input(e.to_string()))?;

@@ -66,16 +66,11 @@ mod tests {
 
     #[test]
     fn notice_only_for_simulated_runs() {
-        let mut r: Results = crate::load_results(
-            include_bytes!("../../tests/fixtures/h200-qwen3.5-122b-vllm.json"),
-        )
-        .unwrap();
+        let mut r: Results =
+            crate::load_results(include_bytes!("../../tests/fixtures/h200-qwen3.5-122b-vllm.json")).unwrap();
         assert_eq!(notice(&r), None);
-        r.engine.simulated = Some(crate::Simulated {
-            by: TWIN_NAME.into(),
-            profile: Some("h200-qwen3.5-122b".into()),
-            evidence: None,
-        });
+        r.engine.simulated =
+            Some(crate::Simulated { by: TWIN_NAME.into(), profile: Some("h200-qwen3.5-122b".into()), evidence: None });
         assert_eq!(short(&r).as_deref(), Some("speedmatrix twin, profile h200-qwen3.5-122b"));
         let n = notice(&r).unwrap();
         assert!(n.starts_with("Simulated: ") && n.contains("h200-qwen3.5-122b") && n.contains("vllm"), "{n}");

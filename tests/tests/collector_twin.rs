@@ -270,7 +270,13 @@ fn ttft_checks(c: &DecodeCell, seed: &DecodeCell, table: &mut Vec<String>) {
         "  TTFT p50 twin {measured:>8.0} ms, {against} {want:>8.0} ms ({:+.1} %); seed {seed_ttft:.0} ms, model {model:.0} ms",
         100.0 * (measured / want - 1.0)
     ));
-    assert!((measured / want - 1.0).abs() <= 0.15, "{} × {}: {}", c.context.label, c.concurrency, table.last().unwrap());
+    assert!(
+        (measured / want - 1.0).abs() <= 0.15,
+        "{} × {}: {}",
+        c.context.label,
+        c.concurrency,
+        table.last().unwrap()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -227,9 +227,8 @@ fn the_twin_of_a_real_cpu_run_reproduces_it() {
     eprintln!("fit assumed: {:?}", fit.notes);
     eprintln!("{}", speedmatrix_twin::replay::residuals(&fit.profile, &real, &[1, 2, 3]));
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    let twin = rt
-        .block_on(speedmatrix_twin::start(speedmatrix_twin::TwinConfig::new(fit.profile), "127.0.0.1:0"))
-        .unwrap();
+    let twin =
+        rt.block_on(speedmatrix_twin::start(speedmatrix_twin::TwinConfig::new(fit.profile), "127.0.0.1:0")).unwrap();
     let measured = run_cpu_matrix(&twin.url(), &dir.path().join("twin.json"));
     rt.block_on(twin.shutdown());
     assert!(measured.engine.simulated.is_some(), "the twin's run is recorded as simulated");

@@ -588,7 +588,13 @@ mod tests {
     use crate::profile::*;
 
     fn submit(e: &mut Engine, id: u64, t: f64, len: u32, key: u64, out: u32) {
-        e.submit(Submit { id, arrival_ms: t, prompt_len: len, block_hashes: synthetic_hashes(key, len, 16), output_len: out });
+        e.submit(Submit {
+            id,
+            arrival_ms: t,
+            prompt_len: len,
+            block_hashes: synthetic_hashes(key, len, 16),
+            output_len: out,
+        });
     }
 
     /// Run until idle from `t`; the time of each request's first token.
@@ -667,11 +673,8 @@ mod tests {
     #[test]
     fn contention_slows_a_request_that_arrives_while_others_run() {
         let mut p = Profile::tiny();
-        p.frontend = FrontendModel {
-            parallel_knots: vec![(1000, 50.0)],
-            serial_knots: vec![],
-            contention_per_running: 0.5,
-        };
+        p.frontend =
+            FrontendModel { parallel_knots: vec![(1000, 50.0)], serial_knots: vec![], contention_per_running: 0.5 };
         let mut e = Engine::new(&p, 1);
         for id in 0..2 {
             submit(&mut e, id, 0.0, 1000, id, 1000);

@@ -7,7 +7,9 @@
 //!
 //! 1. **Identity and limits** from the engine section: served name, model, version,
 //!    `max_model_len`, speculative tokens (`speculative_decoding` or the launch command),
-//!    `--max-num-batched-tokens`, `--no-enable-prefix-caching`, `max_running_requests`.
+//!    `--max-num-batched-tokens`, `--no-enable-prefix-caching`, `max_running_requests`. A step's
+//!    outputs are handed out 0.03 ms apart per request (vLLM's API server turns each request's
+//!    output into an SSE chunk in turn: 4 ms for 128 streams); no results file shows it.
 //! 2. **KV budget**: the recorded budget; else one that the plan's rule
 //!    `N × (context + max_tokens) > budget` turns into exactly the file's over-capacity cells
 //!    (the geometric middle of the allowed range, rounded to a power-of-two multiple).
@@ -210,7 +212,9 @@ fn kv_budget(r: &Results, block: u32, notes: &mut Vec<String>) -> u64 {
         }
         _ => {
             let b = fits.max(1) * 2;
-            notes.push(format!("KV budget not recorded and no over-capacity cell bounds it: {b} tokens (twice the largest cell)"));
+            notes.push(format!(
+                "KV budget not recorded and no over-capacity cell bounds it: {b} tokens (twice the largest cell)"
+            ));
             b
         }
     };
@@ -291,11 +295,12 @@ fn solve(mut a: Vec<Vec<f64>>) -> Option<Vec<f64>> {
             return None;
         }
         a.swap(col, piv);
-        for row in 0..n {
-            if row != col {
-                let f = a[row][col] / a[col][col];
-                for k in col..=n {
-                    a[row][k] -= f * a[col][k];
+        let pivot_row = a[col].clone();
+        for (r, row) in a.iter_mut().enumerate() {
+            if r != col {
+                let f = row[col] / pivot_row[col];
+                for (x, p) in row.iter_mut().zip(&pivot_row).skip(col) {
+                    *x -= f * p;
                 }
             }
         }
@@ -345,11 +350,10 @@ fn frontend(p: &Profile, procedure: Procedure, decode: &[DecodeCell]) -> Fronten
         }
     }
     let serial_at = |len: u32| crate::profile::interpolate(&serial, len);
-    let parallel = contexts
-        .iter()
-        .map(|&(len, lone)| (len, (lone - serial_at(len) - lone_engine_ms(p, len)).max(0.0)))
-        .collect();
-    let serial = if serial.is_empty() { vec![] } else { contexts.iter().map(|&(len, _)| (len, serial_at(len))).collect() };
+    let parallel =
+        contexts.iter().map(|&(len, lone)| (len, (lone - serial_at(len) - lone_engine_ms(p, len)).max(0.0))).collect();
+    let serial =
+        if serial.is_empty() { vec![] } else { contexts.iter().map(|&(len, _)| (len, serial_at(len))).collect() };
     FrontendModel { parallel_knots: parallel, serial_knots: serial, contention_per_running: 0.0 }
 }
 
@@ -492,7 +496,8 @@ mod tests {
         let s = seed();
         let budget = kv_budget(&s, 16, &mut vec![]);
         for c in &s.decode {
-            let over = speedmatrix_schema::status::over_capacity(c.concurrency, c.context.tokens, 4096, budget).is_some();
+            let over =
+                speedmatrix_schema::status::over_capacity(c.concurrency, c.context.tokens, 4096, budget).is_some();
             assert_eq!(over, c.status == CellStatus::OverCapacity, "{} × {}", c.context.label, c.concurrency);
         }
         assert_eq!(budget % 16, 0);

@@ -19,7 +19,9 @@
 //!   and per-request tok/s counts a request's TTFT (output tokens ÷ time from send to its last
 //!   token). That is why the seed's TTFT at 8K × 16 (532 ms) is far below the 16 opening
 //!   streams' median: 16 replacements with short TTFTs are in it, and no request finished in
-//!   the 32-stream cells. Its queue evidence is any 1-Hz sample with waiting requests.
+//!   the 32-stream cells. Its "time between tokens" is 1000 ÷ that per-request tok/s (the seed's
+//!   8K × 128: 24.9 ms, 40.2 tok/s), so the table compares per-request tok/s only. Its queue
+//!   evidence is any 1-Hz sample with waiting requests.
 
 use crate::engine::{synthetic_hashes, Engine, Submit};
 use crate::profile::Profile;
@@ -284,8 +286,7 @@ pub fn replay_cell(profile: &Profile, procedure: Procedure, plan: CellPlan, seed
         run.submit(t0, plan.max_tokens, true);
     }
     let mut step_t = t0;
-    loop {
-        let Some(s) = run.engine.step_from(step_t) else { break };
+    while let Some(s) = run.engine.step_from(step_t) {
         step_t = s.end_ms;
         run.observe(step_t);
         run.apply(&s.outputs, s.end_ms);
@@ -330,7 +331,8 @@ fn figures(run: &CellRun<'_>) -> CellReplay {
                 .iter()
                 .filter_map(|r| {
                     let first = r.win_first?;
-                    (r.win_after > 0 && r.win_last > first).then(|| 1000.0 * f64::from(r.win_after) / (r.win_last - first))
+                    (r.win_after > 0 && r.win_last > first)
+                        .then(|| 1000.0 * f64::from(r.win_after) / (r.win_last - first))
                 })
                 .collect();
             let waiting_twice = run.samples.windows(2).any(|w| w[0].0 > 0 && w[1].0 > 0);
@@ -498,7 +500,8 @@ pub fn residuals(profile: &Profile, results: &Results, seeds: &[u64]) -> Residua
             })
         })
         .collect();
-    let decode = results.decode.iter().map(|cell| replay_measured_cell(profile, procedure, results, cell, seeds)).collect();
+    let decode =
+        results.decode.iter().map(|cell| replay_measured_cell(profile, procedure, results, cell, seeds)).collect();
     Residuals { procedure, profile: profile.name.clone(), prefill, decode }
 }
 
@@ -548,8 +551,7 @@ fn replay_measured_cell(
         median_interpolated(&mut v)
     };
     let queued_votes = replays.iter().filter(|r| r.queued || !r.ready).count();
-    out.twin_status =
-        if 2 * queued_votes > replays.len() { ReplayStatus::RequestsQueued } else { ReplayStatus::Valid };
+    out.twin_status = if 2 * queued_votes > replays.len() { ReplayStatus::RequestsQueued } else { ReplayStatus::Valid };
     let pair = |run: Option<f64>, twin: Option<f64>| Some(Pair { run: run.filter(|v| *v > 0.0)?, twin: twin? });
     out.total_tps = pair(cell.total_tps, med(&|r| r.total_tps));
     out.ttft_ms = pair(cell.ttft_ms.as_ref().and_then(|d| d.p50), med(&|r| r.ttft_ms));
@@ -567,7 +569,11 @@ fn cell_text(p: Option<Pair>, width: usize, decimals: usize) -> String {
 
 impl fmt::Display for Residuals {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "residuals of profile {} against the run (twin − run) ÷ run, measured as {} measures", self.profile, self.procedure)?;
+        writeln!(
+            f,
+            "residuals of profile {} against the run (twin − run) ÷ run, measured as {} measures",
+            self.profile, self.procedure
+        )?;
         writeln!(f, "\nprefill (cold TTFT, ms)")?;
         for p in &self.prefill {
             writeln!(

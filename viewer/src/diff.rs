@@ -12,9 +12,9 @@
 
 use crate::app::{charts_section, heat_cell, matrix_table, metric_options, page_view_state, ViewState};
 use crate::chart_model::{self, RunRef, Stroke};
-use crate::simulated::SimulatedMark;
 use crate::compare::{self, DeltaCell, DeltaKind, LINE_COLUMNS};
 use crate::report;
+use crate::simulated::SimulatedMark;
 use crate::sources::{self, Fetched};
 use leptos::prelude::*;
 use leptos::task::spawn_local;

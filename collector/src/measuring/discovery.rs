@@ -197,11 +197,7 @@ fn simulation(header: Option<String>, version: &mut Option<String>) -> Option<Si
         (None, true) => "/version label",
         (None, false) => return None,
     };
-    Some(Simulated {
-        by: TWIN_NAME.into(),
-        profile: header.filter(|h| !h.is_empty()),
-        evidence: Some(evidence.into()),
-    })
+    Some(Simulated { by: TWIN_NAME.into(), profile: header.filter(|h| !h.is_empty()), evidence: Some(evidence.into()) })
 }
 
 /// One scrape of the server's Prometheus metrics, summed over label sets (engines, models).
