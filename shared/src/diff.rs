@@ -12,6 +12,7 @@
 //!   2 % ([`PROMPT_TOKENS_TOLERANCE`]) are listed, and so is every header difference
 //!   (hardware, engine version, model, quantization, launch-command flags, config).
 
+use crate::command_line::CommandLine;
 use crate::model::{CellStatus, ContextSize, Results};
 use crate::registry::{self, columns, Column, Stat};
 use crate::site::run_title;
@@ -182,7 +183,8 @@ pub struct HeaderChange {
     pub section: String,
     /// The field, e.g. "Version", "Contexts", or a flag such as `--max-num-seqs`.
     pub field: String,
-    /// A's value (`None`: A does not say / lacks the flag). A flag without value is `"(set)"`.
+    /// A's value (`None`: A does not say / lacks the flag). A flag without value is
+    /// [`crate::command_line::FLAG_SET`].
     pub a: Option<String>,
     /// B's value.
     pub b: Option<String>,
@@ -427,39 +429,6 @@ fn config_fields(r: &Results) -> Vec<(&'static str, Option<String>)> {
     ]
 }
 
-/// A command line's flags in order: (`--flag`, value).
-type Flags = Vec<(String, String)>;
-
-/// A launch command as program + positional arguments and `--flag` → value (`"(set)"` for a
-/// flag without value), in order. `None` when it cannot be split like a shell would.
-fn parse_launch(cmd: &str) -> Option<(Vec<String>, Flags)> {
-    let words = shlex::split(cmd)?;
-    let mut positional = Vec::new();
-    let mut flags: Vec<(String, String)> = Vec::new();
-    let mut i = 0;
-    while i < words.len() {
-        let w = &words[i];
-        if w.starts_with('-') && w.len() > 1 && w.parse::<f64>().is_err() {
-            if let Some((f, v)) = w.split_once('=') {
-                flags.push((f.to_string(), v.to_string()));
-            } else {
-                let value = words.get(i + 1).filter(|n| !n.starts_with('-') || n.parse::<f64>().is_ok());
-                match value {
-                    Some(v) => {
-                        flags.push((w.clone(), v.clone()));
-                        i += 1;
-                    }
-                    None => flags.push((w.clone(), "(set)".into())),
-                }
-            }
-        } else {
-            positional.push(w.clone());
-        }
-        i += 1;
-    }
-    Some((positional, flags))
-}
-
 /// The launch commands' differences: the command and its arguments as one field, then each
 /// flag that is added, removed or has another value.
 fn launch_changes(a: Option<&str>, b: Option<&str>) -> Vec<HeaderChange> {
@@ -472,8 +441,8 @@ fn launch_changes(a: Option<&str>, b: Option<&str>) -> Vec<HeaderChange> {
     match (a, b) {
         (None, None) => vec![],
         (Some(x), Some(y)) if x == y => vec![],
-        (Some(x), Some(y)) => match (parse_launch(x), parse_launch(y)) {
-            (Some((pa, fa)), Some((pb, fb))) => {
+        (Some(x), Some(y)) => match (CommandLine::parse(x), CommandLine::parse(y)) {
+            (Some(CommandLine { positional: pa, flags: fa }), Some(CommandLine { positional: pb, flags: fb })) => {
                 let mut out = Vec::new();
                 if pa != pb {
                     out.push(change("command", Some(pa.join(" ")), Some(pb.join(" "))));
@@ -679,17 +648,22 @@ pub fn signed_delta(col: &Column, abs: f64) -> String {
     }
 }
 
+/// A value that is not a percentage (`--threshold abc`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a percentage; give a number ≥ 0 such as 5 or 5%")]
+pub struct PercentError(pub String);
+
 /// Parse a percentage as `--threshold` and `--fail-on-regression` take it: `5`, `5%`, `2.5 %`
 /// → a fraction (0.05). Must be a finite number ≥ 0.
 ///
 /// # Errors
-/// A one-line message naming the value.
-pub fn parse_percent(s: &str) -> Result<f64, String> {
+/// [`PercentError`] naming the value.
+pub fn parse_percent(s: &str) -> Result<f64, PercentError> {
     let t = s.trim();
     let t = t.strip_suffix('%').unwrap_or(t).trim_end();
     match t.parse::<f64>() {
         Ok(v) if v.is_finite() && v >= 0.0 => Ok(v / 100.0),
-        _ => Err(format!("{s:?} is not a percentage; give a number ≥ 0 such as 5 or 5%")),
+        _ => Err(PercentError(s.to_string())),
     }
 }
 
@@ -1011,6 +985,10 @@ mod tests {
         assert_eq!(parse_percent("5%"), Ok(0.05));
         assert_eq!(parse_percent(" 2.5 %"), Ok(0.025));
         assert!(parse_percent("-1").is_err() && parse_percent("x%").is_err() && parse_percent("inf").is_err());
+        assert_eq!(
+            parse_percent("abc").unwrap_err().to_string(),
+            "\"abc\" is not a percentage; give a number ≥ 0 such as 5 or 5%"
+        );
         assert_eq!(percent(0.1, true), "+10.0 %");
         assert_eq!(percent(-0.2, true), "-20.0 %");
         assert_eq!(percent(0.0, true), "0.0 %");
