@@ -3,9 +3,9 @@
 
 use crate::cli::{FlavorArg, ReasoningFieldArg, SimulateArgs};
 use crate::{CommandError, Failure};
-use speedmatrix_twin::faults::BadFault;
+use speedmatrix_twin::faults::FaultError;
 use speedmatrix_twin::profile::UnknownProfile;
-use speedmatrix_twin::{self as twin, Fault, Flavor, Profile, ReasoningField, TwinConfig};
+use speedmatrix_twin::{self as twin, Fault, Flavor, Profile, ReasoningField, StartError, TwinConfig};
 
 /// Why `speedmatrix simulate` could not start.
 #[derive(Debug, thiserror::Error)]
@@ -15,33 +15,17 @@ pub enum SimulateError {
     Profile(#[source] UnknownProfile),
     /// A `--fault` that does not parse (its message names the flag).
     #[error(transparent)]
-    Fault(BadFault),
+    Fault(FaultError),
     /// `--max-model-len` below 2.
     #[error("--max-model-len must be at least 2")]
     MaxModelLen,
     /// `--time-scale` not a positive number.
     #[error("--time-scale must be a positive number")]
     TimeScale,
-    /// The twin cannot listen on `--host`/`--port`.
-    #[error("cannot listen on {addr}")]
-    Listen {
-        /// `HOST:PORT`.
-        addr: String,
-        /// What the system said.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The twin cannot start with `--trace`: listening or creating the trace file failed.
-    #[error("cannot start the twin: listening on {addr} or creating --trace {}", .trace.display())]
-    Start {
-        /// `HOST:PORT`.
-        addr: String,
-        /// The trace file.
-        trace: std::path::PathBuf,
-        /// What the system said.
-        #[source]
-        source: std::io::Error,
-    },
+    /// The twin cannot start: `--host`/`--port` cannot be bound, the `--trace` file cannot be
+    /// created (its message names which), or its engine thread cannot start.
+    #[error(transparent)]
+    Start(StartError),
     /// The async runtime or the signal handlers cannot be set up.
     #[error("cannot start the async runtime")]
     Runtime(#[source] std::io::Error),
@@ -50,7 +34,7 @@ pub enum SimulateError {
 impl CommandError for SimulateError {
     fn failure(&self) -> Failure {
         match self {
-            SimulateError::Runtime(_) => Failure::Working,
+            SimulateError::Runtime(_) | SimulateError::Start(StartError::EngineThread { .. }) => Failure::Working,
             _ => Failure::BadInput,
         }
     }
@@ -115,10 +99,7 @@ pub fn run(args: &SimulateArgs) -> Result<(), SimulateError> {
     let cfg = config_from_args(args)?;
     crate::runtime().map_err(SimulateError::Runtime)?.block_on(async {
         let addr = format!("{}:{}", args.host, args.port);
-        let twin = twin::start(cfg, &addr).await.map_err(|source| match &args.trace {
-            None => SimulateError::Listen { addr, source },
-            Some(trace) => SimulateError::Start { addr, trace: trace.clone(), source },
-        })?;
+        let twin = twin::start(cfg, &addr).await.map_err(SimulateError::Start)?;
         // Install the signal handlers before announcing the address, so a Ctrl-C sent right
         // after the line is seen always stops cleanly.
         #[cfg(unix)]

@@ -299,32 +299,13 @@ pub fn diff(a: &Results, b: &Results, threshold: f64) -> RunDiff {
     for r in rows(b) {
         pairs.entry(key(&r)).or_default().1.get_or_insert(r);
     }
-    let prompt_tokens = |r: &Option<Row<'_>>| match r {
-        Some(Row::Prefill(p)) => p.prompt_tokens,
-        Some(Row::Decode(d)) => d.prompt_tokens,
-        None => None,
-    };
     let mut out_rows = Vec::new();
     let (mut only_in_a, mut only_in_b, mut status_changes, mut prompt_mismatches) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::<PromptMismatch>::new());
     for ((phase, _, concurrency), (ra, rb)) in pairs {
         let context = ra.or(rb).map(|r| r.context().clone()).expect("a pair holds at least one row");
         let cell = CellRef { phase, context, concurrency };
-        let deltas: Vec<Delta> = cols
-            .iter()
-            .filter_map(|c| {
-                let (va, vb) = (ra.and_then(|r| r.value(c)), rb.and_then(|r| r.value(c)));
-                (va.is_some() || vb.is_some()).then(|| compare(c, va, vb, threshold))
-            })
-            .collect();
-        let row = RowDiff {
-            cell: cell.clone(),
-            status_a: ra.map(|r| r.status()),
-            status_b: rb.map(|r| r.status()),
-            prompt_tokens_a: prompt_tokens(&ra),
-            prompt_tokens_b: prompt_tokens(&rb),
-            deltas,
-        };
+        let row = row_diff(&cell, ra, rb, &cols, threshold);
         match (row.status_a, row.status_b) {
             (Some(_), None) => only_in_a.push(cell.clone()),
             (None, Some(_)) => only_in_b.push(cell.clone()),
@@ -342,18 +323,7 @@ pub fn diff(a: &Results, b: &Results, threshold: f64) -> RunDiff {
         out_rows.push(row);
     }
     // Prefill rows first (Phase orders Prefill < Decode), then decode cells.
-    let mut contexts: Vec<ContextSize> = Vec::new();
-    for c in
-        a.config.contexts.iter().chain(&b.config.contexts).chain(a.decode.iter().chain(&b.decode).map(|d| &d.context))
-    {
-        if !contexts.iter().any(|x| x.tokens == c.tokens) {
-            contexts.push(c.clone());
-        }
-    }
-    contexts.sort_by_key(|c| c.tokens);
-    let mut concurrency: Vec<u32> = a.config.concurrency.iter().chain(&b.config.concurrency).copied().collect();
-    concurrency.sort_unstable();
-    concurrency.dedup();
+    let (contexts, concurrency) = matrix_axes(a, b);
     prompt_mismatches.sort_by_key(|m| m.context.tokens);
     RunDiff {
         threshold,
@@ -368,6 +338,49 @@ pub fn diff(a: &Results, b: &Results, threshold: f64) -> RunDiff {
         status_changes,
         prompt_mismatches,
     }
+}
+
+/// One row or cell of either run against its partner: both statuses, both prompt lengths and
+/// the delta of every column either side has.
+fn row_diff(cell: &CellRef, ra: Option<Row<'_>>, rb: Option<Row<'_>>, cols: &[Column], threshold: f64) -> RowDiff {
+    let prompt_tokens = |r: Option<Row<'_>>| match r {
+        Some(Row::Prefill(p)) => p.prompt_tokens,
+        Some(Row::Decode(d)) => d.prompt_tokens,
+        None => None,
+    };
+    let deltas = cols
+        .iter()
+        .filter_map(|c| {
+            let (va, vb) = (ra.and_then(|r| r.value(c)), rb.and_then(|r| r.value(c)));
+            (va.is_some() || vb.is_some()).then(|| compare(c, va, vb, threshold))
+        })
+        .collect();
+    RowDiff {
+        cell: cell.clone(),
+        status_a: ra.map(|r| r.status()),
+        status_b: rb.map(|r| r.status()),
+        prompt_tokens_a: prompt_tokens(ra),
+        prompt_tokens_b: prompt_tokens(rb),
+        deltas,
+    }
+}
+
+/// The decode matrix of both runs: the contexts of either (planned or measured), by tokens, and
+/// the concurrency levels of either, ascending.
+fn matrix_axes(a: &Results, b: &Results) -> (Vec<ContextSize>, Vec<u32>) {
+    let mut contexts: Vec<ContextSize> = Vec::new();
+    for c in
+        a.config.contexts.iter().chain(&b.config.contexts).chain(a.decode.iter().chain(&b.decode).map(|d| &d.context))
+    {
+        if !contexts.iter().any(|x| x.tokens == c.tokens) {
+            contexts.push(c.clone());
+        }
+    }
+    contexts.sort_by_key(|c| c.tokens);
+    let mut concurrency: Vec<u32> = a.config.concurrency.iter().chain(&b.config.concurrency).copied().collect();
+    concurrency.sort_unstable();
+    concurrency.dedup();
+    (contexts, concurrency)
 }
 
 /// Card items that are expected to differ between any two runs and say nothing about the setup.
@@ -810,6 +823,11 @@ mod tests {
             })
             .collect();
         assert_eq!(changed, ["8K × 1 total_tps", "8K × 128 total_tps"]);
+    }
+
+    #[test]
+    fn seed_against_a_modified_copy_header_and_gate() {
+        let d = diff(&seed(), &modified(), DEFAULT_THRESHOLD);
         // Header: version, config lists, two launch flags.
         let fields: Vec<(&str, &str)> = d.header.iter().map(|h| (h.section.as_str(), h.field.as_str())).collect();
         assert_eq!(

@@ -1,7 +1,7 @@
 //! HTTP and SSE against an OpenAI-compatible server (the I/O edge of measuring).
 //!
 //! [`Client`] wraps one `reqwest::Client` whose connection pool is sized to the largest
-//! concurrency of the plan (DESIGN §4: a pool smaller than the concurrency queues requests in
+//! concurrency of the plan (a pool smaller than the concurrency would queue requests in
 //! the client). There is no overall request timeout — a 256K-token prefill may take minutes —
 //! only a *stall* timeout: a stream that sends no bytes for that long fails.
 //!

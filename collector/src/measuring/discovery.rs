@@ -1,5 +1,5 @@
 //! What server is this? `/v1/models`, `/version`, `/metrics`, `/props`, `/slots`,
-//! `/get_server_info` (DESIGN §3), turned by the engine's adapter ([`crate::measuring::engine`]) into the
+//! `/get_server_info`, turned by the engine's adapter ([`crate::measuring::engine`]) into the
 //! engine, model, `max_model_len`, KV budget and slots the plan needs — and the Prometheus gauges and
 //! counters sampled during decode windows.
 

@@ -1,4 +1,5 @@
-//! From stream records to figures (pure: no I/O, no clock). DESIGN §2 is the specification.
+//! From stream records to figures (pure: no I/O, no clock). `docs/METHODOLOGY.md` ("Decode
+//! cells and the window", "Metrics") is the specification.
 //!
 //! A decode cell's window is `(w0, w1]` on the run clock. Only token chunks that arrived inside
 //! it count towards total tok/s, TPOT and ITL; the TTFT of the streams that opened the cell is

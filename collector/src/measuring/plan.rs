@@ -1,6 +1,7 @@
 //! The test plan (pure): flags + what discovery found → the prefill rows and decode cells to
 //! measure, with `max` resolved, contexts that cannot fit dropped (with a warning), and
-//! over-capacity cells marked (DESIGN §2). Also the wall-time estimate printed before a run.
+//! over-capacity cells marked (`docs/METHODOLOGY.md`, "The matrix", "Statuses"). Also the
+//! wall-time estimate printed before a run.
 
 use speedmatrix_schema::context::{decode_max, label, ContextArg, K};
 use speedmatrix_schema::status::over_capacity;

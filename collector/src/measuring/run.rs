@@ -1,5 +1,6 @@
 //! `speedmatrix run`: discovery → plan → prefill rows → decode cells, writing the results file
-//! after every row and cell (DESIGN §2). This module sequences the work; the figures come from
+//! after every row and cell (`docs/ARCHITECTURE.md`; the method: `docs/METHODOLOGY.md`). This
+//! module sequences the work; the figures come from
 //! [`crate::measuring::measure`], the HTTP from [`crate::measuring::client`].
 
 use crate::cli::RunArgs;
@@ -32,7 +33,7 @@ macro_rules! say {
     }};
 }
 
-/// How often `/metrics` is sampled during a window (DESIGN asks ≥ 1 Hz; queue evidence needs
+/// How often `/metrics` is sampled during a window (at least once a second: queue evidence needs
 /// two consecutive samples, and the running average should not hinge on one unlucky sample).
 const SAMPLE_EVERY: Duration = Duration::from_millis(500);
 
@@ -906,6 +907,10 @@ async fn warm_prompt(s: &mut Session, ctx: &ContextSize, i: usize) -> Result<Pro
     Ok(p)
 }
 
+/// One decode cell: warm prompts, open N streams, wait until they all decode with an empty
+/// queue, the fixed window (finished streams replaced, metrics sampled), then the figures.
+// long: the cell is one timeline whose stages share the live streams, the event channel and the
+// clock; it is due to be rebuilt as typed stages, and until then it stays one body.
 async fn measure_cell(s: &mut Session, ctx: &ContextSize, n: u32) -> DecodeCell {
     let mut cell = empty_cell(ctx, n);
     cell.status = CellStatus::Error;
@@ -955,7 +960,7 @@ async fn measure_cell(s: &mut Session, ctx: &ContextSize, n: u32) -> DecodeCell 
     let mut done: Vec<CellStream> = Vec::new();
     let mut failures: Vec<String> = Vec::new();
 
-    // Readiness: every opening stream producing and the server queue empty (DESIGN §2).
+    // Readiness: every opening stream producing and the server queue empty (`docs/METHODOLOGY.md`).
     let ready_by = tokio::time::Instant::now() + s.stall;
     let mut producing = std::collections::HashSet::new();
     // More streams than the server runs at once never all decode, nor does its queue empty.

@@ -56,7 +56,7 @@ pub enum DemoError {
     },
     /// The twin cannot start.
     #[error("cannot start the twin")]
-    Twin(#[source] std::io::Error),
+    Twin(#[source] speedmatrix_twin::StartError),
     /// The demo's own `run` flags do not parse (a bug).
     #[error("the demo's run flags do not parse")]
     Flags(#[source] clap::Error),
