@@ -304,7 +304,8 @@ pub struct Simulated {
 
 /// A context size: the label people read and the token count it stands for.
 ///
-/// `8K` = 8,192 tokens (K = 1,024). `max` resolves to a real count at plan time (DESIGN §2).
+/// `8K` = 8,192 tokens (K = 1,024). `max` resolves to a real count at plan time (how:
+/// `docs/METHODOLOGY.md`, "Context sizes").
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
@@ -416,9 +417,9 @@ pub struct Config {
     pub stall_timeout_s: Option<f64>,
 }
 
-/// The status of a prefill row or decode cell (DESIGN §2). When several apply, the first of
-/// over_capacity → error → requests_queued → not_run → valid wins ([`crate::status`]); the
-/// variants are listed in display order.
+/// The status of a prefill row or decode cell (`docs/METHODOLOGY.md`, "Statuses"). When
+/// several apply, the first of over_capacity → error → requests_queued → not_run → valid wins
+/// ([`crate::status`]); the variants are listed in display order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
@@ -515,7 +516,8 @@ pub struct Distribution {
     pub count: Option<u64>,
 }
 
-/// Where a cell's output-token count came from (DESIGN §2, in order of preference).
+/// Where a cell's output-token count came from, in order of preference
+/// (`docs/METHODOLOGY.md`, "Where tokens are counted from").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
@@ -658,6 +660,23 @@ pub struct PrefillRow {
     /// The request(s) behind this row.
     #[serde(default)]
     pub requests: Vec<RequestSample>,
+}
+
+impl PrefillRow {
+    /// A row of the plan without figures yet: `status` and `reason` as given, nothing measured.
+    pub fn new(context: ContextSize, status: CellStatus, reason: Option<String>) -> PrefillRow {
+        PrefillRow {
+            context,
+            prompt_tokens: None,
+            status,
+            reason,
+            prompt_tps: None,
+            ttft_ms: None,
+            completed_requests: None,
+            cached_tokens: None,
+            requests: vec![],
+        }
+    }
 }
 
 /// Server-side figures during a decode window (Prometheus `/metrics`, sampled ≥ 1 Hz).
@@ -820,6 +839,43 @@ pub struct DecodeCell {
     /// The requests behind this cell, one summary each.
     #[serde(default)]
     pub requests: Vec<RequestSample>,
+}
+
+impl DecodeCell {
+    /// A cell of the plan without figures yet: `status` and `reason` as given, nothing measured.
+    pub fn new(context: ContextSize, concurrency: u32, status: CellStatus, reason: Option<String>) -> DecodeCell {
+        DecodeCell {
+            context,
+            prompt_tokens: None,
+            concurrency,
+            status,
+            reason,
+            capacity: None,
+            window_s: None,
+            window_start_ms: None,
+            total_tps: None,
+            per_request_tps: None,
+            ttft_ms: None,
+            ttft_in_window_ms: None,
+            ttft_content_ms: None,
+            tpot_ms: None,
+            itl_ms: None,
+            chunk_gap_ms: None,
+            e2e_ms: None,
+            output_tokens: None,
+            token_count_source: None,
+            completed_requests: None,
+            avg_active_requests: None,
+            max_active_requests: None,
+            spec_accept_rate: None,
+            gpu_power_w: None,
+            energy_j_per_token: None,
+            server: None,
+            gpu: None,
+            client_cpu_pct: None,
+            requests: vec![],
+        }
+    }
 }
 
 /// One sample of a run-level time series.

@@ -1,23 +1,14 @@
-//! The metric registry: every figure speedmatrix reports, defined once (DESIGN §2).
+//! The metric registry: every figure speedmatrix reports, listed once.
 //!
 //! Metric ids are snake_case and stable: they are CSV headers, `--metric` values and URL
 //! parameters. A distribution metric (e.g. `ttft_ms`) expands into one column per statistic
 //! (`ttft_ms_p50`, `ttft_ms_p90`, `ttft_ms_p99`, `ttft_ms_mean`, `ttft_ms_min`, `ttft_ms_max`,
 //! `ttft_ms_count`); see [`Column`].
 //!
-//! Definitions (the only place they are written down):
-//! - **TTFT** (`ttft_ms`): request sent → first streamed token on any channel (content,
-//!   reasoning, tool call); a role-only chunk is not a token. For decode cells, the TTFT of the
-//!   N streams that open the cell.
-//! - **TTFT to content** (`ttft_content_ms`): request sent → first content token.
-//! - **TPOT** (`tpot_ms`): per request, (t_last_token − t_first_token) ÷ (output_tokens − 1).
-//! - **Per-request tok/s** (`per_request_tps`): 1000 ÷ TPOT.
-//! - **ITL** (`itl_ms`): gaps between token arrivals, each chunk gap divided over the tokens the
-//!   chunk carries (speculative decoding sends several tokens per chunk).
-//! - **E2E latency** (`e2e_ms`): request sent → last token, for requests that finished.
-//! - **Total tok/s** (`total_tps`): output tokens of all streams inside the measurement window ÷
-//!   window length.
-//! - **Prompt tok/s** (`prompt_tps`): prefill rate, prompt tokens ÷ TTFT of a cold request.
+//! Each metric's full definition — what it measures, over which streams, chunks or window, and
+//! where its numbers come from — is in `docs/METHODOLOGY.md` (section "Metrics"), the one place
+//! it is written down; [`Metric::description`] is its one-line summary for tooltips and
+//! headers. A metric added here gets its row there (a test checks that every id is in it).
 
 use crate::model::Distribution;
 
@@ -101,7 +92,8 @@ pub struct Metric {
     pub id: &'static str,
     /// Column label as on the seed page, e.g. "Total tok/s".
     pub label: &'static str,
-    /// One sentence: what it is and where the figure comes from.
+    /// One sentence: what it is and where the figure comes from (the full definition is in
+    /// `docs/METHODOLOGY.md`, "Metrics").
     pub description: &'static str,
     /// Unit of every value (and of each statistic of a distribution, except `count`).
     pub unit: Unit,

@@ -1,6 +1,6 @@
-//! Cell status rules (DESIGN §2). Precedence, top-down: over capacity (planned, never run) →
-//! error (any stream failed) → requests queued (the server could not run all N at once) →
-//! valid.
+//! Cell status rules (`docs/METHODOLOGY.md`, "Statuses"). Precedence, top-down: over capacity
+//! (planned, never run) → error (any stream failed) → requests queued (the server could not run
+//! all N at once) → valid.
 
 use crate::model::{Capacity, CellStatus};
 
@@ -42,7 +42,7 @@ pub struct Evidence<'a> {
     pub avg_running: Option<f64>,
 }
 
-/// The status of a measured decode cell and its reason (DESIGN §2). Over capacity is decided
+/// The status of a measured decode cell and its reason. Over capacity is decided
 /// at plan time with [`over_capacity`] and never reaches here.
 pub fn decode_status(e: &Evidence<'_>) -> (CellStatus, Option<String>) {
     if let Some(first) = e.failures.first() {

@@ -4,18 +4,21 @@
 //! What is modelled, and why (the evidence is the seed run; `docs/METHODOLOGY.md` defines the
 //! figures):
 //!
-//! - **Front end.** A request first does per-request work side by side with other requests
-//!   (body parsing, chat template, tokenization — ms that grow with the prompt), then work done
-//!   one request at a time in arrival order (the engine's intake of a request), and only then
-//!   reaches the scheduler's waiting queue. Both are [`FrontendModel`] knots by prompt length.
-//!   The seed shows both: a warm 8K prompt alone still waits ~200 ms for its first token and a
-//!   warm 251K one ~1 s, although its prefix is cached; and when N warm streams open at once,
-//!   their first tokens come one after another at a steady spacing (~155 ms at 8K, ~445 ms at
-//!   251K: the median TTFT of 128 streams at 8K is 10 s) while the streams already decoding
-//!   keep their speed — work that blocked engine steps would have slowed them (the seed's
-//!   per-request tok/s, which counts TTFT, says it did not). The side-by-side stage slows by
-//!   `contention_per_running` per request already running: requests that replace finished ones
-//!   wait about twice as long as a lone request in the seed. Requests in the front end are not
+//! - **Front end.** A request first does per-request work in the server's front end (body
+//!   parsing, chat template, tokenization, the engine's intake — ms that grow with the prompt)
+//!   and only then reaches the scheduler's waiting queue. A lone request spends the front end's
+//!   *latency* there; requests leave it in arrival order no closer together than its *spacing*
+//!   (the part of that work done one request at a time). Both are [`FrontendModel`] knots by
+//!   prompt length. The seed shows both: a warm 8K prompt alone still waits ~200 ms for its
+//!   first token and a warm 251K one ~1 s, although its prefix is cached; and when N warm
+//!   streams open at once, their first tokens come one after another at a steady spacing
+//!   (~155 ms at 8K, ~445 ms at 251K: the median TTFT of 128 streams at 8K is 10 s) while the
+//!   streams already decoding keep their speed — work that blocked engine steps would have
+//!   slowed them (the seed's per-request tok/s, which counts TTFT, says it did not). A spacing
+//!   larger than the latency is allowed (a real CPU vLLM: a lone warm request's first token in
+//!   ~110 ms, eight at once ~370 ms apart). The side-by-side part of the latency (beyond the
+//!   spacing) grows by `contention_per_running` per request already running: requests that replace finished ones wait about twice as long as
+//!   a lone request in the seed. Requests in the front end are not
 //!   `waiting` (vLLM's gauge counts the scheduler's queue only).
 //! - **Scheduler.** A running set and an FCFS waiting queue; each step has a token budget
 //!   (`max_num_batched_tokens`) that decodes take first (1 + K tokens each with K speculative
@@ -227,8 +230,8 @@ pub struct Engine {
     frontend: super::profile::FrontendModel,
     /// Requests in the front end, in the order they reach the waiting queue.
     front: VecDeque<Arriving>,
-    /// When the one-at-a-time front-end stage is free again (ms).
-    serial_free_ms: f64,
+    /// When the last request left (or will leave) the front end (ms).
+    last_ready_ms: f64,
     waiting: VecDeque<Seq>,
     running: Vec<Seq>,
     cache: PrefixCache,
@@ -255,7 +258,7 @@ impl Engine {
             cost: profile.cost.clone(),
             frontend: profile.frontend.clone(),
             front: VecDeque::new(),
-            serial_free_ms: f64::NEG_INFINITY,
+            last_ready_ms: f64::NEG_INFINITY,
             waiting: VecDeque::new(),
             running: Vec::new(),
             cache: PrefixCache { capacity: total as usize, ..Default::default() },
@@ -268,9 +271,9 @@ impl Engine {
     /// when its front-end work is done. `output_len` 0 is treated as 1.
     pub fn submit(&mut self, s: Submit) {
         let prompt_len = s.prompt_len.max(1);
-        let parallel_done = s.arrival_ms + self.frontend.parallel_ms(prompt_len, self.running.len());
-        let ready_ms = parallel_done.max(self.serial_free_ms) + self.frontend.serial_ms(prompt_len);
-        self.serial_free_ms = ready_ms;
+        let alone = s.arrival_ms + self.frontend.latency_ms(prompt_len, self.running.len());
+        let ready_ms = alone.max(self.last_ready_ms + self.frontend.spacing_ms(prompt_len));
+        self.last_ready_ms = ready_ms;
         let seq = Seq {
             id: s.id,
             prompt_len,
@@ -651,8 +654,8 @@ mod tests {
     fn the_serial_front_end_spaces_simultaneous_arrivals() {
         let mut p = Profile::tiny();
         p.frontend = FrontendModel {
-            parallel_knots: vec![(1000, 20.0)],
-            serial_knots: vec![(1000, 100.0)],
+            latency_knots: vec![(1000, 120.0)],
+            spacing_knots: vec![(1000, 100.0)],
             contention_per_running: 0.0,
         };
         let mut e = Engine::new(&p, 1);
@@ -674,7 +677,7 @@ mod tests {
     fn contention_slows_a_request_that_arrives_while_others_run() {
         let mut p = Profile::tiny();
         p.frontend =
-            FrontendModel { parallel_knots: vec![(1000, 50.0)], serial_knots: vec![], contention_per_running: 0.5 };
+            FrontendModel { latency_knots: vec![(1000, 50.0)], spacing_knots: vec![], contention_per_running: 0.5 };
         let mut e = Engine::new(&p, 1);
         for id in 0..2 {
             submit(&mut e, id, 0.0, 1000, id, 1000);

@@ -20,9 +20,9 @@
 //!    by relative error.
 //! 4. **Front end**: per context, a lone warm request's TTFT (the 1-stream cell) and the
 //!    spacing of the opening streams' first tokens (cells whose TTFT median is over the
-//!    opening streams only: `(median − lone) ÷ (rank of the median − 1)`) give the
-//!    one-at-a-time stage (the spacing) and the side-by-side stage (the rest). The slow-down of
-//!    the side-by-side stage while other requests run is the value (0…1, to 0.025) whose
+//!    opening streams only: `(median − lone) ÷ (rank of the median − 1)`) give the latency
+//!    (the lone TTFT less the engine's time for the uncached tail) and the spacing. The
+//!    slow-down of the latency while other requests run is the value (0…1, to 0.025) whose
 //!    replay best matches the TTFT of cells with replacement requests in them.
 //! 5. **Prefill**: each prefill row's cold TTFT minus the front end is the engine's time to
 //!    compute that prompt; prompt tok/s knots follow.
@@ -349,12 +349,12 @@ fn frontend(p: &Profile, procedure: Procedure, decode: &[DecodeCell]) -> Fronten
             serial.push((len, (sum / ranks).max(0.0)));
         }
     }
-    let serial_at = |len: u32| crate::profile::interpolate(&serial, len);
-    let parallel =
-        contexts.iter().map(|&(len, lone)| (len, (lone - serial_at(len) - lone_engine_ms(p, len)).max(0.0))).collect();
-    let serial =
-        if serial.is_empty() { vec![] } else { contexts.iter().map(|&(len, _)| (len, serial_at(len))).collect() };
-    FrontendModel { parallel_knots: parallel, serial_knots: serial, contention_per_running: 0.0 }
+    let spacing_at = |len: u32| crate::profile::interpolate(&serial, len);
+    // A lone request's front-end latency: its TTFT less the engine's own time for it.
+    let latency = contexts.iter().map(|&(len, lone)| (len, (lone - lone_engine_ms(p, len)).max(0.0))).collect();
+    let spacing =
+        if serial.is_empty() { vec![] } else { contexts.iter().map(|&(len, _)| (len, spacing_at(len))).collect() };
+    FrontendModel { latency_knots: latency, spacing_knots: spacing, contention_per_running: 0.0 }
 }
 
 /// Engine time of a lone warm request: its uncached tail (and one prefilled token).
@@ -515,7 +515,7 @@ mod tests {
             let row = seed().prefill.iter().find(|r| r.context.tokens as u32 == *len).unwrap().prompt_tps.unwrap();
             assert!(*rate > row, "{len}: {rate} vs {row}");
         }
-        assert!(p.frontend.serial_ms(8192) > 100.0 && p.frontend.serial_ms(257_024) > p.frontend.serial_ms(8192));
+        assert!(p.frontend.spacing_ms(8192) > 100.0 && p.frontend.spacing_ms(257_024) > p.frontend.spacing_ms(8192));
     }
 
     #[test]

@@ -16,7 +16,6 @@
 //!   `2 + 0.1·B + 0.5·S/10⁶` ms, no front-end cost, no speculative decoding, outputs handed out
 //!   0.02 ms apart.
 
-use std::fmt;
 use std::sync::OnceLock;
 
 /// Linear interpolation between `(x, y)` knots sorted by `x`, flat outside them; 0 without
@@ -41,35 +40,41 @@ pub fn interpolate(knots: &[(u32, f64)], x: u32) -> f64 {
 
 /// The server's per-request work before a request reaches the scheduler (ms), by prompt length.
 ///
-/// Two stages: work that requests do side by side (parsing the body, the chat template,
-/// tokenization), slowed while the server streams other requests' outputs, then work done one
-/// request at a time in arrival order (the engine's intake of a request). A request enters the
-/// scheduler's waiting queue when both are done.
+/// A lone request spends the *latency* there (parsing the body, the chat template,
+/// tokenization, the engine's intake), longer while the server streams other requests' outputs;
+/// and requests leave one after another, in arrival order, no closer than the *spacing* (the
+/// part of that work done one request at a time). A request enters the scheduler's waiting
+/// queue when it leaves.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct FrontendModel {
-    /// (prompt tokens, ms) of the side-by-side stage, interpolated linearly, flat outside.
-    pub parallel_knots: Vec<(u32, f64)>,
-    /// (prompt tokens, ms) of the one-at-a-time stage, interpolated linearly, flat outside.
-    pub serial_knots: Vec<(u32, f64)>,
-    /// Slow-down of the side-by-side stage per request already running (0.2: a request that
-    /// arrives while 5 others run takes twice as long there).
+    /// (prompt tokens, ms) of a lone request's latency, interpolated linearly, flat outside.
+    pub latency_knots: Vec<(u32, f64)>,
+    /// (prompt tokens, ms) of the least time between two requests leaving, interpolated
+    /// linearly, flat outside.
+    pub spacing_knots: Vec<(u32, f64)>,
+    /// Slow-down of the side-by-side part of the latency per request already running (0.2: it
+    /// takes twice as long for a request that arrives while 5 others run).
     pub contention_per_running: f64,
 }
 
 impl FrontendModel {
-    /// Side-by-side time of a prompt of `len` tokens with `running` requests in the engine.
-    pub fn parallel_ms(&self, len: u32, running: usize) -> f64 {
-        interpolate(&self.parallel_knots, len).max(0.0) * (1.0 + self.contention_per_running.max(0.0) * running as f64)
+    /// Latency of a prompt of `len` tokens arriving while `running` requests are in the engine:
+    /// the part done side by side (the latency beyond the spacing) slows by
+    /// `contention_per_running` per running request; the one-at-a-time part does not.
+    pub fn latency_ms(&self, len: u32, running: usize) -> f64 {
+        let lone = interpolate(&self.latency_knots, len).max(0.0);
+        let side_by_side = (lone - self.spacing_ms(len)).max(0.0);
+        lone + side_by_side * self.contention_per_running.max(0.0) * running as f64
     }
 
-    /// One-at-a-time time of a prompt of `len` tokens.
-    pub fn serial_ms(&self, len: u32) -> f64 {
-        interpolate(&self.serial_knots, len).max(0.0)
+    /// Least time between a request of `len` prompt tokens leaving and the one before it.
+    pub fn spacing_ms(&self, len: u32) -> f64 {
+        interpolate(&self.spacing_knots, len).max(0.0)
     }
 
     /// Front-end time of a lone request (nothing running, nothing ahead of it).
     pub fn lone_ms(&self, len: u32) -> f64 {
-        self.parallel_ms(len, 0) + self.serial_ms(len)
+        self.latency_ms(len, 0)
     }
 }
 
@@ -174,17 +179,10 @@ pub struct Profile {
 /// Names accepted by [`Profile::by_name`].
 pub const PROFILE_NAMES: &[&str] = &["h200-qwen3.5-122b", "tiny"];
 
-/// An unknown profile name.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// An unknown profile name (`--profile`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown profile `{0}` (known: {known})", known = PROFILE_NAMES.join(", "))]
 pub struct UnknownProfile(pub String);
-
-impl fmt::Display for UnknownProfile {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "unknown profile `{}` (known: {})", self.0, PROFILE_NAMES.join(", "))
-    }
-}
-
-impl std::error::Error for UnknownProfile {}
 
 /// The seed run's results file, embedded: the h200 profile is its fit.
 pub const SEED_RESULTS: &str = include_str!("../../tests/fixtures/h200-qwen3.5-122b-vllm.json");
@@ -280,14 +278,18 @@ mod tests {
     #[test]
     fn frontend_stages_and_contention() {
         let f = FrontendModel {
-            parallel_knots: vec![(1000, 10.0), (2000, 20.0)],
-            serial_knots: vec![(1000, 5.0)],
+            latency_knots: vec![(1000, 10.0), (2000, 20.0)],
+            spacing_knots: vec![(1000, 5.0)],
             contention_per_running: 0.5,
         };
-        assert_eq!(f.parallel_ms(1500, 0), 15.0);
-        assert_eq!(f.parallel_ms(1500, 2), 30.0);
-        assert_eq!(f.serial_ms(9999), 5.0);
-        assert_eq!(f.lone_ms(1000), 15.0);
+        assert_eq!(f.latency_ms(1500, 0), 15.0);
+        // 10 ms side by side (15 − the 5 ms spacing), slowed by 0.5 per running request.
+        assert_eq!(f.latency_ms(1500, 2), 25.0);
+        // A spacing beyond the latency: nothing is done side by side, nothing slows.
+        let g = FrontendModel { latency_knots: vec![(1000, 3.0)], ..f.clone() };
+        assert_eq!(g.latency_ms(1000, 4), 3.0);
+        assert_eq!(f.spacing_ms(9999), 5.0);
+        assert_eq!(f.lone_ms(1000), 10.0);
         assert_eq!(FrontendModel::default().lone_ms(123), 0.0);
     }
 
@@ -302,7 +304,8 @@ mod tests {
 
     #[test]
     fn unknown_profile_is_an_error() {
-        assert!(Profile::by_name("nope").is_err());
+        let e = Profile::by_name("nope").unwrap_err();
+        assert_eq!(e.to_string(), "unknown profile `nope` (known: h200-qwen3.5-122b, tiny)");
         assert_eq!(Profile::by_name("tiny").unwrap().name, "tiny");
         assert_eq!(Profile::by_name("h200").unwrap().name, "h200-qwen3.5-122b");
     }

@@ -1,5 +1,5 @@
 //! What server is this? `/v1/models`, `/version`, `/metrics`, `/props`, `/slots`,
-//! `/get_server_info` (DESIGN §3), turned by the engine's adapter ([`crate::measuring::engine`]) into the
+//! `/get_server_info`, turned by the engine's adapter ([`crate::measuring::engine`]) into the
 //! engine, model, `max_model_len`, KV budget and slots the plan needs — and the Prometheus gauges and
 //! counters sampled during decode windows.
 
@@ -12,8 +12,6 @@ use speedmatrix_schema::{KvBudgetSource, Simulated};
 /// What discovery found.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServerInfo {
-    /// `vllm`, `sglang`, `llamacpp` or `openai`.
-    pub engine: String,
     /// The engine, as detected from the server's answers or set with `--engine`.
     pub kind: EngineKind,
     /// The served model name requests use.
@@ -58,12 +56,12 @@ impl ServerInfo {
     }
 }
 
-/// Why discovery could not identify a usable server (exit code 2).
+/// Why discovery could not identify a usable server (exit code 2). Each names the URL asked.
 #[derive(Debug, thiserror::Error)]
 pub enum DiscoverError {
     /// Nothing answered at the URL.
     #[error("{0} — is the server running, and is --url right?")]
-    Unreachable(String),
+    Unreachable(HttpError),
     /// The server wants a (different) API key.
     #[error(
         "{url} answered HTTP 401: the server wants an API key and got none or a wrong one. Pass the right one with --api-key or set SPEEDMATRIX_API_KEY (or OPENAI_API_KEY)"
@@ -80,16 +78,22 @@ pub enum DiscoverError {
         /// What is served, comma-separated.
         served: String,
     },
-    /// `/v1/models` is missing or malformed.
+    /// `/v1/models` answered an error or something that is not a model list.
     #[error("{0}; is this an OpenAI-compatible server (GET /v1/models)?")]
-    NotOpenAi(String),
+    NotOpenAi(HttpError),
+    /// `/v1/models` lists no model.
+    #[error("{url} lists no models; is this an OpenAI-compatible server (GET /v1/models)?")]
+    NoModels {
+        /// The URL asked.
+        url: String,
+    },
 }
 
 fn classify(e: HttpError) -> DiscoverError {
     match e {
         HttpError::Status { status: 401 | 403, url, .. } => DiscoverError::Unauthorized { url },
-        HttpError::Unreachable { .. } => DiscoverError::Unreachable(e.to_string()),
-        other => DiscoverError::NotOpenAi(other.to_string()),
+        HttpError::Unreachable { .. } => DiscoverError::Unreachable(e),
+        other => DiscoverError::NotOpenAi(other),
     }
 }
 
@@ -126,7 +130,7 @@ pub async fn discover(
         .get("data")
         .and_then(Value::as_array)
         .filter(|d| !d.is_empty())
-        .ok_or_else(|| DiscoverError::NotOpenAi(format!("{}/v1/models lists no models", client.base())))?;
+        .ok_or_else(|| DiscoverError::NoModels { url: format!("{}/v1/models", client.base()) })?;
     let ids: Vec<&str> = data.iter().filter_map(|m| m.get("id").and_then(Value::as_str)).collect();
     let entry = match model {
         Some(want) => data
@@ -171,15 +175,8 @@ pub async fn discover(
         facts.missing.retain(|m| m.figure != "kv_budget");
     }
     let simulated = simulation(twin_header, &mut facts.version);
-    let info = ServerInfo {
-        engine: kind.id().to_string(),
-        kind,
-        model,
-        root: root.or_else(|| facts.model_path.clone()),
-        facts,
-        metrics_note,
-        simulated,
-    };
+    let info =
+        ServerInfo { kind, model, root: root.or_else(|| facts.model_path.clone()), facts, metrics_note, simulated };
     Ok((info, metrics))
 }
 
@@ -200,11 +197,14 @@ fn simulation(header: Option<String>, version: &mut Option<String>) -> Option<Si
     Some(Simulated { by: TWIN_NAME.into(), profile: header.filter(|h| !h.is_empty()), evidence: Some(evidence.into()) })
 }
 
+/// `/metrics` answered something that is not Prometheus text exposition.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct MetricsError(String);
+
 /// One scrape of the server's Prometheus metrics, summed over label sets (engines, models).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Metrics {
-    /// Engine inferred from metric prefixes (`vllm:` …), `openai` when none matches.
-    pub engine: String,
     /// Requests running (gauge).
     pub running: Option<f64>,
     /// Requests waiting in the queue (gauge).
@@ -233,20 +233,17 @@ impl Metrics {
     /// Parse Prometheus text exposition (vLLM, SGLang and llama.cpp names).
     ///
     /// # Errors
-    /// When the text is not Prometheus exposition format.
-    pub fn parse(text: &str) -> Result<Metrics, String> {
+    /// [`MetricsError`] with the parser's complaint (one line) when the text is not Prometheus
+    /// exposition format.
+    pub fn parse(text: &str) -> Result<Metrics, MetricsError> {
         use openmetrics_parser::{prometheus::parse_prometheus, PrometheusValue};
         // The parser wants a final newline.
         let text = if text.ends_with('\n') { text.to_string() } else { format!("{text}\n") };
-        let exposition = parse_prometheus(&text).map_err(|e| format!("{e:?}"))?;
-        let mut m = Metrics { engine: "openai".into(), ..Metrics::default() };
+        let exposition =
+            parse_prometheus(&text).map_err(|e| MetricsError(crate::text::excerpt(&e.to_string(), 300)))?;
+        let mut m = Metrics::default();
         for family in exposition.families.values() {
             let name = family.family_name.trim_end_matches("_total");
-            if let Some((prefix, _)) = name.split_once(':') {
-                if ["vllm", "sglang", "llamacpp"].contains(&prefix) && m.engine == "openai" {
-                    m.engine = prefix.to_string();
-                }
-            }
             for sample in family.iter_samples() {
                 let v = match &sample.value {
                     PrometheusValue::Gauge(n) | PrometheusValue::Unknown(n) => n.as_f64(),
@@ -307,7 +304,6 @@ vllm:generation_tokens_total{engine="0",model_name="qwen"} 1234.0
 vllm:cache_config_info{block_size="16",enable_prefix_caching="True",num_gpu_blocks="1000",engine="0"} 1.0
 "#;
         let m = Metrics::parse(text).unwrap();
-        assert_eq!(m.engine, "vllm");
         assert_eq!((m.running, m.waiting, m.kv_usage), (Some(3.0), Some(1.0), Some(0.25)));
         assert_eq!(m.generation_tokens, Some(1234.0));
         assert_eq!(m.kv_budget, Some((16_000, KvBudgetSource::NumGpuBlocks)));
@@ -338,9 +334,14 @@ vllm:cache_config_info{block_size="16",enable_prefix_caching="True",num_gpu_bloc
     }
 
     #[test]
-    fn unknown_metrics_mean_plain_openai() {
+    fn unknown_metrics_fill_nothing() {
         let m = Metrics::parse("# TYPE foo_total counter\nfoo_total 3\n").unwrap();
-        assert_eq!(m.engine, "openai");
-        assert_eq!(m.running, None);
+        assert_eq!(m, Metrics::default());
+    }
+
+    #[test]
+    fn text_that_is_not_prometheus_is_one_line_error() {
+        let e = Metrics::parse("<html>\n<body>Bad gateway</body>\n</html>").unwrap_err();
+        assert!(!e.to_string().is_empty() && !e.to_string().contains('\n'), "{e:?}");
     }
 }

@@ -5,6 +5,7 @@
 //! - [`collect`]: `speedmatrix run` against a server URL and the results file it wrote;
 //! - [`dom`]: the page a results file renders, as Chromium's `--dump-dom`;
 //! - [`server`]: real servers (vLLM, llama.cpp) started, watched and killed;
+//! - [`snap`]: settings and placeholders of the snapshot tests (insta);
 //! - [`skip`]: a test that cannot run here says why (and fails under `CI=true`).
 //!
 //! Each test file uses part of it, so unused items are expected.
@@ -14,6 +15,7 @@ pub mod browser;
 pub mod collect;
 pub mod dom;
 pub mod server;
+pub mod snap;
 
 /// The binary under test. It is `collector/src/main.rs` built by this package as
 /// `speedmatrix-under-test` (see `tests/Cargo.toml`): cargo hands a test the path of a binary of
