@@ -100,6 +100,24 @@ pub struct Step {
     pub outputs: Vec<Output>,
 }
 
+/// What one step will do, as it is scheduled.
+struct StepPlan {
+    /// Tokens of the step's budget still free.
+    budget: u32,
+    /// Per running index: the prefill chunk's end, or 0 for a decode, or None (not scheduled).
+    slots: Vec<Option<u32>>,
+    /// Prefill chunks (start, end).
+    prefill: Vec<(u32, u32)>,
+    /// Requests decoded.
+    decodes: usize,
+    /// Their contexts summed (tokens).
+    ctx_sum: u64,
+    /// Whether a request was preempted (no new admissions then).
+    preempted: bool,
+    /// Prompt tokens found in the prefix cache by requests admitted in this step.
+    cached_cost_tokens: u64,
+}
+
 /// Counters in vLLM's sense (`vllm:*_total`).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Counters {
@@ -380,20 +398,39 @@ impl Engine {
         if self.running.is_empty() && self.waiting.is_empty() {
             return None;
         }
+        let mut plan = self.schedule_running();
+        if !plan.preempted {
+            self.admit_waiting(&mut plan);
+        }
+        if plan.prefill.is_empty() && plan.decodes == 0 {
+            return None;
+        }
+        let end_ms = start_ms + self.step_cost_ms(&plan).max(0.001);
+        let prefill_tokens = plan.prefill.iter().map(|&(a, b)| b - a).sum();
+        let (outputs, finished) = self.apply(&plan);
+        self.retire(finished);
+        Some(Step { start_ms, end_ms, decode_batch: plan.decodes, prefill_tokens, outputs })
+    }
+
+    /// Schedule the running requests under the step's token budget, decodes and partial
+    /// prefills in running order, preempting from the end when KV blocks run out.
+    fn schedule_running(&mut self) -> StepPlan {
         let k = self.spec_tokens;
-        let mut budget = self.max_batched_tokens;
-        // Per running index: the prefill chunk's end, or 0 for a decode, or None (not scheduled).
-        let mut plan: Vec<Option<u32>> = vec![None; self.running.len()];
-        let mut prefill: Vec<(u32, u32)> = Vec::new(); // chunk start, end
-        let mut decodes = 0usize;
-        let mut ctx_sum: u64 = 0;
-        let mut preempted = false;
+        let mut plan = StepPlan {
+            budget: self.max_batched_tokens,
+            slots: vec![None; self.running.len()],
+            prefill: Vec::new(),
+            decodes: 0,
+            ctx_sum: 0,
+            preempted: false,
+            cached_cost_tokens: 0,
+        };
         let mut i = 0;
         while i < self.running.len() {
             let (needed_blocks, chunk, is_decode) = {
                 let s = &self.running[i];
                 if s.prefilling() {
-                    let chunk = (s.needed() - s.computed).min(budget);
+                    let chunk = (s.needed() - s.computed).min(plan.budget);
                     if chunk == 0 {
                         i += 1;
                         continue;
@@ -406,7 +443,7 @@ impl Engine {
             let extra = needed_blocks.saturating_sub(self.running[i].blocks);
             let mut self_preempted = false;
             while self.free_blocks < extra {
-                preempted = true;
+                plan.preempted = true;
                 if self.running.len() - 1 == i {
                     self.preempt_last();
                     self_preempted = true;
@@ -420,128 +457,144 @@ impl Engine {
             self.free_blocks -= extra;
             let s = &mut self.running[i];
             s.blocks += extra;
-            budget = budget.saturating_sub(chunk);
+            plan.budget = plan.budget.saturating_sub(chunk);
             if is_decode {
-                decodes += 1;
-                ctx_sum += s.computed as u64;
-                plan[i] = Some(0);
+                plan.decodes += 1;
+                plan.ctx_sum += s.computed as u64;
+                plan.slots[i] = Some(0);
             } else {
-                prefill.push((s.computed, s.computed + chunk));
-                plan[i] = Some(s.computed + chunk);
+                plan.prefill.push((s.computed, s.computed + chunk));
+                plan.slots[i] = Some(s.computed + chunk);
             }
             i += 1;
         }
-        let mut cached_cost_tokens: u64 = 0;
-        if !preempted {
-            while budget > 0 && self.running.len() < self.max_num_seqs {
-                let Some(front) = self.waiting.front() else {
-                    break;
-                };
-                let fresh = front.computed == 0;
-                let needed = front.needed();
-                let mut computed = 0u32;
-                let mut hit_tokens = 0u32;
-                if fresh && self.prefix_cache_on {
-                    let hashes = front.hashes.clone();
-                    let hits = self.cache.hits(&hashes);
-                    // Whole reuse units only, and at least one token is always computed.
-                    let max_blocks = (needed.saturating_sub(1) / self.block_size) as usize;
-                    let hit = (hits.min(max_blocks) as u32) * self.block_size;
-                    hit_tokens = hit / self.cache_granularity * self.cache_granularity;
-                    computed = hit_tokens;
+        plan
+    }
+
+    /// Admit new requests from the head of the waiting queue (FCFS) while budget, running
+    /// slots and KV blocks last, skipping prompt blocks found in the prefix cache in whole
+    /// reuse units.
+    fn admit_waiting(&mut self, plan: &mut StepPlan) {
+        while plan.budget > 0 && self.running.len() < self.max_num_seqs {
+            let Some(front) = self.waiting.front() else {
+                break;
+            };
+            let fresh = front.computed == 0;
+            let needed = front.needed();
+            let mut computed = 0u32;
+            let mut hit_tokens = 0u32;
+            if fresh && self.prefix_cache_on {
+                let hashes = front.hashes.clone();
+                let hits = self.cache.hits(&hashes);
+                // Whole reuse units only, and at least one token is always computed.
+                let max_blocks = (needed.saturating_sub(1) / self.block_size) as usize;
+                let hit = (hits.min(max_blocks) as u32) * self.block_size;
+                hit_tokens = hit / self.cache_granularity * self.cache_granularity;
+                computed = hit_tokens;
+            }
+            let chunk = (needed - computed).min(plan.budget);
+            let blocks = self.blocks_for(computed + chunk);
+            if blocks > self.free_blocks {
+                break;
+            }
+            let mut s = self.waiting.pop_front().expect("front exists");
+            if !s.started {
+                self.counters.prefix_cache_queries += s.prompt_len as u64;
+                self.counters.prefix_cache_hits += hit_tokens as u64;
+                s.cached = hit_tokens;
+            }
+            plan.cached_cost_tokens += hit_tokens as u64;
+            s.computed = computed;
+            s.blocks = blocks;
+            self.free_blocks -= blocks;
+            plan.budget -= chunk;
+            plan.prefill.push((computed, computed + chunk));
+            plan.slots.push(Some(computed + chunk));
+            self.running.push(s);
+        }
+    }
+
+    /// The step's duration (ms): its decodes, its prefill chunks and its cached prompt tokens.
+    fn step_cost_ms(&self, plan: &StepPlan) -> f64 {
+        let mut dur = self.cost.decode_ms(plan.decodes, plan.ctx_sum, self.spec_tokens);
+        for &(a, b) in &plan.prefill {
+            dur += self.cost.prefill_chunk_ms(a, b);
+        }
+        dur + plan.cached_cost_tokens as f64 * self.cost.cached_ms_per_token
+    }
+
+    /// Carry out the plan: prefill chunks advance (a finished prompt emits its first token),
+    /// decodes emit one token plus their accepted drafts. Returns the outputs and the ids of
+    /// requests that reached their output length.
+    fn apply(&mut self, plan: &StepPlan) -> (Vec<Output>, Vec<u64>) {
+        let mut outputs = Vec::with_capacity(plan.slots.len());
+        let mut finished = Vec::new();
+        // Preemption only pops from the end, so `slots` indices still match `running`.
+        let slots = &plan.slots[..plan.slots.len().min(self.running.len())];
+        for (idx, planned) in slots.iter().enumerate() {
+            let output = match *planned {
+                Some(end) if end > 0 => self.advance_prefill(idx, end),
+                Some(_) => Some(self.decode_one(idx)),
+                None => None,
+            };
+            if let Some(o) = output {
+                if o.finished {
+                    finished.push(o.id);
                 }
-                let chunk = (needed - computed).min(budget);
-                let blocks = self.blocks_for(computed + chunk);
-                if blocks > self.free_blocks {
-                    break;
-                }
-                let mut s = self.waiting.pop_front().expect("front exists");
-                if !s.started {
-                    self.counters.prefix_cache_queries += s.prompt_len as u64;
-                    self.counters.prefix_cache_hits += hit_tokens as u64;
-                    s.cached = hit_tokens;
-                }
-                cached_cost_tokens += hit_tokens as u64;
-                s.computed = computed;
-                s.blocks = blocks;
-                self.free_blocks -= blocks;
-                budget -= chunk;
-                prefill.push((computed, computed + chunk));
-                plan.push(Some(computed + chunk));
-                self.running.push(s);
+                outputs.push(o);
             }
         }
-        if prefill.is_empty() && decodes == 0 {
+        (outputs, finished)
+    }
+
+    /// Prefill running request `idx` up to `end`; its first token when the prompt is done.
+    fn advance_prefill(&mut self, idx: usize, end: u32) -> Option<Output> {
+        let s = &mut self.running[idx];
+        s.computed = end;
+        if s.computed < s.needed() {
             return None;
         }
-        // Cost.
-        let mut dur = self.cost.decode_ms(decodes, ctx_sum, k);
-        let mut prefill_tokens = 0;
-        for &(a, b) in &prefill {
-            dur += self.cost.prefill_chunk_ms(a, b);
-            prefill_tokens += b - a;
-        }
-        dur += cached_cost_tokens as f64 * self.cost.cached_ms_per_token;
-        let end_ms = start_ms + dur.max(0.001);
-        // Apply.
-        let mut outputs = Vec::with_capacity(plan.len());
-        let mut finished = Vec::new();
-        // Preemption only pops from the end, so `plan` indices still match `running`.
-        plan.truncate(self.running.len());
-        for (idx, planned) in plan.iter().enumerate() {
-            let id = self.running[idx].id;
-            if let Some(end) = planned.filter(|&e| e > 0) {
-                let s = &mut self.running[idx];
-                s.computed = end;
-                if s.computed >= s.needed() {
-                    let first = !s.started;
-                    s.started = true;
-                    s.out += 1;
-                    if first {
-                        self.counters.prompt_tokens += s.prompt_len as u64;
-                        if self.prefix_cache_on {
-                            // The blocks it found cached were touched by the lookup already.
-                            let full = ((s.prompt_len / self.block_size) as usize).min(s.hashes.len());
-                            let from = ((s.cached / self.block_size) as usize).min(full);
-                            let hashes = s.hashes.clone();
-                            self.cache.insert(&hashes[from..full]);
-                        }
-                    }
-                    self.counters.generation_tokens += 1;
-                    let done = s.out >= s.output_len;
-                    outputs.push(Output {
-                        id,
-                        tokens: 1,
-                        first,
-                        finished: done,
-                        cached_tokens: if first { s.cached } else { 0 },
-                    });
-                    if done {
-                        finished.push(id);
-                    }
-                }
-            } else if planned.is_some() {
-                let mut accepted = 0;
-                while accepted < k && self.rng.random::<f64>() < self.accept_rate {
-                    accepted += 1;
-                }
-                if k > 0 {
-                    self.counters.spec_drafts += 1;
-                    self.counters.spec_draft_tokens += k as u64;
-                    self.counters.spec_accepted_tokens += accepted as u64;
-                }
-                let s = &mut self.running[idx];
-                let n = (1 + accepted).min(s.output_len - s.out);
-                s.out += n;
-                s.computed += n;
-                self.counters.generation_tokens += n as u64;
-                let done = s.out >= s.output_len;
-                outputs.push(Output { id, tokens: n, first: false, finished: done, cached_tokens: 0 });
-                if done {
-                    finished.push(id);
-                }
+        let first = !s.started;
+        s.started = true;
+        s.out += 1;
+        let (id, cached, done) = (s.id, s.cached, s.out >= s.output_len);
+        if first {
+            self.counters.prompt_tokens += s.prompt_len as u64;
+            if self.prefix_cache_on {
+                // The blocks it found cached were touched by the lookup already.
+                let full = ((s.prompt_len / self.block_size) as usize).min(s.hashes.len());
+                let from = ((s.cached / self.block_size) as usize).min(full);
+                let hashes = s.hashes.clone();
+                self.cache.insert(&hashes[from..full]);
             }
         }
+        self.counters.generation_tokens += 1;
+        Some(Output { id, tokens: 1, first, finished: done, cached_tokens: if first { cached } else { 0 } })
+    }
+
+    /// Decode running request `idx`: one token plus the drafts accepted (each with the
+    /// acceptance rate, until the first rejection), capped at its output length.
+    fn decode_one(&mut self, idx: usize) -> Output {
+        let k = self.spec_tokens;
+        let mut accepted = 0;
+        while accepted < k && self.rng.random::<f64>() < self.accept_rate {
+            accepted += 1;
+        }
+        if k > 0 {
+            self.counters.spec_drafts += 1;
+            self.counters.spec_draft_tokens += k as u64;
+            self.counters.spec_accepted_tokens += accepted as u64;
+        }
+        let s = &mut self.running[idx];
+        let n = (1 + accepted).min(s.output_len - s.out);
+        s.out += n;
+        s.computed += n;
+        self.counters.generation_tokens += n as u64;
+        Output { id: s.id, tokens: n, first: false, finished: s.out >= s.output_len, cached_tokens: 0 }
+    }
+
+    /// Free the KV blocks of requests that finished.
+    fn retire(&mut self, finished: Vec<u64>) {
         for id in finished {
             if let Some(i) = self.running.iter().position(|s| s.id == id) {
                 let s = self.running.remove(i);
@@ -549,7 +602,6 @@ impl Engine {
                 self.counters.finished_requests += 1;
             }
         }
-        Some(Step { start_ms, end_ms, decode_batch: decodes, prefill_tokens, outputs })
     }
 }
 
