@@ -269,8 +269,16 @@ pub enum ReasoningFieldArg {
 #[derive(Debug, Args)]
 pub struct SimulateArgs {
     /// Engine profile: `h200-qwen3.5-122b` (fitted to the seed's H200 run) or `tiny`.
-    #[arg(long, default_value = "h200-qwen3.5-122b")]
+    #[arg(long, default_value = "h200-qwen3.5-122b", conflicts_with = "fit")]
     pub profile: String,
+    /// Fit the engine profile to this results file (any run: prefill rows, decode cells, KV
+    /// budget, max_model_len, speculative decoding), print its residual table, then serve it.
+    #[arg(long, value_name = "RUN.json")]
+    pub fit: Option<PathBuf>,
+    /// Print the residual table — every prefill row and decode cell of the run the profile is
+    /// fitted to, replayed in simulated time the way that run was measured — and exit.
+    #[arg(long)]
+    pub residuals: bool,
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1")]
     pub host: String,

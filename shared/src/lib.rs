@@ -12,16 +12,21 @@
 //! - [`export`]: the one CSV / JSON writer of that table (CLI `show --format csv`, viewer export).
 //! - [`site`]: a published site's run index (`runs/index.json`), written by `publish`, read by
 //!   the viewer.
-//! - [`stats`]: percentiles and distributions (one method everywhere: nearest rank).
+//! - [`stats`]: percentiles and distributions (one method everywhere: nearest rank), and the
+//!   rounding of figures.
+//! - [`command_line`]: a launch command split like a shell and read flag by flag.
 //! - [`context`]: context sizes (`8k` = 8,192 tokens, `max`).
 //! - [`status`]: the cell status rules (over capacity, requests queued, …).
 //! - [`summary`]: a run's subtitle and header cards, as the terminal and the page show them.
 //! - [`resume`]: a resumed run's header against the server it reaches now.
 //! - [`diff`]: two runs compared (A = baseline, B = candidate): deltas, verdicts, status and
 //!   header changes, the regression gate.
+//! - [`simulation`]: how the speedmatrix twin says it is one on the wire, and how a run
+//!   against it is told apart from a run against a real server.
 
 #![warn(missing_docs)]
 
+pub mod command_line;
 pub mod context;
 pub mod diff;
 pub mod export;
@@ -29,6 +34,7 @@ pub mod load;
 pub mod model;
 pub mod registry;
 pub mod resume;
+pub mod simulation;
 pub mod site;
 pub mod stats;
 pub mod status;

@@ -377,6 +377,26 @@ pub struct Engine {
     /// `max_running_requests`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_running_requests: Option<u32>,
+    /// Set when the server was a simulation — the speedmatrix twin — not a real engine: every
+    /// figure of the run is the twin's model of a server. Absent for real servers and in files
+    /// written before it was recorded (schema v1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub simulated: Option<Simulated>,
+}
+
+/// What simulated the server a run measured.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct Simulated {
+    /// The simulator, e.g. "speedmatrix twin".
+    pub by: String,
+    /// The twin's engine profile, e.g. "h200-qwen3.5-122b" or "fit:run.json".
+    #[serde(default)]
+    pub profile: Option<String>,
+    /// How the collector knew, e.g. "x-speedmatrix-twin header".
+    #[serde(default)]
+    pub evidence: Option<String>,
 }
 
 /// A context size: the label people read and the token count it stands for.
@@ -764,6 +784,24 @@ pub struct AcceptedDifference {
     pub measured: Option<String>,
 }
 
+impl PrefillRow {
+    /// A row of the plan without figures yet: `status` and `reason` as given, nothing measured.
+    pub fn new(context: ContextSize, status: CellStatus, reason: Option<String>) -> PrefillRow {
+        PrefillRow {
+            context,
+            prompt_tokens: None,
+            status,
+            reason,
+            prompt_tps: None,
+            ttft_ms: None,
+            completed_requests: None,
+            cached_tokens: None,
+            accepted_differences: vec![],
+            requests: vec![],
+        }
+    }
+}
+
 /// Server-side figures during a decode window (Prometheus `/metrics`, sampled ≥ 1 Hz).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
@@ -930,4 +968,42 @@ pub struct DecodeCell {
     /// The requests behind this cell, one summary each.
     #[serde(default)]
     pub requests: Vec<RequestSample>,
+}
+
+impl DecodeCell {
+    /// A cell of the plan without figures yet: `status` and `reason` as given, nothing measured.
+    pub fn new(context: ContextSize, concurrency: u32, status: CellStatus, reason: Option<String>) -> DecodeCell {
+        DecodeCell {
+            context,
+            prompt_tokens: None,
+            concurrency,
+            status,
+            reason,
+            capacity: None,
+            window_s: None,
+            window_start_ms: None,
+            total_tps: None,
+            per_request_tps: None,
+            ttft_ms: None,
+            ttft_in_window_ms: None,
+            ttft_content_ms: None,
+            tpot_ms: None,
+            itl_ms: None,
+            chunk_gap_ms: None,
+            e2e_ms: None,
+            output_tokens: None,
+            token_count_source: None,
+            completed_requests: None,
+            avg_active_requests: None,
+            max_active_requests: None,
+            spec_accept_rate: None,
+            gpu_power_w: None,
+            energy_j_per_token: None,
+            server: None,
+            gpu: None,
+            client_cpu_pct: None,
+            accepted_differences: vec![],
+            requests: vec![],
+        }
+    }
 }

@@ -7,6 +7,7 @@
 //!  "runs": [{"file": "h200-qwen.json", "label": "…", "model": "…", "hardware": "…",
 //!            "started_at": "2026-11-30T10:53:38Z"}]}
 //! ```
+//! A run that measured the twin has `"simulated": true` (absent otherwise).
 //! `file` is relative to the index itself (the `runs/` folder), so a site works from any
 //! sub-path.
 
@@ -47,6 +48,9 @@ pub struct RunIndexEntry {
     /// When the run started (RFC 3339), when known.
     #[serde(default)]
     pub started_at: Option<String>,
+    /// The run measured a simulation (the speedmatrix twin), not a real server.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub simulated: bool,
 }
 
 impl RunIndex {
@@ -94,6 +98,7 @@ pub fn entry_for(r: &Results, file: &str) -> RunIndexEntry {
         model: model_name(r),
         hardware: hardware_summary(r),
         started_at: r.run.started_at.clone(),
+        simulated: r.engine.simulated.is_some(),
     }
 }
 
@@ -152,9 +157,13 @@ mod tests {
             model: None,
             hardware: Some("2 × H200 NVL".into()),
             started_at: None,
+            simulated: true,
         }]);
         let bytes = serde_json::to_vec(&idx).unwrap();
         assert_eq!(load_index(&bytes).unwrap(), idx);
+        // An index written before `simulated` existed reads as real runs.
+        let old = br#"{"schema":"speedmatrix-run-index","schema_version":1,"runs":[{"file":"a.json","label":"A"}]}"#;
+        assert!(!load_index(old).unwrap().runs[0].simulated);
         for bad in ["../x.json", "/etc/passwd", "https://evil/x.json", "a//b.json", "a\\b.json", ""] {
             let mut i = idx.clone();
             i.runs[0].file = bad.into();

@@ -67,8 +67,15 @@ fn card(title: &'static str, items: Vec<(&'static str, Option<String>)>) -> Card
     Card { title, items: items.into_iter().filter_map(|(k, v)| v.map(|v| (k, v))).collect() }
 }
 
-/// The Hardware, Engine and Run cards (the launch command is shown on its own).
+/// The Hardware, Engine and Run cards, and the Client card when the file records the client
+/// machine (the launch command is shown on its own).
 pub fn cards(r: &Results) -> Vec<Card> {
+    let mut out = vec![hardware_card(r), engine_card(r), run_card(r)];
+    out.extend(client_card(r));
+    out
+}
+
+fn hardware_card(r: &Results) -> Card {
     let h = &r.hardware;
     let mut gpu_names: Vec<String> = h.gpus.iter().map(|g| g.name.clone()).collect();
     gpu_names.dedup();
@@ -79,7 +86,7 @@ pub fn cards(r: &Results) -> Vec<Card> {
         _ => gb(t),
     });
     let first = h.gpus.first();
-    let hardware = card(
+    card(
         "Hardware",
         vec![
             ("Type", h.accelerator_type.clone()),
@@ -95,9 +102,12 @@ pub fn cards(r: &Results) -> Vec<Card> {
             ("GPUs read", h.gpu_selection.as_ref().map(gpu_selection_text)),
             ("GPU telemetry", h.gpu_telemetry_note.clone()),
         ],
-    );
+    )
+}
+
+fn engine_card(r: &Results) -> Card {
     let e = &r.engine;
-    let engine = card(
+    card(
         "Engine",
         vec![
             ("Engine", e.name.clone()),
@@ -111,9 +121,19 @@ pub fn cards(r: &Results) -> Vec<Card> {
             ("Max model length", e.max_model_len.map(tokens)),
             ("KV cache budget", e.kv_budget_tokens.map(tokens)),
             ("Speculative decoding", e.speculative_decoding.clone()),
+            (
+                "Simulated",
+                e.simulated.as_ref().map(|s| match &s.profile {
+                    Some(p) => format!("yes — {}, profile {p}", s.by),
+                    None => format!("yes — {}", s.by),
+                }),
+            ),
         ],
-    );
-    let c = &r.config;
+    )
+}
+
+fn run_card(r: &Results) -> Card {
+    let (c, e) = (&r.config, &r.engine);
     let run = &r.run;
     let status = match run.status {
         crate::RunStatus::Running => "Running",
@@ -121,7 +141,7 @@ pub fn cards(r: &Results) -> Vec<Card> {
         crate::RunStatus::Interrupted => "Interrupted",
         crate::RunStatus::Failed => "Failed",
     };
-    let run_card = card(
+    card(
         "Run",
         vec![
             ("Status", Some(status.to_string())),
@@ -167,20 +187,21 @@ pub fn cards(r: &Results) -> Vec<Card> {
             ("Endpoint", c.endpoint.map(|x| format!("{x:?}").to_lowercase())),
             ("Run id", Some(run.id.clone())),
         ],
-    );
-    let mut out = vec![hardware, engine, run_card];
-    if let Some(cl) = &r.client {
-        out.push(card(
-            "Client",
-            vec![
-                ("CPU", cl.cpu.clone()),
-                ("Cores", cl.cores.map(|n| n.to_string())),
-                ("OS", cl.os.clone()),
-                ("Host", cl.host.clone()),
-            ],
-        ));
-    }
-    out
+    )
+}
+
+/// The machine the collector ran on, when recorded (see `Results::client`).
+fn client_card(r: &Results) -> Option<Card> {
+    let cl = r.client.as_ref()?;
+    Some(card(
+        "Client",
+        vec![
+            ("CPU", cl.cpu.clone()),
+            ("Cores", cl.cores.map(|n| n.to_string())),
+            ("OS", cl.os.clone()),
+            ("Host", cl.host.clone()),
+        ],
+    ))
 }
 
 fn place_word(p: ServerPlace) -> &'static str {

@@ -54,4 +54,10 @@ fn demo_measures_publishes_and_serves_both_runs() {
         demo.decode.iter().map(|c| &c.reason).collect::<Vec<_>>()
     );
     assert!(dir.path().join("site/index.html").exists());
+    // The demo measured the twin and says so: in the file, and in the index beside the seed.
+    let sim = demo.engine.simulated.as_ref().expect("the demo run is recorded as simulated");
+    assert_eq!((sim.by.as_str(), sim.profile.as_deref()), ("speedmatrix twin", Some("h200-qwen3.5-122b")));
+    assert_eq!(demo.engine.version.as_deref(), Some("0.26.1rc1.dev638+g52be12cfa"), "the version it imitates");
+    let marks: Vec<bool> = runs.iter().map(|r| r["simulated"] == true).collect();
+    assert_eq!(marks.iter().filter(|m| **m).count(), 1, "the demo run, not the seed: {index}");
 }

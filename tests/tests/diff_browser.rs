@@ -273,3 +273,23 @@ fn screenshot_of_the_diff_view() {
         }
     });
 }
+
+#[test]
+fn the_diff_header_marks_a_simulated_run() {
+    scenario(|c| async move {
+        let dir = tempfile::tempdir().unwrap();
+        let mut v: Value = serde_json::from_slice(&std::fs::read(fixture()).unwrap()).unwrap();
+        v["run"]["label"] = "twin run".into();
+        v["engine"]["simulated"] = serde_json::json!({"by": "speedmatrix twin", "profile": "h200-qwen3.5-122b"});
+        let twin = dir.path().join("twin.json");
+        std::fs::write(&twin, serde_json::to_vec(&v).unwrap()).unwrap();
+        let (_server, base) = serve(&[&fixture(), &twin]);
+        c.goto(&format!("{base}?a=runs/h200-qwen3.5-122b-vllm.json&b=runs/twin.json")).await.unwrap();
+        wait_text(&c, "#diff-title", "twin run").await;
+        let b = text(&c, "#diff-runs .run-b").await;
+        assert!(b.contains("Simulated (speedmatrix twin, profile h200-qwen3.5-122b)"), "{b}");
+        assert!(!text(&c, "#diff-runs .run-a").await.contains("Simulated"));
+        let header = wait_text(&c, "#diff-header", "Simulated").await;
+        assert!(header.contains("yes — speedmatrix twin, profile h200-qwen3.5-122b"), "{header}");
+    });
+}

@@ -350,3 +350,23 @@ fn bad_input_exits_2_with_one_line() {
     let err = bad(&diff(&p.a, &p.b, &["--metric", "prompt_tokens", "--fail-on-regression", "5"]));
     assert!(err.contains("no better/worse direction"), "{err}");
 }
+
+#[test]
+fn a_simulated_run_is_marked_in_the_diff_header() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = write(dir.path(), "a.json", &seed());
+    let mut twin = seed();
+    twin["engine"]["simulated"] = serde_json::json!({"by": "speedmatrix twin", "profile": "h200-qwen3.5-122b"});
+    let b = write(dir.path(), "b.json", &twin);
+    let out = ok(&diff(&a, &b, &[]));
+    let line = |side: &str| out.lines().find(|l| l.starts_with(side)).unwrap_or_default().to_string();
+    assert!(!line("A (baseline)").contains("Simulated"), "{out}");
+    assert!(line("B (candidate)").ends_with(" · Simulated (speedmatrix twin, profile h200-qwen3.5-122b)"), "{out}");
+    // …and listed as a header difference, never compared silently.
+    assert!(out.contains("Simulated") && out.contains("yes — speedmatrix twin, profile h200-qwen3.5-122b"), "{out}");
+    let md = ok(&diff(&a, &b, &["-f", "markdown"]));
+    assert!(md.contains("- B (candidate): ") && md.contains("· Simulated (speedmatrix twin"), "{md}");
+    let json: Value = serde_json::from_str(&ok(&diff(&a, &b, &["-f", "json"]))).unwrap();
+    assert_eq!(json["b"]["simulated"], "speedmatrix twin, profile h200-qwen3.5-122b");
+    assert!(json["a"].get("simulated").is_none());
+}

@@ -348,3 +348,20 @@ fn closed_stdout_is_not_a_panic() {
 fn fixture_text() -> String {
     std::fs::read_to_string(root().join(FIXTURE)).unwrap()
 }
+
+#[test]
+fn a_run_of_the_twin_says_simulated() {
+    let real = stdout(&show(&[FIXTURE]));
+    assert!(!real.contains("Simulated"), "the seed measured a real server");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("twin.json");
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(root().join(FIXTURE)).unwrap()).unwrap();
+    v["engine"]["simulated"] = serde_json::json!({"by": "speedmatrix twin", "profile": "h200-qwen3.5-122b", "evidence": "x-speedmatrix-twin header"});
+    std::fs::write(&path, serde_json::to_vec(&v).unwrap()).unwrap();
+    let text = stdout(&show(&[path.to_str().unwrap()]));
+    let line = "Simulated: this run measured the speedmatrix twin (profile h200-qwen3.5-122b), a model of a server";
+    assert!(text.lines().take(8).any(|l| l.starts_with(line)), "near the top: {text}");
+    assert!(text.contains("yes — speedmatrix twin, profile h200-qwen3.5-122b"), "in the Engine card");
+    let md = stdout(&show(&[path.to_str().unwrap(), "--format", "markdown"]));
+    assert!(md.contains("> **Simulated: this run measured the speedmatrix twin"), "{md}");
+}

@@ -312,6 +312,31 @@ fn published_index_lists_runs_and_the_metric_switches() {
 }
 
 #[test]
+fn a_run_of_the_twin_says_simulated_on_its_report_and_in_the_picker() {
+    scenario(|c| async move {
+        let dir = temp();
+        let twin = variant(dir.path(), "twin run.json", |v| {
+            v["run"]["label"] = json!("twin run");
+            v["engine"]["simulated"] = json!({"by": "speedmatrix twin", "profile": "h200-qwen3.5-122b"});
+        });
+        let (_server, url) = serve(&[&fixture(), &twin]);
+        c.goto(&url).await.unwrap();
+        wait_text(&c, "#run-title", SEED_LABEL).await;
+        let banner = c.execute("return document.querySelectorAll('#simulated-banner').length;", vec![]).await.unwrap();
+        assert_eq!(banner, json!(0), "the seed is a real server");
+        let options = text(&c, "#run-select").await;
+        assert!(options.contains("twin run · Simulated"), "{options}");
+        assert!(!options.contains(&format!("{SEED_LABEL} · Simulated")), "{options}");
+        c.find(Locator::Css("#run-select")).await.unwrap().select_by_value("1").await.unwrap();
+        wait_text(&c, "#run-title", "twin run").await;
+        let banner = wait_text(&c, "#simulated-banner", "Simulated").await;
+        assert!(banner.contains("speedmatrix twin (profile h200-qwen3.5-122b), a model of a server"), "{banner}");
+        let card = text(&c, "section.card[data-card=Engine]").await;
+        assert!(card.contains("yes — speedmatrix twin, profile h200-qwen3.5-122b"), "{card}");
+    });
+}
+
+#[test]
 fn the_table_sorts_on_two_columns_and_filters() {
     scenario(|c| async move {
         let (_server, url) = serve(&[&fixture()]);

@@ -67,23 +67,48 @@ fn show(out: &std::path::Path) {
     eprintln!("{}", String::from_utf8_lossy(&o.stdout));
 }
 
-#[test]
-fn run_against_real_vllm_on_cpu() {
-    let _one = ONE_SERVER.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = tempfile::tempdir().unwrap();
-    let Some(server) = start_vllm(dir.path(), &[]) else { return };
-    let out = dir.path().join("run.json");
+/// The CPU matrix: `run` flags after `--url`.
+const CPU_MATRIX: [&str; 12] = [
+    "--contexts",
+    "128,1536",
+    "--concurrency",
+    "1,8",
+    "--prefill-contexts",
+    "512,max",
+    "--duration",
+    "4s",
+    "--max-tokens",
+    "512",
+    "--quiet",
+    "-o",
+];
+
+/// Run the CPU matrix against `url` into `out`; `SPEEDMATRIX_KEEP_RUN=FILE` keeps a copy of the
+/// results file (e.g. to try `speedmatrix simulate --fit FILE` on a real run).
+fn run_cpu_matrix(url: &str, out: &std::path::Path) -> speedmatrix_schema::Results {
     let o = Command::new(support::BIN)
-        .args(["run", "--url", &server.url, "--contexts", "128,1536", "--concurrency", "1,8"])
-        .args(["--prefill-contexts", "512,max", "--duration", "4s", "--max-tokens", "512", "--quiet", "-o"])
-        .arg(&out)
+        .args(["run", "--url", url])
+        .args(CPU_MATRIX)
+        .arg(out)
         .env_remove("OPENAI_API_KEY")
         .env_remove("SPEEDMATRIX_API_KEY")
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "{stderr}");
-    let r = speedmatrix_schema::load_results(&std::fs::read(&out).unwrap()).expect("a valid results file");
+    if let Some(keep) = std::env::var_os("SPEEDMATRIX_KEEP_RUN") {
+        std::fs::copy(out, &keep).expect("copy the run to SPEEDMATRIX_KEEP_RUN");
+    }
+    speedmatrix_schema::load_results(&std::fs::read(out).unwrap()).expect("a valid results file")
+}
+
+#[test]
+fn run_against_real_vllm_on_cpu() {
+    let _one = ONE_SERVER.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let Some(server) = start_vllm(dir.path(), &[]) else { return };
+    let out = dir.path().join("run.json");
+    let r = run_cpu_matrix(&server.url, &out);
     show(&out);
     // The launch command is read from the local vLLM process (/proc/PID/cmdline and environ).
     let launch = r.engine.launch_command.as_deref().expect("launch command of the local server");
@@ -185,4 +210,55 @@ fn run_against_real_vllm_with_ngram_speculative_decoding_and_an_api_key() {
     }
     assert!(multi_token_chunks, "ngram speculative decoding sends multi-token chunks");
     counts_agree(&r);
+}
+
+/// A twin of any run: the fit of this real vLLM CPU run, served by the twin and measured by the
+/// collector with the same matrix, reproduces the run's prefill rows and valid decode cells
+/// within ±20 % (total tok/s and TTFT). The real run is noisy on these 2 shared cores; the twin
+/// reproduces that one run, its reference.
+///
+/// Not yet met, so not part of the normal run (`cargo test -p speedmatrix-tests --test vllm_cpu
+/// -- --ignored` runs it): measured on 2026-12-01, every prefill row and total tok/s cell and
+/// three of four TTFT medians are within ±20 %, but the lone warm request at 128 tokens is not
+/// (twin 245 ms, real 141 ms: +74 %).
+#[test]
+#[ignore = "the twin of a CPU run misses the 1-stream TTFT at 128 tokens by +74 %"]
+fn the_twin_of_a_real_cpu_run_reproduces_it() {
+    let _one = ONE_SERVER.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let Some(server) = start_vllm(dir.path(), &[]) else { return };
+    let real = run_cpu_matrix(&server.url, &dir.path().join("real.json"));
+    drop(server);
+    let fit = speedmatrix_twin::fit::fit(&real).expect("the run has prefill rows and decode cells");
+    eprintln!("fit assumed: {:?}", fit.notes);
+    eprintln!("{}", speedmatrix_twin::replay::residuals(&fit.profile, &real, &[1, 2, 3]));
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let twin =
+        rt.block_on(speedmatrix_twin::start(speedmatrix_twin::TwinConfig::new(fit.profile), "127.0.0.1:0")).unwrap();
+    let measured = run_cpu_matrix(&twin.url(), &dir.path().join("twin.json"));
+    rt.block_on(twin.shutdown());
+    assert!(measured.engine.simulated.is_some(), "the twin's run is recorded as simulated");
+    assert_eq!(measured.engine.version, real.engine.version, "it imitates the real server's version");
+    let mut lines = vec![];
+    let mut check = |what: String, twin: f64, real: f64| {
+        let r = twin / real - 1.0;
+        lines.push(format!("{what}: twin {twin:.1} real {real:.1} ({:+.1} %)", 100.0 * r));
+        r.abs() <= 0.20
+    };
+    let mut ok = true;
+    for (t, r) in measured.prefill.iter().zip(&real.prefill) {
+        ok &= check(format!("prefill {} TTFT ms", r.context.label), t.ttft_ms.unwrap(), r.ttft_ms.unwrap());
+    }
+    let valid = speedmatrix_schema::CellStatus::Valid;
+    for r in real.decode.iter().filter(|c| c.status == valid) {
+        let t = measured.decode.iter().find(|t| t.context == r.context && t.concurrency == r.concurrency).unwrap();
+        let name = format!("{} × {}", r.context.label, r.concurrency);
+        assert_eq!(t.status, valid, "{name}: {:?}", t.reason);
+        ok &= check(format!("{name} total tok/s"), t.total_tps.unwrap(), r.total_tps.unwrap());
+        let p50 = |c: &speedmatrix_schema::DecodeCell| c.ttft_ms.as_ref().and_then(|d| d.p50).unwrap();
+        ok &= check(format!("{name} TTFT p50 ms"), p50(t), p50(r));
+    }
+    eprintln!("{}", lines.join("\n"));
+    assert!(ok, "the twin is off by more than 20 %:\n{}", lines.join("\n"));
+    assert!(real.decode.iter().any(|c| c.status == valid), "no valid cell to compare");
 }

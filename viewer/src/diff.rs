@@ -15,6 +15,7 @@ use crate::chart_model::{self, RunRef, Stroke};
 use crate::compare::{self, DeltaCell, DeltaKind, LINE_COLUMNS};
 use crate::components::{charts_section, heat_cell, matrix_table, metric_options};
 use crate::report;
+use crate::simulated::SimulatedMark;
 use crate::sources::{self, Fetched};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
@@ -249,9 +250,9 @@ pub fn DiffView(
             <p class="eyebrow">"Speed test diff"</p>
             <h1 id="diff-title">{ta.clone()} " vs " {tb.clone()}</h1>
             <p class="subtitle" id="diff-runs">
-                <span class="run-a">"A (baseline): " {ta} " · " {ida}</span>
+                <span class="run-a">"A (baseline): " {ta} " · " {ida} <SimulatedMark r=a.clone() /></span>
                 <br />
-                <span class="run-b">"B (candidate): " {tb} " · " {idb}</span>
+                <span class="run-b">"B (candidate): " {tb} " · " {idb} <SimulatedMark r=b.clone() /></span>
             </p>
             {controls(metric, threshold, choices, selected, d)}
             {move || d.with(|d| header_panel(&d.header))}

@@ -12,6 +12,7 @@
 //! - [`chart_model`] and [`charts`]: what each chart shows (pure) and its canvas drawing;
 //! - [`compare`]: what the diff view shows (delta heatmap, matched-measurement table) — pure;
 //! - [`diff`]: the diff view (`?a=…&b=…`): two runs compared.
+//! - [`simulated`]: the "Simulated" banner and marks of runs that measured the twin.
 //!
 //! Loading, validation and number formats come from `speedmatrix-schema`, never from here.
 
@@ -24,6 +25,7 @@ pub mod compare;
 pub mod components;
 pub mod diff;
 pub mod report;
+pub mod simulated;
 pub mod sources;
 
 /// The schema version the viewer understands (the one `speedmatrix-schema` reads).

@@ -6,13 +6,12 @@
 use crate::measuring::client::{Client, HttpError};
 use crate::measuring::engine::{EngineKind, Facts, MetricSlot, Probe, Probes};
 use serde_json::Value;
-use speedmatrix_schema::KvBudgetSource;
+use speedmatrix_schema::simulation::{untag_version, TWIN_HEADER, TWIN_NAME};
+use speedmatrix_schema::{KvBudgetSource, Simulated};
 
 /// What discovery found.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServerInfo {
-    /// `vllm`, `sglang`, `llamacpp` or `openai`.
-    pub engine: String,
     /// The engine, as detected from the server's answers or set with `--engine`.
     pub kind: EngineKind,
     /// The served model name requests use.
@@ -24,6 +23,8 @@ pub struct ServerInfo {
     pub facts: Facts,
     /// Why `/metrics` is not usable, when it is not.
     pub metrics_note: Option<String>,
+    /// Set when the server says it is the speedmatrix twin (a simulation, not a real engine).
+    pub simulated: Option<Simulated>,
 }
 
 impl ServerInfo {
@@ -55,12 +56,12 @@ impl ServerInfo {
     }
 }
 
-/// Why discovery could not identify a usable server (exit code 2).
+/// Why discovery could not identify a usable server (exit code 2). Each names the URL asked.
 #[derive(Debug, thiserror::Error)]
 pub enum DiscoverError {
     /// Nothing answered at the URL.
     #[error("{0} — is the server running, and is --url right?")]
-    Unreachable(String),
+    Unreachable(HttpError),
     /// The server wants a (different) API key.
     #[error(
         "{url} answered HTTP 401: the server wants an API key and got none or a wrong one. Pass the right one with --api-key or set SPEEDMATRIX_API_KEY (or OPENAI_API_KEY)"
@@ -77,16 +78,22 @@ pub enum DiscoverError {
         /// What is served, comma-separated.
         served: String,
     },
-    /// `/v1/models` is missing or malformed.
+    /// `/v1/models` answered an error or something that is not a model list.
     #[error("{0}; is this an OpenAI-compatible server (GET /v1/models)?")]
-    NotOpenAi(String),
+    NotOpenAi(HttpError),
+    /// `/v1/models` lists no model.
+    #[error("{url} lists no models; is this an OpenAI-compatible server (GET /v1/models)?")]
+    NoModels {
+        /// The URL asked.
+        url: String,
+    },
 }
 
 fn classify(e: HttpError) -> DiscoverError {
     match e {
         HttpError::Status { status: 401 | 403, url, .. } => DiscoverError::Unauthorized { url },
-        HttpError::Unreachable { .. } => DiscoverError::Unreachable(e.to_string()),
-        other => DiscoverError::NotOpenAi(other.to_string()),
+        HttpError::Unreachable { .. } => DiscoverError::Unreachable(e),
+        other => DiscoverError::NotOpenAi(other),
     }
 }
 
@@ -118,12 +125,12 @@ pub async fn discover(
     kv_budget_flag: Option<u64>,
     engine: Option<EngineKind>,
 ) -> Result<(ServerInfo, Option<Metrics>), DiscoverError> {
-    let models = client.get_json("/v1/models").await.map_err(classify)?;
+    let (models, twin_header) = client.get_json_and_header("/v1/models", TWIN_HEADER).await.map_err(classify)?;
     let data = models
         .get("data")
         .and_then(Value::as_array)
         .filter(|d| !d.is_empty())
-        .ok_or_else(|| DiscoverError::NotOpenAi(format!("{}/v1/models lists no models", client.base())))?;
+        .ok_or_else(|| DiscoverError::NoModels { url: format!("{}/v1/models", client.base()) })?;
     let ids: Vec<&str> = data.iter().filter_map(|m| m.get("id").and_then(Value::as_str)).collect();
     let entry = match model {
         Some(want) => data
@@ -167,22 +174,37 @@ pub async fn discover(
         facts.kv_budget = Some((v, KvBudgetSource::Flag));
         facts.missing.retain(|m| m.figure != "kv_budget");
     }
-    let info = ServerInfo {
-        engine: kind.id().to_string(),
-        kind,
-        model,
-        root: root.or_else(|| facts.model_path.clone()),
-        facts,
-        metrics_note,
-    };
+    let simulated = simulation(twin_header, &mut facts.version);
+    let info =
+        ServerInfo { kind, model, root: root.or_else(|| facts.model_path.clone()), facts, metrics_note, simulated };
     Ok((info, metrics))
 }
+
+/// Whether the server is the twin: its header (with the profile), else the label on its
+/// version. The version is kept as the one it imitates.
+fn simulation(header: Option<String>, version: &mut Option<String>) -> Option<Simulated> {
+    let untagged = version.as_deref().and_then(untag_version).map(str::to_string);
+    let tagged = untagged.is_some();
+    if let Some(v) = untagged {
+        *version = Some(v);
+    }
+    let evidence = match (&header, tagged) {
+        (Some(_), true) => "x-speedmatrix-twin header and /version label",
+        (Some(_), false) => "x-speedmatrix-twin header",
+        (None, true) => "/version label",
+        (None, false) => return None,
+    };
+    Some(Simulated { by: TWIN_NAME.into(), profile: header.filter(|h| !h.is_empty()), evidence: Some(evidence.into()) })
+}
+
+/// `/metrics` answered something that is not Prometheus text exposition.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct MetricsError(String);
 
 /// One scrape of the server's Prometheus metrics, summed over label sets (engines, models).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Metrics {
-    /// Engine inferred from metric prefixes (`vllm:` …), `openai` when none matches.
-    pub engine: String,
     /// Requests running (gauge).
     pub running: Option<f64>,
     /// Requests waiting in the queue (gauge).
@@ -211,20 +233,17 @@ impl Metrics {
     /// Parse Prometheus text exposition (vLLM, SGLang and llama.cpp names).
     ///
     /// # Errors
-    /// When the text is not Prometheus exposition format.
-    pub fn parse(text: &str) -> Result<Metrics, String> {
+    /// [`MetricsError`] with the parser's complaint (one line) when the text is not Prometheus
+    /// exposition format.
+    pub fn parse(text: &str) -> Result<Metrics, MetricsError> {
         use openmetrics_parser::{prometheus::parse_prometheus, PrometheusValue};
         // The parser wants a final newline.
         let text = if text.ends_with('\n') { text.to_string() } else { format!("{text}\n") };
-        let exposition = parse_prometheus(&text).map_err(|e| format!("{e:?}"))?;
-        let mut m = Metrics { engine: "openai".into(), ..Metrics::default() };
+        let exposition =
+            parse_prometheus(&text).map_err(|e| MetricsError(crate::text::excerpt(&e.to_string(), 300)))?;
+        let mut m = Metrics::default();
         for family in exposition.families.values() {
             let name = family.family_name.trim_end_matches("_total");
-            if let Some((prefix, _)) = name.split_once(':') {
-                if ["vllm", "sglang", "llamacpp"].contains(&prefix) && m.engine == "openai" {
-                    m.engine = prefix.to_string();
-                }
-            }
             for sample in family.iter_samples() {
                 let v = match &sample.value {
                     PrometheusValue::Gauge(n) | PrometheusValue::Unknown(n) => n.as_f64(),
@@ -285,7 +304,6 @@ vllm:generation_tokens_total{engine="0",model_name="qwen"} 1234.0
 vllm:cache_config_info{block_size="16",enable_prefix_caching="True",num_gpu_blocks="1000",engine="0"} 1.0
 "#;
         let m = Metrics::parse(text).unwrap();
-        assert_eq!(m.engine, "vllm");
         assert_eq!((m.running, m.waiting, m.kv_usage), (Some(3.0), Some(1.0), Some(0.25)));
         assert_eq!(m.generation_tokens, Some(1234.0));
         assert_eq!(m.kv_budget, Some((16_000, KvBudgetSource::NumGpuBlocks)));
@@ -298,9 +316,32 @@ vllm:cache_config_info{block_size="16",enable_prefix_caching="True",num_gpu_bloc
     }
 
     #[test]
-    fn unknown_metrics_mean_plain_openai() {
+    fn the_twin_is_told_by_its_header_or_its_version_label() {
+        let mut v = Some("0.26.1rc1.dev638+g52be12cfa.speedmatrix.twin".to_string());
+        let s = simulation(Some("h200-qwen3.5-122b".into()), &mut v).unwrap();
+        assert_eq!(v.as_deref(), Some("0.26.1rc1.dev638+g52be12cfa"), "the imitated version is kept");
+        assert_eq!((s.by.as_str(), s.profile.as_deref()), ("speedmatrix twin", Some("h200-qwen3.5-122b")));
+        // A proxy that drops headers still passes the version through.
+        let mut v = Some("0.11.0+speedmatrix.twin".to_string());
+        assert_eq!(simulation(None, &mut v).unwrap().evidence.as_deref(), Some("/version label"));
+        // /version missing (version-404): the header alone.
+        let mut v = None;
+        assert!(simulation(Some("tiny".into()), &mut v).is_some());
+        // A real server.
+        let mut v = Some("0.26.1".to_string());
+        assert_eq!(simulation(None, &mut v), None);
+        assert_eq!(v.as_deref(), Some("0.26.1"));
+    }
+
+    #[test]
+    fn unknown_metrics_fill_nothing() {
         let m = Metrics::parse("# TYPE foo_total counter\nfoo_total 3\n").unwrap();
-        assert_eq!(m.engine, "openai");
-        assert_eq!(m.running, None);
+        assert_eq!(m, Metrics::default());
+    }
+
+    #[test]
+    fn text_that_is_not_prometheus_is_one_line_error() {
+        let e = Metrics::parse("<html>\n<body>Bad gateway</body>\n</html>").unwrap_err();
+        assert!(!e.to_string().is_empty() && !e.to_string().contains('\n'), "{e:?}");
     }
 }

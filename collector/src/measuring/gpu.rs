@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use nvml_wrapper::enum_wrappers::device::{Clock as NvmlClock, TemperatureSensor};
 use nvml_wrapper::Nvml;
+use speedmatrix_schema::stats::round3;
 use speedmatrix_schema::{Gpu, GpuFigures, GpuSelection, GpuSelectionMethod};
 
 use crate::measuring::client::Clock;
@@ -78,24 +79,51 @@ pub fn choose(devices: &[Option<Vec<u32>>], server: &[u32], visible: &dyn Fn(u32
     (vec![], GpuSelection { method: GpuSelectionMethod::None, detail })
 }
 
+/// Why there are no GPUs to read. Its text is one line for `hardware.gpu_telemetry_note`: the
+/// run goes on without GPU figures.
+#[derive(Debug, thiserror::Error)]
+pub enum GpuError {
+    /// NVML could not be loaded or initialised.
+    #[error("NVML not available: {0} (no NVIDIA driver on this host)")]
+    Unavailable(String),
+    /// NVML loaded but could not count the GPUs.
+    #[error("NVML: cannot count GPUs: {0}")]
+    Count(nvml_wrapper::error::NvmlError),
+    /// NVML sees no GPU.
+    #[error("NVML found no GPU on this host")]
+    NoGpu,
+    /// The server is not on this host's GPUs ([`choose`] says why).
+    #[error("{}", .0.detail)]
+    NotOnGpus(GpuSelection),
+}
+
+impl GpuError {
+    /// The selection this leaves: none, with the reason.
+    pub fn selection(&self) -> GpuSelection {
+        match self {
+            GpuError::NotOnGpus(s) => s.clone(),
+            other => GpuSelection { method: GpuSelectionMethod::None, detail: other.to_string() },
+        }
+    }
+}
+
 /// Open NVML (`libnvidia-ml.so`, then `libnvidia-ml.so.1` for hosts with only the driver's
 /// runtime library) and choose the server's GPUs ([`choose`]).
 ///
 /// # Errors
-/// A selection of `none` with the reason, as one line for `hardware.gpu_telemetry_note`, e.g.
-/// "NVML not available: libnvidia-ml.so not found (no NVIDIA driver on this host)", or that the
-/// server's processes hold no GPU.
-pub fn open(server_pids: &[u32]) -> Result<Gpus, GpuSelection> {
-    let none = |detail: String| GpuSelection { method: GpuSelectionMethod::None, detail };
+/// [`GpuError`]: why GPU figures will be missing, e.g. "NVML not available: libnvidia-ml.so not
+/// found (no NVIDIA driver on this host)", or that the server's processes hold no GPU.
+pub fn open(server_pids: &[u32]) -> Result<Gpus, GpuError> {
     let nvml = match Nvml::init() {
         Ok(n) => n,
-        Err(first) => Nvml::builder().lib_path(std::ffi::OsStr::new("libnvidia-ml.so.1")).init().map_err(|_| {
-            none(format!("NVML not available: {} (no NVIDIA driver on this host)", nvml_error_text(&first)))
-        })?,
+        Err(first) => Nvml::builder()
+            .lib_path(std::ffi::OsStr::new("libnvidia-ml.so.1"))
+            .init()
+            .map_err(|_| GpuError::Unavailable(nvml_error_text(&first)))?,
     };
-    let count = nvml.device_count().map_err(|e| none(format!("NVML: cannot count GPUs: {e}")))?;
+    let count = nvml.device_count().map_err(GpuError::Count)?;
     if count == 0 {
-        return Err(none("NVML found no GPU on this host".into()));
+        return Err(GpuError::NoGpu);
     }
     let devices: Vec<Option<Vec<u32>>> = (0..count)
         .map(|i| {
@@ -108,7 +136,7 @@ pub fn open(server_pids: &[u32]) -> Result<Gpus, GpuSelection> {
     let visible = |pid: u32| std::path::Path::new(&format!("/proc/{pid}")).exists();
     let (indices, selection) = choose(&devices, server_pids, &visible);
     if indices.is_empty() {
-        return Err(selection);
+        return Err(GpuError::NotOnGpus(selection));
     }
     Ok(Gpus { nvml, indices, selection })
 }
@@ -267,10 +295,6 @@ pub fn window_figures(
     Some((figures, power_w.map(round3), per_token))
 }
 
-fn round3(v: f64) -> f64 {
-    (v * 1000.0).round() / 1000.0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -332,7 +356,8 @@ mod tests {
                 "this test holds no GPU: {:?}",
                 g.selection
             ),
-            Err(s) => {
+            Err(e) => {
+                let s = e.selection();
                 assert_eq!(s.method, GpuSelectionMethod::None);
                 if !has_driver {
                     assert!(s.detail.starts_with("NVML"), "{}", s.detail);

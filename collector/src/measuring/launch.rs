@@ -2,6 +2,8 @@
 //! the server runs on this machine, or given with `--launch-command`) with every secret
 //! replaced by `<redacted>`, and the host's CPU, OS and name.
 
+use speedmatrix_schema::command_line::{CommandLine, FLAG_SET};
+
 /// What replaces a secret.
 pub const REDACTED: &str = "<redacted>";
 
@@ -102,46 +104,11 @@ pub fn scrub(line: &str, secret: Option<&str>) -> String {
     }
 }
 
-/// Split a command line as a POSIX shell would (quotes and backslashes), for `--launch-command`.
-/// Unbalanced quotes keep the rest as one word.
-pub fn split_words(line: &str) -> Vec<String> {
-    let (mut words, mut cur, mut quote, mut any) = (Vec::new(), String::new(), None::<char>, false);
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        match (quote, c) {
-            (None, c) if c.is_whitespace() => {
-                if any {
-                    words.push(std::mem::take(&mut cur));
-                    any = false;
-                }
-            }
-            (None, '\'' | '"') => {
-                quote = Some(c);
-                any = true;
-            }
-            (Some(q), c) if c == q => quote = None,
-            (None | Some('"'), '\\') => {
-                if let Some(n) = chars.next() {
-                    cur.push(n);
-                    any = true;
-                }
-            }
-            (_, c) => {
-                cur.push(c);
-                any = true;
-            }
-        }
-    }
-    if any {
-        words.push(cur);
-    }
-    words
-}
-
 /// Whether an argument vector launches an LLM server we know: vLLM, SGLang, llama.cpp, the twin,
 /// and other engines people serve OpenAI APIs with (Ollama, TGI, LMDeploy, TensorRT-LLM,
 /// mistral.rs, llamafile, KoboldCpp, Aphrodite, MLC LLM, LocalAI, llama-cpp-python). vLLM's
-/// renamed processes (`VLLM::EngineCore`) count too.
+/// renamed processes (`VLLM::EngineCore`) count too, and the twin (`speedmatrix simulate`) under
+/// whatever name its binary was built, e.g. `speedmatrix-under-test`.
 pub fn is_server(argv: &[String]) -> bool {
     let joined = argv.join(" ");
     let program = crate::measuring::locate::program_name(argv);
@@ -280,14 +247,8 @@ pub fn descendants(root: u32) -> Vec<u32> {
 /// `--speculative-model M` / SGLang `--speculative-algorithm A`), e.g. "ngram, 3 tokens";
 /// `None` when the command sets none.
 pub fn speculative_decoding(command: &str) -> Option<String> {
-    let words = split_words(command);
-    let value = |flag: &str| {
-        words.iter().enumerate().find_map(|(i, w)| {
-            w.strip_prefix(&format!("{flag}="))
-                .map(str::to_string)
-                .or_else(|| (w == flag).then(|| words.get(i + 1).cloned()).flatten())
-        })
-    };
+    let line = CommandLine::parse(command)?;
+    let value = |flag: &str| line.value(flag).filter(|v| *v != FLAG_SET).map(str::to_string);
     if let Some(cfg) = value("--speculative-config") {
         let v: serde_json::Value = serde_json::from_str(&cfg).ok()?;
         let method = v["method"].as_str().or_else(|| v["model"].as_str()).unwrap_or("draft model");
@@ -348,7 +309,7 @@ mod tests {
     use super::*;
 
     fn argv(s: &str) -> Vec<String> {
-        split_words(s)
+        shlex::split(s).expect("balanced quotes")
     }
 
     #[test]
@@ -363,7 +324,7 @@ mod tests {
         );
         assert!(!line.contains("sk-1") && !line.contains("hf_abc") && !line.contains("hf_x"));
         // Quoting round-trips: splitting the line gives the (redacted) words back.
-        assert_eq!(split_words(&line).last().unwrap(), r#"{"method":"mtp","num_speculative_tokens":2}"#);
+        assert_eq!(argv(&line).last().unwrap(), r#"{"method":"mtp","num_speculative_tokens":2}"#);
     }
 
     #[test]
@@ -422,6 +383,8 @@ mod tests {
         assert!(is_server(&argv("python3 -m llama_cpp.server --model x.gguf")));
         assert!(!is_server(&argv("vim serve.py")));
         assert!(is_server(&argv("/x/target/debug/speedmatrix simulate --port 9000")));
+        assert!(is_server(&argv("/x/target/debug/speedmatrix-under-test simulate --port 9000")));
+        assert!(!is_server(&argv("/x/speedmatrix/bin/other simulate")), "a folder of that name is no binary");
         assert!(!is_server(&argv("speedmatrix run --url http://x")));
         assert!(!is_server(&argv("ssh -L 8000:h:8000 bastion")));
     }

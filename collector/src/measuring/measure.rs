@@ -6,7 +6,7 @@
 //! reported apart from the TTFT of replacement streams started inside the window.
 
 use crate::measuring::client::StreamRecord;
-use speedmatrix_schema::stats;
+use speedmatrix_schema::stats::{self, round3};
 use speedmatrix_schema::{Distribution, FinishReason, RequestSample};
 
 /// A record plus whether its stream opened the cell (vs. replaced a finished one).
@@ -25,8 +25,6 @@ pub struct WindowFigures {
     pub window_s: f64,
     /// Output tokens that arrived inside the window (server usage deltas).
     pub output_tokens: u64,
-    /// `output_tokens` ÷ `window_s`, tok/s.
-    pub total_tps: f64,
     /// 1000 ÷ TPOT per stream, tok/s.
     pub per_request_tps: Option<Distribution>,
     /// TPOT per stream inside the window, ms.
@@ -111,7 +109,6 @@ pub fn window_figures(streams: &[CellStream], w0_ms: f64, w1_ms: f64) -> WindowF
     WindowFigures {
         window_s: window_ms / 1000.0,
         output_tokens: tokens,
-        total_tps: tokens as f64 / (window_ms / 1000.0),
         per_request_tps: distribution(&rates),
         tpot_ms: distribution(&tpots),
         itl_ms: distribution(&itls),
@@ -210,11 +207,6 @@ fn distribution(values: &[f64]) -> Option<Distribution> {
     })
 }
 
-/// Round to µs precision (3 decimals of a ms figure) so files stay readable.
-pub fn round3(v: f64) -> f64 {
-    (v * 1000.0).round() / 1000.0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -245,7 +237,8 @@ mod tests {
         let f = window_figures(&[s], 300.0, 800.0);
         // Chunks at 310..=800 → 50 chunks, 25 of 1 token and 25 of 3 tokens.
         assert_eq!(f.output_tokens, 100);
-        assert!((f.total_tps - 200.0).abs() < 1e-9, "{}", f.total_tps);
+        let total_tps = f.output_tokens as f64 / f.window_s;
+        assert!((total_tps - 200.0).abs() < 1e-9, "{total_tps}");
         assert!((f.window_s - 0.5).abs() < 1e-12);
         // ITL per token: 10 ms for 1-token chunks, 3.33 ms for each of 3 tokens → median 3.33.
         let itl = f.itl_ms.unwrap();

@@ -66,9 +66,9 @@ pub enum PlanError {
     /// `max` needs the server's `max_model_len`, which it does not report.
     #[error("the server does not report max_model_len, so 'max' cannot be resolved; give contexts in tokens (e.g. --contexts 8k,32k)")]
     MaxUnknown,
-    /// Nothing left to measure.
-    #[error("nothing to measure: {0}")]
-    Empty(String),
+    /// Every context was dropped: nothing left to measure.
+    #[error("nothing to measure: every context was dropped (see the warnings above)")]
+    AllDropped,
     /// A concurrency of 0.
     #[error("--concurrency values must be at least 1")]
     ZeroConcurrency,
@@ -89,17 +89,42 @@ pub fn plan(input: &PlanInput) -> Result<Plan, PlanError> {
         return Err(PlanError::ZeroConcurrency);
     }
     let mut warnings = Vec::new();
-    let max_tokens = u64::from(input.max_tokens);
-    // `max` means the longest request the server can hold: within a slot where there are slots.
-    let mml = match (input.max_model_len, input.slot_context) {
+    let contexts = decode_contexts(input, &mut warnings)?;
+    let prefill = prefill_contexts(input, &mut warnings)?;
+    let mut concurrency = input.concurrency.clone();
+    concurrency.sort_unstable();
+    concurrency.dedup();
+    if contexts.is_empty() && prefill.is_empty() {
+        return Err(PlanError::AllDropped);
+    }
+    if input.kv_budget.is_none() && input.slot_context.is_none() && !contexts.is_empty() {
+        warnings.push(
+            "the server's KV budget is unknown (no cache_config_info, no --kv-budget): no cell is marked over capacity"
+                .into(),
+        );
+    }
+    let cells = contexts.iter().flat_map(|ctx| concurrency.iter().map(move |&n| planned_cell(input, ctx, n))).collect();
+    Ok(Plan { prefill, contexts, concurrency, cells, warnings })
+}
+
+/// The longest request the server can hold, tokens: `max_model_len`, within a slot where there
+/// are slots.
+fn longest_request(input: &PlanInput) -> Option<u64> {
+    match (input.max_model_len, input.slot_context) {
         (Some(m), Some(s)) => Some(m.min(s)),
         (m, s) => m.or(s),
-    };
+    }
+}
+
+/// The decode contexts, `max` resolved, sorted; those that leave no room for `max_tokens` of
+/// output dropped with a warning.
+fn decode_contexts(input: &PlanInput, warnings: &mut Vec<String>) -> Result<Vec<ContextSize>, PlanError> {
+    let max_tokens = u64::from(input.max_tokens);
     let mut contexts = Vec::new();
     for arg in &input.contexts {
         match *arg {
             ContextArg::Max => {
-                let m = mml.ok_or(PlanError::MaxUnknown)?;
+                let m = longest_request(input).ok_or(PlanError::MaxUnknown)?;
                 match decode_max(m, max_tokens) {
                     Some(t) => contexts.push(ContextSize { label: label(t), tokens: t }),
                     None => warnings.push(format!("decode context max dropped: max_model_len {m} leaves no room for {max_tokens} output tokens")),
@@ -115,10 +140,17 @@ pub fn plan(input: &PlanInput) -> Result<Plan, PlanError> {
             },
         }
     }
+    Ok(dedup_sorted(contexts))
+}
+
+/// The prefill contexts, `max` resolved (the longest prompt the server accepts with
+/// `max_tokens` 1), sorted; those too long dropped with a warning.
+fn prefill_contexts(input: &PlanInput, warnings: &mut Vec<String>) -> Result<Vec<ContextSize>, PlanError> {
+    let mml = longest_request(input);
     let mut prefill = Vec::new();
     for arg in &input.prefill_contexts {
         match *arg {
-            // The longest prompt the server accepts with max_tokens 1; labelled like the seed ("256K").
+            // Labelled like the seed ("256K").
             ContextArg::Max => {
                 let m = mml.ok_or(PlanError::MaxUnknown)?;
                 prefill.push(ContextSize { label: label(m / K * K).replace(',', ""), tokens: m - 1 });
@@ -132,46 +164,30 @@ pub fn plan(input: &PlanInput) -> Result<Plan, PlanError> {
             },
         }
     }
-    let contexts = dedup_sorted(contexts);
-    let prefill = dedup_sorted(prefill);
-    let mut concurrency = input.concurrency.clone();
-    concurrency.sort_unstable();
-    concurrency.dedup();
-    if contexts.is_empty() && prefill.is_empty() {
-        return Err(PlanError::Empty("every context was dropped (see the warnings above)".into()));
+    Ok(dedup_sorted(prefill))
+}
+
+/// One decode cell: over capacity when one stream exceeds a slot's context, or when N streams
+/// exceed the KV budget (the N × (C + max_tokens) rule).
+fn planned_cell(input: &PlanInput, ctx: &ContextSize, n: u32) -> PlannedCell {
+    let max_tokens = u64::from(input.max_tokens);
+    match input.slot_context.and_then(|s| over_capacity(1, ctx.tokens, max_tokens, s)) {
+        Some(cap) => PlannedCell {
+            context: ctx.clone(),
+            concurrency: n,
+            over_capacity: Some(cap),
+            reason: Some(format!(
+                "each stream needs {} tokens (context + max output), a slot holds {}; not run",
+                cap.required_tokens, cap.budget_tokens
+            )),
+        },
+        None => PlannedCell {
+            context: ctx.clone(),
+            concurrency: n,
+            over_capacity: input.kv_budget.and_then(|b| over_capacity(n, ctx.tokens, max_tokens, b)),
+            reason: None,
+        },
     }
-    if input.kv_budget.is_none() && input.slot_context.is_none() && !contexts.is_empty() {
-        warnings.push(
-            "the server's KV budget is unknown (no cache_config_info, no --kv-budget): no cell is marked over capacity"
-                .into(),
-        );
-    }
-    let cells = contexts
-        .iter()
-        .flat_map(|ctx| {
-            concurrency.iter().map(move |&n| {
-                let per_slot = input.slot_context.and_then(|s| over_capacity(1, ctx.tokens, max_tokens, s));
-                match per_slot {
-                    Some(cap) => PlannedCell {
-                        context: ctx.clone(),
-                        concurrency: n,
-                        over_capacity: Some(cap),
-                        reason: Some(format!(
-                            "each stream needs {} tokens (context + max output), a slot holds {}; not run",
-                            cap.required_tokens, cap.budget_tokens
-                        )),
-                    },
-                    None => PlannedCell {
-                        context: ctx.clone(),
-                        concurrency: n,
-                        over_capacity: input.kv_budget.and_then(|b| over_capacity(n, ctx.tokens, max_tokens, b)),
-                        reason: None,
-                    },
-                }
-            })
-        })
-        .collect();
-    Ok(Plan { prefill, contexts, concurrency, cells, warnings })
 }
 
 /// Rough wall time of a plan, s: each prefill request at `prefill_tps`, each runnable cell its

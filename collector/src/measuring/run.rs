@@ -4,17 +4,20 @@
 //! [`crate::measuring::measure`], the HTTP from [`crate::measuring::client`].
 
 use crate::cli::RunArgs;
-use crate::measuring::client::{request_body, Client, Clock, StreamCtl, StreamEvent, StreamRecord};
-use crate::measuring::discovery::{discover, Metrics, ServerInfo};
-use crate::measuring::measure::{round3, sample, window_figures, CellStream};
-use crate::measuring::plan::{estimate_s, plan, Plan, PlanInput};
+use crate::files::FileError;
+use crate::measuring::client::{request_body, Client, Clock, HttpError, StreamCtl, StreamRecord};
+use crate::measuring::discovery::{discover, DiscoverError, Metrics, ServerInfo};
+use crate::measuring::measure::{sample, window_figures, CellStream};
+use crate::measuring::plan::{estimate_s, plan, Plan, PlanError, PlanInput};
 use crate::measuring::prompt::{corpus, prompt_fields, Prompt, PromptBuilder};
-use crate::Error;
+use crate::{CommandError, Failure};
 use serde_json::{json, Value};
-use speedmatrix_schema::context::{parse_context, ContextArg};
+use speedmatrix_schema::context::{parse_context, ContextArg, ContextError};
+use speedmatrix_schema::stats::round3;
 use speedmatrix_schema::status::{decode_status, over_capacity_reason, Evidence};
 use speedmatrix_schema::*;
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,51 +37,229 @@ macro_rules! say {
 /// two consecutive samples, and the running average should not hinge on one unlucky sample).
 const SAMPLE_EVERY: Duration = Duration::from_millis(500);
 
-/// Run `speedmatrix run` to completion and return the exit code (0 done, 130 interrupted).
-///
-/// # Errors
-/// [`Error::Input`] (exit 2) when the run cannot start: bad flags, unreachable server, 401,
-/// unknown model, a `--resume` file of another plan. Errors while measuring become cell
-/// statuses, not process errors.
-pub fn run(args: &RunArgs) -> Result<u8, Error> {
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(anyhow::Error::from)?;
-    rt.block_on(measure(args))
+/// Why `speedmatrix run` could not start, or stopped. Bad flags, an unusable server and a
+/// `--resume` file of another plan are bad input (exit 2); errors while measuring become cell
+/// statuses instead, and only a results file that cannot be written stops a run (exit 1).
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// A duration flag that humantime cannot read.
+    #[error("{flag} {value:?} is not a duration; write e.g. 30s, 2m or 500ms")]
+    NotADuration {
+        /// `--duration` or `--stall-timeout`.
+        flag: &'static str,
+        /// What was given.
+        value: String,
+    },
+    /// A duration flag of 0.
+    #[error("{flag} must be longer than 0")]
+    ZeroDuration {
+        /// `--duration` or `--stall-timeout`.
+        flag: &'static str,
+    },
+    /// A window too short or too long to measure.
+    #[error("--duration {value:?}: a window must last from 1s to 24h (a shorter one measures mostly noise)")]
+    Window {
+        /// What was given.
+        value: String,
+    },
+    /// A context list with a bad entry.
+    #[error("{flag}")]
+    Context {
+        /// `--contexts` or `--prefill-contexts`.
+        flag: &'static str,
+        /// The bad entry.
+        #[source]
+        source: ContextError,
+    },
+    /// `--url` with `user:password@` (never sent, never echoed).
+    #[error(
+        "--url {url}: credentials in the URL are not sent; give the API key with --api-key or SPEEDMATRIX_API_KEY"
+    )]
+    UrlCredentials {
+        /// The URL with its password redacted.
+        url: String,
+    },
+    /// A temperature that is not a finite number ≥ 0.
+    #[error("--temperature {value}: give a finite number ≥ 0, e.g. 0 or 0.7")]
+    Temperature {
+        /// What was given.
+        value: f64,
+    },
+    /// A `--launch-command` a shell could not split (not echoed: it may hold secrets).
+    #[error("--launch-command: its quotes do not balance; give the command line as a shell would read it")]
+    LaunchCommand,
+    /// `-o` names an existing file and neither `--resume` nor `--force` says what to do with it.
+    #[error(
+        "-o {}: the file {what}; continue it with --resume {}, overwrite it with --force, or pick another -o",
+        .path.display(),
+        .path.display()
+    )]
+    WouldOverwrite {
+        /// The file.
+        path: PathBuf,
+        /// What it holds, e.g. "holds run abc (complete)".
+        what: String,
+    },
+    /// `--resume` with a file of another model or plan.
+    #[error(
+        "--resume {}: {what} differs from the file's; repeat the run's flags ({flags}), or start a new run with another -o",
+        .path.display()
+    )]
+    ResumeMismatch {
+        /// The file.
+        path: PathBuf,
+        /// What differs.
+        what: &'static str,
+        /// The file's matrix flags, to repeat.
+        flags: String,
+    },
+    /// `--accept-change` without `--resume`.
+    #[error("--accept-change only applies to a run continued with --resume FILE")]
+    AcceptChangeWithoutResume,
+    /// `--accept-change` with a key that names no compared header field.
+    #[error("--accept-change {key}: not a header field; use one of {}", .keys.join(", "))]
+    AcceptChangeKey {
+        /// What was given.
+        key: String,
+        /// The keys it takes.
+        keys: Vec<&'static str>,
+    },
+    /// `--resume` against a server that is not the one the file's header describes.
+    #[error(
+        "--resume {}: the server is not the one the file describes: {}. Cells measured now would be merged under the file's header; \
+         to continue anyway add --accept-change {} (every row and cell measured now records the difference), or start a new run with another -o",
+        .path.display(),
+        .what.join("; "),
+        .keys.join(",")
+    )]
+    ServerChanged {
+        /// The file.
+        path: PathBuf,
+        /// Each difference in words.
+        what: Vec<String>,
+        /// The `--accept-change` keys that would accept them.
+        keys: Vec<&'static str>,
+    },
+    /// The server cannot be measured (unreachable, refuses the key, lacks the model, …).
+    #[error(transparent)]
+    Discover(#[from] DiscoverError),
+    /// No plan can be made from the flags and the server.
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// Prompts of exact lengths cannot be made (`/tokenize` and the calibration probe failed).
+    #[error("cannot build prompts")]
+    Prompts(#[source] HttpError),
+    /// The HTTP client cannot be set up.
+    #[error(transparent)]
+    Client(HttpError),
+    /// The `--resume` file cannot be read, or the results file cannot be written.
+    #[error(transparent)]
+    File(#[from] FileError),
+    /// The async runtime cannot start.
+    #[error("cannot start the async runtime")]
+    Runtime(#[source] std::io::Error),
 }
 
-fn duration_flag(flag: &str, v: &str) -> Result<Duration, Error> {
-    let d = humantime::parse_duration(v)
-        .or_else(|_| v.parse::<f64>().map_err(|_| ()).and_then(|x| Duration::try_from_secs_f64(x).map_err(|_| ())))
-        .map_err(|_| Error::Input(format!("{flag} {v:?} is not a duration; write e.g. 30s, 2m or 500ms")))?;
+impl CommandError for RunError {
+    fn failure(&self) -> Failure {
+        match self {
+            RunError::File(e) => e.failure(),
+            RunError::Client(_) | RunError::Runtime(_) => Failure::Working,
+            _ => Failure::BadInput,
+        }
+    }
+}
+
+/// Why a prefill row or decode cell could not start; its text becomes the row's `reason`.
+#[derive(Debug, thiserror::Error)]
+enum CellError {
+    /// The prompt of the context could not be built.
+    #[error("could not build the prompt: {0}")]
+    Prompt(HttpError),
+    /// The request that warms the prefix cache failed.
+    #[error("warm-up request failed: {0}")]
+    WarmUp(String),
+}
+
+/// After a failed cell, the server no longer answers: the run stops (`run.reason`).
+#[derive(Debug, thiserror::Error)]
+#[error("the server stopped answering: {last}")]
+struct ServerGone {
+    /// The last of the tries.
+    last: HttpError,
+}
+
+/// Run `speedmatrix run` to completion and return the exit code (0 done, 130 interrupted by
+/// Ctrl-C, 143 by SIGTERM, 1 when the server died).
+///
+/// # Errors
+/// [`RunError`] when the run cannot start or its file cannot be written.
+pub fn run(args: &RunArgs) -> Result<u8, RunError> {
+    crate::runtime().map_err(RunError::Runtime)?.block_on(measure(args))
+}
+
+/// A duration flag through humantime (`30s`, `2m`, `500ms`), more than 0.
+fn duration_flag(flag: &'static str, v: &str) -> Result<Duration, RunError> {
+    let d = humantime::parse_duration(v.trim()).map_err(|_| RunError::NotADuration { flag, value: v.to_string() })?;
     if d.is_zero() {
-        return Err(Error::Input(format!("{flag} must be longer than 0")));
+        return Err(RunError::ZeroDuration { flag });
     }
     Ok(d)
 }
 
-fn context_flags(flag: &str, values: &[String]) -> Result<Vec<ContextArg>, Error> {
+fn context_flags(flag: &'static str, values: &[String]) -> Result<Vec<ContextArg>, RunError> {
     if values.len() == 1 && values[0].trim().eq_ignore_ascii_case("none") {
         return Ok(vec![]);
     }
-    values.iter().map(|v| parse_context(v).map_err(|e| Error::Input(format!("{flag}: {e}")))).collect()
+    values.iter().map(|v| parse_context(v).map_err(|source| RunError::Context { flag, source })).collect()
 }
 
 fn now_rfc3339() -> String {
     time::OffsetDateTime::now_utc().format(&time::format_description::well_known::Rfc3339).unwrap_or_default()
 }
 
-/// A run-unique id: start time in ns and the process id, base 36.
+/// The flags of a run, read and checked before anything is asked of the server.
+struct Flags {
+    /// The flags as given, with `--url` without a trailing `/v1` and `-o` resolved.
+    args: RunArgs,
+    /// `--duration`.
+    window: Duration,
+    /// `--stall-timeout`.
+    stall: Duration,
+    /// `--contexts`.
+    contexts: Vec<ContextArg>,
+    /// `--prefill-contexts`.
+    prefill_contexts: Vec<ContextArg>,
+}
+
+impl Flags {
+    /// Every flag checked, or the first bad one as [`RunError`] naming it.
+    fn read(args: &RunArgs) -> Result<Flags, RunError> {
+        let args = checked(args)?;
+        let window = duration_flag("--duration", &args.duration)?;
+        if !(Duration::from_secs(1)..=Duration::from_secs(86_400)).contains(&window) {
+            return Err(RunError::Window { value: args.duration.clone() });
+        }
+        Ok(Flags {
+            window,
+            stall: duration_flag("--stall-timeout", &args.stall_timeout)?,
+            contexts: context_flags("--contexts", &args.contexts)?,
+            prefill_contexts: context_flags("--prefill-contexts", &args.prefill_contexts)?,
+            args,
+        })
+    }
+}
+
 /// The flags made ready to use, or the first bad one as an input error: `--url` without a
 /// trailing `/v1` (people paste the OpenAI base URL), `-o` resolved (default `results.json`,
 /// or the `--resume` file) and not overwriting an existing file without `--force`, a finite
-/// `--temperature`.
-fn checked(args: &RunArgs) -> Result<RunArgs, Error> {
+/// `--temperature`, a `--launch-command` a shell can split.
+fn checked(args: &RunArgs) -> Result<RunArgs, RunError> {
     let mut a = args.clone();
     if let Ok(mut u) = reqwest::Url::parse(&a.url) {
         if !u.username().is_empty() || u.password().is_some() {
             let _ = u.set_password(u.password().map(|_| "<redacted>"));
-            return Err(Error::Input(format!(
-                "--url {u}: credentials in the URL are not sent; give the API key with --api-key or SPEEDMATRIX_API_KEY"
-            )));
+            return Err(RunError::UrlCredentials { url: u.to_string() });
         }
     }
     let url = a.url.trim_end_matches('/');
@@ -87,14 +268,17 @@ fn checked(args: &RunArgs) -> Result<RunArgs, Error> {
         a.url = base.to_string();
     }
     if !a.accept_change.is_empty() && a.resume.is_none() {
-        return Err(Error::Input("--accept-change only applies to a run continued with --resume FILE".into()));
+        return Err(RunError::AcceptChangeWithoutResume);
     }
     let keys = speedmatrix_schema::resume::keys();
     if let Some(bad) = a.accept_change.iter().find(|k| !keys.contains(&k.as_str())) {
-        return Err(Error::Input(format!("--accept-change {bad}: not a header field; use one of {}", keys.join(", "))));
+        return Err(RunError::AcceptChangeKey { key: bad.clone(), keys });
     }
     if let Some(t) = a.temperature.filter(|t| !t.is_finite() || *t < 0.0) {
-        return Err(Error::Input(format!("--temperature {t}: give a finite number ≥ 0, e.g. 0 or 0.7")));
+        return Err(RunError::Temperature { value: t });
+    }
+    if a.launch_command.as_deref().is_some_and(|l| shlex::split(l).is_none()) {
+        return Err(RunError::LaunchCommand);
     }
     let out = a.out.clone().or_else(|| a.resume.clone()).unwrap_or_else(|| "results.json".into());
     let resuming_it = a.resume.as_ref().is_some_and(|r| same_file(r, &out));
@@ -103,22 +287,18 @@ fn checked(args: &RunArgs) -> Result<RunArgs, Error> {
             Ok(r) => format!("holds run {} ({:?})", r.run.id, r.run.status).to_lowercase(),
             Err(_) => "exists".to_string(),
         };
-        return Err(Error::Input(format!(
-            "-o {}: the file {what}; continue it with --resume {}, overwrite it with --force, or pick another -o",
-            out.display(),
-            out.display()
-        )));
+        return Err(RunError::WouldOverwrite { path: out, what });
     }
     a.out = Some(out);
     Ok(a)
 }
 
-fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+fn same_file(a: &Path, b: &Path) -> bool {
     a == b || matches!((a.canonicalize(), b.canonicalize()), (Ok(x), Ok(y)) if x == y)
 }
 
 /// The results file this run writes (set by [`checked`]).
-fn out_path(args: &RunArgs) -> std::path::PathBuf {
+fn out_path(args: &RunArgs) -> PathBuf {
     args.out.clone().unwrap_or_else(|| "results.json".into())
 }
 
@@ -127,6 +307,7 @@ fn api_key(args: &RunArgs) -> Option<String> {
     args.api_key.clone().or_else(|| std::env::var("OPENAI_API_KEY").ok()).filter(|k| !k.is_empty())
 }
 
+/// A run-unique id: start time in ns and the process id, base 36.
 fn new_run_id() -> String {
     let ns = time::OffsetDateTime::now_utc().unix_timestamp_nanos() as u128;
     let mut n = ns ^ (u128::from(std::process::id()) << 64);
@@ -146,7 +327,7 @@ struct Session {
     has_metrics: bool,
     prompts: PromptBuilder,
     results: Results,
-    out: std::path::PathBuf,
+    out: PathBuf,
     path: &'static str,
     stall: Duration,
     window: Duration,
@@ -162,6 +343,56 @@ struct Session {
 }
 
 impl Session {
+    /// The results file (fresh, or the `--resume` one), the prompt builder, the GPU sampler and
+    /// the progress bar of a run about to measure `plan`.
+    async fn open(
+        flags: Flags,
+        client: Client,
+        info: ServerInfo,
+        has_metrics: bool,
+        plan: &Plan,
+    ) -> Result<Session, RunError> {
+        let endpoint: Endpoint = flags.args.endpoint.into();
+        let host = host_facts(&flags.args);
+        // The header the server gives now: the new file's, or what `--resume` compares with.
+        let fresh = fresh_results(&info, plan, &flags, endpoint, &host);
+        let (mut results, accepted) = match &flags.args.resume {
+            Some(path) => resume(path, &info, plan, &flags.args, flags.window, &fresh)?,
+            None => (fresh, vec![]),
+        };
+        let args = flags.args;
+        results.run.status = RunStatus::Running;
+        results.run.reason = None;
+        let clock = Clock::start();
+        let gpu = host.gpus.map(|g| crate::measuring::gpu::Sampler::start(g, clock));
+        let seed = args.seed.unwrap_or(0x5eed);
+        let prompts = PromptBuilder::new(client.clone(), info.model.clone(), endpoint, results.run.id.clone(), seed)
+            .await
+            .map_err(RunError::Prompts)?;
+        let steps = results.prefill.iter().filter(|p| p.status == CellStatus::NotRun).count()
+            + results.decode.iter().filter(|c| c.status == CellStatus::NotRun).count();
+        Ok(Session {
+            path: match endpoint {
+                Endpoint::Chat => "/v1/chat/completions",
+                Endpoint::Completions => "/v1/completions",
+            },
+            has_metrics,
+            client,
+            clock,
+            info,
+            prompts,
+            results,
+            out: out_path(&args),
+            stall: flags.stall,
+            window: flags.window,
+            progress: progress_bar(args.quiet, steps as u64),
+            args,
+            warm: HashMap::new(),
+            gpu,
+            accepted,
+        })
+    }
+
     fn log(&self, line: String) {
         if self.progress.is_hidden() {
             say!("{line}");
@@ -170,8 +401,8 @@ impl Session {
         }
     }
 
-    fn save(&self) -> Result<(), Error> {
-        crate::files::write_atomic(&self.out, &self.results).map_err(Error::Other)
+    fn save(&self) -> Result<(), FileError> {
+        crate::files::write_atomic(&self.out, &self.results)
     }
 
     fn body(&self, prompt: &str, max_tokens: u32) -> Value {
@@ -211,131 +442,88 @@ impl Session {
         let text = self.client.get_text("/metrics").await.ok()?;
         Metrics::parse(&text).ok()
     }
+
+    /// End the run: rows and cells left unmeasured say why, the run's status and reason (`stopped`:
+    /// how it stopped early, with its exit code), the file written a last time, a closing line.
+    /// Returns the exit code.
+    fn finish(&mut self, stopped: Option<(RunStatus, String, u8)>) -> Result<u8, FileError> {
+        self.progress.finish_and_clear();
+        let unmeasured = match &stopped {
+            Some((_, cause, _)) => format!("not measured: {cause}"),
+            None => "not measured".into(),
+        };
+        for p in self.results.prefill.iter_mut().filter(|p| p.status == CellStatus::NotRun) {
+            p.reason = Some(unmeasured.clone());
+        }
+        for c in self.results.decode.iter_mut().filter(|c| c.status == CellStatus::NotRun) {
+            c.reason = Some(unmeasured.clone());
+        }
+        self.results.run.status = stopped.as_ref().map_or(RunStatus::Complete, |(st, _, _)| *st);
+        self.results.run.reason = stopped.as_ref().map(|(_, cause, _)| cause.clone());
+        self.results.run.finished_at = Some(now_rfc3339());
+        self.save()?;
+        let errors = self.results.decode.iter().filter(|c| c.status == CellStatus::Error).count()
+            + self.results.prefill.iter().filter(|c| c.status == CellStatus::Error).count();
+        let detail = match errors {
+            0 => String::new(),
+            1 => " (1 error cell — see `speedmatrix show --all` for the reason)".into(),
+            n => format!(" ({n} error cells — see `speedmatrix show --all` for the reasons)"),
+        };
+        let out = self.out.display();
+        match &stopped {
+            None => say!("done; results in {out}{detail}"),
+            Some((status, cause, _)) => say!(
+                "{}{cause}; what was measured is in {out}{detail}; continue with --resume {out}",
+                if *status == RunStatus::Failed { "run failed: " } else { "" },
+            ),
+        }
+        Ok(stopped.map_or(0, |(_, _, code)| code))
+    }
 }
 
-/// The whole run inside an existing tokio runtime (what [`run`] and `demo` call): discovery,
-/// plan, prefill rows, decode cells, the results file. Returns the exit code (0, or 130 when
-/// interrupted by Ctrl-C).
-///
-/// # Errors
-/// As [`run`].
-pub async fn measure(args: &RunArgs) -> Result<u8, Error> {
-    let args = &checked(args)?;
-    let window = duration_flag("--duration", &args.duration)?;
-    if !(Duration::from_secs(1)..=Duration::from_secs(86_400)).contains(&window) {
-        return Err(Error::Input(format!(
-            "--duration {:?}: a window must last from 1s to 24h (a shorter one measures mostly noise)",
-            args.duration
-        )));
-    }
-    let stall = duration_flag("--stall-timeout", &args.stall_timeout)?;
-    let contexts = context_flags("--contexts", &args.contexts)?;
-    let prefill_contexts = context_flags("--prefill-contexts", &args.prefill_contexts)?;
-    let api_key = api_key(args);
-    let max_n = args.concurrency.iter().copied().max().unwrap_or(1) as usize;
-    let client = Client::new(&args.url, api_key, max_n + 8)?;
-
-    let (info, metrics) = discover(&client, args.model.as_deref(), args.kv_budget, args.engine.map(Into::into))
-        .await
-        .map_err(|e| Error::Input(e.to_string()))?;
-    let plan = plan(&PlanInput {
-        contexts,
-        concurrency: args.concurrency.clone(),
-        prefill_contexts,
-        max_tokens: args.max_tokens,
-        window_s: window.as_secs_f64(),
-        max_model_len: info.facts.max_model_len,
-        kv_budget: info.plan_kv_budget(),
-        slot_context: info.facts.slot_context,
-    })
-    .map_err(|e| Error::Input(e.to_string()))?;
-    print_plan(&info, &plan, window, args);
-    if args.dry_run {
-        return Ok(0);
-    }
-
-    let endpoint: Endpoint = args.endpoint.into();
-    let host = host_facts(args);
-    let fresh = fresh_results(&info, &plan, args, window, endpoint, &host);
-    let (mut results, accepted) = match &args.resume {
-        Some(path) => resume(path, &info, &plan, args, window, &fresh)?,
-        None => (fresh, vec![]),
-    };
-    results.run.status = RunStatus::Running;
-    results.run.reason = None;
-    let clock = Clock::start();
-    let gpu = host.gpus.map(|g| crate::measuring::gpu::Sampler::start(g, clock));
-    let seed = args.seed.unwrap_or(0x5eed);
-    let prompts = PromptBuilder::new(client.clone(), info.model.clone(), endpoint, results.run.id.clone(), seed)
-        .await
-        .map_err(|e| Error::Input(format!("cannot build prompts: {e}")))?;
-    let steps = results.prefill.iter().filter(|p| p.status == CellStatus::NotRun).count()
-        + results.decode.iter().filter(|c| c.status == CellStatus::NotRun).count();
-    let progress =
-        if args.quiet { indicatif::ProgressBar::hidden() } else { indicatif::ProgressBar::new(steps as u64) };
+fn progress_bar(quiet: bool, steps: u64) -> indicatif::ProgressBar {
+    let progress = if quiet { indicatif::ProgressBar::hidden() } else { indicatif::ProgressBar::new(steps) };
     progress.set_style(
         indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} cells · ETA {eta} · {msg}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
-    let mut s = Session {
-        path: match endpoint {
-            Endpoint::Chat => "/v1/chat/completions",
-            Endpoint::Completions => "/v1/completions",
-        },
-        has_metrics: metrics.is_some(),
-        client,
-        clock,
-        info,
-        prompts,
-        results,
-        out: out_path(args),
-        stall,
-        window,
-        args: args.clone(),
-        progress,
-        warm: HashMap::new(),
-        gpu,
-        accepted,
-    };
-    s.save()?;
+    progress
+}
 
+/// The whole run inside an existing tokio runtime (what [`run`] and `demo` call): discovery,
+/// plan, prefill rows, decode cells, the results file. Returns the exit code (0, 130 / 143 when
+/// interrupted by Ctrl-C / SIGTERM, 1 when the server died).
+///
+/// # Errors
+/// As [`run`].
+pub async fn measure(args: &RunArgs) -> Result<u8, RunError> {
+    let flags = Flags::read(args)?;
+    let args = &flags.args;
+    let max_n = args.concurrency.iter().copied().max().unwrap_or(1) as usize;
+    let client = Client::new(&args.url, api_key(args), max_n + 8).map_err(RunError::Client)?;
+    let (info, metrics) = discover(&client, args.model.as_deref(), args.kv_budget, args.engine.map(Into::into)).await?;
+    let plan = plan(&PlanInput {
+        contexts: flags.contexts.clone(),
+        concurrency: args.concurrency.clone(),
+        prefill_contexts: flags.prefill_contexts.clone(),
+        max_tokens: args.max_tokens,
+        window_s: flags.window.as_secs_f64(),
+        max_model_len: info.facts.max_model_len,
+        kv_budget: info.plan_kv_budget(),
+        slot_context: info.facts.slot_context,
+    })?;
+    print_plan(&info, &plan, flags.window, args);
+    if args.dry_run {
+        return Ok(0);
+    }
+    let mut s = Session::open(flags, client, info, metrics.is_some(), &plan).await?;
+    s.save()?;
     let stopped = tokio::select! {
         r = measure_all(&mut s) => r?.map(|cause| (RunStatus::Failed, cause, 1)),
         _ = tokio::signal::ctrl_c() => Some((RunStatus::Interrupted, "interrupted by Ctrl-C".to_string(), 130)),
         _ = terminated() => Some((RunStatus::Interrupted, "stopped by SIGTERM".to_string(), 143)),
     };
-    s.progress.finish_and_clear();
-    let unmeasured = match &stopped {
-        Some((_, cause, _)) => format!("not measured: {cause}"),
-        None => "not measured".into(),
-    };
-    for p in s.results.prefill.iter_mut().filter(|p| p.status == CellStatus::NotRun) {
-        p.reason = Some(unmeasured.clone());
-    }
-    for c in s.results.decode.iter_mut().filter(|c| c.status == CellStatus::NotRun) {
-        c.reason = Some(unmeasured.clone());
-    }
-    s.results.run.status = stopped.as_ref().map_or(RunStatus::Complete, |(st, _, _)| *st);
-    s.results.run.reason = stopped.as_ref().map(|(_, cause, _)| cause.clone());
-    s.results.run.finished_at = Some(now_rfc3339());
-    s.save()?;
-    let errors = s.results.decode.iter().filter(|c| c.status == CellStatus::Error).count()
-        + s.results.prefill.iter().filter(|c| c.status == CellStatus::Error).count();
-    let detail = match errors {
-        0 => String::new(),
-        1 => " (1 error cell — see `speedmatrix show --all` for the reason)".into(),
-        n => format!(" ({n} error cells — see `speedmatrix show --all` for the reasons)"),
-    };
-    match &stopped {
-        None => say!("done; results in {}{detail}", s.out.display()),
-        Some((status, cause, _)) => say!(
-            "{}{cause}; what was measured is in {}{detail}; continue with --resume {}",
-            if *status == RunStatus::Failed { "run failed: " } else { "" },
-            s.out.display(),
-            s.out.display()
-        ),
-    }
-    Ok(stopped.map_or(0, |(_, _, code)| code))
+    Ok(s.finish(stopped)?)
 }
 
 /// Resolves when the process gets SIGTERM (`timeout`, `docker stop`, a cancelled CI job): the
@@ -359,10 +547,17 @@ fn print_plan(info: &ServerInfo, plan: &Plan, window: Duration, args: &RunArgs) 
     });
     say!(
         "server: {} {} · model {} · max_model_len {mml} · KV budget {kv}",
-        info.engine,
+        info.kind.id(),
         info.facts.version.as_deref().unwrap_or("(version unknown)"),
         info.model
     );
+    if let Some(sim) = &info.simulated {
+        say!(
+            "note: the server is the {}{}: the run is recorded as simulated",
+            sim.by,
+            sim.profile.as_deref().map(|p| format!(" (profile {p})")).unwrap_or_default()
+        );
+    }
     if let Some(note) = &info.metrics_note {
         say!("note: {note}");
     }
@@ -388,30 +583,11 @@ fn print_plan(info: &ServerInfo, plan: &Plan, window: Duration, args: &RunArgs) 
     say!("plan: estimated wall time ≈ {:.0} min (assuming 5,000 prompt tok/s)", (secs / 60.0).ceil());
 }
 
-fn fresh_results(
-    info: &ServerInfo,
-    plan: &Plan,
-    args: &RunArgs,
-    window: Duration,
-    endpoint: Endpoint,
-    host: &Host,
-) -> Results {
-    let prefill = plan
-        .prefill
-        .iter()
-        .map(|c| PrefillRow {
-            context: c.clone(),
-            prompt_tokens: None,
-            status: CellStatus::NotRun,
-            reason: Some("pending".into()),
-            prompt_tps: None,
-            ttft_ms: None,
-            completed_requests: None,
-            cached_tokens: None,
-            accepted_differences: vec![],
-            requests: vec![],
-        })
-        .collect();
+/// A new results file for `plan`: every prefill row and decode cell planned (`not_run`, or
+/// `over_capacity` with the shortfall), the header from discovery and the host.
+fn fresh_results(info: &ServerInfo, plan: &Plan, flags: &Flags, endpoint: Endpoint, host: &Host) -> Results {
+    let prefill =
+        plan.prefill.iter().map(|c| PrefillRow::new(c.clone(), CellStatus::NotRun, Some("pending".into()))).collect();
     let decode = plan
         .cells
         .iter()
@@ -435,49 +611,58 @@ fn fresh_results(
             finished_at: None,
             status: RunStatus::Running,
             reason: None,
-            label: args.label.clone(),
-            notes: args.notes.clone(),
+            label: flags.args.label.clone(),
+            notes: flags.args.notes.clone(),
         },
         hardware: host.hardware.clone(),
-        engine: Engine {
-            name: Some(info.engine.clone()),
-            version: info.facts.version.clone(),
-            served_model_name: Some(info.model.clone()),
-            model: info.root.clone(),
-            max_model_len: info.facts.max_model_len,
-            kv_budget_tokens: info.facts.kv_budget.map(|(b, _)| b),
-            kv_budget_source: info.facts.kv_budget.map(|(_, s)| s),
-            launch_command: host.launch_command.clone(),
-            speculative_decoding: host
-                .launch_command
-                .as_deref()
-                .and_then(crate::measuring::launch::speculative_decoding),
-            slots: info.facts.slots,
-            slot_context_tokens: info.facts.slot_context,
-            max_running_requests: info.facts.max_running,
-            ..Engine::default()
-        },
-        config: Config {
-            contexts: plan.contexts.clone(),
-            concurrency: plan.concurrency.clone(),
-            prefill_contexts: plan.prefill.clone(),
-            window_s: Some(window.as_secs_f64()),
-            max_tokens: Some(args.max_tokens),
-            endpoint: Some(endpoint),
-            ignore_eos: Some(true),
-            temperature: args.temperature,
-            seed: args.seed,
-            prompt_corpus: Some(corpus()),
-            prompt_sharing: Some(if args.distinct_prompts { PromptSharing::Distinct } else { PromptSharing::Shared }),
-            prefill_mode: Some(PrefillMode::DecodeWarmup),
-            decode_test: Some(DecodeTest::FixedDuration),
-            stall_timeout_s: duration_flag("--stall-timeout", &args.stall_timeout).ok().map(|d| d.as_secs_f64()),
-        },
+        engine: engine_header(info, host),
+        config: run_config(plan, flags, endpoint),
         prefill,
         decode,
         client: Some(host.client.clone()),
         missing: info.facts.missing.clone(),
         import: None,
+    }
+}
+
+/// The results file's `engine`: what discovery found, and the launch command the host gave.
+fn engine_header(info: &ServerInfo, host: &Host) -> Engine {
+    Engine {
+        name: Some(info.kind.id().to_string()),
+        version: info.facts.version.clone(),
+        served_model_name: Some(info.model.clone()),
+        model: info.root.clone(),
+        max_model_len: info.facts.max_model_len,
+        kv_budget_tokens: info.facts.kv_budget.map(|(b, _)| b),
+        kv_budget_source: info.facts.kv_budget.map(|(_, s)| s),
+        launch_command: host.launch_command.clone(),
+        speculative_decoding: host.launch_command.as_deref().and_then(crate::measuring::launch::speculative_decoding),
+        slots: info.facts.slots,
+        slot_context_tokens: info.facts.slot_context,
+        max_running_requests: info.facts.max_running,
+        simulated: info.simulated.clone(),
+        ..Engine::default()
+    }
+}
+
+/// The results file's `config`: the plan and how it is measured.
+fn run_config(plan: &Plan, flags: &Flags, endpoint: Endpoint) -> Config {
+    let args = &flags.args;
+    Config {
+        contexts: plan.contexts.clone(),
+        concurrency: plan.concurrency.clone(),
+        prefill_contexts: plan.prefill.clone(),
+        window_s: Some(flags.window.as_secs_f64()),
+        max_tokens: Some(args.max_tokens),
+        endpoint: Some(endpoint),
+        ignore_eos: Some(true),
+        temperature: args.temperature,
+        seed: args.seed,
+        prompt_corpus: Some(corpus()),
+        prompt_sharing: Some(if args.distinct_prompts { PromptSharing::Distinct } else { PromptSharing::Shared }),
+        prefill_mode: Some(PrefillMode::DecodeWarmup),
+        decode_test: Some(DecodeTest::FixedDuration),
+        stall_timeout_s: Some(flags.stall.as_secs_f64()),
     }
 }
 
@@ -515,7 +700,8 @@ fn host_facts(args: &RunArgs) -> Host {
         _ => None,
     };
     let launch = match &args.launch_command {
-        Some(line) => Some(launch::redact_argv(&launch::split_words(line))),
+        // `checked` made sure a shell can split it.
+        Some(line) => shlex::split(line).map(|words| launch::redact_argv(&words)),
         None => server.as_ref().map(|s| s.command.clone()),
     };
     let redact = |c: String| if args.redact_host { launch::redact_home(&c) } else { c };
@@ -543,7 +729,7 @@ fn host_facts(args: &RunArgs) -> Host {
     let selection = if args.no_gpu {
         Err(none("skipped (--no-gpu)"))
     } else if let Some(s) = &server {
-        crate::measuring::gpu::open(&s.pids)
+        crate::measuring::gpu::open(&s.pids).map_err(|e| e.selection())
     } else {
         Err(none("the server is not on this host: NVML here cannot see its GPUs (no GPU figures)"))
     };
@@ -571,39 +757,24 @@ fn host_facts(args: &RunArgs) -> Host {
     Host { hardware, launch_command, gpus, client }
 }
 
+/// A decode cell still to measure.
 fn empty_cell(context: &ContextSize, concurrency: u32) -> DecodeCell {
-    DecodeCell {
-        context: context.clone(),
-        prompt_tokens: None,
-        concurrency,
-        status: CellStatus::NotRun,
-        reason: Some("pending".into()),
-        capacity: None,
-        window_s: None,
-        window_start_ms: None,
-        total_tps: None,
-        per_request_tps: None,
-        ttft_ms: None,
-        ttft_in_window_ms: None,
-        ttft_content_ms: None,
-        tpot_ms: None,
-        itl_ms: None,
-        chunk_gap_ms: None,
-        e2e_ms: None,
-        output_tokens: None,
-        token_count_source: None,
-        completed_requests: None,
-        avg_active_requests: None,
-        max_active_requests: None,
-        spec_accept_rate: None,
-        gpu_power_w: None,
-        energy_j_per_token: None,
-        server: None,
-        gpu: None,
-        client_cpu_pct: None,
-        accepted_differences: vec![],
-        requests: vec![],
-    }
+    DecodeCell::new(context.clone(), concurrency, CellStatus::NotRun, Some("pending".into()))
+}
+
+/// The matrix flags that made a results file's plan, to repeat with `--resume`.
+fn plan_flags(c: &Config) -> String {
+    let join = |v: Vec<String>| if v.is_empty() { "none".to_string() } else { v.join(",") };
+    // Whole seconds as `30s`, anything finer in ms: both read back by humantime.
+    let window = c.window_s.map(|w| if w.fract() == 0.0 { format!("{w}s") } else { format!("{}ms", (w * 1000.0).round()) });
+    format!(
+        "--contexts {} --concurrency {} --prefill-contexts {}{}{}",
+        join(c.contexts.iter().map(|x| x.tokens.to_string()).collect()),
+        join(c.concurrency.iter().map(u32::to_string).collect()),
+        join(c.prefill_contexts.iter().map(|x| x.tokens.to_string()).collect()),
+        window.map(|w| format!(" --duration {w}")).unwrap_or_default(),
+        c.max_tokens.map(|m| format!(" --max-tokens {m}")).unwrap_or_default()
+    )
 }
 
 /// Load a results file to continue: same model, same plan; unmeasured cells run again. The
@@ -611,30 +782,16 @@ fn empty_cell(context: &ContextSize, concurrency: u32) -> DecodeCell {
 /// reached now); a difference is refused unless `--accept-change` names it, and accepted ones
 /// are returned to be recorded on every row and cell measured now.
 fn resume(
-    path: &std::path::Path,
+    path: &Path,
     info: &ServerInfo,
     plan: &Plan,
     args: &RunArgs,
     window: Duration,
     now: &Results,
-) -> Result<(Results, Vec<AcceptedDifference>), Error> {
+) -> Result<(Results, Vec<AcceptedDifference>), RunError> {
     let mut r = crate::files::read_results(path)?;
-    let c = &r.config;
-    let join = |v: Vec<String>| if v.is_empty() { "none".to_string() } else { v.join(",") };
-    let flags = format!(
-        "--contexts {} --concurrency {} --prefill-contexts {}{}{}",
-        join(c.contexts.iter().map(|x| x.tokens.to_string()).collect()),
-        join(c.concurrency.iter().map(u32::to_string).collect()),
-        join(c.prefill_contexts.iter().map(|x| x.tokens.to_string()).collect()),
-        c.window_s.map(|w| format!(" --duration {w}s")).unwrap_or_default(),
-        c.max_tokens.map(|m| format!(" --max-tokens {m}")).unwrap_or_default()
-    );
-    let differs = |what: &str| {
-        Error::Input(format!(
-            "--resume {}: {what} differs from the file's; repeat the run's flags ({flags}), or start a new run with another -o",
-            path.display()
-        ))
-    };
+    let differs =
+        |what: &'static str| RunError::ResumeMismatch { path: path.to_path_buf(), what, flags: plan_flags(&r.config) };
     if r.engine.served_model_name.as_deref() != Some(info.model.as_str()) {
         return Err(differs("the served model"));
     }
@@ -677,24 +834,20 @@ fn resume(
 /// The header differences between the file being resumed and the server now: an error naming
 /// each one not accepted (and the flag that accepts it), else the accepted ones.
 fn resume_differences(
-    path: &std::path::Path,
+    path: &Path,
     file: &Results,
     now: &Results,
     accept: &[String],
-) -> Result<Vec<AcceptedDifference>, Error> {
+) -> Result<Vec<AcceptedDifference>, RunError> {
     use speedmatrix_schema::resume::{differences, refused};
     let diffs = differences(file, now);
     let refused = refused(&diffs, accept);
     if !refused.is_empty() {
-        let what: Vec<String> = refused.iter().map(|d| d.describe()).collect();
-        let keys: Vec<&str> = refused.iter().map(|d| d.key).collect();
-        return Err(Error::Input(format!(
-            "--resume {}: the server is not the one the file describes: {}. Cells measured now would be merged under the file's header; \
-             to continue anyway add --accept-change {} (every row and cell measured now records the difference), or start a new run with another -o",
-            path.display(),
-            what.join("; "),
-            keys.join(",")
-        )));
+        return Err(RunError::ServerChanged {
+            path: path.to_path_buf(),
+            what: refused.iter().map(|d| d.describe()).collect(),
+            keys: refused.iter().map(|d| d.key).collect(),
+        });
     }
     for d in &diffs {
         say!("note: --resume: accepted: {}", d.describe());
@@ -703,26 +856,25 @@ fn resume_differences(
 }
 
 /// Whether the server still answers after a cell failed: `GET /v1/models`, three tries a second
-/// apart. `Err(cause)` when nothing answers (connection refused, reset, timeout) or every answer
-/// is a 5xx — the run then stops rather than fill every remaining cell with the same error.
-async fn server_alive(s: &Session) -> Result<(), String> {
-    let mut last = String::new();
-    for attempt in 0..3 {
-        if attempt > 0 {
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
+/// apart. [`ServerGone`] when nothing answers (connection refused, reset, timeout) or every
+/// answer is a 5xx — the run then stops rather than fill every remaining cell with the same
+/// error.
+async fn server_alive(s: &Session) -> Result<(), ServerGone> {
+    const TRIES: usize = 3;
+    for attempt in 1..=TRIES {
         match s.client.get_text("/v1/models").await {
             Ok(_) => return Ok(()),
-            Err(crate::measuring::client::HttpError::Status { status, .. }) if status < 500 => return Ok(()),
-            Err(e) => last = e.to_string(),
+            Err(HttpError::Status { status, .. }) if status < 500 => return Ok(()),
+            Err(last) if attempt == TRIES => return Err(ServerGone { last }),
+            Err(_) => tokio::time::sleep(Duration::from_secs(1)).await,
         }
     }
-    Err(format!("the server stopped answering: {last}"))
+    Ok(())
 }
 
 /// Measure every row and cell still `not_run`, saving after each. Returns `Some(cause)` when the
 /// server died on the way (the remaining cells stay `not_run`).
-async fn measure_all(s: &mut Session) -> Result<Option<String>, Error> {
+async fn measure_all(s: &mut Session) -> Result<Option<String>, FileError> {
     for i in 0..s.results.prefill.len() {
         if s.results.prefill[i].status != CellStatus::NotRun {
             continue;
@@ -809,7 +961,7 @@ async fn measure_prefill(s: &mut Session, ctx: &ContextSize) -> PrefillRow {
     let prompt = match s.prompts.build(&format!("context {}", ctx.label), ctx.tokens).await {
         Ok(p) => p,
         Err(e) => {
-            row.reason = Some(format!("could not build the prompt: {e}"));
+            row.reason = Some(CellError::Prompt(e).to_string());
             return row;
         }
     };
@@ -833,21 +985,25 @@ async fn measure_prefill(s: &mut Session, ctx: &ContextSize) -> PrefillRow {
 }
 
 /// The warmed prompt of stream `i` of a context (stream 0 is the shared one).
-async fn warm_prompt(s: &mut Session, ctx: &ContextSize, i: usize) -> Result<Prompt, String> {
+async fn warm_prompt(s: &mut Session, ctx: &ContextSize, i: usize) -> Result<Prompt, CellError> {
     if let Some(p) = s.warm.get(&(ctx.tokens, i)) {
         return Ok(p.clone());
     }
     let tag = if i == 0 { format!("context {}", ctx.label) } else { format!("context {} stream {i}", ctx.label) };
-    let p = s.prompts.build(&tag, ctx.tokens).await.map_err(|e| format!("could not build the prompt: {e}"))?;
+    let p = s.prompts.build(&tag, ctx.tokens).await.map_err(CellError::Prompt)?;
     let rec = s.single(&p.text, 1).await;
     if let Some(e) = rec.error {
-        return Err(format!("warm-up request failed: {e}"));
+        return Err(CellError::WarmUp(e));
     }
     let p = Prompt { tokens: rec.prompt_tokens.or(p.tokens), ..p };
     s.warm.insert((ctx.tokens, i), p.clone());
     Ok(p)
 }
 
+/// One decode cell: warm prompts, open N streams, wait until they all decode with an empty
+/// queue, the fixed window (finished streams replaced, metrics sampled), then the figures.
+// long: the cell is one timeline whose stages share the live streams, the event channel and the
+// clock; it is due to be rebuilt as typed stages, and until then it stays one body.
 async fn measure_cell(s: &mut Session, ctx: &ContextSize, n: u32) -> DecodeCell {
     let mut cell = empty_cell(ctx, n);
     cell.status = CellStatus::Error;
@@ -857,7 +1013,7 @@ async fn measure_cell(s: &mut Session, ctx: &ContextSize, n: u32) -> DecodeCell 
         match warm_prompt(s, ctx, i).await {
             Ok(p) => prompts.push(p),
             Err(e) => {
-                cell.reason = Some(e);
+                cell.reason = Some(e.to_string());
                 return cell;
             }
         }
@@ -907,7 +1063,7 @@ async fn measure_cell(s: &mut Session, ctx: &ContextSize, n: u32) -> DecodeCell 
     let mut poll = tokio::time::interval(Duration::from_millis(500));
     while (producing.len() < ready_n || !queue_empty) && !set.is_empty() {
         tokio::select! {
-            Some(ev) = ev_rx.recv() => if let StreamEvent::FirstToken { id, .. } = ev { producing.insert(id); },
+            Some(first) = ev_rx.recv() => { producing.insert(first.id); },
             Some(joined) = set.join_next() => {
                 if let Ok((rec, opening)) = joined {
                     if let Some(e) = &rec.error { failures.push(format!("stream {}: {e}", rec.id)); }

@@ -63,10 +63,7 @@ pub(crate) fn index_runs(index: RunIndex) -> Vec<(String, String)> {
         .runs
         .into_iter()
         .map(|r| {
-            let mut label = r.label.clone();
-            if let Some(s) = r.started_at.as_deref() {
-                label.push_str(&format!(" · {s}"));
-            }
+            let label = crate::simulated::picker_label(&r.label, r.started_at.as_deref(), r.simulated);
             (label, r.file)
         })
         .collect()
