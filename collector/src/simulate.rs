@@ -53,6 +53,10 @@ impl CommandError for SimulateError {
     fn failure(&self) -> Failure {
         match self {
             SimulateError::Runtime(_) | SimulateError::Start(StartError::EngineThread { .. }) => Failure::Working,
+            // A port in use is a failure while working, as for `serve` and `demo` (exit 1).
+            SimulateError::Start(StartError::Listen { error, .. }) if error.kind() == std::io::ErrorKind::AddrInUse => {
+                Failure::Working
+            }
             _ => Failure::BadInput,
         }
     }

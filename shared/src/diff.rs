@@ -76,8 +76,12 @@ pub struct Delta {
     /// (B − A) ÷ |A| as a fraction (0.1 = +10 %); `None` unless both have it and A ≠ 0
     /// (0 → 0 is 0).
     pub rel: Option<f64>,
-    /// The verdict; `None` unless both runs have the figure.
+    /// The verdict; `None` unless both runs have the figure and it can be compared.
     pub verdict: Option<Verdict>,
+    /// Why the two figures are not compared (no change, no verdict), e.g. a count that grows
+    /// with the window when the runs' windows differ.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_comparable: Option<String>,
 }
 
 /// Which way is better for a column: the metric's direction, none for a `_count`.
@@ -116,7 +120,17 @@ pub fn compare(col: &Column, a: Option<f64>, b: Option<f64>, threshold: f64) -> 
         }
         _ => (None, None, None),
     };
-    Delta { column: col.id(), a, b, abs, rel, verdict }
+    Delta { column: col.id(), a, b, abs, rel, verdict, not_comparable: None }
+}
+
+/// Metrics whose figure is a count over the window (it grows with the window's length): they
+/// compare only between runs with the same window.
+pub const WINDOW_SCALED: [&str; 2] = ["output_tokens", "completed_requests"];
+
+/// The two runs' planned windows (s) when they differ by more than 1 %, else `None`.
+pub fn window_difference(a: &Results, b: &Results) -> Option<(f64, f64)> {
+    let (wa, wb) = (a.config.window_s, b.config.window_s);
+    ((wa - wb).abs() > 0.01 * wa.abs().max(wb.abs())).then_some((wa, wb))
 }
 
 /// Where a row or cell is: phase, context and concurrency (1 for prefill rows).
@@ -309,7 +323,10 @@ pub fn diff(a: &Results, b: &Results, threshold: f64) -> RunDiff {
     for ((phase, _, concurrency), (ra, rb)) in pairs {
         let context = ra.or(rb).map(|r| r.context().clone()).expect("a pair holds at least one row");
         let cell = CellRef { phase, context, concurrency };
-        let row = row_diff(&cell, ra, rb, &cols, threshold);
+        let mut row = row_diff(&cell, ra, rb, &cols, threshold);
+        if let Some((wa, wb)) = window_difference(a, b) {
+            set_not_comparable(&mut row, wa, wb);
+        }
         match (row.status_a, row.status_b) {
             (Some(_), None) => only_in_a.push(cell.clone()),
             (None, Some(_)) => only_in_b.push(cell.clone()),
@@ -369,6 +386,23 @@ fn row_diff(cell: &CellRef, ra: Option<Row<'_>>, rb: Option<Row<'_>>, cols: &[Co
     }
 }
 
+/// Counts over the window are not compared between runs of different windows.
+fn set_not_comparable(row: &mut RowDiff, wa: f64, wb: f64) {
+    for d in &mut row.deltas {
+        let metric = registry::column(&d.column).map(|c| c.metric.id);
+        if metric.is_some_and(|m| WINDOW_SCALED.contains(&m)) {
+            d.abs = None;
+            d.rel = None;
+            d.verdict = None;
+            d.not_comparable = Some(format!(
+                "counted over windows of different length ({} s and {} s)",
+                registry::format_number(wa, registry::Style::Fixed(0)),
+                registry::format_number(wb, registry::Style::Fixed(0))
+            ));
+        }
+    }
+}
+
 /// The decode matrix of both runs: the contexts of either (planned or measured), by tokens, and
 /// the concurrency levels of either, ascending.
 fn matrix_axes(a: &Results, b: &Results) -> (Vec<ContextSize>, Vec<u32>) {
@@ -420,8 +454,13 @@ pub fn header_changes(a: &Results, b: &Results) -> Vec<HeaderChange> {
         }
     }
     out.extend(launch_changes(a.engine.launch_command.as_deref(), b.engine.launch_command.as_deref()));
+    // A different window heads the list: it changes what every count in the diff means.
+    out.sort_by_key(|c| c.field != WINDOW_FIELD);
     out
 }
+
+/// The card item of the window's length.
+const WINDOW_FIELD: &str = "Time per measurement";
 
 fn config_fields(r: &Results) -> Vec<(&'static str, Option<String>)> {
     let c = &r.config;
@@ -978,6 +1017,32 @@ mod tests {
         let t = d.tally("total_tps");
         assert_eq!((t.get(STATUS_CHANGED), t.get("same")), (Some(&1), Some(&41)), "{t:?}");
         assert_eq!(t.values().sum::<usize>(), 42, "every measured cell counted once");
+    }
+
+    #[test]
+    fn counts_over_windows_of_different_length_are_not_compared() {
+        let a = seed();
+        let mut b = seed();
+        b.config.window_s = 5.0;
+        for c in &mut b.decode {
+            c.output_tokens = c.output_tokens.map(|t| t / 6);
+            c.completed_requests = c.completed_requests.map(|n| n / 6);
+        }
+        let d = diff(&a, &b, 0.05);
+        assert_eq!(d.header[0].field, "Time per measurement", "the window heads the header: {:?}", d.header);
+        assert_eq!((d.header[0].a.as_deref(), d.header[0].b.as_deref()), (Some("30 s"), Some("5 s")));
+        let cell = d.decode_cell(8192, 128).unwrap();
+        for id in WINDOW_SCALED {
+            let x = cell.delta(id).unwrap();
+            assert_eq!((x.verdict, x.rel, x.abs), (None, None, None), "{id}");
+            assert_eq!(x.not_comparable.as_deref(), Some("counted over windows of different length (30 s and 5 s)"));
+        }
+        // Rates still compare: the same tok/s in both.
+        assert_eq!(cell.delta("total_tps").unwrap().verdict, Some(Verdict::Same));
+        assert_eq!(d.tally("output_tokens").get("worse"), None, "no count is called worse");
+        // Same windows: counts compare as before.
+        let c = diff(&a, &seed(), 0.05);
+        assert_eq!(c.decode_cell(8192, 128).unwrap().delta("output_tokens").unwrap().verdict, Some(Verdict::Same));
     }
 
     #[test]

@@ -37,8 +37,21 @@ fn demo_measures_publishes_and_serves_both_runs() {
     };
     let (status, index) = get(port, "/runs/index.json");
     let (page, _) = get(port, "/");
-    let _ = child.kill();
-    let _ = child.wait();
+    // SIGTERM (a service manager, `timeout`, `docker stop`) stops the serving demo cleanly.
+    assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let exit = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(exit.and_then(|s| s.code()), Some(0), "the demo did not stop on SIGTERM within 10 s: {exit:?}");
     assert_eq!((status, page), (200, 200));
     let index: serde_json::Value = serde_json::from_slice(&index).unwrap();
     let runs = index["runs"].as_array().expect("runs/index.json lists runs");

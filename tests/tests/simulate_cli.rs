@@ -87,3 +87,25 @@ fn residuals_print_the_seed_fit_and_a_fit_of_any_run() {
     let out = Command::new(support::BIN).args(["simulate", "--profile", "tiny", "--residuals"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// A port already in use is one exit code (1, a failure while working) and one message shape
+/// for every command that listens: `simulate`, `serve` and `demo`.
+#[test]
+fn a_busy_port_exits_1_for_every_command_that_listens() {
+    use std::process::Command;
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let demo_out = dir.path().join("demo");
+    let commands: [Vec<&str>; 3] = [
+        vec!["simulate", "--profile", "tiny", "--port", &port],
+        vec!["serve", "--port", &port],
+        vec!["demo", "--port", &port, "-o", demo_out.to_str().unwrap()],
+    ];
+    for args in &commands {
+        let out = Command::new(support::BIN).args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(&port) && err.to_lowercase().contains("in use"), "{args:?}: {err}");
+    }
+}

@@ -173,8 +173,9 @@ pub fn delta_cell(r: Option<&RowDiff>, col: &Column, threshold: f64, context: &s
             }
             None => {
                 cell.kind = DeltaKind::NoFigure;
-                cell.main = match r.status_a {
-                    Some(s) if !s.is_measured() => s.label().to_string(),
+                cell.main = match (r.status_a, delta.and_then(|d| d.not_comparable.as_ref())) {
+                    (_, Some(_)) => "not comparable".into(),
+                    (Some(s), None) if !s.is_measured() => s.label().to_string(),
                     _ => DASH.into(),
                 };
                 cell.detail = ab;
@@ -400,6 +401,19 @@ mod tests {
                 .map(|k| k.mark())
                 .collect();
         assert_eq!(marks, ["▲", "▼", "⇄", "A", "B"]);
+    }
+
+    #[test]
+    fn counts_of_runs_with_different_windows_say_not_comparable() {
+        let mut b = seed();
+        b.config.window_s = 5.0;
+        let d = diff(&seed(), &b, DEFAULT_THRESHOLD);
+        let g = delta_grid(&d, &column("output_tokens").unwrap());
+        let c = g.iter().find(|r| r.0 == "8K").unwrap().1.iter().find(|c| c.concurrency == 128).unwrap();
+        assert_eq!((c.kind, c.main.as_str()), (DeltaKind::NoFigure, "not comparable"));
+        let t = delta_grid(&d, &column("total_tps").unwrap());
+        let c = t.iter().find(|r| r.0 == "8K").unwrap().1.iter().find(|c| c.concurrency == 128).unwrap();
+        assert_eq!(c.kind, DeltaKind::Same, "rates still compare");
     }
 
     #[test]

@@ -48,6 +48,19 @@ pub struct PrefillLine {
     pub reason: Option<String>,
 }
 
+/// An RFC 3339 time as a short line, `2026-11-30 14:19 UTC` (to the minute, in UTC); the value
+/// as it is when it is not of that shape. The full value goes in the element's title.
+pub fn short_time(rfc3339: &str) -> String {
+    let parsed = (|| {
+        let (date, rest) = rfc3339.split_once('T')?;
+        let hm = rest.get(..5)?;
+        let valid = date.len() == 10 && hm.as_bytes()[2] == b':';
+        let utc = rest.ends_with('Z') || rest.ends_with("+00:00");
+        (valid && utc).then(|| format!("{date} {hm} UTC"))
+    })();
+    parsed.unwrap_or_else(|| rfc3339.to_string())
+}
+
 /// The prefill table: context, prompt tok/s, TTFT (and prompt tokens when known).
 pub fn prefill_lines(r: &Results) -> Vec<PrefillLine> {
     let top = r.prefill.iter().filter_map(|p| p.prompt_tps).fold(0.0_f64, f64::max);
@@ -603,6 +616,14 @@ pub fn file_stem(r: &Results) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn times_read_short_in_utc_and_other_shapes_stay_whole() {
+        assert_eq!(short_time("2026-11-30T14:19:39.016179452Z"), "2026-11-30 14:19 UTC");
+        assert_eq!(short_time("2026-11-30T14:19:39+00:00"), "2026-11-30 14:19 UTC");
+        assert_eq!(short_time("2026-11-30T14:19:39+02:00"), "2026-11-30T14:19:39+02:00");
+        assert_eq!(short_time("yesterday"), "yesterday");
+    }
 
     fn seed() -> Results {
         let bytes = include_bytes!("../../tests/fixtures/h200-qwen3.5-122b-vllm.json");

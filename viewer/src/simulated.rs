@@ -38,7 +38,7 @@ pub fn SimulatedMark(
 pub fn picker_label(label: &str, started_at: Option<&str>, simulated: bool) -> String {
     let mut out = label.to_string();
     if let Some(s) = started_at {
-        out.push_str(&format!(" · {s}"));
+        out.push_str(&format!(" · {}", crate::report::short_time(s)));
     }
     if simulated {
         out.push_str(" · Simulated");
@@ -52,7 +52,7 @@ mod tests {
 
     #[test]
     fn picker_marks_simulated_runs() {
-        assert_eq!(picker_label("H200", Some("2026-01-01T00:00:00Z"), false), "H200 · 2026-01-01T00:00:00Z");
+        assert_eq!(picker_label("H200", Some("2026-01-01T00:00:00Z"), false), "H200 · 2026-01-01 00:00 UTC");
         assert_eq!(picker_label("twin", None, true), "twin · Simulated");
     }
 }

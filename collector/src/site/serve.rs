@@ -162,7 +162,31 @@ pub fn from_memory(site: &Site, method: &Method, uri_path: &str) -> Response {
     }
 }
 
-/// Run `serve` until Ctrl-C.
+/// Resolves on SIGINT (Ctrl-C) or SIGTERM (`kill`, `timeout`, `docker stop`, a service
+/// manager); where a handler cannot be installed, on the other one alone.
+async fn stop_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// Run `serve` until Ctrl-C or SIGTERM, then stop cleanly (exit code 0).
 ///
 /// # Errors
 /// [`ServeError`]: bad input for bad paths or runs; a failure while working when the port
@@ -174,11 +198,6 @@ pub fn run(args: &ServeArgs) -> Result<(), ServeError> {
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", args.port)).await.map_err(listen)?;
         let port = listener.local_addr().map_err(listen)?.port();
         crate::print_out(&format!("listening on http://127.0.0.1:{port}\n"))?;
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async {
-                let _ = tokio::signal::ctrl_c().await;
-            })
-            .await
-            .map_err(ServeError::Stopped)
+        axum::serve(listener, app).with_graceful_shutdown(stop_signal()).await.map_err(ServeError::Stopped)
     })
 }

@@ -178,6 +178,8 @@ pub fn cell_text(r: Option<&RowDiff>, col: &Column) -> String {
             if let (Some(v), Some(abs)) = (d.verdict, d.abs) {
                 let change = d.rel.map(|x| percent(x, true)).unwrap_or_else(|| signed_delta(col, abs));
                 lines.push(format!("{change} {}", v.label()));
+            } else if d.not_comparable.is_some() {
+                lines.push("not comparable (windows differ)".into());
             }
         }
         None if !r.status_changed() => lines.push(status_words(r.status_a)),
