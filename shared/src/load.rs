@@ -352,7 +352,8 @@ fn v1_to_v2(mut value: Value) -> Result<Value, LoadError> {
             }
             if format.is_some() {
                 for d in ["itl_ms", "chunk_gap_ms"] {
-                    if let Some(count) = cell.get_mut(d).and_then(Value::as_object_mut).and_then(|o| o.get_mut("count")) {
+                    if let Some(count) = cell.get_mut(d).and_then(Value::as_object_mut).and_then(|o| o.get_mut("count"))
+                    {
                         *count = Value::Null;
                     }
                 }
@@ -376,7 +377,9 @@ fn v1_to_v2(mut value: Value) -> Result<Value, LoadError> {
     if !missing.is_empty() {
         let list = value.as_object_mut().map(|o| o.entry("missing").or_insert_with(|| Value::Array(vec![])));
         if let Some(Value::Array(list)) = list {
-            list.extend(missing.into_iter().map(|(figure, reason)| serde_json::json!({"figure": figure, "reason": reason})));
+            list.extend(
+                missing.into_iter().map(|(figure, reason)| serde_json::json!({"figure": figure, "reason": reason})),
+            );
         }
     }
     Ok(value)

@@ -20,7 +20,12 @@ struct Compared {
 
 const COMPARED: [Compared; 9] = [
     Compared { key: "engine", field: "engine.name", get: |r| r.engine.name.clone(), when_recorded: false },
-    Compared { key: "engine-version", field: "engine.version", get: |r| r.engine.version.clone(), when_recorded: false },
+    Compared {
+        key: "engine-version",
+        field: "engine.version",
+        get: |r| r.engine.version.clone(),
+        when_recorded: false,
+    },
     Compared { key: "model", field: "engine.model", get: |r| r.engine.model.clone(), when_recorded: false },
     Compared {
         key: "max-model-len",
@@ -58,7 +63,10 @@ pub fn keys() -> Vec<&'static str> {
 fn gpus(r: &Results) -> Option<String> {
     let g = &r.hardware.gpus;
     (!g.is_empty()).then(|| {
-        g.iter().map(|g| format!("{} {}", g.name, g.uuid.as_deref().unwrap_or("")).trim().to_string()).collect::<Vec<_>>().join(", ")
+        g.iter()
+            .map(|g| format!("{} {}", g.name, g.uuid.as_deref().unwrap_or("")).trim().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
     })
 }
 
@@ -75,7 +83,12 @@ impl Difference {
     /// "engine.version is 0.26.1 in the file, 0.27.0 now".
     pub fn describe(&self) -> String {
         let v = |x: &Option<String>| x.as_deref().map_or("unknown".to_string(), |s| format!("{s:?}"));
-        format!("{} is {} in the file, {} now", self.recorded.field, v(&self.recorded.header), v(&self.recorded.measured))
+        format!(
+            "{} is {} in the file, {} now",
+            self.recorded.field,
+            v(&self.recorded.header),
+            v(&self.recorded.measured)
+        )
     }
 }
 

@@ -502,8 +502,11 @@ pub fn residuals(profile: &Profile, results: &Results, seeds: &[u64]) -> Residua
             })
         })
         .collect();
-    let decode =
-        results.decode.iter().filter_map(|cell| replay_measured_cell(profile, procedure, results, cell, seeds)).collect();
+    let decode = results
+        .decode
+        .iter()
+        .filter_map(|cell| replay_measured_cell(profile, procedure, results, cell, seeds))
+        .collect();
     Residuals { procedure, profile: profile.name.clone(), prefill, decode }
 }
 

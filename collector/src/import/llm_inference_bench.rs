@@ -149,7 +149,11 @@ pub fn convert(src: &Source, converted_by: &str) -> Result<Results, ImportError>
     Ok(Results {
         schema: SCHEMA_NAME.into(),
         schema_version: SCHEMA_VERSION,
-        tool: Tool { name: "llm-inference-bench".into(), version: tool_version, converted_by: Some(converted_by.into()) },
+        tool: Tool {
+            name: "llm-inference-bench".into(),
+            version: tool_version,
+            converted_by: Some(converted_by.into()),
+        },
         run: RunInfo {
             id: run_id("llm-inference-bench", std::slice::from_ref(src)),
             started_at: None,
@@ -187,7 +191,8 @@ fn missing(engine: &Engine, has_version: bool, config: &Config) -> Vec<MissingFi
         (config.max_tokens.is_none(), "config.max_tokens", "metadata.max_tokens"),
     ] {
         if gone {
-            missing.push(MissingFigure { figure: figure.into(), reason: format!("no {what} in the source's metadata") });
+            missing
+                .push(MissingFigure { figure: figure.into(), reason: format!("no {what} in the source's metadata") });
         }
     }
     missing

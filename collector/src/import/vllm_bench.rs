@@ -23,7 +23,9 @@ use speedmatrix_schema::context::{label, size};
 use speedmatrix_schema::stats::round3;
 use speedmatrix_schema::*;
 
+/// Keys read (or, for `backend`, listed as not imported with why); the rest is unmapped.
 const MAPPED: &[&str] = &[
+    "backend",
     "label",
     "model_id",
     "max_concurrency",
@@ -285,7 +287,9 @@ pub fn convert(sources: &[Source], converted_by: &str) -> Result<Results, Import
         if let Some(b) = s.json.get("backend").and_then(Value::as_str) {
             unmapped.push(UnmappedField {
                 field: format!("{prefix}$.backend"),
-                note: format!("{b:?}: the request API the client used, not the server's engine (engine.name stays unknown)"),
+                note: format!(
+                    "{b:?}: the request API the client used, not the server's engine (engine.name stays unknown)"
+                ),
             });
         }
         model = model.or(facts.model);

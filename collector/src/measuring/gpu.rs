@@ -46,8 +46,7 @@ pub fn choose(devices: &[Option<Vec<u32>>], server: &[u32], visible: &dyn Fn(u32
     };
     let used = indices(&|d| d.as_ref().is_some_and(|p| p.iter().any(|pid| server.contains(pid))));
     if !used.is_empty() {
-        let mut pids: Vec<u32> =
-            devices.iter().flatten().flatten().copied().filter(|p| server.contains(p)).collect();
+        let mut pids: Vec<u32> = devices.iter().flatten().flatten().copied().filter(|p| server.contains(p)).collect();
         pids.sort_unstable();
         pids.dedup();
         let detail = format!(
@@ -72,7 +71,9 @@ pub fn choose(devices: &[Option<Vec<u32>>], server: &[u32], visible: &dyn Fn(u32
     }
     let others = devices.iter().flatten().flatten().count();
     let detail = if others == 0 {
-        format!("none of the host's {count} GPU(s): no process computes on them, so the server is not on this host's GPUs")
+        format!(
+            "none of the host's {count} GPU(s): no process computes on them, so the server is not on this host's GPUs"
+        )
     } else {
         format!("none of the host's {count} GPU(s): only other processes compute on them, so the server is not on this host's GPUs")
     };
@@ -378,12 +379,19 @@ mod tests {
         // Tensor parallel on GPUs 1 and 2, another job on GPU 0.
         let (idx, s) = pick(&[Some(vec![99]), Some(vec![4300]), Some(vec![4300, 4242])]);
         assert_eq!((idx, s.method), (vec![1, 2], GpuSelectionMethod::ServerProcesses));
-        assert_eq!(s.detail, "2 of 3 GPU(s): those where the server's processes (PID 4242, 4300) hold a compute context");
+        assert_eq!(
+            s.detail,
+            "2 of 3 GPU(s): those where the server's processes (PID 4242, 4300) hold a compute context"
+        );
 
         // The server in a container: NVML lists pids this collector cannot see → all, assumed.
         let (idx, s) = pick(&[Some(vec![7]), Some(vec![]), Some(vec![])]);
         assert_eq!((idx, s.method), (vec![0, 1, 2], GpuSelectionMethod::AllAssumed));
-        assert!(s.detail.contains("another PID namespace") && s.detail.contains("may include other work"), "{}", s.detail);
+        assert!(
+            s.detail.contains("another PID namespace") && s.detail.contains("may include other work"),
+            "{}",
+            s.detail
+        );
 
         // A GPU whose processes NVML cannot list: assumed too, and said why.
         let (_, s) = pick(&[None, Some(vec![])]);

@@ -62,7 +62,8 @@ pub fn parse_tcp_table(text: &str, v6: bool) -> Vec<TcpEntry> {
 fn parse_addr(s: &str, v6: bool) -> Option<SocketAddr> {
     let (addr, port) = s.split_once(':')?;
     let port = u16::from_str_radix(port, 16).ok()?;
-    let word = |i: usize| addr.get(i * 8..i * 8 + 8).and_then(|w| u32::from_str_radix(w, 16).ok()).map(u32::to_ne_bytes);
+    let word =
+        |i: usize| addr.get(i * 8..i * 8 + 8).and_then(|w| u32::from_str_radix(w, 16).ok()).map(u32::to_ne_bytes);
     let ip = if v6 {
         if addr.len() != 32 {
             return None;
@@ -241,7 +242,9 @@ fn judge(owner: u32, listening: SocketAddr, target: SocketAddr) -> Found {
     let name = program_name(&argv);
     if is_forwarder(&argv) {
         return Found::Remote {
-            evidence: format!("{listening} is owned by {name} (PID {owner}), a tunnel or proxy: the server runs elsewhere"),
+            evidence: format!(
+                "{listening} is owned by {name} (PID {owner}), a tunnel or proxy: the server runs elsewhere"
+            ),
         };
     }
     let root = crate::measuring::launch::server_root(owner);

@@ -766,7 +766,8 @@ fn empty_cell(context: &ContextSize, concurrency: u32) -> DecodeCell {
 fn plan_flags(c: &Config) -> String {
     let join = |v: Vec<String>| if v.is_empty() { "none".to_string() } else { v.join(",") };
     // Whole seconds as `30s`, anything finer in ms: both read back by humantime.
-    let window = c.window_s.map(|w| if w.fract() == 0.0 { format!("{w}s") } else { format!("{}ms", (w * 1000.0).round()) });
+    let window =
+        c.window_s.map(|w| if w.fract() == 0.0 { format!("{w}s") } else { format!("{}ms", (w * 1000.0).round()) });
     format!(
         "--contexts {} --concurrency {} --prefill-contexts {}{}{}",
         join(c.contexts.iter().map(|x| x.tokens.to_string()).collect()),
