@@ -6,9 +6,9 @@
 mod support;
 
 use speedmatrix_schema::{CellStatus, KvBudgetSource, RunStatus};
+use std::time::Duration;
 use support::collect::{collect, read};
 use support::scripted::{self, Answer, Script, StreamScript};
-use std::time::Duration;
 
 /// These run the collector in real time: one at a time.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -33,7 +33,8 @@ async fn keepalive_comments_during_a_long_prefill_are_not_a_stall() {
     .await;
     let out = dir.path().join("run.json");
     let args = ["--contexts", "256", "--concurrency", "1", "--prefill-contexts", "256", "--duration", "1s"];
-    let (code, err) = collect(&server.url, &out, &[&args[..], &["--max-tokens", "400", "--stall-timeout", "1s"]].concat()).await;
+    let (code, err) =
+        collect(&server.url, &out, &[&args[..], &["--max-tokens", "400", "--stall-timeout", "1s"]].concat()).await;
     assert_eq!(code, Some(0), "{err}");
     let r = read(&out);
     let row = &r.prefill[0];
@@ -41,7 +42,7 @@ async fn keepalive_comments_during_a_long_prefill_are_not_a_stall() {
     assert!(row.ttft_ms.unwrap() >= 2500.0, "TTFT is the prefill behind the keep-alives: {:?}", row.ttft_ms);
     let cell = &r.decode[0];
     assert!(cell.status.is_measured(), "{:?}: {:?}", cell.status, cell.reason);
-    assert!(cell.ttft_ms.unwrap().p50.unwrap() >= 2500.0);
+    assert!(cell.ttft_ms.unwrap().p50.unwrap() >= 2500.0, "{cell:?}");
 }
 
 /// vLLM's names in the text other exporters write: Prometheus 0.0.4 without `# TYPE`/`# HELP`
@@ -74,9 +75,12 @@ async fn prometheus_text_as_specified_gives_the_kv_budget() {
         ("openmetrics", openmetrics, "application/openmetrics-text; version=1.0.0; charset=utf-8"),
     ];
     for (name, text, content_type) in shapes {
-        let server =
-            scripted::start(Script { metrics: Some(text.into()), metrics_content_type: content_type, ..Script::default() })
-                .await;
+        let server = scripted::start(Script {
+            metrics: Some(text.into()),
+            metrics_content_type: content_type,
+            ..Script::default()
+        })
+        .await;
         let out = dir.path().join(format!("{name}.json"));
         let args = ["--contexts", "256", "--concurrency", "1,32", "--prefill-contexts", "none", "--duration", "1s"];
         let (code, err) = collect(&server.url, &out, &[&args[..], &["--max-tokens", "64"]].concat()).await;
@@ -142,9 +146,11 @@ async fn an_html_chat_endpoint_gives_error_cells_and_a_distinct_exit_code() {
 async fn streams_without_done_give_the_distinct_exit_code() {
     let _one = SERIAL.lock().await;
     let dir = tempfile::tempdir().unwrap();
-    let server =
-        scripted::start(Script { stream: StreamScript { done: false, ..StreamScript::default() }, ..Script::default() })
-            .await;
+    let server = scripted::start(Script {
+        stream: StreamScript { done: false, ..StreamScript::default() },
+        ..Script::default()
+    })
+    .await;
     let out = dir.path().join("run.json");
     let args = ["--contexts", "256", "--concurrency", "1", "--prefill-contexts", "none", "--duration", "1s"];
     let (code, err) = collect(&server.url, &out, &[&args[..], &["--max-tokens", "16"]].concat()).await;

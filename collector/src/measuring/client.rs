@@ -243,17 +243,19 @@ impl Client {
             );
             return rec.fail(clock, why, &notify);
         }
-        let mut sse = eventsource_stream::Eventsource::eventsource(resp.bytes_stream());
+        let mut sse = std::pin::pin!(eventsource_stream::Eventsource::eventsource(watched(resp.bytes_stream(), stall)));
         let mut parser = ChunkParser::default();
         loop {
             let next = tokio::select! {
-                n = tokio::time::timeout(stall, sse.next()) => n,
+                n = sse.next() => n,
                 _ = cancelled(&mut cancel) => { rec.cancelled = true; break; }
             };
             let t_ms = clock.now_ms();
             let event = match next {
-                Err(_) => return rec.fail(clock, format!("stalled: no data for {stall:?}"), &notify),
-                Ok(None) => {
+                Some(Err(eventsource_stream::EventStreamError::Transport(BodyError::Stalled))) => {
+                    return rec.fail(clock, format!("stalled: no data for {stall:?}"), &notify)
+                }
+                None => {
                     if !rec.done {
                         let why = if rec.finish_reason.is_some() {
                             "stream ended without data: [DONE]"
@@ -264,8 +266,8 @@ impl Client {
                     }
                     break;
                 }
-                Ok(Some(Err(e))) => return rec.fail(clock, format!("stream broke: {e}"), &notify),
-                Ok(Some(Ok(ev))) => ev,
+                Some(Err(e)) => return rec.fail(clock, format!("stream broke: {e}"), &notify),
+                Some(Ok(ev)) => ev,
             };
             if event.data.trim() == "[DONE]" {
                 rec.done = true;
@@ -309,6 +311,36 @@ impl Client {
         notify(StreamEvent::Ended { id });
         rec
     }
+}
+
+/// Why a response body stopped giving bytes.
+#[derive(Debug, thiserror::Error)]
+enum BodyError {
+    /// No bytes at all for the stall timeout.
+    #[error("stalled")]
+    Stalled,
+    /// The connection failed.
+    #[error("{}", error_chain(.0))]
+    Transport(reqwest::Error),
+}
+
+/// The body's bytes with the stall timeout applied to every read: any bytes reset it — an SSE
+/// comment (`: ping`, sent by SGLang and proxies during a long prefill) as much as a token — so
+/// only a server that sends nothing for `stall` fails the stream. The timeout sits under the
+/// SSE parser, which swallows comments.
+fn watched(
+    body: impl futures_util::Stream<Item = reqwest::Result<bytes::Bytes>> + Unpin,
+    stall: Duration,
+) -> impl futures_util::Stream<Item = Result<bytes::Bytes, BodyError>> {
+    futures_util::stream::unfold(Some(body), move |body| async move {
+        let mut body = body?;
+        match tokio::time::timeout(stall, body.next()).await {
+            Ok(Some(Ok(b))) => Some((Ok(b), Some(body))),
+            Ok(Some(Err(e))) => Some((Err(BodyError::Transport(e)), None)),
+            Ok(None) => None,
+            Err(_) => Some((Err(BodyError::Stalled), None)),
+        }
+    })
 }
 
 async fn cancelled(rx: &mut watch::Receiver<bool>) {

@@ -7,6 +7,7 @@
 //! - [`plan`]: flags + server → the cells to measure (pure);
 //! - [`prompt`]: prompts of exact token counts (`/tokenize`, varied prose);
 //! - [`client`]: HTTP and SSE, one record per streamed request;
+//! - [`prometheus`]: `/metrics` text (Prometheus 0.0.4, OpenMetrics) → samples;
 //! - [`measure`]: records → the figures and status of a window (pure);
 //! - [`gpu`]: NVML GPU inventory and per-window power, energy, utilization, clocks;
 //! - [`launch`]: the server's launch command (secrets redacted) and the host's CPU, OS, name;
@@ -19,6 +20,7 @@ pub mod gpu;
 pub mod launch;
 pub mod measure;
 pub mod plan;
+pub mod prometheus;
 pub mod prompt;
 pub mod run;
 pub mod selfcheck;

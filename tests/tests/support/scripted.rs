@@ -156,8 +156,10 @@ pub async fn start(script: Script) -> Scripted {
 
 async fn models(State(s): State<Arc<AppState>>) -> Response {
     let m = &s.script;
-    axum::Json(json!({"object": "list", "data": [{"id": m.model, "object": "model", "max_model_len": m.max_model_len}]}))
-        .into_response()
+    axum::Json(
+        json!({"object": "list", "data": [{"id": m.model, "object": "model", "max_model_len": m.max_model_len}]}),
+    )
+    .into_response()
 }
 
 async fn metrics(State(s): State<Arc<AppState>>) -> Response {
