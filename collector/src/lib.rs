@@ -28,6 +28,18 @@ pub mod terminal;
 
 use std::process::ExitCode;
 
+/// Exit codes of `speedmatrix run` besides 0 (done), 1 ([`Error::Other`]) and 2
+/// ([`Error::Input`]); README lists them all.
+pub mod exit {
+    /// The run is complete and its file valid, but some prefill rows or decode cells are
+    /// errors (their `reason` says why): a script can tell that from a clean run.
+    pub const CELL_ERRORS: u8 = 3;
+    /// Stopped by Ctrl-C; the file is complete (`interrupted`) and can be resumed.
+    pub const INTERRUPTED: u8 = 130;
+    /// Stopped by SIGTERM, like Ctrl-C.
+    pub const TERMINATED: u8 = 143;
+}
+
 /// An error with the exit code it maps to. Its `Display` is one line meant for people.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

@@ -33,7 +33,8 @@ macro_rules! say {
 /// two consecutive samples, and the running average should not hinge on one unlucky sample).
 const SAMPLE_EVERY: Duration = Duration::from_millis(500);
 
-/// Run `speedmatrix run` to completion and return the exit code (0 done, 130 interrupted).
+/// Run `speedmatrix run` to completion and return the exit code: 0 done, 3 done with error
+/// cells, 1 failed (the server died), 130 / 143 interrupted ([`crate::exit`]).
 ///
 /// # Errors
 /// [`Error::Input`] (exit 2) when the run cannot start: bad flags, unreachable server, 401,
@@ -203,8 +204,7 @@ impl Session {
 }
 
 /// The whole run inside an existing tokio runtime (what [`run`] and `demo` call): discovery,
-/// plan, prefill rows, decode cells, the results file. Returns the exit code (0, or 130 when
-/// interrupted by Ctrl-C).
+/// plan, prefill rows, decode cells, the results file. Returns the exit code (as [`run`]).
 ///
 /// # Errors
 /// As [`run`].
@@ -288,8 +288,8 @@ pub async fn measure(args: &RunArgs) -> Result<u8, Error> {
 
     let stopped = tokio::select! {
         r = measure_all(&mut s) => r?.map(|cause| (RunStatus::Failed, cause, 1)),
-        _ = tokio::signal::ctrl_c() => Some((RunStatus::Interrupted, "interrupted by Ctrl-C".to_string(), 130)),
-        _ = terminated() => Some((RunStatus::Interrupted, "stopped by SIGTERM".to_string(), 143)),
+        _ = tokio::signal::ctrl_c() => Some((RunStatus::Interrupted, "interrupted by Ctrl-C".to_string(), crate::exit::INTERRUPTED)),
+        _ = terminated() => Some((RunStatus::Interrupted, "stopped by SIGTERM".to_string(), crate::exit::TERMINATED)),
     };
     s.progress.finish_and_clear();
     let unmeasured = match &stopped {
@@ -322,7 +322,11 @@ pub async fn measure(args: &RunArgs) -> Result<u8, Error> {
             s.out.display()
         ),
     }
-    Ok(stopped.map_or(0, |(_, _, code)| code))
+    Ok(match stopped {
+        Some((_, _, code)) => code,
+        None if errors > 0 => crate::exit::CELL_ERRORS,
+        None => 0,
+    })
 }
 
 /// Resolves when the process gets SIGTERM (`timeout`, `docker stop`, a cancelled CI job): the
