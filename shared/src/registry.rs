@@ -1,4 +1,5 @@
-//! The metric registry: every figure speedmatrix reports, defined once (DESIGN §2).
+//! The metric registry: every figure speedmatrix reports, defined once (docs/METHODOLOGY.md
+//! explains the method around them).
 //!
 //! Metric ids are snake_case and stable: they are CSV headers, `--metric` values and URL
 //! parameters. A distribution metric (e.g. `ttft_ms`) expands into one column per statistic
@@ -18,6 +19,35 @@
 //! - **Total tok/s** (`total_tps`): output tokens of all streams inside the measurement window ÷
 //!   window length.
 //! - **Prompt tok/s** (`prompt_tps`): prefill rate, prompt tokens ÷ TTFT of a cold request.
+//! - **Token counts** (`token_count_source` of a cell): every request asks for usage on every
+//!   chunk (`stream_options: {include_usage, continuous_usage_stats}`; servers that do not know
+//!   the second field ignore it). With it (`continuous_usage`) each chunk's tokens are exact.
+//!   Without it, chunks are counted and each request reconciled with its final
+//!   `usage.completion_tokens`, spread evenly over its chunks; requests without one (still
+//!   streaming when the window closed) get the tokens per chunk of those with one
+//!   (`final_usage`). With no usage at all, the server's live output-token counter over the
+//!   window scales the chunks (`server_counter`); with nothing to reconcile with, one token per
+//!   chunk (`chunk_count`, marked approximate next to the cell).
+//! - **Window**: opens when readiness ends and closes at its deadline (`--duration` later); the
+//!   instant it really closed is measured (`window_end_ms`), `window_s` is close − open, and
+//!   scrapes and stream cancellation lie outside it.
+//! - **Readiness**: every stream has produced a token (fewer where the server runs fewer at
+//!   once) and the server's queue gauge reads 0, within the stall timeout or twice the
+//!   context's cold TTFT plus a second, whichever is longer. A timeout is recorded on the cell
+//!   and makes it requests queued.
+//! - **Requests queued**: the server could not run all N streams at once. Evidence: its queue
+//!   gauge above 0 in two consecutive samples, or its running gauge below 95 % of N on average
+//!   (Prometheus); without gauges, the client's count of running streams below 95 % of N on
+//!   average, where a stream runs from its send to its end except while it waits for its first
+//!   token longer than the start allowance — three times the context's cold TTFT, at least 1 s
+//!   ([`crate::status::start_allowance_ms`]). A replacement stream's own start (a cached
+//!   prefill and a step or two of the batch) stays inside the allowance; a request queued
+//!   behind others waits for one of them to end. A stream that finishes without any token is a
+//!   failure (error), not a queue.
+//! - **Cold prefill check** (`cached_tokens` of a prefill row): the prompt tokens the server
+//!   served from its prefix cache — from the request's `usage.prompt_tokens_details`, else
+//!   llama.cpp's `timings.cache_n`, else the prefix-cache hit counter's growth around the
+//!   request. Above 5 % of the prompt the row is "served from cache" and says so.
 
 use crate::model::Distribution;
 
@@ -132,9 +162,9 @@ use Kind::{Distribution as D, Scalar as S};
 #[rustfmt::skip]
 pub static METRICS: &[Metric] = &[
     m("total_tps", "Total tok/s", Unit::TokPerS, Style::Fixed(1), Some(true), S,
-      "Output tokens of all streams inside the window ÷ window length (server usage tokens, client clock)."),
+      "Output tokens of all streams inside the window ÷ window length (tokens: server usage, see token_count_source; client clock)."),
     m("per_request_tps", "Per request tok/s", Unit::TokPerS, Style::Fixed(1), Some(true), D,
-      "Per-stream decode rate, 1000 ÷ TPOT (server usage tokens, client clock)."),
+      "Per-stream decode rate, 1000 ÷ TPOT (tokens: server usage, see token_count_source; client clock)."),
     m("ttft_ms", "TTFT", Unit::Ms, Style::Fixed(0), Some(false), D,
       "Request sent → first token on any channel (client clock); decode cells: the streams that open the cell."),
     m("ttft_in_window_ms", "TTFT in window", Unit::Ms, Style::Fixed(0), Some(false), D,
@@ -154,7 +184,7 @@ pub static METRICS: &[Metric] = &[
     m("prompt_tokens", "Prompt tokens", Unit::Tokens, Style::Fixed(0), None, S,
       "Real prompt length the server counted (server usage)."),
     m("output_tokens", "Output tokens", Unit::Tokens, Style::Fixed(0), Some(true), S,
-      "Output tokens produced inside the window by all streams (server usage)."),
+      "Output tokens produced inside the window by all streams (server usage; the cell's token_count_source says how)."),
     m("completed_requests", "Completed requests", Unit::Requests, Style::Fixed(0), None, S,
       "Requests that finished inside the window (client)."),
     m("avg_active_requests", "Average active requests", Unit::Requests, Style::Fixed(1), None, S,
@@ -168,7 +198,7 @@ pub static METRICS: &[Metric] = &[
     m("energy_j_per_token", "Energy per token", Unit::JoulesPerToken, Style::Fixed(3), Some(false), S,
       "GPU energy used in the window ÷ output tokens (NVML)."),
     m("window_s", "Measured for", Unit::S, Style::Fixed(1), None, S,
-      "Length of the measurement window actually used (client clock)."),
+      "Length of the measurement window actually used: its real close − its open (client clock)."),
 ];
 
 /// The metric with this id (`total_tps`), if any.

@@ -916,8 +916,10 @@ async fn generate(state: Arc<AppState>, ep: Endpoint, body: Bytes) -> Response {
         prompt_tokens: plan.prompt_tokens.len() as u32,
         text_key: plan.text_key,
         finish_reason: plan.finish_reason,
-        include_usage: plan.include_usage,
-        continuous_usage: plan.continuous_usage,
+        // A server that does not know `continuous_usage_stats`, or a proxy that drops usage.
+        include_usage: plan.include_usage && !struck.has(|k| *k == FaultKind::NoUsage),
+        continuous_usage: plan.continuous_usage
+            && !struck.has(|k| matches!(k, FaultKind::NoChunkUsage | FaultKind::NoUsage)),
         sent: 0,
     };
     if plan.stream {

@@ -598,6 +598,7 @@ fn PrefillTable(r: Arc<Results>) -> impl IntoView {
                                         <td class="num bar-cell">
                                             <span class="bar" style:width=width></span>
                                             <span class="bar-value">{l.prompt_tps}</span>
+                                            {l.note.map(|n| view! { <span class="cell-note">{n}</span> })}
                                         </td>
                                         <td class="num">{l.ttft} " TTFT"</td>
                                         {with_tokens.then(|| view! { <td class="num">{l.prompt_tokens.clone()}</td> })}
@@ -702,6 +703,7 @@ pub(crate) fn heat_cell(c: HeatCell) -> impl IntoView {
         >
             <span class="hm-value">{main}</span>
             {status_line.map(|s| view! { <span class="hm-status">{report::status_mark(s)} " " {s.label()}</span> })}
+            {c.note.map(|n| view! { <span class="hm-status cell-note">{n}</span> })}
             {c.ttft.map(|t| view! { <span class="hm-ttft">{t}</span> })}
             {tip.map(|t| view! { <span class="hm-tip" role="tooltip">{t}</span> })}
         </td>

@@ -228,6 +228,7 @@ pub fn convert(src: &Source, converted_by: &str) -> Result<Results, String> {
                 _ => None,
             },
             stall_timeout_s: None,
+            not_run_contexts: vec![],
         },
         prefill,
         decode,

@@ -289,6 +289,7 @@ pub fn convert(sources: &[Source], converted_by: &str) -> Result<Results, String
             prefill_mode: None,
             decode_test: Some(DecodeTest::FixedRequests),
             stall_timeout_s: None,
+            not_run_contexts: vec![],
         },
         prefill: vec![],
         decode,

@@ -1,14 +1,16 @@
 //! HTTP and SSE against an OpenAI-compatible server (the I/O edge of measuring).
 //!
 //! [`Client`] wraps one `reqwest::Client` whose connection pool is sized to the largest
-//! concurrency of the plan (DESIGN §4: a pool smaller than the concurrency queues requests in
-//! the client). There is no overall request timeout — a 256K-token prefill may take minutes —
-//! only a *stall* timeout: a stream that sends no bytes for that long fails.
+//! concurrency of the plan (a pool smaller than the concurrency queues requests in the client).
+//! There is no overall request timeout — a 256K-token prefill may take minutes — only a
+//! *stall* timeout: a stream that sends no bytes at all for that long fails (an SSE comment
+//! such as a `: ping` keep-alive is bytes).
 //!
 //! [`Client::stream`] runs one streamed completion and returns a [`StreamRecord`]: the time of
 //! every token-carrying chunk on the run's monotonic [`Clock`], how many tokens it carried
-//! (from cumulative `usage.completion_tokens`), and how the stream ended. SSE framing (comments,
-//! CRLF, frames split across reads) is handled by the `eventsource-stream` crate.
+//! (from cumulative `usage.completion_tokens`, else 1 per chunk until the measurement reconciles
+//! it with the request's final usage), and how the stream ended. SSE framing (comments, CRLF,
+//! frames split across reads) is handled by the `eventsource-stream` crate.
 
 use futures_util::StreamExt;
 use serde_json::Value;
@@ -285,6 +287,9 @@ impl Client {
                     if p.timings.is_some() {
                         rec.server_timings = p.timings;
                     }
+                    if p.cached_tokens.is_some() {
+                        rec.cached_tokens = p.cached_tokens;
+                    }
                     if let Some(reason) = p.finish_reason {
                         rec.finish_reason = Some(reason);
                     }
@@ -362,6 +367,14 @@ fn error_chain(e: &dyn std::error::Error) -> String {
         src = inner.source();
     }
     s
+}
+
+/// `stream_options` of every request: usage on every chunk (`continuous_usage_stats`, a vLLM
+/// extension that other servers ignore) and a final usage chunk. Asked of every engine: a
+/// server that sends several tokens per chunk is counted right only with it, or with the final
+/// usage the collector reconciles its chunk counts with.
+pub fn stream_options() -> Value {
+    serde_json::json!({ "include_usage": true, "continuous_usage_stats": true })
 }
 
 /// Serialize a request body once, to share across the streams of a cell.
@@ -444,6 +457,8 @@ pub struct StreamRecord {
     pub ended_ms: Option<f64>,
     /// The server's own timing of the request (llama.cpp `timings`), last one seen.
     pub server_timings: Option<speedmatrix_schema::ServerTimings>,
+    /// Prompt tokens the server served from its prefix cache (`usage.prompt_tokens_details`).
+    pub cached_tokens: Option<u64>,
 }
 
 impl StreamRecord {
@@ -487,6 +502,8 @@ pub struct ParsedChunk {
     pub id: Option<String>,
     /// The server's own timing of the request (llama.cpp `timings`), if present.
     pub timings: Option<speedmatrix_schema::ServerTimings>,
+    /// `usage.prompt_tokens_details.cached_tokens`: prompt tokens served from the prefix cache.
+    pub cached_tokens: Option<u64>,
 }
 
 /// llama.cpp's `timings` object → [`speedmatrix_schema::ServerTimings`].
@@ -569,6 +586,7 @@ impl ChunkParser {
         if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
             out.prompt_tokens = u.get("prompt_tokens").and_then(Value::as_u64);
             out.completion_tokens = u.get("completion_tokens").and_then(Value::as_u64);
+            out.cached_tokens = u.pointer("/prompt_tokens_details/cached_tokens").and_then(Value::as_u64);
         }
         match out.completion_tokens {
             Some(total) if choice.is_some() => {
@@ -637,6 +655,17 @@ mod tests {
         assert_eq!((f.tokens, f.finish_reason.as_deref()), (0, Some("length")));
         let u = p.parse(r#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":1}}"#).unwrap();
         assert_eq!(u.tokens, 0);
+    }
+
+    #[test]
+    fn cached_prompt_tokens_are_read_from_usage_details() {
+        let mut p = ChunkParser::default();
+        let u = p
+            .parse(r#"{"choices":[],"usage":{"prompt_tokens":900,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":896}}}"#)
+            .unwrap();
+        assert_eq!(u.cached_tokens, Some(896));
+        let n = p.parse(r#"{"choices":[],"usage":{"prompt_tokens":9,"prompt_tokens_details":null}}"#).unwrap();
+        assert_eq!(n.cached_tokens, None);
     }
 
     #[test]

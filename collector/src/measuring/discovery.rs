@@ -1,7 +1,7 @@
 //! What server is this? `/v1/models`, `/version`, `/metrics`, `/props`, `/slots`,
-//! `/get_server_info` (DESIGN §3), turned by the engine's adapter ([`crate::measuring::engine`]) into the
-//! engine, model, `max_model_len`, KV budget and slots the plan needs — and the Prometheus gauges and
-//! counters sampled during decode windows.
+//! `/get_server_info`, turned by the engine's adapter ([`crate::measuring::engine`]) into the
+//! engine, model, `max_model_len`, KV budget and slots the plan needs — and the Prometheus gauges
+//! and counters sampled during decode windows ([`Metrics`]).
 
 use crate::measuring::client::{Client, HttpError};
 use crate::measuring::engine::{EngineKind, Facts, MetricSlot, Probe, Probes};
@@ -32,11 +32,6 @@ impl ServerInfo {
     pub fn plan_kv_budget(&self) -> Option<u64> {
         let f = &self.facts;
         f.kv_budget.filter(|(_, src)| f.kv_rule || *src == KvBudgetSource::Flag).map(|(b, _)| b)
-    }
-
-    /// `stream_options` for this engine's requests.
-    pub fn stream_options(&self) -> Value {
-        self.kind.adapter().stream_options()
     }
 
     /// Streams a cell can expect to decode at once: N, or fewer when the server runs at most

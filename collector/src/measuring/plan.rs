@@ -1,10 +1,11 @@
 //! The test plan (pure): flags + what discovery found → the prefill rows and decode cells to
-//! measure, with `max` resolved, contexts that cannot fit dropped (with a warning), and
-//! over-capacity cells marked (DESIGN §2). Also the wall-time estimate printed before a run.
+//! measure, with `max` resolved, contexts that cannot fit kept apart as not run (with the
+//! reason, for the results file, and a warning), and over-capacity cells marked
+//! (docs/METHODOLOGY.md). Also the wall-time estimate printed before a run.
 
 use speedmatrix_schema::context::{decode_max, label, ContextArg, K};
 use speedmatrix_schema::status::over_capacity;
-use speedmatrix_schema::{Capacity, ContextSize};
+use speedmatrix_schema::{Capacity, ContextSize, NotRunContext, PlanPhase};
 
 /// What the plan is made from.
 #[derive(Debug, Clone, PartialEq)]
@@ -55,8 +56,11 @@ pub struct Plan {
     pub concurrency: Vec<u32>,
     /// Decode cells, context-major.
     pub cells: Vec<PlannedCell>,
-    /// Things the user should know (dropped contexts, unknown KV budget).
+    /// Things the user should know (contexts not run, unknown KV budget).
     pub warnings: Vec<String>,
+    /// Contexts asked for that cannot be measured on this server, with the reason (they go
+    /// into the results file's `config.not_run_contexts`).
+    pub not_run: Vec<NotRunContext>,
 }
 
 /// Why no plan could be made (exit code 2).
@@ -87,12 +91,18 @@ pub fn plan(input: &PlanInput) -> Result<Plan, PlanError> {
     if input.concurrency.contains(&0) {
         return Err(PlanError::ZeroConcurrency);
     }
-    let mut warnings = Vec::new();
+    let mut not_run = Vec::new();
     let max_tokens = u64::from(input.max_tokens);
     // `max` means the longest request the server can hold: within a slot where there are slots.
     let mml = match (input.max_model_len, input.slot_context) {
         (Some(m), Some(s)) => Some(m.min(s)),
         (m, s) => m.or(s),
+    };
+    let skip = |phase: PlanPhase, label: String, tokens: Option<u64>, reason: String| NotRunContext {
+        phase,
+        label,
+        tokens,
+        reason,
     };
     let mut contexts = Vec::new();
     for arg in &input.contexts {
@@ -101,14 +111,20 @@ pub fn plan(input: &PlanInput) -> Result<Plan, PlanError> {
                 let m = mml.ok_or(PlanError::MaxUnknown)?;
                 match decode_max(m, max_tokens) {
                     Some(t) => contexts.push(ContextSize { label: label(t), tokens: t }),
-                    None => warnings.push(format!("decode context max dropped: max_model_len {m} leaves no room for {max_tokens} output tokens")),
+                    None => not_run.push(skip(
+                        PlanPhase::Decode,
+                        "max".into(),
+                        None,
+                        format!("max_model_len {m} leaves no room for {max_tokens} output tokens"),
+                    )),
                 }
             }
             ContextArg::Tokens(t) => match input.max_model_len {
-                Some(m) if t + max_tokens > m => warnings.push(format!(
-                    "decode context {} dropped: {} prompt + {max_tokens} output tokens exceed the server's max_model_len {m}",
+                Some(m) if t + max_tokens > m => not_run.push(skip(
+                    PlanPhase::Decode,
                     label(t),
-                    t
+                    Some(t),
+                    format!("{t} prompt + {max_tokens} output tokens exceed the server's max_model_len {m}"),
                 )),
                 _ => contexts.push(ContextSize { label: label(t), tokens: t }),
             },
@@ -123,21 +139,33 @@ pub fn plan(input: &PlanInput) -> Result<Plan, PlanError> {
                 prefill.push(ContextSize { label: label(m / K * K).replace(',', ""), tokens: m - 1 });
             }
             ContextArg::Tokens(t) => match mml {
-                Some(m) if t + 1 > m => warnings.push(format!(
-                    "prefill context {} dropped: {t} prompt tokens + 1 output token exceed the server's max_model_len {m}",
-                    label(t)
+                Some(m) if t + 1 > m => not_run.push(skip(
+                    PlanPhase::Prefill,
+                    label(t),
+                    Some(t),
+                    format!("{t} prompt tokens + 1 output token exceed the server's max_model_len {m}"),
                 )),
                 _ => prefill.push(ContextSize { label: label(t), tokens: t }),
             },
         }
     }
+    let mut warnings: Vec<String> = not_run
+        .iter()
+        .map(|n| {
+            let what = match n.phase {
+                PlanPhase::Decode => "decode",
+                PlanPhase::Prefill => "prefill",
+            };
+            format!("{what} context {} not run (kept in the results file): {}", n.label, n.reason)
+        })
+        .collect();
     let contexts = dedup_sorted(contexts);
     let prefill = dedup_sorted(prefill);
     let mut concurrency = input.concurrency.clone();
     concurrency.sort_unstable();
     concurrency.dedup();
     if contexts.is_empty() && prefill.is_empty() {
-        return Err(PlanError::Empty("every context was dropped (see the warnings above)".into()));
+        return Err(PlanError::Empty("no asked context fits the server (see the warnings above)".into()));
     }
     if input.kv_budget.is_none() && input.slot_context.is_none() && !contexts.is_empty() {
         warnings.push(
@@ -170,7 +198,8 @@ pub fn plan(input: &PlanInput) -> Result<Plan, PlanError> {
             })
         })
         .collect();
-    Ok(Plan { prefill, contexts, concurrency, cells, warnings })
+    not_run.dedup();
+    Ok(Plan { prefill, contexts, concurrency, cells, warnings, not_run })
 }
 
 /// Rough wall time of a plan, s: each prefill request at `prefill_tps`, each runnable cell its
@@ -222,7 +251,7 @@ mod tests {
     }
 
     #[test]
-    fn contexts_that_do_not_fit_are_dropped_with_a_warning() {
+    fn contexts_that_do_not_fit_are_kept_as_not_run_with_the_reason() {
         let input = PlanInput {
             contexts: args("1k,8k,max"),
             concurrency: vec![4, 1, 4],
@@ -237,8 +266,12 @@ mod tests {
         assert_eq!(p.contexts.iter().map(|c| c.tokens).collect::<Vec<_>>(), [768, 1024]);
         assert_eq!(p.concurrency, [1, 4]);
         assert_eq!(p.prefill.len(), 1);
-        assert!(p.warnings.iter().any(|w| w.contains("decode context 8K dropped")));
-        assert!(p.warnings.iter().any(|w| w.contains("prefill context 4K dropped")));
+        assert!(p.warnings.iter().any(|w| w.contains("decode context 8K not run")));
+        assert!(p.warnings.iter().any(|w| w.contains("prefill context 4K not run")));
+        let labels: Vec<(PlanPhase, &str, Option<u64>)> =
+            p.not_run.iter().map(|n| (n.phase, n.label.as_str(), n.tokens)).collect();
+        assert_eq!(labels, [(PlanPhase::Decode, "8K", Some(8192)), (PlanPhase::Prefill, "4K", Some(4096))]);
+        assert!(p.not_run[0].reason.contains("exceed the server's max_model_len 2048"), "{:?}", p.not_run);
         assert!(p.warnings.iter().any(|w| w.contains("KV budget is unknown")));
         assert!(matches!(plan(&PlanInput { max_model_len: None, ..input }), Err(PlanError::MaxUnknown)));
     }

@@ -18,7 +18,7 @@ pub struct Sample<'a> {
     /// The metric name as written, e.g. `vllm:generation_tokens_total`.
     pub name: &'a str,
     /// Label names and unescaped values, in order.
-    pub labels: Vec<(&'a str, String)>,
+    pub labels: Labels<'a>,
     /// The value (`NaN`, `+Inf`, `-Inf` allowed).
     pub value: f64,
 }
@@ -106,8 +106,11 @@ fn sample(line: &str) -> Result<Sample<'_>, &'static str> {
     Ok(Sample { name, labels, value })
 }
 
+/// Label names with their unescaped values.
+type Labels<'a> = Vec<(&'a str, String)>;
+
 /// The labels after `{` up to and including the closing `}`; returns them and what follows.
-fn label_set(mut s: &str) -> Result<(Vec<(&str, String)>, &str), &'static str> {
+fn label_set(mut s: &str) -> Result<(Labels<'_>, &str), &'static str> {
     let mut labels = Vec::new();
     loop {
         s = s.trim_start();

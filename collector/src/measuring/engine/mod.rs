@@ -170,11 +170,6 @@ pub trait EngineAdapter: Sync {
     fn live_token_counter(&self) -> bool {
         true
     }
-
-    /// `stream_options` to send: usage on every chunk where the engine supports it.
-    fn stream_options(&self) -> Value {
-        serde_json::json!({ "include_usage": true, "continuous_usage_stats": true })
-    }
 }
 
 /// The adapter whose metric names match `family` (any engine): lets one parser read any
