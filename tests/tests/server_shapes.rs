@@ -1,11 +1,13 @@
 //! `speedmatrix run` against servers unlike the twin — each a scripted server on a loopback
 //! socket (`support::scripted`): keep-alive comments during a long prefill, `/metrics` written
-//! by other exporters, an HTML chat endpoint, streams that carry no token. The figures must
-//! match what the server really sent; each test is named after the shape it guards.
+//! by other exporters, an HTML chat endpoint, streams without `[DONE]` or without any token, a
+//! server that queues with no gauge to say so, a context limit below the asked contexts,
+//! usage that reports cached prompt tokens. The figures must match what the server really
+//! sent; each test is named after the shape it guards.
 
 mod support;
 
-use speedmatrix_schema::{CellStatus, KvBudgetSource, RunStatus};
+use speedmatrix_schema::{CachedTokensSource, CellStatus, KvBudgetSource, PlanPhase, RunStatus, TokenCountSource};
 use std::time::Duration;
 use support::collect::{collect, read};
 use support::scripted::{self, Answer, Script, StreamScript};
@@ -159,4 +161,205 @@ async fn streams_without_done_give_the_distinct_exit_code() {
     assert_eq!(r.run.status, RunStatus::Complete);
     assert_eq!(r.decode[0].status, CellStatus::Error);
     assert!(r.decode[0].reason.as_deref().unwrap_or_default().contains("[DONE]"), "{:?}", r.decode[0].reason);
+}
+
+/// Usage on every chunk is asked of every engine, the plain OpenAI one too: servers that do not
+/// know `continuous_usage_stats` ignore it, and those that do count multi-token chunks right.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_engine_asks_for_usage_on_every_chunk() {
+    let _one = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let server = scripted::start(Script::default()).await;
+    let out = dir.path().join("run.json");
+    let args = ["--contexts", "256", "--concurrency", "1", "--prefill-contexts", "256", "--duration", "1s"];
+    let (code, err) =
+        collect(&server.url, &out, &[&args[..], &["--max-tokens", "32", "--engine", "openai"]].concat()).await;
+    assert_eq!(code, Some(0), "{err}");
+    let bodies = server.bodies();
+    assert!(!bodies.is_empty());
+    for b in &bodies {
+        assert_eq!(b["stream_options"]["include_usage"], true, "{b}");
+        assert_eq!(b["stream_options"]["continuous_usage_stats"], true, "{b}");
+    }
+    let r = read(&out);
+    assert_eq!(r.decode[0].token_count_source, Some(TokenCountSource::ContinuousUsage));
+}
+
+/// No queue, streams that end often (short answers): each replacement's own start (its TTFT) is
+/// no queue, so the cells are valid — at one stream and at four.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn short_streams_on_a_server_without_a_queue_are_valid() {
+    let _one = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let server = scripted::start(Script {
+        stream: StreamScript { prefill: Duration::from_millis(60), ..StreamScript::default() },
+        ..Script::default()
+    })
+    .await;
+    let out = dir.path().join("run.json");
+    let args = ["--contexts", "256", "--concurrency", "1,4", "--prefill-contexts", "256", "--duration", "2s"];
+    let (code, err) = collect(&server.url, &out, &[&args[..], &["--max-tokens", "16"]].concat()).await;
+    assert_eq!(code, Some(0), "{err}");
+    let r = read(&out);
+    for c in &r.decode {
+        assert_eq!(c.status, CellStatus::Valid, "{} streams: {:?}", c.concurrency, c.reason);
+        assert!(c.completed_requests.unwrap() >= 5, "streams ended often: {:?}", c.completed_requests);
+        assert!(c.ttft_in_window_ms.is_some_and(|d| d.count.unwrap() > 0), "replacements started in the window");
+    }
+}
+
+/// A server without gauges that runs only 2 of 4 streams at once: the other two wait for a
+/// free place before their first token. The client sees the queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_runs_k_of_n_without_gauges_is_requests_queued() {
+    let _one = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let server = scripted::start(Script { max_running: Some(2), ..Script::default() }).await;
+    let out = dir.path().join("run.json");
+    let args = ["--contexts", "256", "--concurrency", "2,4", "--prefill-contexts", "256", "--duration", "4s"];
+    let (code, err) = collect(&server.url, &out, &[&args[..], &["--max-tokens", "300"]].concat()).await;
+    assert_eq!(code, Some(0), "{err}");
+    let r = read(&out);
+    assert_eq!(r.decode[0].status, CellStatus::Valid, "2 of 2 run at once: {:?}", r.decode[0].reason);
+    let four = &r.decode[1];
+    assert_eq!(four.status, CellStatus::RequestsQueued, "{:?}", four.reason);
+    assert!(four.reason.as_deref().unwrap().contains("of 4 streams were running (client view"), "{:?}", four.reason);
+}
+
+/// A server that answers every request with an empty stream (finish_reason, usage 0, [DONE]):
+/// nothing was measured, so the cell is an error, not a queue at 0 tok/s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn empty_streams_are_errors_not_a_queue() {
+    let _one = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let server = scripted::start(Script {
+        stream: StreamScript { empty: true, ..StreamScript::default() },
+        ..Script::default()
+    })
+    .await;
+    let out = dir.path().join("run.json");
+    let args = ["--contexts", "256", "--concurrency", "2", "--prefill-contexts", "none", "--duration", "1s"];
+    let (code, err) = collect(&server.url, &out, &args).await;
+    assert_eq!(code, Some(EXIT_CELL_ERRORS), "{err}");
+    let r = read(&out);
+    let c = &r.decode[0];
+    assert_eq!(c.status, CellStatus::Error, "{:?}", c.reason);
+    assert!(c.reason.as_deref().unwrap().contains("finished without a token"), "{:?}", c.reason);
+    assert!(c.total_tps.is_none());
+}
+
+/// Contexts that do not fit the server's `max_model_len` are in the results file as not run,
+/// with the reason, and `show` lists them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn contexts_that_do_not_fit_stay_in_the_file_as_not_run() {
+    let _one = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let server = scripted::start(Script { max_model_len: 4096, ..Script::default() }).await;
+    let out = dir.path().join("run.json");
+    let args = ["--contexts", "1k,8k", "--concurrency", "1", "--prefill-contexts", "1k,16k", "--duration", "1s"];
+    let (code, err) = collect(&server.url, &out, &[&args[..], &["--max-tokens", "64"]].concat()).await;
+    assert_eq!(code, Some(0), "{err}");
+    let r = read(&out);
+    let not_run: Vec<(PlanPhase, &str, Option<u64>)> =
+        r.config.not_run_contexts.iter().map(|n| (n.phase, n.label.as_str(), n.tokens)).collect();
+    assert_eq!(not_run, [(PlanPhase::Decode, "8K", Some(8192)), (PlanPhase::Prefill, "16K", Some(16384))]);
+    assert!(r.config.not_run_contexts.iter().all(|n| n.reason.contains("max_model_len 4096")), "{:?}", r.config);
+    let shown = std::process::Command::new(support::BIN).arg("show").arg(&out).output().unwrap();
+    let text = String::from_utf8_lossy(&shown.stdout);
+    assert!(text.contains("Contexts not run") && text.contains("decode context 8K"), "{text}");
+    assert!(text.contains("prefill context 16K"), "{text}");
+    if let Some(dom) = support::dom::rendered_dom(&out) {
+        assert!(dom.contains("Contexts not run") && dom.contains("decode context 8K"), "the page lists them too");
+    }
+}
+
+/// A prefill row the server served from its prefix cache (a proxy's cache, a server that
+/// caches across runs) says so: `cached_tokens` from the usage details, a warning on the row,
+/// in `show` and on the page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prefill_row_served_from_cache_says_so() {
+    let _one = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let server = scripted::start(Script {
+        stream: StreamScript { cached_tokens: Some(1000), ..StreamScript::default() },
+        ..Script::default()
+    })
+    .await;
+    let out = dir.path().join("run.json");
+    let args = ["--contexts", "1k", "--concurrency", "1", "--prefill-contexts", "1k", "--duration", "1s"];
+    let (code, err) = collect(&server.url, &out, &[&args[..], &["--max-tokens", "32"]].concat()).await;
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("warning: prefill 1K: served from cache"), "{err}");
+    let r = read(&out);
+    let row = &r.prefill[0];
+    assert_eq!(row.status, CellStatus::Valid);
+    assert_eq!((row.cached_tokens, row.cached_tokens_source), (Some(1000), Some(CachedTokensSource::Usage)));
+    assert!(row.reason.as_deref().unwrap().starts_with("served from cache: 1,000 of 1,024 prompt tokens"), "{row:?}");
+    let shown = std::process::Command::new(support::BIN).arg("show").arg(&out).output().unwrap();
+    assert!(String::from_utf8_lossy(&shown.stdout).contains("⚠ served from cache"));
+    if let Some(dom) = support::dom::rendered_dom(&out) {
+        assert!(dom.contains("served from cache"), "the page says so too");
+    }
+}
+
+/// A server that gets not all streams decoding within the readiness limit: the cell records
+/// how readiness ended and says why it is queued, instead of passing as valid.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_readiness_timeout_is_recorded_on_the_cell() {
+    let _one = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    // One place; the second stream waits behind keep-alives (alive, never stalled).
+    let server = scripted::start(Script {
+        max_running: Some(1),
+        stream: StreamScript { keepalive_every: Some(Duration::from_millis(200)), ..StreamScript::default() },
+        ..Script::default()
+    })
+    .await;
+    let out = dir.path().join("run.json");
+    let args = ["--contexts", "256", "--concurrency", "2", "--prefill-contexts", "256", "--duration", "1s"];
+    let (code, err) =
+        collect(&server.url, &out, &[&args[..], &["--max-tokens", "600", "--stall-timeout", "2s"]].concat()).await;
+    assert_eq!(code, Some(0), "{err}");
+    let raw: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(raw["decode"][0]["readiness"]["outcome"], "timed_out", "{}", raw["decode"][0]);
+    assert_eq!(raw["decode"][0]["readiness"]["streams_producing"], 1);
+    let c = &read(&out).decode[0];
+    assert_eq!(c.status, CellStatus::RequestsQueued, "{:?}", c.reason);
+    assert!(c.reason.as_deref().unwrap().contains("readiness timed out"), "{:?}", c.reason);
+}
+
+/// A `/metrics` that takes 700 ms to answer: scrapes run on their own, so replacement streams
+/// still start as soon as one ends and the window closes at its deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_metrics_endpoint_delays_neither_replacements_nor_the_close() {
+    let _one = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let gauges = "vllm:num_requests_running 1\nvllm:num_requests_waiting 0\n";
+    let server = scripted::start(Script {
+        metrics: Some(gauges.into()),
+        metrics_delay: Duration::from_millis(700),
+        ..Script::default()
+    })
+    .await;
+    let out = dir.path().join("run.json");
+    let args = ["--contexts", "256", "--concurrency", "1", "--prefill-contexts", "none", "--duration", "3s"];
+    let (code, err) = collect(&server.url, &out, &[&args[..], &["--max-tokens", "16"]].concat()).await;
+    assert_eq!(code, Some(0), "{err}");
+    let raw: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let cell = &raw["decode"][0];
+    let late = cell["window_end_ms"].as_f64().expect("the close instant is recorded")
+        - cell["window_start_ms"].as_f64().unwrap()
+        - 3000.0;
+    assert!((0.0..25.0).contains(&late), "the window closed {late:.1} ms after its deadline");
+    // Each replacement was sent right after the stream before it ended ([DONE] follows the
+    // last token within a millisecond here).
+    let requests = read(&out).decode[0].requests.clone();
+    let ends: Vec<f64> = requests.iter().filter_map(|q| q.e2e_ms.map(|e| q.start_ms + e)).collect();
+    let mut worst: f64 = 0.0;
+    for q in requests.iter().filter(|q| q.opening == Some(false)) {
+        let before = ends.iter().copied().filter(|e| *e <= q.start_ms).fold(f64::MIN, f64::max);
+        worst = worst.max(q.start_ms - before);
+    }
+    assert!(requests.len() > 10, "streams ended and were replaced: {}", requests.len());
+    assert!(worst < 50.0, "a replacement started {worst:.1} ms after the stream it replaced ended");
 }

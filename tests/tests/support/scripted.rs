@@ -1,7 +1,8 @@
-//! Scripted OpenAI-compatible servers on 127.0.0.1 for server shapes the twin does not have: no
-//! usage at all, keep-alive comments during a long prefill, `/metrics` in other exporters'
-//! text, an HTML chat endpoint, empty streams, a server that runs only K requests at once and
-//! lets the rest wait with no gauge to say so, usage that reports cached prompt tokens.
+//! Scripted OpenAI-compatible servers on 127.0.0.1 for server shapes the twin does not have:
+//! keep-alive comments during a long prefill, `/metrics` in other exporters' text or slow to
+//! answer, an HTML chat endpoint, empty streams, streams without `[DONE]`, a server that runs
+//! only K requests at once and lets the rest wait with no gauge to say so, usage that reports
+//! cached prompt tokens.
 //!
 //! Each is a real axum server on a loopback socket, answering what discovery and the prompt
 //! builder ask (`/v1/models`, `/tokenize`, `/metrics`, `/version` → 404) and streaming
@@ -78,6 +79,8 @@ pub struct Script {
     pub metrics: Option<String>,
     /// The `/metrics` content type.
     pub metrics_content_type: &'static str,
+    /// How long `/metrics` takes to answer (a slow exporter).
+    pub metrics_delay: Duration,
     /// What completions answer.
     pub answer: Answer,
     /// How streams are written.
@@ -94,6 +97,7 @@ impl Default for Script {
             max_model_len: 32_768,
             metrics: None,
             metrics_content_type: "text/plain; version=0.0.4; charset=utf-8",
+            metrics_delay: Duration::ZERO,
             answer: Answer::Stream,
             stream: StreamScript::default(),
             max_running: None,
@@ -163,6 +167,7 @@ async fn models(State(s): State<Arc<AppState>>) -> Response {
 }
 
 async fn metrics(State(s): State<Arc<AppState>>) -> Response {
+    tokio::time::sleep(s.script.metrics_delay).await;
     match &s.script.metrics {
         Some(text) => ([(header::CONTENT_TYPE, s.script.metrics_content_type)], text.clone()).into_response(),
         None => (StatusCode::NOT_FOUND, "Not Found").into_response(),
