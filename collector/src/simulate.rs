@@ -63,8 +63,7 @@ pub fn run(args: &SimulateArgs) -> Result<(), crate::Error> {
         tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| crate::Error::Other(e.into()))?;
     rt.block_on(async {
         let addr = format!("{}:{}", args.host, args.port);
-        let twin =
-            twin::start(cfg, &addr).await.map_err(|e| crate::Error::Input(format!("cannot listen on {addr}: {e}")))?;
+        let twin = twin::start(cfg, &addr).await.map_err(|e| crate::Error::Input(e.to_string()))?;
         // Install the signal handlers before announcing the address, so a Ctrl-C sent right
         // after the line is seen always stops cleanly.
         #[cfg(unix)]

@@ -1,4 +1,5 @@
-//! Context sizes: parsing `8k`/`max`, labels, and resolving `max` (DESIGN §2).
+//! Context sizes: parsing `8k`/`max`, labels, and resolving `max` (`docs/METHODOLOGY.md`,
+//! "Context sizes").
 //!
 //! `8k` = 8,192 tokens (K = 1,024); a plain number is tokens (`8000`); `max` depends on the
 //! server: for decode, `max_model_len − max_tokens − 1,024` rounded down to a multiple of 1,024;

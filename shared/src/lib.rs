@@ -6,7 +6,8 @@
 //!
 //! - [`model`]: the versioned results file ([`Results`], versioned, older versions migrated on load), serde + JSON Schema.
 //! - [`load`]: parse, migrate and validate a results file with precise, one-line errors.
-//! - [`registry`]: every metric id (DESIGN §2) with its label, unit, format and direction.
+//! - [`registry`]: every metric id with its label, unit, format and direction (definitions:
+//!   `docs/METHODOLOGY.md`).
 //! - [`table`]: the flat "all measurements" table (one row per prefill row / decode cell).
 //! - [`export`]: the one CSV / JSON writer of that table (CLI `show --format csv`, viewer export).
 //! - [`site`]: a published site's run index (`runs/index.json`), written by `publish`, read by

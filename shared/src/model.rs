@@ -284,7 +284,8 @@ pub struct Engine {
 
 /// A context size: the label people read and the token count it stands for.
 ///
-/// `8K` = 8,192 tokens (K = 1,024). `max` resolves to a real count at plan time (DESIGN §2).
+/// `8K` = 8,192 tokens (K = 1,024). `max` resolves to a real count at plan time (how:
+/// `docs/METHODOLOGY.md`, "Context sizes").
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
@@ -430,9 +431,9 @@ pub enum PlanPhase {
     Decode,
 }
 
-/// The status of a prefill row or decode cell (DESIGN §2). When several apply, the first of
-/// over_capacity → error → requests_queued → not_run → valid wins ([`crate::status`]); the
-/// variants are listed in display order.
+/// The status of a prefill row or decode cell (`docs/METHODOLOGY.md`, "Statuses"). When
+/// several apply, the first of over_capacity → error → requests_queued → not_run → valid wins
+/// ([`crate::status`]); the variants are listed in display order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
@@ -529,8 +530,8 @@ pub struct Distribution {
     pub count: Option<u64>,
 }
 
-/// Where a cell's output-token count came from, in order of preference (docs/METHODOLOGY.md,
-/// "Token counts").
+/// Where a cell's output-token count came from, in order of preference
+/// (`docs/METHODOLOGY.md`, "Where tokens are counted from").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]

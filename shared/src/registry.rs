@@ -1,53 +1,14 @@
-//! The metric registry: every figure speedmatrix reports, defined once (docs/METHODOLOGY.md
-//! explains the method around them).
+//! The metric registry: every figure speedmatrix reports, listed once.
 //!
 //! Metric ids are snake_case and stable: they are CSV headers, `--metric` values and URL
 //! parameters. A distribution metric (e.g. `ttft_ms`) expands into one column per statistic
 //! (`ttft_ms_p50`, `ttft_ms_p90`, `ttft_ms_p99`, `ttft_ms_mean`, `ttft_ms_min`, `ttft_ms_max`,
 //! `ttft_ms_count`); see [`Column`].
 //!
-//! Definitions (the only place they are written down):
-//! - **TTFT** (`ttft_ms`): request sent → first streamed token on any channel (content,
-//!   reasoning, tool call); a role-only chunk is not a token. For decode cells, the TTFT of the
-//!   N streams that open the cell.
-//! - **TTFT to content** (`ttft_content_ms`): request sent → first content token.
-//! - **TPOT** (`tpot_ms`): per request, (t_last_token − t_first_token) ÷ (output_tokens − 1).
-//! - **Per-request tok/s** (`per_request_tps`): 1000 ÷ TPOT.
-//! - **ITL** (`itl_ms`): gaps between token arrivals, each chunk gap divided over the tokens the
-//!   chunk carries (speculative decoding sends several tokens per chunk).
-//! - **E2E latency** (`e2e_ms`): request sent → last token, for requests that finished.
-//! - **Total tok/s** (`total_tps`): output tokens of all streams inside the measurement window ÷
-//!   window length.
-//! - **Prompt tok/s** (`prompt_tps`): prefill rate, prompt tokens ÷ TTFT of a cold request.
-//! - **Token counts** (`token_count_source` of a cell): every request asks for usage on every
-//!   chunk (`stream_options: {include_usage, continuous_usage_stats}`; servers that do not know
-//!   the second field ignore it). With it (`continuous_usage`) each chunk's tokens are exact.
-//!   Without it, chunks are counted and each request reconciled with its final
-//!   `usage.completion_tokens`, spread evenly over its chunks; requests without one (still
-//!   streaming when the window closed) get the tokens per chunk of those with one
-//!   (`final_usage`). With no usage at all, the server's live output-token counter over the
-//!   window scales the chunks (`server_counter`); with nothing to reconcile with, one token per
-//!   chunk (`chunk_count`, marked approximate next to the cell).
-//! - **Window**: opens when readiness ends and closes at its deadline (`--duration` later); the
-//!   instant it really closed is measured (`window_end_ms`), `window_s` is close − open, and
-//!   scrapes and stream cancellation lie outside it.
-//! - **Readiness**: every stream has produced a token (fewer where the server runs fewer at
-//!   once) and the server's queue gauge reads 0, within the stall timeout or twice the
-//!   context's cold TTFT plus a second, whichever is longer. A timeout is recorded on the cell
-//!   and makes it requests queued.
-//! - **Requests queued**: the server could not run all N streams at once. Evidence: its queue
-//!   gauge above 0 in two consecutive samples, or its running gauge below 95 % of N on average
-//!   (Prometheus); without gauges, the client's count of running streams below 95 % of N on
-//!   average, where a stream runs from its send to its end except while it waits for its first
-//!   token longer than the start allowance — three times the context's cold TTFT, at least 1 s
-//!   ([`crate::status::start_allowance_ms`]). A replacement stream's own start (a cached
-//!   prefill and a step or two of the batch) stays inside the allowance; a request queued
-//!   behind others waits for one of them to end. A stream that finishes without any token is a
-//!   failure (error), not a queue.
-//! - **Cold prefill check** (`cached_tokens` of a prefill row): the prompt tokens the server
-//!   served from its prefix cache — from the request's `usage.prompt_tokens_details`, else
-//!   llama.cpp's `timings.cache_n`, else the prefix-cache hit counter's growth around the
-//!   request. Above 5 % of the prompt the row is "served from cache" and says so.
+//! Each metric's full definition — what it measures, over which streams, chunks or window, and
+//! where its numbers come from — is in `docs/METHODOLOGY.md` (section "Metrics"), the one place
+//! it is written down; [`Metric::description`] is its one-line summary for tooltips and
+//! headers. A metric added here gets its row there (a test checks that every id is in it).
 
 use crate::model::Distribution;
 
@@ -131,7 +92,8 @@ pub struct Metric {
     pub id: &'static str,
     /// Column label as on the seed page, e.g. "Total tok/s".
     pub label: &'static str,
-    /// One sentence: what it is and where the figure comes from.
+    /// One sentence: what it is and where the figure comes from (the full definition is in
+    /// `docs/METHODOLOGY.md`, "Metrics").
     pub description: &'static str,
     /// Unit of every value (and of each statistic of a distribution, except `count`).
     pub unit: Unit,

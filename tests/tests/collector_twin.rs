@@ -388,7 +388,7 @@ async fn interrupted_then_resumed_equals_uninterrupted_and_the_file_is_always_va
     };
     let full = read(&full);
     assert_eq!(measured(&full).len(), 6);
-    // DESIGN §4: early-finishing streams are replaced at once, so N stays constant.
+    // Early-finishing streams are replaced at once, so N stays constant.
     for c in &full.decode {
         assert!(
             c.ttft_in_window_ms.is_some_and(|d| d.count.unwrap() > 0),
@@ -445,7 +445,7 @@ async fn interrupted_then_resumed_equals_uninterrupted_and_the_file_is_always_va
     assert_eq!(resumed.run.id, r.run.id, "a resumed run keeps its id");
 }
 
-/// DESIGN §4: HTTP-200 streams that carry an error, end without `[DONE]`, are cut, stall or
+/// HTTP-200 streams that carry an error, end without `[DONE]`, are cut, stall or
 /// answer an error status must make the cell `error` with a reason and no throughput; legal
 /// SSE variations (comment keep-alives, frames split anywhere) must still measure as `valid`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -507,7 +507,7 @@ async fn faults_make_error_cells_and_legal_sse_stays_valid() {
     }
 }
 
-/// DESIGN §4: a warm prefix cache must not make "cold" prefill look fast. Every run's prompts
+/// A warm prefix cache must not make "cold" prefill look fast. Every run's prompts
 /// start with the run id, so a second run's prefill finds nothing cached — while the decode
 /// cells of one run do reuse the prompt its prefill warmed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,7 +1,8 @@
 //! `speedmatrix diff` end to end: the real binary on the seed fixture (A) against a copy (B)
 //! made here with some cells changed, one cell made over capacity, the 128K context removed, a
-//! newer engine and two changed launch flags. The printed numbers are checked against values
-//! computed from the fixture; `--fail-on-regression` and bad input exit as documented.
+//! newer engine and two changed launch flags. Text, Markdown and JSON outputs are snapshots
+//! (`tests/tests/snapshots/diff_cli__*.snap`); the printed numbers are also checked against
+//! values computed from the fixture; `--fail-on-regression` and bad input exit as documented.
 
 mod support;
 
@@ -63,7 +64,7 @@ fn modified() -> Value {
 }
 
 struct Pair {
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
     a: PathBuf,
     b: PathBuf,
 }
@@ -72,7 +73,7 @@ fn pair() -> Pair {
     let dir = tempfile::tempdir().unwrap();
     let b = dir.path().join("candidate.json");
     std::fs::write(&b, serde_json::to_vec_pretty(&modified()).unwrap()).unwrap();
-    Pair { a: root().join(FIXTURE), b, _dir: dir }
+    Pair { a: root().join(FIXTURE), b, dir }
 }
 
 fn diff(a: &Path, b: &Path, args: &[&str]) -> Output {
@@ -91,30 +92,47 @@ fn ok(o: &Output) -> String {
     String::from_utf8(o.stdout.clone()).unwrap()
 }
 
+/// `diff` output as a snapshot: stdout, then stderr and the exit code when either says more.
+fn snapshot(name: &str, p: &Pair, o: &Output) {
+    let mut text = String::from_utf8(o.stdout.clone()).unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    if !err.is_empty() || o.status.code() != Some(0) {
+        text.push_str(&format!("--- stderr (exit {:?}) ---\n{err}", o.status.code()));
+    }
+    support::snap::with_tmp(p.dir.path()).bind(|| insta::assert_snapshot!(name, text));
+}
+
 #[test]
 fn text_shows_header_changes_deltas_status_changes_and_one_run_only_cells() {
     let p = pair();
-    let out = ok(&diff(&p.a, &p.b, &[]));
-    for needle in [
-        "A (baseline): Qwen3.5-122B-A10B-GPTQ-Int4 on H200 NVL 141GB ×2",
-        "changes under 5.0 % count as same",
-        "0.26.1rc1.dev638+g52be12cfa",
-        "0.27.0",
-        "--gpu-memory-utilization",
-        "--max-num-seqs",
-        "6,342.6 → 7,611.1",
-        "+20.0 % better",
-        "237.1 → 189.7",
-        "-20.0 % worse",
-        "Valid → Over capacity",
-        "only in A",
-        "Total tok/s of the cells in both runs: 1 better, 1 worse, 33 same, 1 status changed.",
-        "- 64K × 64: Valid → Over capacity",
-        "- prefill 128K",
-        "- 128K × 1, 2, 4, 8, 16, 32, 64, 128",
-    ] {
-        assert!(out.contains(needle), "diff output lacks {needle:?}:\n{out}");
-    }
+    let o = diff(&p.a, &p.b, &[]);
+    ok(&o);
+    snapshot("text", &p, &o);
+    // Another metric and threshold, and the gate's verdict under the matrix.
+    snapshot("text-ttft-threshold-3", &p, &diff(&p.a, &p.b, &["--metric", "ttft_ms_p50", "--threshold", "3%"]));
+    snapshot("text-gate-5", &p, &diff(&p.a, &p.b, &["--fail-on-regression", "5%"]));
+    snapshot("text-identical-gate-0", &p, &diff(&p.a, &p.a, &["--fail-on-regression", "0"]));
+}
+
+#[test]
+fn markdown_and_json_snapshots() {
+    let p = pair();
+    snapshot("markdown", &p, &diff(&p.a, &p.b, &["--format", "markdown"]));
+    snapshot("markdown-gate-5", &p, &diff(&p.a, &p.b, &["--format", "markdown", "--fail-on-regression", "5"]));
+    let plain = diff(&p.a, &p.b, &["--format", "json"]);
+    snapshot("json", &p, &plain);
+    // With the gate, the same document plus `gate`: only that part is a snapshot of its own.
+    let gated = diff(&p.a, &p.b, &["--format", "json", "--fail-on-regression", "5"]);
+    let mut v: Value = serde_json::from_slice(&gated.stdout).unwrap();
+    let gate = v.as_object_mut().unwrap().remove("gate").expect("a gate with --fail-on-regression");
+    assert_eq!(v, serde_json::from_slice::<Value>(&plain.stdout).unwrap(), "the gate adds `gate` only");
+    let text = format!(
+        "{:#}\n--- stderr (exit {:?}) ---\n{}",
+        gate,
+        gated.status.code(),
+        String::from_utf8_lossy(&gated.stderr)
+    );
+    support::snap::with_tmp(p.dir.path()).bind(|| insta::assert_snapshot!("json-gate-5-gate", text));
 }
 
 /// The Markdown matrix row of `label`, cells by concurrency header.

@@ -1,6 +1,8 @@
 //! `speedmatrix import`: llm-inference-bench's `benchmark_results.json` and `vllm bench serve
 //! --save-result` files (small samples written from the documented fields, in
-//! tests/fixtures/import/) → schema v1, opened by `show` and by the viewer in headless Chromium.
+//! tests/fixtures/import/) → a results file, opened by `show` and by the viewer in headless
+//! Chromium. The summary line and the imported file are snapshots
+//! (`tests/tests/snapshots/import_cli__*.snap`).
 
 mod support;
 
@@ -19,14 +21,22 @@ fn speedmatrix(args: &[&str]) -> (Option<i32>, String, String) {
     (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
 }
 
+/// Import `files` into `out`; the line the CLI prints and the file it wrote are snapshots
+/// (`import_cli__FROM-summary.snap`, `import_cli__FROM-file.snap`).
 fn import(from: &str, files: &[&str], out: &Path) -> Results {
     let paths: Vec<String> = files.iter().map(|f| fixture(f).display().to_string()).collect();
     let mut args = vec!["import", "--from", from, "-o", out.to_str().unwrap()];
     args.extend(paths.iter().map(String::as_str));
-    let (code, _, err) = speedmatrix(&args);
+    let (code, stdout, err) = speedmatrix(&args);
     assert_eq!(code, Some(0), "{err}");
     assert!(err.contains("source fields not mapped"), "{err}");
-    load_results(&std::fs::read(out).unwrap()).expect("the imported file loads like any results file")
+    let written = std::fs::read_to_string(out).unwrap();
+    let summary = format!("stdout:\n{stdout}stderr:\n{err}");
+    support::snap::with_tmp(out.parent().unwrap()).bind(|| {
+        insta::assert_snapshot!(format!("{from}-summary"), summary);
+        insta::assert_snapshot!(format!("{from}-file"), written);
+    });
+    load_results(written.as_bytes()).expect("the imported file loads like any results file")
 }
 
 #[test]

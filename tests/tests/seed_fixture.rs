@@ -186,8 +186,8 @@ fn prefill_list_and_header_cards_match() {
 
 #[test]
 fn over_capacity_rule_reproduces_the_seed_cells() {
-    // DESIGN §2's conservative rule, N × (C + max_tokens) > KV budget, with any budget between
-    // the largest valid cell (32K × 128 = 4,718,592) and the smallest over-capacity cell
+    // The conservative over-capacity rule, N × (C + max_tokens) > KV budget, with any budget
+    // between the largest valid cell (32K × 128 = 4,718,592) and the smallest over-capacity cell
     // (251K × 32 = 8,355,840), marks exactly the six cells the seed run skipped.
     let r = fixture();
     for budget in [4_718_592, 6_291_456, 8_355_839] {

@@ -1,5 +1,7 @@
-//! `speedmatrix show` end to end: the real binary on the seed fixture and on malformed files.
-//! Bad input must give one line `error: FILE: problem at PLACE`, exit code 2, and never a panic.
+//! `speedmatrix show` end to end: the real binary on the seed fixture, the round-1 results files
+//! and malformed files. Every format's output (text, Markdown, with and without `--all`; CSV,
+//! JSON) is a snapshot (`tests/tests/snapshots/show_cli__*.snap`). Bad input must give one line
+//! `error: FILE: problem at PLACE`, exit code 2, and never a panic.
 
 mod support;
 
@@ -21,22 +23,57 @@ fn stdout(o: &Output) -> String {
     String::from_utf8(o.stdout.clone()).expect("UTF-8 output")
 }
 
-#[test]
-fn text_report_shows_the_seed_matrix() {
-    let out = stdout(&show(&[FIXTURE]));
-    for needle in [
-        "Speed test matrix",
-        "H200 NVL",
-        "0.26.1rc1.dev638+g52be12cfa",
-        "--api-key <redacted>",
-        "22.5K",
-        "6,342.6",
-        "10,187 ms TTFT",
-        "Requests queued",
-    ] {
-        assert!(out.contains(needle), "text report lacks {needle:?}");
+/// The files every format is snapshotted on: the seed fixture and the round-1 results files
+/// (twin runs, faults, an interrupted run, both imports), as (snapshot name, path from the root).
+fn snapshot_files() -> Vec<(String, String)> {
+    let mut files = vec![("seed".to_string(), FIXTURE.to_string())];
+    let dir = root().join("tests/fixtures/round1");
+    let mut round1: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("tests/fixtures/round1")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    round1.sort();
+    assert!(round1.len() >= 5, "{round1:?}");
+    for p in round1 {
+        let stem = p.file_stem().unwrap().to_string_lossy().into_owned();
+        files.push((format!("round1-{stem}"), format!("tests/fixtures/round1/{stem}.json")));
     }
-    assert!(!out.contains("All measurements"), "the full table only comes with --all");
+    files
+}
+
+/// `show FILE ARGS…` on every snapshot file, each output a snapshot named `KIND-FILE`.
+fn snapshot_every_file(kind: &str, args: &[&str]) {
+    for (name, file) in snapshot_files() {
+        let mut all = vec![file.as_str()];
+        all.extend_from_slice(args);
+        let out = stdout(&show(&all));
+        support::snap::settings().bind(|| insta::assert_snapshot!(format!("{kind}-{name}"), out));
+    }
+}
+
+#[test]
+fn text_report_snapshots() {
+    snapshot_every_file("text", &[]);
+    // The full measurement table only comes with --all.
+    assert!(!stdout(&show(&[FIXTURE])).contains("All measurements"));
+}
+
+#[test]
+fn text_report_with_all_snapshots() {
+    snapshot_every_file("text-all", &["--all"]);
+}
+
+#[test]
+fn markdown_report_snapshots() {
+    snapshot_every_file("markdown", &["--format", "markdown"]);
+    snapshot_every_file("markdown-all", &["--format", "markdown", "--all"]);
+}
+
+#[test]
+fn csv_and_json_table_snapshots() {
+    snapshot_every_file("csv", &["--format", "csv"]);
+    snapshot_every_file("json", &["--format", "json"]);
 }
 
 #[test]
@@ -173,8 +210,13 @@ fn unknown_field_is_named() {
 #[test]
 fn newer_version() {
     let mut v = fixture_json();
-    v["schema_version"] = serde_json::json!(2);
-    bad("newer.json", v.to_string().as_bytes(), &["written by a newer speedmatrix (v2); upgrade speedmatrix"]);
+    let newer = speedmatrix_schema::SCHEMA_VERSION + 1;
+    v["schema_version"] = serde_json::json!(newer);
+    bad(
+        "newer.json",
+        v.to_string().as_bytes(),
+        &[&format!("written by a newer speedmatrix (v{newer}); upgrade speedmatrix")],
+    );
 }
 
 #[test]

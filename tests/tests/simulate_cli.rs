@@ -33,3 +33,34 @@ async fn cli_prints_one_line_and_stops_on_ctrl_c() {
     let out = Command::new(exe).args(["simulate", "--profile", "nope", "--port", "0"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// Bad `--fault` values and an unwritable `--trace` are refused with exit code 2 and a message
+/// naming the value — never a panic (a stall of `infms` or `1e300` once reached
+/// `Duration::from_secs_f64` and aborted), never a misleading "cannot listen".
+#[test]
+fn bad_fault_values_and_trace_paths_are_refused_clearly() {
+    use std::process::Command;
+    let simulate = |extra: &[&str]| {
+        let out = Command::new(support::BIN)
+            .args(["simulate", "--profile", "tiny", "--port", "0"])
+            .args(extra)
+            .output()
+            .expect("run simulate");
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    for fault in ["stall=infms", "stall=1e300", "stall=inf", "stall=-1s", "stall=0s", "stall=5"] {
+        let (code, err) = simulate(&["--fault", fault]);
+        assert_eq!(code, Some(2), "{fault}: {err}");
+        assert!(err.contains(&format!("bad --fault `{fault}`: DUR must be a duration")), "{fault}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    let (code, err) = simulate(&["--fault", "drop@1.5"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("bad --fault `drop@1.5`: RATE must be a number in 0..1"), "{err}");
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("no-such-dir").join("trace.jsonl");
+    let (code, err) = simulate(&["--trace", trace.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains(&format!("cannot create the trace file {}", trace.display())), "{err}");
+    assert!(!err.contains("cannot listen"), "{err}");
+}

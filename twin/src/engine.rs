@@ -497,7 +497,7 @@ pub struct CellSim {
     pub warmup_ttft_ms: f64,
 }
 
-/// Simulate a sustained-decode cell the way the seed measured it (DESIGN §2): one warm-up
+/// Simulate a sustained-decode cell the way the seed measured it: one warm-up
 /// request of `context` prompt tokens and `max_tokens: 1`, then `n` streams sharing that prompt
 /// with `max_tokens` output each, each replaced at once when it ends; a window of `window_ms`
 /// opens when all `n` have their first token and none waits. Gives up after `limit_ms` of

@@ -60,39 +60,76 @@ pub struct Fault {
     pub rate: f64,
 }
 
-/// A `--fault` value that does not parse.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BadFault(pub String);
+/// Faults listed in the errors of [`FaultError::Unknown`].
+const KNOWN: &str = "drop, no-done, inband-error, stall=DUR, status=500|503|429, keepalive, split, metrics-404, \
+                     tokenize-404, version-404, no-chunk-usage, no-usage";
 
-impl fmt::Display for BadFault {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
+/// A `--fault` value that does not parse; each variant names the whole value given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FaultError {
+    /// `@RATE` is not a number in 0…1.
+    #[error("bad --fault `{spec}`: RATE must be a number in 0..1 (the share of requests struck)")]
+    Rate {
+        /// The `--fault` value.
+        spec: String,
+    },
+    /// A fault that takes no parameter got one (`drop=3`).
+    #[error("bad --fault `{spec}`: `{name}` takes no parameter")]
+    UnexpectedParam {
+        /// The `--fault` value.
+        spec: String,
+        /// The fault's name.
+        name: String,
+    },
+    /// `stall=DUR` with a DUR that is not a duration longer than 0.
+    #[error("bad --fault `{spec}`: DUR must be a duration longer than 0 like 5s or 500ms ({reason})")]
+    Duration {
+        /// The `--fault` value.
+        spec: String,
+        /// What is wrong with DUR.
+        reason: String,
+    },
+    /// `status` without `=CODE`, or a code other than 500, 503 or 429.
+    #[error("bad --fault `{spec}`: status needs a code: status=500, status=503 or status=429")]
+    Status {
+        /// The `--fault` value.
+        spec: String,
+    },
+    /// A name that is no fault.
+    #[error("bad --fault `{spec}`: unknown fault `{name}`; known faults: {KNOWN}")]
+    Unknown {
+        /// The `--fault` value.
+        spec: String,
+        /// The name given.
+        name: String,
+    },
 }
 
-impl std::error::Error for BadFault {}
-
-fn parse_duration(s: &str) -> Option<Duration> {
-    let s = s.trim();
-    if let Some(ms) = s.strip_suffix("ms") {
-        return ms.parse::<f64>().ok().filter(|v| *v >= 0.0).map(|v| Duration::from_secs_f64(v / 1000.0));
+/// DUR of `stall=DUR`, through humantime (`5s`, `500ms`, `1m30s`): a whole number and a unit
+/// per part. Anything else — no unit, fractions, `inf`, exponents, an overflow, zero — is
+/// refused.
+fn parse_stall(spec: &str, dur: &str) -> Result<Duration, FaultError> {
+    let bad = |reason: String| FaultError::Duration { spec: spec.to_string(), reason };
+    let d = humantime::parse_duration(dur.trim()).map_err(|e| bad(e.to_string()))?;
+    if d.is_zero() {
+        return Err(bad("a stall of 0 is no stall".into()));
     }
-    let secs = s.strip_suffix('s').unwrap_or(s);
-    secs.parse::<f64>().ok().filter(|v| *v >= 0.0 && v.is_finite()).map(Duration::from_secs_f64)
+    Ok(d)
+}
+
+/// `@RATE`: a number in 0…1 (NaN and infinities are outside).
+fn parse_rate(spec: &str, rate: &str) -> Result<f64, FaultError> {
+    match rate.trim().parse::<f64>() {
+        Ok(r) if (0.0..=1.0).contains(&r) => Ok(r),
+        _ => Err(FaultError::Rate { spec: spec.to_string() }),
+    }
 }
 
 impl FromStr for Fault {
-    type Err = BadFault;
-    fn from_str(s: &str) -> Result<Fault, BadFault> {
-        let bad = |why: &str| BadFault(format!("bad --fault `{s}`: {why}"));
+    type Err = FaultError;
+    fn from_str(s: &str) -> Result<Fault, FaultError> {
         let (spec, rate) = match s.split_once('@') {
-            Some((a, r)) => {
-                let rate: f64 = r.parse().map_err(|_| bad("RATE must be a number in 0..1"))?;
-                if !(0.0..=1.0).contains(&rate) {
-                    return Err(bad("RATE must be in 0..1"));
-                }
-                (a, rate)
-            }
+            Some((a, r)) => (a, parse_rate(s, r)?),
             None => (s, 1.0),
         };
         let (name, param) = match spec.split_once('=') {
@@ -101,7 +138,7 @@ impl FromStr for Fault {
         };
         let no_param = |k: FaultKind| match param {
             None => Ok(k),
-            Some(_) => Err(bad("this fault takes no parameter")),
+            Some(_) => Err(FaultError::UnexpectedParam { spec: s.to_string(), name: name.to_string() }),
         };
         let kind = match name {
             "drop" => no_param(FaultKind::Drop)?,
@@ -116,22 +153,15 @@ impl FromStr for Fault {
             "no-usage" => no_param(FaultKind::NoUsage)?,
             "stall" => FaultKind::Stall(match param {
                 None => Duration::from_secs(5),
-                Some(p) => parse_duration(p).ok_or_else(|| bad("DUR like 5s or 500ms"))?,
+                Some(p) => parse_stall(s, p)?,
             }),
-            "status" => {
-                let code: u16 = param
-                    .ok_or_else(|| bad("status needs a code: status=500|503|429"))?
-                    .parse()
-                    .map_err(|_| bad("status code must be a number"))?;
-                if ![500, 503, 429].contains(&code) {
-                    return Err(bad("status must be 500, 503 or 429"));
-                }
-                FaultKind::Status(code)
-            }
-            _ => {
-                return Err(bad("known faults: drop, no-done, inband-error, stall=DUR, status=500|503|429, \
-                     keepalive, split, metrics-404, tokenize-404, version-404, no-chunk-usage, no-usage"))
-            }
+            "status" => match param.map(str::trim) {
+                Some("500") => FaultKind::Status(500),
+                Some("503") => FaultKind::Status(503),
+                Some("429") => FaultKind::Status(429),
+                _ => return Err(FaultError::Status { spec: s.to_string() }),
+            },
+            _ => return Err(FaultError::Unknown { spec: s.to_string(), name: name.to_string() }),
         };
         Ok(Fault { kind, rate })
     }
@@ -222,8 +252,61 @@ mod tests {
         ] {
             assert_eq!(p(s).to_string(), s);
         }
-        for bad in ["", "nope", "status=404", "status", "drop=3", "split@2", "stall=xs"] {
-            assert!(bad.parse::<Fault>().is_err(), "{bad}");
+        assert_eq!(p("stall=1m30s").kind, FaultKind::Stall(Duration::from_secs(90)));
+        assert_eq!(p("stall").kind, FaultKind::Stall(Duration::from_secs(5)));
+        assert_eq!(p("stall=0.5s").kind, FaultKind::Stall(Duration::from_millis(500)));
+        assert_eq!(p("status=429@1").to_string(), "status=429");
+    }
+
+    /// Each kind of bad value gets its own error, naming the whole `--fault` value.
+    #[test]
+    fn bad_values_name_what_is_wrong() {
+        let err = |s: &str| s.parse::<Fault>().expect_err(s);
+        let spec = |s: &str| format!("bad --fault `{s}`: ");
+        for s in ["", "nope", "drop3"] {
+            assert_eq!(err(s), FaultError::Unknown { spec: s.into(), name: s.into() });
+            assert!(err(s).to_string().starts_with(&spec(s)), "{}", err(s));
+            assert!(err(s).to_string().contains("known faults: drop, no-done"), "{}", err(s));
+        }
+        for s in ["drop=3", "keepalive=", "version-404=1@0.5"] {
+            assert!(matches!(err(s), FaultError::UnexpectedParam { .. }), "{s}: {:?}", err(s));
+        }
+        for s in ["status", "status=404", "status=abc", "status=", "status=65536"] {
+            assert_eq!(err(s), FaultError::Status { spec: s.into() });
+        }
+        for s in ["split@2", "drop@-0.1", "drop@", "drop@x", "drop@NaN", "drop@inf", "drop@0.5@0.5"] {
+            assert_eq!(err(s), FaultError::Rate { spec: s.into() }, "{s}");
+            assert!(err(s).to_string().starts_with(&spec(s)));
+        }
+    }
+
+    /// Durations go through humantime: nothing that is not a whole number with a unit reaches
+    /// `Duration` arithmetic (infinities and huge values used to panic in `from_secs_f64`).
+    #[test]
+    fn stall_durations_are_checked_never_panic() {
+        for dur in [
+            "infms",
+            "inf",
+            "infs",
+            "1e300",
+            "1e300s",
+            "1e300ms",
+            "1.5e3s",
+            "NaNs",
+            "-5s",
+            "5",
+            "0s",
+            "0ms",
+            "",
+            "xs",
+            "5 parsecs",
+            "99999999999999999999999999s",
+        ] {
+            let s = format!("stall={dur}");
+            let e = s.parse::<Fault>().expect_err(&s);
+            assert!(matches!(e, FaultError::Duration { .. }), "{s}: {e:?}");
+            let msg = e.to_string();
+            assert!(msg.starts_with(&format!("bad --fault `{s}`: DUR must be a duration")), "{msg}");
         }
     }
 

@@ -16,7 +16,7 @@
 //! In-process use (tests):
 //!
 //! ```no_run
-//! # async fn demo() -> std::io::Result<()> {
+//! # async fn demo() -> Result<(), speedmatrix_twin::StartError> {
 //! use speedmatrix_twin::{self as twin, Profile, TwinConfig};
 //! let twin = twin::start(TwinConfig::new(Profile::tiny()), "127.0.0.1:0").await?;
 //! let base = twin.url(); // http://127.0.0.1:PORT
@@ -153,26 +153,52 @@ impl TwinHandle {
         tokio::task::yield_now().await;
         self.trace.flush();
     }
+}
 
-    /// Flush the trace file now (lines of requests that have ended).
-    pub fn flush_trace(&self) {
-        self.trace.flush();
-    }
+/// Why a twin did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The trace file (`--trace`) cannot be created.
+    #[error("cannot create the trace file {}: {error}", path.display())]
+    Trace {
+        /// The path given.
+        path: PathBuf,
+        /// What the OS said.
+        error: std::io::Error,
+    },
+    /// The address cannot be bound (in use, not an address, not ours).
+    #[error("cannot listen on {addr}: {error}")]
+    Listen {
+        /// The address given.
+        addr: String,
+        /// What the OS said.
+        error: std::io::Error,
+    },
+    /// The engine's thread cannot be started.
+    #[error("cannot start the twin's engine thread: {error}")]
+    EngineThread {
+        /// What the OS said.
+        error: std::io::Error,
+    },
 }
 
 /// Start a twin on `addr` (e.g. `127.0.0.1:0`). Must be called inside a tokio runtime.
-pub async fn start(config: TwinConfig, addr: &str) -> std::io::Result<TwinHandle> {
+pub async fn start(config: TwinConfig, addr: &str) -> Result<TwinHandle, StartError> {
     let trace = match &config.trace {
-        Some(p) => trace::TraceSink::create(p)?,
+        Some(p) => trace::TraceSink::create(p).map_err(|error| StartError::Trace { path: p.clone(), error })?,
         None => trace::TraceSink::none(),
     };
-    let listener = tokio::net::TcpListener::bind(addr).await?;
-    let local = listener.local_addr()?;
+    let listen = |error| StartError::Listen { addr: addr.to_string(), error };
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(listen)?;
+    let local = listener.local_addr().map_err(listen)?;
     let clock = trace::Clock::start(config.time_scale);
     let (state, rx) = server::AppState::new(config, clock, trace.clone());
     let engine = {
         let state = Arc::clone(&state);
-        std::thread::Builder::new().name("twin-engine".into()).spawn(move || server::engine_loop(state, rx))?
+        std::thread::Builder::new()
+            .name("twin-engine".into())
+            .spawn(move || server::engine_loop(state, rx))
+            .map_err(|error| StartError::EngineThread { error })?
     };
     let app = server::router(Arc::clone(&state));
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();

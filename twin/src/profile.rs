@@ -2,7 +2,8 @@
 //!
 //! # `h200-qwen3.5-122b`: the fit
 //!
-//! Source: the seed page `../shared/seed/000_9ca01d13c50de007.txt` (Qwen3.5-122B-A10B-GPTQ-Int4,
+//! Source: the seed run, transcribed from its published page into
+//! `tests/fixtures/h200-qwen3.5-122b-vllm.json` (Qwen3.5-122B-A10B-GPTQ-Int4,
 //! vLLM 0.26.1rc1.dev638+g52be12cfa, 2 × H200 NVL, MTP with 2 speculative tokens).
 //!
 //! - **Prefill**: the cost of computing prompt tokens `[0, L)` is `F(L) = L ÷ r(L)`, with
@@ -21,7 +22,7 @@
 //!   `N × 2.19 ÷ total tok/s` with `S = N × (C + 2,048)` (streams sit half way through their
 //!   4,096 output tokens on average). With `K = 0` a step emits one token and the per-request
 //!   terms shrink to a third — an assumption, the seed has no such run.
-//! - **KV cache**: 6,291,456 tokens (393,216 blocks of 16). DESIGN §2's rule
+//! - **KV cache**: 6,291,456 tokens (393,216 blocks of 16). The over-capacity rule
 //!   `N × (C + 4,096) > budget` then marks exactly the seed's six over-capacity cells
 //!   (64K×128, 128K×64, 128K×128, 251K×32/64/128): any budget in [4,718,592, 8,355,840) does.
 //!   The twin does not share KV blocks between requests (the prefix cache saves compute, not
@@ -63,8 +64,6 @@
 //! `2 + 0.1·B + 0.5·S/10⁶` ms (a batch of 1,024 short requests: ≈ 104 ms), no speculative
 //! decoding by default, outputs handed out at 0.02 ms per request (1,024 outputs of a step
 //! leave over ≈ 20 ms).
-
-use std::fmt;
 
 /// The cost model of one engine: how long prefill and decode steps take (ms).
 #[derive(Debug, Clone, PartialEq)]
@@ -172,17 +171,10 @@ pub struct Profile {
 /// Names accepted by [`Profile::by_name`].
 pub const PROFILE_NAMES: &[&str] = &["h200-qwen3.5-122b", "tiny"];
 
-/// An unknown profile name.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// An unknown profile name (`--profile`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown profile `{0}` (known: {known})", known = PROFILE_NAMES.join(", "))]
 pub struct UnknownProfile(pub String);
-
-impl fmt::Display for UnknownProfile {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "unknown profile `{}` (known: {})", self.0, PROFILE_NAMES.join(", "))
-    }
-}
-
-impl std::error::Error for UnknownProfile {}
 
 /// The seed's prefill rows: (prompt tokens, TTFT in ms). 251K = 257,024 tokens.
 pub const SEED_PREFILL: &[(u32, f64)] = &[
@@ -325,7 +317,8 @@ mod tests {
 
     #[test]
     fn unknown_profile_is_an_error() {
-        assert!(Profile::by_name("nope").is_err());
+        let e = Profile::by_name("nope").unwrap_err();
+        assert_eq!(e.to_string(), "unknown profile `nope` (known: h200-qwen3.5-122b, tiny)");
         assert_eq!(Profile::by_name("tiny").unwrap().name, "tiny");
     }
 }

@@ -113,10 +113,6 @@ impl TraceSink {
     pub fn none() -> TraceSink {
         TraceSink::default()
     }
-    /// Whether lines are kept.
-    pub fn enabled(&self) -> bool {
-        self.out.is_some()
-    }
     /// Append one request.
     pub fn write(&self, rec: &RequestRecord) {
         if let Some(out) = &self.out {

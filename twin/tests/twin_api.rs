@@ -1,4 +1,4 @@
-//! The twin over real TCP: every endpoint, chunk shape, error and fault of issue 3, and the
+//! The twin over real TCP: every endpoint, chunk shape, error and fault it serves, and the
 //! h200 schedule read back from the `--trace` ground truth (planned times, so no wall-clock
 //! assertions; the twin's clock runs faster than real time where the schedule is long).
 
@@ -43,6 +43,8 @@ struct Sse {
     reads: usize,
     /// Some read began inside a multi-byte UTF-8 character.
     read_split_inside_char: bool,
+    /// The whole body as received (CRLF kept).
+    body: String,
 }
 
 impl Sse {
@@ -76,7 +78,8 @@ async fn sse(url: &str, body: &Value) -> Sse {
             }
         }
     }
-    let text = String::from_utf8(buf).expect("stream is UTF-8").replace("\r\n", "\n");
+    out.body = String::from_utf8(buf).expect("stream is UTF-8");
+    let text = out.body.replace("\r\n", "\n");
     for frame in text.split("\n\n") {
         let mut data = Vec::new();
         for line in frame.lines() {
@@ -584,12 +587,14 @@ async fn fault_stall_pauses_writing() {
 
 #[tokio::test]
 async fn fault_status_codes() {
-    for code in [500u16, 503, 429] {
+    for (code, kind) in [(500u16, "InternalServerError"), (503, "ServiceUnavailableError"), (429, "RateLimitError")] {
         let (s, tr) = faulty(&format!("status={code}"), &chat(4, true)).await;
         assert_eq!(s.status, code);
-        assert_eq!(tr["status"], code);
-        let v: Value = serde_json::from_str(&s.data.join("")).unwrap_or(Value::Null);
-        let _ = v; // the body is JSON, not SSE: checked below
+        assert_eq!((&tr["status"], &tr["outcome"]), (&json!(code), &json!("fault")));
+        // A streamed request that a status fault strikes gets vLLM's JSON error body, no SSE.
+        assert!(s.data.is_empty(), "no SSE frames: {:?}", s.data);
+        let v: Value = serde_json::from_str(&s.body).expect("the error body is JSON");
+        assert_eq!((&v["error"]["code"], &v["error"]["type"]), (&json!(code), &json!(kind)), "{v}");
     }
     let mut cfg = tiny();
     cfg.faults = vec!["status=503".parse().unwrap()];
@@ -822,4 +827,23 @@ async fn requests_wait_when_the_kv_cache_is_full() {
         assert!(live <= 2, "{live} running at {s}: {spans:?}");
     }
     assert!(spans[2].0 >= spans[0].1.min(spans[1].1), "the third waited: {spans:?}");
+}
+
+/// A twin that cannot start says why, naming the trace path or the address.
+#[tokio::test]
+async fn start_errors_name_the_path_or_the_address() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("missing").join("trace.jsonl");
+    let mut cfg = tiny();
+    cfg.trace = Some(path.clone());
+    let e = twin::start(cfg, "127.0.0.1:0").await.unwrap_err();
+    assert!(matches!(&e, twin::StartError::Trace { path: p, .. } if *p == path), "{e:?}");
+    assert!(e.to_string().starts_with(&format!("cannot create the trace file {}: ", path.display())), "{e}");
+
+    let e = twin::start(tiny(), "not an address").await.unwrap_err();
+    assert!(matches!(&e, twin::StartError::Listen { addr, .. } if addr == "not an address"), "{e:?}");
+    let held = start(tiny()).await;
+    let e = twin::start(tiny(), &held.addr().to_string()).await.unwrap_err();
+    assert!(e.to_string().starts_with(&format!("cannot listen on {}: ", held.addr())), "{e}");
+    held.shutdown().await;
 }

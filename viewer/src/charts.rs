@@ -1,4 +1,4 @@
-//! Drawing a [`ChartSpec`] on a `<canvas>` with plotters + plotters-canvas (DESIGN §6).
+//! Drawing a [`ChartSpec`] on a `<canvas>` with plotters + plotters-canvas.
 //!
 //! The canvas is sized in device pixels (CSS size × `devicePixelRatio`) and everything drawn
 //! (fonts, strokes, marks, margins) is scaled by the same ratio, so charts stay crisp on HiDPI
@@ -8,7 +8,7 @@
 //! the spec from two [`crate::chart_model::RunRef`]s (A solid, B dashed): the drawing code
 //! follows each series' [`Stroke`] and colour index, nothing else changes.
 
-use crate::chart_model::{compact, tokens_text, Axis, ChartSpec, LegendCorner, Stroke, TickStyle};
+use crate::chart_model::{compact, tokens_text, Axis, ChartSpec, LegendCorner, Series, Stroke, TickStyle};
 use plotters::coord::combinators::{BindKeyPoints, WithKeyPoints};
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
@@ -157,6 +157,18 @@ fn tick(style: TickStyle, v: f64) -> String {
     }
 }
 
+/// The chart area a spec is drawn in (canvas pixels).
+type Chart<'a, X, Y> = ChartContext<'a, CanvasBackend, Cartesian2d<X, Y>>;
+
+/// Canvas pixels for `css` CSS pixels at ratio `dpr`.
+fn px(dpr: f64, css: f64) -> u32 {
+    (css * dpr).round() as u32
+}
+
+fn err(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
 fn draw_in<X, Y>(
     root: &DrawingArea<CanvasBackend, plotters::coord::Shift>,
     spec: &ChartSpec,
@@ -169,16 +181,45 @@ where
     X: Ranged<ValueType = f64, FormatOption = plotters::coord::ranged1d::DefaultFormatting>,
     Y: Ranged<ValueType = f64, FormatOption = plotters::coord::ranged1d::DefaultFormatting>,
 {
-    let px = |v: f64| (v * dpr).round() as u32;
-    let font = |size: f64| ("sans-serif", size * dpr).into_font().color(&palette.text);
-    let err = |e: DrawingAreaErrorKind<_>| e.to_string();
-
+    let px = |v: f64| px(dpr, v);
     let mut chart = ChartBuilder::on(root)
         .margin(px(12.0))
         .x_label_area_size(px(44.0))
         .y_label_area_size(px(64.0))
         .build_cartesian_2d(xr, yr)
         .map_err(err)?;
+    draw_mesh(&mut chart, spec, palette, dpr)?;
+    for s in &spec.series {
+        draw_series(&mut chart, s, palette, dpr)?;
+    }
+    if let Some(f) = &spec.frontier {
+        draw_frontier(&mut chart, f, palette, dpr)?;
+    }
+    draw_legend(&mut chart, spec.legend, palette, dpr)?;
+    root.present().map_err(err)?;
+
+    let mut hits = Vec::new();
+    for (si, s) in spec.series.iter().enumerate() {
+        for (pi, p) in s.points.iter().enumerate() {
+            let (bx, by) = chart.backend_coord(&(p.x, p.y));
+            hits.push(Hit { x: f64::from(bx) / dpr, y: f64::from(by) / dpr, series: si, point: pi });
+        }
+    }
+    Ok(hits)
+}
+
+/// The font of labels, `size` CSS pixels.
+fn font(palette: &Palette, dpr: f64, size: f64) -> TextStyle<'static> {
+    ("sans-serif", size * dpr).into_font().color(&palette.text)
+}
+
+/// Axes, grid, tick labels and axis titles.
+fn draw_mesh<X, Y>(chart: &mut Chart<'_, X, Y>, spec: &ChartSpec, palette: &Palette, dpr: f64) -> Result<(), String>
+where
+    X: Ranged<ValueType = f64, FormatOption = plotters::coord::ranged1d::DefaultFormatting>,
+    Y: Ranged<ValueType = f64, FormatOption = plotters::coord::ranged1d::DefaultFormatting>,
+{
+    let px = |v: f64| px(dpr, v);
     let x_fmt = |v: &f64| tick(spec.x.ticks, *v);
     let y_fmt = |v: &f64| tick(spec.y.ticks, *v);
     chart
@@ -189,74 +230,100 @@ where
         .y_label_formatter(&y_fmt)
         .x_labels(8)
         .y_labels(7)
-        .label_style(font(12.0))
-        .axis_desc_style(font(13.0))
+        .label_style(font(palette, dpr, 12.0))
+        .axis_desc_style(font(palette, dpr, 13.0))
         .bold_line_style(palette.grid.stroke_width(px(1.0).max(1)))
         .light_line_style(palette.background)
         .axis_style(palette.axis.stroke_width(px(1.0).max(1)))
         .draw()
-        .map_err(err)?;
+        .map_err(err)
+}
 
+/// One series: the line through its valid points (solid or dashed), its legend sample, and a
+/// mark per point — valid points filled circles, every other status its own unconnected mark.
+fn draw_series<X, Y>(chart: &mut Chart<'_, X, Y>, s: &Series, palette: &Palette, dpr: f64) -> Result<(), String>
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    let px = |v: f64| px(dpr, v);
     let line_w = px(2.0).max(1);
     let mark = px(3.5).max(2);
-    for s in &spec.series {
-        let colour = palette.series[s.colour % palette.series.len()];
-        let style = colour.stroke_width(line_w);
-        let valid: Vec<(f64, f64)> =
-            s.points.iter().filter(|p| p.status == CellStatus::Valid).map(|p| (p.x, p.y)).collect();
-        let (dash, gap) = (px(7.0).max(2), px(5.0).max(2));
-        let anno = match s.stroke {
-            Stroke::Solid => chart.draw_series(LineSeries::new(valid.iter().copied(), style)).map_err(err)?,
-            Stroke::Dashed => {
-                chart.draw_series(DashedLineSeries::new(valid.iter().copied(), dash, gap, style)).map_err(err)?
+    let colour = palette.series[s.colour % palette.series.len()];
+    let style = colour.stroke_width(line_w);
+    let valid: Vec<(f64, f64)> =
+        s.points.iter().filter(|p| p.status == CellStatus::Valid).map(|p| (p.x, p.y)).collect();
+    let (dash, gap) = (px(7.0).max(2), px(5.0).max(2));
+    let anno = match s.stroke {
+        Stroke::Solid => chart.draw_series(LineSeries::new(valid.iter().copied(), style)).map_err(err)?,
+        Stroke::Dashed => {
+            chart.draw_series(DashedLineSeries::new(valid.iter().copied(), dash, gap, style)).map_err(err)?
+        }
+    };
+    let legend_dashed = s.stroke == Stroke::Dashed;
+    // The legend sample: one segment for a solid line, two for a dashed one.
+    let seg = px(8.0) as i32;
+    let (a, b) = if legend_dashed { (seg * 3 / 4, seg * 5 / 4) } else { (seg, seg) };
+    anno.label(s.name.as_str()).legend(move |(x, y)| {
+        EmptyElement::at((x, y))
+            + PathElement::new(vec![(0, 0), (a, 0)], style)
+            + PathElement::new(vec![(b, 0), (2 * seg, 0)], style)
+    });
+    for p in &s.points {
+        let at = (p.x, p.y);
+        match p.status {
+            CellStatus::Valid => {
+                chart.draw_series(std::iter::once(Circle::new(at, mark, colour.filled()))).map_err(err)?;
             }
-        };
-        let legend_dashed = s.stroke == Stroke::Dashed;
-        // The legend sample: one segment for a solid line, two for a dashed one.
-        let seg = px(8.0) as i32;
-        let (a, b) = if legend_dashed { (seg * 3 / 4, seg * 5 / 4) } else { (seg, seg) };
-        anno.label(s.name.as_str()).legend(move |(x, y)| {
-            EmptyElement::at((x, y))
-                + PathElement::new(vec![(0, 0), (a, 0)], style)
-                + PathElement::new(vec![(b, 0), (2 * seg, 0)], style)
-        });
-        // Marks: valid points filled circles; every other status its own unconnected mark.
-        for p in &s.points {
-            let at = (p.x, p.y);
-            match p.status {
-                CellStatus::Valid => {
-                    chart.draw_series(std::iter::once(Circle::new(at, mark, colour.filled()))).map_err(err)?;
-                }
-                CellStatus::RequestsQueued => {
-                    chart
-                        .draw_series(std::iter::once(TriangleMarker::new(
-                            at,
-                            mark + px(1.5),
-                            colour.stroke_width(line_w),
-                        )))
-                        .map_err(err)?;
-                }
-                _ => {
-                    chart
-                        .draw_series(std::iter::once(Cross::new(at, mark + px(1.0), colour.stroke_width(line_w))))
-                        .map_err(err)?;
-                }
+            CellStatus::RequestsQueued => {
+                chart
+                    .draw_series(std::iter::once(TriangleMarker::new(at, mark + px(1.5), colour.stroke_width(line_w))))
+                    .map_err(err)?;
+            }
+            _ => {
+                chart
+                    .draw_series(std::iter::once(Cross::new(at, mark + px(1.0), colour.stroke_width(line_w))))
+                    .map_err(err)?;
             }
         }
     }
-    if let Some(f) = &spec.frontier {
-        let style = palette.text.stroke_width(px(1.5).max(1));
-        let seg_f = 2 * px(8.0) as i32;
-        chart
-            .draw_series(DashedLineSeries::new(f.iter().copied(), px(2.0).max(1), px(4.0).max(2), style))
-            .map_err(err)?
-            .label("Pareto frontier")
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + seg_f, y)], style));
-        chart
-            .draw_series(f.iter().map(|&at| Circle::new(at, mark + px(3.0), palette.text.stroke_width(px(1.0).max(1)))))
-            .map_err(err)?;
-    }
-    let corner = match spec.legend {
+    Ok(())
+}
+
+/// The Pareto frontier: a dashed line and a ring around each of its points.
+fn draw_frontier<X, Y>(chart: &mut Chart<'_, X, Y>, f: &[(f64, f64)], palette: &Palette, dpr: f64) -> Result<(), String>
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    let px = |v: f64| px(dpr, v);
+    let mark = px(3.5).max(2);
+    let style = palette.text.stroke_width(px(1.5).max(1));
+    let seg_f = 2 * px(8.0) as i32;
+    chart
+        .draw_series(DashedLineSeries::new(f.iter().copied(), px(2.0).max(1), px(4.0).max(2), style))
+        .map_err(err)?
+        .label("Pareto frontier")
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + seg_f, y)], style));
+    chart
+        .draw_series(f.iter().map(|&at| Circle::new(at, mark + px(3.0), palette.text.stroke_width(px(1.0).max(1)))))
+        .map_err(err)?;
+    Ok(())
+}
+
+/// The legend box in the spec's corner.
+fn draw_legend<X, Y>(
+    chart: &mut Chart<'_, X, Y>,
+    corner: LegendCorner,
+    palette: &Palette,
+    dpr: f64,
+) -> Result<(), String>
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    let px = |v: f64| px(dpr, v);
+    let corner = match corner {
         LegendCorner::UpperLeft => SeriesLabelPosition::UpperLeft,
         LegendCorner::UpperRight => SeriesLabelPosition::UpperRight,
         LegendCorner::LowerLeft => SeriesLabelPosition::LowerLeft,
@@ -267,19 +334,9 @@ where
         .position(corner)
         .margin(px(8.0))
         .legend_area_size(px(26.0))
-        .label_font(font(12.0))
+        .label_font(font(palette, dpr, 12.0))
         .background_style(palette.background.mix(0.88))
         .border_style(palette.axis)
         .draw()
-        .map_err(err)?;
-    root.present().map_err(|e| e.to_string())?;
-
-    let mut hits = Vec::new();
-    for (si, s) in spec.series.iter().enumerate() {
-        for (pi, p) in s.points.iter().enumerate() {
-            let (bx, by) = chart.backend_coord(&(p.x, p.y));
-            hits.push(Hit { x: f64::from(bx) / dpr, y: f64::from(by) / dpr, series: si, point: pi });
-        }
-    }
-    Ok(hits)
+        .map_err(err)
 }

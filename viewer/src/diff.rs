@@ -10,15 +10,16 @@
 //! view shows is computed by [`crate::compare`] (pure). Every string from a file is inserted as
 //! text, never as HTML.
 
-use crate::app::{charts_section, heat_cell, matrix_table, metric_options, page_view_state, ViewState};
+use crate::app::{index_runs, metric_from_url, page_view_state, ViewState};
 use crate::chart_model::{self, RunRef, Stroke};
 use crate::compare::{self, DeltaCell, DeltaKind, LINE_COLUMNS};
+use crate::components::{charts_section, heat_cell, matrix_table, metric_options};
 use crate::report;
 use crate::sources::{self, Fetched};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 use speedmatrix_schema::diff::{diff, parse_percent, percent, HeaderChange, RunDiff, DEFAULT_THRESHOLD, TALLY_KEYS};
-use speedmatrix_schema::registry::column;
+use speedmatrix_schema::registry::{column, Column};
 use speedmatrix_schema::site::load_index;
 use speedmatrix_schema::{load_results, registry, Results};
 use std::sync::Arc;
@@ -71,11 +72,7 @@ pub fn DiffPage() -> impl IntoView {
     let a = RwSignal::new(Side::Empty);
     let b = RwSignal::new(Side::Empty);
     let index: RwSignal<Vec<(String, String)>> = RwSignal::new(Vec::new());
-    let metric = RwSignal::new(
-        sources::query("metric")
-            .filter(|m| report::heatmap_metrics().iter().any(|c| c.id() == *m || c.metric.id == m))
-            .unwrap_or_else(|| report::DEFAULT_METRIC.to_string()),
-    );
+    let metric = RwSignal::new(metric_from_url());
     let threshold =
         RwSignal::new(sources::query("threshold").and_then(|t| parse_percent(&t).ok()).unwrap_or(DEFAULT_THRESHOLD));
     if let Some(u) = sources::query("a") {
@@ -89,18 +86,8 @@ pub fn DiffPage() -> impl IntoView {
         spawn_local(async move {
             if let Fetched::Body(bytes) = sources::fetch_bytes("runs/index.json").await {
                 if let Ok(ix) = load_index(&bytes) {
-                    index.set(
-                        ix.runs
-                            .into_iter()
-                            .map(|r| {
-                                let mut label = r.label.clone();
-                                if let Some(s) = r.started_at.as_deref() {
-                                    label.push_str(&format!(" · {s}"));
-                                }
-                                (label, format!("runs/{}", r.file))
-                            })
-                            .collect(),
-                    );
+                    index
+                        .set(index_runs(ix).into_iter().map(|(label, file)| (label, format!("runs/{file}"))).collect());
                 }
             }
         });
@@ -257,7 +244,6 @@ pub fn DiffView(
         .collect();
     let (ta, tb) = (report::title(&a), report::title(&b));
     let (ida, idb) = (a.run.id.clone(), b.run.id.clone());
-    let (a3, b3) = (a.clone(), b.clone());
     view! {
         <article class="report diff-report">
             <p class="eyebrow">"Speed test diff"</p>
@@ -267,116 +253,140 @@ pub fn DiffView(
                 <br />
                 <span class="run-b">"B (candidate): " {tb} " · " {idb}</span>
             </p>
-            <div class="section-bar diff-controls">
-                <label class="metric-picker">
-                    "Metric "
-                    <select
-                        id="diff-metric"
-                        on:change=move |ev| {
-                            let id = event_target_value(&ev);
-                            sources::set_query("metric", (id != report::DEFAULT_METRIC).then_some(id.as_str()));
-                            metric.set(id);
-                        }
-                    >
-                        {metric_options(choices, selected, "no data")}
-                    </select>
-                </label>
-                <label class="metric-picker">
-                    "Same within ± "
-                    <input
-                        id="diff-threshold"
-                        type="number"
-                        min="0"
-                        step="0.5"
-                        prop:value=move || format!("{}", (threshold.get() * 1000.0).round() / 10.0)
-                        on:change=move |ev| {
-                            if let Ok(t) = parse_percent(&event_target_value(&ev)) {
-                                let pct = format!("{}", (t * 1000.0).round() / 10.0);
-                                sources::set_query("threshold", (t != DEFAULT_THRESHOLD).then_some(pct.as_str()));
-                                threshold.set(t);
-                            }
-                        }
-                    />
-                    " %"
-                </label>
-                <span class="tally" id="diff-tally">
-                    {move || {
-                        let t = d.with(|d| d.tally(&selected.get().id()));
-                        let parts: Vec<String> =
-                            TALLY_KEYS.iter().filter_map(|k| t.get(k).map(|n| format!("{n} {k}"))).collect();
-                        if parts.is_empty() { "no cell measured in both runs".to_string() } else { parts.join(" · ") }
-                    }}
-                </span>
-            </div>
+            {controls(metric, threshold, choices, selected, d)}
             {move || d.with(|d| header_panel(&d.header))}
             {move || d.with(not_compared)}
-            {move || {
-                let col = selected.get();
-                let range = report::value_range(&[&a3, &b3], &col);
-                let (contexts, levels) = d.with(|d| (d.contexts.clone(), d.concurrency.clone()));
-                let ha = report::heatmap_on(&a3, &col, range, &contexts, &levels);
-                let hb = report::heatmap_on(&b3, &col, range, &contexts, &levels);
-                let (lo, hi) = ha.scale_ends.clone().unwrap_or_else(|| (report::DASH.into(), report::DASH.into()));
-                view! {
-                    <section class="section" id="diff-side">
-                        <h2>"A and B side by side"</h2>
-                        <p class="section-sub">
-                            {report::metric_option_label(&col)}
-                            " · one colour scale for both runs · rows are context length, columns are simultaneous requests"
-                        </p>
-                        <div class="side-by-side">
-                            <div>
-                                <h3>"A (baseline)"</h3>
-                                {matrix("heatmap-a", ha)}
-                            </div>
-                            <div>
-                                <h3>"B (candidate)"</h3>
-                                {matrix("heatmap-b", hb)}
-                            </div>
-                        </div>
-                        <div class="legend">
-                            <div class="scale">
-                                <span class="scale-lo">{lo}</span>
-                                <span class="scale-bar" style:background=report::scale_gradient()></span>
-                                <span class="scale-hi">{hi}</span>
-                                <span class="scale-dir">"darker is better (or higher)"</span>
-                            </div>
-                        </div>
-                    </section>
-                }
-            }}
-            {move || {
-                let col = selected.get();
-                let grid = d.with(|d| compare::delta_grid(d, &col));
-                let concurrency = d.with(|d| d.concurrency.clone());
-                let th = percent(threshold.get(), false);
-                view! {
-                    <section class="section" id="delta">
-                        <h2>"What changed"</h2>
-                        <p class="section-sub">
-                            {report::metric_option_label(&col)}
-                            " · B against A · changes under " {th} " are the same"
-                        </p>
-                        {matrix_table("delta-heatmap", "heatmap delta", &concurrency, grid, delta_td)}
-                        <ul class="marks" id="delta-legend">
-                            {[DeltaKind::Better, DeltaKind::Worse, DeltaKind::Same, DeltaKind::StatusChange, DeltaKind::OnlyA, DeltaKind::OnlyB]
-                                .into_iter()
-                                .map(|k| {
-                                    view! {
-                                        <li>
-                                            <span class=format!("swatch d-{}", k.id())>{k.mark()}</span>
-                                            {k.meaning()}
-                                        </li>
-                                    }
-                                })
-                                .collect_view()}
-                        </ul>
-                    </section>
-                }
-            }}
+            {side_by_side(a.clone(), b.clone(), d, selected)}
+            {what_changed(d, selected, threshold)}
             <OverlaidCharts a=a.clone() b=b.clone() view=view />
             <MatchedTable d=d selected=selected />
         </article>
+    }
+}
+
+/// The metric picker, the noise threshold and the tally of verdicts for the metric.
+fn controls(
+    metric: RwSignal<String>,
+    threshold: RwSignal<f64>,
+    choices: Vec<(String, String, bool)>,
+    selected: Memo<Column>,
+    d: Memo<RunDiff>,
+) -> impl IntoView {
+    view! {
+        <div class="section-bar diff-controls">
+            <label class="metric-picker">
+                "Metric "
+                <select
+                    id="diff-metric"
+                    on:change=move |ev| {
+                        let id = event_target_value(&ev);
+                        sources::set_query("metric", (id != report::DEFAULT_METRIC).then_some(id.as_str()));
+                        metric.set(id);
+                    }
+                >
+                    {metric_options(choices, selected, "no data")}
+                </select>
+            </label>
+            <label class="metric-picker">
+                "Same within ± "
+                <input
+                    id="diff-threshold"
+                    type="number"
+                    min="0"
+                    step="0.5"
+                    prop:value=move || format!("{}", (threshold.get() * 1000.0).round() / 10.0)
+                    on:change=move |ev| {
+                        if let Ok(t) = parse_percent(&event_target_value(&ev)) {
+                            let pct = format!("{}", (t * 1000.0).round() / 10.0);
+                            sources::set_query("threshold", (t != DEFAULT_THRESHOLD).then_some(pct.as_str()));
+                            threshold.set(t);
+                        }
+                    }
+                />
+                " %"
+            </label>
+            <span class="tally" id="diff-tally">
+                {move || {
+                    let t = d.with(|d| d.tally(&selected.get().id()));
+                    let parts: Vec<String> =
+                        TALLY_KEYS.iter().filter_map(|k| t.get(k).map(|n| format!("{n} {k}"))).collect();
+                    if parts.is_empty() { "no cell measured in both runs".to_string() } else { parts.join(" · ") }
+                }}
+            </span>
+        </div>
+    }
+}
+
+/// A and B side by side: the metric's two matrices on one colour scale, over the contexts and
+/// concurrency levels of both runs.
+fn side_by_side(a: Arc<Results>, b: Arc<Results>, d: Memo<RunDiff>, selected: Memo<Column>) -> impl IntoView {
+    move || {
+        let col = selected.get();
+        let range = report::value_range(&[&a, &b], &col);
+        let (contexts, levels) = d.with(|d| (d.contexts.clone(), d.concurrency.clone()));
+        let ha = report::heatmap_on(&a, &col, range, &contexts, &levels);
+        let hb = report::heatmap_on(&b, &col, range, &contexts, &levels);
+        let (lo, hi) = ha.scale_ends.clone().unwrap_or_else(|| (report::DASH.into(), report::DASH.into()));
+        view! {
+            <section class="section" id="diff-side">
+                <h2>"A and B side by side"</h2>
+                <p class="section-sub">
+                    {report::metric_option_label(&col)}
+                    " · one colour scale for both runs · rows are context length, columns are simultaneous requests"
+                </p>
+                <div class="side-by-side">
+                    <div>
+                        <h3>"A (baseline)"</h3>
+                        {matrix("heatmap-a", ha)}
+                    </div>
+                    <div>
+                        <h3>"B (candidate)"</h3>
+                        {matrix("heatmap-b", hb)}
+                    </div>
+                </div>
+                <div class="legend">
+                    <div class="scale">
+                        <span class="scale-lo">{lo}</span>
+                        <span class="scale-bar" style:background=report::scale_gradient()></span>
+                        <span class="scale-hi">{hi}</span>
+                        <span class="scale-dir">"darker is better (or higher)"</span>
+                    </div>
+                </div>
+            </section>
+        }
+    }
+}
+
+/// What changed: the delta heatmap of B against A for the metric, and its legend.
+fn what_changed(d: Memo<RunDiff>, selected: Memo<Column>, threshold: RwSignal<f64>) -> impl IntoView {
+    move || {
+        let col = selected.get();
+        let grid = d.with(|d| compare::delta_grid(d, &col));
+        let concurrency = d.with(|d| d.concurrency.clone());
+        let th = percent(threshold.get(), false);
+        view! {
+            <section class="section" id="delta">
+                <h2>"What changed"</h2>
+                <p class="section-sub">
+                    {report::metric_option_label(&col)}
+                    " · B against A · changes under " {th} " are the same"
+                </p>
+                {matrix_table("delta-heatmap", "heatmap delta", &concurrency, grid, delta_td)}
+                <ul class="marks" id="delta-legend">
+                    {[DeltaKind::Better, DeltaKind::Worse, DeltaKind::Same, DeltaKind::StatusChange, DeltaKind::OnlyA, DeltaKind::OnlyB]
+                        .into_iter()
+                        .map(|k| {
+                            view! {
+                                <li>
+                                    <span class=format!("swatch d-{}", k.id())>{k.mark()}</span>
+                                    {k.meaning()}
+                                </li>
+                            }
+                        })
+                        .collect_view()}
+                </ul>
+            </section>
+        }
     }
 }
 
@@ -490,16 +500,15 @@ fn not_compared(d: &RunDiff) -> impl IntoView {
 
 /// Every matched measurement, sortable by any column.
 #[component]
-fn MatchedTable(d: Memo<RunDiff>, selected: Memo<speedmatrix_schema::registry::Column>) -> impl IntoView {
+fn MatchedTable(d: Memo<RunDiff>, selected: Memo<Column>) -> impl IntoView {
     let lines = Memo::new(move |_| d.with(compare::diff_lines));
     let sort: RwSignal<Option<(&'static str, bool)>> = RwSignal::new(None);
     let changes_only = RwSignal::new(false);
     let this_metric = RwSignal::new(false);
-    let order = move || {
+    let order = Signal::derive(move || {
         let col = this_metric.get().then(|| selected.get().id());
         lines.with(|l| compare::line_order(l, sort.get(), changes_only.get(), col.as_deref()))
-    };
-    let order2 = order;
+    });
     view! {
         <section class="section" id="diff-all">
             <h2>"Every matched measurement"</h2>
@@ -513,77 +522,88 @@ fn MatchedTable(d: Memo<RunDiff>, selected: Memo<speedmatrix_schema::registry::C
                     " the selected metric only"
                 </label>
                 <span class="row-count" id="diff-row-count">
-                    {move || format!("{} of {} figures", order2().len(), lines.with(Vec::len))}
+                    {move || format!("{} of {} figures", order.get().len(), lines.with(Vec::len))}
                 </span>
             </div>
             <p class="hint">"Click a column header to sort by it; click again to reverse."</p>
             <div class="table-wrap">
                 <table class="measurements" id="diff-table">
                     <thead>
-                        <tr>
-                            {LINE_COLUMNS
-                                .iter()
-                                .map(|&(id, label)| {
-                                    let numeric = !matches!(id, "phase" | "context" | "metric" | "verdict");
-                                    let aria = move || match sort.get() {
-                                        Some((k, true)) if k == id => "ascending",
-                                        Some((k, false)) if k == id => "descending",
-                                        _ => "none",
-                                    };
-                                    view! {
-                                        <th scope="col" class:num=numeric data-col=id aria-sort=aria>
-                                            <button
-                                                type="button"
-                                                class="sort"
-                                                on:click=move |_| {
-                                                    sort.update(|s| {
-                                                        *s = match *s {
-                                                            Some((k, asc)) if k == id => Some((id, !asc)),
-                                                            _ => Some((id, true)),
-                                                        }
-                                                    })
-                                                }
-                                            >
-                                                {label}
-                                                <span class="sort-ind">
-                                                    {move || match sort.get() {
-                                                        Some((k, true)) if k == id => "▲",
-                                                        Some((k, false)) if k == id => "▼",
-                                                        _ => "",
-                                                    }}
-                                                </span>
-                                            </button>
-                                        </th>
-                                    }
-                                })
-                                .collect_view()}
-                        </tr>
+                        <tr>{line_headers(sort)}</tr>
                     </thead>
-                    <tbody>
-                        {move || {
-                            lines.with(|ls| {
-                                order()
-                                    .into_iter()
-                                    .map(|i| {
-                                        let l = &ls[i];
-                                        view! {
-                                            <tr class=format!("v-{}", l.verdict.label())>
-                                                {LINE_COLUMNS
-                                                    .iter()
-                                                    .map(|&(id, _)| {
-                                                        let numeric = !matches!(id, "phase" | "context" | "metric" | "verdict");
-                                                        view! { <td class:num=numeric data-col=id>{compare::line_text(l, id)}</td> }
-                                                    })
-                                                    .collect_view()}
-                                            </tr>
-                                        }
-                                    })
-                                    .collect_view()
-                            })
-                        }}
-                    </tbody>
+                    <tbody>{line_rows(lines, order)}</tbody>
                 </table>
             </div>
         </section>
+    }
+}
+
+/// Whether a column of the matched-measurement table holds numbers.
+fn numeric_line_column(id: &str) -> bool {
+    !matches!(id, "phase" | "context" | "metric" | "verdict")
+}
+
+/// The header cells of the matched-measurement table: a click sorts by the column, a second
+/// click reverses.
+fn line_headers(sort: RwSignal<Option<(&'static str, bool)>>) -> impl IntoView {
+    LINE_COLUMNS
+        .iter()
+        .map(|&(id, label)| {
+            let aria = move || match sort.get() {
+                Some((k, true)) if k == id => "ascending",
+                Some((k, false)) if k == id => "descending",
+                _ => "none",
+            };
+            view! {
+                <th scope="col" class:num=numeric_line_column(id) data-col=id aria-sort=aria>
+                    <button
+                        type="button"
+                        class="sort"
+                        on:click=move |_| {
+                            sort.update(|s| {
+                                *s = match *s {
+                                    Some((k, asc)) if k == id => Some((id, !asc)),
+                                    _ => Some((id, true)),
+                                }
+                            })
+                        }
+                    >
+                        {label}
+                        <span class="sort-ind">
+                            {move || match sort.get() {
+                                Some((k, true)) if k == id => "▲",
+                                Some((k, false)) if k == id => "▼",
+                                _ => "",
+                            }}
+                        </span>
+                    </button>
+                </th>
+            }
+        })
+        .collect_view()
+}
+
+/// The rows of the matched-measurement table, in `order`, each classed by its verdict.
+fn line_rows(lines: Memo<Vec<compare::DiffLine>>, order: Signal<Vec<usize>>) -> impl IntoView {
+    move || {
+        lines.with(|ls| {
+            order
+                .get()
+                .into_iter()
+                .map(|i| {
+                    let l = &ls[i];
+                    view! {
+                        <tr class=format!("v-{}", l.verdict.label())>
+                            {LINE_COLUMNS
+                                .iter()
+                                .map(|&(id, _)| {
+                                    view! { <td class:num=numeric_line_column(id) data-col=id>{compare::line_text(l, id)}</td> }
+                                })
+                                .collect_view()}
+                        </tr>
+                    }
+                })
+                .collect_view()
+        })
     }
 }

@@ -7,7 +7,9 @@
 //! - [`report`]: what the page shows, as plain data (cards, prefill table, heatmap, sortable and
 //!   filterable table) — pure and tested natively;
 //! - [`sources`]: the browser edge (fetch, local files, query string, clipboard);
-//! - [`app`]: the components.
+//! - [`app`]: the page's shell and state (which runs, the view in the URL, theme, files);
+//! - [`components`]: the report of one run, one file per section;
+//! - [`chart_model`] and [`charts`]: what each chart shows (pure) and its canvas drawing;
 //! - [`compare`]: what the diff view shows (delta heatmap, matched-measurement table) — pure;
 //! - [`diff`]: the diff view (`?a=…&b=…`): two runs compared.
 //!
@@ -19,6 +21,7 @@ pub mod app;
 pub mod chart_model;
 pub mod charts;
 pub mod compare;
+pub mod components;
 pub mod diff;
 pub mod report;
 pub mod sources;

@@ -4,7 +4,7 @@
 #![cfg(target_arch = "wasm32")]
 
 use leptos::prelude::*;
-use speedmatrix_viewer::app::Report;
+use speedmatrix_viewer::components::Report;
 use std::sync::Arc;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_test::*;
@@ -90,9 +90,26 @@ async fn charts_are_drawn_with_table_mirrors() {
     for id in &ids {
         let canvas: web_sys::HtmlCanvasElement =
             host.query_selector(&format!("#charts #{id}")).unwrap().unwrap_or_else(|| panic!("{id}")).unchecked_into();
-        assert!(canvas.width() > 0 && canvas.height() > 0, "{id} has a bitmap");
+        assert_drawn(&canvas, id);
         assert_eq!(canvas.get_attribute("tabindex").as_deref(), Some("0"), "{id} is reachable by keyboard");
     }
     let rows = host.query_selector("#table-decode-total tbody").unwrap().unwrap().child_element_count();
     assert_eq!(rows, 42, "one mirror row per decode cell with a total tok/s");
+}
+
+/// The chart was drawn: its bitmap covers the canvas' CSS box at the device pixel ratio (an
+/// undrawn canvas keeps the default 300 × 150 bitmap; charts are 340 CSS pixels high), the
+/// background fills it (no transparent pixel) and more than the background is on it.
+fn assert_drawn(canvas: &web_sys::HtmlCanvasElement, id: &str) {
+    let dpr = window().device_pixel_ratio();
+    let css_height = f64::from(canvas.client_height());
+    assert_eq!(css_height, 340.0, "{id}: the chart's CSS height");
+    assert_eq!(canvas.height(), (css_height * dpr).round() as u32, "{id}: bitmap height = CSS height × {dpr}");
+    assert!(f64::from(canvas.width()) >= (280.0 * dpr).round(), "{id}: bitmap width {}", canvas.width());
+    let ctx: web_sys::CanvasRenderingContext2d = canvas.get_context("2d").unwrap().unwrap().unchecked_into();
+    let (w, h) = (canvas.width(), canvas.height());
+    let pixels = ctx.get_image_data(0.0, 0.0, f64::from(w), f64::from(h)).unwrap().data();
+    assert!(pixels.chunks_exact(4).all(|p| p[3] == 255), "{id}: the background covers the canvas");
+    let colours: std::collections::BTreeSet<&[u8]> = pixels.chunks_exact(4).collect();
+    assert!(colours.len() > 2, "{id}: lines, marks and text drawn over the background ({} colours)", colours.len());
 }

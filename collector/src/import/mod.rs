@@ -1,5 +1,5 @@
 //! `speedmatrix import FILE… --from llm-inference-bench|vllm-bench -o RUN.json`: other tools'
-//! result files → a schema-v1 results file. The mapping is pure ([`llm_inference_bench`],
+//! result files → a results file. The mapping is pure ([`llm_inference_bench`],
 //! [`vllm_bench`]: JSON in, `speedmatrix_schema::Results` out); this module reads the files and writes the run.
 //!
 //! What maps is carried with its unit converted (seconds → ms); every source field that does

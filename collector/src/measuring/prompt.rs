@@ -1,4 +1,4 @@
-//! Prompts of exact token counts (DESIGN §2 "Prompts").
+//! Prompts of exact token counts (`docs/METHODOLOGY.md`, "Prompts").
 //!
 //! The text is varied natural language from a seeded generator (the corpus
 //! `speedmatrix-prose-v1`): repetitive filler would inflate speculative-decoding acceptance. Each

@@ -1,5 +1,5 @@
-//! Client self-check: how much CPU the collector itself used (DESIGN §4 lists a client too slow
-//! for its server among the ways benchmarks mislead: its figures would be the client's).
+//! Client self-check: how much CPU the collector itself used. A client too slow for its server
+//! is one of the ways benchmarks mislead: its figures would then be the client's, not the server's.
 
 /// CPU time (user + system) this process has used so far, s; `None` where `getrusage` fails.
 pub fn process_cpu_s() -> Option<f64> {

@@ -6,6 +6,7 @@
 //! - [`dom`]: the page a results file renders, as Chromium's `--dump-dom`;
 //! - [`scripted`]: small scripted OpenAI-compatible servers for shapes the twin lacks;
 //! - [`server`]: real servers (vLLM, llama.cpp) started, watched and killed;
+//! - [`snap`]: settings and placeholders of the snapshot tests (insta);
 //! - [`skip`]: a test that cannot run here says why (and fails under `CI=true`).
 //!
 //! Each test file uses part of it, so unused items are expected.
@@ -16,6 +17,7 @@ pub mod collect;
 pub mod dom;
 pub mod scripted;
 pub mod server;
+pub mod snap;
 
 /// The binary under test. It is `collector/src/main.rs` built by this package as
 /// `speedmatrix-under-test` (see `tests/Cargo.toml`): cargo hands a test the path of a binary of

@@ -1,4 +1,4 @@
-//! vLLM (DESIGN §3): `/version`, `/v1/models` `max_model_len`, `vllm:*` metrics, the KV budget
+//! vLLM: `/version`, `/v1/models` `max_model_len`, `vllm:*` metrics, the KV budget
 //! from `vllm:cache_config_info`, usage on every chunk with `continuous_usage_stats`.
 
 use super::{common_missing, models_max_len, version_field, EngineAdapter, Facts, MetricSlot, Probes};

@@ -1,0 +1,122 @@
+//! `speedmatrix run --dry-run` end to end: the real binary discovers a real twin over a socket
+//! and prints the plan it would measure — the server line, dropped contexts, the matrix, the
+//! cells over the KV budget, the estimated wall time — and writes nothing. Each plan is a
+//! snapshot (`tests/tests/snapshots/dry_run_cli__*.snap`, ports shown as `[port]`).
+
+mod support;
+
+use speedmatrix_twin::{self as twin, Fault, Flavor, Profile, TwinConfig};
+
+/// Run `speedmatrix run --dry-run --url URL ARGS…`; returns what it printed (stdout, then
+/// stderr, then the exit code) and checks that no results file was written.
+async fn dry_run(url: &str, args: &[&str]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("plan.json");
+    let o = tokio::process::Command::new(support::BIN)
+        .args(["run", "--dry-run", "--url", url, "-o"])
+        .arg(&out)
+        .args(args)
+        .env_remove("SPEEDMATRIX_API_KEY")
+        .env_remove("OPENAI_API_KEY")
+        .output()
+        .await
+        .expect("run the collector");
+    assert!(!out.exists(), "--dry-run writes no results file");
+    format!(
+        "stdout:\n{}stderr:\n{}exit: {:?}\n",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+        o.status.code()
+    )
+}
+
+/// Start a twin with `cfg`, snapshot the dry-run plan of each (name, flags), stop the twin. A
+/// name ending in `-v1-url` gives `--url` with the `/v1` suffix users often paste.
+async fn plans(cfg: TwinConfig, cases: &[(&str, &[&str])]) {
+    let t = twin::start(cfg, "127.0.0.1:0").await.expect("twin starts");
+    for (name, args) in cases {
+        let url = if name.ends_with("-v1-url") { format!("{}/v1", t.url()) } else { t.url() };
+        let text = dry_run(&url, args).await;
+        assert!(text.ends_with("exit: Some(0)\n"), "{name}: {text}");
+        support::snap::settings().bind(|| insta::assert_snapshot!(*name, text));
+    }
+    t.shutdown().await;
+}
+
+#[tokio::test]
+async fn tiny_twin_plans() {
+    plans(
+        TwinConfig::new(Profile::tiny()),
+        &[
+            // The default matrix: contexts above the 32K max_model_len are dropped with a warning.
+            ("tiny-defaults", &[]),
+            (
+                "tiny-max-and-1024-streams",
+                &["--contexts", "1k,max", "--concurrency", "1,1024", "--prefill-contexts", "none"],
+            ),
+            (
+                "tiny-completions-short",
+                &[
+                    "--contexts",
+                    "256,4k",
+                    "--concurrency",
+                    "1,4",
+                    "--duration",
+                    "5s",
+                    "--max-tokens",
+                    "64",
+                    "--endpoint",
+                    "completions",
+                ],
+            ),
+        ],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn h200_twin_plans() {
+    plans(
+        TwinConfig::new(Profile::h200_qwen()),
+        &[
+            // The seed's matrix: the same six cells over the KV budget as the seed run.
+            ("h200-defaults", &[]),
+            (
+                "h200-short-windows-v1-url",
+                &[
+                    "--contexts",
+                    "8k,64k,max",
+                    "--concurrency",
+                    "1,64,128",
+                    "--prefill-contexts",
+                    "none",
+                    "--duration",
+                    "10s",
+                    "--max-tokens",
+                    "256",
+                    "--endpoint",
+                    "completions",
+                ],
+            ),
+            ("h200-kv-budget-flag", &["--kv-budget", "100000", "--contexts", "8k"]),
+        ],
+    )
+    .await;
+}
+
+/// Other server shapes: SGLang (KV pool from /get_server_info, no /version), a server without
+/// /metrics, and a plain OpenAI-compatible endpoint (--engine openai).
+#[tokio::test]
+async fn other_server_shapes_plans() {
+    let mut sglang = TwinConfig::new(Profile::h200_qwen());
+    sglang.flavor = Flavor::Sglang;
+    plans(sglang, &[("sglang-h200", &["--contexts", "8k,128k", "--concurrency", "1,64"])]).await;
+    let mut no_metrics = TwinConfig::new(Profile::tiny());
+    no_metrics.faults = vec!["metrics-404".parse::<Fault>().expect("a fault")];
+    plans(no_metrics, &[("tiny-metrics-404", &["--contexts", "1k", "--concurrency", "1,8"])]).await;
+    plans(
+        TwinConfig::new(Profile::tiny()),
+        &[("tiny-engine-openai", &["--engine", "openai", "--contexts", "1k", "--concurrency", "1,8"])],
+    )
+    .await;
+}

@@ -1,0 +1,88 @@
+//! The view besides the run: table sort, filters and columns (kept in the URL), the theme
+//! (remembered in localStorage, else the system's, followed live) and the viewport that charts
+//! redraw on; and the heatmap metric named in the URL.
+
+use crate::report::{self, Filters};
+use crate::sources;
+use leptos::prelude::*;
+
+/// The view besides the run and the heatmap metric: table sort and filters, the theme and the
+/// viewport. Sort, filters and columns live in the URL query (permalinks; see
+/// [`report::VIEW_PARAMS`]) and come back on back/forward.
+#[derive(Clone, Copy)]
+pub struct ViewState {
+    /// Table sort keys by column id, with ascending (`?sort=total_tps,-ttft_ms_p50`).
+    pub sort: RwSignal<Vec<(String, bool)>>,
+    /// Table filters (`?phase=&context=&concurrency=&status=`).
+    pub filters: RwSignal<Filters>,
+    /// Every registry column in the table (`?columns=all`).
+    pub all_columns: RwSignal<bool>,
+    /// Whether the dark theme is in force (the toggle, else the system's preference).
+    pub dark: Signal<bool>,
+    /// (width changes counter, devicePixelRatio): charts redraw when it changes.
+    pub viewport: RwSignal<(u32, f64)>,
+}
+
+impl ViewState {
+    /// A light view with default table state, not tied to the URL (component tests).
+    pub fn detached() -> Self {
+        ViewState {
+            sort: RwSignal::new(Vec::new()),
+            filters: RwSignal::new(Filters::default()),
+            all_columns: RwSignal::new(false),
+            dark: Signal::stored(false),
+            viewport: RwSignal::new((0, 1.0)),
+        }
+    }
+
+    /// Read sort, filters and columns from the page URL.
+    pub(super) fn read_url(self) {
+        self.sort.set(sources::query("sort").map(|v| report::parse_sort(&v)).unwrap_or_default());
+        self.filters.set(report::filters_from(sources::query));
+        self.all_columns.set(sources::query("columns").as_deref() == Some("all"));
+    }
+}
+
+/// The heatmap metric named in the URL (`?metric=`), else total tok/s (the report page and the
+/// diff view).
+pub(crate) fn metric_from_url() -> String {
+    sources::query("metric")
+        .filter(|m| report::heatmap_metrics().iter().any(|c| c.id() == *m || c.metric.id == m))
+        .unwrap_or_else(|| report::DEFAULT_METRIC.to_string())
+}
+
+/// The theme choice kept in localStorage under this key: `light` or `dark` (absent: system).
+pub(super) const THEME_KEY: &str = "speedmatrix-theme";
+
+/// The page-wide view: the theme (the remembered choice, else the system's preference, followed
+/// live; set on `<html data-theme>`), the viewport (charts redraw on resize and devicePixelRatio
+/// changes) and default table state. Returns it with the theme choice (`""`, `light`, `dark`).
+pub(crate) fn page_view_state() -> (ViewState, RwSignal<String>) {
+    // Theme: the remembered choice, else the system's preference (followed live).
+    let theme = RwSignal::new(sources::stored(THEME_KEY).filter(|t| t == "light" || t == "dark").unwrap_or_default());
+    let system_dark = RwSignal::new(sources::media_matches("(prefers-color-scheme: dark)"));
+    sources::on_media_change("(prefers-color-scheme: dark)", move |m| system_dark.set(m));
+    let dark = Signal::derive(move || match theme.get().as_str() {
+        "dark" => true,
+        "light" => false,
+        _ => system_dark.get(),
+    });
+    Effect::new(move |_| {
+        if let Some(root) = document().document_element() {
+            let _ = root.set_attribute("data-theme", if dark.get() { "dark" } else { "light" });
+        }
+    });
+    let viewport = RwSignal::new((0_u32, sources::device_pixel_ratio()));
+    sources::on_dpr_change(move |r| viewport.update(|v| *v = (v.0, r)));
+    let _ = window_event_listener(leptos::ev::resize, move |_| {
+        viewport.update(|v| *v = (v.0.wrapping_add(1), sources::device_pixel_ratio()));
+    });
+    let view_state = ViewState {
+        sort: RwSignal::new(Vec::new()),
+        filters: RwSignal::new(Filters::default()),
+        all_columns: RwSignal::new(false),
+        dark,
+        viewport,
+    };
+    (view_state, theme)
+}

@@ -1,0 +1,206 @@
+//! The sustained-decode section: the context × concurrency heatmap of one metric (picked from
+//! the registry's heatmap metrics, kept in the URL), its colour legend and the marks of the
+//! statuses. The table, its cells and the metric options are also drawn by the diff view.
+
+use crate::report::{self, HeatCell};
+use crate::sources;
+use leptos::prelude::*;
+use speedmatrix_schema::registry::{column, Column};
+use speedmatrix_schema::{CellStatus, PrefillMode, Results};
+use std::sync::Arc;
+
+/// A context × concurrency table (the heatmap, and the diff view's matrices): a header row of
+/// concurrency levels, one row per context, each cell drawn by `cell`.
+pub(crate) fn matrix_table<C: 'static, V: IntoView + 'static>(
+    id: &'static str,
+    class: &'static str,
+    concurrency: &[u32],
+    rows: Vec<(String, Vec<C>)>,
+    cell: fn(C) -> V,
+) -> impl IntoView {
+    view! {
+        <div class="heatmap-wrap">
+            <table class=class id=id>
+                <thead>
+                    <tr>
+                        <th scope="col" class="corner">"Context"</th>
+                        {concurrency.iter().map(|n| view! { <th scope="col" class="num">{n.to_string()}</th> }).collect_view()}
+                    </tr>
+                </thead>
+                <tbody>
+                    {rows
+                        .into_iter()
+                        .map(|(label, cells)| {
+                            view! {
+                                <tr>
+                                    <th scope="row">{label}</th>
+                                    {cells.into_iter().map(cell).collect_view()}
+                                </tr>
+                            }
+                        })
+                        .collect_view()}
+                </tbody>
+            </table>
+        </div>
+    }
+}
+
+/// The `<option>`s of a metric selector: (id, label, has data) each, the selected one marked,
+/// those without data disabled with `no_data` after the label.
+pub(crate) fn metric_options(
+    choices: Vec<(String, String, bool)>,
+    selected: Memo<Column>,
+    no_data: &'static str,
+) -> impl IntoView {
+    choices
+        .into_iter()
+        .map(|(id, label, has)| {
+            let is_selected = {
+                let id = id.clone();
+                move || selected.get().id() == id
+            };
+            let text = if has { label } else { format!("{label} — {no_data}") };
+            view! { <option value=id selected=is_selected disabled=!has>{text}</option> }
+        })
+        .collect_view()
+}
+
+/// One heatmap cell (also drawn by the diff view's side-by-side matrices).
+pub(crate) fn heat_cell(c: HeatCell) -> impl IntoView {
+    let status = c.status;
+    let class = match status {
+        None => "hm-cell st-none".to_string(),
+        Some(s) => format!("hm-cell st-{}", s.id()),
+    };
+    let light = c.light_text();
+    let background = c.background();
+    let tip = match (status, &c.reason) {
+        (Some(s), Some(why)) => Some(format!("{}: {why}", s.label())),
+        (Some(s), None) if s != CellStatus::Valid => Some(format!("{}: {}", s.label(), report::status_meaning(s))),
+        _ => None,
+    };
+    let spoken = c.spoken();
+    let main = match (status, c.value) {
+        (_, Some(v)) => v,
+        (None, None) => report::DASH.to_string(),
+        (Some(s), None) if s.is_measured() => report::DASH.to_string(),
+        (Some(s), None) => format!("{} {}", report::status_mark(s), s.label()),
+    };
+    let status_line = status.filter(|s| *s != CellStatus::Valid && s.is_measured());
+    view! {
+        <td
+            class=class
+            class:light=light
+            data-context=c.context
+            data-concurrency=c.concurrency.to_string()
+            style:background-color=background
+            tabindex="0"
+            aria-label=spoken
+        >
+            <span class="hm-value">{main}</span>
+            {status_line.map(|s| view! { <span class="hm-status">{report::status_mark(s)} " " {s.label()}</span> })}
+            {c.note.map(|n| view! { <span class="hm-status cell-note">{n}</span> })}
+            {c.ttft.map(|t| view! { <span class="hm-ttft">{t}</span> })}
+            {tip.map(|t| view! { <span class="hm-tip" role="tooltip">{t}</span> })}
+        </td>
+    }
+}
+
+/// Sustained decode: the context × concurrency heatmap with a metric selector and a legend.
+#[component]
+pub(super) fn DecodeHeatmap(r: Arc<Results>, metric: RwSignal<String>) -> impl IntoView {
+    if r.decode.is_empty() {
+        return None;
+    }
+    let total = column(report::DEFAULT_METRIC).expect("total_tps is in the registry");
+    let options = report::heatmap_metrics();
+    let selected = Memo::new(move |_| column(&metric.get()).filter(|c| options.contains(c)).unwrap_or(total));
+    let choices: Vec<(String, String, bool)> = report::heatmap_metrics()
+        .iter()
+        .map(|c| (c.id(), report::metric_option_label(c), report::has_decode_data(&r, c)))
+        .collect();
+    let warmup_note = r.config.prefill_mode == Some(PrefillMode::DecodeWarmup);
+    let statuses_present: Vec<CellStatus> =
+        CellStatus::ALL.into_iter().filter(|s| r.decode.iter().any(|c| c.status == *s)).collect();
+    Some(view! {
+        <section class="section" id="decode">
+            <h2>"Sustained decode"</h2>
+            <div class="section-bar">
+                <p class="section-sub">
+                    {move || report::metric_option_label(&selected.get())}
+                    " · rows are context length, columns are simultaneous requests"
+                </p>
+                <label class="metric-picker">
+                    "Metric "
+                    <select
+                        id="heatmap-metric"
+                        on:change=move |ev| {
+                            let id = event_target_value(&ev);
+                            sources::push_query(&[("metric", (id != report::DEFAULT_METRIC).then(|| id.clone()))]);
+                            metric.set(id);
+                        }
+                    >
+                        {metric_options(choices, selected, "no data in this run")}
+                    </select>
+                </label>
+            </div>
+            {heatmap_and_legend(r.clone(), selected)}
+            {status_marks(&statuses_present)}
+            {warmup_note
+                .then(|| {
+                    view! {
+                        <p class="note">
+                            "TTFT is measured after the benchmark warms the server's prompt cache, so it mostly excludes prefill."
+                        </p>
+                    }
+                })}
+        </section>
+    })
+}
+
+/// The heatmap of the selected metric and its colour scale (redrawn when the metric changes).
+fn heatmap_and_legend(r: Arc<Results>, selected: Memo<Column>) -> impl IntoView {
+    move || {
+        let h = report::heatmap(&r, &selected.get());
+        let (lo, hi) = h.scale_ends.clone().unwrap_or_else(|| (report::DASH.into(), report::DASH.into()));
+        let direction = match (h.darker_is_better, h.log_scale) {
+            (Some(_), true) => "darker is better · logarithmic scale",
+            (Some(_), false) => "darker is better",
+            (None, true) => "darker is higher · logarithmic scale",
+            (None, false) => "darker is higher",
+        };
+        view! {
+            {matrix_table("heatmap", "heatmap", &h.concurrency, h.rows, heat_cell)}
+            <div class="legend" id="heatmap-legend">
+                <div class="scale">
+                    <span class="scale-lo">{lo}</span>
+                    <span class="scale-bar" style:background=report::scale_gradient()></span>
+                    <span class="scale-hi">{hi}</span>
+                    <span class="scale-dir">{direction}</span>
+                </div>
+            </div>
+        }
+    }
+}
+
+/// The marks of the statuses a cell can have, those absent from this run dimmed.
+fn status_marks(present: &[CellStatus]) -> impl IntoView {
+    view! {
+        <ul class="marks">
+            {[CellStatus::RequestsQueued, CellStatus::OverCapacity, CellStatus::Error, CellStatus::NotRun]
+                .into_iter()
+                .map(|s| {
+                    let present = present.contains(&s);
+                    view! {
+                        <li class:absent=!present>
+                            <span class=format!("swatch st-{}", s.id())>{report::status_mark(s)}</span>
+                            <b>{s.label()} ":"</b>
+                            " "
+                            {report::status_meaning(s)}
+                        </li>
+                    }
+                })
+                .collect_view()}
+        </ul>
+    }
+}
