@@ -2,11 +2,50 @@
 //! flags → [`TwinConfig`], then serve until Ctrl-C or SIGTERM.
 
 use crate::cli::{FlavorArg, ReasoningFieldArg, SimulateArgs};
-use speedmatrix_twin::{self as twin, Fault, Flavor, Profile, ReasoningField, TwinConfig};
+use crate::{CommandError, Failure};
+use speedmatrix_twin::faults::FaultError;
+use speedmatrix_twin::profile::UnknownProfile;
+use speedmatrix_twin::{self as twin, Fault, Flavor, Profile, ReasoningField, StartError, TwinConfig};
+
+/// Why `speedmatrix simulate` could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum SimulateError {
+    /// `--profile` names no profile.
+    #[error("--profile")]
+    Profile(#[source] UnknownProfile),
+    /// A `--fault` that does not parse (its message names the flag).
+    #[error(transparent)]
+    Fault(FaultError),
+    /// `--max-model-len` below 2.
+    #[error("--max-model-len must be at least 2")]
+    MaxModelLen,
+    /// `--time-scale` not a positive number.
+    #[error("--time-scale must be a positive number")]
+    TimeScale,
+    /// The twin cannot start: `--host`/`--port` cannot be bound, the `--trace` file cannot be
+    /// created (its message names which), or its engine thread cannot start.
+    #[error(transparent)]
+    Start(StartError),
+    /// The async runtime or the signal handlers cannot be set up.
+    #[error("cannot start the async runtime")]
+    Runtime(#[source] std::io::Error),
+}
+
+impl CommandError for SimulateError {
+    fn failure(&self) -> Failure {
+        match self {
+            SimulateError::Runtime(_) | SimulateError::Start(StartError::EngineThread { .. }) => Failure::Working,
+            _ => Failure::BadInput,
+        }
+    }
+}
 
 /// Build the configuration from `speedmatrix simulate` flags.
-pub fn config_from_args(args: &SimulateArgs) -> Result<TwinConfig, crate::Error> {
-    let mut profile = Profile::by_name(&args.profile).map_err(|e| crate::Error::Input(e.to_string()))?;
+///
+/// # Errors
+/// [`SimulateError`] naming the bad flag.
+pub fn config_from_args(args: &SimulateArgs) -> Result<TwinConfig, SimulateError> {
+    let mut profile = Profile::by_name(&args.profile).map_err(SimulateError::Profile)?;
     if let Some(k) = args.speculative_tokens {
         profile.spec_tokens = k;
     }
@@ -21,19 +60,15 @@ pub fn config_from_args(args: &SimulateArgs) -> Result<TwinConfig, crate::Error>
     }
     if let Some(l) = args.max_model_len {
         if l < 2 {
-            return Err(crate::Error::Input("--max-model-len must be at least 2".into()));
+            return Err(SimulateError::MaxModelLen);
         }
         profile.max_model_len = l;
     }
     if !(args.time_scale.is_finite() && args.time_scale > 0.0) {
-        return Err(crate::Error::Input("--time-scale must be a positive number".into()));
+        return Err(SimulateError::TimeScale);
     }
-    let faults = args
-        .fault
-        .iter()
-        .map(|f| f.parse::<Fault>())
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| crate::Error::Input(e.to_string()))?;
+    let faults =
+        args.fault.iter().map(|f| f.parse::<Fault>()).collect::<Result<Vec<_>, _>>().map_err(SimulateError::Fault)?;
     let mut cfg = TwinConfig::new(profile);
     cfg.seed = args.seed;
     cfg.api_key = args.api_key.clone();
@@ -57,20 +92,21 @@ pub fn config_from_args(args: &SimulateArgs) -> Result<TwinConfig, crate::Error>
 
 /// `speedmatrix simulate`: start the twin, print `listening on http://HOST:PORT`, serve until
 /// Ctrl-C, then stop cleanly.
-pub fn run(args: &SimulateArgs) -> Result<(), crate::Error> {
+///
+/// # Errors
+/// [`SimulateError`] for a bad flag, an address the twin cannot listen on, or no runtime.
+pub fn run(args: &SimulateArgs) -> Result<(), SimulateError> {
     let cfg = config_from_args(args)?;
-    let rt =
-        tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| crate::Error::Other(e.into()))?;
-    rt.block_on(async {
+    crate::runtime().map_err(SimulateError::Runtime)?.block_on(async {
         let addr = format!("{}:{}", args.host, args.port);
-        let twin = twin::start(cfg, &addr).await.map_err(|e| crate::Error::Input(e.to_string()))?;
+        let twin = twin::start(cfg, &addr).await.map_err(SimulateError::Start)?;
         // Install the signal handlers before announcing the address, so a Ctrl-C sent right
         // after the line is seen always stops cleanly.
         #[cfg(unix)]
         let (mut int, mut term) = {
             use tokio::signal::unix::{signal, SignalKind};
-            let int = signal(SignalKind::interrupt()).map_err(|e| crate::Error::Other(e.into()))?;
-            let term = signal(SignalKind::terminate()).map_err(|e| crate::Error::Other(e.into()))?;
+            let int = signal(SignalKind::interrupt()).map_err(SimulateError::Runtime)?;
+            let term = signal(SignalKind::terminate()).map_err(SimulateError::Runtime)?;
             (int, term)
         };
         {
@@ -164,7 +200,9 @@ mod tests {
             &["--time-scale", "0"][..],
         ] {
             let e = config_from_args(&args(bad)).unwrap_err();
-            assert_eq!(e.exit_code(), 2, "{bad:?}");
+            assert_eq!(e.failure(), Failure::BadInput, "{bad:?}");
+            let text = crate::error_line(e);
+            assert!(text.contains(bad[0]), "the message names the flag {}: {text}", bad[0]);
         }
     }
 }

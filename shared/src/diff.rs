@@ -12,6 +12,7 @@
 //!   2 % ([`PROMPT_TOKENS_TOLERANCE`]) are listed, and so is every header difference
 //!   (hardware, engine version, model, quantization, launch-command flags, config).
 
+use crate::command_line::CommandLine;
 use crate::model::{CellStatus, ContextSize, Results};
 use crate::registry::{self, columns, Column, Stat};
 use crate::site::run_title;
@@ -182,7 +183,8 @@ pub struct HeaderChange {
     pub section: String,
     /// The field, e.g. "Version", "Contexts", or a flag such as `--max-num-seqs`.
     pub field: String,
-    /// A's value (`None`: A does not say / lacks the flag). A flag without value is `"(set)"`.
+    /// A's value (`None`: A does not say / lacks the flag). A flag without value is
+    /// [`crate::command_line::FLAG_SET`].
     pub a: Option<String>,
     /// B's value.
     pub b: Option<String>,
@@ -297,32 +299,13 @@ pub fn diff(a: &Results, b: &Results, threshold: f64) -> RunDiff {
     for r in rows(b) {
         pairs.entry(key(&r)).or_default().1.get_or_insert(r);
     }
-    let prompt_tokens = |r: &Option<Row<'_>>| match r {
-        Some(Row::Prefill(p)) => p.prompt_tokens,
-        Some(Row::Decode(d)) => d.prompt_tokens,
-        None => None,
-    };
     let mut out_rows = Vec::new();
     let (mut only_in_a, mut only_in_b, mut status_changes, mut prompt_mismatches) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::<PromptMismatch>::new());
     for ((phase, _, concurrency), (ra, rb)) in pairs {
         let context = ra.or(rb).map(|r| r.context().clone()).expect("a pair holds at least one row");
         let cell = CellRef { phase, context, concurrency };
-        let deltas: Vec<Delta> = cols
-            .iter()
-            .filter_map(|c| {
-                let (va, vb) = (ra.and_then(|r| r.value(c)), rb.and_then(|r| r.value(c)));
-                (va.is_some() || vb.is_some()).then(|| compare(c, va, vb, threshold))
-            })
-            .collect();
-        let row = RowDiff {
-            cell: cell.clone(),
-            status_a: ra.map(|r| r.status()),
-            status_b: rb.map(|r| r.status()),
-            prompt_tokens_a: prompt_tokens(&ra),
-            prompt_tokens_b: prompt_tokens(&rb),
-            deltas,
-        };
+        let row = row_diff(&cell, ra, rb, &cols, threshold);
         match (row.status_a, row.status_b) {
             (Some(_), None) => only_in_a.push(cell.clone()),
             (None, Some(_)) => only_in_b.push(cell.clone()),
@@ -340,18 +323,7 @@ pub fn diff(a: &Results, b: &Results, threshold: f64) -> RunDiff {
         out_rows.push(row);
     }
     // Prefill rows first (Phase orders Prefill < Decode), then decode cells.
-    let mut contexts: Vec<ContextSize> = Vec::new();
-    for c in
-        a.config.contexts.iter().chain(&b.config.contexts).chain(a.decode.iter().chain(&b.decode).map(|d| &d.context))
-    {
-        if !contexts.iter().any(|x| x.tokens == c.tokens) {
-            contexts.push(c.clone());
-        }
-    }
-    contexts.sort_by_key(|c| c.tokens);
-    let mut concurrency: Vec<u32> = a.config.concurrency.iter().chain(&b.config.concurrency).copied().collect();
-    concurrency.sort_unstable();
-    concurrency.dedup();
+    let (contexts, concurrency) = matrix_axes(a, b);
     prompt_mismatches.sort_by_key(|m| m.context.tokens);
     RunDiff {
         threshold,
@@ -366,6 +338,49 @@ pub fn diff(a: &Results, b: &Results, threshold: f64) -> RunDiff {
         status_changes,
         prompt_mismatches,
     }
+}
+
+/// One row or cell of either run against its partner: both statuses, both prompt lengths and
+/// the delta of every column either side has.
+fn row_diff(cell: &CellRef, ra: Option<Row<'_>>, rb: Option<Row<'_>>, cols: &[Column], threshold: f64) -> RowDiff {
+    let prompt_tokens = |r: Option<Row<'_>>| match r {
+        Some(Row::Prefill(p)) => p.prompt_tokens,
+        Some(Row::Decode(d)) => d.prompt_tokens,
+        None => None,
+    };
+    let deltas = cols
+        .iter()
+        .filter_map(|c| {
+            let (va, vb) = (ra.and_then(|r| r.value(c)), rb.and_then(|r| r.value(c)));
+            (va.is_some() || vb.is_some()).then(|| compare(c, va, vb, threshold))
+        })
+        .collect();
+    RowDiff {
+        cell: cell.clone(),
+        status_a: ra.map(|r| r.status()),
+        status_b: rb.map(|r| r.status()),
+        prompt_tokens_a: prompt_tokens(ra),
+        prompt_tokens_b: prompt_tokens(rb),
+        deltas,
+    }
+}
+
+/// The decode matrix of both runs: the contexts of either (planned or measured), by tokens, and
+/// the concurrency levels of either, ascending.
+fn matrix_axes(a: &Results, b: &Results) -> (Vec<ContextSize>, Vec<u32>) {
+    let mut contexts: Vec<ContextSize> = Vec::new();
+    for c in
+        a.config.contexts.iter().chain(&b.config.contexts).chain(a.decode.iter().chain(&b.decode).map(|d| &d.context))
+    {
+        if !contexts.iter().any(|x| x.tokens == c.tokens) {
+            contexts.push(c.clone());
+        }
+    }
+    contexts.sort_by_key(|c| c.tokens);
+    let mut concurrency: Vec<u32> = a.config.concurrency.iter().chain(&b.config.concurrency).copied().collect();
+    concurrency.sort_unstable();
+    concurrency.dedup();
+    (contexts, concurrency)
 }
 
 /// Card items that are expected to differ between any two runs and say nothing about the setup.
@@ -427,39 +442,6 @@ fn config_fields(r: &Results) -> Vec<(&'static str, Option<String>)> {
     ]
 }
 
-/// A command line's flags in order: (`--flag`, value).
-type Flags = Vec<(String, String)>;
-
-/// A launch command as program + positional arguments and `--flag` → value (`"(set)"` for a
-/// flag without value), in order. `None` when it cannot be split like a shell would.
-fn parse_launch(cmd: &str) -> Option<(Vec<String>, Flags)> {
-    let words = shlex::split(cmd)?;
-    let mut positional = Vec::new();
-    let mut flags: Vec<(String, String)> = Vec::new();
-    let mut i = 0;
-    while i < words.len() {
-        let w = &words[i];
-        if w.starts_with('-') && w.len() > 1 && w.parse::<f64>().is_err() {
-            if let Some((f, v)) = w.split_once('=') {
-                flags.push((f.to_string(), v.to_string()));
-            } else {
-                let value = words.get(i + 1).filter(|n| !n.starts_with('-') || n.parse::<f64>().is_ok());
-                match value {
-                    Some(v) => {
-                        flags.push((w.clone(), v.clone()));
-                        i += 1;
-                    }
-                    None => flags.push((w.clone(), "(set)".into())),
-                }
-            }
-        } else {
-            positional.push(w.clone());
-        }
-        i += 1;
-    }
-    Some((positional, flags))
-}
-
 /// The launch commands' differences: the command and its arguments as one field, then each
 /// flag that is added, removed or has another value.
 fn launch_changes(a: Option<&str>, b: Option<&str>) -> Vec<HeaderChange> {
@@ -472,8 +454,8 @@ fn launch_changes(a: Option<&str>, b: Option<&str>) -> Vec<HeaderChange> {
     match (a, b) {
         (None, None) => vec![],
         (Some(x), Some(y)) if x == y => vec![],
-        (Some(x), Some(y)) => match (parse_launch(x), parse_launch(y)) {
-            (Some((pa, fa)), Some((pb, fb))) => {
+        (Some(x), Some(y)) => match (CommandLine::parse(x), CommandLine::parse(y)) {
+            (Some(CommandLine { positional: pa, flags: fa }), Some(CommandLine { positional: pb, flags: fb })) => {
                 let mut out = Vec::new();
                 if pa != pb {
                     out.push(change("command", Some(pa.join(" ")), Some(pb.join(" "))));
@@ -679,17 +661,22 @@ pub fn signed_delta(col: &Column, abs: f64) -> String {
     }
 }
 
+/// A value that is not a percentage (`--threshold abc`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a percentage; give a number ≥ 0 such as 5 or 5%")]
+pub struct PercentError(pub String);
+
 /// Parse a percentage as `--threshold` and `--fail-on-regression` take it: `5`, `5%`, `2.5 %`
 /// → a fraction (0.05). Must be a finite number ≥ 0.
 ///
 /// # Errors
-/// A one-line message naming the value.
-pub fn parse_percent(s: &str) -> Result<f64, String> {
+/// [`PercentError`] naming the value.
+pub fn parse_percent(s: &str) -> Result<f64, PercentError> {
     let t = s.trim();
     let t = t.strip_suffix('%').unwrap_or(t).trim_end();
     match t.parse::<f64>() {
         Ok(v) if v.is_finite() && v >= 0.0 => Ok(v / 100.0),
-        _ => Err(format!("{s:?} is not a percentage; give a number ≥ 0 such as 5 or 5%")),
+        _ => Err(PercentError(s.to_string())),
     }
 }
 
@@ -836,6 +823,11 @@ mod tests {
             })
             .collect();
         assert_eq!(changed, ["8K × 1 total_tps", "8K × 128 total_tps"]);
+    }
+
+    #[test]
+    fn seed_against_a_modified_copy_header_and_gate() {
+        let d = diff(&seed(), &modified(), DEFAULT_THRESHOLD);
         // Header: version, config lists, two launch flags.
         let fields: Vec<(&str, &str)> = d.header.iter().map(|h| (h.section.as_str(), h.field.as_str())).collect();
         assert_eq!(
@@ -1011,6 +1003,10 @@ mod tests {
         assert_eq!(parse_percent("5%"), Ok(0.05));
         assert_eq!(parse_percent(" 2.5 %"), Ok(0.025));
         assert!(parse_percent("-1").is_err() && parse_percent("x%").is_err() && parse_percent("inf").is_err());
+        assert_eq!(
+            parse_percent("abc").unwrap_err().to_string(),
+            "\"abc\" is not a percentage; give a number ≥ 0 such as 5 or 5%"
+        );
         assert_eq!(percent(0.1, true), "+10.0 %");
         assert_eq!(percent(-0.2, true), "-20.0 %");
         assert_eq!(percent(0.0, true), "0.0 %");

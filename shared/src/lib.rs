@@ -12,7 +12,9 @@
 //! - [`export`]: the one CSV / JSON writer of that table (CLI `show --format csv`, viewer export).
 //! - [`site`]: a published site's run index (`runs/index.json`), written by `publish`, read by
 //!   the viewer.
-//! - [`stats`]: percentiles and distributions (one method everywhere: nearest rank).
+//! - [`stats`]: percentiles and distributions (one method everywhere: nearest rank), and the
+//!   rounding of figures.
+//! - [`command_line`]: a launch command split like a shell and read flag by flag.
 //! - [`context`]: context sizes (`8k` = 8,192 tokens, `max`).
 //! - [`status`]: the cell status rules (over capacity, requests queued, …).
 //! - [`summary`]: a run's subtitle and header cards, as the terminal and the page show them.
@@ -21,6 +23,7 @@
 
 #![warn(missing_docs)]
 
+pub mod command_line;
 pub mod context;
 pub mod diff;
 pub mod export;

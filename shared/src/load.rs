@@ -439,6 +439,31 @@ const MAX_WINDOW_S: f64 = 86_400.0;
 /// # Errors
 /// [`LoadError::Invalid`] with the JSON path of the first problem found.
 pub fn validate(r: &Results) -> Result<(), LoadError> {
+    validate_header(r)?;
+    validate_prefill(r)?;
+    let mut seen = std::collections::HashSet::new();
+    for (i, cell) in r.decode.iter().enumerate() {
+        validate_cell(r, i, cell, &mut seen)?;
+    }
+    let c = &r.config;
+    for ctx in &c.contexts {
+        if let Some(&n) = c.concurrency.iter().find(|&&n| !seen.contains(&(ctx.tokens, n))) {
+            return Err(invalid(
+                "decode",
+                format!("the planned cell {} × {n} is missing; every planned cell appears", ctx.label),
+            ));
+        }
+    }
+    if let Some(t) = &r.telemetry {
+        for (i, s) in t.samples.iter().enumerate() {
+            check_fraction(&format!("telemetry.samples[{i}].kv_cache_usage"), s.kv_cache_usage)?;
+        }
+    }
+    Ok(())
+}
+
+/// The run's times, the plan (window, concurrency levels, contexts) and the GPU count.
+fn validate_header(r: &Results) -> Result<(), LoadError> {
     use time::format_description::well_known::Rfc3339;
     check_rfc3339("run.started_at", &r.run.started_at)?;
     check_rfc3339("run.finished_at", &r.run.finished_at)?;
@@ -472,6 +497,13 @@ pub fn validate(r: &Results) -> Result<(), LoadError> {
             return Err(invalid("hardware.gpu_count", format!("{n} GPUs, but hardware.gpus lists {}", h.gpus.len())));
         }
     }
+    Ok(())
+}
+
+/// Every prefill row belongs to the plan, once, says why when it was not measured, and every
+/// planned row appears.
+fn validate_prefill(r: &Results) -> Result<(), LoadError> {
+    let c = &r.config;
     let mut rows = std::collections::HashSet::new();
     for (i, p) in r.prefill.iter().enumerate() {
         planned(format!("prefill[{i}].context"), &p.context, &c.prefill_contexts, "config.prefill_contexts")?;
@@ -491,65 +523,61 @@ pub fn validate(r: &Results) -> Result<(), LoadError> {
             format!("the planned prefill row {} is missing; every planned row appears", missing.label),
         ));
     }
-    let mut seen = std::collections::HashSet::new();
-    for (i, cell) in r.decode.iter().enumerate() {
-        let at = |f: &str| format!("decode[{i}].{f}");
-        planned(at("context"), &cell.context, &c.contexts, "config.contexts")?;
-        if !c.concurrency.contains(&cell.concurrency) {
-            return Err(invalid(at("concurrency"), format!("{} is not in config.concurrency", cell.concurrency)));
-        }
-        if !seen.insert((cell.context.tokens, cell.concurrency)) {
-            return Err(invalid(
-                format!("decode[{i}]"),
-                format!(
-                    "a second cell for context {} × concurrency {}; each cell appears once",
-                    cell.context.label, cell.concurrency
-                ),
-            ));
-        }
-        if needs_reason(cell.status) && cell.reason.is_none() {
-            return Err(invalid(at("reason"), format!("a {} cell must say why", cell.status.id())));
-        }
-        for (name, d) in [
-            ("per_request_tps", &cell.per_request_tps),
-            ("ttft_ms", &cell.ttft_ms),
-            ("ttft_in_window_ms", &cell.ttft_in_window_ms),
-            ("ttft_content_ms", &cell.ttft_content_ms),
-            ("tpot_ms", &cell.tpot_ms),
-            ("itl_ms", &cell.itl_ms),
-            ("chunk_gap_ms", &cell.chunk_gap_ms),
-            ("e2e_ms", &cell.e2e_ms),
-        ] {
-            check_distribution(&at(name), d)?;
-        }
-        check_fraction(&at("spec_accept_rate"), cell.spec_accept_rate)?;
-        if let Some(s) = &cell.server {
-            check_fraction(&at("server.kv_cache_usage_avg"), s.kv_cache_usage_avg)?;
-            check_fraction(&at("server.kv_cache_usage_max"), s.kv_cache_usage_max)?;
-        }
-        if let Some(u) = cell.gpu.as_ref().and_then(|g| g.utilization_pct).filter(|u| *u > 100.0) {
-            return Err(invalid(at("gpu.utilization_pct"), format!("{u} is above 100 %")));
-        }
-        if let Some(w) = cell.window_s {
-            if w > MAX_WINDOW_S || (w == 0.0 && cell.status.is_measured()) {
-                return Err(invalid(
-                    at("window_s"),
-                    format!("{w} s is not a measurement window (more than 0, at most a day)"),
-                ));
-            }
-        }
+    Ok(())
+}
+
+/// One decode cell (`decode[i]`): in the plan, once (`seen` holds the cells before it), says
+/// why when not valid, distributions ordered, fractions ≤ 1, utilization ≤ 100 %, a real window.
+fn validate_cell(
+    r: &Results,
+    i: usize,
+    cell: &crate::DecodeCell,
+    seen: &mut std::collections::HashSet<(u64, u32)>,
+) -> Result<(), LoadError> {
+    let c = &r.config;
+    let at = |f: &str| format!("decode[{i}].{f}");
+    planned(at("context"), &cell.context, &c.contexts, "config.contexts")?;
+    if !c.concurrency.contains(&cell.concurrency) {
+        return Err(invalid(at("concurrency"), format!("{} is not in config.concurrency", cell.concurrency)));
     }
-    for ctx in &c.contexts {
-        if let Some(&n) = c.concurrency.iter().find(|&&n| !seen.contains(&(ctx.tokens, n))) {
-            return Err(invalid(
-                "decode",
-                format!("the planned cell {} × {n} is missing; every planned cell appears", ctx.label),
-            ));
-        }
+    if !seen.insert((cell.context.tokens, cell.concurrency)) {
+        return Err(invalid(
+            format!("decode[{i}]"),
+            format!(
+                "a second cell for context {} × concurrency {}; each cell appears once",
+                cell.context.label, cell.concurrency
+            ),
+        ));
     }
-    if let Some(t) = &r.telemetry {
-        for (i, s) in t.samples.iter().enumerate() {
-            check_fraction(&format!("telemetry.samples[{i}].kv_cache_usage"), s.kv_cache_usage)?;
+    if needs_reason(cell.status) && cell.reason.is_none() {
+        return Err(invalid(at("reason"), format!("a {} cell must say why", cell.status.id())));
+    }
+    for (name, d) in [
+        ("per_request_tps", &cell.per_request_tps),
+        ("ttft_ms", &cell.ttft_ms),
+        ("ttft_in_window_ms", &cell.ttft_in_window_ms),
+        ("ttft_content_ms", &cell.ttft_content_ms),
+        ("tpot_ms", &cell.tpot_ms),
+        ("itl_ms", &cell.itl_ms),
+        ("chunk_gap_ms", &cell.chunk_gap_ms),
+        ("e2e_ms", &cell.e2e_ms),
+    ] {
+        check_distribution(&at(name), d)?;
+    }
+    check_fraction(&at("spec_accept_rate"), cell.spec_accept_rate)?;
+    if let Some(s) = &cell.server {
+        check_fraction(&at("server.kv_cache_usage_avg"), s.kv_cache_usage_avg)?;
+        check_fraction(&at("server.kv_cache_usage_max"), s.kv_cache_usage_max)?;
+    }
+    if let Some(u) = cell.gpu.as_ref().and_then(|g| g.utilization_pct).filter(|u| *u > 100.0) {
+        return Err(invalid(at("gpu.utilization_pct"), format!("{u} is above 100 %")));
+    }
+    if let Some(w) = cell.window_s {
+        if w > MAX_WINDOW_S || (w == 0.0 && cell.status.is_measured()) {
+            return Err(invalid(
+                at("window_s"),
+                format!("{w} s is not a measurement window (more than 0, at most a day)"),
+            ));
         }
     }
     Ok(())

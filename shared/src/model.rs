@@ -728,6 +728,24 @@ pub struct Readiness {
     pub streams_producing: u32,
 }
 
+impl PrefillRow {
+    /// A row of the plan without figures yet: `status` and `reason` as given, nothing measured.
+    pub fn new(context: ContextSize, status: CellStatus, reason: Option<String>) -> PrefillRow {
+        PrefillRow {
+            context,
+            prompt_tokens: None,
+            status,
+            reason,
+            prompt_tps: None,
+            ttft_ms: None,
+            completed_requests: None,
+            cached_tokens: None,
+            cached_tokens_source: None,
+            requests: vec![],
+        }
+    }
+}
+
 /// Server-side figures during a decode window (Prometheus `/metrics`, sampled ≥ 1 Hz).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
@@ -901,6 +919,46 @@ pub struct DecodeCell {
     /// The requests behind this cell, one summary each.
     #[serde(default)]
     pub requests: Vec<RequestSample>,
+}
+
+impl DecodeCell {
+    /// A cell of the plan without figures yet: `status` and `reason` as given, nothing measured.
+    pub fn new(context: ContextSize, concurrency: u32, status: CellStatus, reason: Option<String>) -> DecodeCell {
+        DecodeCell {
+            context,
+            prompt_tokens: None,
+            concurrency,
+            status,
+            reason,
+            capacity: None,
+            window_s: None,
+            window_start_ms: None,
+            window_end_ms: None,
+            readiness: None,
+            total_tps: None,
+            per_request_tps: None,
+            ttft_ms: None,
+            ttft_in_window_ms: None,
+            ttft_content_ms: None,
+            tpot_ms: None,
+            itl_ms: None,
+            chunk_gap_ms: None,
+            e2e_ms: None,
+            output_tokens: None,
+            token_count_source: None,
+            token_count_reconciled: None,
+            completed_requests: None,
+            avg_active_requests: None,
+            max_active_requests: None,
+            spec_accept_rate: None,
+            gpu_power_w: None,
+            energy_j_per_token: None,
+            server: None,
+            gpu: None,
+            client_cpu_pct: None,
+            requests: vec![],
+        }
+    }
 }
 
 /// One sample of a run-level time series.

@@ -69,6 +69,10 @@ fn card(title: &'static str, items: Vec<(&'static str, Option<String>)>) -> Card
 
 /// The Hardware, Engine and Run cards (the launch command is shown on its own).
 pub fn cards(r: &Results) -> Vec<Card> {
+    vec![hardware_card(r), engine_card(r), run_card(r)]
+}
+
+fn hardware_card(r: &Results) -> Card {
     let h = &r.hardware;
     let mut gpu_names: Vec<String> = h.gpus.iter().map(|g| g.name.clone()).collect();
     gpu_names.dedup();
@@ -79,7 +83,7 @@ pub fn cards(r: &Results) -> Vec<Card> {
         _ => gb(t),
     });
     let first = h.gpus.first();
-    let hardware = card(
+    card(
         "Hardware",
         vec![
             ("Type", h.accelerator_type.clone()),
@@ -93,9 +97,12 @@ pub fn cards(r: &Results) -> Vec<Card> {
             ("Host", h.host.clone()),
             ("GPU telemetry", h.gpu_telemetry_note.clone()),
         ],
-    );
+    )
+}
+
+fn engine_card(r: &Results) -> Card {
     let e = &r.engine;
-    let engine = card(
+    card(
         "Engine",
         vec![
             ("Engine", Some(e.name.clone())),
@@ -110,8 +117,11 @@ pub fn cards(r: &Results) -> Vec<Card> {
             ("KV cache budget", e.kv_budget_tokens.map(tokens)),
             ("Speculative decoding", e.speculative_decoding.clone()),
         ],
-    );
-    let c = &r.config;
+    )
+}
+
+fn run_card(r: &Results) -> Card {
+    let (c, e) = (&r.config, &r.engine);
     let run = &r.run;
     let status = match run.status {
         crate::RunStatus::Running => "Running",
@@ -119,7 +129,7 @@ pub fn cards(r: &Results) -> Vec<Card> {
         crate::RunStatus::Interrupted => "Interrupted",
         crate::RunStatus::Failed => "Failed",
     };
-    let run_card = card(
+    card(
         "Run",
         vec![
             ("Status", Some(status.to_string())),
@@ -159,8 +169,7 @@ pub fn cards(r: &Results) -> Vec<Card> {
             ("Endpoint", c.endpoint.map(|x| format!("{x:?}").to_lowercase())),
             ("Run id", Some(run.id.clone())),
         ],
-    );
-    vec![hardware, engine, run_card]
+    )
 }
 
 /// A list of what a file lacks, with why: figures the server or the source could not give

@@ -455,7 +455,7 @@ async fn faults_make_error_cells_and_legal_sse_stays_valid() {
     let cases = [
         ("inband-error", Some("in-band error")),
         ("no-done", Some("[DONE]")),
-        ("drop", Some("")),
+        ("drop", Some("stream broke")),
         ("stall=5s", Some("stalled")),
         ("status=500", Some("HTTP 500")),
         ("keepalive", None),

@@ -8,11 +8,12 @@
 //! `/metrics` is read by a [`Scraper`] task of its own: no stage awaits a scrape while streams
 //! run, so a slow exporter delays neither a replacement stream nor the window's close.
 
-use crate::measuring::client::{request_body, StreamCtl, StreamEvent, StreamRecord};
+use crate::measuring::client::{request_body, FirstToken, StreamCtl, StreamRecord};
 use crate::measuring::measure::{decode_cell, CellStream, Observation, WindowTimes};
 use crate::measuring::prompt::Prompt;
-use crate::measuring::run::Session;
+use crate::measuring::run::{CellError, Session};
 use crate::measuring::scrape::{scrape_once, Scraper};
+use speedmatrix_schema::stats::round3;
 use speedmatrix_schema::{ContextSize, DecodeCell, Readiness, ReadinessOutcome};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,7 +29,7 @@ pub async fn measure_cell(s: &mut Session, ctx: &ContextSize, n: u32) -> DecodeC
         Err(reason) => {
             let mut cell = crate::measuring::measure::blank_cell(ctx, n);
             cell.status = speedmatrix_schema::CellStatus::Error;
-            cell.reason = Some(reason);
+            cell.reason = Some(reason.to_string());
             return cell;
         }
     };
@@ -85,7 +86,7 @@ pub struct Warmed {
 
 /// Warm: the cell's prompts in the server's prefix cache (one warm-up request each, unless the
 /// prefill row already sent it), their bodies serialized, and one idle connection per stream.
-async fn warm(s: &mut Session, ctx: &ContextSize, n: u32) -> Result<Warmed, String> {
+async fn warm(s: &mut Session, ctx: &ContextSize, n: u32) -> Result<Warmed, CellError> {
     let count = if s.spec.distinct_prompts { n as usize } else { 1 };
     let mut prompts = Vec::with_capacity(count);
     for i in 0..count {
@@ -101,8 +102,8 @@ async fn warm(s: &mut Session, ctx: &ContextSize, n: u32) -> Result<Warmed, Stri
 /// The streams of one cell: spawned, watched, replaced and collected.
 struct Streams {
     set: JoinSet<(StreamRecord, bool)>,
-    events: mpsc::UnboundedReceiver<StreamEvent>,
-    events_tx: mpsc::UnboundedSender<StreamEvent>,
+    events: mpsc::UnboundedReceiver<FirstToken>,
+    events_tx: mpsc::UnboundedSender<FirstToken>,
     cancel: watch::Sender<bool>,
     live: Arc<AtomicU64>,
     next_id: usize,
@@ -210,7 +211,7 @@ async fn ready(s: &Session, st: &mut Streams, mut scraper: Option<&mut Scraper>,
             }
         };
         tokio::select! {
-            Some(ev) = st.events.recv() => if let StreamEvent::FirstToken { id, .. } = ev { producing.insert(id); },
+            Some(FirstToken { id }) = st.events.recv() => { producing.insert(id); },
             Some(joined) = st.set.join_next() => {
                 let id = joined.as_ref().map(|(r, _)| r.id).ok();
                 if st.ended(joined) {
@@ -236,8 +237,8 @@ async fn ready(s: &Session, st: &mut Streams, mut scraper: Option<&mut Scraper>,
     }
     Readiness {
         outcome,
-        after_ms: crate::measuring::measure::round3(s.clock.now_ms() - st.opened_ms),
-        limit_ms: crate::measuring::measure::round3(limit.as_secs_f64() * 1000.0),
+        after_ms: round3(s.clock.now_ms() - st.opened_ms),
+        limit_ms: round3(limit.as_secs_f64() * 1000.0),
         streams_producing: u32::try_from(producing.len()).unwrap_or(u32::MAX),
     }
 }

@@ -14,6 +14,7 @@
 
 use futures_util::StreamExt;
 use serde_json::Value;
+use speedmatrix_schema::stats::round3;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 
@@ -27,11 +28,6 @@ impl Clock {
     /// A clock whose zero is now.
     pub fn start() -> Self {
         Clock { start: Instant::now() }
-    }
-
-    /// A clock whose zero is `start`.
-    pub fn from_instant(start: Instant) -> Self {
-        Clock { start }
     }
 
     /// Milliseconds since the clock's zero (monotonic).
@@ -74,6 +70,14 @@ pub enum HttpError {
         /// What was wrong.
         message: String,
     },
+    /// The HTTP client could not be set up (TLS backend).
+    #[error("cannot set up an HTTP client for {url}: {message}")]
+    Setup {
+        /// The base URL it was for.
+        url: String,
+        /// What reqwest said.
+        message: String,
+    },
 }
 
 impl HttpError {
@@ -94,27 +98,25 @@ pub struct Client {
     api_key: Option<String>,
 }
 
+/// The longest excerpt of a server's answer an error message quotes, characters.
+const EXCERPT_CHARS: usize = 300;
+
 fn excerpt(s: &str) -> String {
-    let one_line: String = s.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
-    let t = one_line.trim();
-    if t.chars().count() > 300 {
-        format!("{}…", t.chars().take(300).collect::<String>())
-    } else {
-        t.to_string()
-    }
+    crate::text::excerpt(s, EXCERPT_CHARS)
 }
 
 impl Client {
     /// A client for `base_url` with `pool_size` idle connections kept per host.
     ///
     /// # Errors
-    /// When the TLS backend cannot be initialised.
-    pub fn new(base_url: &str, api_key: Option<String>, pool_size: usize) -> anyhow::Result<Self> {
+    /// [`HttpError::Setup`] when the TLS backend cannot be initialised.
+    pub fn new(base_url: &str, api_key: Option<String>, pool_size: usize) -> Result<Self, HttpError> {
         let http = reqwest::Client::builder()
             .pool_max_idle_per_host(pool_size.max(1))
             .connect_timeout(Duration::from_secs(10))
             .tcp_nodelay(true)
-            .build()?;
+            .build()
+            .map_err(|e| HttpError::Setup { url: base_url.to_string(), message: error_chain(&e) })?;
         Ok(Client { http, base: base_url.trim_end_matches('/').to_string(), api_key })
     }
 
@@ -207,44 +209,19 @@ impl Client {
     /// across streams: serializing a 256K-token prompt inside the timed path would add to TTFT).
     pub async fn stream(&self, path: &str, body: &bytes::Bytes, ctl: StreamCtl) -> StreamRecord {
         let StreamCtl { clock, stall, mut cancel, id, events, live_tokens } = ctl;
-        let url = self.url(path);
-        let request = self
-            .http
-            .post(&url)
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .header(reqwest::header::ACCEPT, "text/event-stream")
-            .body(body.clone());
         let mut rec = StreamRecord { id, sent_ms: clock.now_ms(), ..StreamRecord::default() };
-        let notify = |e: StreamEvent| {
-            if let Some(tx) = &events {
-                let _ = tx.send(e);
-            }
-        };
-        let request = self.send(request, &url);
         let resp = tokio::select! {
-            r = tokio::time::timeout(stall, request) => r,
+            r = self.open_stream(path, body, stall) => r,
             _ = cancelled(&mut cancel) => {
                 rec.cancelled = true;
                 rec.ended_ms = Some(clock.now_ms());
-                notify(StreamEvent::Ended { id });
                 return rec;
             }
         };
         let resp = match resp {
-            Ok(Ok(r)) => r,
-            Ok(Err(e)) => return rec.fail(clock, e.to_string(), &notify),
-            Err(_) => {
-                return rec.fail(clock, format!("no response headers within the stall timeout ({stall:?})"), &notify)
-            }
+            Ok(r) => r,
+            Err(e) => return rec.fail(clock, e),
         };
-        let content_type =
-            resp.headers().get(reqwest::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
-        if !content_type.contains("event-stream") {
-            let why = format!(
-                "the server answered without streaming (content-type {content_type:?}); speedmatrix needs SSE (\"stream\": true)"
-            );
-            return rec.fail(clock, why, &notify);
-        }
         let mut sse = std::pin::pin!(eventsource_stream::Eventsource::eventsource(watched(resp.bytes_stream(), stall)));
         let mut parser = ChunkParser::default();
         loop {
@@ -255,20 +232,13 @@ impl Client {
             let t_ms = clock.now_ms();
             let event = match next {
                 Some(Err(eventsource_stream::EventStreamError::Transport(BodyError::Stalled))) => {
-                    return rec.fail(clock, format!("stalled: no data for {stall:?}"), &notify)
+                    return rec.fail(clock, StreamError::Stalled { stall })
                 }
                 None => {
-                    if !rec.done {
-                        let why = if rec.finish_reason.is_some() {
-                            "stream ended without data: [DONE]"
-                        } else {
-                            "stream ended early: no finish_reason and no data: [DONE] (truncated)"
-                        };
-                        return rec.fail(clock, why.to_string(), &notify);
-                    }
-                    break;
+                    let why = rec.ended_early();
+                    return rec.fail(clock, why);
                 }
-                Some(Err(e)) => return rec.fail(clock, format!("stream broke: {e}"), &notify),
+                Some(Err(e)) => return rec.fail(clock, StreamError::broke(&e)),
                 Some(Ok(ev)) => ev,
             };
             if event.data.trim() == "[DONE]" {
@@ -276,45 +246,100 @@ impl Client {
                 break;
             }
             match parser.parse(&event.data) {
-                Err(e) => return rec.fail(clock, e, &notify),
+                Err(e) => return rec.fail(clock, StreamError::Chunk(e)),
                 Ok(p) => {
-                    if rec.response_id.is_none() {
-                        rec.response_id = p.id;
-                    }
-                    if let Some(n) = p.prompt_tokens {
-                        rec.prompt_tokens = Some(n);
-                    }
-                    if p.timings.is_some() {
-                        rec.server_timings = p.timings;
-                    }
-                    if p.cached_tokens.is_some() {
-                        rec.cached_tokens = p.cached_tokens;
-                    }
-                    if let Some(reason) = p.finish_reason {
-                        rec.finish_reason = Some(reason);
-                    }
-                    if let Some(total) = p.completion_tokens {
-                        rec.completion_tokens = Some(total);
-                    }
-                    if p.tokens > 0 {
-                        if rec.chunks.is_empty() {
-                            notify(StreamEvent::FirstToken { id, t_ms });
+                    let tokens = p.tokens;
+                    if rec.add(p, t_ms) {
+                        if let Some(tx) = &events {
+                            let _ = tx.send(FirstToken { id });
                         }
-                        if p.content && rec.first_content_ms.is_none() {
-                            rec.first_content_ms = Some(t_ms);
-                        }
-                        rec.chunks.push(Chunk { t_ms, tokens: p.tokens });
-                        if let Some(live) = &live_tokens {
-                            live.fetch_add(u64::from(p.tokens), std::sync::atomic::Ordering::Relaxed);
-                        }
+                    }
+                    if let Some(live) = &live_tokens {
+                        live.fetch_add(u64::from(tokens), std::sync::atomic::Ordering::Relaxed);
                     }
                 }
             }
         }
         rec.continuous_usage = parser.continuous_usage;
         rec.ended_ms = Some(clock.now_ms());
-        notify(StreamEvent::Ended { id });
         rec
+    }
+
+    /// POST a streamed request and wait, at most `stall`, for its response headers: an SSE
+    /// response, or why not.
+    async fn open_stream(
+        &self,
+        path: &str,
+        body: &bytes::Bytes,
+        stall: Duration,
+    ) -> Result<reqwest::Response, StreamError> {
+        let url = self.url(path);
+        let request = self
+            .http
+            .post(&url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .header(reqwest::header::ACCEPT, "text/event-stream")
+            .body(body.clone());
+        let resp = tokio::time::timeout(stall, self.send(request, &url))
+            .await
+            .map_err(|_| StreamError::NoHeaders { stall })?
+            .map_err(StreamError::Http)?;
+        let content_type =
+            resp.headers().get(reqwest::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+        if !content_type.contains("event-stream") {
+            return Err(StreamError::NotSse { content_type });
+        }
+        Ok(resp)
+    }
+}
+
+/// Why a stream failed; its text is the request's `error` in the results file (and, for the
+/// first failed stream, the cell's reason).
+#[derive(Debug, thiserror::Error)]
+pub enum StreamError {
+    /// The request failed or the server answered an error status.
+    #[error(transparent)]
+    Http(HttpError),
+    /// No response headers within the stall timeout.
+    #[error("no response headers within the stall timeout ({stall:?})")]
+    NoHeaders {
+        /// `--stall-timeout`.
+        stall: Duration,
+    },
+    /// The answer is not an event stream.
+    #[error("the server answered without streaming (content-type {content_type:?}); speedmatrix needs SSE (\"stream\": true)")]
+    NotSse {
+        /// The answer's `Content-Type`.
+        content_type: String,
+    },
+    /// Nothing arrived for the stall timeout.
+    #[error("stalled: no data for {stall:?}")]
+    Stalled {
+        /// `--stall-timeout`.
+        stall: Duration,
+    },
+    /// The stream ended after its `finish_reason` but without `data: [DONE]`.
+    #[error("stream ended without data: [DONE]")]
+    NoDone,
+    /// The stream ended before its `finish_reason`.
+    #[error("stream ended early: no finish_reason and no data: [DONE] (truncated)")]
+    Truncated,
+    /// The connection broke mid-stream.
+    #[error("stream broke: {0}")]
+    Broke(String),
+    /// A payload that is not JSON, or an error sent inside the stream.
+    #[error(transparent)]
+    Chunk(ChunkError),
+}
+
+impl StreamError {
+    /// A broken event stream: the transport's own causes say what broke (e.g. the connection
+    /// closed before the body's end); the SSE wrapper alone would hide them.
+    fn broke(e: &eventsource_stream::EventStreamError<BodyError>) -> StreamError {
+        StreamError::Broke(match e {
+            eventsource_stream::EventStreamError::Transport(BodyError::Transport(t)) => error_chain(t),
+            other => other.to_string(),
+        })
     }
 }
 
@@ -394,27 +419,18 @@ pub struct StreamCtl {
     pub cancel: watch::Receiver<bool>,
     /// Stream id within its cell.
     pub id: usize,
-    /// Told when the first token arrives and when the stream ends.
-    pub events: Option<mpsc::UnboundedSender<StreamEvent>>,
+    /// Told when the first token arrives.
+    pub events: Option<mpsc::UnboundedSender<FirstToken>>,
     /// Incremented by every chunk's tokens (live tok/s for the progress bar).
     pub live_tokens: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
 }
 
-/// What a stream tells its coordinator while it runs.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum StreamEvent {
-    /// The first token arrived at `t_ms` (run clock).
-    FirstToken {
-        /// Stream id.
-        id: usize,
-        /// When, ms since the run start.
-        t_ms: f64,
-    },
-    /// The stream ended (finished, failed or cancelled); its record comes from its task.
-    Ended {
-        /// Stream id.
-        id: usize,
-    },
+/// What a stream tells its coordinator while it runs: its first token arrived (its record, with
+/// the time, comes from its task when it ends).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FirstToken {
+    /// Stream id.
+    pub id: usize,
 }
 
 /// One token-carrying SSE chunk.
@@ -462,11 +478,51 @@ pub struct StreamRecord {
 }
 
 impl StreamRecord {
-    fn fail(mut self, clock: Clock, why: String, notify: &impl Fn(StreamEvent)) -> StreamRecord {
-        self.error = Some(why);
+    fn fail(mut self, clock: Clock, why: StreamError) -> StreamRecord {
+        self.error = Some(why.to_string());
         self.ended_ms = Some(clock.now_ms());
-        notify(StreamEvent::Ended { id: self.id });
         self
+    }
+
+    /// Why a stream that ended without `data: [DONE]` failed.
+    fn ended_early(&self) -> StreamError {
+        if self.finish_reason.is_some() {
+            StreamError::NoDone
+        } else {
+            StreamError::Truncated
+        }
+    }
+
+    /// Take in one parsed chunk that arrived at `t_ms`. Returns whether it carried the stream's
+    /// first token.
+    fn add(&mut self, p: ParsedChunk, t_ms: f64) -> bool {
+        if self.response_id.is_none() {
+            self.response_id = p.id;
+        }
+        if p.prompt_tokens.is_some() {
+            self.prompt_tokens = p.prompt_tokens;
+        }
+        if p.timings.is_some() {
+            self.server_timings = p.timings;
+        }
+        if p.cached_tokens.is_some() {
+            self.cached_tokens = p.cached_tokens;
+        }
+        if p.finish_reason.is_some() {
+            self.finish_reason = p.finish_reason;
+        }
+        if p.completion_tokens.is_some() {
+            self.completion_tokens = p.completion_tokens;
+        }
+        if p.tokens == 0 {
+            return false;
+        }
+        let first = self.chunks.is_empty();
+        if p.content && self.first_content_ms.is_none() {
+            self.first_content_ms = Some(t_ms);
+        }
+        self.chunks.push(Chunk { t_ms, tokens: p.tokens });
+        first
     }
 
     /// Time to first token, ms.
@@ -510,9 +566,7 @@ pub struct ParsedChunk {
 fn server_timings(t: &Value) -> Option<speedmatrix_schema::ServerTimings> {
     let t = t.as_object()?;
     let u = |k: &str| t.get(k).and_then(Value::as_u64);
-    let f = |k: &str| {
-        t.get(k).and_then(Value::as_f64).filter(|v| v.is_finite() && *v >= 0.0).map(|v| (v * 1000.0).round() / 1000.0)
-    };
+    let f = |k: &str| t.get(k).and_then(Value::as_f64).filter(|v| v.is_finite() && *v >= 0.0).map(round3);
     Some(speedmatrix_schema::ServerTimings {
         prompt_tokens: u("prompt_n"),
         cached_tokens: u("cache_n"),
@@ -536,13 +590,28 @@ pub struct ChunkParser {
     last_total: u64,
     /// False once a text chunk arrived without usage.
     pub continuous_usage: bool,
-    seen_text: bool,
 }
 
 impl Default for ChunkParser {
     fn default() -> Self {
-        ChunkParser { last_total: 0, continuous_usage: true, seen_text: false }
+        ChunkParser { last_total: 0, continuous_usage: true }
     }
+}
+
+/// Why an SSE `data:` payload ends a stream.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ChunkError {
+    /// The payload is not JSON.
+    #[error("SSE data is not JSON ({message}): {excerpt}")]
+    NotJson {
+        /// What serde_json said.
+        message: String,
+        /// The start of the payload.
+        excerpt: String,
+    },
+    /// The server sent an error object inside the stream (with HTTP 200).
+    #[error("in-band error in the stream: {0}")]
+    InBand(String),
 }
 
 fn nonempty_str(v: Option<&Value>) -> bool {
@@ -553,18 +622,18 @@ impl ChunkParser {
     /// Parse one payload.
     ///
     /// # Errors
-    /// An in-band error object (`{"error": …}`, sent with HTTP 200) or a payload that is not
-    /// JSON, as a message.
-    pub fn parse(&mut self, data: &str) -> Result<ParsedChunk, String> {
-        let v: Value =
-            serde_json::from_str(data).map_err(|e| format!("SSE data is not JSON ({e}): {}", excerpt(data)))?;
+    /// [`ChunkError::InBand`] for an error object (`{"error": …}`, sent with HTTP 200),
+    /// [`ChunkError::NotJson`] for a payload that is not JSON.
+    pub fn parse(&mut self, data: &str) -> Result<ParsedChunk, ChunkError> {
+        let v: Value = serde_json::from_str(data)
+            .map_err(|e| ChunkError::NotJson { message: e.to_string(), excerpt: excerpt(data) })?;
         if let Some(err) = v.get("error") {
             let msg = err.get("message").and_then(Value::as_str).map(str::to_string).unwrap_or_else(|| err.to_string());
-            return Err(format!("in-band error in the stream: {}", excerpt(&msg)));
+            return Err(ChunkError::InBand(excerpt(&msg)));
         }
         // SGLang and some proxies send flat errors: {"object": "error", "message": …}.
         if v.get("object").and_then(Value::as_str) == Some("error") {
-            return Err(format!("in-band error in the stream: {}", excerpt(&v.to_string())));
+            return Err(ChunkError::InBand(excerpt(&v.to_string())));
         }
         let mut out = ParsedChunk {
             id: v.get("id").and_then(Value::as_str).map(str::to_string),
@@ -601,9 +670,6 @@ impl ChunkParser {
                 self.last_total += 1;
             }
             None => {}
-        }
-        if has_text || out.tokens > 0 {
-            self.seen_text = true;
         }
         Ok(out)
     }
@@ -680,8 +746,11 @@ mod tests {
     fn in_band_errors_fail() {
         let mut p = ChunkParser::default();
         let e = p.parse(r#"{"error":{"message":"CUDA out of memory","code":500}}"#).unwrap_err();
-        assert!(e.contains("CUDA out of memory"));
-        assert!(p.parse(r#"{"object":"error","message":"boom"}"#).is_err());
-        assert!(p.parse("not json").is_err());
+        assert_eq!(e.to_string(), "in-band error in the stream: CUDA out of memory");
+        let e = p.parse(r#"{"object":"error","message":"boom"}"#).unwrap_err();
+        assert!(matches!(&e, ChunkError::InBand(m) if m.contains("boom")), "{e}");
+        let e = p.parse("not json\u{1b}[2J").unwrap_err();
+        assert!(e.to_string().starts_with("SSE data is not JSON (expected"), "{e}");
+        assert!(e.to_string().ends_with(": not json\u{fffd}[2J"), "no raw escape from the server: {e}");
     }
 }

@@ -11,8 +11,6 @@ use speedmatrix_schema::KvBudgetSource;
 /// What discovery found.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServerInfo {
-    /// `vllm`, `sglang`, `llamacpp` or `openai`.
-    pub engine: String,
     /// The engine, as detected from the server's answers or set with `--engine`.
     pub kind: EngineKind,
     /// The served model name requests use.
@@ -50,12 +48,12 @@ impl ServerInfo {
     }
 }
 
-/// Why discovery could not identify a usable server (exit code 2).
+/// Why discovery could not identify a usable server (exit code 2). Each names the URL asked.
 #[derive(Debug, thiserror::Error)]
 pub enum DiscoverError {
     /// Nothing answered at the URL.
     #[error("{0} — is the server running, and is --url right?")]
-    Unreachable(String),
+    Unreachable(HttpError),
     /// The server wants a (different) API key.
     #[error(
         "{url} answered HTTP 401: the server wants an API key and got none or a wrong one. Pass the right one with --api-key or set SPEEDMATRIX_API_KEY (or OPENAI_API_KEY)"
@@ -72,16 +70,22 @@ pub enum DiscoverError {
         /// What is served, comma-separated.
         served: String,
     },
-    /// `/v1/models` is missing or malformed.
+    /// `/v1/models` answered an error or something that is not a model list.
     #[error("{0}; is this an OpenAI-compatible server (GET /v1/models)?")]
-    NotOpenAi(String),
+    NotOpenAi(HttpError),
+    /// `/v1/models` lists no model.
+    #[error("{url} lists no models; is this an OpenAI-compatible server (GET /v1/models)?")]
+    NoModels {
+        /// The URL asked.
+        url: String,
+    },
 }
 
 fn classify(e: HttpError) -> DiscoverError {
     match e {
         HttpError::Status { status: 401 | 403, url, .. } => DiscoverError::Unauthorized { url },
-        HttpError::Unreachable { .. } => DiscoverError::Unreachable(e.to_string()),
-        other => DiscoverError::NotOpenAi(other.to_string()),
+        HttpError::Unreachable { .. } => DiscoverError::Unreachable(e),
+        other => DiscoverError::NotOpenAi(other),
     }
 }
 
@@ -118,7 +122,7 @@ pub async fn discover(
         .get("data")
         .and_then(Value::as_array)
         .filter(|d| !d.is_empty())
-        .ok_or_else(|| DiscoverError::NotOpenAi(format!("{}/v1/models lists no models", client.base())))?;
+        .ok_or_else(|| DiscoverError::NoModels { url: format!("{}/v1/models", client.base()) })?;
     let ids: Vec<&str> = data.iter().filter_map(|m| m.get("id").and_then(Value::as_str)).collect();
     let entry = match model {
         Some(want) => data
@@ -162,22 +166,13 @@ pub async fn discover(
         facts.kv_budget = Some((v, KvBudgetSource::Flag));
         facts.missing.retain(|m| m.figure != "kv_budget");
     }
-    let info = ServerInfo {
-        engine: kind.id().to_string(),
-        kind,
-        model,
-        root: root.or_else(|| facts.model_path.clone()),
-        facts,
-        metrics_note,
-    };
+    let info = ServerInfo { kind, model, root: root.or_else(|| facts.model_path.clone()), facts, metrics_note };
     Ok((info, metrics))
 }
 
 /// One scrape of the server's Prometheus metrics, summed over label sets (engines, models).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Metrics {
-    /// Engine inferred from metric prefixes (`vllm:` …), `openai` when none matches.
-    pub engine: String,
     /// Requests running (gauge).
     pub running: Option<f64>,
     /// Requests waiting in the queue (gauge).
@@ -210,15 +205,10 @@ impl Metrics {
     /// # Errors
     /// The first line that is not Prometheus text, with its number.
     pub fn parse(text: &str) -> Result<Metrics, crate::measuring::prometheus::ParseError> {
-        let mut m = Metrics { engine: "openai".into(), ..Metrics::default() };
+        let mut m = Metrics::default();
         for sample in crate::measuring::prometheus::parse(text)? {
             // An OpenMetrics counter family `x` has the sample `x_total`; 0.0.4 names it so.
             let name = sample.name.strip_suffix("_total").unwrap_or(sample.name);
-            if let Some((prefix, _)) = name.split_once(':') {
-                if ["vllm", "sglang", "llamacpp"].contains(&prefix) && m.engine == "openai" {
-                    m.engine = prefix.to_string();
-                }
-            }
             let Some((_, slot)) = crate::measuring::engine::metric_slot(name) else { continue };
             let v = sample.value;
             if !v.is_finite() {
@@ -269,7 +259,6 @@ vllm:generation_tokens_total{engine="0",model_name="qwen"} 1234.0
 vllm:cache_config_info{block_size="16",enable_prefix_caching="True",num_gpu_blocks="1000",engine="0"} 1.0
 "#;
         let m = Metrics::parse(text).unwrap();
-        assert_eq!(m.engine, "vllm");
         assert_eq!((m.running, m.waiting, m.kv_usage), (Some(3.0), Some(1.0), Some(0.25)));
         assert_eq!(m.generation_tokens, Some(1234.0));
         assert_eq!(m.kv_budget, Some((16_000, KvBudgetSource::NumGpuBlocks)));
@@ -287,7 +276,7 @@ vllm:cache_config_info{block_size="16",enable_prefix_caching="True",num_gpu_bloc
                        vllm:gpu_cache_usage_perc 0.5 1700000000000\nvllm:gpu_prefix_cache_hits_total 40\n\
                        vllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\"10\"} 1\n";
         let m = Metrics::parse(untyped).unwrap();
-        assert_eq!((m.engine.as_str(), m.running, m.kv_usage), ("vllm", Some(3.0), Some(0.5)));
+        assert_eq!((m.running, m.kv_usage), (Some(3.0), Some(0.5)));
         assert_eq!((m.prefix_hits, m.kv_budget), (Some(40.0), Some((160, KvBudgetSource::NumGpuBlocks))));
         let om = "# TYPE vllm:generation_tokens counter\nvllm:generation_tokens_total 7.0\n\
                   vllm:generation_tokens_created 1.7e9\n# EOF\n";
@@ -295,9 +284,14 @@ vllm:cache_config_info{block_size="16",enable_prefix_caching="True",num_gpu_bloc
     }
 
     #[test]
-    fn unknown_metrics_mean_plain_openai() {
+    fn unknown_metrics_fill_nothing() {
         let m = Metrics::parse("# TYPE foo_total counter\nfoo_total 3\n").unwrap();
-        assert_eq!(m.engine, "openai");
-        assert_eq!(m.running, None);
+        assert_eq!(m, Metrics::default());
+    }
+
+    #[test]
+    fn text_that_is_not_prometheus_is_one_line_error() {
+        let e = Metrics::parse("<html>\n<body>Bad gateway</body>\n</html>").unwrap_err();
+        assert!(!e.to_string().is_empty() && !e.to_string().contains('\n'), "{e:?}");
     }
 }

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use nvml_wrapper::enum_wrappers::device::{Clock as NvmlClock, TemperatureSensor};
 use nvml_wrapper::Nvml;
+use speedmatrix_schema::stats::round3;
 use speedmatrix_schema::{Gpu, GpuFigures};
 
 use crate::measuring::client::Clock;
@@ -27,23 +28,38 @@ pub struct Gpus {
     pub selection: String,
 }
 
+/// Why there are no GPUs to read. Its text is one line for `hardware.gpu_telemetry_note`: the
+/// run goes on without GPU figures.
+#[derive(Debug, thiserror::Error)]
+pub enum GpuError {
+    /// NVML could not be loaded or initialised.
+    #[error("NVML not available: {0} (no NVIDIA driver on this host)")]
+    Unavailable(String),
+    /// NVML loaded but could not count the GPUs.
+    #[error("NVML: cannot count GPUs: {0}")]
+    Count(nvml_wrapper::error::NvmlError),
+    /// NVML sees no GPU.
+    #[error("NVML found no GPU on this host")]
+    NoGpu,
+}
+
 /// Open NVML: `libnvidia-ml.so`, then `libnvidia-ml.so.1` (hosts with only the driver's runtime
 /// library installed).
 ///
 /// # Errors
-/// Why GPU figures will be missing, as one line for `hardware.gpu_telemetry_note`, e.g.
-/// "NVML not available: libnvidia-ml.so not found (no NVIDIA driver on this host)".
-pub fn open(server_pids: &[u32]) -> Result<Gpus, String> {
+/// [`GpuError`]: why GPU figures will be missing, e.g. "NVML not available: libnvidia-ml.so not
+/// found (no NVIDIA driver on this host)".
+pub fn open(server_pids: &[u32]) -> Result<Gpus, GpuError> {
     let nvml = match Nvml::init() {
         Ok(n) => n,
         Err(first) => Nvml::builder()
             .lib_path(std::ffi::OsStr::new("libnvidia-ml.so.1"))
             .init()
-            .map_err(|_| format!("NVML not available: {} (no NVIDIA driver on this host)", nvml_error_text(&first)))?,
+            .map_err(|_| GpuError::Unavailable(nvml_error_text(&first)))?,
     };
-    let count = nvml.device_count().map_err(|e| format!("NVML: cannot count GPUs: {e}"))?;
+    let count = nvml.device_count().map_err(GpuError::Count)?;
     if count == 0 {
-        return Err("NVML found no GPU on this host".into());
+        return Err(GpuError::NoGpu);
     }
     // The GPUs where the server (or one of its worker processes) holds a compute context; all
     // of them when none can be matched (other user, container pid namespace, server not local).
@@ -217,10 +233,6 @@ pub fn window_figures(
     Some((figures, power_w.map(round3), per_token))
 }
 
-fn round3(v: f64) -> f64 {
-    (v * 1000.0).round() / 1000.0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -276,7 +288,8 @@ mod tests {
             ["/proc/driver/nvidia/version", "/dev/nvidiactl"].iter().any(|p| std::path::Path::new(p).exists());
         match open(&[]) {
             Ok(g) => assert!(has_driver, "NVML opened without a driver: {}", g.selection),
-            Err(note) => {
+            Err(e) => {
+                let note = e.to_string();
                 assert!(!has_driver, "a driver is present but NVML failed: {note}");
                 assert!(note.starts_with("NVML"), "{note}");
                 assert!(!note.contains('\n'));

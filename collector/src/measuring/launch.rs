@@ -2,6 +2,8 @@
 //! the server runs on this machine, or given with `--launch-command`) with every secret
 //! replaced by `<redacted>`, and the host's CPU, OS and name.
 
+use speedmatrix_schema::command_line::{CommandLine, FLAG_SET};
+
 /// What replaces a secret.
 pub const REDACTED: &str = "<redacted>";
 
@@ -102,62 +104,21 @@ pub fn scrub(line: &str, secret: Option<&str>) -> String {
     }
 }
 
-/// Split a command line as a POSIX shell would (quotes and backslashes), for `--launch-command`.
-/// Unbalanced quotes keep the rest as one word.
-pub fn split_words(line: &str) -> Vec<String> {
-    let (mut words, mut cur, mut quote, mut any) = (Vec::new(), String::new(), None::<char>, false);
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        match (quote, c) {
-            (None, c) if c.is_whitespace() => {
-                if any {
-                    words.push(std::mem::take(&mut cur));
-                    any = false;
-                }
-            }
-            (None, '\'' | '"') => {
-                quote = Some(c);
-                any = true;
-            }
-            (Some(q), c) if c == q => quote = None,
-            (None | Some('"'), '\\') => {
-                if let Some(n) = chars.next() {
-                    cur.push(n);
-                    any = true;
-                }
-            }
-            (_, c) => {
-                cur.push(c);
-                any = true;
-            }
-        }
-    }
-    if any {
-        words.push(cur);
-    }
-    words
-}
-
-/// Whether an argument vector launches an LLM server we know (vLLM, SGLang, llama.cpp).
+/// Whether an argument vector launches an LLM server we know (vLLM, SGLang, llama.cpp, the twin:
+/// `speedmatrix simulate`, under whatever name its binary was built, e.g. `speedmatrix-under-test`).
 fn is_server(argv: &[String]) -> bool {
     let joined = argv.join(" ");
+    let program = argv.first().map(|a| a.rsplit('/').next().unwrap_or(a)).unwrap_or_default();
     (joined.contains("vllm") && (argv.iter().any(|a| a == "serve") || joined.contains("api_server")))
         || joined.contains("sglang.launch_server")
-        || argv.first().is_some_and(|a| a.ends_with("llama-server"))
-        || (argv.first().is_some_and(|a| a.ends_with("speedmatrix")) && argv.get(1).is_some_and(|a| a == "simulate"))
+        || program.ends_with("llama-server")
+        || (program.starts_with("speedmatrix") && argv.get(1).is_some_and(|a| a == "simulate"))
 }
 
 /// The port an argument vector listens on (`--port N` / `--port=N`), else the engine default.
 fn port_of(argv: &[String]) -> u16 {
-    let mut it = argv.iter();
-    while let Some(a) = it.next() {
-        if a == "--port" {
-            if let Some(p) = it.next().and_then(|p| p.parse().ok()) {
-                return p;
-            }
-        } else if let Some(p) = a.strip_prefix("--port=").and_then(|p| p.parse().ok()) {
-            return p;
-        }
+    if let Some(p) = CommandLine::from_words(argv).value("--port").and_then(|p| p.parse().ok()) {
+        return p;
     }
     if argv.iter().any(|a| a.ends_with("llama-server")) {
         8080
@@ -271,14 +232,8 @@ pub fn descendants(root: u32) -> Vec<u32> {
 /// `--speculative-model M` / SGLang `--speculative-algorithm A`), e.g. "ngram, 3 tokens";
 /// `None` when the command sets none.
 pub fn speculative_decoding(command: &str) -> Option<String> {
-    let words = split_words(command);
-    let value = |flag: &str| {
-        words.iter().enumerate().find_map(|(i, w)| {
-            w.strip_prefix(&format!("{flag}="))
-                .map(str::to_string)
-                .or_else(|| (w == flag).then(|| words.get(i + 1).cloned()).flatten())
-        })
-    };
+    let line = CommandLine::parse(command)?;
+    let value = |flag: &str| line.value(flag).filter(|v| *v != FLAG_SET).map(str::to_string);
     if let Some(cfg) = value("--speculative-config") {
         let v: serde_json::Value = serde_json::from_str(&cfg).ok()?;
         let method = v["method"].as_str().or_else(|| v["model"].as_str()).unwrap_or("draft model");
@@ -339,7 +294,7 @@ mod tests {
     use super::*;
 
     fn argv(s: &str) -> Vec<String> {
-        split_words(s)
+        shlex::split(s).expect("balanced quotes")
     }
 
     #[test]
@@ -354,7 +309,7 @@ mod tests {
         );
         assert!(!line.contains("sk-1") && !line.contains("hf_abc") && !line.contains("hf_x"));
         // Quoting round-trips: splitting the line gives the (redacted) words back.
-        assert_eq!(split_words(&line).last().unwrap(), r#"{"method":"mtp","num_speculative_tokens":2}"#);
+        assert_eq!(argv(&line).last().unwrap(), r#"{"method":"mtp","num_speculative_tokens":2}"#);
     }
 
     #[test]
@@ -409,6 +364,8 @@ mod tests {
         assert!(is_server(&argv("/opt/llama-server -m x.gguf")));
         assert!(!is_server(&argv("vim serve.py")));
         assert!(is_server(&argv("/x/target/debug/speedmatrix simulate --port 9000")));
+        assert!(is_server(&argv("/x/target/debug/speedmatrix-under-test simulate --port 9000")));
+        assert!(!is_server(&argv("/x/speedmatrix/bin/other simulate")), "a folder of that name is no binary");
         assert!(!is_server(&argv("speedmatrix run --url http://x")));
         assert_eq!(port_of(&argv("vllm serve m --port 8001")), 8001);
         assert_eq!(port_of(&argv("vllm serve m --port=9000")), 9000);

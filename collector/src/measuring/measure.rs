@@ -13,9 +13,10 @@ use crate::measuring::client::StreamRecord;
 use crate::measuring::discovery::Metrics;
 use crate::measuring::gpu;
 use crate::measuring::scrape::Scrape;
+use speedmatrix_schema::stats::{self, round3};
 use speedmatrix_schema::status::{decode_status, Evidence};
 use speedmatrix_schema::{
-    stats, CellStatus, ContextSize, DecodeCell, Distribution, FinishReason, Readiness, RequestSample, ServerFigures,
+    CellStatus, ContextSize, DecodeCell, Distribution, FinishReason, Readiness, RequestSample, ServerFigures,
     TokenCountSource,
 };
 
@@ -73,40 +74,7 @@ pub struct Observation {
 
 /// A decode cell before it is measured: `not_run`, "pending", no figures.
 pub fn blank_cell(context: &ContextSize, concurrency: u32) -> DecodeCell {
-    DecodeCell {
-        context: context.clone(),
-        prompt_tokens: None,
-        concurrency,
-        status: CellStatus::NotRun,
-        reason: Some("pending".into()),
-        capacity: None,
-        window_s: None,
-        window_start_ms: None,
-        window_end_ms: None,
-        readiness: None,
-        total_tps: None,
-        per_request_tps: None,
-        ttft_ms: None,
-        ttft_in_window_ms: None,
-        ttft_content_ms: None,
-        tpot_ms: None,
-        itl_ms: None,
-        chunk_gap_ms: None,
-        e2e_ms: None,
-        output_tokens: None,
-        token_count_source: None,
-        token_count_reconciled: None,
-        completed_requests: None,
-        avg_active_requests: None,
-        max_active_requests: None,
-        spec_accept_rate: None,
-        gpu_power_w: None,
-        energy_j_per_token: None,
-        server: None,
-        gpu: None,
-        client_cpu_pct: None,
-        requests: vec![],
-    }
+    DecodeCell::new(context.clone(), concurrency, CellStatus::NotRun, Some("pending".into()))
 }
 
 /// The cell's figures and status from what was observed, and notes for the log (a collector
@@ -322,8 +290,6 @@ pub struct WindowFigures {
     pub window_s: f64,
     /// Output tokens that arrived inside the window (rounded sum of chunk tokens).
     pub output_tokens: u64,
-    /// `output_tokens` ÷ `window_s`, tok/s.
-    pub total_tps: f64,
     /// 1000 ÷ TPOT per stream, tok/s.
     pub per_request_tps: Option<Distribution>,
     /// TPOT per stream inside the window, ms.
@@ -437,7 +403,6 @@ pub fn window_figures(
     WindowFigures {
         window_s: window_ms / 1000.0,
         output_tokens,
-        total_tps: output_tokens as f64 / (window_ms / 1000.0),
         per_request_tps: distribution(&rates),
         tpot_ms: distribution(&tpots),
         itl_ms: distribution(&itls),
@@ -613,11 +578,6 @@ fn distribution(values: &[f64]) -> Option<Distribution> {
         max: d.max.map(round3),
         count: d.count,
     })
-}
-
-/// Round to µs precision (3 decimals of a ms figure) so files stay readable.
-pub fn round3(v: f64) -> f64 {
-    (v * 1000.0).round() / 1000.0
 }
 
 #[cfg(test)]

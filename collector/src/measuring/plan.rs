@@ -69,9 +69,9 @@ pub enum PlanError {
     /// `max` needs the server's `max_model_len`, which it does not report.
     #[error("the server does not report max_model_len, so 'max' cannot be resolved; give contexts in tokens (e.g. --contexts 8k,32k)")]
     MaxUnknown,
-    /// Nothing left to measure.
-    #[error("nothing to measure: {0}")]
-    Empty(String),
+    /// No asked context fits the server: nothing left to measure.
+    #[error("nothing to measure: no asked context fits the server (see the warnings above)")]
+    AllDropped,
     /// A concurrency of 0.
     #[error("--concurrency values must be at least 1")]
     ZeroConcurrency,
@@ -92,23 +92,58 @@ pub fn plan(input: &PlanInput) -> Result<Plan, PlanError> {
         return Err(PlanError::ZeroConcurrency);
     }
     let mut not_run = Vec::new();
-    let max_tokens = u64::from(input.max_tokens);
-    // `max` means the longest request the server can hold: within a slot where there are slots.
-    let mml = match (input.max_model_len, input.slot_context) {
+    let contexts = decode_contexts(input, &mut not_run)?;
+    let prefill = prefill_contexts(input, &mut not_run)?;
+    not_run.dedup();
+    let mut warnings: Vec<String> = not_run.iter().map(not_run_warning).collect();
+    let mut concurrency = input.concurrency.clone();
+    concurrency.sort_unstable();
+    concurrency.dedup();
+    if contexts.is_empty() && prefill.is_empty() {
+        return Err(PlanError::AllDropped);
+    }
+    if input.kv_budget.is_none() && input.slot_context.is_none() && !contexts.is_empty() {
+        warnings.push(
+            "the server's KV budget is unknown (no cache_config_info, no --kv-budget): no cell is marked over capacity"
+                .into(),
+        );
+    }
+    let cells = contexts.iter().flat_map(|ctx| concurrency.iter().map(move |&n| planned_cell(input, ctx, n))).collect();
+    Ok(Plan { prefill, contexts, concurrency, cells, warnings, not_run })
+}
+
+/// The warning printed for a context kept as not run.
+fn not_run_warning(n: &NotRunContext) -> String {
+    let what = match n.phase {
+        PlanPhase::Decode => "decode",
+        PlanPhase::Prefill => "prefill",
+    };
+    format!("{what} context {} not run (kept in the results file): {}", n.label, n.reason)
+}
+
+/// A context asked for that this server cannot take.
+fn skip(phase: PlanPhase, label: String, tokens: Option<u64>, reason: String) -> NotRunContext {
+    NotRunContext { phase, label, tokens, reason }
+}
+
+/// The longest request the server can hold, tokens: `max_model_len`, within a slot where there
+/// are slots.
+fn longest_request(input: &PlanInput) -> Option<u64> {
+    match (input.max_model_len, input.slot_context) {
         (Some(m), Some(s)) => Some(m.min(s)),
         (m, s) => m.or(s),
-    };
-    let skip = |phase: PlanPhase, label: String, tokens: Option<u64>, reason: String| NotRunContext {
-        phase,
-        label,
-        tokens,
-        reason,
-    };
+    }
+}
+
+/// The decode contexts, `max` resolved, sorted; those that leave no room for `max_tokens` of
+/// output kept in `not_run` with the reason.
+fn decode_contexts(input: &PlanInput, not_run: &mut Vec<NotRunContext>) -> Result<Vec<ContextSize>, PlanError> {
+    let max_tokens = u64::from(input.max_tokens);
     let mut contexts = Vec::new();
     for arg in &input.contexts {
         match *arg {
             ContextArg::Max => {
-                let m = mml.ok_or(PlanError::MaxUnknown)?;
+                let m = longest_request(input).ok_or(PlanError::MaxUnknown)?;
                 match decode_max(m, max_tokens) {
                     Some(t) => contexts.push(ContextSize { label: label(t), tokens: t }),
                     None => not_run.push(skip(
@@ -130,10 +165,17 @@ pub fn plan(input: &PlanInput) -> Result<Plan, PlanError> {
             },
         }
     }
+    Ok(dedup_sorted(contexts))
+}
+
+/// The prefill contexts, `max` resolved (the longest prompt the server accepts with
+/// `max_tokens` 1), sorted; those too long kept in `not_run` with the reason.
+fn prefill_contexts(input: &PlanInput, not_run: &mut Vec<NotRunContext>) -> Result<Vec<ContextSize>, PlanError> {
+    let mml = longest_request(input);
     let mut prefill = Vec::new();
     for arg in &input.prefill_contexts {
         match *arg {
-            // The longest prompt the server accepts with max_tokens 1; labelled like the seed ("256K").
+            // Labelled like the seed ("256K").
             ContextArg::Max => {
                 let m = mml.ok_or(PlanError::MaxUnknown)?;
                 prefill.push(ContextSize { label: label(m / K * K).replace(',', ""), tokens: m - 1 });
@@ -149,57 +191,30 @@ pub fn plan(input: &PlanInput) -> Result<Plan, PlanError> {
             },
         }
     }
-    let mut warnings: Vec<String> = not_run
-        .iter()
-        .map(|n| {
-            let what = match n.phase {
-                PlanPhase::Decode => "decode",
-                PlanPhase::Prefill => "prefill",
-            };
-            format!("{what} context {} not run (kept in the results file): {}", n.label, n.reason)
-        })
-        .collect();
-    let contexts = dedup_sorted(contexts);
-    let prefill = dedup_sorted(prefill);
-    let mut concurrency = input.concurrency.clone();
-    concurrency.sort_unstable();
-    concurrency.dedup();
-    if contexts.is_empty() && prefill.is_empty() {
-        return Err(PlanError::Empty("no asked context fits the server (see the warnings above)".into()));
+    Ok(dedup_sorted(prefill))
+}
+
+/// One decode cell: over capacity when one stream exceeds a slot's context, or when N streams
+/// exceed the KV budget (the N × (C + max_tokens) rule).
+fn planned_cell(input: &PlanInput, ctx: &ContextSize, n: u32) -> PlannedCell {
+    let max_tokens = u64::from(input.max_tokens);
+    match input.slot_context.and_then(|s| over_capacity(1, ctx.tokens, max_tokens, s)) {
+        Some(cap) => PlannedCell {
+            context: ctx.clone(),
+            concurrency: n,
+            over_capacity: Some(cap),
+            reason: Some(format!(
+                "each stream needs {} tokens (context + max output), a slot holds {}; not run",
+                cap.required_tokens, cap.budget_tokens
+            )),
+        },
+        None => PlannedCell {
+            context: ctx.clone(),
+            concurrency: n,
+            over_capacity: input.kv_budget.and_then(|b| over_capacity(n, ctx.tokens, max_tokens, b)),
+            reason: None,
+        },
     }
-    if input.kv_budget.is_none() && input.slot_context.is_none() && !contexts.is_empty() {
-        warnings.push(
-            "the server's KV budget is unknown (no cache_config_info, no --kv-budget): no cell is marked over capacity"
-                .into(),
-        );
-    }
-    let cells = contexts
-        .iter()
-        .flat_map(|ctx| {
-            concurrency.iter().map(move |&n| {
-                let per_slot = input.slot_context.and_then(|s| over_capacity(1, ctx.tokens, max_tokens, s));
-                match per_slot {
-                    Some(cap) => PlannedCell {
-                        context: ctx.clone(),
-                        concurrency: n,
-                        over_capacity: Some(cap),
-                        reason: Some(format!(
-                            "each stream needs {} tokens (context + max output), a slot holds {}; not run",
-                            cap.required_tokens, cap.budget_tokens
-                        )),
-                    },
-                    None => PlannedCell {
-                        context: ctx.clone(),
-                        concurrency: n,
-                        over_capacity: input.kv_budget.and_then(|b| over_capacity(n, ctx.tokens, max_tokens, b)),
-                        reason: None,
-                    },
-                }
-            })
-        })
-        .collect();
-    not_run.dedup();
-    Ok(Plan { prefill, contexts, concurrency, cells, warnings, not_run })
 }
 
 /// Rough wall time of a plan, s: each prefill request at `prefill_tps`, each runnable cell its

@@ -5,29 +5,20 @@
 //! of the server's prefix-cache hit counter around the request; above the registry's threshold
 //! the row carries a warning.
 
-use crate::measuring::measure::{counter_delta, round3, sample};
+use crate::measuring::measure::{counter_delta, sample};
 use crate::measuring::run::Session;
+use speedmatrix_schema::stats::round3;
 use speedmatrix_schema::status::cached_prefill_warning;
 use speedmatrix_schema::{CachedTokensSource, CellStatus, ContextSize, PrefillRow};
 
 /// Measure the prefill row of `ctx`.
 pub async fn measure_prefill(s: &mut Session, ctx: &ContextSize) -> PrefillRow {
-    let mut row = PrefillRow {
-        context: ctx.clone(),
-        prompt_tokens: None,
-        status: CellStatus::Error,
-        reason: None,
-        prompt_tps: None,
-        ttft_ms: None,
-        completed_requests: Some(0),
-        cached_tokens: None,
-        cached_tokens_source: None,
-        requests: vec![],
-    };
+    let mut row = PrefillRow::new(ctx.clone(), CellStatus::Error, None);
+    row.completed_requests = Some(0);
     let prompt = match s.build_prompt(&format!("context {}", ctx.label), ctx).await {
         Ok(p) => p,
         Err(e) => {
-            row.reason = Some(e);
+            row.reason = Some(e.to_string());
             return row;
         }
     };

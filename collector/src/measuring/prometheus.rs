@@ -59,7 +59,7 @@ pub fn parse(text: &str) -> Result<Vec<Sample<'_>>, ParseError> {
         let fail = |reason: &str| ParseError {
             line: i + 1,
             reason: reason.to_string(),
-            excerpt: line.chars().take(80).collect(),
+            excerpt: crate::text::excerpt(line, 80),
         };
         out.push(sample(line).map_err(fail)?);
     }

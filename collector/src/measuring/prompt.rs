@@ -353,11 +353,12 @@ mod tests {
         assert!(unique.len() as f64 > 0.5 * grams.len() as f64, "{} of {}", unique.len(), grams.len());
     }
 
+    /// Results files name the corpus by this hash: editing a word list must change the corpus
+    /// name too, so this pins the hash of `speedmatrix-prose-v1`.
     #[test]
     fn corpus_hash_is_stable() {
         let c = corpus();
         assert_eq!(c.name, CORPUS_NAME);
-        assert_eq!(c.sha256.as_ref().map(String::len), Some(64));
-        assert_eq!(c, corpus());
+        assert_eq!(c.sha256.as_deref(), Some("ccfdbb136b92f981866a769ac34ec09e528e7e8d91702a1c4c132a5a17222d8c"));
     }
 }

@@ -5,16 +5,19 @@
 //! [`crate::measuring::measure`], the HTTP in [`crate::measuring::client`].
 
 use crate::cli::RunArgs;
-use crate::measuring::client::{request_body, Client, Clock, StreamCtl, StreamRecord};
-use crate::measuring::discovery::{discover, ServerInfo};
-use crate::measuring::plan::{estimate_s, plan, Plan, PlanInput};
+use crate::files::FileError;
+use crate::measuring::client::{request_body, Client, Clock, HttpError, StreamCtl, StreamRecord};
+use crate::measuring::discovery::{discover, DiscoverError, ServerInfo};
+use crate::measuring::plan::{estimate_s, plan, Plan, PlanError, PlanInput};
 use crate::measuring::prompt::{corpus, prompt_fields, Prompt, PromptBuilder};
 use crate::measuring::spec::{same_file, RunSpec};
-use crate::Error;
+use crate::{CommandError, Failure};
 use serde_json::{json, Value};
+use speedmatrix_schema::context::ContextError;
 use speedmatrix_schema::status::over_capacity_reason;
 use speedmatrix_schema::*;
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tokio::sync::watch;
 
@@ -27,16 +30,140 @@ macro_rules! say {
     }};
 }
 
+/// Why `speedmatrix run` could not start, or stopped. Bad flags, an unusable server and a
+/// `--resume` file of another plan are bad input (exit 2); errors while measuring become cell
+/// statuses instead, and only a results file that cannot be written stops a run (exit 1).
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// A duration flag that humantime cannot read.
+    #[error("{flag} {value:?} is not a duration; write e.g. 30s, 2m or 500ms")]
+    NotADuration {
+        /// `--duration` or `--stall-timeout`.
+        flag: &'static str,
+        /// What was given.
+        value: String,
+    },
+    /// A duration flag of 0.
+    #[error("{flag} must be longer than 0")]
+    ZeroDuration {
+        /// `--duration` or `--stall-timeout`.
+        flag: &'static str,
+    },
+    /// A window too short or too long to measure.
+    #[error("--duration {value:?}: a window must last from 1s to 24h (a shorter one measures mostly noise)")]
+    Window {
+        /// What was given.
+        value: String,
+    },
+    /// A context list with a bad entry.
+    #[error("{flag}")]
+    Context {
+        /// `--contexts` or `--prefill-contexts`.
+        flag: &'static str,
+        /// The bad entry.
+        #[source]
+        source: ContextError,
+    },
+    /// `--url` with `user:password@` (never sent, never echoed).
+    #[error(
+        "--url {url}: credentials in the URL are not sent; give the API key with --api-key or SPEEDMATRIX_API_KEY"
+    )]
+    UrlCredentials {
+        /// The URL with its password redacted.
+        url: String,
+    },
+    /// A temperature that is not a finite number ≥ 0.
+    #[error("--temperature {value}: give a finite number ≥ 0, e.g. 0 or 0.7")]
+    Temperature {
+        /// What was given.
+        value: f64,
+    },
+    /// A `--launch-command` a shell could not split (not echoed: it may hold secrets).
+    #[error("--launch-command: its quotes do not balance; give the command line as a shell would read it")]
+    LaunchCommand,
+    /// `-o` names an existing file and neither `--resume` nor `--force` says what to do with it.
+    #[error(
+        "-o {}: the file {what}; continue it with --resume {}, overwrite it with --force, or pick another -o",
+        .path.display(),
+        .path.display()
+    )]
+    WouldOverwrite {
+        /// The file.
+        path: PathBuf,
+        /// What it holds, e.g. "holds run abc (complete)".
+        what: String,
+    },
+    /// `--resume` with a file of another model or plan.
+    #[error(
+        "--resume {}: {what} differs from the file's; repeat the run's flags ({flags}), or start a new run with another -o",
+        .path.display()
+    )]
+    ResumeMismatch {
+        /// The file.
+        path: PathBuf,
+        /// What differs.
+        what: &'static str,
+        /// The file's matrix flags, to repeat.
+        flags: String,
+    },
+    /// The server cannot be measured (unreachable, refuses the key, lacks the model, …).
+    #[error(transparent)]
+    Discover(#[from] DiscoverError),
+    /// No plan can be made from the flags and the server.
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// Prompts of exact lengths cannot be made (`/tokenize` and the calibration probe failed).
+    #[error("cannot build prompts")]
+    Prompts(#[source] HttpError),
+    /// The HTTP client cannot be set up.
+    #[error(transparent)]
+    Client(HttpError),
+    /// The `--resume` file cannot be read, or the results file cannot be written.
+    #[error(transparent)]
+    File(#[from] FileError),
+    /// The async runtime cannot start.
+    #[error("cannot start the async runtime")]
+    Runtime(#[source] std::io::Error),
+}
+
+impl CommandError for RunError {
+    fn failure(&self) -> Failure {
+        match self {
+            RunError::File(e) => e.failure(),
+            RunError::Client(_) | RunError::Runtime(_) => Failure::Working,
+            _ => Failure::BadInput,
+        }
+    }
+}
+
+/// Why a prefill row or decode cell could not start; its text becomes the row's `reason`.
+#[derive(Debug, thiserror::Error)]
+pub enum CellError {
+    /// The prompt of the context could not be built.
+    #[error("could not build the prompt: {0}")]
+    Prompt(HttpError),
+    /// The request that warms the prefix cache failed.
+    #[error("warm-up request failed: {0}")]
+    WarmUp(String),
+}
+
+/// After a failed cell, the server no longer answers: the run stops (`run.reason`).
+#[derive(Debug, thiserror::Error)]
+#[error("the server stopped answering: {last}")]
+struct ServerGone {
+    /// The last of the tries.
+    last: HttpError,
+}
+
 /// Run `speedmatrix run` to completion and return the exit code: 0 done, 3 done with error
 /// cells, 1 failed (the server died), 130 / 143 interrupted ([`crate::exit`]).
 ///
 /// # Errors
-/// [`Error::Input`] (exit 2) when the run cannot start: bad flags, unreachable server, 401,
-/// unknown model, a `--resume` file of another plan. Errors while measuring become cell
-/// statuses, not process errors.
-pub fn run(args: &RunArgs) -> Result<u8, Error> {
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(anyhow::Error::from)?;
-    rt.block_on(measure(args))
+/// [`RunError`] when the run cannot start (bad flags, unreachable server, 401, unknown model, a
+/// `--resume` file of another plan) or its file cannot be written. Errors while measuring become
+/// cell statuses, not process errors.
+pub fn run(args: &RunArgs) -> Result<u8, RunError> {
+    crate::runtime().map_err(RunError::Runtime)?.block_on(measure(args))
 }
 
 fn now_rfc3339() -> String {
@@ -86,8 +213,8 @@ impl Session {
         }
     }
 
-    fn save(&self) -> Result<(), Error> {
-        crate::files::write_atomic(&self.spec.out, &self.results).map_err(Error::Other)
+    fn save(&self) -> Result<(), FileError> {
+        crate::files::write_atomic(&self.spec.out, &self.results)
     }
 
     /// The streamed request for `prompt`.
@@ -129,8 +256,8 @@ impl Session {
 
     /// A prompt of `ctx` for the stream `tag` describes, of exact length where the server can
     /// tell.
-    pub(crate) async fn build_prompt(&self, tag: &str, ctx: &ContextSize) -> Result<Prompt, String> {
-        self.prompts.build(tag, ctx.tokens).await.map_err(|e| format!("could not build the prompt: {e}"))
+    pub(crate) async fn build_prompt(&self, tag: &str, ctx: &ContextSize) -> Result<Prompt, CellError> {
+        self.prompts.build(tag, ctx.tokens).await.map_err(CellError::Prompt)
     }
 
     /// Remember a context's warmed prompt (stream `i`) and, for the context's first request,
@@ -149,7 +276,7 @@ impl Session {
 
     /// The warmed prompt of stream `i` of a context (stream 0 is the shared one), warming it
     /// with one `max_tokens: 1` request first when no prefill row did.
-    pub(crate) async fn warm_prompt(&mut self, ctx: &ContextSize, i: usize) -> Result<Prompt, String> {
+    pub(crate) async fn warm_prompt(&mut self, ctx: &ContextSize, i: usize) -> Result<Prompt, CellError> {
         if let Some(p) = self.warm.get(&(ctx.tokens, i)) {
             return Ok(p.clone());
         }
@@ -157,7 +284,7 @@ impl Session {
         let p = self.build_prompt(&tag, ctx).await?;
         let rec = self.single(&p.text, 1).await;
         if let Some(e) = rec.error {
-            return Err(format!("warm-up request failed: {e}"));
+            return Err(CellError::WarmUp(e));
         }
         let p = Prompt { tokens: rec.prompt_tokens.or(p.tokens), ..p };
         self.warmed(ctx, i, p.clone(), rec.ttft_ms());
@@ -185,12 +312,10 @@ impl Session {
 ///
 /// # Errors
 /// As [`run`].
-pub async fn measure(args: &RunArgs) -> Result<u8, Error> {
+pub async fn measure(args: &RunArgs) -> Result<u8, RunError> {
     let spec = RunSpec::from_args(args)?;
-    let client = Client::new(&spec.url, spec.api_key.clone(), spec.max_concurrency() + 8)?;
-    let (info, metrics) = discover(&client, spec.model.as_deref(), spec.kv_budget, spec.engine)
-        .await
-        .map_err(|e| Error::Input(e.to_string()))?;
+    let client = Client::new(&spec.url, spec.api_key.clone(), spec.max_concurrency() + 8).map_err(RunError::Client)?;
+    let (info, metrics) = discover(&client, spec.model.as_deref(), spec.kv_budget, spec.engine).await?;
     let plan = plan(&PlanInput {
         contexts: spec.contexts.clone(),
         concurrency: spec.concurrency.clone(),
@@ -200,8 +325,7 @@ pub async fn measure(args: &RunArgs) -> Result<u8, Error> {
         max_model_len: info.facts.max_model_len,
         kv_budget: info.plan_kv_budget(),
         slot_context: info.facts.slot_context,
-    })
-    .map_err(|e| Error::Input(e.to_string()))?;
+    })?;
     print_plan(&info, &plan, &spec);
     if spec.dry_run {
         return Ok(0);
@@ -213,7 +337,7 @@ pub async fn measure(args: &RunArgs) -> Result<u8, Error> {
         _ = tokio::signal::ctrl_c() => Some((RunStatus::Interrupted, "interrupted by Ctrl-C".to_string(), crate::exit::INTERRUPTED)),
         _ = terminated() => Some((RunStatus::Interrupted, "stopped by SIGTERM".to_string(), crate::exit::TERMINATED)),
     };
-    finish(&mut s, stopped)
+    Ok(finish(&mut s, stopped)?)
 }
 
 /// The results file (fresh, or the `--resume` one) and everything the measuring needs.
@@ -223,7 +347,7 @@ async fn start_session(
     info: ServerInfo,
     has_metrics: bool,
     plan: &Plan,
-) -> Result<Session, Error> {
+) -> Result<Session, RunError> {
     let host = host_facts(&spec);
     let mut results = match &spec.resume {
         Some(path) => resume(path, &info, plan, &spec)?,
@@ -236,7 +360,7 @@ async fn start_session(
     let seed = spec.seed.unwrap_or(0x5eed);
     let prompts = PromptBuilder::new(client.clone(), info.model.clone(), spec.endpoint, results.run.id.clone(), seed)
         .await
-        .map_err(|e| Error::Input(format!("cannot build prompts: {e}")))?;
+        .map_err(RunError::Prompts)?;
     let steps = results.prefill.iter().filter(|p| p.status == CellStatus::NotRun).count()
         + results.decode.iter().filter(|c| c.status == CellStatus::NotRun).count();
     let progress =
@@ -266,7 +390,7 @@ async fn start_session(
 
 /// Close the run: unmeasured rows and cells say why, the run's status and end, the last save,
 /// the closing line; returns the exit code.
-fn finish(s: &mut Session, stopped: Option<(RunStatus, String, u8)>) -> Result<u8, Error> {
+fn finish(s: &mut Session, stopped: Option<(RunStatus, String, u8)>) -> Result<u8, FileError> {
     s.progress.finish_and_clear();
     let unmeasured = match &stopped {
         Some((_, cause, _)) => format!("not measured: {cause}"),
@@ -326,7 +450,7 @@ fn print_plan(info: &ServerInfo, plan: &Plan, spec: &RunSpec) {
     });
     say!(
         "server: {} {} · model {} · max_model_len {mml} · KV budget {kv}",
-        info.engine,
+        info.kind.id(),
         info.facts.version.as_deref().unwrap_or("(version unknown)"),
         info.model
     );
@@ -355,23 +479,12 @@ fn print_plan(info: &ServerInfo, plan: &Plan, spec: &RunSpec) {
     say!("plan: estimated wall time ≈ {:.0} min (assuming 5,000 prompt tok/s)", (secs / 60.0).ceil());
 }
 
+/// A new results file for `plan`: every prefill row and decode cell planned (`not_run`, or
+/// `over_capacity` with the shortfall), the contexts that do not fit (`not_run_contexts`), the
+/// header from discovery and the host.
 fn fresh_results(info: &ServerInfo, plan: &Plan, spec: &RunSpec, host: &Host) -> Results {
-    let prefill = plan
-        .prefill
-        .iter()
-        .map(|c| PrefillRow {
-            context: c.clone(),
-            prompt_tokens: None,
-            status: CellStatus::NotRun,
-            reason: Some("pending".into()),
-            prompt_tps: None,
-            ttft_ms: None,
-            completed_requests: None,
-            cached_tokens: None,
-            cached_tokens_source: None,
-            requests: vec![],
-        })
-        .collect();
+    let prefill =
+        plan.prefill.iter().map(|c| PrefillRow::new(c.clone(), CellStatus::NotRun, Some("pending".into()))).collect();
     let decode = plan
         .cells
         .iter()
@@ -399,46 +512,53 @@ fn fresh_results(info: &ServerInfo, plan: &Plan, spec: &RunSpec, host: &Host) ->
             notes: spec.notes.clone(),
         },
         hardware: host.hardware.clone(),
-        engine: Engine {
-            name: info.engine.clone(),
-            version: info.facts.version.clone(),
-            served_model_name: Some(info.model.clone()),
-            model: info.root.clone(),
-            max_model_len: info.facts.max_model_len,
-            kv_budget_tokens: info.facts.kv_budget.map(|(b, _)| b),
-            kv_budget_source: info.facts.kv_budget.map(|(_, s)| s),
-            launch_command: host.launch_command.clone(),
-            speculative_decoding: host
-                .launch_command
-                .as_deref()
-                .and_then(crate::measuring::launch::speculative_decoding),
-            slots: info.facts.slots,
-            slot_context_tokens: info.facts.slot_context,
-            max_running_requests: info.facts.max_running,
-            ..Engine::default()
-        },
-        config: Config {
-            contexts: plan.contexts.clone(),
-            concurrency: plan.concurrency.clone(),
-            prefill_contexts: plan.prefill.clone(),
-            window_s: spec.window.as_secs_f64(),
-            max_tokens: spec.max_tokens,
-            endpoint: Some(spec.endpoint),
-            ignore_eos: Some(true),
-            temperature: spec.temperature,
-            seed: spec.seed,
-            prompt_corpus: Some(corpus()),
-            prompt_sharing: Some(if spec.distinct_prompts { PromptSharing::Distinct } else { PromptSharing::Shared }),
-            prefill_mode: Some(PrefillMode::DecodeWarmup),
-            decode_test: Some(DecodeTest::FixedDuration),
-            stall_timeout_s: Some(spec.stall.as_secs_f64()),
-            not_run_contexts: plan.not_run.clone(),
-        },
+        engine: engine_header(info, host),
+        config: run_config(plan, spec),
         prefill,
         decode,
         telemetry: None,
         missing: info.facts.missing.clone(),
         import: None,
+    }
+}
+
+/// The results file's `engine`: what discovery found, and the launch command the host gave.
+fn engine_header(info: &ServerInfo, host: &Host) -> Engine {
+    Engine {
+        name: info.kind.id().to_string(),
+        version: info.facts.version.clone(),
+        served_model_name: Some(info.model.clone()),
+        model: info.root.clone(),
+        max_model_len: info.facts.max_model_len,
+        kv_budget_tokens: info.facts.kv_budget.map(|(b, _)| b),
+        kv_budget_source: info.facts.kv_budget.map(|(_, s)| s),
+        launch_command: host.launch_command.clone(),
+        speculative_decoding: host.launch_command.as_deref().and_then(crate::measuring::launch::speculative_decoding),
+        slots: info.facts.slots,
+        slot_context_tokens: info.facts.slot_context,
+        max_running_requests: info.facts.max_running,
+        ..Engine::default()
+    }
+}
+
+/// The results file's `config`: the plan and how it is measured.
+fn run_config(plan: &Plan, spec: &RunSpec) -> Config {
+    Config {
+        contexts: plan.contexts.clone(),
+        concurrency: plan.concurrency.clone(),
+        prefill_contexts: plan.prefill.clone(),
+        window_s: spec.window.as_secs_f64(),
+        max_tokens: spec.max_tokens,
+        endpoint: Some(spec.endpoint),
+        ignore_eos: Some(true),
+        temperature: spec.temperature,
+        seed: spec.seed,
+        prompt_corpus: Some(corpus()),
+        prompt_sharing: Some(if spec.distinct_prompts { PromptSharing::Distinct } else { PromptSharing::Shared }),
+        prefill_mode: Some(PrefillMode::DecodeWarmup),
+        decode_test: Some(DecodeTest::FixedDuration),
+        stall_timeout_s: Some(spec.stall.as_secs_f64()),
+        not_run_contexts: plan.not_run.clone(),
     }
 }
 
@@ -472,7 +592,8 @@ fn host_facts(args: &RunSpec) -> Host {
         _ => None,
     };
     let launch = match &args.launch_command {
-        Some(line) => Some(crate::measuring::launch::redact_argv(&crate::measuring::launch::split_words(line))),
+        // `RunSpec::from_args` made sure a shell can split it.
+        Some(line) => shlex::split(line).map(|words| crate::measuring::launch::redact_argv(&words)),
         None => server.as_ref().map(|s| s.command.clone()),
     };
     let launch_command = launch.map(|c| crate::measuring::launch::scrub(&c, args.api_key.as_deref())).map(|c| {
@@ -514,8 +635,8 @@ fn host_facts(args: &RunSpec) -> Host {
                 );
                 Some(g)
             }
-            Err(note) => {
-                hardware.gpu_telemetry_note = Some(note);
+            Err(why) => {
+                hardware.gpu_telemetry_note = Some(why.to_string());
                 None
             }
         }
@@ -523,26 +644,29 @@ fn host_facts(args: &RunSpec) -> Host {
     Host { hardware, launch_command, gpus }
 }
 
-/// Load a results file to continue: same model, same plan; unmeasured cells run again.
-fn resume(path: &std::path::Path, info: &ServerInfo, plan: &Plan, spec: &RunSpec) -> Result<Results, Error> {
-    let window = spec.window;
-    let mut r = crate::files::read_results(path)?;
-    let c = &r.config;
+/// The matrix flags that made a results file's plan, to repeat with `--resume`.
+fn plan_flags(c: &Config) -> String {
     let join = |v: Vec<String>| if v.is_empty() { "none".to_string() } else { v.join(",") };
-    let flags = format!(
-        "--contexts {} --concurrency {} --prefill-contexts {} --duration {}s --max-tokens {}",
+    // Whole seconds as `30s`, anything finer in ms: both read back by humantime.
+    let window = if c.window_s.fract() == 0.0 {
+        format!("{}s", c.window_s)
+    } else {
+        format!("{}ms", (c.window_s * 1000.0).round())
+    };
+    format!(
+        "--contexts {} --concurrency {} --prefill-contexts {} --duration {window} --max-tokens {}",
         join(c.contexts.iter().map(|x| x.tokens.to_string()).collect()),
         join(c.concurrency.iter().map(u32::to_string).collect()),
         join(c.prefill_contexts.iter().map(|x| x.tokens.to_string()).collect()),
-        c.window_s,
         c.max_tokens
-    );
-    let differs = |what: &str| {
-        Error::Input(format!(
-            "--resume {}: {what} differs from the file's; repeat the run's flags ({flags}), or start a new run with another -o",
-            path.display()
-        ))
-    };
+    )
+}
+
+/// Load a results file to continue: same model, same plan; unmeasured cells run again.
+fn resume(path: &Path, info: &ServerInfo, plan: &Plan, spec: &RunSpec) -> Result<Results, RunError> {
+    let mut r = crate::files::read_results(path)?;
+    let differs =
+        |what: &'static str| RunError::ResumeMismatch { path: path.to_path_buf(), what, flags: plan_flags(&r.config) };
     if r.engine.served_model_name.as_deref() != Some(info.model.as_str()) {
         return Err(differs("the served model"));
     }
@@ -552,7 +676,7 @@ fn resume(path: &std::path::Path, info: &ServerInfo, plan: &Plan, spec: &RunSpec
     {
         return Err(differs("the plan (contexts, concurrency or prefill contexts)"));
     }
-    if r.config.max_tokens != spec.max_tokens || (r.config.window_s - window.as_secs_f64()).abs() > 1e-9 {
+    if r.config.max_tokens != spec.max_tokens || (r.config.window_s - spec.window.as_secs_f64()).abs() > 1e-9 {
         return Err(differs("--max-tokens or --duration"));
     }
     let out = &spec.out;
@@ -581,26 +705,25 @@ fn resume(path: &std::path::Path, info: &ServerInfo, plan: &Plan, spec: &RunSpec
 }
 
 /// Whether the server still answers after a cell failed: `GET /v1/models`, three tries a second
-/// apart. `Err(cause)` when nothing answers (connection refused, reset, timeout) or every answer
-/// is a 5xx — the run then stops rather than fill every remaining cell with the same error.
-async fn server_alive(s: &Session) -> Result<(), String> {
-    let mut last = String::new();
-    for attempt in 0..3 {
-        if attempt > 0 {
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
+/// apart. [`ServerGone`] when nothing answers (connection refused, reset, timeout) or every
+/// answer is a 5xx — the run then stops rather than fill every remaining cell with the same
+/// error.
+async fn server_alive(s: &Session) -> Result<(), ServerGone> {
+    const TRIES: usize = 3;
+    for attempt in 1..=TRIES {
         match s.client.get_text("/v1/models").await {
             Ok(_) => return Ok(()),
-            Err(crate::measuring::client::HttpError::Status { status, .. }) if status < 500 => return Ok(()),
-            Err(e) => last = e.to_string(),
+            Err(HttpError::Status { status, .. }) if status < 500 => return Ok(()),
+            Err(last) if attempt == TRIES => return Err(ServerGone { last }),
+            Err(_) => tokio::time::sleep(Duration::from_secs(1)).await,
         }
     }
-    Err(format!("the server stopped answering: {last}"))
+    Ok(())
 }
 
 /// Measure every row and cell still `not_run`, saving after each. Returns `Some(cause)` when the
 /// server died on the way (the remaining cells stay `not_run`).
-async fn measure_all(s: &mut Session) -> Result<Option<String>, Error> {
+async fn measure_all(s: &mut Session) -> Result<Option<String>, FileError> {
     for i in 0..s.results.prefill.len() {
         if s.results.prefill[i].status != CellStatus::NotRun {
             continue;

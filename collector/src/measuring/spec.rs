@@ -1,13 +1,14 @@
 //! `speedmatrix run`'s flags, checked once: [`RunSpec::from_args`] turns the raw [`RunArgs`]
 //! into values ready to use (durations, contexts, the results path, the API key) or the first
-//! bad flag as an input error (exit 2) that names it. Nothing downstream parses a flag again.
+//! bad flag as a [`RunError`] (bad input, exit 2) that names it. Nothing downstream parses a
+//! flag again.
 
 use crate::cli::RunArgs;
 use crate::measuring::engine::EngineKind;
-use crate::Error;
+use crate::measuring::run::RunError;
 use speedmatrix_schema::context::{parse_context, ContextArg};
 use speedmatrix_schema::Endpoint;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// A validated `speedmatrix run`.
@@ -56,7 +57,7 @@ pub struct RunSpec {
     pub notes: Option<String>,
     /// `--quiet`.
     pub quiet: bool,
-    /// `--launch-command`.
+    /// `--launch-command`, which a shell can split.
     pub launch_command: Option<String>,
     /// `--redact-host`.
     pub redact_host: bool,
@@ -68,17 +69,17 @@ impl RunSpec {
     /// Check every flag of `args`.
     ///
     /// # Errors
-    /// [`Error::Input`] naming the first bad flag and what to write instead.
-    pub fn from_args(args: &RunArgs) -> Result<RunSpec, Error> {
+    /// [`RunError`] naming the first bad flag and what to write instead.
+    pub fn from_args(args: &RunArgs) -> Result<RunSpec, RunError> {
         let window = duration_flag("--duration", &args.duration)?;
         if !(Duration::from_secs(1)..=Duration::from_secs(86_400)).contains(&window) {
-            return Err(Error::Input(format!(
-                "--duration {:?}: a window must last from 1s to 24h (a shorter one measures mostly noise)",
-                args.duration
-            )));
+            return Err(RunError::Window { value: args.duration.clone() });
         }
         if let Some(t) = args.temperature.filter(|t| !t.is_finite() || *t < 0.0) {
-            return Err(Error::Input(format!("--temperature {t}: give a finite number ≥ 0, e.g. 0 or 0.7")));
+            return Err(RunError::Temperature { value: t });
+        }
+        if args.launch_command.as_deref().is_some_and(|l| shlex::split(l).is_none()) {
+            return Err(RunError::LaunchCommand);
         }
         Ok(RunSpec {
             url: base_url(&args.url)?,
@@ -122,13 +123,11 @@ fn note(line: &str) {
 
 /// `--url` without credentials (they would not be sent) and without a trailing `/v1` (people
 /// paste the OpenAI base URL).
-fn base_url(url: &str) -> Result<String, Error> {
+fn base_url(url: &str) -> Result<String, RunError> {
     if let Ok(mut u) = reqwest::Url::parse(url) {
         if !u.username().is_empty() || u.password().is_some() {
             let _ = u.set_password(u.password().map(|_| "<redacted>"));
-            return Err(Error::Input(format!(
-                "--url {u}: credentials in the URL are not sent; give the API key with --api-key or SPEEDMATRIX_API_KEY"
-            )));
+            return Err(RunError::UrlCredentials { url: u.to_string() });
         }
     }
     let url = url.trim_end_matches('/');
@@ -143,7 +142,7 @@ fn base_url(url: &str) -> Result<String, Error> {
 
 /// The results file: `-o`, else the `--resume` file, else `results.json`; an existing file
 /// other than the resumed one is refused without `--force`.
-fn out_path(args: &RunArgs) -> Result<PathBuf, Error> {
+fn out_path(args: &RunArgs) -> Result<PathBuf, RunError> {
     let out = args.out.clone().or_else(|| args.resume.clone()).unwrap_or_else(|| "results.json".into());
     let resuming_it = args.resume.as_ref().is_some_and(|r| same_file(r, &out));
     if out.exists() && !resuming_it && !args.force && !args.dry_run {
@@ -151,35 +150,30 @@ fn out_path(args: &RunArgs) -> Result<PathBuf, Error> {
             Ok(r) => format!("holds run {} ({:?})", r.run.id, r.run.status).to_lowercase(),
             Err(_) => "exists".to_string(),
         };
-        return Err(Error::Input(format!(
-            "-o {}: the file {what}; continue it with --resume {}, overwrite it with --force, or pick another -o",
-            out.display(),
-            out.display()
-        )));
+        return Err(RunError::WouldOverwrite { path: out, what });
     }
     Ok(out)
 }
 
 /// Whether two paths name the same file.
-pub fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+pub fn same_file(a: &Path, b: &Path) -> bool {
     a == b || matches!((a.canonicalize(), b.canonicalize()), (Ok(x), Ok(y)) if x == y)
 }
 
-fn duration_flag(flag: &str, v: &str) -> Result<Duration, Error> {
-    let d = humantime::parse_duration(v)
-        .or_else(|_| v.parse::<f64>().map_err(|_| ()).and_then(|x| Duration::try_from_secs_f64(x).map_err(|_| ())))
-        .map_err(|_| Error::Input(format!("{flag} {v:?} is not a duration; write e.g. 30s, 2m or 500ms")))?;
+/// A duration flag through humantime (`30s`, `2m`, `500ms`), more than 0.
+fn duration_flag(flag: &'static str, v: &str) -> Result<Duration, RunError> {
+    let d = humantime::parse_duration(v.trim()).map_err(|_| RunError::NotADuration { flag, value: v.to_string() })?;
     if d.is_zero() {
-        return Err(Error::Input(format!("{flag} must be longer than 0")));
+        return Err(RunError::ZeroDuration { flag });
     }
     Ok(d)
 }
 
-fn context_flags(flag: &str, values: &[String]) -> Result<Vec<ContextArg>, Error> {
+fn context_flags(flag: &'static str, values: &[String]) -> Result<Vec<ContextArg>, RunError> {
     if values.len() == 1 && values[0].trim().eq_ignore_ascii_case("none") {
         return Ok(vec![]);
     }
-    values.iter().map(|v| parse_context(v).map_err(|e| Error::Input(format!("{flag}: {e}")))).collect()
+    values.iter().map(|v| parse_context(v).map_err(|source| RunError::Context { flag, source })).collect()
 }
 
 #[cfg(test)]
@@ -187,7 +181,7 @@ mod tests {
     use super::*;
     use clap::Parser;
 
-    fn spec(extra: &[&str]) -> Result<RunSpec, Error> {
+    fn spec(extra: &[&str]) -> Result<RunSpec, RunError> {
         let cli = crate::cli::Cli::try_parse_from([&["speedmatrix", "run", "--dry-run"][..], extra].concat()).unwrap();
         match cli.command {
             crate::cli::Command::Run(a) => RunSpec::from_args(&a),
@@ -207,7 +201,8 @@ mod tests {
 
     #[test]
     fn bad_flags_are_named() {
-        let e = |a: &[&str]| spec(a).unwrap_err().to_string();
+        // As the edge prints it: the error and its causes.
+        let e = |a: &[&str]| crate::error_line(spec(a).unwrap_err());
         assert!(e(&["--duration", "0.5s"]).contains("--duration"));
         assert!(e(&["--stall-timeout", "0s"]).contains("--stall-timeout must be longer than 0"));
         assert!(e(&["--contexts", "8k,huge"]).contains("--contexts: 'huge'"));

@@ -3,10 +3,10 @@
 //! listing them. `serve` uses the same site model in memory.
 
 use crate::cli::PublishArgs;
-use crate::Error;
+use crate::files::FileError;
+use crate::{CommandError, Failure, OutputError};
 use speedmatrix_schema::site::{entry_for, RunIndex};
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// The embedded viewer.
@@ -27,19 +27,49 @@ pub struct Site {
     pub files: BTreeMap<String, Vec<u8>>,
 }
 
-/// Read a results file's bytes (at most the loader's size cap) and check that it loads.
-///
-/// # Errors
-/// [`Error::Input`] with `FILE: problem` when the file cannot be read or is not a valid run.
-pub fn read_run(path: &Path) -> Result<(Vec<u8>, speedmatrix_schema::Results), Error> {
-    let name = path.display().to_string();
-    let limit = speedmatrix_schema::load::MAX_FILE_BYTES as u64 + 1;
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(limit).read_to_end(&mut bytes))
-        .map_err(|e| Error::Input(format!("{name}: cannot read: {e}")))?;
-    let results = speedmatrix_schema::load_results(&bytes).map_err(|e| Error::Input(format!("{name}: {e}")))?;
-    Ok((bytes, results))
+/// Why a site could not be built or written.
+#[derive(Debug, thiserror::Error)]
+pub enum SiteError {
+    /// This binary was built without a `dist/`.
+    #[error("this speedmatrix was built without the viewer (dist/ was empty); rebuild it from a full checkout")]
+    NoViewer,
+    /// A run cannot be read or is no valid results file.
+    #[error(transparent)]
+    Run(#[from] FileError),
+    /// The run index cannot be encoded.
+    #[error("cannot encode runs/index.json")]
+    Index(#[source] serde_json::Error),
+    /// A folder of the site cannot be created.
+    #[error("cannot create {}", .path.display())]
+    CreateFolder {
+        /// The folder.
+        path: PathBuf,
+        /// What the system said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file of the site cannot be written.
+    #[error("cannot write {}", .path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// What the system said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The closing line cannot be printed.
+    #[error(transparent)]
+    Output(#[from] OutputError),
+}
+
+impl CommandError for SiteError {
+    fn failure(&self) -> Failure {
+        match self {
+            SiteError::Run(e) => e.failure(),
+            SiteError::Output(e) => e.failure(),
+            _ => Failure::Working,
+        }
+    }
 }
 
 /// The file name a run gets under `runs/`: its own name with anything but letters, digits,
@@ -65,20 +95,20 @@ pub fn run_file_name(path: &Path, taken: &[String]) -> String {
 /// `runs/index.json`.
 ///
 /// # Errors
-/// [`Error::Input`] when a run cannot be read or is invalid; [`Error::Other`] when this binary
-/// carries no viewer.
-pub fn build_site(runs: &[PathBuf]) -> Result<Site, Error> {
+/// [`SiteError::Run`] (bad input) when a run cannot be read or is invalid;
+/// [`SiteError::NoViewer`] when this binary carries no viewer.
+pub fn build_site(runs: &[PathBuf]) -> Result<Site, SiteError> {
     let mut site = viewer_site()?;
     let mut names: Vec<String> = Vec::new();
     let mut entries = Vec::new();
     for path in runs {
-        let (bytes, results) = read_run(path)?;
+        let (bytes, results) = crate::files::read_results_bytes(path)?;
         let name = run_file_name(path, &names);
         entries.push(entry_for(&results, &name));
         site.files.insert(format!("runs/{name}"), bytes);
         names.push(name);
     }
-    let mut index = serde_json::to_vec_pretty(&RunIndex::new(entries)).map_err(anyhow::Error::from)?;
+    let mut index = serde_json::to_vec_pretty(&RunIndex::new(entries)).map_err(SiteError::Index)?;
     index.push(b'\n');
     site.files.insert("runs/index.json".into(), index);
     Ok(site)
@@ -87,12 +117,10 @@ pub fn build_site(runs: &[PathBuf]) -> Result<Site, Error> {
 /// The viewer alone (a page that opens local files).
 ///
 /// # Errors
-/// [`Error::Other`] when this binary was built without a `dist/`.
-pub fn viewer_site() -> Result<Site, Error> {
+/// [`SiteError::NoViewer`] when this binary was built without a `dist/`.
+pub fn viewer_site() -> Result<Site, SiteError> {
     if !viewer_files().iter().any(|(p, _)| *p == "index.html") {
-        return Err(Error::Other(anyhow::anyhow!(
-            "this speedmatrix was built without the viewer (dist/ was empty); rebuild it from a full checkout"
-        )));
+        return Err(SiteError::NoViewer);
     }
     Ok(Site { files: viewer_files().iter().map(|(p, b)| (p.to_string(), b.to_vec())).collect() })
 }
@@ -100,16 +128,15 @@ pub fn viewer_site() -> Result<Site, Error> {
 /// Write the site under `out` (created if needed; files already there are replaced).
 ///
 /// # Errors
-/// [`Error::Other`] when a folder or file cannot be written.
-pub fn write_site(site: &Site, out: &Path) -> Result<(), Error> {
+/// [`SiteError::CreateFolder`] or [`SiteError::Write`] when a folder or file cannot be written.
+pub fn write_site(site: &Site, out: &Path) -> Result<(), SiteError> {
     for (rel, bytes) in &site.files {
         let path = out.join(rel);
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent)
-                .map_err(|e| Error::Other(anyhow::anyhow!("cannot create {}: {e}", parent.display())))?;
+                .map_err(|source| SiteError::CreateFolder { path: parent.to_path_buf(), source })?;
         }
-        std::fs::write(&path, bytes)
-            .map_err(|e| Error::Other(anyhow::anyhow!("cannot write {}: {e}", path.display())))?;
+        std::fs::write(&path, bytes).map_err(|source| SiteError::Write { path, source })?;
     }
     Ok(())
 }
@@ -118,17 +145,17 @@ pub fn write_site(site: &Site, out: &Path) -> Result<(), Error> {
 ///
 /// # Errors
 /// As [`build_site`] and [`write_site`].
-pub fn run(args: &PublishArgs) -> Result<(), Error> {
+pub fn run(args: &PublishArgs) -> Result<(), SiteError> {
     let site = build_site(&args.runs)?;
     write_site(&site, &args.out)?;
     let runs = args.runs.len();
-    crate::print_out(&format!(
+    Ok(crate::print_out(&format!(
         "published {runs} run{} to {} ({} files); upload the folder as it is, or look at it with `speedmatrix serve {}`\n",
         if runs == 1 { "" } else { "s" },
         args.out.display(),
         site.files.len(),
         args.out.display()
-    ))
+    ))?)
 }
 
 #[cfg(test)]

@@ -5,7 +5,9 @@
 //! Rendering is pure (`render_*` return a `String`); [`run`] reads the file and prints.
 
 use crate::cli::{ShowArgs, ShowFormat};
-use crate::Error;
+use crate::files::FileError;
+use crate::text::clean;
+use crate::{CommandError, Failure, OutputError};
 use comfy_table::{presets, CellAlignment, Table};
 use speedmatrix_schema::registry::{self, metric};
 use speedmatrix_schema::site::run_title;
@@ -14,23 +16,39 @@ use speedmatrix_schema::table::{rows, Row, SEED_COLUMNS};
 use speedmatrix_schema::{export, CellStatus, PrefillMode, Results};
 use std::fmt::Write as _;
 
+/// Why `show` could not print a file.
+#[derive(Debug, thiserror::Error)]
+pub enum ShowError {
+    /// The file cannot be read or is no valid results file.
+    #[error(transparent)]
+    File(#[from] FileError),
+    /// Standard output cannot be written.
+    #[error(transparent)]
+    Output(#[from] OutputError),
+}
+
+impl CommandError for ShowError {
+    fn failure(&self) -> Failure {
+        match self {
+            ShowError::File(e) => e.failure(),
+            ShowError::Output(e) => e.failure(),
+        }
+    }
+}
+
 /// Run `show`: read the file, render it in the asked format, print it to stdout.
 ///
 /// # Errors
-/// [`Error::Input`] when the file cannot be read or is invalid.
-pub fn run(args: &ShowArgs) -> Result<(), Error> {
+/// [`ShowError::File`] (bad input) when the file cannot be read or is invalid.
+pub fn run(args: &ShowArgs) -> Result<(), ShowError> {
     let results = crate::files::read_results(&args.file)?;
     let out = match args.format {
         ShowFormat::Text => render_report(&results, args.all, Markup::Text),
         ShowFormat::Markdown => render_report(&results, args.all, Markup::Markdown),
         ShowFormat::Csv => export::to_csv(&results),
-        ShowFormat::Json => {
-            let mut s = serde_json::to_string_pretty(&export::to_json_rows(&results)).map_err(anyhow::Error::from)?;
-            s.push('\n');
-            s
-        }
+        ShowFormat::Json => return Ok(crate::print_json(&export::to_json_rows(&results))?),
     };
-    crate::print_out(&out)
+    Ok(crate::print_out(&out)?)
 }
 
 /// Text or Markdown.
@@ -80,22 +98,6 @@ impl Grid {
             }
         }
     }
-}
-
-/// Text from a results file, made safe for a terminal: control characters (ANSI escapes, bells)
-/// become `�`; newlines in one-line fields become spaces.
-pub(crate) fn clean(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c == '\n' || c == '\t' {
-                ' '
-            } else if c.is_control() {
-                '\u{fffd}'
-            } else {
-                c
-            }
-        })
-        .collect()
 }
 
 pub(crate) fn heading(out: &mut String, markup: Markup, level: usize, text: &str) {
