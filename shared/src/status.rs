@@ -69,7 +69,7 @@ pub fn start_allowance_ms(cold_ttft_ms: Option<f64>) -> f64 {
 /// Precedence: a failed stream → error; no token in the window → error; the server's queue
 /// gauge above 0 in two consecutive samples, its running gauge below [`RUNNING_SHARE`] × N, the
 /// client's count of running streams below [`RUNNING_SHARE`] × N, or a readiness timeout →
-/// requests queued; else valid.
+/// requests queued (a readiness timeout is added to the reason of the others); else valid.
 pub fn decode_status(e: &Evidence<'_>) -> (CellStatus, Option<String>) {
     if let Some(first) = e.failures.first() {
         let more = match e.failures.len() {
@@ -81,7 +81,15 @@ pub fn decode_status(e: &Evidence<'_>) -> (CellStatus, Option<String>) {
     if e.window_tokens == Some(0) {
         return (CellStatus::Error, Some("no token arrived during the window: nothing to measure".into()));
     }
-    let queued = |why: String| (CellStatus::RequestsQueued, Some(why));
+    // A readiness timeout is said too when other evidence already makes the cell queued: it
+    // tells that the window opened before every stream was decoding.
+    let queued = |why: String| {
+        let why = match e.readiness_timeout {
+            Some(r) => format!("{why}; {r}"),
+            None => why,
+        };
+        (CellStatus::RequestsQueued, Some(why))
+    };
     if e.waiting_samples.windows(2).any(|w| w[0] > 0.0 && w[1] > 0.0) {
         return queued("the server queue held waiting requests in consecutive samples during the window".into());
     }
@@ -99,7 +107,7 @@ pub fn decode_status(e: &Evidence<'_>) -> (CellStatus, Option<String>) {
         ));
     }
     if let Some(why) = e.readiness_timeout {
-        return queued(why.to_string());
+        return (CellStatus::RequestsQueued, Some(why.to_string()));
     }
     (CellStatus::Valid, None)
 }
@@ -222,7 +230,12 @@ mod tests {
         assert!(r.unwrap().contains("no token arrived"));
         // A readiness timeout is a reason on the cell.
         let why = "readiness timed out: 3 of 4 streams had produced a token after 120 s";
-        let (s, r) = decode_status(&Evidence { readiness_timeout: Some(why), ..ok });
+        let (s, r) = decode_status(&Evidence { readiness_timeout: Some(why), ..ok.clone() });
         assert_eq!((s, r.as_deref()), (CellStatus::RequestsQueued, Some(why)));
+        // With other queue evidence, both are said.
+        let (s, r) = decode_status(&Evidence { readiness_timeout: Some(why), client_running: Some(1.0), ..ok });
+        assert_eq!(s, CellStatus::RequestsQueued);
+        let r = r.unwrap();
+        assert!(r.starts_with("on average 1.0 of 4 streams were running") && r.ends_with(why), "{r}");
     }
 }

@@ -251,9 +251,22 @@ async fn complete(State(s): State<Arc<AppState>>, uri: axum::http::Uri, body: By
     let st = st.clone();
     let running = s.running.clone();
     tokio::spawn(async move {
-        // Waiting for a free place (no gauge says so), then the prefill, with keep-alives.
+        // Waiting for a free place (no gauge says so), then the prefill, with keep-alives in both
+        // (a queued request on a server that pings is alive, not stalled).
         let _permit = match &running {
-            Some(sem) => sem.clone().acquire_owned().await.ok(),
+            Some(sem) => {
+                let acquire = sem.clone().acquire_owned();
+                tokio::pin!(acquire);
+                loop {
+                    let Some(every) = st.keepalive_every else { break (&mut acquire).await.ok() };
+                    tokio::select! {
+                        p = &mut acquire => break p.ok(),
+                        _ = tokio::time::sleep(every) => if tx.send(Bytes::from_static(b": ping\n\n")).await.is_err() {
+                            return;
+                        },
+                    }
+                }
+            }
             None => None,
         };
         let mut left = st.prefill;
