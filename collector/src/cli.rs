@@ -290,7 +290,8 @@ pub struct SimulateArgs {
     #[arg(long)]
     pub trace: Option<PathBuf>,
     /// Inject a fault: `NAME[=PARAM][@RATE]`, repeatable. Names: drop, no-done, inband-error,
-    /// stall=DUR, status=500|503|429, keepalive, split, metrics-404, tokenize-404, version-404.
+    /// stall=DUR, status=500|503|429, keepalive, split, metrics-404, tokenize-404, version-404,
+    /// no-chunk-usage, no-usage.
     #[arg(long, value_name = "NAME[=PARAM][@RATE]")]
     pub fault: Vec<String>,
     /// Stream the first part of each chat answer as reasoning.
