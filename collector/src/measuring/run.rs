@@ -69,7 +69,13 @@ pub enum RunError {
         "--url {url}: credentials in the URL are not sent; give the API key with --api-key or SPEEDMATRIX_API_KEY"
     )]
     UrlCredentials {
-        /// The URL with its password redacted.
+        /// The URL with its user and password replaced by `<redacted>`.
+        url: String,
+    },
+    /// `--url` without `http://` or `https://` (e.g. `127.0.0.1:8000`).
+    #[error("--url {url}: give the scheme too, e.g. --url http://{url}")]
+    UrlScheme {
+        /// The URL given.
         url: String,
     },
     /// A temperature that is not a finite number ≥ 0.
@@ -472,8 +478,9 @@ fn print_plan(info: &ServerInfo, plan: &Plan, spec: &RunSpec) {
     };
     say!("plan: prefill at {}", if plan.prefill.is_empty() { "none".into() } else { labels(&plan.prefill) });
     say!(
-        "plan: decode {} contexts [{}] × concurrency {:?}, {} s windows, max_tokens {}",
+        "plan: decode {} context{} [{}] × concurrency {:?}, {} s windows, max_tokens {}",
         plan.contexts.len(),
+        if plan.contexts.len() == 1 { "" } else { "s" },
         labels(&plan.contexts),
         plan.concurrency,
         window.as_secs_f64(),

@@ -124,11 +124,14 @@ fn note(line: &str) {
 /// `--url` without credentials (they would not be sent) and without a trailing `/v1` (people
 /// paste the OpenAI base URL).
 fn base_url(url: &str) -> Result<String, RunError> {
-    if let Ok(mut u) = reqwest::Url::parse(url) {
-        if !u.username().is_empty() || u.password().is_some() {
-            let _ = u.set_password(u.password().map(|_| "<redacted>"));
-            return Err(RunError::UrlCredentials { url: u.to_string() });
-        }
+    let parsed = reqwest::Url::parse(url).ok().filter(|u| matches!(u.scheme(), "http" | "https"));
+    let Some(u) = parsed else {
+        return Err(RunError::UrlScheme { url: url.to_string() });
+    };
+    if !u.username().is_empty() || u.password().is_some() {
+        // Written by hand: the URL type would percent-encode the marker.
+        let rest = url.split_once('@').map_or("", |(_, rest)| rest);
+        return Err(RunError::UrlCredentials { url: format!("{}://<redacted>@{rest}", u.scheme()) });
     }
     let url = url.trim_end_matches('/');
     Ok(match url.strip_suffix("/v1") {
@@ -187,6 +190,18 @@ mod tests {
             crate::cli::Command::Run(a) => RunSpec::from_args(&a),
             _ => unreachable!("a run command"),
         }
+    }
+
+    #[test]
+    fn a_url_needs_its_scheme_and_never_echoes_credentials() {
+        for bare in ["127.0.0.1:8000", "localhost:8000", "gpu-box/v1"] {
+            let e = spec(&["--url", bare]).err().unwrap();
+            assert_eq!(e.to_string(), format!("--url {bare}: give the scheme too, e.g. --url http://{bare}"));
+            assert_eq!(crate::CommandError::failure(&e), crate::Failure::BadInput);
+        }
+        let e = spec(&["--url", "https://me:s3cret-pw@gpu-box:8000/v1"]).err().unwrap().to_string();
+        assert!(e.starts_with("--url https://<redacted>@gpu-box:8000/v1: credentials"), "{e}");
+        assert!(!e.contains("s3cret") && !e.contains("me:") && !e.contains("%3C"), "{e}");
     }
 
     #[test]
