@@ -197,6 +197,10 @@ pub struct RunArgs {
     /// a failed run's error cells are measured again.
     #[arg(long)]
     pub resume: Option<PathBuf>,
+    /// Set by `speedmatrix demo` (no flag): its run cannot be resumed, so an interrupted demo
+    /// says to start it again instead of naming `--resume`.
+    #[arg(skip)]
+    pub from_demo: bool,
     /// Print the plan and the estimated wall time, then stop.
     #[arg(long)]
     pub dry_run: bool,

@@ -423,8 +423,13 @@ fn finish(s: &mut Session, stopped: Option<(RunStatus, String, u8)>) -> Result<u
     match &stopped {
         None => say!("done; results in {out}{detail}"),
         Some((status, cause, _)) => say!(
-            "{}{cause}; what was measured is in {out}{detail}; continue with --resume {out}",
+            "{}{cause}; what was measured is in {out}{detail}; {}",
             if *status == RunStatus::Failed { "run failed: " } else { "" },
+            if s.spec.from_demo {
+                "the demo starts over when run again (`speedmatrix demo`)".to_string()
+            } else {
+                format!("continue with --resume {out}")
+            },
         ),
     }
     Ok(match stopped {

@@ -49,6 +49,8 @@ pub struct RunSpec {
     pub out: PathBuf,
     /// `--resume`.
     pub resume: Option<PathBuf>,
+    /// The run is the demo's (see `RunArgs::from_demo`).
+    pub from_demo: bool,
     /// `--dry-run`.
     pub dry_run: bool,
     /// `--label`.
@@ -99,6 +101,7 @@ impl RunSpec {
             engine: args.engine.map(Into::into),
             out: out_path(args)?,
             resume: args.resume.clone(),
+            from_demo: args.from_demo,
             dry_run: args.dry_run,
             label: args.label.clone(),
             notes: args.notes.clone(),
