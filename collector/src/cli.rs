@@ -202,6 +202,10 @@ pub struct RunArgs {
     /// host, server-location, or all. Each row and cell measured now records the difference.
     #[arg(long, value_delimiter = ',', value_name = "FIELD")]
     pub accept_change: Vec<String>,
+    /// Set by `speedmatrix demo` (no flag): its run cannot be resumed, so an interrupted demo
+    /// says to start it again instead of naming `--resume`.
+    #[arg(skip)]
+    pub from_demo: bool,
     /// Print the plan and the estimated wall time, then stop.
     #[arg(long)]
     pub dry_run: bool,
@@ -295,7 +299,8 @@ pub struct SimulateArgs {
     #[arg(long)]
     pub trace: Option<PathBuf>,
     /// Inject a fault: `NAME[=PARAM][@RATE]`, repeatable. Names: drop, no-done, inband-error,
-    /// stall=DUR, status=500|503|429, keepalive, split, metrics-404, tokenize-404, version-404.
+    /// stall=DUR, status=500|503|429, keepalive, split, metrics-404, tokenize-404, version-404,
+    /// no-chunk-usage, no-usage.
     #[arg(long, value_name = "NAME[=PARAM][@RATE]")]
     pub fault: Vec<String>,
     /// Stream the first part of each chat answer as reasoning.

@@ -18,7 +18,7 @@
 //! field or flag involved, and says which [`Failure`] it is. Only [`run`], the binary's edge,
 //! turns one into the printed line (with `anyhow`, causes included) and the exit code: 0
 //! success, 1 failure while working (and `diff --fail-on-regression` finding a regression), 2 bad
-//! input (unreadable or invalid file, bad flag).
+//! input (unreadable or invalid file, bad flag); `run` adds the codes of [`exit`].
 
 #![warn(missing_docs)]
 
@@ -33,6 +33,18 @@ pub mod text;
 
 use std::io::Write;
 use std::process::ExitCode;
+
+/// Exit codes of `speedmatrix run` besides 0 (done), 1 ([`Failure::Working`]) and 2
+/// ([`Failure::BadInput`]); README lists them all.
+pub mod exit {
+    /// The run is complete and its file valid, but some prefill rows or decode cells are
+    /// errors (their `reason` says why): a script can tell that from a clean run.
+    pub const CELL_ERRORS: u8 = 3;
+    /// Stopped by Ctrl-C; the file is complete (`interrupted`) and can be resumed.
+    pub const INTERRUPTED: u8 = 130;
+    /// Stopped by SIGTERM, like Ctrl-C.
+    pub const TERMINATED: u8 = 143;
+}
 
 /// How a command failed, which decides the process exit code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -516,6 +516,40 @@ pub struct Config {
     /// A stream with no bytes for this long is an error, s.
     #[serde(default)]
     pub stall_timeout_s: Option<f64>,
+    /// Contexts that were asked for but could not be planned (e.g. longer than the server's
+    /// `max_model_len`), each with the reason; they have no row or cell. Empty when every asked
+    /// context was planned, and in files that did not record it (schema v1).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_run_contexts: Vec<NotRunContext>,
+}
+
+/// A context asked for (`--contexts`, `--prefill-contexts`) that the plan could not hold.
+/// Source: plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct NotRunContext {
+    /// Which measurement it was asked for.
+    pub phase: PlanPhase,
+    /// As asked, e.g. "16K" or "max".
+    pub label: String,
+    /// The prompt length it stands for, tokens; `null` for a `max` that resolved to nothing.
+    #[serde(default)]
+    pub tokens: Option<u64>,
+    /// Why it was not run, e.g. "16,384 prompt + 4,096 output tokens exceed the server's
+    /// max_model_len 8,192".
+    pub reason: String,
+}
+
+/// The two kinds of measurement a plan holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum PlanPhase {
+    /// A prefill row (`--prefill-contexts`).
+    Prefill,
+    /// A row of decode cells (`--contexts`).
+    Decode,
 }
 
 /// The status of a prefill row or decode cell (`docs/METHODOLOGY.md`, "Statuses"). When
@@ -623,14 +657,18 @@ pub struct Distribution {
 #[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum TokenCountSource {
-    /// Cumulative `usage.completion_tokens` on every chunk (`continuous_usage_stats`).
+    /// Cumulative `usage.completion_tokens` on every chunk (`continuous_usage_stats`): exact per
+    /// chunk.
     ContinuousUsage,
-    /// The final usage chunk of each request only.
+    /// Chunks counted, each request's count reconciled with its final `usage` (its tokens
+    /// spread evenly over its chunks); requests without one (still streaming when the window
+    /// closed) at the tokens per chunk of those with one.
     FinalUsage,
-    /// The server's `generation_tokens_total` counter delta (Prometheus).
+    /// Chunks counted and scaled to the server's `generation_tokens_total` counter over the
+    /// window (Prometheus, read between scrapes): no request had a usage.
     ServerCounter,
-    /// One token per text-carrying chunk (no usage per chunk, no server counter): a lower bound
-    /// under speculative decoding.
+    /// One token per text-carrying chunk, nothing to reconcile with (no usage at all, no live
+    /// server counter): approximate, a lower bound under speculative decoding.
     ChunkCount,
     /// Counted by the source tool in a way it does not state (imported runs).
     Reported,
@@ -754,8 +792,9 @@ pub struct PrefillRow {
     /// Requests that finished (finish_reason and `[DONE]` seen by the client), count.
     #[serde(default)]
     pub completed_requests: Option<u64>,
-    /// Prompt tokens the server reports as served from its prefix cache, tokens (server usage);
-    /// should be ~0 for a cold measurement.
+    /// Prompt tokens the server served from its prefix cache, tokens; ~0 for a cold
+    /// measurement (a row above the registry's threshold carries a warning in `reason`). Its
+    /// source is [`PrefillRow::cached_tokens_source`]; `null` when the server tells none.
     #[serde(default)]
     pub cached_tokens: Option<u64>,
     /// Header fields that differed from the file's header when this row was measured (a
@@ -763,6 +802,9 @@ pub struct PrefillRow {
     /// measured under the header.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub accepted_differences: Vec<AcceptedDifference>,
+    /// Where `cached_tokens` came from; `null` when not recorded (schema v1) or unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_tokens_source: Option<CachedTokensSource>,
     /// The request(s) behind this row.
     #[serde(default)]
     pub requests: Vec<RequestSample>,
@@ -784,6 +826,50 @@ pub struct AcceptedDifference {
     pub measured: Option<String>,
 }
 
+/// Where a prefill row's cached prompt tokens came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum CachedTokensSource {
+    /// `usage.prompt_tokens_details.cached_tokens` of the request (server usage: vLLM with
+    /// prompt-token details, SGLang).
+    Usage,
+    /// llama.cpp's `timings.cache_n` of the request.
+    ServerTimings,
+    /// The prefix-cache hit counter's growth around the request (Prometheus).
+    Prometheus,
+}
+
+/// How a decode cell's readiness ended: every stream decoding and the server queue empty, or
+/// not within the limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum ReadinessOutcome {
+    /// Every stream produced a token and the queue gauge (if any) read 0.
+    Ready,
+    /// Not ready within the limit; the window was measured anyway and the cell says so.
+    TimedOut,
+    /// A stream failed first; no window was measured.
+    Failed,
+}
+
+/// A decode cell's readiness, before its window. Source: client clock (and Prometheus for the
+/// queue).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct Readiness {
+    /// How it ended.
+    pub outcome: ReadinessOutcome,
+    /// From the opening of the cell's first stream to that outcome, ms (client clock).
+    pub after_ms: f64,
+    /// The longest readiness may take, ms.
+    pub limit_ms: f64,
+    /// Streams that had produced a token (or finished) by then.
+    pub streams_producing: u32,
+}
+
 impl PrefillRow {
     /// A row of the plan without figures yet: `status` and `reason` as given, nothing measured.
     pub fn new(context: ContextSize, status: CellStatus, reason: Option<String>) -> PrefillRow {
@@ -797,6 +883,7 @@ impl PrefillRow {
             completed_requests: None,
             cached_tokens: None,
             accepted_differences: vec![],
+            cached_tokens_source: None,
             requests: vec![],
         }
     }
@@ -894,6 +981,14 @@ pub struct DecodeCell {
     /// When the window opened, ms from the run start (client clock).
     #[serde(default)]
     pub window_start_ms: Option<f64>,
+    /// When the window really closed, ms from the run start (client clock); `window_s` is
+    /// `window_end_ms − window_start_ms`, and its distance from `window_start_ms +
+    /// config.window_s` is how late the close was. `null` in files that did not record it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_end_ms: Option<f64>,
+    /// How readiness ended before the window; `null` when not recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub readiness: Option<Readiness>,
     /// Output tokens of all streams inside the window ÷ window, tok/s.
     #[serde(default)]
     pub total_tps: Option<f64>,
@@ -928,6 +1023,11 @@ pub struct DecodeCell {
     /// Where `output_tokens` came from.
     #[serde(default)]
     pub token_count_source: Option<TokenCountSource>,
+    /// Whether counted chunks were reconciled with a real count (final usage, the server
+    /// counter): `false` means the figures are approximate (one token per chunk); `null` when
+    /// every chunk carried its usage, or in files that did not record it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_count_reconciled: Option<bool>,
     /// Requests that finished inside the window (client), count.
     #[serde(default)]
     pub completed_requests: Option<u64>,
@@ -982,6 +1082,8 @@ impl DecodeCell {
             capacity: None,
             window_s: None,
             window_start_ms: None,
+            window_end_ms: None,
+            readiness: None,
             total_tps: None,
             per_request_tps: None,
             ttft_ms: None,
@@ -993,6 +1095,7 @@ impl DecodeCell {
             e2e_ms: None,
             output_tokens: None,
             token_count_source: None,
+            token_count_reconciled: None,
             completed_requests: None,
             avg_active_requests: None,
             max_active_requests: None,

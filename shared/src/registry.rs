@@ -124,9 +124,9 @@ use Kind::{Distribution as D, Scalar as S};
 #[rustfmt::skip]
 pub static METRICS: &[Metric] = &[
     m("total_tps", "Total tok/s", Unit::TokPerS, Style::Fixed(1), Some(true), S,
-      "Output tokens of all streams inside the window ÷ window length (server usage tokens, client clock)."),
+      "Output tokens of all streams inside the window ÷ window length (tokens: server usage, see token_count_source; client clock)."),
     m("per_request_tps", "Per request tok/s", Unit::TokPerS, Style::Fixed(1), Some(true), D,
-      "Per-stream decode rate, 1000 ÷ TPOT (server usage tokens, client clock)."),
+      "Per-stream decode rate, 1000 ÷ TPOT (tokens: server usage, see token_count_source; client clock)."),
     m("ttft_ms", "TTFT", Unit::Ms, Style::Fixed(0), Some(false), D,
       "Request sent → first token on any channel (client clock); decode cells: the streams that open the cell."),
     m("ttft_in_window_ms", "TTFT in window", Unit::Ms, Style::Fixed(0), Some(false), D,
@@ -146,7 +146,7 @@ pub static METRICS: &[Metric] = &[
     m("prompt_tokens", "Prompt tokens", Unit::Tokens, Style::Fixed(0), None, S,
       "Real prompt length the server counted (server usage)."),
     m("output_tokens", "Output tokens", Unit::Tokens, Style::Fixed(0), Some(true), S,
-      "Output tokens produced inside the window by all streams (server usage)."),
+      "Output tokens produced inside the window by all streams (server usage; the cell's token_count_source says how)."),
     m("completed_requests", "Completed requests", Unit::Requests, Style::Fixed(0), None, S,
       "Requests that finished inside the window (client)."),
     m("avg_active_requests", "Average active requests", Unit::Requests, Style::Fixed(1), None, S,
@@ -160,7 +160,7 @@ pub static METRICS: &[Metric] = &[
     m("energy_j_per_token", "Energy per token", Unit::JoulesPerToken, Style::Fixed(3), Some(false), S,
       "GPU energy used in the window ÷ output tokens (NVML)."),
     m("window_s", "Measured for", Unit::S, Style::Fixed(1), None, S,
-      "Length of the measurement window actually used (client clock)."),
+      "Length of the measurement window actually used: its real close − its open (client clock)."),
 ];
 
 /// The metric with this id (`total_tps`), if any.

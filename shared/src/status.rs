@@ -1,6 +1,6 @@
-//! Cell status rules (`docs/METHODOLOGY.md`, "Statuses"). Precedence, top-down: over capacity
-//! (planned, never run) → error (any stream failed) → requests queued (the server could not run
-//! all N at once) → valid.
+//! Cell status rules (docs/METHODOLOGY.md, "Statuses"). Precedence, top-down: over capacity
+//! (planned, never run) → error (any stream failed, or no token to measure) → requests queued
+//! (the server could not run all N at once) → valid.
 
 use crate::model::{Capacity, CellStatus};
 
@@ -26,7 +26,7 @@ pub fn over_capacity_reason(c: &Capacity) -> String {
     )
 }
 
-/// Share of N that must be running on average for a cell not to count as queued.
+/// Share of N that must be running on average (server gauge) for a cell not to count as queued.
 pub const RUNNING_SHARE: f64 = 0.95;
 
 /// What was observed while measuring a decode cell.
@@ -34,16 +34,42 @@ pub const RUNNING_SHARE: f64 = 0.95;
 pub struct Evidence<'a> {
     /// Streams N.
     pub concurrency: u32,
-    /// Error texts of failed streams (in-band error, truncated stream, HTTP status, stall).
+    /// Error texts of failed streams (in-band error, truncated stream, HTTP status, stall, a
+    /// stream that finished without a token).
     pub failures: &'a [String],
     /// Server `waiting` gauge samples during the window, in time order (Prometheus).
     pub waiting_samples: &'a [f64],
-    /// Mean `running` during the window (Prometheus, else client count).
+    /// Mean `running` during the window (Prometheus gauge).
     pub avg_running: Option<f64>,
+    /// Mean streams running during the window as the client sees them (for servers without a
+    /// running gauge): a stream runs from its send to its end, except while it waits for its
+    /// first token longer than [`start_allowance_ms`] — that wait is a queue.
+    pub client_running: Option<f64>,
+    /// The start allowance `client_running` used, ms.
+    pub start_allowance_ms: Option<f64>,
+    /// Output tokens that arrived inside the window; `None` when no window was measured.
+    pub window_tokens: Option<u64>,
+    /// Why readiness ended without every stream decoding and an empty queue, when it did.
+    pub readiness_timeout: Option<&'a str>,
 }
 
-/// The status of a measured decode cell and its reason. Over capacity is decided
-/// at plan time with [`over_capacity`] and never reaches here.
+/// How long a stream may wait for its first token and still count as starting, not queued
+/// (client evidence): three times the context's cold TTFT (a whole uncached prefill, measured
+/// alone), and at least a second. A replacement stream's ordinary start — a cached prefill and
+/// a step or two of the running batch — stays well inside it; a request queued behind others
+/// waits for one of them to end, which under sustained decode takes far longer.
+pub fn start_allowance_ms(cold_ttft_ms: Option<f64>) -> f64 {
+    (3.0 * cold_ttft_ms.unwrap_or(0.0)).max(1000.0)
+}
+
+/// The status of a measured decode cell and its reason (docs/METHODOLOGY.md, "Statuses"; the
+/// registry's module documentation defines the queue rules). Over capacity is decided at plan
+/// time with [`over_capacity`] and never reaches here.
+///
+/// Precedence: a failed stream → error; no token in the window → error; the server's queue
+/// gauge above 0 in two consecutive samples, its running gauge below [`RUNNING_SHARE`] × N, the
+/// client's count of running streams below [`RUNNING_SHARE`] × N, or a readiness timeout →
+/// requests queued (a readiness timeout is added to the reason of the others); else valid.
 pub fn decode_status(e: &Evidence<'_>) -> (CellStatus, Option<String>) {
     if let Some(first) = e.failures.first() {
         let more = match e.failures.len() {
@@ -52,27 +78,75 @@ pub fn decode_status(e: &Evidence<'_>) -> (CellStatus, Option<String>) {
         };
         return (CellStatus::Error, Some(format!("{first}{more}")));
     }
-    let queued_twice = e.waiting_samples.windows(2).any(|w| w[0] > 0.0 && w[1] > 0.0);
-    if queued_twice {
-        return (
-            CellStatus::RequestsQueued,
-            Some("the server queue held waiting requests in consecutive samples during the window".into()),
-        );
+    if e.window_tokens == Some(0) {
+        return (CellStatus::Error, Some("no token arrived during the window: nothing to measure".into()));
     }
-    if let Some(avg) = e.avg_running {
-        let floor = RUNNING_SHARE * f64::from(e.concurrency);
-        if avg < floor {
-            return (
-                CellStatus::RequestsQueued,
-                Some(format!(
-                    "on average {avg:.1} of {} streams were running (< {:.0} %)",
-                    e.concurrency,
-                    RUNNING_SHARE * 100.0
-                )),
-            );
-        }
+    // A readiness timeout is said too when other evidence already makes the cell queued: it
+    // tells that the window opened before every stream was decoding.
+    let queued = |why: String| {
+        let why = match e.readiness_timeout {
+            Some(r) => format!("{why}; {r}"),
+            None => why,
+        };
+        (CellStatus::RequestsQueued, Some(why))
+    };
+    if e.waiting_samples.windows(2).any(|w| w[0] > 0.0 && w[1] > 0.0) {
+        return queued("the server queue held waiting requests in consecutive samples during the window".into());
+    }
+    let n = e.concurrency;
+    if let Some(avg) = e.avg_running.filter(|avg| *avg < RUNNING_SHARE * f64::from(n)) {
+        return queued(format!(
+            "on average {avg:.1} of {n} streams were running on the server (< {:.0} %)",
+            RUNNING_SHARE * 100.0
+        ));
+    }
+    if let Some(avg) = e.client_running.filter(|avg| *avg < RUNNING_SHARE * f64::from(n)) {
+        let allowance = e.start_allowance_ms.map_or(String::new(), |a| format!(" longer than {:.1} s", a / 1000.0));
+        return queued(format!(
+            "on average {avg:.1} of {n} streams were running (client view: a stream waiting{allowance} for its first token was queued)"
+        ));
+    }
+    if let Some(why) = e.readiness_timeout {
+        return (CellStatus::RequestsQueued, Some(why.to_string()));
     }
     (CellStatus::Valid, None)
+}
+
+/// Share of a prefill row's prompt above which the prompt tokens the server served from its
+/// prefix cache make the row no cold measurement (a chat template's shared first block stays
+/// far below it).
+pub const CACHED_PREFILL_SHARE: f64 = 0.05;
+
+/// The warning a prefill row carries when the server served more than
+/// [`CACHED_PREFILL_SHARE`] of its `prompt_tokens` (or, unknown, any) from its prefix cache.
+pub fn cached_prefill_warning(cached_tokens: u64, prompt_tokens: Option<u64>) -> Option<String> {
+    let share = prompt_tokens.filter(|&p| p > 0).map(|p| cached_tokens as f64 / p as f64);
+    let warm = match share {
+        Some(s) => s > CACHED_PREFILL_SHARE,
+        None => cached_tokens > 0,
+    };
+    warm.then(|| {
+        let of = prompt_tokens.map(|p| format!(" of {}", crate::registry::format_int(p))).unwrap_or_default();
+        format!(
+            "served from cache: {}{of} prompt tokens came from the server's prefix cache, so this is no cold prefill",
+            crate::registry::format_int(cached_tokens)
+        )
+    })
+}
+
+/// The words a prefill row shows next to its figures when the server served it from its
+/// prefix cache ([`cached_prefill_warning`]).
+pub fn prefill_cache_note(row: &crate::PrefillRow) -> Option<&'static str> {
+    let warm = row.cached_tokens.and_then(|c| cached_prefill_warning(c, row.prompt_tokens)).is_some();
+    (warm && row.status.is_measured()).then_some("⚠ served from cache")
+}
+
+/// The note a decode cell carries next to its figures when its tokens could only be counted
+/// as one per chunk ([`crate::TokenCountSource::ChunkCount`]): approximate, a lower bound
+/// under speculative decoding.
+pub fn approximate_note(cell: &crate::DecodeCell) -> Option<&'static str> {
+    (cell.status.is_measured() && cell.token_count_source == Some(crate::TokenCountSource::ChunkCount))
+        .then_some("≈ approximate: tokens counted from chunks")
 }
 
 #[cfg(test)]
@@ -95,6 +169,8 @@ mod tests {
             failures: &fails,
             waiting_samples: &[1.0, 1.0],
             avg_running: Some(1.0),
+            window_tokens: Some(0),
+            ..Default::default()
         });
         assert_eq!(s, CellStatus::Error);
         assert_eq!(r.unwrap(), "stream 3: HTTP 500 (and 1 more failed streams)");
@@ -118,5 +194,48 @@ mod tests {
         assert!(r.unwrap().contains("7.5 of 8"));
         let (s, r) = decode_status(&Evidence { concurrency: 8, avg_running: Some(7.9), ..Default::default() });
         assert_eq!((s, r), (CellStatus::Valid, None));
+    }
+
+    #[test]
+    fn a_prefill_row_served_from_cache_says_so() {
+        assert_eq!(cached_prefill_warning(0, Some(8192)), None);
+        assert_eq!(cached_prefill_warning(16, Some(8192)), None, "a shared template block is still cold");
+        let w = cached_prefill_warning(8176, Some(8192)).unwrap();
+        assert!(w.starts_with("served from cache: 8,176 of 8,192 prompt tokens"), "{w}");
+        assert!(cached_prefill_warning(3, None).is_some());
+    }
+
+    #[test]
+    fn client_evidence_tells_a_queue_from_an_ordinary_start() {
+        assert_eq!(start_allowance_ms(None), 1000.0);
+        assert_eq!(start_allowance_ms(Some(2000.0)), 6000.0);
+        // Every stream running but for ordinary starts: valid.
+        let ok = Evidence {
+            concurrency: 4,
+            client_running: Some(3.99),
+            start_allowance_ms: Some(1000.0),
+            window_tokens: Some(900),
+            ..Default::default()
+        };
+        assert_eq!(decode_status(&ok), (CellStatus::Valid, None));
+        // Two of four waited for others to end: queued.
+        let (s, r) = decode_status(&Evidence { client_running: Some(2.4), ..ok.clone() });
+        assert_eq!(s, CellStatus::RequestsQueued);
+        assert!(r
+            .unwrap()
+            .contains("on average 2.4 of 4 streams were running (client view: a stream waiting longer than 1.0 s"));
+        // Streams that carry no token are no measurement at all.
+        let (s, r) = decode_status(&Evidence { window_tokens: Some(0), ..ok.clone() });
+        assert_eq!(s, CellStatus::Error);
+        assert!(r.unwrap().contains("no token arrived"));
+        // A readiness timeout is a reason on the cell.
+        let why = "readiness timed out: 3 of 4 streams had produced a token after 120 s";
+        let (s, r) = decode_status(&Evidence { readiness_timeout: Some(why), ..ok.clone() });
+        assert_eq!((s, r.as_deref()), (CellStatus::RequestsQueued, Some(why)));
+        // With other queue evidence, both are said.
+        let (s, r) = decode_status(&Evidence { readiness_timeout: Some(why), client_running: Some(1.0), ..ok });
+        assert_eq!(s, CellStatus::RequestsQueued);
+        let r = r.unwrap();
+        assert!(r.starts_with("on average 1.0 of 4 streams were running") && r.ends_with(why), "{r}");
     }
 }

@@ -232,11 +232,12 @@ pub fn assumed_gpu_mark(r: &Results, column: &str) -> Option<String> {
 }
 
 /// A list of what a file lacks, with why: figures the server or the source could not give
-/// (`Results::missing`) and, for imported runs, source fields that did not map
+/// (`Results::missing`), contexts asked for that could not be planned
+/// (`Config::not_run_contexts`) and, for imported runs, source fields that did not map
 /// (`ImportInfo::unmapped`). `show` and the viewer print these under the cards.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Gaps {
-    /// "Missing figures" or "Not imported".
+    /// "Missing figures", "Contexts not run" or "Not imported".
     pub title: &'static str,
     /// One line of explanation under the title.
     pub note: &'static str,
@@ -252,6 +253,24 @@ pub fn gaps(r: &Results) -> Vec<Gaps> {
             title: "Missing figures",
             note: "Figures this run could not record, and why.",
             rows: r.missing.iter().map(|m| (m.figure.clone(), m.reason.clone())).collect(),
+        });
+    }
+    if !r.config.not_run_contexts.is_empty() {
+        out.push(Gaps {
+            title: "Contexts not run",
+            note: "Contexts that were asked for but cannot be measured on this server: they have no row or cell.",
+            rows: r
+                .config
+                .not_run_contexts
+                .iter()
+                .map(|n| {
+                    let phase = match n.phase {
+                        crate::PlanPhase::Prefill => "prefill",
+                        crate::PlanPhase::Decode => "decode",
+                    };
+                    (format!("{phase} context {}", n.label), n.reason.clone())
+                })
+                .collect(),
         });
     }
     if let Some(i) = r.import.as_ref().filter(|i| !i.unmapped.is_empty()) {

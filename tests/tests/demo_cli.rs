@@ -74,3 +74,34 @@ fn demo_measures_publishes_and_serves_both_runs() {
     let marks: Vec<bool> = runs.iter().map(|r| r["simulated"] == true).collect();
     assert_eq!(marks.iter().filter(|m| **m).count(), 1, "the demo run, not the seed: {index}");
 }
+
+/// Ctrl-C while the demo measures: the run is interrupted (exit 130, its file complete), and
+/// the closing line says how to go on with the demo — run it again — not `--resume`, which
+/// the demo does not have.
+#[test]
+fn an_interrupted_demo_says_to_run_it_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(support::BIN)
+        .args(["demo", "--port", "0", "-o"])
+        .arg(dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    while !seen.contains("measuring") {
+        let mut line = String::new();
+        if err.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        seen.push_str(&line);
+    }
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    assert!(Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
+    err.read_to_string(&mut seen).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{seen}");
+    assert!(seen.contains("the demo starts over when run again (`speedmatrix demo`)"), "{seen}");
+    assert!(!seen.contains("--resume"), "{seen}");
+}

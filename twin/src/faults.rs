@@ -11,6 +11,8 @@
 //! | `keepalive` | an SSE comment line (`: keepalive`) before every frame — legal SSE |
 //! | `split` | each frame written in 2–3 pieces at random byte offsets (also inside multi-byte characters) — legal SSE |
 //! | `metrics-404`, `tokenize-404`, `version-404` | that endpoint answers 404 |
+//! | `no-chunk-usage` | `continuous_usage_stats` is ignored: usage only in the final chunk (servers and proxies that do not know it) |
+//! | `no-usage` | no usage at all, even with `include_usage` (a proxy that drops it) |
 //!
 //! `@RATE` (0…1, default 1) is the fraction of requests (or endpoint calls) affected.
 
@@ -43,6 +45,10 @@ pub enum FaultKind {
     Tokenize404,
     /// `/version` answers 404.
     Version404,
+    /// `stream_options.continuous_usage_stats` is ignored (usage in the final chunk only).
+    NoChunkUsage,
+    /// No usage in the stream at all.
+    NoUsage,
 }
 
 /// A fault and how often it strikes.
@@ -56,7 +62,7 @@ pub struct Fault {
 
 /// Faults listed in the errors of [`FaultError::Unknown`].
 const KNOWN: &str = "drop, no-done, inband-error, stall=DUR, status=500|503|429, keepalive, split, metrics-404, \
-                     tokenize-404, version-404";
+                     tokenize-404, version-404, no-chunk-usage, no-usage";
 
 /// A `--fault` value that does not parse; each variant names the whole value given.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -143,6 +149,8 @@ impl FromStr for Fault {
             "metrics-404" => no_param(FaultKind::Metrics404)?,
             "tokenize-404" => no_param(FaultKind::Tokenize404)?,
             "version-404" => no_param(FaultKind::Version404)?,
+            "no-chunk-usage" => no_param(FaultKind::NoChunkUsage)?,
+            "no-usage" => no_param(FaultKind::NoUsage)?,
             "stall" => FaultKind::Stall(match param {
                 None => Duration::from_secs(5),
                 Some(p) => parse_stall(s, p)?,
@@ -172,6 +180,8 @@ impl fmt::Display for Fault {
             FaultKind::Metrics404 => f.write_str("metrics-404")?,
             FaultKind::Tokenize404 => f.write_str("tokenize-404")?,
             FaultKind::Version404 => f.write_str("version-404")?,
+            FaultKind::NoChunkUsage => f.write_str("no-chunk-usage")?,
+            FaultKind::NoUsage => f.write_str("no-usage")?,
         }
         if self.rate < 1.0 {
             write!(f, "@{}", self.rate)?;
@@ -229,7 +239,17 @@ mod tests {
         assert_eq!(p("stall=5s").kind, FaultKind::Stall(Duration::from_secs(5)));
         assert_eq!(p("stall=250ms").kind, FaultKind::Stall(Duration::from_millis(250)));
         assert_eq!(p("status=503@0.5"), Fault { kind: FaultKind::Status(503), rate: 0.5 });
-        for s in ["no-done", "inband-error", "keepalive", "split", "metrics-404", "tokenize-404", "version-404"] {
+        for s in [
+            "no-done",
+            "inband-error",
+            "keepalive",
+            "split",
+            "metrics-404",
+            "tokenize-404",
+            "version-404",
+            "no-chunk-usage",
+            "no-usage",
+        ] {
             assert_eq!(p(s).to_string(), s);
         }
         assert_eq!(p("stall=1m30s").kind, FaultKind::Stall(Duration::from_secs(90)));

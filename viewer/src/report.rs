@@ -46,6 +46,8 @@ pub struct PrefillLine {
     pub status: CellStatus,
     /// The status reason, if any.
     pub reason: Option<String>,
+    /// "⚠ served from cache" when the server served the prompt from its prefix cache.
+    pub note: Option<&'static str>,
 }
 
 /// An RFC 3339 time as a short line, `2026-11-30 14:19 UTC` (to the minute, in UTC); the value
@@ -81,6 +83,7 @@ pub fn prefill_lines(r: &Results) -> Vec<PrefillLine> {
             },
             status: p.status,
             reason: p.reason.clone(),
+            note: speedmatrix_schema::status::prefill_cache_note(p),
         })
         .collect()
 }
@@ -129,6 +132,9 @@ pub struct HeatCell {
     pub level: Option<f64>,
     /// Why the status is what it is (shown on hover and focus).
     pub reason: Option<String>,
+    /// "≈ approximate: tokens counted from chunks" when the cell's tokens could not be
+    /// counted exactly (shown in the cell).
+    pub note: Option<&'static str>,
 }
 
 impl HeatCell {
@@ -143,6 +149,7 @@ impl HeatCell {
         let mut parts = vec![format!("{} context, {} at once", self.context, self.concurrency)];
         let mut rest = vec![self.value.clone().unwrap_or_else(|| "no value".into())];
         rest.push(self.status.map(|s| s.label().to_string()).unwrap_or_else(|| "not planned".into()));
+        rest.extend(self.note.map(str::to_string));
         rest.extend(self.ttft.clone());
         rest.extend(self.reason.clone());
         parts.push(rest.join(", "));
@@ -247,6 +254,7 @@ pub fn heatmap_on(
                         ttft: None,
                         level: None,
                         reason: None,
+                        note: None,
                     },
                     Some(c) => {
                         let v = if measured(c) { Row::Decode(c).value(metric) } else { None };
@@ -259,6 +267,7 @@ pub fn heatmap_on(
                             ttft: ttft.map(|t| format!("{} TTFT", ttft_col.display(t))),
                             level: v.map(level),
                             reason: reason_of(c),
+                            note: speedmatrix_schema::status::approximate_note(c),
                         }
                     }
                 })

@@ -291,6 +291,7 @@ fn config(meta: &Value, contexts: &[u64], concurrency: Vec<u32>, prefill: &[Pref
             _ => None,
         },
         stall_timeout_s: None,
+        not_run_contexts: vec![],
     }
 }
 

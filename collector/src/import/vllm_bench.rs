@@ -328,6 +328,7 @@ pub fn convert(sources: &[Source], converted_by: &str) -> Result<Results, Import
             prefill_mode: None,
             decode_test: Some(DecodeTest::FixedRequests),
             stall_timeout_s: None,
+            not_run_contexts: vec![],
         },
         prefill: vec![],
         decode,

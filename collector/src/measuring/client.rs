@@ -1,14 +1,16 @@
 //! HTTP and SSE against an OpenAI-compatible server (the I/O edge of measuring).
 //!
 //! [`Client`] wraps one `reqwest::Client` whose connection pool is sized to the largest
-//! concurrency of the plan (a pool smaller than the concurrency would queue requests in
-//! the client). There is no overall request timeout — a 256K-token prefill may take minutes —
-//! only a *stall* timeout: a stream that sends no bytes for that long fails.
+//! concurrency of the plan (a pool smaller than the concurrency queues requests in the client).
+//! There is no overall request timeout — a 256K-token prefill may take minutes — only a
+//! *stall* timeout: a stream that sends no bytes at all for that long fails (an SSE comment
+//! such as a `: ping` keep-alive is bytes).
 //!
 //! [`Client::stream`] runs one streamed completion and returns a [`StreamRecord`]: the time of
 //! every token-carrying chunk on the run's monotonic [`Clock`], how many tokens it carried
-//! (from cumulative `usage.completion_tokens`), and how the stream ended. SSE framing (comments,
-//! CRLF, frames split across reads) is handled by the `eventsource-stream` crate.
+//! (from cumulative `usage.completion_tokens`, else 1 per chunk until the measurement reconciles
+//! it with the request's final usage), and how the stream ended. SSE framing (comments, CRLF,
+//! frames split across reads) is handled by the `eventsource-stream` crate.
 
 use futures_util::StreamExt;
 use serde_json::Value;
@@ -234,22 +236,24 @@ impl Client {
             Ok(r) => r,
             Err(e) => return rec.fail(clock, e),
         };
-        let mut sse = eventsource_stream::Eventsource::eventsource(resp.bytes_stream());
+        let mut sse = std::pin::pin!(eventsource_stream::Eventsource::eventsource(watched(resp.bytes_stream(), stall)));
         let mut parser = ChunkParser::default();
         loop {
             let next = tokio::select! {
-                n = tokio::time::timeout(stall, sse.next()) => n,
+                n = sse.next() => n,
                 _ = cancelled(&mut cancel) => { rec.cancelled = true; break; }
             };
             let t_ms = clock.now_ms();
             let event = match next {
-                Err(_) => return rec.fail(clock, StreamError::Stalled { stall }),
-                Ok(None) => {
+                Some(Err(eventsource_stream::EventStreamError::Transport(BodyError::Stalled))) => {
+                    return rec.fail(clock, StreamError::Stalled { stall })
+                }
+                None => {
                     let why = rec.ended_early();
                     return rec.fail(clock, why);
                 }
-                Ok(Some(Err(e))) => return rec.fail(clock, StreamError::broke(&e)),
-                Ok(Some(Ok(ev))) => ev,
+                Some(Err(e)) => return rec.fail(clock, StreamError::broke(&e)),
+                Some(Ok(ev)) => ev,
             };
             if event.data.trim() == "[DONE]" {
                 rec.done = true;
@@ -345,12 +349,42 @@ pub enum StreamError {
 impl StreamError {
     /// A broken event stream: the transport's own causes say what broke (e.g. the connection
     /// closed before the body's end); the SSE wrapper alone would hide them.
-    fn broke(e: &eventsource_stream::EventStreamError<reqwest::Error>) -> StreamError {
+    fn broke(e: &eventsource_stream::EventStreamError<BodyError>) -> StreamError {
         StreamError::Broke(match e {
-            eventsource_stream::EventStreamError::Transport(t) => error_chain(t),
+            eventsource_stream::EventStreamError::Transport(BodyError::Transport(t)) => error_chain(t),
             other => other.to_string(),
         })
     }
+}
+
+/// Why a response body stopped giving bytes.
+#[derive(Debug, thiserror::Error)]
+enum BodyError {
+    /// No bytes at all for the stall timeout.
+    #[error("stalled")]
+    Stalled,
+    /// The connection failed.
+    #[error("{}", error_chain(.0))]
+    Transport(reqwest::Error),
+}
+
+/// The body's bytes with the stall timeout applied to every read: any bytes reset it — an SSE
+/// comment (`: ping`, sent by SGLang and proxies during a long prefill) as much as a token — so
+/// only a server that sends nothing for `stall` fails the stream. The timeout sits under the
+/// SSE parser, which swallows comments.
+fn watched(
+    body: impl futures_util::Stream<Item = reqwest::Result<bytes::Bytes>> + Unpin,
+    stall: Duration,
+) -> impl futures_util::Stream<Item = Result<bytes::Bytes, BodyError>> {
+    futures_util::stream::unfold(Some(body), move |body| async move {
+        let mut body = body?;
+        match tokio::time::timeout(stall, body.next()).await {
+            Ok(Some(Ok(b))) => Some((Ok(b), Some(body))),
+            Ok(Some(Err(e))) => Some((Err(BodyError::Transport(e)), None)),
+            Ok(None) => None,
+            Err(_) => Some((Err(BodyError::Stalled), None)),
+        }
+    })
 }
 
 async fn cancelled(rx: &mut watch::Receiver<bool>) {
@@ -372,6 +406,14 @@ fn error_chain(e: &dyn std::error::Error) -> String {
         src = inner.source();
     }
     s
+}
+
+/// `stream_options` of every request: usage on every chunk (`continuous_usage_stats`, a vLLM
+/// extension that other servers ignore) and a final usage chunk. Asked of every engine: a
+/// server that sends several tokens per chunk is counted right only with it, or with the final
+/// usage the collector reconciles its chunk counts with.
+pub fn stream_options() -> Value {
+    serde_json::json!({ "include_usage": true, "continuous_usage_stats": true })
 }
 
 /// Serialize a request body once, to share across the streams of a cell.
@@ -445,6 +487,8 @@ pub struct StreamRecord {
     pub ended_ms: Option<f64>,
     /// The server's own timing of the request (llama.cpp `timings`), last one seen.
     pub server_timings: Option<speedmatrix_schema::ServerTimings>,
+    /// Prompt tokens the server served from its prefix cache (`usage.prompt_tokens_details`).
+    pub cached_tokens: Option<u64>,
 }
 
 impl StreamRecord {
@@ -474,6 +518,9 @@ impl StreamRecord {
         }
         if p.timings.is_some() {
             self.server_timings = p.timings;
+        }
+        if p.cached_tokens.is_some() {
+            self.cached_tokens = p.cached_tokens;
         }
         if p.finish_reason.is_some() {
             self.finish_reason = p.finish_reason;
@@ -525,6 +572,8 @@ pub struct ParsedChunk {
     pub id: Option<String>,
     /// The server's own timing of the request (llama.cpp `timings`), if present.
     pub timings: Option<speedmatrix_schema::ServerTimings>,
+    /// `usage.prompt_tokens_details.cached_tokens`: prompt tokens served from the prefix cache.
+    pub cached_tokens: Option<u64>,
 }
 
 /// llama.cpp's `timings` object → [`speedmatrix_schema::ServerTimings`].
@@ -620,6 +669,7 @@ impl ChunkParser {
         if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
             out.prompt_tokens = u.get("prompt_tokens").and_then(Value::as_u64);
             out.completion_tokens = u.get("completion_tokens").and_then(Value::as_u64);
+            out.cached_tokens = u.pointer("/prompt_tokens_details/cached_tokens").and_then(Value::as_u64);
         }
         match out.completion_tokens {
             Some(total) if choice.is_some() => {
@@ -685,6 +735,17 @@ mod tests {
         assert_eq!((f.tokens, f.finish_reason.as_deref()), (0, Some("length")));
         let u = p.parse(r#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":1}}"#).unwrap();
         assert_eq!(u.tokens, 0);
+    }
+
+    #[test]
+    fn cached_prompt_tokens_are_read_from_usage_details() {
+        let mut p = ChunkParser::default();
+        let u = p
+            .parse(r#"{"choices":[],"usage":{"prompt_tokens":900,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":896}}}"#)
+            .unwrap();
+        assert_eq!(u.cached_tokens, Some(896));
+        let n = p.parse(r#"{"choices":[],"usage":{"prompt_tokens":9,"prompt_tokens_details":null}}"#).unwrap();
+        assert_eq!(n.cached_tokens, None);
     }
 
     #[test]

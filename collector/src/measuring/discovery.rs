@@ -1,7 +1,7 @@
 //! What server is this? `/v1/models`, `/version`, `/metrics`, `/props`, `/slots`,
 //! `/get_server_info`, turned by the engine's adapter ([`crate::measuring::engine`]) into the
-//! engine, model, `max_model_len`, KV budget and slots the plan needs — and the Prometheus gauges and
-//! counters sampled during decode windows.
+//! engine, model, `max_model_len`, KV budget and slots the plan needs — and the Prometheus gauges
+//! and counters sampled during decode windows ([`Metrics`]).
 
 use crate::measuring::client::{Client, HttpError};
 use crate::measuring::engine::{EngineKind, Facts, MetricSlot, Probe, Probes};
@@ -33,11 +33,6 @@ impl ServerInfo {
     pub fn plan_kv_budget(&self) -> Option<u64> {
         let f = &self.facts;
         f.kv_budget.filter(|(_, src)| f.kv_rule || *src == KvBudgetSource::Flag).map(|(b, _)| b)
-    }
-
-    /// `stream_options` for this engine's requests.
-    pub fn stream_options(&self) -> Value {
-        self.kind.adapter().stream_options()
     }
 
     /// Streams a cell can expect to decode at once: N, or fewer when the server runs at most
@@ -166,7 +161,7 @@ pub async fn discover(
     let (metrics, metrics_note) = match &probes.metrics {
         Probe::Got(text) => match Metrics::parse(text) {
             Ok(m) => (Some(m), None),
-            Err(e) => (None, Some(format!("/metrics is not Prometheus text: {e}"))),
+            Err(e) => (None, Some(format!("/metrics could not be parsed as Prometheus text ({e})"))),
         },
         Probe::Failed(why) => (None, Some(format!("/metrics {why}"))),
     };
@@ -197,11 +192,6 @@ fn simulation(header: Option<String>, version: &mut Option<String>) -> Option<Si
     Some(Simulated { by: TWIN_NAME.into(), profile: header.filter(|h| !h.is_empty()), evidence: Some(evidence.into()) })
 }
 
-/// `/metrics` answered something that is not Prometheus text exposition.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct MetricsError(String);
-
 /// One scrape of the server's Prometheus metrics, summed over label sets (engines, models).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Metrics {
@@ -230,54 +220,41 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    /// Parse Prometheus text exposition (vLLM, SGLang and llama.cpp names).
+    /// Read a `/metrics` exposition (Prometheus text 0.0.4 or OpenMetrics, typed or not; see
+    /// [`crate::measuring::prometheus`]) for the figures of vLLM, SGLang and llama.cpp, old and
+    /// new names alike; samples of one figure are summed over their label sets.
     ///
     /// # Errors
-    /// [`MetricsError`] with the parser's complaint (one line) when the text is not Prometheus
-    /// exposition format.
-    pub fn parse(text: &str) -> Result<Metrics, MetricsError> {
-        use openmetrics_parser::{prometheus::parse_prometheus, PrometheusValue};
-        // The parser wants a final newline.
-        let text = if text.ends_with('\n') { text.to_string() } else { format!("{text}\n") };
-        let exposition =
-            parse_prometheus(&text).map_err(|e| MetricsError(crate::text::excerpt(&e.to_string(), 300)))?;
+    /// The first line that is not Prometheus text, with its number.
+    pub fn parse(text: &str) -> Result<Metrics, crate::measuring::prometheus::ParseError> {
         let mut m = Metrics::default();
-        for family in exposition.families.values() {
-            let name = family.family_name.trim_end_matches("_total");
-            for sample in family.iter_samples() {
-                let v = match &sample.value {
-                    PrometheusValue::Gauge(n) | PrometheusValue::Unknown(n) => n.as_f64(),
-                    PrometheusValue::Counter(c) => c.value.as_f64(),
-                    _ => continue,
-                };
-                let add = |slot: &mut Option<f64>| *slot = Some(slot.unwrap_or(0.0) + v);
-                let Some((_, slot)) = crate::measuring::engine::metric_slot(name) else { continue };
-                match slot {
-                    MetricSlot::Running => add(&mut m.running),
-                    MetricSlot::Waiting => add(&mut m.waiting),
-                    MetricSlot::KvUsage => add(&mut m.kv_usage),
-                    MetricSlot::GenerationTokens => add(&mut m.generation_tokens),
-                    MetricSlot::Preemptions => add(&mut m.preemptions),
-                    MetricSlot::PrefixHits => add(&mut m.prefix_hits),
-                    MetricSlot::PrefixQueries => add(&mut m.prefix_queries),
-                    MetricSlot::SpecDrafts => add(&mut m.spec_drafts),
-                    MetricSlot::SpecDraftTokens => add(&mut m.spec_draft_tokens),
-                    MetricSlot::SpecAcceptedTokens => add(&mut m.spec_accepted_tokens),
-                    MetricSlot::CacheConfig => {
-                        let labels = sample.get_labelset().ok();
-                        let num = |k: &str| {
-                            labels
-                                .as_ref()
-                                .and_then(|l| l.get_label_value(k))
-                                .and_then(|x| x.parse::<f64>().ok())
-                                .map(|x| x as u64)
-                        };
-                        m.kv_budget = match (num("kv_cache_size_tokens"), num("num_gpu_blocks"), num("block_size")) {
-                            (Some(t), _, _) if t > 0 => Some((t, KvBudgetSource::KvCacheSizeTokens)),
-                            (_, Some(b), Some(bs)) if b > 0 => Some((b * bs, KvBudgetSource::NumGpuBlocks)),
-                            _ => m.kv_budget,
-                        };
-                    }
+        for sample in crate::measuring::prometheus::parse(text)? {
+            // An OpenMetrics counter family `x` has the sample `x_total`; 0.0.4 names it so.
+            let name = sample.name.strip_suffix("_total").unwrap_or(sample.name);
+            let Some((_, slot)) = crate::measuring::engine::metric_slot(name) else { continue };
+            let v = sample.value;
+            if !v.is_finite() {
+                continue;
+            }
+            let add = |slot: &mut Option<f64>| *slot = Some(slot.unwrap_or(0.0) + v);
+            match slot {
+                MetricSlot::Running => add(&mut m.running),
+                MetricSlot::Waiting => add(&mut m.waiting),
+                MetricSlot::KvUsage => add(&mut m.kv_usage),
+                MetricSlot::GenerationTokens => add(&mut m.generation_tokens),
+                MetricSlot::Preemptions => add(&mut m.preemptions),
+                MetricSlot::PrefixHits => add(&mut m.prefix_hits),
+                MetricSlot::PrefixQueries => add(&mut m.prefix_queries),
+                MetricSlot::SpecDrafts => add(&mut m.spec_drafts),
+                MetricSlot::SpecDraftTokens => add(&mut m.spec_draft_tokens),
+                MetricSlot::SpecAcceptedTokens => add(&mut m.spec_accepted_tokens),
+                MetricSlot::CacheConfig => {
+                    let num = |k: &str| sample.label(k).and_then(|x| x.parse::<f64>().ok()).map(|x| x as u64);
+                    m.kv_budget = match (num("kv_cache_size_tokens"), num("num_gpu_blocks"), num("block_size")) {
+                        (Some(t), _, _) if t > 0 => Some((t, KvBudgetSource::KvCacheSizeTokens)),
+                        (_, Some(b), Some(bs)) if b > 0 => Some((b * bs, KvBudgetSource::NumGpuBlocks)),
+                        _ => m.kv_budget,
+                    };
                 }
             }
         }
@@ -331,6 +308,19 @@ vllm:cache_config_info{block_size="16",enable_prefix_caching="True",num_gpu_bloc
         let mut v = Some("0.26.1".to_string());
         assert_eq!(simulation(None, &mut v), None);
         assert_eq!(v.as_deref(), Some("0.26.1"));
+    }
+
+    #[test]
+    fn reads_untyped_openmetrics_and_old_vllm_names() {
+        let untyped = "vllm:num_requests_running{engine=\"0\"} 2\nvllm:num_requests_running{engine=\"1\"} 1\n\
+                       vllm:gpu_cache_usage_perc 0.5 1700000000000\nvllm:gpu_prefix_cache_hits_total 40\n\
+                       vllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\"10\"} 1\n";
+        let m = Metrics::parse(untyped).unwrap();
+        assert_eq!((m.running, m.kv_usage), (Some(3.0), Some(0.5)));
+        assert_eq!((m.prefix_hits, m.kv_budget), (Some(40.0), Some((160, KvBudgetSource::NumGpuBlocks))));
+        let om = "# TYPE vllm:generation_tokens counter\nvllm:generation_tokens_total 7.0\n\
+                  vllm:generation_tokens_created 1.7e9\n# EOF\n";
+        assert_eq!(Metrics::parse(om).unwrap().generation_tokens, Some(7.0), "_created is not the count");
     }
 
     #[test]

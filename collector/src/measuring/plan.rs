@@ -1,11 +1,11 @@
 //! The test plan (pure): flags + what discovery found → the prefill rows and decode cells to
-//! measure, with `max` resolved, contexts that cannot fit dropped (with a warning), and
-//! over-capacity cells marked (`docs/METHODOLOGY.md`, "The matrix", "Statuses"). Also the
-//! wall-time estimate printed before a run.
+//! measure, with `max` resolved, contexts that cannot fit kept apart as not run (with the
+//! reason, for the results file, and a warning), and over-capacity cells marked
+//! (docs/METHODOLOGY.md). Also the wall-time estimate printed before a run.
 
 use speedmatrix_schema::context::{decode_max, label, ContextArg, K};
 use speedmatrix_schema::status::over_capacity;
-use speedmatrix_schema::{Capacity, ContextSize};
+use speedmatrix_schema::{Capacity, ContextSize, NotRunContext, PlanPhase};
 
 /// What the plan is made from.
 #[derive(Debug, Clone, PartialEq)]
@@ -56,8 +56,11 @@ pub struct Plan {
     pub concurrency: Vec<u32>,
     /// Decode cells, context-major.
     pub cells: Vec<PlannedCell>,
-    /// Things the user should know (dropped contexts, unknown KV budget).
+    /// Things the user should know (contexts not run, unknown KV budget).
     pub warnings: Vec<String>,
+    /// Contexts asked for that cannot be measured on this server, with the reason (they go
+    /// into the results file's `config.not_run_contexts`).
+    pub not_run: Vec<NotRunContext>,
 }
 
 /// Why no plan could be made (exit code 2).
@@ -66,8 +69,8 @@ pub enum PlanError {
     /// `max` needs the server's `max_model_len`, which it does not report.
     #[error("the server does not report max_model_len, so 'max' cannot be resolved; give contexts in tokens (e.g. --contexts 8k,32k)")]
     MaxUnknown,
-    /// Every context was dropped: nothing left to measure.
-    #[error("nothing to measure: every context was dropped (see the warnings above)")]
+    /// No asked context fits the server: nothing left to measure.
+    #[error("nothing to measure: no asked context fits the server (see the warnings above)")]
     AllDropped,
     /// A concurrency of 0.
     #[error("--concurrency values must be at least 1")]
@@ -88,9 +91,11 @@ pub fn plan(input: &PlanInput) -> Result<Plan, PlanError> {
     if input.concurrency.contains(&0) {
         return Err(PlanError::ZeroConcurrency);
     }
-    let mut warnings = Vec::new();
-    let contexts = decode_contexts(input, &mut warnings)?;
-    let prefill = prefill_contexts(input, &mut warnings)?;
+    let mut not_run = Vec::new();
+    let contexts = decode_contexts(input, &mut not_run)?;
+    let prefill = prefill_contexts(input, &mut not_run)?;
+    not_run.dedup();
+    let mut warnings: Vec<String> = not_run.iter().map(not_run_warning).collect();
     let mut concurrency = input.concurrency.clone();
     concurrency.sort_unstable();
     concurrency.dedup();
@@ -104,7 +109,21 @@ pub fn plan(input: &PlanInput) -> Result<Plan, PlanError> {
         );
     }
     let cells = contexts.iter().flat_map(|ctx| concurrency.iter().map(move |&n| planned_cell(input, ctx, n))).collect();
-    Ok(Plan { prefill, contexts, concurrency, cells, warnings })
+    Ok(Plan { prefill, contexts, concurrency, cells, warnings, not_run })
+}
+
+/// The warning printed for a context kept as not run.
+fn not_run_warning(n: &NotRunContext) -> String {
+    let what = match n.phase {
+        PlanPhase::Decode => "decode",
+        PlanPhase::Prefill => "prefill",
+    };
+    format!("{what} context {} not run (kept in the results file): {}", n.label, n.reason)
+}
+
+/// A context asked for that this server cannot take.
+fn skip(phase: PlanPhase, label: String, tokens: Option<u64>, reason: String) -> NotRunContext {
+    NotRunContext { phase, label, tokens, reason }
 }
 
 /// The longest request the server can hold, tokens: `max_model_len`, within a slot where there
@@ -117,8 +136,8 @@ fn longest_request(input: &PlanInput) -> Option<u64> {
 }
 
 /// The decode contexts, `max` resolved, sorted; those that leave no room for `max_tokens` of
-/// output dropped with a warning.
-fn decode_contexts(input: &PlanInput, warnings: &mut Vec<String>) -> Result<Vec<ContextSize>, PlanError> {
+/// output kept in `not_run` with the reason.
+fn decode_contexts(input: &PlanInput, not_run: &mut Vec<NotRunContext>) -> Result<Vec<ContextSize>, PlanError> {
     let max_tokens = u64::from(input.max_tokens);
     let mut contexts = Vec::new();
     for arg in &input.contexts {
@@ -127,14 +146,20 @@ fn decode_contexts(input: &PlanInput, warnings: &mut Vec<String>) -> Result<Vec<
                 let m = longest_request(input).ok_or(PlanError::MaxUnknown)?;
                 match decode_max(m, max_tokens) {
                     Some(t) => contexts.push(ContextSize { label: label(t), tokens: t }),
-                    None => warnings.push(format!("decode context max dropped: max_model_len {m} leaves no room for {max_tokens} output tokens")),
+                    None => not_run.push(skip(
+                        PlanPhase::Decode,
+                        "max".into(),
+                        None,
+                        format!("max_model_len {m} leaves no room for {max_tokens} output tokens"),
+                    )),
                 }
             }
             ContextArg::Tokens(t) => match input.max_model_len {
-                Some(m) if t + max_tokens > m => warnings.push(format!(
-                    "decode context {} dropped: {} prompt + {max_tokens} output tokens exceed the server's max_model_len {m}",
+                Some(m) if t + max_tokens > m => not_run.push(skip(
+                    PlanPhase::Decode,
                     label(t),
-                    t
+                    Some(t),
+                    format!("{t} prompt + {max_tokens} output tokens exceed the server's max_model_len {m}"),
                 )),
                 _ => contexts.push(ContextSize { label: label(t), tokens: t }),
             },
@@ -144,8 +169,8 @@ fn decode_contexts(input: &PlanInput, warnings: &mut Vec<String>) -> Result<Vec<
 }
 
 /// The prefill contexts, `max` resolved (the longest prompt the server accepts with
-/// `max_tokens` 1), sorted; those too long dropped with a warning.
-fn prefill_contexts(input: &PlanInput, warnings: &mut Vec<String>) -> Result<Vec<ContextSize>, PlanError> {
+/// `max_tokens` 1), sorted; those too long kept in `not_run` with the reason.
+fn prefill_contexts(input: &PlanInput, not_run: &mut Vec<NotRunContext>) -> Result<Vec<ContextSize>, PlanError> {
     let mml = longest_request(input);
     let mut prefill = Vec::new();
     for arg in &input.prefill_contexts {
@@ -156,9 +181,11 @@ fn prefill_contexts(input: &PlanInput, warnings: &mut Vec<String>) -> Result<Vec
                 prefill.push(ContextSize { label: label(m / K * K).replace(',', ""), tokens: m - 1 });
             }
             ContextArg::Tokens(t) => match mml {
-                Some(m) if t + 1 > m => warnings.push(format!(
-                    "prefill context {} dropped: {t} prompt tokens + 1 output token exceed the server's max_model_len {m}",
-                    label(t)
+                Some(m) if t + 1 > m => not_run.push(skip(
+                    PlanPhase::Prefill,
+                    label(t),
+                    Some(t),
+                    format!("{t} prompt tokens + 1 output token exceed the server's max_model_len {m}"),
                 )),
                 _ => prefill.push(ContextSize { label: label(t), tokens: t }),
             },
@@ -239,7 +266,7 @@ mod tests {
     }
 
     #[test]
-    fn contexts_that_do_not_fit_are_dropped_with_a_warning() {
+    fn contexts_that_do_not_fit_are_kept_as_not_run_with_the_reason() {
         let input = PlanInput {
             contexts: args("1k,8k,max"),
             concurrency: vec![4, 1, 4],
@@ -254,8 +281,12 @@ mod tests {
         assert_eq!(p.contexts.iter().map(|c| c.tokens).collect::<Vec<_>>(), [768, 1024]);
         assert_eq!(p.concurrency, [1, 4]);
         assert_eq!(p.prefill.len(), 1);
-        assert!(p.warnings.iter().any(|w| w.contains("decode context 8K dropped")));
-        assert!(p.warnings.iter().any(|w| w.contains("prefill context 4K dropped")));
+        assert!(p.warnings.iter().any(|w| w.contains("decode context 8K not run")));
+        assert!(p.warnings.iter().any(|w| w.contains("prefill context 4K not run")));
+        let labels: Vec<(PlanPhase, &str, Option<u64>)> =
+            p.not_run.iter().map(|n| (n.phase, n.label.as_str(), n.tokens)).collect();
+        assert_eq!(labels, [(PlanPhase::Decode, "8K", Some(8192)), (PlanPhase::Prefill, "4K", Some(4096))]);
+        assert!(p.not_run[0].reason.contains("exceed the server's max_model_len 2048"), "{:?}", p.not_run);
         assert!(p.warnings.iter().any(|w| w.contains("KV budget is unknown")));
         assert!(matches!(plan(&PlanInput { max_model_len: None, ..input }), Err(PlanError::MaxUnknown)));
     }

@@ -95,7 +95,9 @@ fn run_args(url: &str, out: &std::path::Path) -> Result<RunArgs, DemoError> {
     let out = out.to_string_lossy().into_owned();
     // The demo's own folder: a second demo replaces the first one's run.
     let argv = ["demo", "--url", url, "-o", &out, "--force"].into_iter().chain(DEMO_RUN_FLAGS);
-    Wrapper::try_parse_from(argv).map(|w| w.run).map_err(DemoError::Flags)
+    let mut run = Wrapper::try_parse_from(argv).map(|w| w.run).map_err(DemoError::Flags)?;
+    run.from_demo = true;
+    Ok(run)
 }
 
 /// Run the demo: measure, publish, serve (until Ctrl-C). Returns the exit code.
@@ -124,7 +126,8 @@ pub fn run(args: &DemoArgs) -> Result<u8, DemoError> {
         Ok::<u8, DemoError>(code?)
     })?;
     drop(rt);
-    if code != 0 {
+    // A complete run with error cells is still published: the page shows each error's reason.
+    if code != 0 && code != crate::exit::CELL_ERRORS {
         return Ok(code);
     }
 

@@ -195,8 +195,11 @@ fn prefill_table(r: &Results) -> Grid {
         .prefill
         .iter()
         .map(|p| {
-            let tps =
+            let mut tps =
                 if p.status.is_measured() { fmt("prompt_tps", p.prompt_tps) } else { p.status.label().to_string() };
+            if let Some(note) = speedmatrix_schema::status::prefill_cache_note(p) {
+                tps = format!("{tps}\n{note}");
+            }
             let mut row = vec![
                 format!("{} context", clean(&p.context.label)),
                 tps,
@@ -212,8 +215,9 @@ fn prefill_table(r: &Results) -> Grid {
     Grid { headers, rows, numeric_from: 1 }
 }
 
-/// One decode-matrix cell as text lines: total tok/s, the status words when not valid, then
-/// TTFT (`"1,202.3\nRequests queued\n811 ms TTFT"`); `—` when the file has no such cell.
+/// One decode-matrix cell as text lines: total tok/s, the status words when not valid, a note
+/// when its tokens were counted from chunks (approximate), then TTFT
+/// (`"1,202.3\nRequests queued\n811 ms TTFT"`); `—` when the file has no such cell.
 pub fn matrix_cell(r: &Results, context_tokens: u64, concurrency: u32) -> String {
     let Some(c) = r.decode.iter().find(|c| c.context.tokens == context_tokens && c.concurrency == concurrency) else {
         return dash();
@@ -225,6 +229,7 @@ pub fn matrix_cell(r: &Results, context_tokens: u64, concurrency: u32) -> String
     if c.status != CellStatus::Valid {
         lines.push(c.status.label().to_string());
     }
+    lines.extend(speedmatrix_schema::status::approximate_note(c).map(str::to_string));
     if let Some(t) = c.ttft_ms.and_then(|d| d.p50) {
         lines.push(format!("{} TTFT", fmt("ttft_ms", Some(t))));
     }

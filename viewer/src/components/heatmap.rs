@@ -99,6 +99,7 @@ pub(crate) fn heat_cell(c: HeatCell) -> impl IntoView {
         >
             <span class="hm-value">{main}</span>
             {status_line.map(|s| view! { <span class="hm-status">{report::status_mark(s)} " " {s.label()}</span> })}
+            {c.note.map(|n| view! { <span class="hm-status cell-note">{n}</span> })}
             {c.ttft.map(|t| view! { <span class="hm-ttft">{t}</span> })}
             {tip.map(|t| view! { <span class="hm-tip" role="tooltip">{t}</span> })}
         </td>
