@@ -23,6 +23,9 @@ pub enum Command {
     Show(ShowArgs),
     /// Write a static site (the viewer, the runs, runs/index.json) ready to upload anywhere.
     Publish(PublishArgs),
+    /// Write one self-contained HTML report of a run (or a diff of two) that opens from
+    /// file:// with no server.
+    Report(ReportArgs),
     /// Serve a published site, or results files with the viewer, on 127.0.0.1.
     Serve(ServeArgs),
     /// Compare two runs: A (baseline) against B (candidate) — header differences and the
@@ -74,6 +77,17 @@ pub enum ShowFormat {
     Csv,
     /// The full measurement table as a JSON array of rows.
     Json,
+}
+
+/// Flags of `speedmatrix report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The results file, or two (A, the baseline, then B) to open as a diff.
+    #[arg(required = true, num_args = 1..=2)]
+    pub files: Vec<PathBuf>,
+    /// The HTML file to write (replaced if it exists).
+    #[arg(long, short = 'o', default_value = "report.html")]
+    pub out: PathBuf,
 }
 
 /// Flags of `speedmatrix show`.

@@ -38,7 +38,7 @@ pub enum FileError {
         #[source]
         source: LoadError,
     },
-    /// A results file could not be written.
+    /// A file (a results file, a report) could not be written.
     #[error("cannot write {}", .path.display())]
     Write {
         /// The file.
@@ -124,15 +124,23 @@ pub fn read_results(path: &Path) -> Result<Results, FileError> {
 /// # Errors
 /// [`FileError::Write`] when the temp file cannot be created, written or renamed.
 pub fn write_atomic(path: &Path, results: &Results) -> Result<(), FileError> {
-    let bytes =
+    let mut bytes =
         serde_json::to_vec_pretty(results).map_err(|source| FileError::Encode { path: path.to_path_buf(), source })?;
+    bytes.push(b'\n');
+    write_bytes_atomic(path, &bytes)
+}
+
+/// Replace `path` with `bytes` atomically (temp file in the same folder, fsync, rename).
+///
+/// # Errors
+/// [`FileError::Write`] when the temp file cannot be created, written or renamed.
+pub fn write_bytes_atomic(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "results.json".into());
     let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
     let write = || -> std::io::Result<()> {
         let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(&bytes)?;
-        f.write_all(b"\n")?;
+        f.write_all(bytes)?;
         f.sync_all()?;
         std::fs::rename(&tmp, path)
     };

@@ -76,14 +76,21 @@ pub fn DiffPage() -> impl IntoView {
     let metric = RwSignal::new(metric_from_url());
     let threshold =
         RwSignal::new(sources::query("threshold").and_then(|t| parse_percent(&t).ok()).unwrap_or(DEFAULT_THRESHOLD));
-    if let Some(u) = sources::query("a") {
-        load_url(a, u);
-    }
-    if let Some(u) = sources::query("b") {
-        load_url(b, u);
+    let embedded = sources::embedded_runs();
+    if let [(name_a, bytes_a), (name_b, bytes_b)] = embedded.as_slice() {
+        // A one-file report of two runs: both are in the page.
+        a.set(side_from(name_a.clone(), Ok(bytes_a.clone())));
+        b.set(side_from(name_b.clone(), Ok(bytes_b.clone())));
+    } else {
+        if let Some(u) = sources::query("a") {
+            load_url(a, u);
+        }
+        if let Some(u) = sources::query("b") {
+            load_url(b, u);
+        }
     }
     let protocol = web_sys::window().and_then(|w| w.location().protocol().ok()).unwrap_or_default();
-    if protocol != "file:" {
+    if protocol != "file:" && embedded.is_empty() {
         spawn_local(async move {
             if let Fetched::Body(bytes) = sources::fetch_bytes("runs/index.json").await {
                 if let Ok(ix) = load_index(&bytes) {

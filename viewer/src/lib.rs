@@ -34,7 +34,7 @@ pub const SCHEMA_VERSION: u32 = speedmatrix_schema::SCHEMA_VERSION;
 /// Mount the page on `<body>`: the diff view when the URL asks for it (`?a=`, `?b=`,
 /// `?compare`), else the report.
 pub fn mount() {
-    if diff::requested() {
+    if diff::requested() || sources::embedded_runs().len() == 2 {
         leptos::mount::mount_to_body(diff::DiffPage);
     } else {
         leptos::mount::mount_to_body(app::App);
