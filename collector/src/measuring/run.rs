@@ -364,7 +364,7 @@ impl Session {
 /// # Errors
 /// As [`run`].
 pub async fn measure(args: &RunArgs) -> Result<u8, RunError> {
-    let spec = RunSpec::from_args(args)?;
+    let spec = RunSpec::from_args(&crate::measuring::spec::with_resumed_plan(args)?)?;
     let client = Client::new(&spec.url, spec.api_key.clone(), spec.max_concurrency() + 8).map_err(RunError::Client)?;
     let (info, metrics) = discover(&client, spec.model.as_deref(), spec.kv_budget, spec.engine).await?;
     let plan = plan(&PlanInput {
@@ -639,6 +639,7 @@ fn run_config(plan: &Plan, spec: &RunSpec) -> Config {
         decode_test: Some(DecodeTest::FixedDuration),
         stall_timeout_s: Some(spec.stall.as_secs_f64()),
         not_run_contexts: plan.not_run.clone(),
+        server_url: (!spec.redact_host).then(|| spec.url.clone()),
     }
 }
 
