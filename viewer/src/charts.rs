@@ -168,7 +168,9 @@ pub fn draw(
     let legend_height = if entries.is_empty() { 0.0 } else { layout.height + MARGIN };
     let height = chart_height + legend_height;
     canvas.set_height((height * dpr).round().max(1.0) as u32);
-    if let Err(e) = canvas.style().set_property("height", &format!("{height}px")) {
+    // The page sizes boxes border-box: the CSS height holds the border too.
+    let border = f64::from((canvas.offset_height() - canvas.client_height()).max(0));
+    if let Err(e) = canvas.style().set_property("height", &format!("{}px", height + border)) {
         return Err(format!("the canvas could not be resized: {e:?}"));
     }
 
