@@ -1,7 +1,8 @@
 //! The command-line surface: raw flags as clap parses them. Validation into plans happens in
 //! the module of each command.
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::parser::ValueSource;
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use speedmatrix_schema::Endpoint;
 use std::path::PathBuf;
 
@@ -12,6 +13,26 @@ pub struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+}
+
+impl Cli {
+    /// Parse `argv` (clap's usage error and exit on bad flags), noting which `run` flags were
+    /// given rather than defaulted ([`RunArgs::given`]).
+    pub fn parse_noting_given<I, T>(argv: I) -> Cli
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let m = Cli::command().get_matches_from(argv);
+        let mut cli = Cli::from_arg_matches(&m).unwrap_or_else(|e| e.exit());
+        if let (Command::Run(a), Some(("run", rm))) = (&mut cli.command, m.subcommand()) {
+            let given = |id: &&clap::Id| {
+                matches!(rm.value_source(id.as_str()), Some(ValueSource::CommandLine | ValueSource::EnvVariable))
+            };
+            a.given = Some(rm.ids().filter(given).map(|id| id.to_string()).collect());
+        }
+        cli
+    }
 }
 
 /// The subcommands.
@@ -158,6 +179,11 @@ impl From<EndpointArg> for Endpoint {
 /// Flags of `speedmatrix run`.
 #[derive(Debug, Args, Clone)]
 pub struct RunArgs {
+    /// The ids of the flags given on the command line (or by environment), not defaulted;
+    /// `None` when not known (arguments built in code): `--resume` then takes no flag from
+    /// its file.
+    #[arg(skip)]
+    pub given: Option<Vec<String>>,
     /// Base URL of the OpenAI-compatible server (a trailing /v1 is dropped).
     #[arg(long, default_value = "http://127.0.0.1:8000")]
     pub url: String,

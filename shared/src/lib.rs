@@ -29,6 +29,7 @@
 pub mod command_line;
 pub mod context;
 pub mod diff;
+pub mod estimate;
 pub mod export;
 pub mod load;
 pub mod model;

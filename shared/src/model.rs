@@ -521,6 +521,11 @@ pub struct Config {
     /// context was planned, and in files that did not record it (schema v1).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_run_contexts: Vec<NotRunContext>,
+    /// The server's base URL as `run --url` gave it (no credentials: those are refused), so
+    /// `run --resume FILE` can continue without the flags; `null` with `--redact-host`, for
+    /// imports, and in files that did not record it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_url: Option<String>,
 }
 
 /// A context asked for (`--contexts`, `--prefill-contexts`) that the plan could not hold.

@@ -149,9 +149,91 @@ pub fn approximate_note(cell: &crate::DecodeCell) -> Option<&'static str> {
         .then_some("≈ approximate: tokens counted from chunks")
 }
 
+/// Why a figure a measured cell shows is empty: a few words for a table cell and the whole
+/// reason for its title, tooltip and screen reader.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EmptyFigure {
+    /// "none finished", "not recorded".
+    pub short: &'static str,
+    /// The sentence: "no request finished in the 30.0 s window: …".
+    pub reason: String,
+}
+
+/// Why a measured decode cell has no E2E latency; `None` when it has one or was not measured
+/// (its status says why). E2E is the latency of requests that finished inside the window, so
+/// under sustained decode a window shorter than one request's whole output has none: each
+/// request runs to `max_tokens` (when the file records it), which at the cell's median per-request rate takes longer than
+/// the window. A reason the file itself records (its `missing` list names `e2e_ms`) comes first.
+pub fn e2e_empty(
+    cell: &crate::DecodeCell,
+    max_tokens: Option<u32>,
+    missing: &[crate::MissingFigure],
+) -> Option<EmptyFigure> {
+    use crate::registry::{format_number, metric, Style};
+    let shown = |id: &str, v: f64| metric(id).map_or_else(|| format_number(v, Style::Fixed(1)), |m| m.display(v));
+    if !cell.status.is_measured() || cell.e2e_ms.is_some() {
+        return None;
+    }
+    if let Some(m) = missing.iter().find(|m| m.figure == "e2e_ms") {
+        return Some(EmptyFigure { short: "not recorded", reason: m.reason.clone() });
+    }
+    if cell.completed_requests != Some(0) {
+        let reason = "this file records no E2E latency for the cell".to_string();
+        return Some(EmptyFigure { short: "not recorded", reason });
+    }
+    let window = cell.window_s.map(|w| format!(" in the {} window", shown("window_s", w)));
+    let rate = cell.per_request_tps.as_ref().and_then(|d| d.p50).filter(|r| r.is_finite() && *r > 0.0);
+    let takes = rate.zip(max_tokens).map(|(r, max_tokens)| {
+        format!(
+            ": {} output tokens at {} tok/s per request take about {} s",
+            format_number(f64::from(max_tokens), Style::Fixed(0)),
+            format_number(r, Style::Fixed(1)),
+            format_number(f64::from(max_tokens) / r, Style::Fixed(0)),
+        )
+    });
+    let reason = format!(
+        "no request finished{}{} (E2E counts finished requests only)",
+        window.unwrap_or_default(),
+        takes.unwrap_or_default()
+    );
+    Some(EmptyFigure { short: "none finished", reason })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_empty_e2e_says_why() {
+        use crate::{CellStatus, ContextSize, DecodeCell, Distribution, MissingFigure};
+        let ctx = ContextSize { label: "8K".into(), tokens: 8192 };
+        let mut cell = DecodeCell::new(ctx, 32, CellStatus::Valid, None);
+        cell.window_s = Some(30.0);
+        cell.completed_requests = Some(0);
+        cell.per_request_tps = Some(Distribution { p50: Some(25.0), ..Distribution::default() });
+        let e = e2e_empty(&cell, Some(4096), &[]).expect("empty E2E");
+        assert_eq!(e.short, "none finished");
+        assert_eq!(
+            e.reason,
+            "no request finished in the 30.0 s window: 4,096 output tokens at 25.0 tok/s per request take about 164 s \
+             (E2E counts finished requests only)"
+        );
+        // Without a rate the window alone; with a finished request the file simply lacks it.
+        cell.per_request_tps = None;
+        assert_eq!(
+            e2e_empty(&cell, Some(4096), &[]).map(|e| e.reason),
+            Some("no request finished in the 30.0 s window (E2E counts finished requests only)".into())
+        );
+        cell.completed_requests = Some(3);
+        assert_eq!(e2e_empty(&cell, Some(4096), &[]).map(|e| e.short), Some("not recorded"));
+        let missing = [MissingFigure { figure: "e2e_ms".into(), reason: "the source has no E2E".into() }];
+        assert_eq!(e2e_empty(&cell, Some(4096), &missing).map(|e| e.reason), Some("the source has no E2E".into()));
+        // A cell with E2E, or one not measured, has nothing to explain.
+        cell.e2e_ms = Some(Distribution { p50: Some(900.0), ..Distribution::default() });
+        assert_eq!(e2e_empty(&cell, Some(4096), &[]), None);
+        let not_run = DecodeCell::new(cell.context.clone(), 64, CellStatus::NotRun, Some("interrupted".into()));
+        assert_eq!(e2e_empty(&not_run, Some(4096), &[]), None);
+    }
 
     #[test]
     fn over_capacity_is_strictly_greater() {

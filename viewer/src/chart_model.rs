@@ -75,17 +75,44 @@ pub enum TickStyle {
     Compact,
 }
 
-/// Where the legend goes (the corner the lines leave free).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LegendCorner {
-    /// Top left.
-    UpperLeft,
-    /// Top right.
-    UpperRight,
-    /// Bottom left.
-    LowerLeft,
-    /// Bottom right.
-    LowerRight,
+/// One entry of a chart's legend (drawn below the plot, never over it: see [`legend_layout`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LegendEntry {
+    /// The text: the series name, or "Pareto frontier".
+    pub text: String,
+    /// The series' palette index; `None` for the frontier (drawn in the text colour).
+    pub colour: Option<usize>,
+    /// Solid or dashed sample line.
+    pub stroke: Stroke,
+}
+
+/// Where legend entries go, in CSS pixels from the top-left of the legend area.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LegendLayout {
+    /// The top-left corner of each entry, in entry order.
+    pub at: Vec<(f64, f64)>,
+    /// The height the rows take (0 without entries).
+    pub height: f64,
+}
+
+/// Lay legend entries of the given widths out in rows `avail` wide, left to right, a new row
+/// when the next entry would pass the right edge (an entry wider than a row gets a row of its
+/// own). Rows are `row_height` tall; entries in a row are `gap` apart. The legend sits in its
+/// own band below the plot area, so no entry can cover a data point however many lines the
+/// chart has (eight contexts, or sixteen when two runs are overlaid).
+pub fn legend_layout(widths: &[f64], avail: f64, row_height: f64, gap: f64) -> LegendLayout {
+    let mut at = Vec::with_capacity(widths.len());
+    let (mut x, mut row) = (0.0_f64, 0_usize);
+    for w in widths {
+        if x > 0.0 && x + w > avail {
+            x = 0.0;
+            row += 1;
+        }
+        at.push((x, row as f64 * row_height));
+        x += w + gap;
+    }
+    let rows = if widths.is_empty() { 0 } else { row + 1 };
+    LegendLayout { at, height: rows as f64 * row_height }
 }
 
 /// Everything a chart draws.
@@ -105,14 +132,24 @@ pub struct ChartSpec {
     pub series: Vec<Series>,
     /// The Pareto frontier of the valid points (per-request vs total tok/s), when marked.
     pub frontier: Option<Vec<(f64, f64)>>,
-    /// Where the legend goes.
-    pub legend: LegendCorner,
 }
 
 impl ChartSpec {
     /// Whether the chart has any point to draw.
     pub fn has_points(&self) -> bool {
         self.series.iter().any(|s| !s.points.is_empty())
+    }
+
+    /// The legend: one entry per series, then the frontier when marked.
+    pub fn legend_entries(&self) -> Vec<LegendEntry> {
+        let series =
+            self.series.iter().map(|s| LegendEntry { text: s.name.clone(), colour: Some(s.colour), stroke: s.stroke });
+        let frontier = self.frontier.as_ref().map(|_| LegendEntry {
+            text: "Pareto frontier".into(),
+            colour: None,
+            stroke: Stroke::Dashed,
+        });
+        series.chain(frontier).collect()
     }
 
     /// The table mirror (accessible fallback): one row per point, `[series, x, y, status]`.
@@ -436,7 +473,6 @@ pub fn charts(runs: &[RunRef<'_>]) -> Vec<ChartSpec> {
         caption: "Prompt tokens processed per second for one request at each context length.".into(),
         x: level_axis(tokens_axis.clone(), all_x(&s), TickStyle::Tokens),
         y: axis(prompt, all_y(&s), TickStyle::Compact, false),
-        legend: LegendCorner::LowerRight,
         series: s,
         frontier: None,
     });
@@ -448,7 +484,6 @@ pub fn charts(runs: &[RunRef<'_>]) -> Vec<ChartSpec> {
         caption: "TTFT of one request with a cold prompt: the prefill time a user waits.".into(),
         x: level_axis(tokens_axis, all_x(&s), TickStyle::Tokens),
         y: axis(ttft.metric.header(), all_y(&s), TickStyle::Compact, true),
-        legend: LegendCorner::UpperLeft,
         series: s,
         frontier: None,
     });
@@ -460,7 +495,6 @@ pub fn charts(runs: &[RunRef<'_>]) -> Vec<ChartSpec> {
         caption: "Output tok/s across all requests, one line per context length.".into(),
         x: level_axis(requests_axis.clone(), all_x(&s), TickStyle::Compact),
         y: axis(total.metric.header(), all_y(&s), TickStyle::Compact, true),
-        legend: LegendCorner::UpperLeft,
         series: s,
         frontier: None,
     });
@@ -472,7 +506,6 @@ pub fn charts(runs: &[RunRef<'_>]) -> Vec<ChartSpec> {
         caption: "Median TTFT in the sustained-decode window, one line per context length.".into(),
         x: level_axis(requests_axis, all_x(&s), TickStyle::Compact),
         y: axis(format!("{} (median)", ttft.metric.header()), all_y(&s), TickStyle::Compact, true),
-        legend: LegendCorner::UpperLeft,
         series: s,
         frontier: None,
     });
@@ -488,7 +521,6 @@ pub fn charts(runs: &[RunRef<'_>]) -> Vec<ChartSpec> {
             .into(),
         x: axis(total.metric.header(), all_x(&s), TickStyle::Compact, true),
         y: axis(format!("{} (median)", per_request.metric.header()), all_y(&s), TickStyle::Compact, true),
-        legend: LegendCorner::LowerLeft,
         series: s,
         frontier,
     });
@@ -547,6 +579,25 @@ mod tests {
         assert_eq!(compact(16.0), "16");
         assert_eq!(compact(0.5), "0.5");
         assert_eq!(compact(2_000_000.0), "2M");
+    }
+
+    #[test]
+    fn legend_rows_wrap_at_the_width_and_never_overlap() {
+        let l = legend_layout(&[100.0, 100.0, 100.0, 250.0, 40.0], 230.0, 20.0, 10.0);
+        assert_eq!(l.at, vec![(0.0, 0.0), (110.0, 0.0), (0.0, 20.0), (0.0, 40.0), (0.0, 60.0)]);
+        assert_eq!(l.height, 80.0, "an entry wider than a row gets its own row");
+        assert_eq!(legend_layout(&[], 230.0, 20.0, 10.0), LegendLayout { at: vec![], height: 0.0 });
+        // The seed's TTFT chart: one entry per context line, none of them dropped.
+        let r = seed();
+        let ttft = charts(&[RunRef::single(&r)]).into_iter().find(|c| c.id == "decode-ttft").expect("decode-ttft");
+        let entries = ttft.legend_entries();
+        assert_eq!(entries.len(), ttft.series.len());
+        assert!(entries.len() > 1, "{} entries", entries.len());
+        let pareto = charts(&[RunRef::single(&r)]).into_iter().find(|c| c.id == "pareto").expect("pareto");
+        assert_eq!(
+            pareto.legend_entries().last().map(|e| (e.text.as_str(), e.colour)),
+            Some(("Pareto frontier", None))
+        );
     }
 
     #[test]

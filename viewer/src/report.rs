@@ -7,7 +7,7 @@
 
 use speedmatrix_schema::registry::{self, column, columns, Column, Kind, METRICS};
 use speedmatrix_schema::site::run_title;
-use speedmatrix_schema::status::over_capacity_reason;
+use speedmatrix_schema::status::{e2e_empty, over_capacity_reason, EmptyFigure};
 use speedmatrix_schema::table::{rows, Phase, Row, SEED_COLUMNS};
 use speedmatrix_schema::{CellStatus, ContextSize, DecodeCell, Results};
 use std::cmp::Ordering;
@@ -135,6 +135,9 @@ pub struct HeatCell {
     /// "≈ approximate: tokens counted from chunks" when the cell's tokens could not be
     /// counted exactly (shown in the cell).
     pub note: Option<&'static str>,
+    /// Why the selected metric is empty in a measured cell, when known ("none finished" in the
+    /// cell, the reason on hover and focus).
+    pub empty: Option<EmptyFigure>,
 }
 
 impl HeatCell {
@@ -152,6 +155,7 @@ impl HeatCell {
         rest.extend(self.note.map(str::to_string));
         rest.extend(self.ttft.clone());
         rest.extend(self.reason.clone());
+        rest.extend(self.empty.as_ref().map(|e| e.reason.clone()));
         parts.push(rest.join(", "));
         parts.join(": ")
     }
@@ -183,6 +187,12 @@ pub struct Heatmap {
 
 fn cell_at(r: &Results, tokens: u64, n: u32) -> Option<&DecodeCell> {
     r.decode.iter().find(|c| c.context.tokens == tokens && c.concurrency == n)
+}
+
+/// Why `column` is empty in decode cell `c` of run `r`, when a reason is known (its E2E
+/// latency, see [`speedmatrix_schema::status::e2e_empty`]).
+pub fn empty_why(c: &DecodeCell, column: &Column, r: &Results) -> Option<EmptyFigure> {
+    (column.metric.id == "e2e_ms").then(|| e2e_empty(c, r.config.max_tokens, &r.missing)).flatten()
 }
 
 /// The reason shown for a cell: its own, else the over-capacity shortfall.
@@ -258,6 +268,7 @@ pub fn heatmap_on(
                         level: None,
                         reason: None,
                         note: None,
+                        empty: None,
                     },
                     Some(c) => {
                         let v = if measured(c) { Row::Decode(c).value(metric) } else { None };
@@ -271,6 +282,7 @@ pub fn heatmap_on(
                             level: v.map(level),
                             reason: reason_of(c),
                             note: speedmatrix_schema::status::approximate_note(c),
+                            empty: if v.is_none() && measured(c) { empty_why(c, metric, r) } else { None },
                         }
                     }
                 })
@@ -414,6 +426,17 @@ impl TableColumn {
                 };
                 self.metric_value(row).map(|v| shown.display(v)).unwrap_or_else(|| DASH.into())
             }
+        }
+    }
+
+    /// Why this column is empty in `row` when a reason is known (today: a measured decode cell's
+    /// E2E latency when no request finished in its window, or the file lacks it).
+    pub fn empty_why(&self, row: &Row<'_>, r: &Results) -> Option<EmptyFigure> {
+        match (self, row) {
+            (TableColumn::Metric { column, .. }, Row::Decode(c)) if self.metric_value(row).is_none() => {
+                empty_why(c, column, r)
+            }
+            _ => None,
         }
     }
 
@@ -736,6 +759,40 @@ mod tests {
         assert_eq!(n.reason.as_deref(), Some("interrupted"));
         let marks: Vec<&str> = CellStatus::ALL.iter().map(|s| status_mark(*s)).collect();
         assert_eq!(marks.iter().filter(|m| !m.is_empty()).count(), 4, "every non-valid status has its own mark");
+    }
+
+    #[test]
+    fn an_empty_e2e_says_why_in_the_heatmap_and_the_table() {
+        let mut r = seed();
+        // The seed records no E2E; give its first cell one, as a collector run would.
+        r.decode[0].e2e_ms = Some(speedmatrix_schema::Distribution { p50: Some(95_000.0), ..Default::default() });
+        let e2e = column("e2e_ms").unwrap();
+        let h = heatmap(&r, &e2e);
+        let (has, none, not_recorded, over) = (&h.rows[0].1[0], &h.rows[0].1[5], &h.rows[0].1[1], &h.rows[5].1[5]);
+        assert_eq!((has.value.as_deref(), has.empty.as_ref()), (Some("95,000 ms"), None));
+        assert_eq!((none.concurrency, none.value.as_deref()), (32, None));
+        let why = none.empty.as_ref().expect("the 8K × 32 cell says why it has no E2E");
+        assert_eq!(why.short, "none finished");
+        assert!(why.reason.starts_with("no request finished in the 30.0 s window: 4,096 output tokens at"), "{why:?}");
+        assert!(none.spoken().contains(&why.reason), "{}", none.spoken());
+        assert_eq!(
+            not_recorded.empty.as_ref().map(|e| e.short),
+            Some("not recorded"),
+            "2 finished, no E2E in the file"
+        );
+        assert_eq!(over.empty, None, "an over-capacity cell says why with its status");
+        // Another metric with a value has nothing to explain.
+        assert!(heatmap(&r, &column("total_tps").unwrap()).rows[0].1[5].empty.is_none());
+        // The table with every column: the E2E cell of 8K × 32 says why, the first has a figure.
+        let cols = table_columns(&r, true);
+        let e2e_col = cols.iter().find(|c| c.id() == "e2e_ms_p50").expect("an E2E column");
+        let rs = rows(&r);
+        let row_of = |n: u32| {
+            rs.iter().find(|row| matches!(row, Row::Decode(c) if c.context.tokens == 8192 && c.concurrency == n))
+        };
+        let row32 = row_of(32).expect("8K × 32");
+        assert_eq!(e2e_col.empty_why(row32, &r).map(|e| e.short), Some("none finished"));
+        assert_eq!(e2e_col.empty_why(row_of(1).expect("8K × 1"), &r), None);
     }
 
     #[test]

@@ -329,6 +329,7 @@ pub fn convert(sources: &[Source], converted_by: &str) -> Result<Results, Import
             decode_test: Some(DecodeTest::FixedRequests),
             stall_timeout_s: None,
             not_run_contexts: vec![],
+            server_url: None,
         },
         prefill: vec![],
         decode,

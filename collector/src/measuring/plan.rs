@@ -1,7 +1,7 @@
 //! The test plan (pure): flags + what discovery found → the prefill rows and decode cells to
 //! measure, with `max` resolved, contexts that cannot fit kept apart as not run (with the
 //! reason, for the results file, and a warning), and over-capacity cells marked
-//! (docs/METHODOLOGY.md). Also the wall-time estimate printed before a run.
+//! (docs/METHODOLOGY.md). The wall-time estimate of a plan is `speedmatrix_schema::estimate`.
 
 use speedmatrix_schema::context::{decode_max, label, ContextArg, K};
 use speedmatrix_schema::status::over_capacity;
@@ -217,16 +217,6 @@ fn planned_cell(input: &PlanInput, ctx: &ContextSize, n: u32) -> PlannedCell {
     }
 }
 
-/// Rough wall time of a plan, s: each prefill request at `prefill_tps`, each runnable cell its
-/// window plus a ramp-up (the opening streams' prefill from a warm cache and readiness), each
-/// context one warm-up.
-pub fn estimate_s(plan: &Plan, window_s: f64, prefill_tps: f64) -> f64 {
-    let prefill: f64 = plan.prefill.iter().map(|c| c.tokens as f64 / prefill_tps).sum();
-    let warmups: f64 = plan.contexts.iter().map(|c| c.tokens as f64 / prefill_tps).sum();
-    let cells = plan.cells.iter().filter(|c| c.over_capacity.is_none()).count() as f64;
-    prefill + warmups + cells * (window_s + 3.0)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -262,7 +252,6 @@ mod tests {
         let expect = [("64K", 128), ("128K", 64), ("128K", 128), ("251K", 32), ("251K", 64), ("251K", 128)];
         assert_eq!(over, expect.map(|(l, n)| (l.to_string(), n)));
         assert!(p.warnings.is_empty());
-        assert!(estimate_s(&p, 30.0, 20_000.0) > 42.0 * 30.0);
     }
 
     #[test]

@@ -8,12 +8,14 @@ use crate::cli::RunArgs;
 use crate::files::FileError;
 use crate::measuring::client::{request_body, Client, Clock, HttpError, StreamCtl, StreamRecord};
 use crate::measuring::discovery::{discover, DiscoverError, ServerInfo};
-use crate::measuring::plan::{estimate_s, plan, Plan, PlanError, PlanInput};
+use crate::measuring::plan::{plan, Plan, PlanError, PlanInput};
 use crate::measuring::prompt::{corpus, prompt_fields, Prompt, PromptBuilder};
 use crate::measuring::spec::{same_file, RunSpec};
 use crate::{CommandError, Failure};
 use serde_json::{json, Value};
 use speedmatrix_schema::context::ContextError;
+use speedmatrix_schema::estimate::{duration_text, remaining, Basis, Estimate};
+use speedmatrix_schema::registry::format_int;
 use speedmatrix_schema::status::over_capacity_reason;
 use speedmatrix_schema::*;
 use std::collections::HashMap;
@@ -237,9 +239,52 @@ pub struct Session {
     /// Header differences accepted on `--resume` (`--accept-change`), recorded on every row and
     /// cell measured now.
     accepted: Vec<AcceptedDifference>,
+    /// When measuring began, and the estimate of all of it then, s.
+    started: (std::time::Instant, f64),
+    /// Whether the estimate still rests on an assumed prompt rate / readiness (a line says so
+    /// when a measurement replaces one).
+    assumed: (bool, bool),
 }
 
 impl Session {
+    /// The estimate of what is left, from what this run has measured so far.
+    fn estimate_left(&self) -> Estimate {
+        let warm: Vec<u64> = self.warm.keys().map(|(t, _)| *t).collect();
+        remaining(&self.results, &warm)
+    }
+
+    /// "about 35 s left", for the progress line.
+    fn time_left(&self) -> String {
+        format!("about {} left", duration_text(self.estimate_left().total_s))
+    }
+
+    /// When a measurement has just replaced an assumption of the estimate (the first prefill
+    /// row gives the prompt rate, the first decode cell the readiness), a line with the
+    /// corrected estimate of the whole run.
+    fn estimate_corrected(&mut self) {
+        let e = self.estimate_left();
+        let now = (e.prompt_tps.1 == Basis::Assumed, e.readiness.1 == Basis::Assumed);
+        let mut learnt = vec![];
+        if self.assumed.0 && !now.0 {
+            learnt.push(format!("prompt {} tok/s measured", format_int(e.prompt_tps.0.round() as u64)));
+        }
+        if self.assumed.1 && !now.1 {
+            let r = e.readiness.0;
+            learnt.push(format!("readiness {:.1} s + {:.2} s per stream measured", r.base_s, r.per_stream_s));
+        }
+        self.assumed = (self.assumed.0 && now.0, self.assumed.1 && now.1);
+        if !learnt.is_empty() {
+            let spent = self.started.0.elapsed().as_secs_f64();
+            self.log(format!(
+                "estimate: wall time ≈ {} ({} so far + {} left; {})",
+                duration_text(spent + e.total_s),
+                duration_text(spent),
+                duration_text(e.total_s),
+                learnt.join(", ")
+            ));
+        }
+    }
+
     /// A line for the user: above the progress bar, or on stderr when it is hidden.
     pub(crate) fn log(&self, line: String) {
         if self.progress.is_hidden() {
@@ -349,7 +394,7 @@ impl Session {
 /// # Errors
 /// As [`run`].
 pub async fn measure(args: &RunArgs) -> Result<u8, RunError> {
-    let spec = RunSpec::from_args(args)?;
+    let spec = RunSpec::from_args(&crate::measuring::spec::with_resumed_plan(args)?)?;
     let client = Client::new(&spec.url, spec.api_key.clone(), spec.max_concurrency() + 8).map_err(RunError::Client)?;
     let (info, metrics) = discover(&client, spec.model.as_deref(), spec.kv_budget, spec.engine).await?;
     let plan = plan(&PlanInput {
@@ -364,9 +409,16 @@ pub async fn measure(args: &RunArgs) -> Result<u8, RunError> {
     })?;
     print_plan(&info, &plan, &spec);
     if spec.dry_run {
+        let preview = fresh_results(&info, &plan, &spec, &Host::none());
+        say!("plan: {}", estimate_line(&remaining(&preview, &[]), "estimated wall time"));
         return Ok(0);
     }
     let mut s = start_session(spec, client, info, metrics.is_some(), &plan).await?;
+    let e = remaining(&s.results, &[]);
+    let what = if s.spec.resume.is_some() { "estimated wall time of what is left" } else { "estimated wall time" };
+    say!("plan: {}", estimate_line(&e, what));
+    s.started = (std::time::Instant::now(), e.total_s);
+    s.assumed = (e.prompt_tps.1 == Basis::Assumed, e.readiness.1 == Basis::Assumed);
     s.save()?;
     let stopped = tokio::select! {
         r = measure_all(&mut s) => r?.map(|cause| (RunStatus::Failed, cause, 1)),
@@ -404,7 +456,7 @@ async fn start_session(
     let progress =
         if spec.quiet { indicatif::ProgressBar::hidden() } else { indicatif::ProgressBar::new(steps as u64) };
     progress.set_style(
-        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} cells · ETA {eta} · {msg}")
+        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} cells · {msg}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     Ok(Session {
@@ -424,6 +476,8 @@ async fn start_session(
         cold_ttft: HashMap::new(),
         gpu,
         accepted,
+        started: (std::time::Instant::now(), 0.0),
+        assumed: (true, true),
     })
 }
 
@@ -453,8 +507,10 @@ fn finish(s: &mut Session, stopped: Option<(RunStatus, String, u8)>) -> Result<u
         n => format!(" ({n} error cells — see `speedmatrix show --all` for the reasons)"),
     };
     let out = s.spec.out.display();
+    let (since, estimated) = s.started;
+    let took = format!("in {} (estimated {})", duration_text(since.elapsed().as_secs_f64()), duration_text(estimated));
     match &stopped {
-        None => say!("done; results in {out}{detail}"),
+        None => say!("done {took}; results in {out}{detail}"),
         Some((status, cause, _)) => say!(
             "{}{cause}; what was measured is in {out}{detail}; {}",
             if *status == RunStatus::Failed { "run failed: " } else { "" },
@@ -527,8 +583,12 @@ fn print_plan(info: &ServerInfo, plan: &Plan, spec: &RunSpec) {
     for c in plan.cells.iter().filter(|c| c.over_capacity.is_some()) {
         say!("plan: over capacity (not run): {} × {}", c.context.label, c.concurrency);
     }
-    let secs = estimate_s(plan, window.as_secs_f64(), 5_000.0);
-    say!("plan: estimated wall time ≈ {:.0} min (assuming 5,000 prompt tok/s)", (secs / 60.0).ceil());
+}
+
+/// "estimated wall time ≈ 52 s (assuming 10,000 prompt tok/s …)" for an estimate.
+fn estimate_line(e: &Estimate, what: &str) -> String {
+    let assumed = e.assumptions().map(|a| format!(" ({a}; corrected as rows and cells are measured)"));
+    format!("{what} ≈ {}{}", duration_text(e.total_s), assumed.unwrap_or_default())
 }
 
 /// A new results file for `plan`: every prefill row and decode cell planned (`not_run`, or
@@ -612,6 +672,7 @@ fn run_config(plan: &Plan, spec: &RunSpec) -> Config {
         decode_test: Some(DecodeTest::FixedDuration),
         stall_timeout_s: Some(spec.stall.as_secs_f64()),
         not_run_contexts: plan.not_run.clone(),
+        server_url: (!spec.redact_host).then(|| spec.url.clone()),
     }
 }
 
@@ -623,6 +684,13 @@ struct Host {
     launch_command: Option<String>,
     gpus: Option<crate::measuring::gpu::Gpus>,
     client: ClientMachine,
+}
+
+impl Host {
+    /// No host facts (the dry run's preview of the plan).
+    fn none() -> Host {
+        Host { hardware: Hardware::default(), launch_command: None, gpus: None, client: ClientMachine::default() }
+    }
 }
 
 /// This machine, as the client: CPU, cores, OS, host name (not with `--redact-host`).
@@ -835,7 +903,7 @@ async fn measure_all(s: &mut Session) -> Result<Option<String>, FileError> {
             continue;
         }
         let ctx = s.results.prefill[i].context.clone();
-        s.progress.set_message(format!("prefill {}", ctx.label));
+        s.progress.set_message(format!("prefill {} · {}", ctx.label, s.time_left()));
         let mut row = crate::measuring::prefill::measure_prefill(s, &ctx).await;
         row.accepted_differences = s.accepted.clone();
         s.log(format!(
@@ -849,6 +917,7 @@ async fn measure_all(s: &mut Session) -> Result<Option<String>, FileError> {
         let failed = row.status == CellStatus::Error;
         s.results.prefill[i] = row;
         s.progress.inc(1);
+        s.estimate_corrected();
         s.save()?;
         if failed {
             if let Err(cause) = server_alive(s).await {
@@ -861,7 +930,7 @@ async fn measure_all(s: &mut Session) -> Result<Option<String>, FileError> {
             continue;
         }
         let (ctx, n) = (s.results.decode[i].context.clone(), s.results.decode[i].concurrency);
-        s.progress.set_message(format!("decode {} × {n}", ctx.label));
+        s.progress.set_message(format!("decode {} × {n} · {}", ctx.label, s.time_left()));
         let mut cell = crate::measuring::cell::measure_cell(s, &ctx, n).await;
         cell.accepted_differences = s.accepted.clone();
         s.log(format!(
@@ -876,6 +945,7 @@ async fn measure_all(s: &mut Session) -> Result<Option<String>, FileError> {
         let failed = cell.status == CellStatus::Error;
         s.results.decode[i] = cell;
         s.progress.inc(1);
+        s.estimate_corrected();
         s.save()?;
         if failed {
             if let Err(cause) = server_alive(s).await {

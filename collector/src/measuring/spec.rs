@@ -129,6 +129,70 @@ impl RunSpec {
     }
 }
 
+/// `run --resume FILE`: the flags of the file's plan that the command line does not give are
+/// taken from FILE — contexts, concurrency, prefill contexts, window, max tokens, endpoint,
+/// prompt sharing, temperature, seed, stall timeout, the served model and the server's URL —
+/// so `--resume FILE` alone continues the run. A flag given explicitly stays, and the resume
+/// check decides whether it may differ from the file. Without `--resume`, or when which flags
+/// were given is not known, the arguments stay as they are.
+///
+/// # Errors
+/// The file cannot be read as a results file.
+pub fn with_resumed_plan(args: &RunArgs) -> Result<RunArgs, RunError> {
+    let mut a = args.clone();
+    let (Some(path), Some(given)) = (&args.resume, &args.given) else { return Ok(a) };
+    let r = crate::files::read_results(path)?;
+    let c = &r.config;
+    let unset = |id: &str| !given.iter().any(|g| g == id);
+    let tokens = |v: &[speedmatrix_schema::ContextSize]| match v.is_empty() {
+        true => vec!["none".to_string()],
+        false => v.iter().map(|x| x.tokens.to_string()).collect(),
+    };
+    let ms = |s: f64| format!("{}ms", (s * 1000.0).round());
+    let mut taken: Vec<&str> = vec![];
+    let mut take = |id: &'static str, flag: &'static str, set: &mut dyn FnMut()| {
+        if unset(id) {
+            set();
+            taken.push(flag);
+        }
+    };
+    take("contexts", "--contexts", &mut || a.contexts = tokens(&c.contexts));
+    take("concurrency", "--concurrency", &mut || a.concurrency = c.concurrency.clone());
+    take("prefill_contexts", "--prefill-contexts", &mut || a.prefill_contexts = tokens(&c.prefill_contexts));
+    if let Some(window) = c.window_s {
+        take("duration", "--duration", &mut || a.duration = ms(window));
+    }
+    if let Some(max_tokens) = c.max_tokens {
+        take("max_tokens", "--max-tokens", &mut || a.max_tokens = max_tokens);
+    }
+    if let Some(e) = c.endpoint {
+        let arg = match e {
+            Endpoint::Chat => crate::cli::EndpointArg::Chat,
+            Endpoint::Completions => crate::cli::EndpointArg::Completions,
+        };
+        take("endpoint", "--endpoint", &mut || a.endpoint = arg);
+    }
+    if let Some(sharing) = c.prompt_sharing {
+        let distinct = sharing == speedmatrix_schema::PromptSharing::Distinct;
+        take("distinct_prompts", "--distinct-prompts", &mut || a.distinct_prompts = distinct);
+    }
+    take("temperature", "--temperature", &mut || a.temperature = c.temperature);
+    take("seed", "--seed", &mut || a.seed = c.seed);
+    if let Some(stall) = c.stall_timeout_s {
+        take("stall_timeout", "--stall-timeout", &mut || a.stall_timeout = ms(stall));
+    }
+    if let Some(model) = &r.engine.served_model_name {
+        take("model", "--model", &mut || a.model = Some(model.clone()));
+    }
+    if let Some(url) = &c.server_url {
+        take("url", "--url", &mut || a.url = url.clone());
+    }
+    if !taken.is_empty() {
+        note(&format!("note: --resume {}: {} from the file", path.display(), taken.join(", ")));
+    }
+    Ok(a)
+}
+
 /// `eprintln!` that never panics on a closed stderr (see `run`).
 fn note(line: &str) {
     use std::io::Write as _;
