@@ -748,41 +748,48 @@ fn resume(path: &Path, info: &ServerInfo, plan: &Plan, spec: &RunSpec) -> Result
 }
 
 /// Whether the server still answers after a cell failed: `GET /v1/models`, three tries a second
-/// apart. [`ServerGone`] when nothing answers (connection refused, reset, timeout) or every
-/// answer is a 5xx — the run then stops rather than fill every remaining cell with the same
-/// error.
-async fn server_alive(s: &Session) -> Result<(), ServerGone> {
+/// apart; `Ok(true)` when it answered only after a try that got nothing (down for a moment: a
+/// restart). [`ServerGone`] when nothing answers (connection refused, reset, timeout), every
+/// answer is a 5xx, or it refuses the key — the run then stops rather than fill every
+/// remaining cell with the same error.
+async fn server_alive(s: &Session) -> Result<bool, ServerGone> {
     const TRIES: usize = 3;
     for attempt in 1..=TRIES {
         match s.client.get_text("/v1/models").await {
-            Ok(_) => return Ok(()),
+            // After a try that got no answer, the server was down for a moment (a restart).
+            Ok(_) => return Ok(attempt > 1),
             // A key revoked mid-run: every later cell would fail the same way.
             Err(last @ HttpError::Status { status: 401 | 403, .. }) => return Err(ServerGone { last, waited: None }),
-            Err(HttpError::Status { status, .. }) if status < 500 => return Ok(()),
+            Err(HttpError::Status { status, .. }) if status < 500 => return Ok(attempt > 1),
             Err(last) if attempt == TRIES => return Err(ServerGone { last, waited: None }),
             Err(_) => tokio::time::sleep(Duration::from_secs(1)).await,
         }
     }
-    Ok(())
+    Ok(false)
 }
 
 /// After a failed row or cell: `Ok(None)` when the server still answers; `Ok(Some(after))` when
 /// it had stopped answering but answered again within `--server-wait` (a restart: its prefix
 /// cache is gone, so warmed prompts are forgotten); else why the run stops.
 async fn after_failure(s: &mut Session) -> Result<Option<Duration>, ServerGone> {
+    let start = tokio::time::Instant::now();
     let gone = match server_alive(s).await {
-        Ok(()) => return Ok(None),
+        Ok(true) if !s.spec.server_wait.is_zero() => {
+            s.warm.clear();
+            return Ok(Some(start.elapsed()));
+        }
+        Ok(_) => return Ok(None),
         Err(g) if g.key_refused() || s.spec.server_wait.is_zero() => return Err(g),
         Err(g) => g,
     };
-    let start = tokio::time::Instant::now();
     s.log(format!(
         "the server stopped answering; waiting up to {} for it to come back (--server-wait)",
         humantime::format_duration(s.spec.server_wait)
     ));
     let mut last = gone.last;
-    while start.elapsed() < s.spec.server_wait {
-        tokio::time::sleep(Duration::from_millis(500).min(s.spec.server_wait.saturating_sub(start.elapsed()))).await;
+    let waiting = tokio::time::Instant::now();
+    while waiting.elapsed() < s.spec.server_wait {
+        tokio::time::sleep(Duration::from_millis(500).min(s.spec.server_wait.saturating_sub(waiting.elapsed()))).await;
         match s.client.get_text("/v1/models").await {
             Ok(_) => {
                 s.warm.clear();
