@@ -54,7 +54,8 @@ fn wire(frames: &[Frame], eol: &str) -> (Vec<u8>, Vec<String>) {
             Frame::Comment(c) => out.push_str(&format!(":{c}{eol}{eol}")),
         }
     }
-    let last = serde_json::json!({"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": total}}).to_string();
+    let last =
+        serde_json::json!({"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": total}}).to_string();
     out.push_str(&format!("data: {last}{eol}{eol}data: [DONE]{eol}{eol}"));
     events.push(last);
     events.push("[DONE]".into());
@@ -168,11 +169,7 @@ fn sample() -> impl Strategy<Value = Gen> {
         Just(f64::INFINITY),
         Just(f64::NEG_INFINITY),
     ];
-    (
-        "[a-zA-Z_:][a-zA-Z0-9_:]{0,30}",
-        prop::collection::vec(("[a-zA-Z_][a-zA-Z0-9_]{0,10}", "\\PC{0,12}"), 0..4),
-        value,
-    )
+    ("[a-zA-Z_:][a-zA-Z0-9_:]{0,30}", prop::collection::vec(("[a-zA-Z_][a-zA-Z0-9_]{0,10}", "\\PC{0,12}"), 0..4), value)
 }
 
 fn escape(v: &str) -> String {

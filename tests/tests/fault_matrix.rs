@@ -63,7 +63,8 @@ async fn rate_limited_429_with_a_short_retry_after_is_waited_out_and_recorded() 
     let _one = SERIAL.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let body = r#"{"error":{"message":"Rate limit reached","type":"rate_limit_exceeded"}}"#;
-    let failing = Failing { from: 2, count: 2, status: 429, body: body.into(), retry_after: Some(1), ..Failing::default() };
+    let failing =
+        Failing { from: 2, count: 2, status: 429, body: body.into(), retry_after: Some(1), ..Failing::default() };
     let server = scripted::start(Script { failing: Some(failing), ..Script::default() }).await;
     let out = dir.path().join("run.json");
     let (code, err) = collect(&server.url, &out, &strs(&matrix("1,2"))).await;
@@ -74,10 +75,8 @@ async fn rate_limited_429_with_a_short_retry_after_is_waited_out_and_recorded() 
     assert_measured_intact(&r);
     let limited: Vec<&str> = r.decode.iter().map(reason).filter(|r| r.contains("HTTP 429")).collect();
     assert!(!limited.is_empty(), "a cell says it was rate limited: {:?}", r.decode);
-    let count: usize = limited
-        .iter()
-        .filter_map(|r| r.split("HTTP 429 to ").nth(1)?.split(' ').next()?.parse::<usize>().ok())
-        .sum();
+    let count: usize =
+        limited.iter().filter_map(|r| r.split("HTTP 429 to ").nth(1)?.split(' ').next()?.parse::<usize>().ok()).sum();
     assert_eq!(count, 2, "two requests were answered 429: {limited:?}");
     assert!(err.contains("rate limited"), "the log says so too: {err}");
 }
@@ -363,10 +362,12 @@ fn a_server_restarting_mid_run_is_waited_for_and_the_broken_cell_measured_again(
     assert_eq!(r.run.status, RunStatus::Complete);
     assert!(r.decode.iter().all(|c| c.status.is_measured()), "{:?}", r.decode);
     assert_measured_intact(&r);
-    let again: Vec<usize> =
-        (0..r.decode.len()).filter(|&i| reason(&r.decode[i]).contains("measured again")).collect();
+    let again: Vec<usize> = (0..r.decode.len()).filter(|&i| reason(&r.decode[i]).contains("measured again")).collect();
     assert_eq!(again, [1], "only the broken cell was measured again: {:?}", r.decode);
     let why = reason(&r.decode[1]);
-    assert!(why.contains("the server stopped answering during the first try") && why.contains("answered again after"), "{why}");
+    assert!(
+        why.contains("the server stopped answering during the first try") && why.contains("answered again after"),
+        "{why}"
+    );
     assert!(err.contains("waiting up to 30s") && err.contains("measured again"), "the log says it: {err}");
 }

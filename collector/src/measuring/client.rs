@@ -343,7 +343,9 @@ pub const RATE_LIMIT_RETRIES: usize = 3;
 /// The wait an HTTP 429 with a short `Retry-After` asks for, s.
 fn short_retry_after(e: &StreamError) -> Option<u64> {
     match e {
-        StreamError::Http(HttpError::Status { status: 429, retry_after: Some(s), .. }) if *s <= RATE_LIMIT_MAX_WAIT_S => {
+        StreamError::Http(HttpError::Status { status: 429, retry_after: Some(s), .. })
+            if *s <= RATE_LIMIT_MAX_WAIT_S =>
+        {
             Some(*s)
         }
         _ => None,

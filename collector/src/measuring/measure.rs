@@ -24,7 +24,8 @@ use speedmatrix_schema::{
 /// `reason`: how many were rate-limited and sent again after the wait, and the longest wait.
 /// `None` when none was.
 pub fn rate_limit_note<'a>(records: impl IntoIterator<Item = &'a StreamRecord>) -> Option<String> {
-    let waits: Vec<u64> = records.into_iter().filter(|r| !r.rate_limited.is_empty()).map(|r| r.rate_limited.iter().sum()).collect();
+    let waits: Vec<u64> =
+        records.into_iter().filter(|r| !r.rate_limited.is_empty()).map(|r| r.rate_limited.iter().sum()).collect();
     let longest = waits.iter().max()?;
     Some(format!(
         "rate limited: the server answered HTTP 429 to {} request(s); each was sent again after its Retry-After (at most {longest} s in all), and its times count from the new send",

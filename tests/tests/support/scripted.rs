@@ -272,7 +272,8 @@ fn refused(s: &AppState, v: &Value) -> Refused {
                 "This model's maximum context length is {limit} tokens. However, you requested {} tokens ({prompt} in the messages, {max_tokens} in the completion). Please reduce the length of the messages or completion.",
                 prompt + max_tokens
             );
-            let body = json!({"object": "error", "message": msg, "type": "BadRequestError", "param": null, "code": 400});
+            let body =
+                json!({"object": "error", "message": msg, "type": "BadRequestError", "param": null, "code": 400});
             return Refused::Answer((StatusCode::BAD_REQUEST, axum::Json(body)).into_response());
         }
     }
