@@ -287,11 +287,13 @@ fn free_port() -> u16 {
 /// Wait (≤ 60 s) until the run writing `out` has measured `n` decode cells.
 fn wait_for_cells(out: &Path, n: usize) {
     let deadline = Instant::now() + Duration::from_secs(60);
-    while !std::fs::read(out)
-        .ok()
-        .and_then(|b| speedmatrix_schema::load_results(&b).ok())
-        .is_some_and(|r| r.decode.iter().filter(|c| c.status.is_measured()).count() >= n)
-    {
+    let measured = || {
+        std::fs::read(out)
+            .ok()
+            .and_then(|b| speedmatrix_schema::load_results(&b).ok())
+            .map_or(0, |r| r.decode.iter().filter(|c| c.status.is_measured()).count())
+    };
+    while measured() < n {
         assert!(Instant::now() < deadline, "{n} decode cell(s) not measured within 60 s");
         std::thread::sleep(Duration::from_millis(20));
     }
