@@ -411,3 +411,127 @@ proptest! {
         prop_assert_eq!(spec.window, want);
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Both importers: a source file with values replaced or removed anywhere converts to a run that
+// loads, or is refused with an error naming the file; never a panic, never an invalid run.
+
+fn import_fixtures() -> Vec<crate::import::Source> {
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/import");
+    ["benchmark_results.json", "vllm-bench-c1.json", "vllm-bench-c4.json"]
+        .iter()
+        .map(|n| crate::import::Source {
+            name: n.to_string(),
+            json: serde_json::from_slice(&std::fs::read(dir.join(n)).expect("import fixture")).expect("JSON"),
+        })
+        .collect()
+}
+
+/// Every path to a value in `v` (keys and indices).
+fn json_paths(v: &serde_json::Value, here: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+    out.push(here.clone());
+    let children: Vec<(String, &serde_json::Value)> = match v {
+        serde_json::Value::Object(m) => m.iter().map(|(k, x)| (k.clone(), x)).collect(),
+        serde_json::Value::Array(a) => a.iter().enumerate().map(|(i, x)| (i.to_string(), x)).collect(),
+        _ => vec![],
+    };
+    for (k, x) in children {
+        here.push(k);
+        json_paths(x, here, out);
+        here.pop();
+    }
+}
+
+/// Replace (`Some`) or remove (`None`) the value at `path`.
+fn edit_json(root: &mut serde_json::Value, path: &[String], with: Option<serde_json::Value>) {
+    let Some((last, parent)) = path.split_last() else {
+        if let Some(w) = with {
+            *root = w;
+        }
+        return;
+    };
+    let mut v = root;
+    for k in parent {
+        v = match v {
+            serde_json::Value::Object(m) => m.get_mut(k),
+            serde_json::Value::Array(a) => k.parse::<usize>().ok().and_then(|i| a.get_mut(i)),
+            _ => None,
+        }
+        .expect("a path found in this tree");
+    }
+    match (v, with) {
+        (serde_json::Value::Object(m), Some(w)) => {
+            m.insert(last.clone(), w);
+        }
+        (serde_json::Value::Object(m), None) => {
+            m.remove(last);
+        }
+        (serde_json::Value::Array(a), w) => {
+            if let Some(i) = last.parse::<usize>().ok().filter(|i| *i < a.len()) {
+                match w {
+                    Some(w) => a[i] = w,
+                    None => {
+                        a.remove(i);
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+fn odd_value() -> impl Strategy<Value = Option<serde_json::Value>> {
+    prop::option::weighted(
+        0.8,
+        prop_oneof![
+            Just(serde_json::Value::Null),
+            any::<i64>().prop_map(serde_json::Value::from),
+            any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(serde_json::Value::from),
+            Just(serde_json::Value::from(1e308)),
+            Just(serde_json::Value::from(-1)),
+            Just(serde_json::Value::from(0)),
+            "\\PC{0,8}".prop_map(serde_json::Value::from),
+            Just(serde_json::json!([])),
+            Just(serde_json::json!({})),
+        ],
+    )
+}
+
+proptest! {
+    #![proptest_config(cases(400))]
+
+    #[test]
+    fn edited_import_sources_convert_to_a_valid_run_or_are_refused(
+        edits in prop::collection::vec((any::<prop::sample::Index>(), any::<prop::sample::Index>(), odd_value()), 1..4),
+    ) {
+        let mut sources = import_fixtures();
+        for (which, at, with) in &edits {
+            let i = which.index(sources.len());
+            let mut found = Vec::new();
+            json_paths(&sources[i].json, &mut Vec::new(), &mut found);
+            let path = at.get(&found).clone();
+            edit_json(&mut sources[i].json, &path, with.clone());
+        }
+        let by = "speedmatrix fuzz";
+        let out = std::path::Path::new("fuzz.json");
+        let runs = [
+            crate::import::llm_inference_bench::convert(&sources[0], by)
+                .and_then(|r| crate::import::checked(r, &sources[..1], out)),
+            crate::import::vllm_bench::convert(&sources[1..], by).and_then(|r| crate::import::checked(r, &sources[1..], out)),
+        ];
+        for r in runs {
+            match r {
+                Ok(results) => {
+                    let bytes = serde_json::to_vec(&results).expect("serializes");
+                    let loaded = speedmatrix_schema::load_results(&bytes);
+                    prop_assert!(loaded.is_ok(), "an imported run that does not load: {:?}", loaded.err());
+                }
+                Err(e) => {
+                    prop_assert!(!matches!(e, crate::import::ImportError::Invalid(_)), "{}", crate::error_line(e));
+                    let line = crate::error_line(e);
+                    prop_assert!(!line.contains('\n') && !line.is_empty(), "{line}");
+                }
+            }
+        }
+    }
+}
