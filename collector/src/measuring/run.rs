@@ -810,6 +810,31 @@ fn measured_again(first_try: Option<&str>, after: Duration) -> String {
     )
 }
 
+/// The log line of a measured prefill row.
+fn prefill_line(row: &PrefillRow) -> String {
+    format!(
+        "prefill {:>6}: {} · prompt {} tok/s · TTFT {} ms{}",
+        row.context.label,
+        row.status.label(),
+        row.prompt_tps.map_or("—".into(), |v| format!("{v:.0}")),
+        row.ttft_ms.map_or("—".into(), |v| format!("{v:.0}")),
+        row.reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default()
+    )
+}
+
+/// The log line of a measured decode cell.
+fn decode_line(cell: &DecodeCell) -> String {
+    format!(
+        "decode {:>6} × {:>3}: {} · {} tok/s · TTFT p50 {} ms{}",
+        cell.context.label,
+        cell.concurrency,
+        cell.status.label(),
+        cell.total_tps.map_or("—".into(), |v| format!("{v:.1}")),
+        cell.ttft_ms.and_then(|d| d.p50).map_or("—".into(), |v| format!("{v:.0}")),
+        cell.reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default()
+    )
+}
+
 /// Measure every row and cell still `not_run`, saving after each. Returns `Some(cause)` when the
 /// server died on the way (the remaining cells stay `not_run`).
 async fn measure_all(s: &mut Session) -> Result<Option<String>, FileError> {
@@ -820,14 +845,15 @@ async fn measure_all(s: &mut Session) -> Result<Option<String>, FileError> {
         let ctx = s.results.prefill[i].context.clone();
         s.progress.set_message(format!("prefill {}", ctx.label));
         let mut row = crate::measuring::prefill::measure_prefill(s, &ctx).await;
+        s.log(prefill_line(&row));
         if row.status == CellStatus::Error {
             match after_failure(s).await {
                 Ok(None) => {}
                 Ok(Some(after)) => {
                     let note = measured_again(row.reason.as_deref(), after);
-                    s.log(format!("prefill {}: {note}", ctx.label));
                     row = crate::measuring::prefill::measure_prefill(s, &ctx).await;
                     crate::measuring::measure::add_note(&mut row.reason, note);
+                    s.log(prefill_line(&row));
                 }
                 Err(cause) => {
                     s.results.prefill[i] = row;
@@ -836,14 +862,6 @@ async fn measure_all(s: &mut Session) -> Result<Option<String>, FileError> {
                 }
             }
         }
-        s.log(format!(
-            "prefill {:>6}: {} · prompt {} tok/s · TTFT {} ms{}",
-            ctx.label,
-            row.status.label(),
-            row.prompt_tps.map_or("—".into(), |v| format!("{v:.0}")),
-            row.ttft_ms.map_or("—".into(), |v| format!("{v:.0}")),
-            row.reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default()
-        ));
         s.results.prefill[i] = row;
         s.progress.inc(1);
         s.save()?;
@@ -855,14 +873,15 @@ async fn measure_all(s: &mut Session) -> Result<Option<String>, FileError> {
         let (ctx, n) = (s.results.decode[i].context.clone(), s.results.decode[i].concurrency);
         s.progress.set_message(format!("decode {} × {n}", ctx.label));
         let mut cell = crate::measuring::cell::measure_cell(s, &ctx, n).await;
+        s.log(decode_line(&cell));
         if cell.status == CellStatus::Error {
             match after_failure(s).await {
                 Ok(None) => {}
                 Ok(Some(after)) => {
                     let note = measured_again(cell.reason.as_deref(), after);
-                    s.log(format!("decode {} × {n}: {note}", ctx.label));
                     cell = crate::measuring::cell::measure_cell(s, &ctx, n).await;
                     crate::measuring::measure::add_note(&mut cell.reason, note);
+                    s.log(decode_line(&cell));
                 }
                 Err(cause) => {
                     s.results.decode[i] = cell;
@@ -871,15 +890,6 @@ async fn measure_all(s: &mut Session) -> Result<Option<String>, FileError> {
                 }
             }
         }
-        s.log(format!(
-            "decode {:>6} × {:>3}: {} · {} tok/s · TTFT p50 {} ms{}",
-            ctx.label,
-            n,
-            cell.status.label(),
-            cell.total_tps.map_or("—".into(), |v| format!("{v:.1}")),
-            cell.ttft_ms.and_then(|d| d.p50).map_or("—".into(), |v| format!("{v:.0}")),
-            cell.reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default()
-        ));
         s.results.decode[i] = cell;
         s.progress.inc(1);
         s.save()?;
