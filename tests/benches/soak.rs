@@ -85,10 +85,8 @@ fn report(name: &str, samples: &[Sample], out: &Path) {
         + r.prefill.iter().map(|p| p.requests.len()).sum::<usize>();
     let bytes = std::fs::metadata(out).map(|m| m.len()).unwrap_or(0);
     let rss = |f: fn(f64, f64) -> f64| samples.iter().map(|s| s.rss_mb).fold(samples[0].rss_mb, f);
-    let (fd_min, fd_max) = (
-        samples.iter().map(|s| s.fds).min().unwrap_or(0),
-        samples.iter().map(|s| s.fds).max().unwrap_or(0),
-    );
+    let (fd_min, fd_max) =
+        (samples.iter().map(|s| s.fds).min().unwrap_or(0), samples.iter().map(|s| s.fds).max().unwrap_or(0));
     println!(
         "{name}: {} samples · RSS {:.1}…{:.1} MB, slope after the first minute {} · fds {fd_min}…{fd_max} · \
          {measured} measured cells, {errors} error cells · file {bytes} bytes for {requests} request samples ({:.0} bytes each)",
