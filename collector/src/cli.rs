@@ -202,6 +202,11 @@ pub struct RunArgs {
     /// a failed run's error cells are measured again.
     #[arg(long)]
     pub resume: Option<PathBuf>,
+    /// With --resume: header differences to accept when the server is not the one the file
+    /// describes: engine, engine-version, model, max-model-len, kv-budget, launch-command, gpus,
+    /// host, server-location, or all. Each row and cell measured now records the difference.
+    #[arg(long, value_delimiter = ',', value_name = "FIELD")]
+    pub accept_change: Vec<String>,
     /// Set by `speedmatrix demo` (no flag): its run cannot be resumed, so an interrupted demo
     /// says to start it again instead of naming `--resume`.
     #[arg(skip)]

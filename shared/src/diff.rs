@@ -127,10 +127,15 @@ pub fn compare(col: &Column, a: Option<f64>, b: Option<f64>, threshold: f64) -> 
 /// compare only between runs with the same window.
 pub const WINDOW_SCALED: [&str; 2] = ["output_tokens", "completed_requests"];
 
-/// The two runs' planned windows (s) when they differ by more than 1 %, else `None`.
-pub fn window_difference(a: &Results, b: &Results) -> Option<(f64, f64)> {
+/// The two runs' planned windows (s) when they differ by more than 1 % or either is not
+/// recorded (an import whose source has no window: nothing says the windows match), else
+/// `None`.
+pub fn window_difference(a: &Results, b: &Results) -> Option<(Option<f64>, Option<f64>)> {
     let (wa, wb) = (a.config.window_s, b.config.window_s);
-    ((wa - wb).abs() > 0.01 * wa.abs().max(wb.abs())).then_some((wa, wb))
+    match (wa, wb) {
+        (Some(x), Some(y)) if (x - y).abs() <= 0.01 * x.abs().max(y.abs()) => None,
+        _ => Some((wa, wb)),
+    }
 }
 
 /// Where a row or cell is: phase, context and concurrency (1 for prefill rows).
@@ -387,18 +392,18 @@ fn row_diff(cell: &CellRef, ra: Option<Row<'_>>, rb: Option<Row<'_>>, cols: &[Co
 }
 
 /// Counts over the window are not compared between runs of different windows.
-fn set_not_comparable(row: &mut RowDiff, wa: f64, wb: f64) {
+fn set_not_comparable(row: &mut RowDiff, wa: Option<f64>, wb: Option<f64>) {
+    let secs = |w: Option<f64>| {
+        w.map_or("not recorded".to_string(), |w| format!("{} s", registry::format_number(w, registry::Style::Fixed(0))))
+    };
+    let what = if wa.is_some() && wb.is_some() { "different length" } else { "different or unknown length" };
     for d in &mut row.deltas {
         let metric = registry::column(&d.column).map(|c| c.metric.id);
         if metric.is_some_and(|m| WINDOW_SCALED.contains(&m)) {
             d.abs = None;
             d.rel = None;
             d.verdict = None;
-            d.not_comparable = Some(format!(
-                "counted over windows of different length ({} s and {} s)",
-                registry::format_number(wa, registry::Style::Fixed(0)),
-                registry::format_number(wb, registry::Style::Fixed(0))
-            ));
+            d.not_comparable = Some(format!("counted over windows of {what} ({} and {})", secs(wa), secs(wb)));
         }
     }
 }
@@ -486,7 +491,9 @@ fn config_fields(r: &Results) -> Vec<(&'static str, Option<String>)> {
 }
 
 /// The launch commands' differences: the command and its arguments as one field, then each
-/// flag that is added, removed or has another value.
+/// flag that is added, removed or has another value. A launch command one run does not know is
+/// a difference ("unknown in A", "unknown in B", "unknown in A and B"), never "same": nothing
+/// says the servers were launched alike.
 fn launch_changes(a: Option<&str>, b: Option<&str>) -> Vec<HeaderChange> {
     let change = |field: &str, a: Option<String>, b: Option<String>| HeaderChange {
         section: "Launch command".into(),
@@ -495,7 +502,9 @@ fn launch_changes(a: Option<&str>, b: Option<&str>) -> Vec<HeaderChange> {
         b,
     };
     match (a, b) {
-        (None, None) => vec![],
+        (None, None) => vec![change("unknown in A and B", None, None)],
+        (Some(x), None) => vec![change("unknown in B", Some(x.into()), None)],
+        (None, Some(y)) => vec![change("unknown in A", None, Some(y.into()))],
         (Some(x), Some(y)) if x == y => vec![],
         (Some(x), Some(y)) => match (CommandLine::parse(x), CommandLine::parse(y)) {
             (Some(CommandLine { positional: pa, flags: fa }), Some(CommandLine { positional: pb, flags: fb })) => {
@@ -527,7 +536,6 @@ fn launch_changes(a: Option<&str>, b: Option<&str>) -> Vec<HeaderChange> {
             }
             _ => vec![change("command line", Some(x.into()), Some(y.into()))],
         },
-        (x, y) => vec![change("command line", x.map(str::to_string), y.map(str::to_string))],
     }
 }
 
@@ -1020,7 +1028,7 @@ mod tests {
     fn counts_over_windows_of_different_length_are_not_compared() {
         let a = seed();
         let mut b = seed();
-        b.config.window_s = 5.0;
+        b.config.window_s = Some(5.0);
         for c in &mut b.decode {
             c.output_tokens = c.output_tokens.map(|t| t / 6);
             c.completed_requests = c.completed_requests.map(|n| n / 6);
@@ -1062,6 +1070,12 @@ mod tests {
         let ch = launch_changes(Some("vllm 'unbalanced"), Some("vllm x"));
         assert_eq!(ch[0].field, "command line");
         assert_eq!(launch_changes(None, Some("x"))[0].a, None);
+        // An unknown launch command is a difference, never "same".
+        let unknown =
+            |a: Option<&str>, b: Option<&str>| launch_changes(a, b).into_iter().map(|c| c.field).collect::<Vec<_>>();
+        assert_eq!(unknown(None, None), ["unknown in A and B"]);
+        assert_eq!(unknown(Some("vllm serve m"), None), ["unknown in B"]);
+        assert_eq!(unknown(None, Some("vllm serve m")), ["unknown in A"]);
         assert!(launch_changes(Some("a  b"), Some("a  b")).is_empty());
         assert_eq!(launch_changes(Some("a  b"), Some("a b"))[0].field, "command line");
     }

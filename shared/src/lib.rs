@@ -18,6 +18,7 @@
 //! - [`context`]: context sizes (`8k` = 8,192 tokens, `max`).
 //! - [`status`]: the cell status rules (over capacity, requests queued, …).
 //! - [`summary`]: a run's subtitle and header cards, as the terminal and the page show them.
+//! - [`resume`]: a resumed run's header against the server it reaches now.
 //! - [`diff`]: two runs compared (A = baseline, B = candidate): deltas, verdicts, status and
 //!   header changes, the regression gate.
 //! - [`simulation`]: how the speedmatrix twin says it is one on the wire, and how a run
@@ -32,6 +33,7 @@ pub mod export;
 pub mod load;
 pub mod model;
 pub mod registry;
+pub mod resume;
 pub mod simulation;
 pub mod site;
 pub mod stats;

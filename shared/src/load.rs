@@ -289,10 +289,99 @@ pub fn migrate(mut value: Value) -> Result<Value, LoadError> {
     Ok(value)
 }
 
-/// Schema v1 (round-1 builds, the seed fixture, round-1 imports) → v2. Every field v2 added is
-/// optional and absent from a v1 file, where it means "not recorded" (null); nothing v1 held
-/// changes meaning.
-fn v1_to_v2(value: Value) -> Result<Value, LoadError> {
+/// Schema v1 (round-1 builds, the seed fixture, round-1 imports) → v2. Fields v2 added are
+/// optional and absent from a v1 file, where they mean "not recorded" (null). What v1 held keeps
+/// its meaning; where a v1 value was not the figure it claimed to be, it becomes null and
+/// `missing` says why:
+/// - `tool.version: "unknown"` (imports) → null;
+/// - an import of `vllm bench serve`: the engine it hard-coded (`vllm`), the `max_tokens` it
+///   took from the longest output and the window it took from the benchmark's duration → null;
+///   an llm-inference-bench import's `max_tokens: 0` (absent in the source) → null;
+/// - imports: an ITL or chunk-gap `count` (it held requests, the schema says tokens or chunks)
+///   → null;
+/// - a measured run's `avg_active_requests` where the server had no running gauge (v1 wrote the
+///   client's in-flight count, queued streams included; v2 means streams being served) → null;
+/// - `decode[].server.note` (never written by a speedmatrix build) moves to `missing`, and the
+///   run-level `telemetry` (never written either) is dropped.
+fn v1_to_v2(mut value: Value) -> Result<Value, LoadError> {
+    let mut missing: Vec<(String, String)> = Vec::new();
+    if let Some(obj) = value.as_object_mut() {
+        obj.remove("telemetry");
+    }
+    if value.pointer("/tool/version").and_then(Value::as_str) == Some("unknown") {
+        value["tool"]["version"] = Value::Null;
+        missing.push(("tool.version".into(), "the source does not say (an earlier import wrote \"unknown\")".into()));
+    }
+    let format = value.pointer("/import/format").and_then(Value::as_str).map(str::to_string);
+    match format.as_deref() {
+        Some("vllm-bench") => {
+            if value.pointer("/engine/name").and_then(Value::as_str) == Some("vllm") {
+                value["engine"]["name"] = Value::Null;
+                missing.push((
+                    "engine.name".into(),
+                    "vllm bench serve does not record the server's engine (an earlier import wrote \"vllm\")".into(),
+                ));
+            }
+            if value.pointer("/config/max_tokens").is_some_and(|v| !v.is_null()) {
+                value["config"]["max_tokens"] = Value::Null;
+                missing.push((
+                    "config.max_tokens".into(),
+                    "vllm bench serve files do not record max_tokens (an earlier import wrote the longest output seen)"
+                        .into(),
+                ));
+            }
+            if value.pointer("/config/window_s").is_some() {
+                // The benchmark's duration, not a window (`missing` already lists `window`).
+                value["config"]["window_s"] = Value::Null;
+            }
+        }
+        Some("llm-inference-bench") if value.pointer("/config/max_tokens").and_then(Value::as_u64) == Some(0) => {
+            value["config"]["max_tokens"] = Value::Null;
+            missing.push(("config.max_tokens".into(), "not in the source's metadata".into()));
+        }
+        _ => {}
+    }
+    let measured_here = format.is_none() && value.pointer("/tool/name").and_then(Value::as_str) == Some("speedmatrix");
+    let mut client_count = 0;
+    if let Some(cells) = value.get_mut("decode").and_then(Value::as_array_mut) {
+        for (i, cell) in cells.iter_mut().enumerate() {
+            if let Some(server) = cell.get_mut("server").and_then(Value::as_object_mut) {
+                if let Some(Value::String(note)) = server.remove("note") {
+                    missing.push((format!("decode[{i}].server"), note));
+                }
+            }
+            if format.is_some() {
+                for d in ["itl_ms", "chunk_gap_ms"] {
+                    if let Some(count) = cell.get_mut(d).and_then(Value::as_object_mut).and_then(|o| o.get_mut("count"))
+                    {
+                        *count = Value::Null;
+                    }
+                }
+            }
+            let gauge = cell.pointer("/server/running_avg").is_some_and(|v| !v.is_null());
+            if measured_here && !gauge && cell.get("avg_active_requests").is_some_and(|v| !v.is_null()) {
+                cell["avg_active_requests"] = Value::Null;
+                client_count += 1;
+            }
+        }
+    }
+    if client_count > 0 {
+        missing.push((
+            "avg_active_requests".into(),
+            format!(
+                "{client_count} cell(s) of this schema-v1 file held the client's count of streams in flight (queued ones \
+                 included) where the server had no running gauge; the figure now means streams being served"
+            ),
+        ));
+    }
+    if !missing.is_empty() {
+        let list = value.as_object_mut().map(|o| o.entry("missing").or_insert_with(|| Value::Array(vec![])));
+        if let Some(Value::Array(list)) = list {
+            list.extend(
+                missing.into_iter().map(|(figure, reason)| serde_json::json!({"figure": figure, "reason": reason})),
+            );
+        }
+    }
     Ok(value)
 }
 
@@ -398,9 +487,6 @@ fn needs_reason(status: crate::CellStatus) -> bool {
 fn check_contexts(path: &str, list: &[crate::ContextSize]) -> Result<(), LoadError> {
     let mut seen = std::collections::HashSet::new();
     for (i, c) in list.iter().enumerate() {
-        if c.tokens == 0 {
-            return Err(invalid(format!("{path}[{i}].tokens"), "a context has at least 1 token"));
-        }
         if !seen.insert(c.tokens) {
             return Err(invalid(
                 format!("{path}[{i}]"),
@@ -454,11 +540,6 @@ pub fn validate(r: &Results) -> Result<(), LoadError> {
             ));
         }
     }
-    if let Some(t) = &r.telemetry {
-        for (i, s) in t.samples.iter().enumerate() {
-            check_fraction(&format!("telemetry.samples[{i}].kv_cache_usage"), s.kv_cache_usage)?;
-        }
-    }
     Ok(())
 }
 
@@ -476,8 +557,8 @@ fn validate_header(r: &Results) -> Result<(), LoadError> {
         }
     }
     let c = &r.config;
-    if !(0.001..=MAX_WINDOW_S).contains(&c.window_s) {
-        return Err(invalid("config.window_s", format!("{} s is not a measurement window (1 ms … 1 day)", c.window_s)));
+    if let Some(w) = c.window_s.filter(|w| !(0.001..=MAX_WINDOW_S).contains(w)) {
+        return Err(invalid("config.window_s", format!("{w} s is not a measurement window (1 ms … 1 day)")));
     }
     if let Some(i) = c.concurrency.iter().position(|&n| n == 0) {
         return Err(invalid(format!("config.concurrency[{i}]"), "concurrency must be at least 1 stream"));

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 pub struct Results {
     /// Always `"speedmatrix-results"` ([`crate::SCHEMA_NAME`]).
     pub schema: String,
-    /// The schema version of this file (integer, currently 1). Older versions are migrated on
+    /// The schema version of this file (integer, currently 2). Older versions are migrated on
     /// load; newer ones are refused with an "upgrade speedmatrix" error.
     pub schema_version: u32,
     /// The program that measured (or converted) this run.
@@ -37,9 +37,12 @@ pub struct Results {
     pub prefill: Vec<PrefillRow>,
     /// Sustained-decode cells, in plan order (context-major, then concurrency).
     pub decode: Vec<DecodeCell>,
-    /// Run-level telemetry series (server gauges, GPU samples), if recorded.
+    /// The machine the collector ran on: its CPU bounds the client's own figures (the
+    /// self-check `client_cpu_pct`). For a server on that machine it is the same host as
+    /// [`Results::hardware`]; for a remote one it is not the server's hardware. `null` in files
+    /// that did not record it (schema v1) and for imported runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub telemetry: Option<Telemetry>,
+    pub client: Option<ClientMachine>,
     /// Figures this run could not give, and why (e.g. a server without `/metrics`, an engine
     /// without a KV-usage gauge, a source format without percentiles). Empty when nothing is
     /// known to be missing.
@@ -96,8 +99,10 @@ pub struct UnmappedField {
 pub struct Tool {
     /// Program name, e.g. `speedmatrix` or `llm-inference-bench` for an imported run.
     pub name: String,
-    /// Program version, e.g. `0.1.0`.
-    pub version: String,
+    /// Program version, e.g. `0.1.0`; `null` when the source does not say (an imported run;
+    /// `missing` lists `tool.version` with the reason).
+    #[serde(default)]
+    pub version: Option<String>,
     /// For imported runs: the program and version that converted the file.
     #[serde(default)]
     pub converted_by: Option<String>,
@@ -146,8 +151,10 @@ pub struct RunInfo {
     pub notes: Option<String>,
 }
 
-/// The machine the server ran on. Source: NVML and the OS for local servers, flags or the
-/// imported file otherwise.
+/// The machine the server ran on. Source: NVML and the OS when the server runs on the
+/// collector's machine (found by the process that owns the URL's listening socket, see
+/// [`Hardware::server_location`]); for a remote server only what the server itself reports;
+/// the imported file for imports. The collector's own machine is [`Results::client`].
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
@@ -176,6 +183,94 @@ pub struct Hardware {
     /// Why GPU figures are missing when they are, e.g. "NVML not available: libnvidia-ml.so not found".
     #[serde(default)]
     pub gpu_telemetry_note: Option<String>,
+    /// Whether the server ran on the collector's machine, and how that was found. `null` when
+    /// not recorded (schema v1, imports).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_location: Option<ServerLocation>,
+    /// How the GPUs in [`Hardware::gpus`] (and so every GPU figure of the cells) were chosen.
+    /// `null` when not recorded (schema v1, imports).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_selection: Option<GpuSelection>,
+}
+
+/// Where the server ran, as the collector found it. Source: the operating system (the process
+/// that owns the listening socket of the URL's port).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ServerLocation {
+    /// Local, remote, or unknown.
+    pub place: ServerPlace,
+    /// What it was found from, e.g. "PID 4242 (vllm) listens on 127.0.0.1:8000", "127.0.0.1:8000
+    /// is forwarded by ssh (PID 77): the server runs elsewhere", "10.0.0.5 is not an address of
+    /// this machine".
+    pub evidence: String,
+}
+
+/// Whether the server ran on the collector's machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum ServerPlace {
+    /// A process on this machine owns the listening socket and serves the requests: the
+    /// hardware card is this machine's.
+    Local,
+    /// The URL's host is another machine, or the local socket belongs to a tunnel or proxy
+    /// (ssh, kubectl port-forward, socat, docker-proxy, a relay): the hardware card holds only
+    /// what the server reports.
+    Remote,
+    /// The address is this machine's, but no process visible to the collector owns the socket
+    /// (another user's process, another namespace): treated as remote.
+    Unknown,
+}
+
+/// How the GPUs a run read were chosen. Source: NVML's compute processes matched against the
+/// server's process tree.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct GpuSelection {
+    /// The rule that chose them.
+    pub method: GpuSelectionMethod,
+    /// The choice in words, e.g. "2 of 8 GPUs: those where the server's processes (PIDs 4242,
+    /// 4300) hold a compute context".
+    pub detail: String,
+}
+
+/// The rule that chose the GPUs of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum GpuSelectionMethod {
+    /// The GPUs where the server's processes hold a compute context: the figures are the
+    /// server's GPUs'.
+    ServerProcesses,
+    /// All GPUs of the host, assumed: the server's processes could not be matched (e.g. a
+    /// server in a container with its own PID namespace). Power and energy may include other
+    /// work on those GPUs; `show` and the page mark them as assumed.
+    AllAssumed,
+    /// No GPU was read: the server is not on this host's GPUs (a remote server, the twin, a
+    /// CPU server), `--no-gpu`, or no NVML. The cells carry no GPU figures.
+    None,
+}
+
+/// The machine the collector ran on. Source: the operating system.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ClientMachine {
+    /// CPU model name, e.g. "AMD EPYC 9554 (64 cores)".
+    #[serde(default)]
+    pub cpu: Option<String>,
+    /// CPU cores the collector could use (the self-check's "all of its cores").
+    #[serde(default)]
+    pub cores: Option<u32>,
+    /// Operating system, e.g. "linux".
+    #[serde(default)]
+    pub os: Option<String>,
+    /// Host name; dropped by `--redact-host`.
+    #[serde(default)]
+    pub host: Option<String>,
 }
 
 /// One GPU, from NVML.
@@ -224,8 +319,10 @@ pub enum KvBudgetSource {
 #[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Engine {
-    /// Engine name: `vllm`, `sglang`, `llamacpp`, `openai` (unknown OpenAI-compatible).
-    pub name: String,
+    /// Engine name: `vllm`, `sglang`, `llamacpp`, `openai` (unknown OpenAI-compatible);
+    /// `null` when an imported source does not say (`missing` lists `engine.name`).
+    #[serde(default)]
+    pub name: Option<String>,
     /// Engine version as the server reports it (`GET /version`), e.g. "0.26.1rc1.dev638+g52be12cfa".
     #[serde(default)]
     pub version: Option<String>,
@@ -305,14 +402,15 @@ pub struct Simulated {
 /// A context size: the label people read and the token count it stands for.
 ///
 /// `8K` = 8,192 tokens (K = 1,024). `max` resolves to a real count at plan time (how:
-/// `docs/METHODOLOGY.md`, "Context sizes").
+/// `docs/METHODOLOGY.md`, "Context sizes"). A context of 0 tokens is a real one: decode with
+/// no context beyond the request itself (imported from tools that measure it, labelled "0").
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ContextSize {
     /// Display label, e.g. "8K", "251K".
     pub label: String,
-    /// Nominal prompt length, tokens (e.g. 8192).
+    /// Nominal prompt length, tokens (e.g. 8192; 0 for "no context").
     pub tokens: u64,
 }
 
@@ -384,10 +482,13 @@ pub struct Config {
     pub concurrency: Vec<u32>,
     /// Prefill contexts.
     pub prefill_contexts: Vec<ContextSize>,
-    /// Length of each decode measurement window, s.
-    pub window_s: f64,
-    /// `max_tokens` of each decode request, tokens.
-    pub max_tokens: u32,
+    /// Length of each decode measurement window, s; `null` when the source has no fixed window
+    /// (an imported `vllm bench serve` run) or does not say.
+    #[serde(default)]
+    pub window_s: Option<f64>,
+    /// `max_tokens` of each decode request, tokens; `null` when an imported source does not say.
+    #[serde(default)]
+    pub max_tokens: Option<u32>,
     /// Endpoint used; `null` when an imported source does not say.
     #[serde(default)]
     pub endpoint: Option<Endpoint>,
@@ -696,12 +797,33 @@ pub struct PrefillRow {
     /// source is [`PrefillRow::cached_tokens_source`]; `null` when the server tells none.
     #[serde(default)]
     pub cached_tokens: Option<u64>,
+    /// Header fields that differed from the file's header when this row was measured (a
+    /// `--resume` against a changed server, accepted with `--accept-change`). Empty when it was
+    /// measured under the header.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub accepted_differences: Vec<AcceptedDifference>,
     /// Where `cached_tokens` came from; `null` when not recorded (schema v1) or unknown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cached_tokens_source: Option<CachedTokensSource>,
     /// The request(s) behind this row.
     #[serde(default)]
     pub requests: Vec<RequestSample>,
+}
+
+/// A header field whose value differed when a row or cell was measured: the file's header
+/// keeps the first run's value, this records the one the row or cell was measured with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct AcceptedDifference {
+    /// The header field, e.g. `engine.version`, `engine.launch_command`.
+    pub field: String,
+    /// Its value in the file's header; `null` when the header does not know it.
+    #[serde(default)]
+    pub header: Option<String>,
+    /// Its value when this row or cell was measured; `null` when unknown then.
+    #[serde(default)]
+    pub measured: Option<String>,
 }
 
 /// Where a prefill row's cached prompt tokens came from.
@@ -760,6 +882,7 @@ impl PrefillRow {
             ttft_ms: None,
             completed_requests: None,
             cached_tokens: None,
+            accepted_differences: vec![],
             cached_tokens_source: None,
             requests: vec![],
         }
@@ -802,9 +925,6 @@ pub struct ServerFigures {
     /// Mean accepted length per speculative-decoding draft, tokens.
     #[serde(default)]
     pub spec_mean_accepted_len: Option<f64>,
-    /// Why server figures are missing, e.g. "/metrics answered 404".
-    #[serde(default)]
-    pub note: Option<String>,
 }
 
 /// GPU figures during a decode window (NVML, summed over GPUs).
@@ -911,7 +1031,11 @@ pub struct DecodeCell {
     /// Requests that finished inside the window (client), count.
     #[serde(default)]
     pub completed_requests: Option<u64>,
-    /// Mean requests running on the server during the window (Prometheus, else client).
+    /// Mean requests being served during the window — past their first token, not waiting in
+    /// a queue — requests: the server's running gauge (Prometheus; then equal to
+    /// `server.running_avg`), else the time-weighted mean of streams between their first token
+    /// and their end as the client saw them (the count the status rules use). `null` in v1
+    /// files where it held the client's in-flight count (queued streams included).
     #[serde(default)]
     pub avg_active_requests: Option<f64>,
     /// Most requests in flight at once during the window (client view), requests.
@@ -920,7 +1044,7 @@ pub struct DecodeCell {
     /// Speculative decoding: accepted ÷ drafted tokens, fraction 0–1 (Prometheus).
     #[serde(default)]
     pub spec_accept_rate: Option<f64>,
-    /// Mean GPU power in the window, W (NVML).
+    /// Mean GPU power in the window, W (NVML, over the GPUs of `hardware.gpu_selection`).
     #[serde(default)]
     pub gpu_power_w: Option<f64>,
     /// GPU energy per output token, J/token (NVML energy delta ÷ output tokens).
@@ -936,6 +1060,11 @@ pub struct DecodeCell {
     /// Near all of its cores means the figures may be the client's limit; `reason` then says so.
     #[serde(default)]
     pub client_cpu_pct: Option<f64>,
+    /// Header fields that differed from the file's header when this cell was measured (a
+    /// `--resume` against a changed server, accepted with `--accept-change`). Empty when it was
+    /// measured under the header.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub accepted_differences: Vec<AcceptedDifference>,
     /// The requests behind this cell, one summary each.
     #[serde(default)]
     pub requests: Vec<RequestSample>,
@@ -976,41 +1105,8 @@ impl DecodeCell {
             server: None,
             gpu: None,
             client_cpu_pct: None,
+            accepted_differences: vec![],
             requests: vec![],
         }
     }
-}
-
-/// One sample of a run-level time series.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
-#[serde(deny_unknown_fields)]
-pub struct TelemetrySample {
-    /// When sampled, ms from the run start (client clock).
-    pub t_ms: f64,
-    /// Requests running (Prometheus).
-    #[serde(default)]
-    pub running: Option<f64>,
-    /// Requests waiting (Prometheus).
-    #[serde(default)]
-    pub waiting: Option<f64>,
-    /// KV-cache usage, fraction 0–1 (Prometheus).
-    #[serde(default)]
-    pub kv_cache_usage: Option<f64>,
-    /// Total GPU power, W (NVML).
-    #[serde(default)]
-    pub gpu_power_w: Option<f64>,
-    /// Mean GPU utilization, percent (NVML).
-    #[serde(default)]
-    pub gpu_utilization_pct: Option<f64>,
-}
-
-/// Run-level telemetry series.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
-#[serde(deny_unknown_fields)]
-pub struct Telemetry {
-    /// Samples in time order.
-    #[serde(default)]
-    pub samples: Vec<TelemetrySample>,
 }

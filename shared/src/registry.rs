@@ -150,7 +150,7 @@ pub static METRICS: &[Metric] = &[
     m("completed_requests", "Completed requests", Unit::Requests, Style::Fixed(0), None, S,
       "Requests that finished inside the window (client)."),
     m("avg_active_requests", "Average active requests", Unit::Requests, Style::Fixed(1), None, S,
-      "Mean requests running on the server during the window (Prometheus, else client)."),
+      "Mean requests being served during the window: the server's running gauge (Prometheus), else streams decoding as the client saw them."),
     m("max_active_requests", "Max active requests", Unit::Requests, Style::Fixed(0), None, S,
       "Most requests running at once during the window (Prometheus, else client)."),
     m("spec_accept_rate", "Spec-decode acceptance", Unit::Fraction, Style::Percent(1), Some(true), S,

@@ -43,9 +43,10 @@ pub fn short(r: &Results) -> Option<String> {
 pub fn notice(r: &Results) -> Option<String> {
     let s = r.engine.simulated.as_ref()?;
     let profile = s.profile.as_deref().map(|p| format!(" (profile {p})")).unwrap_or_default();
+    let engine = r.engine.name.as_deref().map(|e| format!("{e} ")).unwrap_or_default();
     Some(format!(
-        "Simulated: this run measured the {}{profile}, a model of a server — not a real {} server or its hardware.",
-        s.by, r.engine.name
+        "Simulated: this run measured the {}{profile}, a model of a server — not a real {engine}server or its hardware.",
+        s.by
     ))
 }
 

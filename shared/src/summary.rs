@@ -3,7 +3,7 @@
 //! both print these, so the terminal and the page say the same.
 
 use crate::registry::{self, Style};
-use crate::{DecodeTest, PrefillMode, Results};
+use crate::{DecodeTest, GpuSelectionMethod, PrefillMode, Results, ServerPlace};
 
 fn range_label(labels: &[String]) -> String {
     match (labels.first(), labels.last()) {
@@ -20,7 +20,7 @@ pub fn subtitle(r: &Results) -> String {
     let ctx: Vec<String> = c.contexts.iter().map(|x| x.label.clone()).collect();
     let conc: Vec<String> = c.concurrency.iter().map(u32::to_string).collect();
     let prefill: Vec<String> = c.prefill_contexts.iter().map(|x| x.label.clone()).collect();
-    let mut parts = vec![r.engine.name.clone()];
+    let mut parts = vec![r.engine.name.clone().unwrap_or_else(|| "engine unknown".into())];
     parts.extend(r.engine.version.clone());
     parts.extend(r.engine.quantization.clone());
     let n = |k: usize, one: &str, many: &str| format!("{k} {}", if k == 1 { one } else { many });
@@ -67,9 +67,12 @@ fn card(title: &'static str, items: Vec<(&'static str, Option<String>)>) -> Card
     Card { title, items: items.into_iter().filter_map(|(k, v)| v.map(|v| (k, v))).collect() }
 }
 
-/// The Hardware, Engine and Run cards (the launch command is shown on its own).
+/// The Hardware, Engine and Run cards, and the Client card when the file records the client
+/// machine (the launch command is shown on its own).
 pub fn cards(r: &Results) -> Vec<Card> {
-    vec![hardware_card(r), engine_card(r), run_card(r)]
+    let mut out = vec![hardware_card(r), engine_card(r), run_card(r)];
+    out.extend(client_card(r));
+    out
 }
 
 fn hardware_card(r: &Results) -> Card {
@@ -95,6 +98,8 @@ fn hardware_card(r: &Results) -> Card {
             ("CPU", h.cpu.clone()),
             ("OS", h.os.clone()),
             ("Host", h.host.clone()),
+            ("Server", h.server_location.as_ref().map(|l| format!("{}: {}", place_word(l.place), l.evidence))),
+            ("GPUs read", h.gpu_selection.as_ref().map(gpu_selection_text)),
             ("GPU telemetry", h.gpu_telemetry_note.clone()),
         ],
     )
@@ -105,7 +110,7 @@ fn engine_card(r: &Results) -> Card {
     card(
         "Engine",
         vec![
-            ("Engine", Some(e.name.clone())),
+            ("Engine", e.name.clone()),
             ("Version", e.version.clone()),
             ("Quantization", e.quantization.clone()),
             ("Backend", e.backend.clone()),
@@ -145,7 +150,13 @@ fn run_card(r: &Results) -> Card {
             ("Finished", run.finished_at.clone()),
             ("Served model", e.served_model_name.clone()),
             ("Revision", e.revision.clone()),
-            ("Benchmark tool", Some(format!("{} v{}", r.tool.name, r.tool.version))),
+            (
+                "Benchmark tool",
+                Some(match &r.tool.version {
+                    Some(v) => format!("{} v{v}", r.tool.name),
+                    None => format!("{} (version not recorded)", r.tool.name),
+                }),
+            ),
             ("Converted by", r.tool.converted_by.clone()),
             (
                 "Imported from",
@@ -171,12 +182,53 @@ fn run_card(r: &Results) -> Card {
                     PrefillMode::Separate => "Separate cold request".into(),
                 }),
             ),
-            ("Time per measurement", Some(format!("{} s", registry::format_number(c.window_s, Style::Fixed(0))))),
-            ("Max output", Some(tokens(u64::from(c.max_tokens)))),
+            ("Time per measurement", c.window_s.map(|w| format!("{} s", registry::format_number(w, Style::Fixed(0))))),
+            ("Max output", c.max_tokens.map(|m| tokens(u64::from(m)))),
             ("Endpoint", c.endpoint.map(|x| format!("{x:?}").to_lowercase())),
             ("Run id", Some(run.id.clone())),
         ],
     )
+}
+
+/// The machine the collector ran on, when recorded (see `Results::client`).
+fn client_card(r: &Results) -> Option<Card> {
+    let cl = r.client.as_ref()?;
+    Some(card(
+        "Client",
+        vec![
+            ("CPU", cl.cpu.clone()),
+            ("Cores", cl.cores.map(|n| n.to_string())),
+            ("OS", cl.os.clone()),
+            ("Host", cl.host.clone()),
+        ],
+    ))
+}
+
+fn place_word(p: ServerPlace) -> &'static str {
+    match p {
+        ServerPlace::Local => "on this machine",
+        ServerPlace::Remote => "remote",
+        ServerPlace::Unknown => "not seen on this machine",
+    }
+}
+
+/// How the run's GPUs were chosen, in words; an assumed choice says so first.
+fn gpu_selection_text(s: &crate::GpuSelection) -> String {
+    match s.method {
+        GpuSelectionMethod::AllAssumed => format!("assumed: {}", s.detail),
+        _ => s.detail.clone(),
+    }
+}
+
+/// Registry columns whose figures come from the GPUs a run read (NVML).
+pub const GPU_COLUMNS: [&str; 2] = ["gpu_power_w", "energy_j_per_token"];
+
+/// For a GPU figure (`gpu_power_w`, `energy_j_per_token`) of a run whose GPUs were assumed
+/// rather than matched to the server's processes: the words that mark it, e.g. "assumed: all 8
+/// GPUs of the host". `None` for other columns and other runs.
+pub fn assumed_gpu_mark(r: &Results, column: &str) -> Option<String> {
+    let s = r.hardware.gpu_selection.as_ref().filter(|s| s.method == GpuSelectionMethod::AllAssumed)?;
+    GPU_COLUMNS.contains(&column).then(|| format!("assumed GPUs: {}", s.detail))
 }
 
 /// A list of what a file lacks, with why: figures the server or the source could not give

@@ -198,6 +198,7 @@ mod tests {
             server: None,
             gpu: None,
             client_cpu_pct: None,
+            accepted_differences: vec![],
             requests: vec![],
         };
         let row = PrefillRow {
@@ -209,6 +210,7 @@ mod tests {
             ttft_ms: Some(1.0),
             completed_requests: Some(1),
             cached_tokens: None,
+            accepted_differences: vec![],
             cached_tokens_source: None,
             requests: vec![],
         };

@@ -35,7 +35,7 @@ fn main() {
         let r = load_results(&std::fs::read(&out).expect("the results file")).expect("a valid results file");
         let c = &r.decode[0];
         let (start, end) = (c.window_start_ms.expect("window start"), c.window_end_ms.expect("window end"));
-        let ms = end - start - r.config.window_s * 1000.0;
+        let ms = end - start - r.config.window_s.expect("the planned window") * 1000.0;
         println!("| {i} | {ms:.3} | {:.1} |", c.total_tps.unwrap_or(f64::NAN));
         late.push(ms);
     }

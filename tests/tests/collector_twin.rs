@@ -185,7 +185,7 @@ const EIGHT_K_BY_128: [&str; 8] =
 
 /// The window closed at its deadline: the real close instant minus the deadline, ms.
 fn close_late_ms(r: &Results, cell: &DecodeCell) -> f64 {
-    cell.window_end_ms.unwrap() - cell.window_start_ms.unwrap() - r.config.window_s * 1000.0
+    cell.window_end_ms.unwrap() - cell.window_start_ms.unwrap() - r.config.window_s.unwrap() * 1000.0
 }
 
 /// Measure 8K × 128 for 10 s on an h200 twin (MTP) with `extra` flags, compare with the truth.

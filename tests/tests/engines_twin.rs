@@ -74,7 +74,7 @@ async fn sglang_flavor_gives_a_complete_sglang_file() {
     assert!(err.contains("server: sglang"), "detected from /get_server_info: {err}");
     let r = read(&out);
     assert_eq!(r.run.status, RunStatus::Complete);
-    assert_eq!(r.engine.name, "sglang");
+    assert_eq!(r.engine.name.as_deref(), Some("sglang"));
     assert_eq!(r.engine.version.as_deref(), Some(Profile::tiny().engine_version.as_str()), "from /get_server_info");
     assert_eq!((r.engine.kv_budget_tokens, r.engine.kv_budget_source), (Some(8192), Some(KvBudgetSource::ServerInfo)));
     assert_eq!(r.engine.max_running_requests, Some(2));
@@ -121,7 +121,7 @@ async fn plain_openai_mode_measures_from_the_stream_and_lists_what_is_missing() 
     assert_eq!(code, Some(0), "{err}");
     let r = read(&out);
     assert_eq!(r.run.status, RunStatus::Complete);
-    assert_eq!(r.engine.name, "openai");
+    assert_eq!(r.engine.name.as_deref(), Some("openai"));
     assert_eq!(r.engine.version, None);
     let missing = |figure: &str| r.missing.iter().find(|m| m.figure == figure).map(|m| m.reason.as_str());
     assert!(missing("server").is_some_and(|w| w.contains("/metrics answered HTTP 404")), "{:?}", r.missing);

@@ -88,7 +88,7 @@ async fn prometheus_text_as_specified_gives_the_kv_budget() {
         let (code, err) = collect(&server.url, &out, &[&args[..], &["--max-tokens", "64"]].concat()).await;
         assert_eq!(code, Some(0), "{name}: {err}");
         let r = read(&out);
-        assert_eq!(r.engine.name, "vllm", "{name}: detected from the metric names");
+        assert_eq!(r.engine.name.as_deref(), Some("vllm"), "{name}: detected from the metric names");
         assert_eq!(
             (r.engine.kv_budget_tokens, r.engine.kv_budget_source),
             (Some(4096), Some(KvBudgetSource::NumGpuBlocks)),

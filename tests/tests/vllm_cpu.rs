@@ -120,7 +120,7 @@ fn run_against_real_vllm_on_cpu() {
     assert!(r.hardware.cpu.is_some() && r.hardware.os.as_deref() == Some("linux"));
     assert!(r.hardware.gpu_telemetry_note.is_some(), "no NVML here, and the file says why");
     assert_eq!(r.run.status, speedmatrix_schema::RunStatus::Complete);
-    assert_eq!(r.engine.name, "vllm");
+    assert_eq!(r.engine.name.as_deref(), Some("vllm"));
     assert_eq!(r.engine.version.as_deref(), Some("0.32.0"));
     assert_eq!(r.engine.max_model_len, Some(2048));
     assert_eq!(r.engine.speculative_decoding, None);

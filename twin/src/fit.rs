@@ -48,6 +48,8 @@ pub enum FitError {
     NoPrefill,
     /// No measured decode cell with total tok/s.
     NoDecode,
+    /// The file does not record the run's `max_tokens` (an import whose source lacked it).
+    NoMaxTokens,
 }
 
 impl fmt::Display for FitError {
@@ -59,6 +61,9 @@ impl fmt::Display for FitError {
             FitError::NoDecode => {
                 f.write_str("the run has no measured decode cell with total tok/s; a fit needs at least one")
             }
+            FitError::NoMaxTokens => f.write_str(
+                "the run does not record config.max_tokens (its source did not give it); a fit needs the output limit the requests ran with",
+            ),
         }
     }
 }
@@ -68,8 +73,11 @@ impl std::error::Error for FitError {}
 /// Fit a profile to `results` (see the module docs for the procedure).
 ///
 /// # Errors
-/// [`FitError`] when the file has no prefill row or no measured decode cell.
+/// [`FitError`] when the file has no prefill row, no measured decode cell or no `max_tokens`.
 pub fn fit(results: &Results) -> Result<Fit, FitError> {
+    if results.config.max_tokens.is_none() {
+        return Err(FitError::NoMaxTokens);
+    }
     let mut notes = Vec::new();
     let mut p = identity(results, &mut notes);
     p.kv_tokens = kv_budget(results, p.block_size, &mut notes);
@@ -84,7 +92,7 @@ pub fn fit(results: &Results) -> Result<Fit, FitError> {
     if !results.prefill.iter().any(|r| r.ttft_ms.is_some_and(|t| t > 0.0)) {
         return Err(FitError::NoPrefill);
     }
-    p.cost = decode_cost(&p, &cells, results.config.max_tokens);
+    p.cost = decode_cost(&p, &cells, max_tokens(results));
     let procedure = Procedure::of(results);
     // Front end and prefill depend on each other only through a lone warm request's engine
     // time (a few ms): two passes settle it.
@@ -95,6 +103,11 @@ pub fn fit(results: &Results) -> Result<Fit, FitError> {
     p.frontend.contention_per_running = contention(&p, procedure, results);
     notes.dedup();
     Ok(Fit { profile: p, notes })
+}
+
+/// The run's `max_tokens` ([`fit`] refuses a file without it).
+fn max_tokens(r: &Results) -> u32 {
+    r.config.max_tokens.unwrap_or_default()
 }
 
 /// Step 1: what the twin announces and its limits.
@@ -121,7 +134,7 @@ fn identity(r: &Results, notes: &mut Vec<String>) -> Profile {
     let max_model_len = match e.max_model_len {
         Some(m) => m,
         None => {
-            let m = longest.unwrap_or(32_768) + u64::from(r.config.max_tokens) + 1;
+            let m = longest.unwrap_or(32_768) + u64::from(max_tokens(r)) + 1;
             notes.push(format!("max_model_len not recorded: {m} (longest context + max_tokens)"));
             m
         }
@@ -195,7 +208,7 @@ fn kv_budget(r: &Results, block: u32, notes: &mut Vec<String>) -> u64 {
     if let Some(b) = r.engine.kv_budget_tokens {
         return b / u64::from(block) * u64::from(block);
     }
-    let need = |c: &DecodeCell| u64::from(c.concurrency) * (c.context.tokens + u64::from(r.config.max_tokens));
+    let need = |c: &DecodeCell| u64::from(c.concurrency) * (c.context.tokens + u64::from(max_tokens(r)));
     let fits = r.decode.iter().filter(|c| c.status.is_measured()).map(need).max().unwrap_or(0);
     let over = r.decode.iter().filter(|c| c.status == CellStatus::OverCapacity).map(need).min();
     let budget = match over {
@@ -402,8 +415,8 @@ fn contention(p: &Profile, procedure: Procedure, r: &Results) -> f64 {
             let plan = CellPlan {
                 prompt_len: c.prompt_tokens.unwrap_or(c.context.tokens) as u32,
                 concurrency: c.concurrency as usize,
-                window_ms: c.window_s.unwrap_or(r.config.window_s) * 1000.0,
-                max_tokens: r.config.max_tokens,
+                window_ms: c.window_s.or(r.config.window_s)? * 1000.0,
+                max_tokens: max_tokens(r),
             };
             match procedure {
                 // The replacements' own TTFT.

@@ -484,7 +484,9 @@ impl Residuals {
 /// Replay every prefill row and decode cell of `results` on `profile` and pair the figures.
 /// Each decode cell is replayed with every seed in `seeds` and the medians are kept (the twin's
 /// speculative acceptance is random; the run is one draw). Over-capacity cells follow the
-/// plan's rule with the profile's KV budget and are not replayed.
+/// plan's rule with the profile's KV budget and are not replayed. A cell is left out when the
+/// file records no `max_tokens` or no window for it (an import that lacked them): there is
+/// nothing to replay it with.
 pub fn residuals(profile: &Profile, results: &Results, seeds: &[u64]) -> Residuals {
     let procedure = Procedure::of(results);
     let prefill = results
@@ -500,8 +502,11 @@ pub fn residuals(profile: &Profile, results: &Results, seeds: &[u64]) -> Residua
             })
         })
         .collect();
-    let decode =
-        results.decode.iter().map(|cell| replay_measured_cell(profile, procedure, results, cell, seeds)).collect();
+    let decode = results
+        .decode
+        .iter()
+        .filter_map(|cell| replay_measured_cell(profile, procedure, results, cell, seeds))
+        .collect();
     Residuals { procedure, profile: profile.name.clone(), prefill, decode }
 }
 
@@ -515,9 +520,10 @@ fn replay_measured_cell(
     results: &Results,
     cell: &speedmatrix_schema::DecodeCell,
     seeds: &[u64],
-) -> CellResidual {
+) -> Option<CellResidual> {
     let tokens = prompt_tokens(cell.prompt_tokens, cell.context.tokens);
-    let max_tokens = results.config.max_tokens;
+    let max_tokens = results.config.max_tokens?;
+    let window_s = cell.window_s.or(results.config.window_s)?;
     let over = speedmatrix_schema::status::over_capacity(
         cell.concurrency,
         cell.context.tokens,
@@ -537,12 +543,12 @@ fn replay_measured_cell(
         completed: (cell.completed_requests, 0),
     };
     if over {
-        return out;
+        return Some(out);
     }
     let plan = CellPlan {
         prompt_len: tokens,
         concurrency: cell.concurrency as usize,
-        window_ms: cell.window_s.unwrap_or(results.config.window_s) * 1000.0,
+        window_ms: window_s * 1000.0,
         max_tokens,
     };
     let replays: Vec<CellReplay> = seeds.iter().map(|&s| replay_cell(profile, procedure, plan, s)).collect();
@@ -557,7 +563,7 @@ fn replay_measured_cell(
     out.ttft_ms = pair(cell.ttft_ms.as_ref().and_then(|d| d.p50), med(&|r| r.ttft_ms));
     out.per_request_tps = pair(cell.per_request_tps.as_ref().and_then(|d| d.p50), med(&|r| r.per_request_tps));
     out.completed.1 = med(&|r| Some(r.completed as f64)).map_or(0, |v| v.round() as u64);
-    out
+    Some(out)
 }
 
 fn cell_text(p: Option<Pair>, width: usize, decimals: usize) -> String {

@@ -406,7 +406,7 @@ mod tests {
     #[test]
     fn counts_of_runs_with_different_windows_say_not_comparable() {
         let mut b = seed();
-        b.config.window_s = 5.0;
+        b.config.window_s = Some(5.0);
         let d = diff(&seed(), &b, DEFAULT_THRESHOLD);
         let g = delta_grid(&d, &column("output_tokens").unwrap());
         let c = g.iter().find(|r| r.0 == "8K").unwrap().1.iter().find(|c| c.concurrency == 128).unwrap();

@@ -176,6 +176,9 @@ pub struct Heatmap {
     pub log_scale: bool,
     /// Whether a darker cell is better (`Some(true)`), worse, or only higher (`None`).
     pub darker_is_better: Option<bool>,
+    /// For a GPU figure of a run whose GPUs were assumed (all GPUs of the host, the server's
+    /// processes not found on any): the words that mark it.
+    pub assumed: Option<String>,
 }
 
 fn cell_at(r: &Results, tokens: u64, n: u32) -> Option<&DecodeCell> {
@@ -284,6 +287,7 @@ pub fn heatmap_on(
         }),
         log_scale,
         darker_is_better: higher_is_better.map(|_| true),
+        assumed: speedmatrix_schema::summary::assumed_gpu_mark(r, &metric.id()),
     }
 }
 
@@ -438,10 +442,14 @@ pub fn table_columns(r: &Results, all: bool) -> Vec<TableColumn> {
     if all {
         let rs = rows(r);
         cols.extend(columns().into_iter().filter(|c| rs.iter().any(|row| row.value(c).is_some())).map(|c| {
+            let header = match c.stat {
+                Some(s) => format!("{} {}", c.metric.header(), s.suffix()),
+                None => c.metric.header(),
+            };
             TableColumn::Metric {
-                header: match c.stat {
-                    Some(s) => format!("{} {}", c.metric.header(), s.suffix()),
-                    None => c.metric.header(),
+                header: match speedmatrix_schema::summary::assumed_gpu_mark(r, &c.id()) {
+                    Some(_) => format!("{header} (assumed GPUs)"),
+                    None => header,
                 },
                 column: c,
                 prefill_as: None,
@@ -688,6 +696,24 @@ mod tests {
         assert_eq!(t.rows[0].1[7].level, Some(0.0));
         assert!(t.rows[0].1[7].ttft.is_none(), "no second TTFT line when TTFT is the metric");
         assert_eq!(t.scale_ends, Some(("10,187 ms".into(), "196 ms".into())), "the dark end is the best value");
+    }
+
+    #[test]
+    fn gpu_figures_of_assumed_gpus_are_marked_in_the_heatmap_and_the_table() {
+        let mut r = seed();
+        r.decode[0].gpu_power_w = Some(650.0);
+        let power = column("gpu_power_w").unwrap();
+        let header =
+            |r: &Results| table_columns(r, true).iter().find(|c| c.id() == "gpu_power_w").map(TableColumn::header);
+        assert_eq!(heatmap(&r, &power).assumed, None, "the seed's GPUs were not assumed");
+        assert_eq!(header(&r).as_deref(), Some("GPU power (W)"));
+        r.hardware.gpu_selection = Some(speedmatrix_schema::GpuSelection {
+            method: speedmatrix_schema::GpuSelectionMethod::AllAssumed,
+            detail: "all 2 GPUs of the host".into(),
+        });
+        assert_eq!(heatmap(&r, &power).assumed.as_deref(), Some("assumed GPUs: all 2 GPUs of the host"));
+        assert_eq!(header(&r).as_deref(), Some("GPU power (W) (assumed GPUs)"));
+        assert_eq!(heatmap(&r, &column("total_tps").unwrap()).assumed, None, "only GPU figures are marked");
     }
 
     #[test]

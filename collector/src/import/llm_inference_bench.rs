@@ -10,10 +10,10 @@
 //! `metadata.context_lengths × concurrency_levels` as planned, not measured — over capacity
 //! when N × (C + max_tokens) exceeds `max_total_tokens`, else not run.
 
-use super::{dist, leftovers, non_negative, pos, s_to_ms, ImportError, Source};
+use super::{dist, leftovers, non_negative, pos, run_id, s_to_ms, ImportError, Source};
 use crate::cli::ImportFrom;
 use serde_json::Value;
-use speedmatrix_schema::context::size;
+use speedmatrix_schema::context::{label, size};
 use speedmatrix_schema::stats::round3;
 use speedmatrix_schema::status::{over_capacity, over_capacity_reason};
 use speedmatrix_schema::*;
@@ -107,9 +107,10 @@ pub fn convert(src: &Source, converted_by: &str) -> Result<Results, ImportError>
     })?;
     let mut unmapped = Vec::new();
     let (contexts, concurrency) = matrix_shape(j, name, cells)?;
-    let max_tokens = meta.get("max_tokens").and_then(Value::as_u64).unwrap_or(0);
+    let max_tokens = meta.get("max_tokens").and_then(Value::as_u64).filter(|&m| m > 0);
     let budget = meta.get("max_total_tokens").and_then(Value::as_u64).filter(|&b| b > 0);
     let mut decode = Vec::new();
+    let mut used = vec![false; cells.len()];
     for &c in &contexts {
         for &n in &concurrency {
             let found = cells.iter().enumerate().find(|(_, x)| {
@@ -118,6 +119,7 @@ pub fn convert(src: &Source, converted_by: &str) -> Result<Results, ImportError>
             });
             decode.push(match found {
                 Some((i, x)) => {
+                    used[i] = true;
                     leftovers("", &format!("$.results[{i}]"), x, CELL_MAPPED, &mut unmapped);
                     measured_cell(name, size(c), n, x)?
                 }
@@ -125,6 +127,7 @@ pub fn convert(src: &Source, converted_by: &str) -> Result<Results, ImportError>
             });
         }
     }
+    unplaced(cells, &used, &mut unmapped);
     let prefill = prefill_rows(j, &mut unmapped);
     leftovers("", "$.metadata", meta, META_MAPPED, &mut unmapped);
     leftovers("", "$", j, &["metadata", "results", "prefill", "summary_table"], &mut unmapped);
@@ -134,16 +137,25 @@ pub fn convert(src: &Source, converted_by: &str) -> Result<Results, ImportError>
             u.note = format!("{ts:?}: local time without a UTC offset, so not stored as started_at");
         }
     }
+    let config = config(meta, &contexts, concurrency, &prefill);
+    let engine = Engine {
+        name: engine_name(meta),
+        served_model_name: meta.get("model").and_then(Value::as_str).map(str::to_string),
+        kv_budget_tokens: budget,
+        ..Engine::default()
+    };
+    let tool_version = meta.get("version").and_then(Value::as_str).map(str::to_string);
+    let missing = missing(&engine, tool_version.is_some(), &config);
     Ok(Results {
         schema: SCHEMA_NAME.into(),
         schema_version: SCHEMA_VERSION,
         tool: Tool {
             name: "llm-inference-bench".into(),
-            version: meta.get("version").and_then(Value::as_str).unwrap_or("unknown").into(),
+            version: tool_version,
             converted_by: Some(converted_by.into()),
         },
         run: RunInfo {
-            id: format!("import-{}", name.trim_end_matches(".json")),
+            id: run_id("llm-inference-bench", std::slice::from_ref(src)),
             started_at: None,
             finished_at: None,
             status: RunStatus::Complete,
@@ -152,25 +164,51 @@ pub fn convert(src: &Source, converted_by: &str) -> Result<Results, ImportError>
             notes: Some(format!("imported from llm-inference-bench's {name}")),
         },
         hardware: Hardware::default(),
-        engine: Engine {
-            name: engine_name(meta),
-            served_model_name: meta.get("model").and_then(Value::as_str).map(str::to_string),
-            kv_budget_tokens: budget,
-            ..Engine::default()
-        },
-        config: config(meta, &contexts, concurrency, &prefill),
+        engine,
+        config,
         prefill,
         decode,
-        telemetry: None,
-        missing: vec![
-            MissingFigure {
-                figure: "requests".into(),
-                reason: "llm-inference-bench stores summaries, not per-request samples in this layout".into(),
-            },
-            MissingFigure { figure: "hardware".into(), reason: "not in benchmark_results.json".into() },
-        ],
+        client: None,
+        missing,
         import: Some(ImportInfo { format: "llm-inference-bench".into(), files: vec![name.clone()], unmapped }),
     })
+}
+
+/// What the import lacks: per-request samples and hardware always, and the engine, the tool's
+/// version, the window and `max_tokens` when the metadata does not give them.
+fn missing(engine: &Engine, has_version: bool, config: &Config) -> Vec<MissingFigure> {
+    let mut missing = vec![
+        MissingFigure {
+            figure: "requests".into(),
+            reason: "llm-inference-bench stores summaries, not per-request samples in this layout".into(),
+        },
+        MissingFigure { figure: "hardware".into(), reason: "not in benchmark_results.json".into() },
+    ];
+    for (gone, figure, what) in [
+        (engine.name.is_none(), "engine.name", "metadata.engine"),
+        (!has_version, "tool.version", "metadata.version"),
+        (config.window_s.is_none(), "config.window_s", "metadata.duration_per_test"),
+        (config.max_tokens.is_none(), "config.max_tokens", "metadata.max_tokens"),
+    ] {
+        if gone {
+            missing
+                .push(MissingFigure { figure: figure.into(), reason: format!("no {what} in the source's metadata") });
+        }
+    }
+    missing
+}
+
+/// Nothing vanishes silently: a result without its cell's keys, or a second one for a cell, is
+/// listed as not imported.
+fn unplaced(cells: &[Value], used: &[bool], unmapped: &mut Vec<UnmappedField>) {
+    for (i, x) in cells.iter().enumerate().filter(|(i, _)| !used[*i]) {
+        let key = |k: &str| x.get(k).and_then(Value::as_u64);
+        let note = match (key("context_tokens"), key("concurrency")) {
+            (Some(c), Some(n)) => format!("not imported: a second result for {} × {n}; the first is kept", label(c)),
+            _ => "not imported: no context_tokens and concurrency (integers) to place it in the matrix".to_string(),
+        };
+        unmapped.push(UnmappedField { field: format!("$.results[{i}]"), note });
+    }
 }
 
 /// The matrix's contexts and concurrency levels: the metadata's lists and any cell outside them
@@ -185,7 +223,7 @@ fn matrix_shape(j: &Value, name: &str, cells: &[Value]) -> Result<(Vec<u64>, Vec
         contexts.extend(c.get("context_tokens").and_then(Value::as_u64));
         concurrency.extend(c.get("concurrency").and_then(Value::as_u64).and_then(|n| u32::try_from(n).ok()));
     }
-    contexts.retain(|&c| c > 0);
+    // A context of 0 tokens is the tool's decode test without context: a row like any other.
     contexts.sort_unstable();
     contexts.dedup();
     concurrency.retain(|&n| n > 0);
@@ -216,26 +254,26 @@ fn prefill_rows(j: &Value, unmapped: &mut Vec<UnmappedField>) -> Vec<PrefillRow>
         .collect()
 }
 
-/// `engine.name` from `metadata.engine`.
-fn engine_name(meta: &Value) -> String {
+/// `engine.name` from `metadata.engine`; `None` when the metadata does not say.
+fn engine_name(meta: &Value) -> Option<String> {
     match meta.get("engine").and_then(Value::as_str).map(str::to_ascii_lowercase) {
-        Some(e) if e.contains("sglang") => "sglang".to_string(),
-        Some(e) if e.contains("llama") => "llamacpp".to_string(),
-        Some(e) if e.contains("vllm") => "vllm".to_string(),
-        Some(e) if !e.is_empty() => e,
-        _ => "openai".to_string(),
+        Some(e) if e.contains("sglang") => Some("sglang".to_string()),
+        Some(e) if e.contains("llama") => Some("llamacpp".to_string()),
+        Some(e) if e.contains("vllm") => Some("vllm".to_string()),
+        Some(e) if !e.is_empty() => Some(e),
+        _ => None,
     }
 }
 
 /// The run's `config` from the metadata and the matrix.
 fn config(meta: &Value, contexts: &[u64], concurrency: Vec<u32>, prefill: &[PrefillRow]) -> Config {
-    let max_tokens = meta.get("max_tokens").and_then(Value::as_u64).unwrap_or(0);
+    let max_tokens = meta.get("max_tokens").and_then(Value::as_u64).filter(|&m| m > 0);
     Config {
         contexts: contexts.iter().map(|&t| size(t)).collect(),
         concurrency,
         prefill_contexts: prefill.iter().map(|p| p.context.clone()).collect(),
-        window_s: pos(meta.get("duration_per_test")).unwrap_or(0.0),
-        max_tokens: u32::try_from(max_tokens).unwrap_or(u32::MAX),
+        window_s: pos(meta.get("duration_per_test")),
+        max_tokens: max_tokens.map(|m| u32::try_from(m).unwrap_or(u32::MAX)),
         endpoint: None,
         ignore_eos: meta.get("ignore_eos").and_then(Value::as_bool),
         temperature: None,
@@ -284,9 +322,11 @@ fn measured_cell(name: &str, context: ContextSize, n: u32, x: &Value) -> Result<
     let measured = status != CellStatus::Error;
     // Values per distribution: the requests the tool summarised, when it says (never 0).
     let n_values = x.get("request_count").and_then(Value::as_u64).filter(|&c| c > 0);
-    let d = |base: &str, to_ms: bool| {
+    // The tool summarises per-request figures over its requests; ITL and chunk gaps are over
+    // tokens and chunks, whose number it does not give.
+    let d = |base: &str, to_ms: bool, count: Option<u64>| {
         let g = |s: &str| f(&format!("{base}_{s}")).map(|v| if to_ms { s_to_ms(v) } else { round3(v) });
-        dist(g("avg"), g("p50"), g("p90"), g("p99"), n_values)
+        dist(g("avg"), g("p50"), g("p90"), g("p99"), count)
     };
     let mut cell = DecodeCell::new(context, n, status, reason);
     cell.prompt_tokens = f("input_seq_len_avg").map(|v| v.round() as u64);
@@ -294,11 +334,11 @@ fn measured_cell(name: &str, context: ContextSize, n: u32, x: &Value) -> Result<
     cell.total_tps = f("aggregate_tps").filter(|_| measured);
     cell.output_tokens = x.get("client_output_tokens").and_then(Value::as_u64).filter(|_| measured);
     cell.token_count_source = Some(TokenCountSource::Reported);
-    cell.ttft_ms = d("ttft", true);
-    cell.itl_ms = d("inter_token_latency", true);
-    cell.chunk_gap_ms = d("chunk_inter_token_latency", true);
-    cell.e2e_ms = d("request_latency", true);
-    cell.per_request_tps = d("output_tps_per_user", false);
+    cell.ttft_ms = d("ttft", true, n_values);
+    cell.itl_ms = d("inter_token_latency", true, None);
+    cell.chunk_gap_ms = d("chunk_inter_token_latency", true, None);
+    cell.e2e_ms = d("request_latency", true, n_values);
+    cell.per_request_tps = d("output_tps_per_user", false, n_values);
     cell.completed_requests = x.get("completed_request_count").and_then(Value::as_u64);
     cell.avg_active_requests = f("avg_running_reqs");
     cell.max_active_requests = f("max_running_reqs");
@@ -314,15 +354,24 @@ fn measured_cell(name: &str, context: ContextSize, n: u32, x: &Value) -> Result<
 }
 
 /// A cell the tool left out, rebuilt as planned: over capacity when N × (C + max_tokens)
-/// exceeds its budget, else not run.
-fn planned_cell(context: ContextSize, n: u32, max_tokens: u64, budget: Option<u64>) -> DecodeCell {
-    match budget.and_then(|b| over_capacity(n, context.tokens, max_tokens, b)) {
+/// exceeds its budget, else not run (and without max_tokens its KV need is unknown).
+fn planned_cell(context: ContextSize, n: u32, max_tokens: Option<u64>, budget: Option<u64>) -> DecodeCell {
+    match budget.zip(max_tokens).and_then(|(b, m)| over_capacity(n, context.tokens, m, b)) {
         Some(cap) => {
             let why = format!("{} (rebuilt: llm-inference-bench leaves skipped cells out)", over_capacity_reason(&cap));
             let mut cell = DecodeCell::new(context, n, CellStatus::OverCapacity, Some(why));
             cell.capacity = Some(cap);
             cell
         }
+        None if budget.is_some() && max_tokens.is_none() => DecodeCell::new(
+            context,
+            n,
+            CellStatus::NotRun,
+            Some(
+                "not in the source's results: llm-inference-bench skipped it (without max_tokens its KV need is unknown)"
+                    .into(),
+            ),
+        ),
         None => DecodeCell::new(
             context,
             n,

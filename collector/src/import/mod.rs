@@ -187,6 +187,23 @@ pub fn run(args: &ImportArgs) -> Result<(), ImportError> {
     Ok(())
 }
 
+/// The run id of an import: `import-` and the first 16 hex digits of the SHA-256 of the format
+/// and every source (name and JSON, in the order given). The same files give the same id; any
+/// other files (even of the same name) another.
+pub(crate) fn run_id(format: &str, sources: &[Source]) -> String {
+    use sha2::Digest;
+    let mut h = sha2::Sha256::new();
+    h.update(format.as_bytes());
+    for s in sources {
+        h.update(b"\0");
+        h.update(s.name.as_bytes());
+        h.update(b"\0");
+        h.update(serde_json::to_vec(&s.json).unwrap_or_default());
+    }
+    let hex: String = h.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect();
+    format!("import-{hex}")
+}
+
 /// The converted run, which must load like any results file `show` reads (every check, from
 /// its bytes): an impossible value is the source's ([`ImportError::OutOfRange`], bad input);
 /// a run of the wrong shape is the importer's bug ([`ImportError::Invalid`]).

@@ -1,26 +1,29 @@
 //! `vllm bench serve --save-result` files (vllm/benchmarks/serve.py): one file per run of the
 //! client at one `--max-concurrency`, so each file becomes one matrix column. Fields used:
-//! `date`, `backend`, `label`, `model_id`, `max_concurrency`, `duration` (s), `completed`,
+//! `date`, `label`, `model_id`, `max_concurrency`, `duration` (s), `completed`,
 //! `failed`, `total_input_tokens`, `total_output_tokens`, `output_throughput` (tok/s over the
 //! whole benchmark), `max_concurrent_requests`, `input_lens`, `output_lens`, `ttfts` (s),
 //! `errors`, and the summaries `mean_/median_/std_/pNN_{ttft,tpot,itl,e2el}_ms`.
 //!
 //! The row (context) is the requests' mean input length. `vllm bench serve` has no
 //! measurement window (its throughput includes ramp-up and drain) and no queue evidence: both
-//! are listed in `missing`.
+//! are listed in `missing`, with the engine, its version, the tool's version and `max_tokens`,
+//! which the files do not record (`backend` is the client's request API, not the server's
+//! engine: it is listed as not imported).
 //!
 //! A file in which no request completed (`completed: 0`) becomes an `error` cell ("all 8
 //! requests failed: …") without figures. A negative figure or percentiles out of order
 //! (`median_ttft_ms` above `p99_ttft_ms`, a percentile outside the `ttfts`) make the file bad
 //! input, named with the field: such a file is damaged, and dropping one figure would hide it.
 
-use super::{leftovers, non_negative, s_to_ms, ImportError, Source};
+use super::{leftovers, non_negative, run_id, s_to_ms, ImportError, Source};
 use crate::cli::ImportFrom;
 use serde_json::Value;
 use speedmatrix_schema::context::{label, size};
 use speedmatrix_schema::stats::round3;
 use speedmatrix_schema::*;
 
+/// Keys read (or, for `backend`, listed as not imported with why); the rest is unmapped.
 const MAPPED: &[&str] = &[
     "backend",
     "label",
@@ -122,8 +125,6 @@ fn u64s(v: &Value, field: &str) -> Vec<u64> {
 
 /// What one file contributes besides its cell.
 struct FileFacts {
-    /// Its longest output, tokens (the run's `max_tokens`).
-    max_out: u64,
     /// Its benchmark duration, s.
     duration: Option<f64>,
     /// `model_id`.
@@ -175,12 +176,8 @@ fn file_cell(s: &Source) -> Result<(DecodeCell, Vec<String>, FileFacts), ImportE
     }
     .filter(|&t| t > 0)
     .ok_or_else(|| ImportError::NoContext { name: name.clone() })?;
-    let max_out = u64s(v, "output_lens")
-        .into_iter()
-        .max()
-        .unwrap_or_else(|| v.get("total_output_tokens").and_then(Value::as_u64).map_or(0, |t| t / completed.max(1)));
+    let outs = u64s(v, "output_lens");
     let facts = FileFacts {
-        max_out,
         duration: non_negative(name, v, "duration")?,
         model: v.get("model_id").and_then(Value::as_str).map(str::to_string),
         label: v.get("label").and_then(Value::as_str).filter(|l| !l.is_empty()).map(str::to_string),
@@ -189,8 +186,16 @@ fn file_cell(s: &Source) -> Result<(DecodeCell, Vec<String>, FileFacts), ImportE
     let mut cell = DecodeCell::new(size(mean_in), n, status, reason);
     let mut used: Vec<String> = MAPPED.iter().map(|s| s.to_string()).collect();
     let mut figures = [None; METRICS.len()];
+    // Values per summary: requests for TTFT and E2E; TPOT leaves out one-token outputs; ITL is
+    // over tokens, whose number the file does not give.
+    let multi_token = (!outs.is_empty()).then(|| outs.iter().filter(|&&o| o > 1).count() as u64);
     for (figure, metric) in figures.iter_mut().zip(METRICS) {
-        let (d, keys) = summary(name, v, metric, Some(completed))?;
+        let count = match metric {
+            "itl" => None,
+            "tpot" => multi_token,
+            _ => Some(completed),
+        };
+        let (d, keys) = summary(name, v, metric, count)?;
         used.extend(keys);
         // With no request completed there is nothing to summarise (vllm writes 0s).
         *figure = d.filter(|_| completed > 0);
@@ -245,7 +250,16 @@ fn missing() -> Vec<MissingFigure> {
         ),
         miss("status.requests_queued", "vllm bench serve records no server queue evidence"),
         miss("prefill", "vllm bench serve has no cold-prefill rows"),
+        miss(
+            "engine.name",
+            "vllm bench serve files do not record the server's engine (their backend is the client's request API)",
+        ),
         miss("engine.version", "not in --save-result files"),
+        miss("tool.version", "vllm bench serve does not write its version into --save-result files"),
+        miss(
+            "config.max_tokens",
+            "not in --save-result files (output lengths are what the requests produced, not their limit)",
+        ),
     ]
 }
 
@@ -257,7 +271,7 @@ fn missing() -> Vec<MissingFigure> {
 pub fn convert(sources: &[Source], converted_by: &str) -> Result<Results, ImportError> {
     let mut cells: Vec<DecodeCell> = Vec::new();
     let mut unmapped = Vec::new();
-    let (mut model, mut label_, mut max_out, mut window) = (None, None, 0u64, 0f64);
+    let (mut model, mut label_) = (None, None);
     for s in sources {
         let (cell, used, facts) = file_cell(s)?;
         if cells.iter().any(|c| c.concurrency == cell.concurrency && c.context.tokens == cell.context.tokens) {
@@ -270,8 +284,14 @@ pub fn convert(sources: &[Source], converted_by: &str) -> Result<Results, Import
         let used: Vec<&str> = used.iter().map(String::as_str).collect();
         let prefix = if sources.len() > 1 { format!("{}: ", s.name) } else { String::new() };
         leftovers(&prefix, "$", &s.json, &used, &mut unmapped);
-        max_out = max_out.max(facts.max_out);
-        window = window.max(facts.duration.unwrap_or(0.0));
+        if let Some(b) = s.json.get("backend").and_then(Value::as_str) {
+            unmapped.push(UnmappedField {
+                field: format!("{prefix}$.backend"),
+                note: format!(
+                    "{b:?}: the request API the client used, not the server's engine (engine.name stays unknown)"
+                ),
+            });
+        }
         model = model.or(facts.model);
         label_ = label_.or(facts.label);
         cells.push(cell);
@@ -281,13 +301,9 @@ pub fn convert(sources: &[Source], converted_by: &str) -> Result<Results, Import
     Ok(Results {
         schema: SCHEMA_NAME.into(),
         schema_version: SCHEMA_VERSION,
-        tool: Tool {
-            name: "vllm bench serve".into(),
-            version: "unknown".into(),
-            converted_by: Some(converted_by.into()),
-        },
+        tool: Tool { name: "vllm bench serve".into(), version: None, converted_by: Some(converted_by.into()) },
         run: RunInfo {
-            id: format!("import-{}", files.first().map_or("", |f| f.trim_end_matches(".json"))),
+            id: run_id("vllm-bench", sources),
             started_at: None,
             finished_at: None,
             status: RunStatus::Complete,
@@ -296,13 +312,13 @@ pub fn convert(sources: &[Source], converted_by: &str) -> Result<Results, Import
             notes: Some(format!("imported from vllm bench serve: {}", files.join(", "))),
         },
         hardware: Hardware::default(),
-        engine: Engine { name: "vllm".into(), model: model.clone(), served_model_name: model, ..Engine::default() },
+        engine: Engine { name: None, model: model.clone(), served_model_name: model, ..Engine::default() },
         config: Config {
             contexts: contexts.into_iter().map(size).collect(),
             concurrency,
             prefill_contexts: vec![],
-            window_s: round3(window),
-            max_tokens: u32::try_from(max_out).unwrap_or(u32::MAX),
+            window_s: None,
+            max_tokens: None,
             endpoint: None,
             ignore_eos: None,
             temperature: None,
@@ -316,7 +332,7 @@ pub fn convert(sources: &[Source], converted_by: &str) -> Result<Results, Import
         },
         prefill: vec![],
         decode,
-        telemetry: None,
+        client: None,
         missing: missing(),
         import: Some(ImportInfo { format: "vllm-bench".into(), files, unmapped }),
     })

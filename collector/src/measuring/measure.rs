@@ -149,7 +149,10 @@ pub fn decode_cell(obs: &Observation) -> (DecodeCell, Vec<String>) {
         return (cell, vec![]);
     }
     fill_window_figures(&mut cell, &f, &counted, w);
-    cell.avg_active_requests = Some(server.as_ref().and_then(|s| s.running_avg).unwrap_or(f.avg_in_flight));
+    // One figure, one meaning: requests being served (the count the status rules use), from the
+    // server's gauge when it has one.
+    cell.avg_active_requests =
+        Some(server.as_ref().and_then(|s| s.running_avg).unwrap_or(round3(f.avg_in_flight - f.avg_queued)));
     cell.spec_accept_rate = spec_rate(&obs.scrapes, w0, w1);
     cell.server = server;
     let notes = cpu_note(&mut cell, obs);
@@ -584,7 +587,6 @@ fn server_figures(scrapes: &[Scrape], w0: f64, w1: f64, live_counter: bool) -> O
             (Some(d), Some(a)) if d > 0.0 => Some(round3(1.0 + a / d)),
             _ => None,
         },
-        note: None,
     })
 }
 

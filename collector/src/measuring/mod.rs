@@ -14,6 +14,8 @@
 //! - [`scrape`]: `/metrics` read by a task of its own, off the measuring path;
 //! - [`measure`]: a cell's observation → its figures and status (pure);
 //! - [`gpu`]: NVML GPU inventory and per-window power, energy, utilization, clocks;
+//! - [`locate`]: where the server runs — the process that owns the URL's listening socket, or
+//!   a tunnel, proxy or another machine;
 //! - [`launch`]: the server's launch command (secrets redacted) and the host's CPU, OS, name;
 //! - [`selfcheck`]: the collector's own CPU use (is the client the bottleneck?).
 
@@ -23,6 +25,7 @@ pub mod discovery;
 pub mod engine;
 pub mod gpu;
 pub mod launch;
+pub mod locate;
 pub mod measure;
 pub mod plan;
 pub mod prefill;

@@ -112,6 +112,33 @@ pub enum RunError {
         /// The file's matrix flags, to repeat.
         flags: String,
     },
+    /// `--accept-change` without `--resume`.
+    #[error("--accept-change only applies to a run continued with --resume FILE")]
+    AcceptChangeWithoutResume,
+    /// `--accept-change` with a key that names no compared header field.
+    #[error("--accept-change {key}: not a header field; use one of {}", .keys.join(", "))]
+    AcceptChangeKey {
+        /// What was given.
+        key: String,
+        /// The keys it takes.
+        keys: Vec<&'static str>,
+    },
+    /// `--resume` against a server that is not the one the file's header describes.
+    #[error(
+        "--resume {}: the server is not the one the file describes: {}. Cells measured now would be merged under the file's header; \
+         to continue anyway add --accept-change {} (every row and cell measured now records the difference), or start a new run with another -o",
+        .path.display(),
+        .what.join("; "),
+        .keys.join(",")
+    )]
+    ServerChanged {
+        /// The file.
+        path: PathBuf,
+        /// Each difference in words.
+        what: Vec<String>,
+        /// The `--accept-change` keys that would accept them.
+        keys: Vec<&'static str>,
+    },
     /// The server cannot be measured (unreachable, refuses the key, lacks the model, …).
     #[error(transparent)]
     Discover(#[from] DiscoverError),
@@ -230,6 +257,9 @@ pub struct Session {
     cold_ttft: HashMap<u64, f64>,
     /// NVML readings on their own thread; `None` without GPUs (`hardware.gpu_telemetry_note`).
     pub(crate) gpu: Option<crate::measuring::gpu::Sampler>,
+    /// Header differences accepted on `--resume` (`--accept-change`), recorded on every row and
+    /// cell measured now.
+    accepted: Vec<AcceptedDifference>,
 }
 
 impl Session {
@@ -378,9 +408,11 @@ async fn start_session(
     plan: &Plan,
 ) -> Result<Session, RunError> {
     let host = host_facts(&spec);
-    let mut results = match &spec.resume {
-        Some(path) => resume(path, &info, plan, &spec)?,
-        None => fresh_results(&info, plan, &spec, &host),
+    // The header the server gives now: the new file's, or what `--resume` compares with.
+    let fresh = fresh_results(&info, plan, &spec, &host);
+    let (mut results, accepted) = match &spec.resume {
+        Some(path) => resume(path, &info, plan, &spec, &fresh)?,
+        None => (fresh, vec![]),
     };
     results.run.status = RunStatus::Running;
     results.run.reason = None;
@@ -414,6 +446,7 @@ async fn start_session(
         warm: HashMap::new(),
         cold_ttft: HashMap::new(),
         gpu,
+        accepted,
     })
 }
 
@@ -543,7 +576,7 @@ fn fresh_results(info: &ServerInfo, plan: &Plan, spec: &RunSpec, host: &Host) ->
     Results {
         schema: SCHEMA_NAME.into(),
         schema_version: SCHEMA_VERSION,
-        tool: Tool { name: "speedmatrix".into(), version: env!("CARGO_PKG_VERSION").into(), converted_by: None },
+        tool: Tool { name: "speedmatrix".into(), version: Some(env!("CARGO_PKG_VERSION").into()), converted_by: None },
         run: RunInfo {
             id: new_run_id(),
             started_at: Some(now_rfc3339()),
@@ -558,7 +591,7 @@ fn fresh_results(info: &ServerInfo, plan: &Plan, spec: &RunSpec, host: &Host) ->
         config: run_config(plan, spec),
         prefill,
         decode,
-        telemetry: None,
+        client: Some(host.client.clone()),
         missing: info.facts.missing.clone(),
         import: None,
     }
@@ -567,7 +600,7 @@ fn fresh_results(info: &ServerInfo, plan: &Plan, spec: &RunSpec, host: &Host) ->
 /// The results file's `engine`: what discovery found, and the launch command the host gave.
 fn engine_header(info: &ServerInfo, host: &Host) -> Engine {
     Engine {
-        name: info.kind.id().to_string(),
+        name: Some(info.kind.id().to_string()),
         version: info.facts.version.clone(),
         served_model_name: Some(info.model.clone()),
         model: info.root.clone(),
@@ -590,8 +623,8 @@ fn run_config(plan: &Plan, spec: &RunSpec) -> Config {
         contexts: plan.contexts.clone(),
         concurrency: plan.concurrency.clone(),
         prefill_contexts: plan.prefill.clone(),
-        window_s: spec.window.as_secs_f64(),
-        max_tokens: spec.max_tokens,
+        window_s: Some(spec.window.as_secs_f64()),
+        max_tokens: Some(spec.max_tokens),
         endpoint: Some(spec.endpoint),
         ignore_eos: Some(true),
         temperature: spec.temperature,
@@ -605,108 +638,135 @@ fn run_config(plan: &Plan, spec: &RunSpec) -> Config {
     }
 }
 
-/// The server's host and port from `--url`, and whether it is this machine (loopback).
-fn server_address(url: &str) -> (bool, Option<u16>) {
-    match reqwest::Url::parse(url) {
-        Ok(u) => {
-            let local = matches!(u.host_str(), Some("localhost" | "127.0.0.1" | "::1" | "[::1]"))
-                || u.host_str().is_some_and(|h| h.starts_with("127."));
-            (local, u.port_or_known_default())
-        }
-        Err(_) => (false, None),
-    }
-}
-
 /// What this machine can tell about the server: the hardware card (CPU, OS, host name and the
-/// NVML GPU inventory when the server runs here), the launch command, and the GPU sampler.
+/// NVML GPU inventory when the server runs here), the launch command, the GPU sampler, and the
+/// client machine (always).
 struct Host {
     hardware: Hardware,
     launch_command: Option<String>,
     gpus: Option<crate::measuring::gpu::Gpus>,
+    client: ClientMachine,
 }
 
-/// Look at the host: `--launch-command` or the local server process (secrets redacted, home
-/// paths too with `--redact-host`); NVML unless `--no-gpu` or the server is remote, in which
-/// case `hardware.gpu_telemetry_note` says why there are no GPU figures.
-fn host_facts(args: &RunSpec) -> Host {
-    let (local, port) = server_address(&args.url);
-    let server = match (local, port) {
-        (true, Some(port)) => crate::measuring::launch::local_server(port),
+/// This machine, as the client: CPU, cores, OS, host name (not with `--redact-host`).
+fn client_machine(spec: &RunSpec) -> ClientMachine {
+    ClientMachine {
+        cpu: crate::measuring::launch::cpu_model(),
+        cores: u32::try_from(crate::measuring::selfcheck::cores()).ok(),
+        os: Some(std::env::consts::OS.into()),
+        host: if spec.redact_host { None } else { crate::measuring::launch::host_name() },
+    }
+}
+
+/// Look at the host: where the server runs (the owner of the URL's listening socket, see
+/// [`crate::measuring::locate`]); `--launch-command` or the local server's own (secrets
+/// redacted, home paths too with `--redact-host`); this machine's CPU, OS and name on the
+/// hardware card only when the server runs here; NVML unless `--no-gpu` or the server is not
+/// here, in which case `hardware.gpu_telemetry_note` says why there are no GPU figures.
+fn host_facts(spec: &RunSpec) -> Host {
+    use crate::measuring::launch;
+    use crate::measuring::locate::{locate, Found};
+    let found = locate(&spec.url);
+    let server = match &found {
+        Found::Local { root, argv, pids, .. } => Some(launch::local_server(*root, argv, pids)),
         _ => None,
     };
-    let launch = match &args.launch_command {
+    let launch = match &spec.launch_command {
         // `RunSpec::from_args` made sure a shell can split it.
-        Some(line) => shlex::split(line).map(|words| crate::measuring::launch::redact_argv(&words)),
+        Some(line) => shlex::split(line).map(|words| launch::redact_argv(&words)),
         None => server.as_ref().map(|s| s.command.clone()),
     };
-    let launch_command = launch.map(|c| crate::measuring::launch::scrub(&c, args.api_key.as_deref())).map(|c| {
-        if args.redact_host {
-            crate::measuring::launch::redact_home(&c)
-        } else {
-            c
-        }
-    });
+    let redact = |c: String| if spec.redact_host { launch::redact_home(&c) } else { c };
+    let launch_command = launch.map(|c| redact(launch::scrub(&c, spec.api_key.as_deref())));
+    let client = client_machine(spec);
+    let local = server.is_some();
     let mut hardware = if local {
-        Hardware {
-            os: Some(std::env::consts::OS.into()),
-            cpu: crate::measuring::launch::cpu_model(),
-            host: if args.redact_host { None } else { crate::measuring::launch::host_name() },
-            ..Hardware::default()
-        }
+        Hardware { os: client.os.clone(), cpu: client.cpu.clone(), host: client.host.clone(), ..Hardware::default() }
     } else {
         Hardware::default()
     };
-    let gpus = if args.no_gpu {
-        hardware.gpu_telemetry_note = Some("skipped (--no-gpu)".into());
-        None
-    } else if !local {
-        hardware.gpu_telemetry_note =
-            Some("the server is not on this host: NVML here cannot see its GPUs (no GPU figures)".into());
-        None
-    } else {
-        let pids = server.as_ref().map(|s| s.pids.clone()).unwrap_or_default();
-        match crate::measuring::gpu::open(&pids) {
-            Ok(g) => {
-                hardware.gpus = g.inventory();
-                hardware.gpu_count = Some(hardware.gpus.len() as u32);
-                hardware.vram_total_bytes = hardware.gpus.iter().map(|g| g.memory_bytes).sum();
-                hardware.accelerator_type = Some("NVIDIA GPU".into());
-                say!(
-                    "GPUs: {} — {}",
-                    g.selection,
-                    hardware.gpus.iter().map(|g| g.name.as_str()).collect::<Vec<_>>().join(", ")
-                );
-                Some(g)
-            }
-            Err(why) => {
-                hardware.gpu_telemetry_note = Some(why.to_string());
-                None
-            }
+    let mut evidence = found.evidence().to_string();
+    if spec.redact_host {
+        if let Some(h) = reqwest::Url::parse(&spec.url).ok().and_then(|u| u.host_str().map(str::to_string)) {
+            evidence = redact(evidence.replace(&h, "<host>"));
         }
+    }
+    hardware.server_location = Some(ServerLocation { place: found.place(), evidence: evidence.clone() });
+    if local {
+        say!("server: on this machine — {evidence}");
+    } else {
+        say!("server: not on this machine — {evidence}; its hardware is not recorded (this machine is recorded as the client)");
+    }
+    let (gpus, selection) = gpu_selection(spec, server.as_ref().map(|s| s.pids.as_slice()), &mut hardware);
+    hardware.gpu_selection = Some(selection);
+    Host { hardware, launch_command, gpus, client }
+}
+
+/// Choose the server's GPUs and fill the hardware card's GPU inventory: the local server's
+/// processes on NVML (or all GPUs of the host, assumed), none with `--no-gpu` or a server not
+/// here (then `hardware.gpu_telemetry_note` says why).
+fn gpu_selection(
+    spec: &RunSpec,
+    server_pids: Option<&[u32]>,
+    hardware: &mut Hardware,
+) -> (Option<crate::measuring::gpu::Gpus>, GpuSelection) {
+    let none = |detail: &str| GpuSelection { method: GpuSelectionMethod::None, detail: detail.into() };
+    let opened = if spec.no_gpu {
+        Err(none("skipped (--no-gpu)"))
+    } else if let Some(pids) = server_pids {
+        crate::measuring::gpu::open(pids).map_err(|e| e.selection())
+    } else {
+        Err(none("the server is not on this host: NVML here cannot see its GPUs (no GPU figures)"))
     };
-    Host { hardware, launch_command, gpus }
+    match opened {
+        Ok(g) => {
+            hardware.gpus = g.inventory();
+            hardware.gpu_count = Some(hardware.gpus.len() as u32);
+            hardware.vram_total_bytes = hardware.gpus.iter().map(|g| g.memory_bytes).sum();
+            hardware.accelerator_type = Some("NVIDIA GPU".into());
+            let assumed = if g.selection.method == GpuSelectionMethod::AllAssumed { " (assumed)" } else { "" };
+            say!(
+                "GPUs{assumed}: {} — {}",
+                g.selection.detail,
+                hardware.gpus.iter().map(|g| g.name.as_str()).collect::<Vec<_>>().join(", ")
+            );
+            let selection = g.selection.clone();
+            (Some(g), selection)
+        }
+        Err(s) => {
+            hardware.gpu_telemetry_note = Some(s.detail.clone());
+            (None, s)
+        }
+    }
 }
 
 /// The matrix flags that made a results file's plan, to repeat with `--resume`.
 fn plan_flags(c: &Config) -> String {
     let join = |v: Vec<String>| if v.is_empty() { "none".to_string() } else { v.join(",") };
     // Whole seconds as `30s`, anything finer in ms: both read back by humantime.
-    let window = if c.window_s.fract() == 0.0 {
-        format!("{}s", c.window_s)
-    } else {
-        format!("{}ms", (c.window_s * 1000.0).round())
-    };
+    let window =
+        c.window_s.map(|w| if w.fract() == 0.0 { format!("{w}s") } else { format!("{}ms", (w * 1000.0).round()) });
     format!(
-        "--contexts {} --concurrency {} --prefill-contexts {} --duration {window} --max-tokens {}",
+        "--contexts {} --concurrency {} --prefill-contexts {}{}{}",
         join(c.contexts.iter().map(|x| x.tokens.to_string()).collect()),
         join(c.concurrency.iter().map(u32::to_string).collect()),
         join(c.prefill_contexts.iter().map(|x| x.tokens.to_string()).collect()),
-        c.max_tokens
+        window.map(|w| format!(" --duration {w}")).unwrap_or_default(),
+        c.max_tokens.map(|m| format!(" --max-tokens {m}")).unwrap_or_default()
     )
 }
 
-/// Load a results file to continue: same model, same plan; unmeasured cells run again.
-fn resume(path: &Path, info: &ServerInfo, plan: &Plan, spec: &RunSpec) -> Result<Results, RunError> {
+/// Load a results file to continue: same model, same plan; unmeasured cells run again. The
+/// server must be the one the header describes (`now` is the header made from the server
+/// reached now); a difference is refused unless `--accept-change` names it, and accepted ones
+/// are returned to be recorded on every row and cell measured now.
+fn resume(
+    path: &Path,
+    info: &ServerInfo,
+    plan: &Plan,
+    spec: &RunSpec,
+    now: &Results,
+) -> Result<(Results, Vec<AcceptedDifference>), RunError> {
     let mut r = crate::files::read_results(path)?;
     let differs =
         |what: &'static str| RunError::ResumeMismatch { path: path.to_path_buf(), what, flags: plan_flags(&r.config) };
@@ -719,9 +779,11 @@ fn resume(path: &Path, info: &ServerInfo, plan: &Plan, spec: &RunSpec) -> Result
     {
         return Err(differs("the plan (contexts, concurrency or prefill contexts)"));
     }
-    if r.config.max_tokens != spec.max_tokens || (r.config.window_s - spec.window.as_secs_f64()).abs() > 1e-9 {
+    let same_window = r.config.window_s.is_some_and(|w| (w - spec.window.as_secs_f64()).abs() <= 1e-9);
+    if r.config.max_tokens != Some(spec.max_tokens) || !same_window {
         return Err(differs("--max-tokens or --duration"));
     }
+    let accepted = resume_differences(path, &r, now, &spec.accept_change)?;
     let out = &spec.out;
     if !same_file(out, path) {
         say!("note: resuming {} and writing to {}", path.display(), out.display());
@@ -744,7 +806,31 @@ fn resume(path: &Path, info: &ServerInfo, plan: &Plan, spec: &RunSpec) -> Result
             say!("note: the run had failed; its {again} error row(s)/cell(s) are measured again");
         }
     }
-    Ok(r)
+    Ok((r, accepted))
+}
+
+/// The header differences between the file being resumed and the server now: an error naming
+/// each one not accepted (and the flag that accepts it), else the accepted ones.
+fn resume_differences(
+    path: &Path,
+    file: &Results,
+    now: &Results,
+    accept: &[String],
+) -> Result<Vec<AcceptedDifference>, RunError> {
+    use speedmatrix_schema::resume::{differences, refused};
+    let diffs = differences(file, now);
+    let refused = refused(&diffs, accept);
+    if !refused.is_empty() {
+        return Err(RunError::ServerChanged {
+            path: path.to_path_buf(),
+            what: refused.iter().map(|d| d.describe()).collect(),
+            keys: refused.iter().map(|d| d.key).collect(),
+        });
+    }
+    for d in &diffs {
+        say!("note: --resume: accepted: {}", d.describe());
+    }
+    Ok(diffs.into_iter().map(|d| d.recorded).collect())
 }
 
 /// Whether the server still answers after a cell failed: `GET /v1/models`, three tries a second
@@ -845,6 +931,7 @@ async fn measure_all(s: &mut Session) -> Result<Option<String>, FileError> {
         let ctx = s.results.prefill[i].context.clone();
         s.progress.set_message(format!("prefill {}", ctx.label));
         let mut row = crate::measuring::prefill::measure_prefill(s, &ctx).await;
+        row.accepted_differences = s.accepted.clone();
         s.log(prefill_line(&row));
         if row.status == CellStatus::Error {
             match after_failure(s).await {
@@ -852,6 +939,7 @@ async fn measure_all(s: &mut Session) -> Result<Option<String>, FileError> {
                 Ok(Some(after)) => {
                     let note = measured_again(row.reason.as_deref(), after);
                     row = crate::measuring::prefill::measure_prefill(s, &ctx).await;
+                    row.accepted_differences = s.accepted.clone();
                     crate::measuring::measure::add_note(&mut row.reason, note);
                     s.log(prefill_line(&row));
                 }
@@ -873,6 +961,7 @@ async fn measure_all(s: &mut Session) -> Result<Option<String>, FileError> {
         let (ctx, n) = (s.results.decode[i].context.clone(), s.results.decode[i].concurrency);
         s.progress.set_message(format!("decode {} × {n}", ctx.label));
         let mut cell = crate::measuring::cell::measure_cell(s, &ctx, n).await;
+        cell.accepted_differences = s.accepted.clone();
         s.log(decode_line(&cell));
         if cell.status == CellStatus::Error {
             match after_failure(s).await {
@@ -880,6 +969,7 @@ async fn measure_all(s: &mut Session) -> Result<Option<String>, FileError> {
                 Ok(Some(after)) => {
                     let note = measured_again(cell.reason.as_deref(), after);
                     cell = crate::measuring::cell::measure_cell(s, &ctx, n).await;
+                    cell.accepted_differences = s.accepted.clone();
                     crate::measuring::measure::add_note(&mut cell.reason, note);
                     s.log(decode_line(&cell));
                 }

@@ -52,6 +52,9 @@ pub struct RunSpec {
     pub out: PathBuf,
     /// `--resume`.
     pub resume: Option<PathBuf>,
+    /// `--accept-change`: header fields (keys of `speedmatrix_schema::resume::keys`) that may
+    /// differ on `--resume`; empty without `--resume`.
+    pub accept_change: Vec<String>,
     /// The run is the demo's (see `RunArgs::from_demo`).
     pub from_demo: bool,
     /// `--dry-run`.
@@ -86,6 +89,13 @@ impl RunSpec {
         if args.launch_command.as_deref().is_some_and(|l| shlex::split(l).is_none()) {
             return Err(RunError::LaunchCommand);
         }
+        if !args.accept_change.is_empty() && args.resume.is_none() {
+            return Err(RunError::AcceptChangeWithoutResume);
+        }
+        let keys = speedmatrix_schema::resume::keys();
+        if let Some(bad) = args.accept_change.iter().find(|k| !keys.contains(&k.as_str())) {
+            return Err(RunError::AcceptChangeKey { key: bad.clone(), keys });
+        }
         Ok(RunSpec {
             url: base_url(&args.url)?,
             api_key: args.api_key.clone().or_else(|| std::env::var("OPENAI_API_KEY").ok()).filter(|k| !k.is_empty()),
@@ -106,6 +116,7 @@ impl RunSpec {
             engine: args.engine.map(Into::into),
             out: out_path(args)?,
             resume: args.resume.clone(),
+            accept_change: args.accept_change.clone(),
             from_demo: args.from_demo,
             dry_run: args.dry_run,
             label: args.label.clone(),

@@ -178,6 +178,7 @@ fn heatmap_and_legend(r: Arc<Results>, selected: Memo<Column>) -> impl IntoView 
                     <span class="scale-hi">{hi}</span>
                     <span class="scale-dir">{direction}</span>
                 </div>
+                {h.assumed.map(|a| view! { <p class="assumed" id="heatmap-assumed">{a}</p> })}
             </div>
         }
     }
