@@ -226,6 +226,11 @@ pub struct RunArgs {
     /// A stream that sends nothing for this long fails (there is no overall request timeout).
     #[arg(long, default_value = "120s")]
     pub stall_timeout: String,
+    /// When a cell fails and the server stops answering, wait this long for it to answer again
+    /// (a restart) before the run fails; a cell whose try it broke is measured again. `0s`: fail
+    /// at once.
+    #[arg(long, default_value = "0s")]
+    pub server_wait: String,
     /// Results file, rewritten atomically after every prefill row and cell [default:
     /// results.json, or the --resume file]. An existing file is not overwritten without --force.
     #[arg(long, short = 'o')]

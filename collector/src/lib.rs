@@ -24,6 +24,8 @@
 
 pub mod cli;
 pub mod files;
+#[cfg(test)]
+mod fuzz;
 pub mod import;
 pub mod measuring;
 pub mod simulate;

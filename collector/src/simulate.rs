@@ -10,6 +10,10 @@ use speedmatrix_twin::fit::FitError;
 use speedmatrix_twin::profile::UnknownProfile;
 use speedmatrix_twin::{self as twin, Fault, Flavor, Profile, ReasoningField, StartError, TwinConfig};
 
+/// The `--time-scale` values the twin accepts: beyond them its clock's arithmetic (twin ms ↔
+/// real instants) leaves what `Duration` and `Instant` can hold, and no test needs more.
+pub const TIME_SCALE: std::ops::RangeInclusive<f64> = 0.001..=1000.0;
+
 /// Why `speedmatrix simulate` could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum SimulateError {
@@ -37,9 +41,13 @@ pub enum SimulateError {
     /// `--max-model-len` below 2.
     #[error("--max-model-len must be at least 2")]
     MaxModelLen,
-    /// `--time-scale` not a positive number.
-    #[error("--time-scale must be a positive number")]
-    TimeScale,
+    /// `--time-scale` outside what the twin's clock can keep.
+    #[error(
+        "--time-scale {0}: give a number from {min} to {max} (1 = real time, 10 = ten times faster)",
+        min = TIME_SCALE.start(),
+        max = TIME_SCALE.end()
+    )]
+    TimeScale(f64),
     /// The twin cannot start: `--host`/`--port` cannot be bound, the `--trace` file cannot be
     /// created (its message names which), or its engine thread cannot start.
     #[error(transparent)]
@@ -131,8 +139,8 @@ fn config_for(args: &SimulateArgs, profile: Profile) -> Result<TwinConfig, Simul
         }
         profile.max_model_len = l;
     }
-    if !(args.time_scale.is_finite() && args.time_scale > 0.0) {
-        return Err(SimulateError::TimeScale);
+    if !TIME_SCALE.contains(&args.time_scale) {
+        return Err(SimulateError::TimeScale(args.time_scale));
     }
     let faults =
         args.fault.iter().map(|f| f.parse::<Fault>()).collect::<Result<Vec<_>, _>>().map_err(SimulateError::Fault)?;
@@ -314,6 +322,11 @@ mod tests {
             &["--fault", "boom"][..],
             &["--max-model-len", "1"][..],
             &["--time-scale", "0"][..],
+            // Each reached `Duration::from_secs_f64` and panicked before the range check.
+            &["--time-scale", "1e-300"][..],
+            &["--time-scale", "1e300"][..],
+            &["--time-scale", "NaN"][..],
+            &["--time-scale", "inf"][..],
         ] {
             let e = config_from_args(&args(bad)).unwrap_err();
             assert_eq!(e.failure(), Failure::BadInput, "{bad:?}");

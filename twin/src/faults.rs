@@ -317,4 +317,64 @@ mod tests {
         assert!((800..1200).contains(&hits), "{hits}");
         assert_eq!(draw(&f, 7, 3), draw(&f, 7, 3));
     }
+
+    /// `PROPTEST_CASES` if set (the long form, README: "Fuzzing"), else `default`.
+    fn cases(default: u32) -> proptest::prelude::ProptestConfig {
+        let n = std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(default);
+        proptest::prelude::ProptestConfig { cases: n, failure_persistence: None, ..Default::default() }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(cases(3000))]
+
+        /// Any `--fault` value parses or gets an error naming it; never a panic. What parses
+        /// prints back to a value that parses to the same fault.
+        #[test]
+        fn any_fault_spec_parses_or_names_itself(
+            name in proptest::sample::select(vec![
+                "drop", "no-done", "inband-error", "stall", "status", "keepalive", "split",
+                "metrics-404", "tokenize-404", "version-404", "no-chunk-usage", "no-usage", "",
+            ]),
+            param in proptest::option::of(r"[0-9a-zA-Z.+\-_ ]{0,24}"),
+            rate in proptest::option::of(r"[0-9a-zA-Z.+\-@]{0,12}"),
+            noise in r"\PC{0,16}",
+        ) {
+            let mut spec = name.to_string();
+            if let Some(p) = &param {
+                spec = format!("{spec}={p}");
+            }
+            if let Some(r) = &rate {
+                spec = format!("{spec}@{r}");
+            }
+            for s in [spec.clone(), format!("{spec}{noise}"), noise.clone()] {
+                match s.parse::<Fault>() {
+                    Ok(f) => {
+                        let again = f.to_string().parse::<Fault>();
+                        proptest::prop_assert_eq!(again.as_ref(), Ok(&f), "{} printed as {}", s, f);
+                        if let FaultKind::Stall(d) = f.kind {
+                            proptest::prop_assert!(!d.is_zero());
+                        }
+                        proptest::prop_assert!((0.0..=1.0).contains(&f.rate));
+                    }
+                    Err(e) => {
+                        let msg = e.to_string();
+                        proptest::prop_assert!(msg.starts_with(&format!("bad --fault `{s}`: ")), "{}", msg);
+                    }
+                }
+            }
+        }
+
+        /// Stall durations of every size and shape humantime reads (up to its overflow) either
+        /// parse to that duration or are refused.
+        #[test]
+        fn stall_durations_of_any_size(n in proptest::num::u64::ANY, unit in proptest::sample::select(vec![
+            "ns", "us", "ms", "s", "m", "h", "d", "w", "M", "y", "", "e300", "e300ms",
+        ])) {
+            let s = format!("stall={n}{unit}");
+            match s.parse::<Fault>() {
+                Ok(f) => proptest::prop_assert!(matches!(f.kind, FaultKind::Stall(d) if !d.is_zero())),
+                Err(e) => proptest::prop_assert!(matches!(e, FaultError::Duration { .. }), "{}: {:?}", s, e),
+            }
+        }
+    }
 }

@@ -14,7 +14,7 @@ use crate::cli::{ImportArgs, ImportFrom};
 use crate::files::FileError;
 use crate::{CommandError, Failure};
 use serde_json::Value;
-use speedmatrix_schema::{Distribution, LoadError, UnmappedField};
+use speedmatrix_schema::{Distribution, LoadError, Results, UnmappedField};
 
 /// A source file: its name (no directories) and its JSON.
 #[derive(Debug, Clone)]
@@ -106,6 +106,17 @@ pub enum ImportError {
         /// The cell's concurrency.
         concurrency: u32,
     },
+    /// A source figure converts to an impossible value (a window of more than a day, a
+    /// percentile above the maximum …): the loader's check names the field of the run.
+    #[error("{names}: {field}: {message} — the source's figures are out of range (a damaged file?)")]
+    OutOfRange {
+        /// The source files.
+        names: String,
+        /// The field of the converted run.
+        field: String,
+        /// What the loader says.
+        message: String,
+    },
     /// The converted run fails the loader's checks: a bug of the importer, not of the file.
     #[error("the converted run does not validate (a bug)")]
     Invalid(#[source] LoadError),
@@ -164,10 +175,7 @@ pub fn run(args: &ImportArgs) -> Result<(), ImportError> {
         }
         ImportFrom::VllmBench => vllm_bench::convert(&sources, &converted_by)?,
     };
-    // The result must load like any results file `show` reads (every check, from its bytes).
-    let bytes = serde_json::to_vec(&results)
-        .map_err(|source| ImportError::Write(FileError::Encode { path: args.out.clone(), source }))?;
-    speedmatrix_schema::load_results(&bytes).map_err(ImportError::Invalid)?;
+    let results = checked(results, &sources, &args.out)?;
     crate::files::write_atomic(&args.out, &results).map_err(ImportError::Write)?;
     let unmapped = results.import.as_ref().map_or(0, |i| i.unmapped.len());
     eprintln!(
@@ -196,9 +204,32 @@ pub(crate) fn run_id(format: &str, sources: &[Source]) -> String {
     format!("import-{hex}")
 }
 
-/// A number that is present and meaningful: the source tools write 0 for "not measured".
+/// The converted run, which must load like any results file `show` reads (every check, from
+/// its bytes): an impossible value is the source's ([`ImportError::OutOfRange`], bad input);
+/// a run of the wrong shape is the importer's bug ([`ImportError::Invalid`]).
+pub(crate) fn checked(results: Results, sources: &[Source], out: &std::path::Path) -> Result<Results, ImportError> {
+    let bytes = serde_json::to_vec(&results)
+        .map_err(|source| ImportError::Write(FileError::Encode { path: out.to_path_buf(), source }))?;
+    match speedmatrix_schema::load_results(&bytes) {
+        Ok(_) => Ok(results),
+        Err(LoadError::Invalid { path, message }) => Err(ImportError::OutOfRange {
+            names: sources.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", "),
+            field: path,
+            message,
+        }),
+        Err(e) => Err(ImportError::Invalid(e)),
+    }
+}
+
+/// The largest source figure taken (seconds, ms, tok/s, tokens): far above any real one, and
+/// small enough that unit conversions stay finite (`1e308` s in ms would be infinite, which
+/// JSON cannot hold).
+pub(crate) const MAX_FIGURE: f64 = 1e15;
+
+/// A number that is present and meaningful: the source tools write 0 for "not measured"; a
+/// figure above [`MAX_FIGURE`] is no measurement either.
 pub(crate) fn pos(v: Option<&Value>) -> Option<f64> {
-    v.and_then(Value::as_f64).filter(|x| x.is_finite() && *x > 0.0)
+    v.and_then(Value::as_f64).filter(|x| x.is_finite() && *x > 0.0 && *x <= MAX_FIGURE)
 }
 
 /// The number at `field` of `v` in the file `name`: `None` when absent or not a finite number;
@@ -209,6 +240,11 @@ pub(crate) fn non_negative(name: &str, v: &Value, field: &str) -> Result<Option<
         Some(x) if x.is_sign_negative() => {
             Err(ImportError::Negative { name: name.to_string(), field: field.to_string(), value: x })
         }
+        Some(x) if x > MAX_FIGURE => Err(ImportError::OutOfRange {
+            names: name.to_string(),
+            field: field.to_string(),
+            message: format!("{x} is larger than any figure ({MAX_FIGURE:e} at most)"),
+        }),
         x => Ok(x.filter(|x| x.is_finite())),
     }
 }

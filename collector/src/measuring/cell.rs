@@ -50,6 +50,7 @@ pub async fn measure_cell(s: &mut Session, ctx: &ContextSize, n: u32) -> DecodeC
         Some(sc) => sc.finish().await,
         None => vec![],
     };
+    let rate_limited = crate::measuring::measure::rate_limit_note(records.iter().map(|r| &r.record));
     let info = &s.info;
     let obs = Observation {
         context: ctx.clone(),
@@ -66,9 +67,13 @@ pub async fn measure_cell(s: &mut Session, ctx: &ContextSize, n: u32) -> DecodeC
         cores: crate::measuring::selfcheck::cores(),
         gpu: window.and_then(|w| w.gpu),
     };
-    let (cell, notes) = decode_cell(&obs);
+    let (mut cell, notes) = decode_cell(&obs);
     for line in notes {
         s.log(line);
+    }
+    if let Some(note) = rate_limited {
+        s.log(format!("note: decode {} × {n}: {note}", ctx.label));
+        crate::measuring::measure::add_note(&mut cell.reason, note);
     }
     cell
 }

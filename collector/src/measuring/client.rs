@@ -61,6 +61,8 @@ pub enum HttpError {
         status: u16,
         /// The start of the body (≤ 300 chars).
         body: String,
+        /// `Retry-After` in seconds, when the answer had one (429, 503).
+        retry_after: Option<u64>,
     },
     /// The body was not what we expected (e.g. not JSON).
     #[error("{url}: {message}")]
@@ -146,8 +148,14 @@ impl Client {
             return Ok(resp);
         }
         let status = resp.status().as_u16();
+        // Seconds only: an HTTP-date `Retry-After` is not honoured (the request fails as before).
+        let retry_after = resp
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok());
         let body = resp.text().await.unwrap_or_default();
-        Err(HttpError::Status { url: url.to_string(), status, body: excerpt(&body) })
+        Err(HttpError::Status { url: url.to_string(), status, body: excerpt(&body), retry_after })
     }
 
     /// `GET path` → body text, with a short timeout (discovery and metrics, never generation).
@@ -224,17 +232,35 @@ impl Client {
     pub async fn stream(&self, path: &str, body: &bytes::Bytes, ctl: StreamCtl) -> StreamRecord {
         let StreamCtl { clock, stall, mut cancel, id, events, live_tokens } = ctl;
         let mut rec = StreamRecord { id, sent_ms: clock.now_ms(), ..StreamRecord::default() };
-        let resp = tokio::select! {
-            r = self.open_stream(path, body, stall) => r,
-            _ = cancelled(&mut cancel) => {
-                rec.cancelled = true;
-                rec.ended_ms = Some(clock.now_ms());
-                return rec;
+        let resp = loop {
+            let resp = tokio::select! {
+                r = self.open_stream(path, body, stall) => r,
+                _ = cancelled(&mut cancel) => {
+                    rec.cancelled = true;
+                    rec.ended_ms = Some(clock.now_ms());
+                    return rec;
+                }
+            };
+            match resp {
+                Ok(r) => break r,
+                Err(e) => match short_retry_after(&e).filter(|_| rec.rate_limited.len() < RATE_LIMIT_RETRIES) {
+                    // Rate limited with a short `Retry-After`: wait as asked, then send the
+                    // request again; its times count from the new send.
+                    Some(wait) => {
+                        rec.rate_limited.push(wait);
+                        tokio::select! {
+                            _ = tokio::time::sleep(Duration::from_secs(wait)) => {}
+                            _ = cancelled(&mut cancel) => {
+                                rec.cancelled = true;
+                                rec.ended_ms = Some(clock.now_ms());
+                                return rec;
+                            }
+                        }
+                        rec.sent_ms = clock.now_ms();
+                    }
+                    None => return rec.fail(clock, e),
+                },
             }
-        };
-        let resp = match resp {
-            Ok(r) => r,
-            Err(e) => return rec.fail(clock, e),
         };
         let mut sse = std::pin::pin!(eventsource_stream::Eventsource::eventsource(watched(resp.bytes_stream(), stall)));
         let mut parser = ChunkParser::default();
@@ -304,6 +330,25 @@ impl Client {
             return Err(StreamError::NotSse { content_type });
         }
         Ok(resp)
+    }
+}
+
+/// The longest `Retry-After` a rate-limited request waits before it is sent again, s: a short
+/// limit is honoured (a proxy smoothing bursts); a longer one fails the request as before.
+pub const RATE_LIMIT_MAX_WAIT_S: u64 = 10;
+
+/// How often one request is sent again after HTTP 429.
+pub const RATE_LIMIT_RETRIES: usize = 3;
+
+/// The wait an HTTP 429 with a short `Retry-After` asks for, s.
+fn short_retry_after(e: &StreamError) -> Option<u64> {
+    match e {
+        StreamError::Http(HttpError::Status { status: 429, retry_after: Some(s), .. })
+            if *s <= RATE_LIMIT_MAX_WAIT_S =>
+        {
+            Some(*s)
+        }
+        _ => None,
     }
 }
 
@@ -489,6 +534,8 @@ pub struct StreamRecord {
     pub server_timings: Option<speedmatrix_schema::ServerTimings>,
     /// Prompt tokens the server served from its prefix cache (`usage.prompt_tokens_details`).
     pub cached_tokens: Option<u64>,
+    /// The `Retry-After` waits (s) of each HTTP 429 this request got before it was sent again.
+    pub rate_limited: Vec<u64>,
 }
 
 impl StreamRecord {

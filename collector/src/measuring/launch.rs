@@ -72,6 +72,15 @@ pub fn redact_argv(argv: &[String]) -> String {
                 out.push(format!("{flag}={REDACTED}"));
                 continue;
             }
+            // `--env=HF_TOKEN=…` (docker, podman): the flag's value is itself an assignment.
+            Some((flag, value))
+                if flag.starts_with('-')
+                    && value.split_once('=').is_some_and(|(name, v)| is_secret_env(name) || looks_like_secret(v)) =>
+            {
+                let name = value.split_once('=').map_or("", |(name, _)| name);
+                out.push(format!("{flag}={name}={REDACTED}"));
+                continue;
+            }
             // `HF_TOKEN=…` anywhere: before the command, after `env`, `docker run -e`, `--env`.
             Some((name, value))
                 if !name.starts_with('-')

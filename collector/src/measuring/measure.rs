@@ -20,6 +20,27 @@ use speedmatrix_schema::{
     TokenCountSource,
 };
 
+/// What HTTP 429 with a short `Retry-After` did to these requests, for the row's or cell's
+/// `reason`: how many were rate-limited and sent again after the wait, and the longest wait.
+/// `None` when none was.
+pub fn rate_limit_note<'a>(records: impl IntoIterator<Item = &'a StreamRecord>) -> Option<String> {
+    let waits: Vec<u64> =
+        records.into_iter().filter(|r| !r.rate_limited.is_empty()).map(|r| r.rate_limited.iter().sum()).collect();
+    let longest = waits.iter().max()?;
+    Some(format!(
+        "rate limited: the server answered HTTP 429 to {} request(s); each was sent again after its Retry-After (at most {longest} s in all), and its times count from the new send",
+        waits.len()
+    ))
+}
+
+/// `note` added to `reason` (after what it already says).
+pub fn add_note(reason: &mut Option<String>, note: String) {
+    *reason = Some(match reason.take() {
+        Some(r) => format!("{r}; {note}"),
+        None => note,
+    });
+}
+
 /// A record plus whether its stream opened the cell (vs. replaced a finished one).
 #[derive(Debug, Clone)]
 pub struct CellStream {

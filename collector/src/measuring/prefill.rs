@@ -53,6 +53,10 @@ pub async fn measure_prefill(s: &mut Session, ctx: &ContextSize) -> PrefillRow {
             if let Some(w) = &row.reason {
                 s.log(format!("warning: prefill {}: {w}", ctx.label));
             }
+            if let Some(note) = crate::measuring::measure::rate_limit_note([&rec]) {
+                s.log(format!("note: prefill {}: {note}", ctx.label));
+                crate::measuring::measure::add_note(&mut row.reason, note);
+            }
             // This request warmed the prefix cache for the decode cells of this context.
             s.warmed(ctx, 0, prompt, Some(ttft));
         }

@@ -182,12 +182,35 @@ pub enum CellError {
     WarmUp(String),
 }
 
-/// After a failed cell, the server no longer answers: the run stops (`run.reason`).
-#[derive(Debug, thiserror::Error)]
-#[error("the server stopped answering: {last}")]
+/// After a failed cell, the server no longer answers — or refuses the key: the run stops
+/// (`run.reason`).
+#[derive(Debug)]
 struct ServerGone {
     /// The last of the tries.
     last: HttpError,
+    /// How long the run waited for the server to answer again (`--server-wait`), if at all.
+    waited: Option<Duration>,
+}
+
+impl ServerGone {
+    /// The server answers, but refuses the API key (revoked or expired mid-run).
+    fn key_refused(&self) -> bool {
+        matches!(self.last.status(), Some(401 | 403))
+    }
+}
+
+impl std::fmt::Display for ServerGone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.key_refused() {
+            write!(f, "the server refused the API key (revoked or expired?): {}", self.last)?;
+        } else {
+            write!(f, "the server stopped answering: {}", self.last)?;
+        }
+        match self.waited {
+            Some(w) => write!(f, " (waited {} for it to come back, --server-wait)", humantime::format_duration(w)),
+            None => Ok(()),
+        }
+    }
 }
 
 /// Run `speedmatrix run` to completion and return the exit code: 0 done, 3 done with error
@@ -879,20 +902,91 @@ fn resume_differences(
 }
 
 /// Whether the server still answers after a cell failed: `GET /v1/models`, three tries a second
-/// apart. [`ServerGone`] when nothing answers (connection refused, reset, timeout) or every
-/// answer is a 5xx — the run then stops rather than fill every remaining cell with the same
-/// error.
-async fn server_alive(s: &Session) -> Result<(), ServerGone> {
+/// apart; `Ok(true)` when it answered only after a try that got nothing (down for a moment: a
+/// restart). [`ServerGone`] when nothing answers (connection refused, reset, timeout), every
+/// answer is a 5xx, or it refuses the key — the run then stops rather than fill every
+/// remaining cell with the same error.
+async fn server_alive(s: &Session) -> Result<bool, ServerGone> {
     const TRIES: usize = 3;
     for attempt in 1..=TRIES {
         match s.client.get_text("/v1/models").await {
-            Ok(_) => return Ok(()),
-            Err(HttpError::Status { status, .. }) if status < 500 => return Ok(()),
-            Err(last) if attempt == TRIES => return Err(ServerGone { last }),
+            // After a try that got no answer, the server was down for a moment (a restart).
+            Ok(_) => return Ok(attempt > 1),
+            // A key revoked mid-run: every later cell would fail the same way.
+            Err(last @ HttpError::Status { status: 401 | 403, .. }) => return Err(ServerGone { last, waited: None }),
+            Err(HttpError::Status { status, .. }) if status < 500 => return Ok(attempt > 1),
+            Err(last) if attempt == TRIES => return Err(ServerGone { last, waited: None }),
             Err(_) => tokio::time::sleep(Duration::from_secs(1)).await,
         }
     }
-    Ok(())
+    Ok(false)
+}
+
+/// After a failed row or cell: `Ok(None)` when the server still answers; `Ok(Some(after))` when
+/// it had stopped answering but answered again within `--server-wait` (a restart: its prefix
+/// cache is gone, so warmed prompts are forgotten); else why the run stops.
+async fn after_failure(s: &mut Session) -> Result<Option<Duration>, ServerGone> {
+    let start = tokio::time::Instant::now();
+    let gone = match server_alive(s).await {
+        Ok(true) if !s.spec.server_wait.is_zero() => {
+            s.warm.clear();
+            return Ok(Some(start.elapsed()));
+        }
+        Ok(_) => return Ok(None),
+        Err(g) if g.key_refused() || s.spec.server_wait.is_zero() => return Err(g),
+        Err(g) => g,
+    };
+    s.log(format!(
+        "the server stopped answering; waiting up to {} for it to come back (--server-wait)",
+        humantime::format_duration(s.spec.server_wait)
+    ));
+    let mut last = gone.last;
+    let waiting = tokio::time::Instant::now();
+    while waiting.elapsed() < s.spec.server_wait {
+        tokio::time::sleep(Duration::from_millis(500).min(s.spec.server_wait.saturating_sub(waiting.elapsed()))).await;
+        match s.client.get_text("/v1/models").await {
+            Ok(_) => {
+                s.warm.clear();
+                return Ok(Some(start.elapsed()));
+            }
+            Err(e) => last = e,
+        }
+    }
+    Err(ServerGone { last, waited: Some(s.spec.server_wait) })
+}
+
+/// The reason of a row or cell measured again after the server came back.
+fn measured_again(first_try: Option<&str>, after: Duration) -> String {
+    format!(
+        "measured again: the server stopped answering during the first try ({}) and answered again after {:.1} s",
+        first_try.unwrap_or("error"),
+        after.as_secs_f64()
+    )
+}
+
+/// The log line of a measured prefill row.
+fn prefill_line(row: &PrefillRow) -> String {
+    format!(
+        "prefill {:>6}: {} · prompt {} tok/s · TTFT {} ms{}",
+        row.context.label,
+        row.status.label(),
+        row.prompt_tps.map_or("—".into(), |v| format!("{v:.0}")),
+        row.ttft_ms.map_or("—".into(), |v| format!("{v:.0}")),
+        row.reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default()
+    )
+}
+
+/// The log line of a measured decode cell.
+fn decode_line(cell: &DecodeCell) -> String {
+    format!(
+        "decode {:>6} × {:>3}: {} · {} tok/s · TTFT p50 {} ms{}",
+        cell.context.label,
+        cell.concurrency,
+        cell.status.label(),
+        cell.total_tps.map_or("—".into(), |v| format!("{v:.1}")),
+        cell.ttft_ms.and_then(|d| d.p50).map_or("—".into(), |v| format!("{v:.0}")),
+        cell.reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default()
+    )
 }
 
 /// Measure every row and cell still `not_run`, saving after each. Returns `Some(cause)` when the
@@ -906,24 +1000,28 @@ async fn measure_all(s: &mut Session) -> Result<Option<String>, FileError> {
         s.progress.set_message(format!("prefill {} · {}", ctx.label, s.time_left()));
         let mut row = crate::measuring::prefill::measure_prefill(s, &ctx).await;
         row.accepted_differences = s.accepted.clone();
-        s.log(format!(
-            "prefill {:>6}: {} · prompt {} tok/s · TTFT {} ms{}",
-            ctx.label,
-            row.status.label(),
-            row.prompt_tps.map_or("—".into(), |v| format!("{v:.0}")),
-            row.ttft_ms.map_or("—".into(), |v| format!("{v:.0}")),
-            row.reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default()
-        ));
-        let failed = row.status == CellStatus::Error;
+        s.log(prefill_line(&row));
+        if row.status == CellStatus::Error {
+            match after_failure(s).await {
+                Ok(None) => {}
+                Ok(Some(after)) => {
+                    let note = measured_again(row.reason.as_deref(), after);
+                    row = crate::measuring::prefill::measure_prefill(s, &ctx).await;
+                    row.accepted_differences = s.accepted.clone();
+                    crate::measuring::measure::add_note(&mut row.reason, note);
+                    s.log(prefill_line(&row));
+                }
+                Err(cause) => {
+                    s.results.prefill[i] = row;
+                    s.save()?;
+                    return Ok(Some(format!("{cause} (after prefill {})", ctx.label)));
+                }
+            }
+        }
         s.results.prefill[i] = row;
         s.progress.inc(1);
         s.estimate_corrected();
         s.save()?;
-        if failed {
-            if let Err(cause) = server_alive(s).await {
-                return Ok(Some(format!("{cause} (after prefill {})", ctx.label)));
-            }
-        }
     }
     for i in 0..s.results.decode.len() {
         if s.results.decode[i].status != CellStatus::NotRun {
@@ -933,25 +1031,28 @@ async fn measure_all(s: &mut Session) -> Result<Option<String>, FileError> {
         s.progress.set_message(format!("decode {} × {n} · {}", ctx.label, s.time_left()));
         let mut cell = crate::measuring::cell::measure_cell(s, &ctx, n).await;
         cell.accepted_differences = s.accepted.clone();
-        s.log(format!(
-            "decode {:>6} × {:>3}: {} · {} tok/s · TTFT p50 {} ms{}",
-            ctx.label,
-            n,
-            cell.status.label(),
-            cell.total_tps.map_or("—".into(), |v| format!("{v:.1}")),
-            cell.ttft_ms.and_then(|d| d.p50).map_or("—".into(), |v| format!("{v:.0}")),
-            cell.reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default()
-        ));
-        let failed = cell.status == CellStatus::Error;
+        s.log(decode_line(&cell));
+        if cell.status == CellStatus::Error {
+            match after_failure(s).await {
+                Ok(None) => {}
+                Ok(Some(after)) => {
+                    let note = measured_again(cell.reason.as_deref(), after);
+                    cell = crate::measuring::cell::measure_cell(s, &ctx, n).await;
+                    cell.accepted_differences = s.accepted.clone();
+                    crate::measuring::measure::add_note(&mut cell.reason, note);
+                    s.log(decode_line(&cell));
+                }
+                Err(cause) => {
+                    s.results.decode[i] = cell;
+                    s.save()?;
+                    return Ok(Some(format!("{cause} (after decode {} × {n})", ctx.label)));
+                }
+            }
+        }
         s.results.decode[i] = cell;
         s.progress.inc(1);
         s.estimate_corrected();
         s.save()?;
-        if failed {
-            if let Err(cause) = server_alive(s).await {
-                return Ok(Some(format!("{cause} (after decode {} × {n})", ctx.label)));
-            }
-        }
     }
     Ok(None)
 }

@@ -30,6 +30,9 @@ pub struct RunSpec {
     pub window: Duration,
     /// `--stall-timeout`: longer than 0.
     pub stall: Duration,
+    /// `--server-wait`: 0 (fail at once) or how long to wait for a server that stopped
+    /// answering.
+    pub server_wait: Duration,
     /// `--max-tokens` (≥ 1, clap checks).
     pub max_tokens: u32,
     /// `--endpoint`.
@@ -102,6 +105,8 @@ impl RunSpec {
             concurrency: args.concurrency.clone(),
             window,
             stall: duration_flag("--stall-timeout", &args.stall_timeout)?,
+            server_wait: humantime::parse_duration(args.server_wait.trim())
+                .map_err(|_| RunError::NotADuration { flag: "--server-wait", value: args.server_wait.clone() })?,
             max_tokens: args.max_tokens,
             endpoint: args.endpoint.into(),
             distinct_prompts: args.distinct_prompts,

@@ -2,7 +2,9 @@
 //! keep-alive comments during a long prefill, `/metrics` in other exporters' text or slow to
 //! answer, an HTML chat endpoint, empty streams, streams without `[DONE]`, a server that runs
 //! only K requests at once and lets the rest wait with no gauge to say so, usage that reports
-//! cached prompt tokens.
+//! cached prompt tokens; and faults: error answers for some decode requests (429 with
+//! `Retry-After`, a proxy's HTML 502), a key revoked mid-run, response headers that come late,
+//! a context limit below the advertised `max_model_len`.
 //!
 //! Each is a real axum server on a loopback socket, answering what discovery and the prompt
 //! builder ask (`/v1/models`, `/tokenize`, `/metrics`, `/version` → 404) and streaming
@@ -68,6 +70,42 @@ impl Default for StreamScript {
     }
 }
 
+/// Decode requests (`max_tokens` > 1, numbered from 1 in order of arrival) `from ..
+/// from + count` answer `status` with `body` instead of a stream.
+#[derive(Debug, Clone)]
+pub struct Failing {
+    /// The first decode request that fails (1-based).
+    pub from: usize,
+    /// How many fail.
+    pub count: usize,
+    /// The HTTP status.
+    pub status: u16,
+    /// The `Content-Type` of the body.
+    pub content_type: &'static str,
+    /// The body.
+    pub body: String,
+    /// A `Retry-After` header (seconds), when set.
+    pub retry_after: Option<u64>,
+    /// Instead of `status`: stream normally, then cut the connection after 3 chunks (a reset
+    /// mid-stream: no `finish_reason`, no `[DONE]`).
+    pub reset_mid_stream: bool,
+}
+
+impl Default for Failing {
+    fn default() -> Self {
+        Failing {
+            from: 1,
+            count: 1,
+            status: 500,
+            content_type: "application/json",
+            body: json!({"object": "error", "message": "Internal Server Error", "type": "InternalServerError", "code": 500})
+                .to_string(),
+            retry_after: None,
+            reset_mid_stream: false,
+        }
+    }
+}
+
 /// A scripted server.
 #[derive(Debug, Clone)]
 pub struct Script {
@@ -88,6 +126,15 @@ pub struct Script {
     /// Requests beyond this many wait (before their first token) until one ends; no gauge says
     /// so (a server without `/metrics` that queues).
     pub max_running: Option<usize>,
+    /// Some decode requests fail (see [`Failing`]).
+    pub failing: Option<Failing>,
+    /// After this many completion requests the API key is revoked: every endpoint answers 401.
+    pub revoke_after: Option<usize>,
+    /// Completions wait this long before their response headers (a slow proxy or gateway).
+    pub header_delay: Duration,
+    /// The real context limit: a prompt + `max_tokens` above it gets vLLM's 400 "maximum
+    /// context length" answer, whatever `/v1/models` advertises.
+    pub context_limit: Option<u64>,
 }
 
 impl Default for Script {
@@ -101,6 +148,10 @@ impl Default for Script {
             answer: Answer::Stream,
             stream: StreamScript::default(),
             max_running: None,
+            failing: None,
+            revoke_after: None,
+            header_delay: Duration::ZERO,
+            context_limit: None,
         }
     }
 }
@@ -108,6 +159,8 @@ impl Default for Script {
 struct AppState {
     script: Script,
     bodies: Mutex<Vec<Value>>,
+    /// Decode requests (`max_tokens` > 1) received.
+    decodes: std::sync::atomic::AtomicUsize,
     running: Option<Arc<Semaphore>>,
 }
 
@@ -137,7 +190,7 @@ impl Drop for Scripted {
 /// Start `script` on a free loopback port (inside the caller's tokio runtime).
 pub async fn start(script: Script) -> Scripted {
     let running = script.max_running.map(|k| Arc::new(Semaphore::new(k)));
-    let state = Arc::new(AppState { script, bodies: Mutex::new(vec![]), running });
+    let state = Arc::new(AppState { script, bodies: Mutex::new(vec![]), decodes: Default::default(), running });
     let app = Router::new()
         .route("/v1/models", get(models))
         .route("/metrics", get(metrics))
@@ -158,7 +211,19 @@ pub async fn start(script: Script) -> Scripted {
     Scripted { url, state, stop: Some(stop) }
 }
 
+/// Whether the key was revoked (see [`Script::revoke_after`]).
+fn revoked(s: &AppState) -> bool {
+    s.script.revoke_after.is_some_and(|k| s.bodies.lock().map(|b| b.len()).unwrap_or(0) >= k)
+}
+
+fn unauthorized() -> Response {
+    (StatusCode::UNAUTHORIZED, axum::Json(json!({"error": "Unauthorized"}))).into_response()
+}
+
 async fn models(State(s): State<Arc<AppState>>) -> Response {
+    if revoked(&s) {
+        return unauthorized();
+    }
     let m = &s.script;
     axum::Json(
         json!({"object": "list", "data": [{"id": m.model, "object": "model", "max_model_len": m.max_model_len}]}),
@@ -187,6 +252,69 @@ fn prompt_tokens(body: &Value) -> u64 {
 async fn tokenize(body: Bytes) -> Response {
     let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     axum::Json(json!({"count": prompt_tokens(&v)})).into_response()
+}
+
+/// The answer of a request the script refuses: over the real context limit, or a failing decode
+/// request.
+enum Refused {
+    No,
+    Answer(Response),
+    ResetMidStream,
+}
+
+fn refused(s: &AppState, v: &Value) -> Refused {
+    let max_tokens = v["max_tokens"].as_u64().unwrap_or(16);
+    if let Some(limit) = s.script.context_limit {
+        let prompt = prompt_tokens(v);
+        if prompt + max_tokens > limit {
+            // vLLM's words and shape (OpenAI's error object) for a request over max_model_len.
+            let msg = format!(
+                "This model's maximum context length is {limit} tokens. However, you requested {} tokens ({prompt} in the messages, {max_tokens} in the completion). Please reduce the length of the messages or completion.",
+                prompt + max_tokens
+            );
+            let body =
+                json!({"object": "error", "message": msg, "type": "BadRequestError", "param": null, "code": 400});
+            return Refused::Answer((StatusCode::BAD_REQUEST, axum::Json(body)).into_response());
+        }
+    }
+    if max_tokens <= 1 {
+        return Refused::No;
+    }
+    let n = s.decodes.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+    let Some(f) = s.script.failing.as_ref().filter(|f| (f.from..f.from + f.count).contains(&n)) else {
+        return Refused::No;
+    };
+    if f.reset_mid_stream {
+        return Refused::ResetMidStream;
+    }
+    let mut r = Response::new(Body::from(f.body.clone()));
+    *r.status_mut() = StatusCode::from_u16(f.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    r.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static(f.content_type));
+    if let Some(secs) = f.retry_after {
+        r.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from(secs));
+    }
+    Refused::Answer(r)
+}
+
+/// The body's sender; with `reset`, the body fails after 3 token chunks (hyper then cuts the
+/// connection without ending the chunked body).
+struct Sender {
+    tx: mpsc::Sender<Result<Bytes, std::io::Error>>,
+    reset: bool,
+    sent: usize,
+}
+
+impl Sender {
+    async fn send(&mut self, b: Bytes) -> Result<(), ()> {
+        if self.reset && self.sent >= 3 {
+            let _ = self.tx.send(Err(std::io::Error::new(std::io::ErrorKind::ConnectionReset, "scripted reset"))).await;
+            return Err(());
+        }
+        if b.starts_with(b"data: {") {
+            self.sent += 1;
+        }
+        self.tx.send(Ok(b)).await.map_err(|_| ())
+    }
 }
 
 /// One stream's frames, written as the script says.
@@ -228,9 +356,18 @@ impl Writer {
 
 async fn complete(State(s): State<Arc<AppState>>, uri: axum::http::Uri, body: Bytes) -> Response {
     let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    if revoked(&s) {
+        return unauthorized();
+    }
     if let Ok(mut b) = s.bodies.lock() {
         b.push(v.clone());
     }
+    tokio::time::sleep(s.script.header_delay).await;
+    let reset = match refused(&s, &v) {
+        Refused::Answer(answer) => return answer,
+        Refused::ResetMidStream => true,
+        Refused::No => false,
+    };
     if s.script.answer == Answer::Html {
         let page = "<!DOCTYPE html><html><head><title>Sign in</title></head><body>Please sign in.</body></html>";
         return ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], page).into_response();
@@ -247,7 +384,8 @@ async fn complete(State(s): State<Arc<AppState>>, uri: axum::http::Uri, body: By
         per_chunk_usage: st.per_chunk_usage && so["continuous_usage_stats"].as_bool() == Some(true),
     };
     let final_usage = st.final_usage && so["include_usage"].as_bool() == Some(true);
-    let (tx, rx) = mpsc::channel::<Bytes>(16);
+    let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(16);
+    let mut tx = Sender { tx, reset, sent: 0 };
     let st = st.clone();
     let running = s.running.clone();
     tokio::spawn(async move {
@@ -279,11 +417,10 @@ async fn complete(State(s): State<Arc<AppState>>, uri: axum::http::Uri, body: By
             }
         }
         tokio::time::sleep(left).await;
-        let send = |b: Bytes| tx.send(b);
         if w.chat {
             let role = json!({"id": w.id, "object": "chat.completion.chunk",
                               "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": null}]});
-            if send(Bytes::from(format!("data: {role}\n\n"))).await.is_err() {
+            if tx.send(Bytes::from(format!("data: {role}\n\n"))).await.is_err() {
                 return;
             }
         }
@@ -295,29 +432,27 @@ async fn complete(State(s): State<Arc<AppState>>, uri: axum::http::Uri, body: By
             sent += k;
             let text = "w ".repeat(k as usize);
             let finish = (sent >= max_tokens).then_some("length");
-            if send(w.chunk(Some(&text), finish, sent)).await.is_err() {
+            if tx.send(w.chunk(Some(&text), finish, sent)).await.is_err() {
                 return;
             }
             if sent < max_tokens {
                 tokio::time::sleep(st.gap).await;
             }
         }
-        if st.empty && send(w.chunk(None, Some("length"), 0)).await.is_err() {
+        if st.empty && tx.send(w.chunk(None, Some("length"), 0)).await.is_err() {
             return;
         }
         if final_usage {
             let u = json!({"id": w.id, "object": "chat.completion.chunk", "choices": [], "usage": w.usage(sent)});
-            if send(Bytes::from(format!("data: {u}\n\n"))).await.is_err() {
+            if tx.send(Bytes::from(format!("data: {u}\n\n"))).await.is_err() {
                 return;
             }
         }
         if st.done {
-            let _ = send(Bytes::from_static(b"data: [DONE]\n\n")).await;
+            let _ = tx.send(Bytes::from_static(b"data: [DONE]\n\n")).await;
         }
     });
-    let body = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|b| (Ok::<Bytes, std::convert::Infallible>(b), rx))
-    });
+    let body = futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|b| (b, rx)) });
     ([(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], Body::from_stream(body))
         .into_response()
 }
