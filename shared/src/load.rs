@@ -313,34 +313,7 @@ fn v1_to_v2(mut value: Value) -> Result<Value, LoadError> {
         missing.push(("tool.version".into(), "the source does not say (an earlier import wrote \"unknown\")".into()));
     }
     let format = value.pointer("/import/format").and_then(Value::as_str).map(str::to_string);
-    match format.as_deref() {
-        Some("vllm-bench") => {
-            if value.pointer("/engine/name").and_then(Value::as_str) == Some("vllm") {
-                value["engine"]["name"] = Value::Null;
-                missing.push((
-                    "engine.name".into(),
-                    "vllm bench serve does not record the server's engine (an earlier import wrote \"vllm\")".into(),
-                ));
-            }
-            if value.pointer("/config/max_tokens").is_some_and(|v| !v.is_null()) {
-                value["config"]["max_tokens"] = Value::Null;
-                missing.push((
-                    "config.max_tokens".into(),
-                    "vllm bench serve files do not record max_tokens (an earlier import wrote the longest output seen)"
-                        .into(),
-                ));
-            }
-            if value.pointer("/config/window_s").is_some() {
-                // The benchmark's duration, not a window (`missing` already lists `window`).
-                value["config"]["window_s"] = Value::Null;
-            }
-        }
-        Some("llm-inference-bench") if value.pointer("/config/max_tokens").and_then(Value::as_u64) == Some(0) => {
-            value["config"]["max_tokens"] = Value::Null;
-            missing.push(("config.max_tokens".into(), "not in the source's metadata".into()));
-        }
-        _ => {}
-    }
+    v1_import_inventions(&mut value, format.as_deref(), &mut missing);
     let measured_here = format.is_none() && value.pointer("/tool/name").and_then(Value::as_str) == Some("speedmatrix");
     let mut client_count = 0;
     if let Some(cells) = value.get_mut("decode").and_then(Value::as_array_mut) {
@@ -383,6 +356,38 @@ fn v1_to_v2(mut value: Value) -> Result<Value, LoadError> {
         }
     }
     Ok(value)
+}
+
+/// What round-1 imports invented (see [`v1_to_v2`]) → null, each with its reason in `missing`.
+fn v1_import_inventions(value: &mut Value, format: Option<&str>, missing: &mut Vec<(String, String)>) {
+    match format {
+        Some("vllm-bench") => {
+            if value.pointer("/engine/name").and_then(Value::as_str) == Some("vllm") {
+                value["engine"]["name"] = Value::Null;
+                missing.push((
+                    "engine.name".into(),
+                    "vllm bench serve does not record the server's engine (an earlier import wrote \"vllm\")".into(),
+                ));
+            }
+            if value.pointer("/config/max_tokens").is_some_and(|v| !v.is_null()) {
+                value["config"]["max_tokens"] = Value::Null;
+                missing.push((
+                    "config.max_tokens".into(),
+                    "vllm bench serve files do not record max_tokens (an earlier import wrote the longest output seen)"
+                        .into(),
+                ));
+            }
+            if value.pointer("/config/window_s").is_some() {
+                // The benchmark's duration, not a window (`missing` already lists `window`).
+                value["config"]["window_s"] = Value::Null;
+            }
+        }
+        Some("llm-inference-bench") if value.pointer("/config/max_tokens").and_then(Value::as_u64) == Some(0) => {
+            value["config"]["max_tokens"] = Value::Null;
+            missing.push(("config.max_tokens".into(), "not in the source's metadata".into()));
+        }
+        _ => {}
+    }
 }
 
 fn kind(v: &Value) -> &'static str {
