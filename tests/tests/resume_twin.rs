@@ -6,32 +6,10 @@
 mod support;
 
 use speedmatrix_schema::{load_results, CellStatus, Results, RunStatus};
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn twin() -> (Killed, String) {
-    let mut child = Command::new(support::BIN)
-        .args(["simulate", "--port", "0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start the twin");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("piped")).read_line(&mut line).expect("the twin's first line");
-    let url = line.trim().strip_prefix("listening on ").unwrap_or_else(|| panic!("unexpected {line:?}")).to_string();
-    (Killed(child), url)
-}
+use support::twin::twin;
 
 fn read(path: &Path) -> Option<Results> {
     load_results(&std::fs::read(path).ok()?).ok()
@@ -39,7 +17,7 @@ fn read(path: &Path) -> Option<Results> {
 
 #[test]
 fn resume_with_only_the_file_completes_every_planned_cell() {
-    let (_twin, url) = twin();
+    let (_twin, url) = twin(&[]);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run.json");
     let flags = ["--contexts", "8k,16k", "--concurrency", "1,4", "--prefill-contexts", "8k", "--duration", "2s"];
