@@ -224,15 +224,21 @@ async fn matches_the_trace_at_8k_x_128_with_mtp() {
 }
 
 /// The plain OpenAI adapter asks for usage on every chunk too, so against an MTP server it
-/// measures what the vLLM adapter measures: tok/s and ITL p50 within 1 % of the vLLM adapter's
-/// and of the trace.
+/// measures what the vLLM adapter measures: each within 1 % (or 1 ms) of its own run's trace
+/// (checked in `eight_k_by_128`), and their errors against the trace alike (tok/s within 1 %,
+/// ITL p50 within 0.5 ms).
+/// The two runs are two twin runs: their true ITL medians differ by about 1 % from run to run,
+/// so the adapters are compared by their error, not by their raw figures.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_openai_adapter_matches_the_vllm_adapter_and_the_trace_under_mtp() {
-    let (vllm, _) = eight_k_by_128(None, &["--engine", "vllm"]).await;
-    let (openai, _) = eight_k_by_128(None, &["--engine", "openai"]).await;
-    close_pct("total tok/s, openai vs vllm adapter", openai.total_tps.unwrap(), vllm.total_tps.unwrap(), 1.0);
-    let itl = |c: &DecodeCell| c.itl_ms.unwrap().p50.unwrap();
-    close_pct("ITL p50, openai vs vllm adapter", itl(&openai), itl(&vllm), 1.0);
+    let (vllm, tv) = eight_k_by_128(None, &["--engine", "vllm"]).await;
+    let (openai, to) = eight_k_by_128(None, &["--engine", "openai"]).await;
+    let tps = |c: &DecodeCell, t: &Truth| c.total_tps.unwrap() / t.total_tps;
+    close_pct("total tok/s ÷ trace, openai vs vllm adapter", tps(&openai, &to), tps(&vllm, &tv), 1.0);
+    // ITL p50 is ~15 ms: the adapters' errors against their traces within 0.5 ms of each other.
+    let itl = |c: &DecodeCell, t: &Truth| c.itl_ms.unwrap().p50.unwrap() - t.itl_p50;
+    let (eo, ev) = (itl(&openai, &to), itl(&vllm, &tv));
+    assert!((eo - ev).abs() <= 0.5, "ITL p50 − trace: openai adapter {eo:+.3} ms, vllm adapter {ev:+.3} ms");
 }
 
 /// A server that does not know `continuous_usage_stats` (usage in the final chunk only) under

@@ -52,6 +52,8 @@ fn a_report_of_one_run_opens_from_file_with_every_part_of_the_page() {
         let out = dir.path().join("report.html");
         let said = report(&[&fixture()], &out);
         assert!(said.contains("one run") && said.contains("report.html"), "{said}");
+        let size = std::fs::metadata(&out).unwrap().len();
+        assert!(size <= 1_500_000, "the seed's report is {size} bytes, over the 1.5 MB budget");
         c.goto(&file_url(&out)).await.unwrap();
         assert_eq!(text(&c, "#run-title").await, SEED_LABEL);
         let cell = "#heatmap td[data-context=\"8K\"][data-concurrency=\"128\"]";
@@ -64,13 +66,33 @@ fn a_report_of_one_run_opens_from_file_with_every_part_of_the_page() {
         )
         .await;
         assert_eq!(rows, json!(55), "7 prefill rows and 48 decode cells (42 measured, 6 over capacity)");
+        let over = "#heatmap td[data-context=\"251K\"][data-concurrency=\"32\"]";
+        wait_text(&c, over, "Over capacity").await;
+        // Every chart drawn: each canvas has pixels of more than one colour.
         let drawn = until(
             &c,
-            "drawn charts",
-            "const cs = [...document.querySelectorAll('canvas')].filter(c => c.width > 0); return cs.length >= 3 ? cs.length : null;",
+            "every chart drawn",
+            "const cs = [...document.querySelectorAll('canvas')]; if (cs.length < 3) return null; \
+             const inked = cs.map(c => { if (!c.width) return false; const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data; \
+               for (let i = 4; i < d.length; i += 4) if (d[i] != d[0] || d[i+1] != d[1] || d[i+2] != d[2]) return true; return false; }); \
+             return inked.every(x => x) ? inked.length : null;",
         )
         .await;
         assert!(drawn.as_u64().unwrap() >= 3, "{drawn}");
+        // The CSV export is `show --format csv` of the same file.
+        c.execute(
+            "window.__blobs = []; const make = URL.createObjectURL.bind(URL); \
+             URL.createObjectURL = (b) => { window.__blobs.push(b); return make(b); }; \
+             document.getElementById('export-csv').click(); return true;",
+            vec![],
+        )
+        .await
+        .unwrap();
+        let csv =
+            until(&c, "the CSV download", "return window.__blobs.length ? window.__blobs[0].text() : null;").await;
+        let show = Command::new(support::BIN).args(["show", "--format", "csv"]).arg(fixture()).output().unwrap();
+        assert!(show.status.success());
+        assert_eq!(csv.as_str().unwrap().trim_end(), String::from_utf8_lossy(&show.stdout).trim_end());
         assert_eq!(fetched(&c).await, json!([]), "a self-contained report fetches nothing");
     });
 }
