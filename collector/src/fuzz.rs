@@ -251,20 +251,14 @@ enum Slot {
 }
 
 fn slot() -> impl Strategy<Value = Slot> {
-    let flags = prop::sample::select(vec![
-        "--api-key",
-        "--hf-token",
-        "--token",
-        "--password",
-        "--secret",
-        "--auth-token",
-        "--access-token",
-        "--ssl-keyfile-password",
-        "--API_KEY",
-        "--openai-api-key",
-        "--hf_token",
-        "--admin-password",
-    ]);
+    // The redactor's own flags, and spellings of them it must also catch.
+    let flags = prop::sample::select(
+        crate::measuring::launch::SECRET_FLAGS
+            .iter()
+            .copied()
+            .chain(["--API_KEY", "--openai-api-key", "--hf_token", "--admin-password"])
+            .collect::<Vec<_>>(),
+    );
     let envs = prop::sample::select(vec![
         "HF_TOKEN",
         "HUGGING_FACE_HUB_TOKEN",

@@ -6,32 +6,9 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Instant;
-
-/// The twin (h200 profile) on a free loopback port; killed when dropped.
-struct Twin(std::process::Child, String);
-
-impl Drop for Twin {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn twin() -> Twin {
-    let mut child = Command::new(support::BIN)
-        .args(["simulate", "--port", "0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start the twin");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("piped")).read_line(&mut line).expect("the twin's first line");
-    let url = line.trim().strip_prefix("listening on ").unwrap_or_else(|| panic!("unexpected {line:?}")).to_string();
-    Twin(child, url)
-}
+use support::twin::twin;
 
 /// Seconds of a duration as the collector writes it: "45 s", "1 min 30 s", "27 min", "1 h 05 min".
 fn seconds(text: &str) -> f64 {
@@ -58,12 +35,12 @@ fn estimate_in(log: &str, prefix: &str) -> Option<f64> {
 
 /// Run the plan `flags` against a fresh twin; returns the wall time, s, and stderr.
 fn timed_run(flags: &[&str]) -> (f64, String) {
-    let t = twin();
+    let (_twin, url) = twin(&[]);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run.json");
     let start = Instant::now();
     let o = Command::new(support::BIN)
-        .args(["run", "--url", &t.1, "-o", out.to_str().unwrap(), "--quiet"])
+        .args(["run", "--url", &url, "-o", out.to_str().unwrap(), "--quiet"])
         .args(flags)
         .output()
         .expect("run the collector");

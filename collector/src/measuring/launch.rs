@@ -8,7 +8,7 @@ use speedmatrix_schema::command_line::{CommandLine, FLAG_SET};
 pub const REDACTED: &str = "<redacted>";
 
 /// Flags whose value is a secret (`--api-key KEY` and `--api-key=KEY` alike).
-const SECRET_FLAGS: [&str; 8] = [
+pub(crate) const SECRET_FLAGS: [&str; 8] = [
     "--api-key",
     "--hf-token",
     "--token",
