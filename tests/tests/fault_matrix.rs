@@ -81,6 +81,42 @@ async fn rate_limited_429_with_a_short_retry_after_is_waited_out_and_recorded() 
     assert!(err.contains("rate limited"), "the log says so too: {err}");
 }
 
+/// HTTP 429 with `Retry-After` as an HTTP date two seconds ahead (the form gateways and CDNs
+/// send): waited out like the seconds form, the cells measured, exit 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_limited_429_with_an_http_date_retry_after_is_waited_out() {
+    let _one = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let after = Some(Duration::from_secs(2));
+    let failing = Failing { from: 1, count: 1, status: 429, retry_after_date: after, ..Failing::default() };
+    let server = scripted::start(Script { failing: Some(failing), ..Script::default() }).await;
+    let out = dir.path().join("run.json");
+    let (code, err) = collect(&server.url, &out, &strs(&matrix("1"))).await;
+    assert_eq!(code, Some(0), "{err}");
+    let r = read(&out);
+    assert_eq!(r.decode[0].status, CellStatus::Valid, "{:?}", r.decode[0].reason);
+    assert!(reason(&r.decode[0]).contains("HTTP 429 to 1 request"), "{:?}", r.decode[0].reason);
+    assert_measured_intact(&r);
+}
+
+/// HTTP 429 without `Retry-After`: nothing says when to come back, so the request fails as any
+/// error status does — an error cell quoting the 429, the run goes on, exit 3.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_429_without_retry_after_makes_an_error_cell() {
+    let _one = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let failing = Failing { from: 1, count: 1, status: 429, ..Failing::default() };
+    let server = scripted::start(Script { failing: Some(failing), ..Script::default() }).await;
+    let out = dir.path().join("run.json");
+    let (code, err) = collect(&server.url, &out, &strs(&matrix("1,2"))).await;
+    assert_eq!(code, Some(EXIT_CELL_ERRORS), "{err}");
+    let r = read(&out);
+    assert_eq!(r.decode[0].status, CellStatus::Error);
+    assert!(reason(&r.decode[0]).contains("HTTP 429"), "{:?}", r.decode[0].reason);
+    assert!(r.decode[1].status.is_measured(), "{:?}", r.decode[1].reason);
+    assert_measured_intact(&r);
+}
+
 /// A `Retry-After` longer than the collector waits (10 s) fails the request as before: an error
 /// cell that quotes the 429, exit 3.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

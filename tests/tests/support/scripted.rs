@@ -86,6 +86,9 @@ pub struct Failing {
     pub body: String,
     /// A `Retry-After` header (seconds), when set.
     pub retry_after: Option<u64>,
+    /// A `Retry-After` header as an HTTP date this far after the answer, when set (gateways and
+    /// CDNs write the date form).
+    pub retry_after_date: Option<Duration>,
     /// Instead of `status`: stream normally, then cut the connection after 3 chunks (a reset
     /// mid-stream: no `finish_reason`, no `[DONE]`).
     pub reset_mid_stream: bool,
@@ -101,6 +104,7 @@ impl Default for Failing {
             body: json!({"object": "error", "message": "Internal Server Error", "type": "InternalServerError", "code": 500})
                 .to_string(),
             retry_after: None,
+            retry_after_date: None,
             reset_mid_stream: false,
         }
     }
@@ -292,6 +296,10 @@ fn refused(s: &AppState, v: &Value) -> Refused {
     r.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static(f.content_type));
     if let Some(secs) = f.retry_after {
         r.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from(secs));
+    }
+    if let Some(after) = f.retry_after_date {
+        let date = httpdate::fmt_http_date(std::time::SystemTime::now() + after);
+        r.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from_str(&date).expect("an HTTP date"));
     }
     Refused::Answer(r)
 }
