@@ -652,7 +652,7 @@ fn fresh_results(info: &ServerInfo, plan: &Plan, spec: &RunSpec, host: &Host) ->
         prefill,
         decode,
         client: Some(host.client.clone()),
-        missing: info.facts.missing.clone(),
+        missing: info.facts.missing.iter().chain(&host.missing).cloned().collect(),
         import: None,
     }
 }
@@ -707,12 +707,21 @@ struct Host {
     launch_command: Option<String>,
     gpus: Option<crate::measuring::gpu::Gpus>,
     client: ClientMachine,
+    /// Header figures the host could not give, with the reason (the launch command of a server
+    /// that is not on this machine).
+    missing: Vec<MissingFigure>,
 }
 
 impl Host {
     /// No host facts (the dry run's preview of the plan).
     fn none() -> Host {
-        Host { hardware: Hardware::default(), launch_command: None, gpus: None, client: ClientMachine::default() }
+        Host {
+            hardware: Hardware::default(),
+            launch_command: None,
+            gpus: None,
+            client: ClientMachine::default(),
+            missing: vec![],
+        }
     }
 }
 
@@ -767,7 +776,16 @@ fn host_facts(spec: &RunSpec) -> Host {
     }
     let (gpus, selection) = gpu_selection(spec, server.as_ref().map(|s| s.pids.as_slice()), &mut hardware);
     hardware.gpu_selection = Some(selection);
-    Host { hardware, launch_command, gpus, client }
+    // Only a server on this machine has a process to read its command from.
+    let missing = if launch_command.is_none() {
+        vec![MissingFigure {
+            figure: "engine.launch_command".into(),
+            reason: format!("the server is not on this machine ({evidence}), so its command line cannot be read; give --launch-command"),
+        }]
+    } else {
+        vec![]
+    };
+    Host { hardware, launch_command, gpus, client, missing }
 }
 
 /// Choose the server's GPUs and fill the hardware card's GPU inventory: the local server's
