@@ -869,7 +869,8 @@ fn resume(
     if r.config.max_tokens != Some(spec.max_tokens) || !same_window {
         return Err(differs("--max-tokens or --duration"));
     }
-    let accepted = resume_differences(path, &r, now, &spec.accept_change)?;
+    let mut accepted = resume_differences(path, &r, now, &spec.accept_change)?;
+    accepted.extend(moved_url(&r, spec));
     let out = &spec.out;
     if !same_file(out, path) {
         say!("note: resuming {} and writing to {}", path.display(), out.display());
@@ -917,6 +918,20 @@ fn resume_differences(
         say!("note: --resume: accepted: {}", d.describe());
     }
     Ok(diffs.into_iter().map(|d| d.recorded).collect())
+}
+
+/// The server URL, when `--url` moved it away from the file's (the server restarted on another
+/// port, a tunnel changed): the file keeps the URL it started with, and every row and cell
+/// measured now records where it was measured. Giving `--url` is the acceptance.
+fn moved_url(file: &Results, spec: &RunSpec) -> Option<AcceptedDifference> {
+    let stored = file.config.server_url.as_deref()?;
+    if spec.redact_host || stored == spec.url {
+        return None;
+    }
+    let moved =
+        AcceptedDifference { field: "config.server_url".into(), header: Some(stored.into()), measured: Some(spec.url.clone()) };
+    say!("note: --resume: the file's server was {stored}; rows and cells measured now record {} (config.server_url)", spec.url);
+    Some(moved)
 }
 
 /// Whether the server still answers after a cell failed: `GET /v1/models`, three tries a second
