@@ -928,9 +928,15 @@ fn moved_url(file: &Results, spec: &RunSpec) -> Option<AcceptedDifference> {
     if spec.redact_host || stored == spec.url {
         return None;
     }
-    let moved =
-        AcceptedDifference { field: "config.server_url".into(), header: Some(stored.into()), measured: Some(spec.url.clone()) };
-    say!("note: --resume: the file's server was {stored}; rows and cells measured now record {} (config.server_url)", spec.url);
+    let moved = AcceptedDifference {
+        field: "config.server_url".into(),
+        header: Some(stored.into()),
+        measured: Some(spec.url.clone()),
+    };
+    say!(
+        "note: --resume: the file's server was {stored}; rows and cells measured now record {} (config.server_url)",
+        spec.url
+    );
     Some(moved)
 }
 

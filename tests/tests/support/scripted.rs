@@ -391,7 +391,8 @@ async fn complete(State(s): State<Arc<AppState>>, uri: axum::http::Uri, body: By
     if v["stream"].as_bool() != Some(true) {
         // A non-streamed completion (the prompt builder's probes): its usage, always.
         let (prompt, text) = (prompt_tokens(&v), "w ".repeat(max_tokens as usize));
-        let usage = json!({"prompt_tokens": prompt, "completion_tokens": max_tokens, "total_tokens": prompt + max_tokens});
+        let usage =
+            json!({"prompt_tokens": prompt, "completion_tokens": max_tokens, "total_tokens": prompt + max_tokens});
         let choice = json!({"index": 0, "message": {"role": "assistant", "content": text}, "text": text, "finish_reason": "length"});
         return axum::Json(json!({"id": "scripted", "object": "chat.completion", "choices": [choice], "usage": usage}))
             .into_response();
