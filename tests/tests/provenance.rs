@@ -93,6 +93,13 @@ fn a_server_behind_a_relay_is_remote_and_this_machine_is_only_the_client() {
     assert!(h.cpu.is_none() && h.os.is_none() && h.host.is_none(), "the client is not the server's hardware: {h:?}");
     assert_eq!(relayed.client, direct.client, "this machine is still recorded, as the client");
     assert_eq!(relayed.engine.launch_command, None, "the relay's command is no launch command");
+    let why = relayed.missing.iter().find(|m| m.figure == "engine.launch_command");
+    assert!(
+        why.is_some_and(|m| m.reason.contains("not on this machine") && m.reason.contains("--launch-command")),
+        "a null launch command has its reason in `missing`: {:?}",
+        relayed.missing
+    );
+    assert!(!direct.missing.iter().any(|m| m.figure == "engine.launch_command"), "{:?}", direct.missing);
     no_gpu_figures(&relayed, "a remote server");
 
     // What people read says so.
