@@ -218,6 +218,40 @@ fn serve_watch_follows_a_file_another_process_writes() {
     });
 }
 
+#[test]
+fn an_interrupted_run_says_why_after_a_reload_mid_run_with_the_plans_over_capacity_cell() {
+    scenario(|c| async move {
+        let (_twin, url) = twin(&["--profile", "tiny"]);
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("stopped.json");
+        // 1,024 streams × (1K + 4,096 tokens) do not fit the tiny twin's KV cache: over capacity
+        // by the plan, never measured, not counted as work.
+        let (mut run, lines) = start_run(&url, &out, &["--concurrency", "1,4,1024", "--serve", "0"]);
+        let (page, _) = live_url(&lines);
+        c.goto(&page).await.unwrap();
+        let over = "#heatmap td[data-context=\"1K\"][data-concurrency=\"1024\"]";
+        wait_text(&c, over, "Over capacity").await;
+        wait_text(&c, "#live-count", "of 4").await;
+        until(&c, "a measured cell", "const t = document.querySelector('#heatmap td.st-valid'); return !!t;").await;
+        // A reload mid-run (or a second tab) picks the run up where it stands.
+        c.refresh().await.unwrap();
+        wait_text(&c, "#live-status", "Live: measuring").await;
+        until(&c, "a measured cell after the reload", "return !!document.querySelector('#heatmap td.st-valid');").await;
+        let stop = Command::new("kill").args(["-TERM", &run.0.id().to_string()]).status().unwrap();
+        assert!(stop.success());
+        wait_text(&c, "#live-status", "Run interrupted").await;
+        assert_eq!(text(&c, "#live-reason").await, "stopped by SIGTERM");
+        assert_eq!(text(&c, "#live-eta").await, "interrupted");
+        let (code, _) = wait_exit(&mut run, &lines, Duration::from_secs(30));
+        assert_eq!(code, Some(143), "SIGTERM's exit code");
+        // Polling stopped with the final status: no request for live.json after it.
+        let polls = "return performance.getEntriesByType('resource').filter(e => e.name.endsWith('/live.json')).length;";
+        let before = c.execute(polls, vec![]).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        assert_eq!(c.execute(polls, vec![]).await.unwrap(), before, "the page kept polling a final run");
+    });
+}
+
 /// Connections to the live page that never read: each sends many pipelined requests for the
 /// page's largest file and `/live.json` (answers far beyond the socket buffers), and one sends
 /// half a request and stops. Returned so they stay open for the whole run.
