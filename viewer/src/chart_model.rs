@@ -533,10 +533,12 @@ pub fn charts(runs: &[RunRef<'_>]) -> Vec<ChartSpec> {
 mod tests {
     use super::*;
     use speedmatrix_schema::load_results;
+    // On wasm32 (how CI runs them: in headless Chromium) `#[test]` is wasm-bindgen-test's.
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
 
     fn seed() -> Results {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/h200-qwen3.5-122b-vllm.json");
-        load_results(&std::fs::read(path).expect("seed fixture")).expect("valid seed fixture")
+        load_results(include_bytes!("../../tests/fixtures/h200-qwen3.5-122b-vllm.json")).expect("valid seed fixture")
     }
 
     #[test]

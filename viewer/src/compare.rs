@@ -350,6 +350,9 @@ mod tests {
     use speedmatrix_schema::diff::{diff, DEFAULT_THRESHOLD};
     use speedmatrix_schema::registry::column;
     use speedmatrix_schema::Results;
+    // On wasm32 (how CI runs them: in headless Chromium) `#[test]` is wasm-bindgen-test's.
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
 
     fn seed() -> Results {
         let bytes = include_bytes!("../../tests/fixtures/h200-qwen3.5-122b-vllm.json");

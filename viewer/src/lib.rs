@@ -20,6 +20,10 @@
 
 #![warn(missing_docs)]
 
+// The unit tests run on wasm32 in headless Chromium (scripts/test.sh), where the page runs.
+#[cfg(all(test, target_arch = "wasm32"))]
+wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
+
 pub mod app;
 pub mod chart_model;
 pub mod charts;

@@ -656,6 +656,9 @@ pub fn file_stem(r: &Results) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    // On wasm32 (how CI runs them: in headless Chromium) `#[test]` is wasm-bindgen-test's.
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
 
     #[test]
     fn times_read_short_in_utc_and_other_shapes_stay_whole() {
