@@ -245,7 +245,8 @@ fn an_interrupted_run_says_why_after_a_reload_mid_run_with_the_plans_over_capaci
         let (code, _) = wait_exit(&mut run, &lines, Duration::from_secs(30));
         assert_eq!(code, Some(143), "SIGTERM's exit code");
         // Polling stopped with the final status: no request for live.json after it.
-        let polls = "return performance.getEntriesByType('resource').filter(e => e.name.endsWith('/live.json')).length;";
+        let polls =
+            "return performance.getEntriesByType('resource').filter(e => e.name.endsWith('/live.json')).length;";
         let before = c.execute(polls, vec![]).await.unwrap();
         tokio::time::sleep(Duration::from_millis(2500)).await;
         assert_eq!(c.execute(polls, vec![]).await.unwrap(), before, "the page kept polling a final run");

@@ -261,3 +261,35 @@ fn mark_current_cell(doc: RwSignal<Option<LiveDoc>>, results: RwSignal<Option<Ar
         });
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    // On wasm32 (how CI runs them: in headless Chromium) `#[test]` is wasm-bindgen-test's.
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    const RUN: &str = include_str!("../../tests/fixtures/round1/twin-tiny.json");
+
+    #[test]
+    fn a_live_document_goes_through_the_loader_and_keeps_its_live_state() {
+        let text = format!(
+            r#"{{"version":3,"measuring":true,"live":{{"current":{{"measuring":{{"kind":"decode","context":{{"label":"8K","tokens":8192}},"concurrency":8}},"phase":"window","window_elapsed_s":1.5,"live_tps":99.0,"streams_running":8}},"warm":[8192]}},"results":{RUN}}}"#
+        );
+        let d = parse(text.as_bytes()).unwrap();
+        assert!(d.measuring);
+        assert_eq!(d.live.warm, vec![8192]);
+        let c = d.live.current.unwrap();
+        assert_eq!((c.phase, c.streams_running), (speedmatrix_schema::progress::Phase::Window, Some(8)));
+        assert_eq!(*d.results, load_results(RUN.as_bytes()).unwrap());
+    }
+
+    #[test]
+    fn a_broken_live_document_says_what_is_wrong() {
+        assert_eq!(parse(br#"{"version":1}"#).unwrap_err(), "live.json: no results");
+        assert!(parse(b"not json").unwrap_err().starts_with("live.json: "));
+        // Results the loader refuses give the loader's own message.
+        let bad = parse(br#"{"version":1,"results":{"schema":"other"}}"#).unwrap_err();
+        assert_eq!(bad, load_results(br#"{"schema":"other"}"#).unwrap_err().to_string());
+    }
+}
