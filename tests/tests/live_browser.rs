@@ -346,3 +346,27 @@ fn a_stalled_client_of_the_live_page_neither_blocks_the_run_nor_changes_a_figure
     eprintln!("wall time to the closing line: {plain_s:.1} s alone, {stalled_s:.1} s with stalled clients");
     assert!(stalled_s <= plain_s * 1.25 + 1.0, "the run took {stalled_s:.1} s, {plain_s:.1} s without the clients");
 }
+
+#[test]
+fn a_taken_port_or_an_unreadable_file_is_refused_before_anything_is_measured_or_written() {
+    let (_twin, url) = twin(&["--profile", "tiny"]);
+    let dir = tempfile::tempdir().unwrap();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let out = dir.path().join("never.json");
+    let o = Command::new(support::BIN)
+        .args(["run", "--url", &url, "--quiet", "--serve", &port, "-o"])
+        .arg(&out)
+        .args(PLAN)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains(&format!("--serve: cannot listen on 127.0.0.1:{port}")), "{err}");
+    assert!(!out.exists(), "nothing is measured or written when the page cannot be served");
+    let missing = dir.path().join("missing.json");
+    let o = Command::new(support::BIN).args(["serve", "--port", "0", "--watch"]).arg(&missing).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("missing.json"), "{err}");
+}

@@ -286,7 +286,8 @@ impl Session {
 
     /// Publish what is being measured now (`None` between rows and cells) and redraw the bar.
     pub(crate) fn show(&self, current: Option<Current>) {
-        self.live.current(current, self.warm.keys().map(|(t, _)| *t).collect());
+        let warm: std::collections::BTreeSet<u64> = self.warm.keys().map(|(t, _)| *t).collect();
+        self.live.current(current, warm.into_iter().collect());
         self.redraw();
     }
 
