@@ -157,8 +157,10 @@ pub fn LivePage(
         };
         document().set_title(&title);
     });
+    // While the run goes on, a cell not measured is one not measured yet (live.css).
+    let running = move || doc.with(|d| d.as_ref().is_some_and(|d| d.results.run.status == RunStatus::Running));
     view! {
-        <main id="main">
+        <main id="main" class:live-running=running>
             <LiveBanner doc=doc problem=problem />
             {move || match results.get() {
                 Some(r) => view! { <Report r=r metric=metric view=view_state /> }.into_any(),
