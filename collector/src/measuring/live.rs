@@ -50,12 +50,17 @@ impl Publisher {
         self.tx.subscribe()
     }
 
-    /// The results as just saved (the clone is made before the channel's lock is taken).
+    /// The results as just saved (the clone is made before the channel's lock is taken). A
+    /// save comes between rows and cells, so nothing is being measured at that moment: the row
+    /// or cell just saved is no longer "current" (its window would be counted twice).
     pub fn results(&self, r: &Results) {
         let results = Arc::new(r.clone());
         self.tx.send_modify(|s| {
             s.version += 1;
             s.results = results;
+            if s.live.current.is_some() {
+                s.live = Arc::new(Live { current: None, warm: s.live.warm.clone() });
+            }
         });
     }
 
@@ -106,11 +111,14 @@ mod tests {
             live_tps: None,
             streams_running: Some(1),
         };
-        p.current(Some(current.clone()), vec![]);
-        p.results(&r);
+        p.current(Some(current.clone()), vec![8192]);
         assert!(feed.has_changed().unwrap());
         let s = feed.borrow_and_update().clone();
-        assert_eq!((s.version, s.live.current.as_ref(), s.measuring), (2, Some(&current), true));
+        assert_eq!((s.version, s.live.current.as_ref(), s.measuring), (1, Some(&current), true));
+        // A save ends the row or cell: it is no longer current; the warmed contexts stay.
+        p.results(&r);
+        let s = feed.borrow_and_update().clone();
+        assert_eq!((s.version, s.live.current.as_ref(), s.live.warm.as_slice()), (2, None, &[8192][..]));
         p.ended();
         assert_eq!(
             (feed.borrow().version, feed.borrow().live.current.is_none(), feed.borrow().measuring),
