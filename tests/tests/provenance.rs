@@ -16,47 +16,15 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
+use support::twin::Listening;
 
 use serde_json::Value;
 use speedmatrix_schema::{load_results, CellStatus, GpuSelectionMethod, Results, ServerPlace};
 
 const BIN: &str = support::BIN;
 const RELAY: &str = env!("CARGO_BIN_EXE_tcp-relay");
-
-/// A child process that printed `listening on ADDR`; killed when dropped.
-struct Listening {
-    child: Child,
-    /// `http://ADDR` (ADDR as printed, with `http://` added when missing).
-    url: String,
-}
-
-impl Drop for Listening {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Listening {
-    /// Start `cmd` and wait for its `listening on …` line on stdout.
-    fn start(mut cmd: Command) -> Listening {
-        let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("start the process");
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let line = lines.next().and_then(Result::ok).unwrap_or_default();
-        // Keep reading so the child never blocks on a full pipe.
-        std::thread::spawn(move || lines.for_each(drop));
-        let addr = line.strip_prefix("listening on ").unwrap_or_else(|| panic!("no listening line: {line:?}"));
-        let url = if addr.starts_with("http") { addr.to_string() } else { format!("http://{addr}") };
-        Listening { child, url }
-    }
-
-    fn port(&self) -> u16 {
-        self.url.rsplit(':').next().unwrap().trim_end_matches('/').parse().unwrap()
-    }
-}
 
 /// `speedmatrix simulate --profile tiny --port 0 EXTRA…`.
 fn twin(extra: &[&str]) -> Listening {

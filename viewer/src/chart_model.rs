@@ -1,6 +1,6 @@
 //! What the charts show, as plain data: series of points with a status and a readout, axis
 //! ranges, the Pareto frontier, the table mirror and the hover hit test. Pure functions of one
-//! or more [`Results`] (no DOM, no canvas), unit-tested natively; [`crate::charts`] draws them.
+//! or more [`Results`] (no DOM, no canvas), unit-tested (in the browser by CI); [`crate::charts`] draws them.
 //!
 //! Every chart is built from a list of runs, each with a [`Stroke`], so a second run can be
 //! overlaid on the first (run A solid, run B dashed): see [`charts`].

@@ -1,7 +1,7 @@
 //! What the diff view shows, as plain data: the delta heatmap's cells and the table of every
 //! matched measurement with its sorting. Pure functions of a
 //! [`RunDiff`](speedmatrix_schema::diff::RunDiff) (the comparison itself is
-//! `speedmatrix_schema::diff`, the same as `speedmatrix diff`), unit-tested natively;
+//! `speedmatrix_schema::diff`, the same as `speedmatrix diff`), unit-tested (in the browser by CI);
 //! [`crate::diff`] turns them into elements.
 
 use speedmatrix_schema::diff::{percent, signed_delta, RowDiff, RunDiff, Verdict};

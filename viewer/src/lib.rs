@@ -5,7 +5,7 @@
 //! `serve`.
 //!
 //! - [`report`]: what the page shows, as plain data (cards, prefill table, heatmap, sortable and
-//!   filterable table) — pure and tested natively;
+//!   filterable table) — pure and unit-tested (on wasm32 in headless Chromium by CI);
 //! - [`sources`]: the browser edge (fetch, local files, query string, clipboard);
 //! - [`app`]: the page's shell and state (which runs, the view in the URL, theme, files);
 //! - [`components`]: the report of one run, one file per section;
