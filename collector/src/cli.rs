@@ -263,6 +263,11 @@ pub struct RunArgs {
     /// No progress bar (plain log lines instead).
     #[arg(long)]
     pub quiet: bool,
+    /// Serve the page on 127.0.0.1 while measuring: it follows this run live (the plan from
+    /// the start, cells as they land, the cell being measured, the time left). PORT defaults to
+    /// 8765; 0 lets the system pick a free one.
+    #[arg(long, value_name = "PORT", num_args = 0..=1, default_missing_value = "8765")]
+    pub serve: Option<u16>,
     /// The server's launch command, when it is not a local process speedmatrix can read
     /// (secrets such as --api-key values are redacted before it is stored).
     #[arg(long)]
@@ -412,6 +417,10 @@ pub struct ServeArgs {
     /// Port on 127.0.0.1; 0 lets the system pick a free one.
     #[arg(long, default_value_t = 8765)]
     pub port: u16,
+    /// Follow a results file that another process writes (`speedmatrix run -o RUN.json`): the
+    /// page shows the run live, updated whenever the file is saved.
+    #[arg(long, value_name = "RUN.json", conflicts_with = "paths")]
+    pub watch: Option<PathBuf>,
 }
 
 /// Flags of `speedmatrix demo`.

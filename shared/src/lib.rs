@@ -18,6 +18,7 @@
 //! - [`context`]: context sizes (`8k` = 8,192 tokens, `max`).
 //! - [`status`]: the cell status rules (over capacity, requests queued, …).
 //! - [`summary`]: a run's subtitle and header cards, as the terminal and the page show them.
+//! - [`progress`]: where a run stands for a person (the terminal bar and the live page).
 //! - [`resume`]: a resumed run's header against the server it reaches now.
 //! - [`diff`]: two runs compared (A = baseline, B = candidate): deltas, verdicts, status and
 //!   header changes, the regression gate.
@@ -33,6 +34,7 @@ pub mod estimate;
 pub mod export;
 pub mod load;
 pub mod model;
+pub mod progress;
 pub mod registry;
 pub mod resume;
 pub mod simulation;

@@ -12,6 +12,8 @@
 //! - [`chart_model`] and [`charts`]: what each chart shows (pure) and its canvas drawing;
 //! - [`compare`]: what the diff view shows (delta heatmap, matched-measurement table) — pure;
 //! - [`diff`]: the diff view (`?a=…&b=…`): two runs compared.
+//! - [`live`]: the live page (`run --serve`, `serve --watch`): a run followed while it is
+//!   measured.
 //! - [`simulated`]: the "Simulated" banner and marks of runs that measured the twin.
 //!
 //! Loading, validation and number formats come from `speedmatrix-schema`, never from here.
@@ -28,6 +30,7 @@ pub mod charts;
 pub mod compare;
 pub mod components;
 pub mod diff;
+pub mod live;
 pub mod report;
 pub mod simulated;
 pub mod sources;
@@ -35,10 +38,12 @@ pub mod sources;
 /// The schema version the viewer understands (the one `speedmatrix-schema` reads).
 pub const SCHEMA_VERSION: u32 = speedmatrix_schema::SCHEMA_VERSION;
 
-/// Mount the page on `<body>`: the diff view when the URL asks for it (`?a=`, `?b=`,
-/// `?compare`), else the report.
+/// Mount the page on `<body>`: the live page when the server marked it live, the diff view
+/// when the URL asks for it (`?a=`, `?b=`, `?compare`), else the report.
 pub fn mount() {
-    if diff::requested() || sources::embedded_runs().len() == 2 {
+    if let Some(url) = live::live_url() {
+        leptos::mount::mount_to_body(move || leptos::view! { <live::LivePage url=url /> });
+    } else if diff::requested() || sources::embedded_runs().len() == 2 {
         leptos::mount::mount_to_body(diff::DiffPage);
     } else {
         leptos::mount::mount_to_body(app::App);

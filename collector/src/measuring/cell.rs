@@ -13,6 +13,7 @@ use crate::measuring::measure::{decode_cell, CellStream, Observation, WindowTime
 use crate::measuring::prompt::Prompt;
 use crate::measuring::run::{CellError, Session};
 use crate::measuring::scrape::{scrape_once, Scraper};
+use speedmatrix_schema::progress::{Current, Measuring, Phase};
 use speedmatrix_schema::stats::round3;
 use speedmatrix_schema::{ContextSize, DecodeCell, Readiness, ReadinessOutcome};
 use std::collections::HashSet;
@@ -40,11 +41,13 @@ pub async fn measure_cell(s: &mut Session, ctx: &ContextSize, n: u32) -> DecodeC
     };
     let mut scraper = s.has_metrics.then(|| Scraper::start(s.client.clone(), s.clock, before));
     let mut streams = Streams::open(s, &warmed, n);
+    s.show(Some(live_state(ctx, n, Phase::Readiness, None, None, n)));
     let readiness = ready(s, &mut streams, scraper.as_mut(), &warmed, n).await;
     let window = match readiness.outcome {
         ReadinessOutcome::Failed => None,
         _ => Some(window(s, &mut streams, scraper.as_ref(), ctx, n).await),
     };
+    s.show(Some(live_state(ctx, n, Phase::Drain, window.as_ref().map(|w| w.elapsed_s), None, streams.running())));
     let records = streams.drain().await;
     let scrapes = match scraper {
         Some(sc) => sc.finish().await,
@@ -76,6 +79,24 @@ pub async fn measure_cell(s: &mut Session, ctx: &ContextSize, n: u32) -> DecodeC
         crate::measuring::measure::add_note(&mut cell.reason, note);
     }
     cell
+}
+
+/// The live state of this cell for the terminal bar and the live page.
+fn live_state(
+    ctx: &ContextSize,
+    n: u32,
+    phase: Phase,
+    window_elapsed_s: Option<f64>,
+    live_tps: Option<f64>,
+    streams: u32,
+) -> Current {
+    Current {
+        measuring: Measuring::Decode { context: ctx.clone(), concurrency: n },
+        phase,
+        window_elapsed_s,
+        live_tps,
+        streams_running: Some(streams),
+    }
 }
 
 /// What the warm stage prepared: each stream's warmed prompt, its serialized request, and the
@@ -173,6 +194,11 @@ impl Streams {
         failed
     }
 
+    /// Streams running now.
+    fn running(&self) -> u32 {
+        u32::try_from(self.set.len()).unwrap_or(u32::MAX)
+    }
+
     /// Drain: cancel every stream still open and collect all records.
     async fn drain(mut self) -> Vec<CellStream> {
         let _ = self.cancel.send(true);
@@ -251,6 +277,8 @@ async fn ready(s: &Session, st: &mut Streams, mut scraper: Option<&mut Scraper>,
 /// What the window stage saw besides the records.
 struct WindowSeen {
     times: WindowTimes,
+    /// From the window's start to its close, s.
+    elapsed_s: f64,
     cpu_s: Option<(f64, f64)>,
     gpu: Option<Vec<(f64, crate::measuring::gpu::Reading)>>,
 }
@@ -270,6 +298,7 @@ async fn window(s: &Session, st: &mut Streams, scraper: Option<&Scraper>, ctx: &
     let deadline_ms = start_ms + s.spec.window.as_secs_f64() * 1000.0;
     let deadline = tokio::time::Instant::from_std(s.clock.instant_at(deadline_ms));
     let live_at_start = st.live.load(Ordering::Relaxed);
+    s.show(Some(live_state(ctx, n, Phase::Window, Some(0.0), None, st.running())));
     let mut tick =
         tokio::time::interval_at(tokio::time::Instant::now() + Duration::from_millis(500), Duration::from_millis(500));
     loop {
@@ -281,7 +310,9 @@ async fn window(s: &Session, st: &mut Streams, scraper: Option<&Scraper>, ctx: &
             _ = tick.tick() => {
                 let secs = (s.clock.now_ms() - start_ms) / 1000.0;
                 let tokens = st.live.load(Ordering::Relaxed) - live_at_start;
-                s.progress.set_message(format!("decode {} × {n}: {:.0} tok/s", ctx.label, tokens as f64 / secs.max(1e-3)));
+                let tps = tokens as f64 / secs.max(1e-3);
+                // Publishing never awaits (see crate::measuring::live).
+                s.show(Some(live_state(ctx, n, Phase::Window, Some(secs), Some(tps), st.running())));
             }
         }
     }
@@ -293,6 +324,7 @@ async fn window(s: &Session, st: &mut Streams, scraper: Option<&Scraper>, ctx: &
     }
     WindowSeen {
         times: WindowTimes { start_ms, deadline_ms, closed_ms },
+        elapsed_s: (closed_ms - start_ms) / 1000.0,
         cpu_s: cpu0.zip(cpu1),
         gpu: s.gpu.as_ref().map(|g| g.take()),
     }

@@ -11,6 +11,8 @@
 //! - [`prometheus`]: `/metrics` text (Prometheus 0.0.4, OpenMetrics) → samples;
 //! - [`prefill`]: one cold prefill row (and how cold it really was);
 //! - [`cell`]: one decode cell in stages — warm, open, ready, window, drain;
+//! - [`live`]: the run's live state (results so far, the row or cell being measured) in a
+//!   watch channel, for the terminal bar and the live page;
 //! - [`scrape`]: `/metrics` read by a task of its own, off the measuring path;
 //! - [`measure`]: a cell's observation → its figures and status (pure);
 //! - [`gpu`]: NVML GPU inventory and per-window power, energy, utilization, clocks;
@@ -25,6 +27,7 @@ pub mod discovery;
 pub mod engine;
 pub mod gpu;
 pub mod launch;
+pub mod live;
 pub mod locate;
 pub mod measure;
 pub mod plan;

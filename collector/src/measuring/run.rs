@@ -15,6 +15,7 @@ use crate::{CommandError, Failure};
 use serde_json::{json, Value};
 use speedmatrix_schema::context::ContextError;
 use speedmatrix_schema::estimate::{duration_text, remaining, Basis, Estimate};
+use speedmatrix_schema::progress::{Current, Measuring, Phase};
 use speedmatrix_schema::registry::format_int;
 use speedmatrix_schema::status::over_capacity_reason;
 use speedmatrix_schema::*;
@@ -159,12 +160,16 @@ pub enum RunError {
     /// The async runtime cannot start.
     #[error("cannot start the async runtime")]
     Runtime(#[source] std::io::Error),
+    /// `--serve`: the live page cannot be served (the port is taken, no viewer).
+    #[error("--serve: {0}")]
+    Serve(#[source] crate::site::serve::ServeError),
 }
 
 impl CommandError for RunError {
     fn failure(&self) -> Failure {
         match self {
             RunError::File(e) => e.failure(),
+            RunError::Serve(e) => e.failure(),
             RunError::Client(_) | RunError::Runtime(_) => Failure::Working,
             _ => Failure::BadInput,
         }
@@ -253,6 +258,9 @@ pub struct Session {
     pub(crate) path: &'static str,
     pub(crate) spec: RunSpec,
     pub(crate) progress: indicatif::ProgressBar,
+    /// The live state (results so far, the row or cell being measured), published for the
+    /// terminal bar and the live page.
+    pub(crate) live: crate::measuring::live::Publisher,
     /// Warmed prompts by context tokens (stream index for distinct prompts).
     warm: HashMap<(u64, usize), Prompt>,
     /// TTFT of each context's first (cold) request, ms.
@@ -276,9 +284,19 @@ impl Session {
         remaining(&self.results, &warm)
     }
 
-    /// "about 35 s left", for the progress line.
-    fn time_left(&self) -> String {
-        format!("about {} left", duration_text(self.estimate_left().total_s))
+    /// Publish what is being measured now (`None` between rows and cells) and redraw the bar.
+    pub(crate) fn show(&self, current: Option<Current>) {
+        let warm: std::collections::BTreeSet<u64> = self.warm.keys().map(|(t, _)| *t).collect();
+        self.live.current(current, warm.into_iter().collect());
+        self.redraw();
+    }
+
+    /// The terminal bar, from the same progress model as the live page.
+    fn redraw(&self) {
+        let p = self.live.progress();
+        self.progress.set_length(p.planned as u64);
+        self.progress.set_position(p.done as u64);
+        self.progress.set_message(p.line());
     }
 
     /// When a measurement has just replaced an assumption of the estimate (the first prefill
@@ -317,8 +335,12 @@ impl Session {
         }
     }
 
+    /// Write the results file, then publish what it holds.
     fn save(&self) -> Result<(), FileError> {
-        crate::files::write_atomic(&self.spec.out, &self.results)
+        crate::files::write_atomic(&self.spec.out, &self.results)?;
+        self.live.results(&self.results);
+        self.redraw();
+        Ok(())
     }
 
     /// The streamed request for `prompt`.
@@ -437,6 +459,11 @@ pub async fn measure(args: &RunArgs) -> Result<u8, RunError> {
         return Ok(0);
     }
     let mut s = start_session(spec, client, info, metrics.is_some(), &plan).await?;
+    // The URL first, then the measuring; the page is served off the measuring path.
+    let server = match args.serve {
+        Some(port) => Some(crate::site::live::serve_run(port, s.live.subscribe()).map_err(RunError::Serve)?),
+        None => None,
+    };
     let e = remaining(&s.results, &[]);
     let what = if s.spec.resume.is_some() { "estimated wall time of what is left" } else { "estimated wall time" };
     say!("plan: {}", estimate_line(&e, what));
@@ -448,7 +475,11 @@ pub async fn measure(args: &RunArgs) -> Result<u8, RunError> {
         _ = tokio::signal::ctrl_c() => Some((RunStatus::Interrupted, "interrupted by Ctrl-C".to_string(), crate::exit::INTERRUPTED)),
         _ = terminated() => Some((RunStatus::Interrupted, "stopped by SIGTERM".to_string(), crate::exit::TERMINATED)),
     };
-    Ok(finish(&mut s, stopped)?)
+    let code = finish(&mut s, stopped)?;
+    if let Some(server) = server {
+        server.linger().await;
+    }
+    Ok(code)
 }
 
 /// The results file (fresh, or the `--resume` one) and everything the measuring needs.
@@ -474,12 +505,12 @@ async fn start_session(
     let prompts = PromptBuilder::new(client.clone(), info.model.clone(), spec.endpoint, results.run.id.clone(), seed)
         .await
         .map_err(RunError::Prompts)?;
-    let steps = results.prefill.iter().filter(|p| p.status == CellStatus::NotRun).count()
-        + results.decode.iter().filter(|c| c.status == CellStatus::NotRun).count();
-    let progress =
-        if spec.quiet { indicatif::ProgressBar::hidden() } else { indicatif::ProgressBar::new(steps as u64) };
+    let (live, _) = crate::measuring::live::Publisher::new(&results);
+    let planned = live.progress().planned as u64;
+    let progress = if spec.quiet { indicatif::ProgressBar::hidden() } else { indicatif::ProgressBar::new(planned) };
+    // The message is the progress model's whole line (count, row or cell, phase, time left).
     progress.set_style(
-        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} cells · {msg}")
+        indicatif::ProgressStyle::with_template("{bar:30} {msg}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     Ok(Session {
@@ -495,6 +526,7 @@ async fn start_session(
         results,
         spec,
         progress,
+        live,
         warm: HashMap::new(),
         cold_ttft: HashMap::new(),
         gpu,
@@ -522,6 +554,7 @@ fn finish(s: &mut Session, stopped: Option<(RunStatus, String, u8)>) -> Result<u
     s.results.run.reason = stopped.as_ref().map(|(_, cause, _)| cause.clone());
     s.results.run.finished_at = Some(now_rfc3339());
     s.save()?;
+    s.live.ended();
     let errors = s.results.decode.iter().filter(|c| c.status == CellStatus::Error).count()
         + s.results.prefill.iter().filter(|c| c.status == CellStatus::Error).count();
     let detail = match errors {
@@ -1036,7 +1069,13 @@ async fn measure_all(s: &mut Session) -> Result<Option<String>, FileError> {
             continue;
         }
         let ctx = s.results.prefill[i].context.clone();
-        s.progress.set_message(format!("prefill {} · {}", ctx.label, s.time_left()));
+        s.show(Some(Current {
+            measuring: Measuring::Prefill { context: ctx.clone() },
+            phase: Phase::Prefill,
+            window_elapsed_s: None,
+            live_tps: None,
+            streams_running: Some(1),
+        }));
         let mut row = crate::measuring::prefill::measure_prefill(s, &ctx).await;
         row.accepted_differences = s.accepted.clone();
         s.log(prefill_line(&row));
@@ -1058,16 +1097,22 @@ async fn measure_all(s: &mut Session) -> Result<Option<String>, FileError> {
             }
         }
         s.results.prefill[i] = row;
-        s.progress.inc(1);
         s.estimate_corrected();
         s.save()?;
+        s.show(None);
     }
     for i in 0..s.results.decode.len() {
         if s.results.decode[i].status != CellStatus::NotRun {
             continue;
         }
         let (ctx, n) = (s.results.decode[i].context.clone(), s.results.decode[i].concurrency);
-        s.progress.set_message(format!("decode {} × {n} · {}", ctx.label, s.time_left()));
+        s.show(Some(Current {
+            measuring: Measuring::Decode { context: ctx.clone(), concurrency: n },
+            phase: Phase::WarmUp,
+            window_elapsed_s: None,
+            live_tps: None,
+            streams_running: None,
+        }));
         let mut cell = crate::measuring::cell::measure_cell(s, &ctx, n).await;
         cell.accepted_differences = s.accepted.clone();
         s.log(decode_line(&cell));
@@ -1089,9 +1134,9 @@ async fn measure_all(s: &mut Session) -> Result<Option<String>, FileError> {
             }
         }
         s.results.decode[i] = cell;
-        s.progress.inc(1);
         s.estimate_corrected();
         s.save()?;
+        s.show(None);
     }
     Ok(None)
 }

@@ -138,7 +138,7 @@ pub fn run(args: &DemoArgs) -> Result<u8, DemoError> {
         "demo: published the demo run and the seed run to {} (upload it as it is to publish)",
         site_dir.display()
     );
-    crate::site::serve::run(&ServeArgs { paths: vec![site_dir], port: args.port })?;
+    crate::site::serve::run(&ServeArgs { paths: vec![site_dir], port: args.port, watch: None })?;
     Ok(0)
 }
 

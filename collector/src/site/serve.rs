@@ -70,6 +70,9 @@ pub enum ServeError {
     /// The `listening on` line cannot be written.
     #[error(transparent)]
     Output(#[from] OutputError),
+    /// `--watch`: the results file cannot be read or is not a valid one.
+    #[error(transparent)]
+    File(#[from] crate::files::FileError),
 }
 
 impl CommandError for ServeError {
@@ -78,6 +81,7 @@ impl CommandError for ServeError {
             ServeError::Mixed { .. } | ServeError::Open { .. } => Failure::BadInput,
             ServeError::Site(e) => e.failure(),
             ServeError::Output(e) => e.failure(),
+            ServeError::File(e) => e.failure(),
             ServeError::Listen { .. } | ServeError::Stopped(_) | ServeError::Runtime(_) => Failure::Working,
         }
     }
@@ -118,6 +122,11 @@ pub fn router(source: Source) -> axum::Router {
             async move { from_memory(&site, &method, req.uri().path()) }
         }),
     };
+    uncached(app)
+}
+
+/// Every answer of `app` uncached (`no-cache`: revalidated each time) and never content-sniffed.
+pub(crate) fn uncached(app: axum::Router) -> axum::Router {
     app.layer(SetResponseHeaderLayer::overriding(header::CACHE_CONTROL, HeaderValue::from_static("no-cache")))
         .layer(SetResponseHeaderLayer::overriding(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff")))
 }
@@ -164,7 +173,7 @@ pub fn from_memory(site: &Site, method: &Method, uri_path: &str) -> Response {
 
 /// Resolves on SIGINT (Ctrl-C) or SIGTERM (`kill`, `timeout`, `docker stop`, a service
 /// manager); where a handler cannot be installed, on the other one alone.
-async fn stop_signal() {
+pub(crate) async fn stop_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
@@ -192,6 +201,9 @@ async fn stop_signal() {
 /// [`ServeError`]: bad input for bad paths or runs; a failure while working when the port
 /// cannot be bound.
 pub fn run(args: &ServeArgs) -> Result<(), ServeError> {
+    if let Some(path) = &args.watch {
+        return crate::site::live::serve_watch(path, args.port);
+    }
     let app = router(source(&args.paths)?);
     crate::runtime().map_err(ServeError::Runtime)?.block_on(async move {
         let listen = |source| ServeError::Listen { port: args.port, source };
