@@ -15,7 +15,7 @@
 //! [`difference`] gives the interval and two-sided p-value of B − A from two intervals (Welch);
 //! [`benjamini_hochberg`] controls the false discovery rate over the cells of a comparison.
 
-use crate::model::{Interval, IntervalMethod};
+use crate::model::{CellIntervals, Interval, IntervalMethod, MissingFigure, WindowSeries};
 use crate::stats::percentile_sorted;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -198,6 +198,29 @@ pub fn repeats(values: &[f64]) -> Result<Interval, NotEnough> {
     Ok(t_interval(mean(&v), se, (v.len() - 1) as f64, IntervalMethod::RepeatsT, v.len()))
 }
 
+/// A decode cell's intervals from its evidence: total tok/s from its window `series` (batch
+/// means over tokens ÷ bucket), TTFT p50 from the TTFTs of the streams that opened it and TPOT
+/// p50 from the in-window TPOT of each stream (bootstrap over requests). What cannot be had is
+/// `null` with the reason in `missing`.
+pub fn cell_intervals(series: Option<&WindowSeries>, ttft_ms: &[f64], tpot_ms: &[f64]) -> CellIntervals {
+    let mut missing = vec![];
+    let mut keep = |figure: &str, r: Result<Interval, NotEnough>| match r {
+        Ok(i) => Some(i),
+        Err(e) => {
+            missing.push(MissingFigure { figure: figure.into(), reason: e.reason });
+            None
+        }
+    };
+    let rate = match series {
+        Some(s) if s.bucket_s > 0.0 => series_mean(&s.output_tokens.iter().map(|t| t / s.bucket_s).collect::<Vec<_>>()),
+        _ => Err(not_enough("no per-second series of the window".into())),
+    };
+    let total_tps = keep("total_tps", rate);
+    let ttft_ms_p50 = keep("ttft_ms_p50", percentile(ttft_ms, 50.0));
+    let tpot_ms_p50 = keep("tpot_ms_p50", percentile(tpot_ms, 50.0));
+    CellIntervals { total_tps, ttft_ms_p50, tpot_ms_p50, missing }
+}
+
 /// B − A with its interval at [`LEVEL`] and the two-sided p-value of "no change".
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Difference {
@@ -342,6 +365,34 @@ mod tests {
             percentile(&[1.0; 9], 50.0).unwrap_err().reason,
             "9 request(s); the bootstrap over requests needs at least 10"
         );
+    }
+
+    #[test]
+    fn cell_intervals_say_what_is_missing() {
+        let series = WindowSeries {
+            bucket_s: 0.5,
+            output_tokens: vec![10.0, 12.0, 10.0, 12.0, 10.0, 12.0, 10.0, 12.0, 10.0, 12.0],
+            streams_decoding: vec![1.0; 10],
+            running: vec![],
+            waiting: vec![],
+        };
+        let tpots: Vec<f64> = (0..10).map(|i| 20.0 + f64::from(i)).collect();
+        let c = cell_intervals(Some(&series), &[100.0; 3], &tpots);
+        // Batches of two half-second buckets: 22 tokens a second in each.
+        let tps = c.total_tps.unwrap();
+        assert_eq!((tps.estimate, tps.low, tps.high, tps.evidence), (44.0, 44.0, 44.0, 5));
+        assert_eq!(c.tpot_ms_p50.unwrap().estimate, 24.0);
+        assert_eq!(c.ttft_ms_p50, None);
+        assert_eq!(
+            c.missing,
+            vec![MissingFigure {
+                figure: "ttft_ms_p50".into(),
+                reason: "3 request(s); the bootstrap over requests needs at least 10".into()
+            }]
+        );
+        let none = cell_intervals(None, &[], &[]);
+        assert_eq!(none.missing.len(), 3);
+        assert_eq!(none.missing[0].reason, "no per-second series of the window");
     }
 
     fn interval(estimate: f64, std_error: f64, df: Option<f64>) -> Interval {

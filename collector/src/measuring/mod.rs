@@ -13,6 +13,7 @@
 //! - [`cell`]: one decode cell in stages — warm, open, ready, window, drain;
 //! - [`scrape`]: `/metrics` read by a task of its own, off the measuring path;
 //! - [`measure`]: a cell's observation → its figures and status (pure);
+//! - [`series`]: a cell's window as per-second buckets, the evidence of its intervals (pure);
 //! - [`gpu`]: NVML GPU inventory and per-window power, energy, utilization, clocks;
 //! - [`locate`]: where the server runs — the process that owns the URL's listening socket, or
 //!   a tunnel, proxy or another machine;
@@ -34,4 +35,5 @@ pub mod prompt;
 pub mod run;
 pub mod scrape;
 pub mod selfcheck;
+pub mod series;
 pub mod spec;
