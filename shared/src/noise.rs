@@ -172,10 +172,12 @@ pub fn percentile(values: &[f64], p: f64) -> Result<Interval, NotEnough> {
     }
     replicates.sort_by(f64::total_cmp);
     let tail = (1.0 - LEVEL) / 2.0 * 100.0;
+    // The interval always holds the estimate (a resample's percentile can miss it on both sides
+    // only when values tie: then the estimate is the bound).
     Ok(Interval {
         estimate,
-        low: percentile_sorted(&replicates, tail).unwrap_or(estimate),
-        high: percentile_sorted(&replicates, 100.0 - tail).unwrap_or(estimate),
+        low: percentile_sorted(&replicates, tail).unwrap_or(estimate).min(estimate),
+        high: percentile_sorted(&replicates, 100.0 - tail).unwrap_or(estimate).max(estimate),
         level: LEVEL,
         method: IntervalMethod::BootstrapRequests,
         evidence: v.len() as u64,
@@ -198,11 +200,18 @@ pub fn repeats(values: &[f64]) -> Result<Interval, NotEnough> {
     Ok(t_interval(mean(&v), se, (v.len() - 1) as f64, IntervalMethod::RepeatsT, v.len()))
 }
 
+/// Why one window gives no interval of its TTFT p50: the cell's TTFT is that of the streams
+/// that opened it, sent at once and queued behind each other's prefill, so they are one event,
+/// not independent requests (a bootstrap over them is falsely narrow: two runs of one server
+/// differ by far more than it says). Only repeats of the cell give it an interval.
+pub const TTFT_ONE_BURST: &str =
+    "the streams that open a cell start as one burst and wait on each other: one event, not independent requests; only repeats give an interval";
+
 /// A decode cell's intervals from its evidence: total tok/s from its window `series` (batch
-/// means over tokens ÷ bucket), TTFT p50 from the TTFTs of the streams that opened it and TPOT
-/// p50 from the in-window TPOT of each stream (bootstrap over requests). What cannot be had is
-/// `null` with the reason in `missing`.
-pub fn cell_intervals(series: Option<&WindowSeries>, ttft_ms: &[f64], tpot_ms: &[f64]) -> CellIntervals {
+/// means over tokens ÷ bucket) and TPOT p50 from the in-window TPOT of each stream (bootstrap
+/// over requests); TTFT p50 has none from one window ([`TTFT_ONE_BURST`]). What cannot be had
+/// is `null` with the reason in `missing`.
+pub fn cell_intervals(series: Option<&WindowSeries>, tpot_ms: &[f64]) -> CellIntervals {
     let mut missing = vec![];
     let mut keep = |figure: &str, r: Result<Interval, NotEnough>| match r {
         Ok(i) => Some(i),
@@ -216,7 +225,7 @@ pub fn cell_intervals(series: Option<&WindowSeries>, ttft_ms: &[f64], tpot_ms: &
         _ => Err(not_enough("no per-second series of the window".into())),
     };
     let total_tps = keep("total_tps", rate);
-    let ttft_ms_p50 = keep("ttft_ms_p50", percentile(ttft_ms, 50.0));
+    let ttft_ms_p50 = keep("ttft_ms_p50", Err(not_enough(TTFT_ONE_BURST.into())));
     let tpot_ms_p50 = keep("tpot_ms_p50", percentile(tpot_ms, 50.0));
     CellIntervals { total_tps, ttft_ms_p50, tpot_ms_p50, missing }
 }
@@ -377,20 +386,15 @@ mod tests {
             waiting: vec![],
         };
         let tpots: Vec<f64> = (0..10).map(|i| 20.0 + f64::from(i)).collect();
-        let c = cell_intervals(Some(&series), &[100.0; 3], &tpots);
-        // Batches of two half-second buckets: 22 tokens a second in each.
+        let c = cell_intervals(Some(&series), &tpots);
+        // Half-second buckets of 10 and 12 tokens: 20 and 24 tok/s; batches of two buckets,
+        // 22 tok/s each.
         let tps = c.total_tps.unwrap();
-        assert_eq!((tps.estimate, tps.low, tps.high, tps.evidence), (44.0, 44.0, 44.0, 5));
+        assert_eq!((tps.estimate, tps.low, tps.high, tps.evidence), (22.0, 22.0, 22.0, 5));
         assert_eq!(c.tpot_ms_p50.unwrap().estimate, 24.0);
         assert_eq!(c.ttft_ms_p50, None);
-        assert_eq!(
-            c.missing,
-            vec![MissingFigure {
-                figure: "ttft_ms_p50".into(),
-                reason: "3 request(s); the bootstrap over requests needs at least 10".into()
-            }]
-        );
-        let none = cell_intervals(None, &[], &[]);
+        assert_eq!(c.missing, vec![MissingFigure { figure: "ttft_ms_p50".into(), reason: TTFT_ONE_BURST.into() }]);
+        let none = cell_intervals(None, &[]);
         assert_eq!(none.missing.len(), 3);
         assert_eq!(none.missing[0].reason, "no per-second series of the window");
     }

@@ -152,7 +152,7 @@ pub fn decode_cell(obs: &Observation) -> (DecodeCell, Vec<String>) {
     }
     fill_window_figures(&mut cell, &f, &counted, w);
     cell.series = series::window_series(&streams, &counted.weights, &obs.scrapes, w0, w1);
-    cell.intervals = Some(noise::cell_intervals(cell.series.as_ref(), &ttfts(&streams, true), &f.tpot_values));
+    cell.intervals = Some(noise::cell_intervals(cell.series.as_ref(), &f.tpot_values));
     // One figure, one meaning: requests being served (the count the status rules use), from the
     // server's gauge when it has one.
     cell.avg_active_requests =

@@ -206,10 +206,15 @@ fn verdict_rule(d: &RunDiff) -> String {
     match &d.noise {
         None => format!("{plain} · no noise data (a run has no per-second samples): no intervals"),
         Some(n) => format!(
-            "total tok/s, TTFT p50 and TPOT p50: ± is the {} interval of B − A; better/worse when it leaves out 0,              Benjamini–Hochberg over the cells keeps it (false discovery rate {}) and the change is at least {},              else within noise; not enough data when a side has no interval · other figures: {plain}",
+            concat!(
+            "total tok/s, TTFT p50 and TPOT p50: ± is the {} interval of B − A; better/worse when it leaves out 0, ",
+            "Benjamini–Hochberg over the cells keeps it (false discovery rate {}) and the change is at least {}, ",
+            "else within noise; not enough data when a side has no interval · other figures: {plain}"
+        ),
             percent(n.level, false).replace(".0 %", " %"),
             percent(n.false_discovery_rate, false).replace(".0 %", " %"),
-            percent(n.min_change, false)
+            percent(n.min_change, false),
+            plain = plain
         ),
     }
 }
