@@ -23,7 +23,8 @@ pub fn window_series(
 ) -> Option<WindowSeries> {
     // A hair of tolerance: a 10 s window closed at 9,999.9999 ms is ten buckets.
     let n = ((w1 - w0) / BUCKET_MS + 1e-6).floor();
-    if !(n >= 1.0) {
+    // Also a NaN window (never in practice) gives no series.
+    if n.is_nan() || n < 1.0 {
         return None;
     }
     let n = n as usize;
