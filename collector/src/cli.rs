@@ -222,7 +222,7 @@ pub struct RunArgs {
     /// Sampling seed sent with every request; also seeds the prompt text.
     #[arg(long)]
     pub seed: Option<u64>,
-    /// KV-cache budget in tokens, when the server does not report it.
+    /// KV-cache budget in tokens for the over-capacity rule; replaces what the server reports.
     #[arg(long)]
     pub kv_budget: Option<u64>,
     /// A stream that sends nothing for this long fails (there is no overall request timeout).

@@ -630,7 +630,9 @@ const WINDOW_FIELD: &str = "Time per measurement";
 fn config_fields(r: &Results) -> Vec<(&'static str, Option<String>)> {
     let c = &r.config;
     let labels = |v: &[ContextSize]| Some(v.iter().map(|x| x.label.clone()).collect::<Vec<_>>().join(", "));
-    let debug = |v: Option<String>| v.map(|s| s.to_lowercase());
+    // An enum as the results file spells it (`kv_cache_size_tokens`, `distinct`), so the header
+    // difference names the value a reader finds in the file.
+    let name = |v: Option<serde_json::Value>| v.and_then(|v| v.as_str().map(str::to_string));
     vec![
         ("Contexts", labels(&c.contexts)),
         ("Concurrency", Some(c.concurrency.iter().map(u32::to_string).collect::<Vec<_>>().join(", "))),
@@ -644,9 +646,9 @@ fn config_fields(r: &Results) -> Vec<(&'static str, Option<String>)> {
                 .as_ref()
                 .map(|p| format!("{} {}", p.name, p.sha256.as_deref().unwrap_or("")).trim_end().to_string()),
         ),
-        ("Prompt sharing", debug(c.prompt_sharing.map(|p| format!("{p:?}")))),
+        ("Prompt sharing", name(c.prompt_sharing.and_then(|p| serde_json::to_value(p).ok()))),
         ("Stall timeout", c.stall_timeout_s.map(|v| format!("{v} s"))),
-        ("KV budget source", debug(r.engine.kv_budget_source.map(|k| format!("{k:?}")))),
+        ("KV budget source", name(r.engine.kv_budget_source.and_then(|k| serde_json::to_value(k).ok()))),
     ]
 }
 
@@ -899,6 +901,7 @@ pub fn parse_percent(s: &str) -> Result<f64, PercentError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::{KvBudgetSource, PromptSharing};
     use crate::registry::column;
 
     fn seed() -> Results {
@@ -934,6 +937,18 @@ mod tests {
         assert_eq!(compare(&col("output_tokens"), Some(0.0), Some(0.0), t).verdict, Some(Verdict::Same));
         // A zero threshold calls every change.
         assert_eq!(compare(&col("total_tps"), Some(100.0), Some(100.1), 0.0).verdict, Some(Verdict::Better));
+    }
+
+    #[test]
+    fn enum_header_fields_read_as_the_file_spells_them() {
+        let a = seed();
+        let mut b = seed();
+        b.engine.kv_budget_source = Some(KvBudgetSource::KvCacheSizeTokens);
+        b.config.prompt_sharing = Some(PromptSharing::Distinct);
+        let d = diff(&a, &b, DEFAULT_THRESHOLD);
+        let field = |f: &str| d.header.iter().find(|h| h.field == f).and_then(|h| h.b.clone());
+        assert_eq!(field("KV budget source").as_deref(), Some("kv_cache_size_tokens"), "{:?}", d.header);
+        assert_eq!(field("Prompt sharing").as_deref(), Some("distinct"), "{:?}", d.header);
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! `speedmatrix demo` end to end: it measures the twin, publishes that run beside the seed run
 //! and serves the site; the served index lists both runs and the page and runs are reachable.
+//! The demo's run also checks the wall-time estimates (see `support::estimate`). The two tests
+//! run one at a time, so neither slows the other's twin.
 
 mod support;
 
@@ -16,9 +18,14 @@ fn get(port: u16, path: &str) -> (u16, Vec<u8>) {
     (status, buf[split + 4..].to_vec())
 }
 
+/// One demo at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn demo_measures_publishes_and_serves_both_runs() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
+    let start = std::time::Instant::now();
     let mut child = Command::new(support::BIN)
         .args(["demo", "--port", "0", "-o"])
         .arg(dir.path())
@@ -35,6 +42,9 @@ fn demo_measures_publishes_and_serves_both_runs() {
         child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
         panic!("no listening line ({line:?}); stderr: {err}");
     };
+    // Measured and published: the run's wall time, with the twin's start and the publishing
+    // (well under a second each) in it.
+    let wall = start.elapsed().as_secs_f64();
     let (status, index) = get(port, "/runs/index.json");
     let (page, _) = get(port, "/");
     // SIGTERM (a service manager, `timeout`, `docker stop`) stops the serving demo cleanly.
@@ -52,6 +62,9 @@ fn demo_measures_publishes_and_serves_both_runs() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     };
     assert_eq!(exit.and_then(|s| s.code()), Some(0), "the demo did not stop on SIGTERM within 10 s: {exit:?}");
+    let mut log = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut log).unwrap();
+    support::estimate::check_estimates(&log, wall);
     assert_eq!((status, page), (200, 200));
     let index: serde_json::Value = serde_json::from_slice(&index).unwrap();
     let runs = index["runs"].as_array().expect("runs/index.json lists runs");
@@ -80,6 +93,7 @@ fn demo_measures_publishes_and_serves_both_runs() {
 /// the demo does not have.
 #[test]
 fn an_interrupted_demo_says_to_run_it_again() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let mut child = Command::new(support::BIN)
         .args(["demo", "--port", "0", "-o"])

@@ -81,6 +81,42 @@ async fn rate_limited_429_with_a_short_retry_after_is_waited_out_and_recorded() 
     assert!(err.contains("rate limited"), "the log says so too: {err}");
 }
 
+/// HTTP 429 with `Retry-After` as an HTTP date two seconds ahead (the form gateways and CDNs
+/// send): waited out like the seconds form, the cells measured, exit 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_limited_429_with_an_http_date_retry_after_is_waited_out() {
+    let _one = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let after = Some(Duration::from_secs(2));
+    let failing = Failing { from: 1, count: 1, status: 429, retry_after_date: after, ..Failing::default() };
+    let server = scripted::start(Script { failing: Some(failing), ..Script::default() }).await;
+    let out = dir.path().join("run.json");
+    let (code, err) = collect(&server.url, &out, &strs(&matrix("1"))).await;
+    assert_eq!(code, Some(0), "{err}");
+    let r = read(&out);
+    assert_eq!(r.decode[0].status, CellStatus::Valid, "{:?}", r.decode[0].reason);
+    assert!(reason(&r.decode[0]).contains("HTTP 429 to 1 request"), "{:?}", r.decode[0].reason);
+    assert_measured_intact(&r);
+}
+
+/// HTTP 429 without `Retry-After`: nothing says when to come back, so the request fails as any
+/// error status does — an error cell quoting the 429, the run goes on, exit 3.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_429_without_retry_after_makes_an_error_cell() {
+    let _one = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let failing = Failing { from: 1, count: 1, status: 429, ..Failing::default() };
+    let server = scripted::start(Script { failing: Some(failing), ..Script::default() }).await;
+    let out = dir.path().join("run.json");
+    let (code, err) = collect(&server.url, &out, &strs(&matrix("1,2"))).await;
+    assert_eq!(code, Some(EXIT_CELL_ERRORS), "{err}");
+    let r = read(&out);
+    assert_eq!(r.decode[0].status, CellStatus::Error);
+    assert!(reason(&r.decode[0]).contains("HTTP 429"), "{:?}", r.decode[0].reason);
+    assert!(r.decode[1].status.is_measured(), "{:?}", r.decode[1].reason);
+    assert_measured_intact(&r);
+}
+
 /// A `Retry-After` longer than the collector waits (10 s) fails the request as before: an error
 /// cell that quotes the 429, exit 3.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -372,4 +408,51 @@ fn a_server_restarting_mid_run_is_waited_for_and_the_broken_cell_measured_again(
         "{why}"
     );
     assert!(err.contains("waiting up to 30s") && err.contains("measured again"), "the log says it: {err}");
+}
+
+/// The server dies and comes back on another port: `--resume FILE` alone tries the file's dead
+/// URL and exits 2 saying so; `--resume FILE --url NEW` continues, the file keeps the URL it
+/// started with, and every cell measured now records where it was measured
+/// (`accepted_differences`: `config.server_url`), the cell measured before does not.
+#[test]
+fn a_run_resumed_at_another_url_records_where_its_cells_were_measured() {
+    let _one = SERIAL.blocking_lock();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run.json");
+    let mut first = Twin::start(free_port());
+    let run = spawn_run(&first.url(), &out, &[]);
+    wait_for_cells(&out, 1);
+    std::thread::sleep(Duration::from_millis(1500));
+    first.kill();
+    let o = run.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(EXIT_FAILED), "{}", String::from_utf8_lossy(&o.stderr));
+    let resume = |extra: &[&str]| {
+        let o = Command::new(support::BIN)
+            .args(["run", "--quiet", "--no-gpu", "--resume"])
+            .arg(&out)
+            .args(["--accept-change", "launch-command"])
+            .args(extra)
+            .output()
+            .unwrap();
+        (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    let (code, err) = resume(&[]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains(&first.url()) && err.contains("--url from the file"), "{err}");
+
+    let second = Twin::start(free_port());
+    let (code, err) = resume(&["--url", &second.url()]);
+    assert_eq!(code, Some(0), "{err}");
+    let r = read(&out);
+    assert_eq!(r.run.status, RunStatus::Complete);
+    assert_eq!(r.config.server_url.as_deref(), Some(first.url().as_str()), "the header keeps the first URL");
+    let moved = |c: &speedmatrix_schema::DecodeCell| {
+        c.accepted_differences.iter().find(|d| d.field == "config.server_url").map(|d| d.measured.clone())
+    };
+    assert_eq!(moved(&r.decode[0]), None, "measured before the move: {:?}", r.decode[0].accepted_differences);
+    for c in &r.decode[1..] {
+        assert!(c.status.is_measured(), "{:?}", c.reason);
+        assert_eq!(moved(c), Some(Some(second.url())), "{:?}", c.accepted_differences);
+    }
+    assert!(err.contains("config.server_url"), "the log says it: {err}");
 }

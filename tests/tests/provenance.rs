@@ -16,47 +16,15 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
+use support::twin::Listening;
 
 use serde_json::Value;
 use speedmatrix_schema::{load_results, CellStatus, GpuSelectionMethod, Results, ServerPlace};
 
 const BIN: &str = support::BIN;
 const RELAY: &str = env!("CARGO_BIN_EXE_tcp-relay");
-
-/// A child process that printed `listening on ADDR`; killed when dropped.
-struct Listening {
-    child: Child,
-    /// `http://ADDR` (ADDR as printed, with `http://` added when missing).
-    url: String,
-}
-
-impl Drop for Listening {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Listening {
-    /// Start `cmd` and wait for its `listening on …` line on stdout.
-    fn start(mut cmd: Command) -> Listening {
-        let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("start the process");
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let line = lines.next().and_then(Result::ok).unwrap_or_default();
-        // Keep reading so the child never blocks on a full pipe.
-        std::thread::spawn(move || lines.for_each(drop));
-        let addr = line.strip_prefix("listening on ").unwrap_or_else(|| panic!("no listening line: {line:?}"));
-        let url = if addr.starts_with("http") { addr.to_string() } else { format!("http://{addr}") };
-        Listening { child, url }
-    }
-
-    fn port(&self) -> u16 {
-        self.url.rsplit(':').next().unwrap().trim_end_matches('/').parse().unwrap()
-    }
-}
 
 /// `speedmatrix simulate --profile tiny --port 0 EXTRA…`.
 fn twin(extra: &[&str]) -> Listening {
@@ -125,6 +93,13 @@ fn a_server_behind_a_relay_is_remote_and_this_machine_is_only_the_client() {
     assert!(h.cpu.is_none() && h.os.is_none() && h.host.is_none(), "the client is not the server's hardware: {h:?}");
     assert_eq!(relayed.client, direct.client, "this machine is still recorded, as the client");
     assert_eq!(relayed.engine.launch_command, None, "the relay's command is no launch command");
+    let why = relayed.missing.iter().find(|m| m.figure == "engine.launch_command");
+    assert!(
+        why.is_some_and(|m| m.reason.contains("not on this machine") && m.reason.contains("--launch-command")),
+        "a null launch command has its reason in `missing`: {:?}",
+        relayed.missing
+    );
+    assert!(!direct.missing.iter().any(|m| m.figure == "engine.launch_command"), "{:?}", direct.missing);
     no_gpu_figures(&relayed, "a remote server");
 
     // What people read says so.

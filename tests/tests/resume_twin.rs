@@ -1,7 +1,9 @@
 //! `run --resume FILE` alone continues a run: the plan, model and server URL come from FILE.
 //! A real run against the twin (`speedmatrix simulate`, its own process on loopback) is
 //! interrupted with SIGINT once its first decode cell is in the file, then resumed with only
-//! `--resume FILE`; it completes every planned cell and keeps the one measured before.
+//! `--resume FILE`; it completes every planned cell and keeps the one measured before. The run
+//! has a `--kv-budget` of the user's (below the twin's own), which the resume keeps: the plan's
+//! over-capacity cell stays over capacity and the header check does not see a changed budget.
 
 mod support;
 
@@ -20,7 +22,19 @@ fn resume_with_only_the_file_completes_every_planned_cell() {
     let (_twin, url) = twin(&[]);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run.json");
-    let flags = ["--contexts", "8k,16k", "--concurrency", "1,4", "--prefill-contexts", "8k", "--duration", "2s"];
+    // 16K × 4 needs 4 × (16,384 + 4,096) tokens: over a 60,000-token budget.
+    let flags = [
+        "--contexts",
+        "8k,16k",
+        "--concurrency",
+        "1,4",
+        "--prefill-contexts",
+        "8k",
+        "--duration",
+        "2s",
+        "--kv-budget",
+        "60000",
+    ];
     let run = Command::new(support::BIN)
         .args(["run", "--url", &url, "-o", out.to_str().unwrap(), "--quiet"])
         .args(flags)
@@ -62,8 +76,15 @@ fn resume_with_only_the_file_completes_every_planned_cell() {
     assert_eq!((done.config.window_s, done.config.max_tokens), (stopped.config.window_s, stopped.config.max_tokens));
     assert_eq!(done.decode.len(), 4, "2 contexts × 2 levels");
     for c in &done.decode {
-        assert!(c.status.is_measured(), "{} × {}: {:?} {:?}", c.context.label, c.concurrency, c.status, c.reason);
+        let over = (c.context.tokens, c.concurrency) == (16_384, 4);
+        let ok = if over { c.status == CellStatus::OverCapacity } else { c.status.is_measured() };
+        assert!(ok, "{} × {}: {:?} {:?}", c.context.label, c.concurrency, c.status, c.reason);
     }
+    assert!(log.contains("--kv-budget"), "the budget is taken from the file: {log}");
+    assert_eq!(
+        (done.engine.kv_budget_tokens, done.engine.kv_budget_source),
+        (Some(60_000), Some(speedmatrix_schema::KvBudgetSource::Flag))
+    );
     assert_eq!(done.decode[0], stopped.decode[0], "the cell measured before the interruption is kept");
     assert_eq!(done.run.id, stopped.run.id);
 

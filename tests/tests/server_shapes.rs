@@ -363,3 +363,31 @@ async fn a_slow_metrics_endpoint_delays_neither_replacements_nor_the_close() {
     assert!(requests.len() > 10, "streams ended and were replaced: {}", requests.len());
     assert!(worst < 50.0, "a replacement started {worst:.1} ms after the stream it replaced ended");
 }
+
+/// A plain OpenAI-compatible server with no `/tokenize` and no usage in its streams (usage only
+/// in non-streamed answers, which size the prompts): the prefill row's prompt length is not
+/// known, so its prompt tok/s is null and the row says why — never a guess from the estimate;
+/// the decode cell is counted from chunks and marked so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prefill_row_without_a_prompt_count_says_why_its_rate_is_null() {
+    let _one = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let server = scripted::start(Script {
+        no_tokenize: true,
+        stream: StreamScript { per_chunk_usage: false, final_usage: false, ..StreamScript::default() },
+        ..Script::default()
+    })
+    .await;
+    let out = dir.path().join("run.json");
+    let args = ["--contexts", "1k", "--concurrency", "1", "--prefill-contexts", "1k", "--duration", "1s"];
+    let (code, err) = collect(&server.url, &out, &[&args[..], &["--max-tokens", "32"]].concat()).await;
+    assert_eq!(code, Some(0), "{err}");
+    let r = read(&out);
+    let row = &r.prefill[0];
+    assert_eq!(row.status, CellStatus::Valid, "{:?}", row.reason);
+    assert!(row.ttft_ms.is_some(), "TTFT is the client's clock: {row:?}");
+    assert_eq!((row.prompt_tokens, row.prompt_tps), (None, None), "no count, no rate: {row:?}");
+    let why = row.reason.as_deref().unwrap_or_default();
+    assert!(why.contains("prompt tok/s unknown") && why.contains("/tokenize"), "{row:?}");
+    assert_eq!(r.decode[0].token_count_source, Some(TokenCountSource::ChunkCount), "{:?}", r.decode[0]);
+}

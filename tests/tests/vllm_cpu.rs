@@ -83,9 +83,10 @@ const CPU_MATRIX: [&str; 12] = [
     "-o",
 ];
 
-/// Run the CPU matrix against `url` into `out`; `SPEEDMATRIX_KEEP_RUN=FILE` keeps a copy of the
-/// results file (e.g. to try `speedmatrix simulate --fit FILE` on a real run).
-fn run_cpu_matrix(url: &str, out: &std::path::Path) -> speedmatrix_schema::Results {
+/// Run the CPU matrix against `url` into `out`; for a real server (`real`),
+/// `SPEEDMATRIX_KEEP_RUN=FILE` keeps a copy of the results file (e.g. to try `speedmatrix
+/// simulate --fit FILE` on a real run).
+fn run_cpu_matrix(url: &str, out: &std::path::Path, real: bool) -> speedmatrix_schema::Results {
     let o = Command::new(support::BIN)
         .args(["run", "--url", url])
         .args(CPU_MATRIX)
@@ -96,7 +97,7 @@ fn run_cpu_matrix(url: &str, out: &std::path::Path) -> speedmatrix_schema::Resul
         .unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "{stderr}");
-    if let Some(keep) = std::env::var_os("SPEEDMATRIX_KEEP_RUN") {
+    if let Some(keep) = std::env::var_os("SPEEDMATRIX_KEEP_RUN").filter(|_| real) {
         std::fs::copy(out, &keep).expect("copy the run to SPEEDMATRIX_KEEP_RUN");
     }
     speedmatrix_schema::load_results(&std::fs::read(out).unwrap()).expect("a valid results file")
@@ -108,7 +109,7 @@ fn run_against_real_vllm_on_cpu() {
     let dir = tempfile::tempdir().unwrap();
     let Some(server) = start_vllm(dir.path(), &[]) else { return };
     let out = dir.path().join("run.json");
-    let r = run_cpu_matrix(&server.url, &out);
+    let r = run_cpu_matrix(&server.url, &out, true);
     show(&out);
     // The launch command is read from the local vLLM process (/proc/PID/cmdline and environ).
     let launch = r.engine.launch_command.as_deref().expect("launch command of the local server");
@@ -166,6 +167,8 @@ fn run_against_real_vllm_on_cpu() {
     counts_agree(&r);
     // The viewer-side table has every row.
     assert_eq!(speedmatrix_schema::table::rows(&r).len(), 6);
+    drop(server);
+    the_twin_of_the_run_reproduces_it(&r, dir.path());
 }
 
 /// The same matrix with ngram speculative decoding and an API key on the server: chunks carry up
@@ -219,30 +222,19 @@ fn run_against_real_vllm_with_ngram_speculative_decoding_and_an_api_key() {
     counts_agree(&r);
 }
 
-/// A twin of any run: the fit of this real vLLM CPU run, served by the twin and measured by the
-/// collector with the same matrix, reproduces the run's prefill rows and valid decode cells
-/// within ±20 % (total tok/s and TTFT). The real run is noisy on these 2 shared cores; the twin
-/// reproduces that one run, its reference.
-///
-/// Not yet met, so not part of the normal run (`cargo test -p speedmatrix-tests --test vllm_cpu
-/// -- --ignored` runs it): measured on 2026-12-01, every prefill row and total tok/s cell and
-/// three of four TTFT medians are within ±20 %, but the lone warm request at 128 tokens is not
-/// (twin 245 ms, real 141 ms: +74 %).
-#[test]
-#[ignore = "the twin of a CPU run misses the 1-stream TTFT at 128 tokens by +74 %"]
-fn the_twin_of_a_real_cpu_run_reproduces_it() {
-    let _one = ONE_SERVER.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = tempfile::tempdir().unwrap();
-    let Some(server) = start_vllm(dir.path(), &[]) else { return };
-    let real = run_cpu_matrix(&server.url, &dir.path().join("real.json"));
-    drop(server);
-    let fit = speedmatrix_twin::fit::fit(&real).expect("the run has prefill rows and decode cells");
+/// A twin of any run: the fit of a real vLLM CPU run (`speedmatrix simulate --fit`), served by
+/// the twin and measured by the collector with the same matrix, reproduces the run's prefill
+/// rows and valid decode cells within ±20 % (total tok/s and TTFT p50). The real run is noisy
+/// on these 2 shared cores; the twin reproduces that one run, its reference. Called by
+/// [`run_against_real_vllm_on_cpu`] with its run, so CI starts one vLLM for both.
+fn the_twin_of_the_run_reproduces_it(real: &speedmatrix_schema::Results, dir: &std::path::Path) {
+    let fit = speedmatrix_twin::fit::fit(real).expect("the run has prefill rows and decode cells");
     eprintln!("fit assumed: {:?}", fit.notes);
-    eprintln!("{}", speedmatrix_twin::replay::residuals(&fit.profile, &real, &[1, 2, 3]));
+    eprintln!("{}", speedmatrix_twin::replay::residuals(&fit.profile, real, &[1, 2, 3]));
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let twin =
         rt.block_on(speedmatrix_twin::start(speedmatrix_twin::TwinConfig::new(fit.profile), "127.0.0.1:0")).unwrap();
-    let measured = run_cpu_matrix(&twin.url(), &dir.path().join("twin.json"));
+    let measured = run_cpu_matrix(&twin.url(), &dir.join("twin.json"), false);
     rt.block_on(twin.shutdown());
     assert!(measured.engine.simulated.is_some(), "the twin's run is recorded as simulated");
     assert_eq!(measured.engine.version, real.engine.version, "it imitates the real server's version");

@@ -16,7 +16,9 @@
 //!   streams already decoding keep their speed — work that blocked engine steps would have
 //!   slowed them (the seed's per-request tok/s, which counts TTFT, says it did not). A spacing
 //!   larger than the latency is allowed (a real CPU vLLM: a lone warm request's first token in
-//!   ~110 ms, eight at once ~370 ms apart). The side-by-side part of the latency (beyond the
+//!   ~110 ms, eight at once ~370 ms apart); it holds only between requests that are in the front
+//!   end together, so a request arriving after the previous one left (a cell's opening stream
+//!   after its warm-up) takes the lone latency. The side-by-side part of the latency (beyond the
 //!   spacing) grows by `contention_per_running` per request already running: requests that replace finished ones wait about twice as long as
 //!   a lone request in the seed. Requests in the front end are not
 //!   `waiting` (vLLM's gauge counts the scheduler's queue only).
@@ -290,7 +292,11 @@ impl Engine {
     pub fn submit(&mut self, s: Submit) {
         let prompt_len = s.prompt_len.max(1);
         let alone = s.arrival_ms + self.frontend.latency_ms(prompt_len, self.running.len());
-        let ready_ms = alone.max(self.last_ready_ms + self.frontend.spacing_ms(prompt_len));
+        // The spacing holds between requests that are in the front end together (a burst); one
+        // that arrives after the previous has left finds it idle and takes the lone latency.
+        let behind = self.last_ready_ms > s.arrival_ms;
+        let ready_ms =
+            if behind { alone.max(self.last_ready_ms + self.frontend.spacing_ms(prompt_len)) } else { alone };
         self.last_ready_ms = ready_ms;
         let seq = Seq {
             id: s.id,
@@ -723,6 +729,27 @@ mod tests {
             assert!((w[1] - w[0] - 100.0).abs() < 1.0, "gap {i}: {t:?}");
         }
         assert!(t[0] > 120.0 && t[0] < 126.0, "{t:?}");
+    }
+
+    #[test]
+    fn the_spacing_holds_within_a_burst_and_not_after_the_front_end_emptied() {
+        let mut p = Profile::tiny();
+        // A spacing larger than the latency, as on a CPU vLLM.
+        p.frontend = FrontendModel {
+            latency_knots: vec![(1000, 50.0)],
+            spacing_knots: vec![(1000, 80.0)],
+            contention_per_running: 0.0,
+        };
+        let mut e = Engine::new(&p, 1);
+        submit(&mut e, 0, 0.0, 1000, 0, 1);
+        submit(&mut e, 1, 0.0, 1000, 1, 1);
+        assert_eq!(e.next_arrival_ms(), Some(50.0));
+        e.abort(0);
+        assert_eq!(e.next_arrival_ms(), Some(130.0), "the second of a burst: 50 + 80 ms");
+        e.abort(1);
+        // Arriving at 140 ms, after the previous left (130 ms): the lone latency only.
+        submit(&mut e, 2, 140.0, 1000, 2, 1);
+        assert_eq!(e.next_arrival_ms(), Some(190.0));
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! What the charts show, as plain data: series of points with a status and a readout, axis
 //! ranges, the Pareto frontier, the table mirror and the hover hit test. Pure functions of one
-//! or more [`Results`] (no DOM, no canvas), unit-tested natively; [`crate::charts`] draws them.
+//! or more [`Results`] (no DOM, no canvas), unit-tested (in the browser by CI); [`crate::charts`] draws them.
 //!
 //! Every chart is built from a list of runs, each with a [`Stroke`], so a second run can be
 //! overlaid on the first (run A solid, run B dashed): see [`charts`].
@@ -533,10 +533,12 @@ pub fn charts(runs: &[RunRef<'_>]) -> Vec<ChartSpec> {
 mod tests {
     use super::*;
     use speedmatrix_schema::load_results;
+    // On wasm32 (how CI runs them: in headless Chromium) `#[test]` is wasm-bindgen-test's.
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
 
     fn seed() -> Results {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/h200-qwen3.5-122b-vllm.json");
-        load_results(&std::fs::read(path).expect("seed fixture")).expect("valid seed fixture")
+        load_results(include_bytes!("../../tests/fixtures/h200-qwen3.5-122b-vllm.json")).expect("valid seed fixture")
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! What the diff view shows, as plain data: the delta heatmap's cells and the table of every
 //! matched measurement with its sorting. Pure functions of a
 //! [`RunDiff`](speedmatrix_schema::diff::RunDiff) (the comparison itself is
-//! `speedmatrix_schema::diff`, the same as `speedmatrix diff`), unit-tested natively;
+//! `speedmatrix_schema::diff`, the same as `speedmatrix diff`), unit-tested (in the browser by CI);
 //! [`crate::diff`] turns them into elements.
 
 use speedmatrix_schema::diff::{percent, signed_delta, Delta, DeltaInterval, RowDiff, RunDiff, Verdict};
@@ -420,6 +420,9 @@ mod tests {
     use speedmatrix_schema::diff::{diff, DEFAULT_THRESHOLD};
     use speedmatrix_schema::registry::column;
     use speedmatrix_schema::Results;
+    // On wasm32 (how CI runs them: in headless Chromium) `#[test]` is wasm-bindgen-test's.
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
 
     fn seed() -> Results {
         let bytes = include_bytes!("../../tests/fixtures/h200-qwen3.5-122b-vllm.json");

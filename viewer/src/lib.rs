@@ -5,7 +5,7 @@
 //! `serve`.
 //!
 //! - [`report`]: what the page shows, as plain data (cards, prefill table, heatmap, sortable and
-//!   filterable table) — pure and tested natively;
+//!   filterable table) — pure and unit-tested (on wasm32 in headless Chromium by CI);
 //! - [`sources`]: the browser edge (fetch, local files, query string, clipboard);
 //! - [`app`]: the page's shell and state (which runs, the view in the URL, theme, files);
 //! - [`components`]: the report of one run, one file per section;
@@ -17,6 +17,10 @@
 //! Loading, validation and number formats come from `speedmatrix-schema`, never from here.
 
 #![warn(missing_docs)]
+
+// The unit tests run on wasm32 in headless Chromium (scripts/test.sh), where the page runs.
+#[cfg(all(test, target_arch = "wasm32"))]
+wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
 
 pub mod app;
 pub mod chart_model;

@@ -1,6 +1,6 @@
 //! What the page shows, as plain data: header cards, the prefill table, the heatmap grid and
 //! the all-measurements table with its sorting and filters. Pure functions of a [`Results`]
-//! (no DOM), so they are unit-tested natively; [`crate::components`] turns them into elements.
+//! (no DOM), so they are unit-tested without a page (CI runs them on wasm32 in headless Chromium); [`crate::components`] turns them into elements.
 //!
 //! Numbers are always written by the registry ([`speedmatrix_schema::registry`]); status words
 //! come from [`CellStatus::label`]; nothing here parses or validates a file.
@@ -656,6 +656,9 @@ pub fn file_stem(r: &Results) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    // On wasm32 (how CI runs them: in headless Chromium) `#[test]` is wasm-bindgen-test's.
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
 
     #[test]
     fn times_read_short_in_utc_and_other_shapes_stay_whole() {

@@ -49,6 +49,9 @@ pub fn picker_label(label: &str, started_at: Option<&str>, simulated: bool) -> S
 #[cfg(test)]
 mod tests {
     use super::*;
+    // On wasm32 (how CI runs them: in headless Chromium) `#[test]` is wasm-bindgen-test's.
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
 
     #[test]
     fn picker_marks_simulated_runs() {

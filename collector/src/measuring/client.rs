@@ -148,12 +148,11 @@ impl Client {
             return Ok(resp);
         }
         let status = resp.status().as_u16();
-        // Seconds only: an HTTP-date `Retry-After` is not honoured (the request fails as before).
         let retry_after = resp
             .headers()
             .get(reqwest::header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok());
+            .and_then(|v| retry_after_secs(v, std::time::SystemTime::now()));
         let body = resp.text().await.unwrap_or_default();
         Err(HttpError::Status { url: url.to_string(), status, body: excerpt(&body), retry_after })
     }
@@ -339,6 +338,18 @@ pub const RATE_LIMIT_MAX_WAIT_S: u64 = 10;
 
 /// How often one request is sent again after HTTP 429.
 pub const RATE_LIMIT_RETRIES: usize = 3;
+
+/// The wait a `Retry-After` value asks for, whole seconds from `now`: delay-seconds (`5`), or an
+/// HTTP date (`Wed, 21 Oct 2026 07:28:00 GMT`, as gateways and CDNs send it; RFC 9110 allows
+/// both), rounded up, 0 when it has passed. `None` when it is neither.
+fn retry_after_secs(value: &str, now: std::time::SystemTime) -> Option<u64> {
+    let value = value.trim();
+    if let Ok(secs) = value.parse::<u64>() {
+        return Some(secs);
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    Some(at.duration_since(now).map_or(0, |d| d.as_secs() + u64::from(d.subsec_nanos() > 0)))
+}
 
 /// The wait an HTTP 429 with a short `Retry-After` asks for, s.
 fn short_retry_after(e: &StreamError) -> Option<u64> {
@@ -739,6 +750,20 @@ impl ChunkParser {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn retry_after_is_read_as_seconds_or_as_an_http_date() {
+        let now = std::time::UNIX_EPOCH + Duration::from_secs(1_796_155_000);
+        assert_eq!(retry_after_secs(" 7 ", now), Some(7));
+        let soon = httpdate::fmt_http_date(now + Duration::from_secs(3));
+        assert_eq!(retry_after_secs(&soon, now), Some(3), "{soon}");
+        let soon = httpdate::fmt_http_date(now + Duration::from_secs(3));
+        assert_eq!(retry_after_secs(&soon, now - Duration::from_millis(400)), Some(4), "rounded up");
+        let past = httpdate::fmt_http_date(now - Duration::from_secs(30));
+        assert_eq!(retry_after_secs(&past, now), Some(0), "a date that has passed: send again at once");
+        assert_eq!(retry_after_secs("soon", now), None);
+        assert_eq!(retry_after_secs("-1", now), None);
+    }
 
     #[test]
     fn role_only_first_chunk_is_not_a_token() {

@@ -135,6 +135,26 @@ fn longest_request(input: &PlanInput) -> Option<u64> {
     }
 }
 
+/// The limit [`longest_request`] applies, in words: a slot's context where it is the smaller
+/// (llama.cpp), else the server's `max_model_len` — so the reason names the figure the file
+/// records for it (`slot_context_tokens` or `max_model_len`).
+fn limit_words(input: &PlanInput, m: u64) -> String {
+    match input.slot_context {
+        Some(s) if s == m && input.max_model_len.is_none_or(|mml| s < mml) => {
+            format!("the server's context per slot {s} (llama.cpp: -c ÷ -np)")
+        }
+        _ => format!("the server's max_model_len {m}"),
+    }
+}
+
+/// What would make a decode context of `t` tokens fit a limit of `m`: a smaller `--max-tokens`.
+fn fits_with(m: u64, t: u64) -> String {
+    match m.saturating_sub(t) {
+        0 => String::new(),
+        room => format!(" (--max-tokens {room} or less would fit)"),
+    }
+}
+
 /// The decode contexts, `max` resolved, sorted; those that leave no room for `max_tokens` of
 /// output kept in `not_run` with the reason.
 fn decode_contexts(input: &PlanInput, not_run: &mut Vec<NotRunContext>) -> Result<Vec<ContextSize>, PlanError> {
@@ -150,7 +170,7 @@ fn decode_contexts(input: &PlanInput, not_run: &mut Vec<NotRunContext>) -> Resul
                         PlanPhase::Decode,
                         "max".into(),
                         None,
-                        format!("max_model_len {m} leaves no room for {max_tokens} output tokens"),
+                        format!("{} leaves no room for {max_tokens} output tokens", limit_words(input, m)),
                     )),
                 }
             }
@@ -159,7 +179,10 @@ fn decode_contexts(input: &PlanInput, not_run: &mut Vec<NotRunContext>) -> Resul
                     PlanPhase::Decode,
                     label(t),
                     Some(t),
-                    format!("{t} prompt + {max_tokens} output tokens exceed the server's max_model_len {m}"),
+                    format!(
+                        "{t} prompt + {max_tokens} output tokens exceed the server's max_model_len {m}{}",
+                        fits_with(m, t)
+                    ),
                 )),
                 _ => contexts.push(ContextSize { label: label(t), tokens: t }),
             },
@@ -185,7 +208,7 @@ fn prefill_contexts(input: &PlanInput, not_run: &mut Vec<NotRunContext>) -> Resu
                     PlanPhase::Prefill,
                     label(t),
                     Some(t),
-                    format!("{t} prompt tokens + 1 output token exceed the server's max_model_len {m}"),
+                    format!("{t} prompt tokens + 1 output token exceed {}", limit_words(input, m)),
                 )),
                 _ => prefill.push(ContextSize { label: label(t), tokens: t }),
             },
@@ -277,6 +300,10 @@ mod tests {
         assert_eq!(labels, [(PlanPhase::Decode, "8K", Some(8192)), (PlanPhase::Prefill, "4K", Some(4096))]);
         assert!(p.not_run[0].reason.contains("exceed the server's max_model_len 2048"), "{:?}", p.not_run);
         assert!(p.warnings.iter().any(|w| w.contains("KV budget is unknown")));
+        // A context that fits with fewer output tokens says how many.
+        let p = plan(&PlanInput { contexts: args("512"), max_tokens: 4096, ..input.clone() }).unwrap();
+        assert!(p.not_run[0].reason.ends_with("(--max-tokens 1536 or less would fit)"), "{:?}", p.not_run);
+        assert!(p.warnings[0].contains("--max-tokens 1536 or less"), "the warning says what to do: {:?}", p.warnings);
         assert!(matches!(plan(&PlanInput { max_model_len: None, ..input }), Err(PlanError::MaxUnknown)));
     }
 
@@ -301,6 +328,14 @@ mod tests {
         }
         let over = p.cells.iter().find(|c| c.over_capacity.is_some()).unwrap();
         assert!(over.reason.as_deref().unwrap().contains("a slot holds 1024"));
+        // A prefill context over the slot names the slot, not max_model_len (8192 in the file).
+        let p = plan(&PlanInput { prefill_contexts: args("4k"), ..input.clone() }).unwrap();
+        let prefill = p.not_run.iter().find(|n| n.phase == PlanPhase::Prefill).expect("4K not run");
+        assert!(prefill.reason.contains("context per slot 1024"), "{:?}", p.not_run);
+        assert!(!prefill.reason.contains("max_model_len"), "{:?}", p.not_run);
+        let p = plan(&PlanInput { contexts: args("256,max"), max_tokens: 1024, ..input.clone() }).unwrap();
+        let max = p.not_run.iter().find(|n| n.label == "max").expect("max not run");
+        assert!(max.reason.contains("context per slot 1024"), "{:?}", p.not_run);
         assert!(!p.warnings.iter().any(|w| w.contains("KV budget is unknown")));
     }
 }

@@ -11,6 +11,10 @@ use speedmatrix_schema::stats::round3;
 use speedmatrix_schema::status::cached_prefill_warning;
 use speedmatrix_schema::{CachedTokensSource, CellStatus, ContextSize, PrefillRow};
 
+/// The reason of a prefill row whose prompt length (and so prompt tok/s) is null.
+pub const UNCOUNTED_PROMPT: &str =
+    "prompt tokens and prompt tok/s unknown: the server has no /tokenize and its stream carried no usage.prompt_tokens";
+
 /// Measure the prefill row of `ctx`.
 pub async fn measure_prefill(s: &mut Session, ctx: &ContextSize) -> PrefillRow {
     let mut row = PrefillRow::new(ctx.clone(), CellStatus::Error, None);
@@ -50,6 +54,10 @@ pub async fn measure_prefill(s: &mut Session, ctx: &ContextSize) -> PrefillRow {
             row.completed_requests = Some(u64::from(rec.finished()));
             row.prompt_tps = row.prompt_tokens.map(|t| round3(t as f64 / (ttft / 1000.0)));
             row.reason = row.cached_tokens.and_then(|c| cached_prefill_warning(c, row.prompt_tokens));
+            if row.prompt_tokens.is_none() {
+                // The prompt was cut to an estimate (probe requests), so its length is not known.
+                crate::measuring::measure::add_note(&mut row.reason, UNCOUNTED_PROMPT.into());
+            }
             if let Some(w) = &row.reason {
                 s.log(format!("warning: prefill {}: {w}", ctx.label));
             }

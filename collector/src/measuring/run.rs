@@ -652,7 +652,7 @@ fn fresh_results(info: &ServerInfo, plan: &Plan, spec: &RunSpec, host: &Host) ->
         prefill,
         decode,
         client: Some(host.client.clone()),
-        missing: info.facts.missing.clone(),
+        missing: info.facts.missing.iter().chain(&host.missing).cloned().collect(),
         import: None,
     }
 }
@@ -707,12 +707,21 @@ struct Host {
     launch_command: Option<String>,
     gpus: Option<crate::measuring::gpu::Gpus>,
     client: ClientMachine,
+    /// Header figures the host could not give, with the reason (the launch command of a server
+    /// that is not on this machine).
+    missing: Vec<MissingFigure>,
 }
 
 impl Host {
     /// No host facts (the dry run's preview of the plan).
     fn none() -> Host {
-        Host { hardware: Hardware::default(), launch_command: None, gpus: None, client: ClientMachine::default() }
+        Host {
+            hardware: Hardware::default(),
+            launch_command: None,
+            gpus: None,
+            client: ClientMachine::default(),
+            missing: vec![],
+        }
     }
 }
 
@@ -767,7 +776,16 @@ fn host_facts(spec: &RunSpec) -> Host {
     }
     let (gpus, selection) = gpu_selection(spec, server.as_ref().map(|s| s.pids.as_slice()), &mut hardware);
     hardware.gpu_selection = Some(selection);
-    Host { hardware, launch_command, gpus, client }
+    // Only a server on this machine has a process to read its command from.
+    let missing = if launch_command.is_none() {
+        vec![MissingFigure {
+            figure: "engine.launch_command".into(),
+            reason: format!("the server is not on this machine ({evidence}), so its command line cannot be read; give --launch-command"),
+        }]
+    } else {
+        vec![]
+    };
+    Host { hardware, launch_command, gpus, client, missing }
 }
 
 /// Choose the server's GPUs and fill the hardware card's GPU inventory: the local server's
@@ -851,7 +869,8 @@ fn resume(
     if r.config.max_tokens != Some(spec.max_tokens) || !same_window {
         return Err(differs("--max-tokens or --duration"));
     }
-    let accepted = resume_differences(path, &r, now, &spec.accept_change)?;
+    let mut accepted = resume_differences(path, &r, now, &spec.accept_change)?;
+    accepted.extend(moved_url(&r, spec));
     let out = &spec.out;
     if !same_file(out, path) {
         say!("note: resuming {} and writing to {}", path.display(), out.display());
@@ -899,6 +918,26 @@ fn resume_differences(
         say!("note: --resume: accepted: {}", d.describe());
     }
     Ok(diffs.into_iter().map(|d| d.recorded).collect())
+}
+
+/// The server URL, when `--url` moved it away from the file's (the server restarted on another
+/// port, a tunnel changed): the file keeps the URL it started with, and every row and cell
+/// measured now records where it was measured. Giving `--url` is the acceptance.
+fn moved_url(file: &Results, spec: &RunSpec) -> Option<AcceptedDifference> {
+    let stored = file.config.server_url.as_deref()?;
+    if spec.redact_host || stored == spec.url {
+        return None;
+    }
+    let moved = AcceptedDifference {
+        field: "config.server_url".into(),
+        header: Some(stored.into()),
+        measured: Some(spec.url.clone()),
+    };
+    say!(
+        "note: --resume: the file's server was {stored}; rows and cells measured now record {} (config.server_url)",
+        spec.url
+    );
+    Some(moved)
 }
 
 /// Whether the server still answers after a cell failed: `GET /v1/models`, three tries a second

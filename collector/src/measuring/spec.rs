@@ -7,7 +7,7 @@ use crate::cli::RunArgs;
 use crate::measuring::engine::EngineKind;
 use crate::measuring::run::RunError;
 use speedmatrix_schema::context::{parse_context, ContextArg};
-use speedmatrix_schema::Endpoint;
+use speedmatrix_schema::{Endpoint, KvBudgetSource};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -136,7 +136,8 @@ impl RunSpec {
 
 /// `run --resume FILE`: the flags of the file's plan that the command line does not give are
 /// taken from FILE — contexts, concurrency, prefill contexts, window, max tokens, endpoint,
-/// prompt sharing, temperature, seed, stall timeout, the served model and the server's URL —
+/// prompt sharing, temperature, seed, stall timeout, the served model, the server's URL and a
+/// KV budget that came from `--kv-budget` —
 /// so `--resume FILE` alone continues the run. A flag given explicitly stays, and the resume
 /// check decides whether it may differ from the file. Without `--resume`, or when which flags
 /// were given is not known, the arguments stay as they are.
@@ -191,6 +192,10 @@ pub fn with_resumed_plan(args: &RunArgs) -> Result<RunArgs, RunError> {
     }
     if let Some(url) = &c.server_url {
         take("url", "--url", &mut || a.url = url.clone());
+    }
+    // A budget the user gave (the server did not): the plan's over-capacity cells depend on it.
+    if let (Some(budget), Some(KvBudgetSource::Flag)) = (r.engine.kv_budget_tokens, r.engine.kv_budget_source) {
+        take("kv_budget", "--kv-budget", &mut || a.kv_budget = Some(budget));
     }
     if !taken.is_empty() {
         note(&format!("note: --resume {}: {} from the file", path.display(), taken.join(", ")));

@@ -4,6 +4,7 @@
 //! - [`browser`]: `speedmatrix serve`, chromedriver + headless Chromium, DOM polling;
 //! - [`collect`]: `speedmatrix run` against a server URL and the results file it wrote;
 //! - [`dom`]: the page a results file renders, as Chromium's `--dump-dom`;
+//! - [`estimate`]: a run's printed wall-time estimates against its measured wall time;
 //! - [`scripted`]: small scripted OpenAI-compatible servers for shapes the twin lacks;
 //! - [`server`]: real servers (vLLM, llama.cpp) started, watched and killed;
 //! - [`snap`]: settings and placeholders of the snapshot tests (insta);
@@ -16,6 +17,7 @@
 pub mod browser;
 pub mod collect;
 pub mod dom;
+pub mod estimate;
 pub mod scripted;
 pub mod server;
 pub mod snap;

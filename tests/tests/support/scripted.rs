@@ -86,6 +86,9 @@ pub struct Failing {
     pub body: String,
     /// A `Retry-After` header (seconds), when set.
     pub retry_after: Option<u64>,
+    /// A `Retry-After` header as an HTTP date this far after the answer, when set (gateways and
+    /// CDNs write the date form).
+    pub retry_after_date: Option<Duration>,
     /// Instead of `status`: stream normally, then cut the connection after 3 chunks (a reset
     /// mid-stream: no `finish_reason`, no `[DONE]`).
     pub reset_mid_stream: bool,
@@ -101,6 +104,7 @@ impl Default for Failing {
             body: json!({"object": "error", "message": "Internal Server Error", "type": "InternalServerError", "code": 500})
                 .to_string(),
             retry_after: None,
+            retry_after_date: None,
             reset_mid_stream: false,
         }
     }
@@ -135,6 +139,9 @@ pub struct Script {
     /// The real context limit: a prompt + `max_tokens` above it gets vLLM's 400 "maximum
     /// context length" answer, whatever `/v1/models` advertises.
     pub context_limit: Option<u64>,
+    /// `/tokenize` answers 404 (a plain OpenAI-compatible server): the collector sizes prompts
+    /// with non-streamed probe requests, which this server answers with their usage.
+    pub no_tokenize: bool,
 }
 
 impl Default for Script {
@@ -152,6 +159,7 @@ impl Default for Script {
             revoke_after: None,
             header_delay: Duration::ZERO,
             context_limit: None,
+            no_tokenize: false,
         }
     }
 }
@@ -249,7 +257,10 @@ fn prompt_tokens(body: &Value) -> u64 {
     (text.chars().count() as u64).div_ceil(4) + if body.get("messages").is_some() { 5 } else { 0 }
 }
 
-async fn tokenize(body: Bytes) -> Response {
+async fn tokenize(State(s): State<Arc<AppState>>, body: Bytes) -> Response {
+    if s.script.no_tokenize {
+        return (StatusCode::NOT_FOUND, axum::Json(json!({"detail": "Not Found"}))).into_response();
+    }
     let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     axum::Json(json!({"count": prompt_tokens(&v)})).into_response()
 }
@@ -292,6 +303,10 @@ fn refused(s: &AppState, v: &Value) -> Refused {
     r.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static(f.content_type));
     if let Some(secs) = f.retry_after {
         r.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from(secs));
+    }
+    if let Some(after) = f.retry_after_date {
+        let date = httpdate::fmt_http_date(std::time::SystemTime::now() + after);
+        r.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from_str(&date).expect("an HTTP date"));
     }
     Refused::Answer(r)
 }
@@ -373,6 +388,15 @@ async fn complete(State(s): State<Arc<AppState>>, uri: axum::http::Uri, body: By
         return ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], page).into_response();
     }
     let max_tokens = v["max_tokens"].as_u64().unwrap_or(16);
+    if v["stream"].as_bool() != Some(true) {
+        // A non-streamed completion (the prompt builder's probes): its usage, always.
+        let (prompt, text) = (prompt_tokens(&v), "w ".repeat(max_tokens as usize));
+        let usage =
+            json!({"prompt_tokens": prompt, "completion_tokens": max_tokens, "total_tokens": prompt + max_tokens});
+        let choice = json!({"index": 0, "message": {"role": "assistant", "content": text}, "text": text, "finish_reason": "length"});
+        return axum::Json(json!({"id": "scripted", "object": "chat.completion", "choices": [choice], "usage": usage}))
+            .into_response();
+    }
     let so = &v["stream_options"];
     let n = s.bodies.lock().map(|b| b.len()).unwrap_or(0);
     let st = &s.script.stream;
