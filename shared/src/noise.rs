@@ -207,11 +207,19 @@ pub fn repeats(values: &[f64]) -> Result<Interval, NotEnough> {
 pub const TTFT_ONE_BURST: &str =
     "the streams that open a cell start as one burst and wait on each other: one event, not independent requests; only repeats give an interval";
 
+/// Why one window gives no interval of its TPOT p50: the streams of a window decode in the same
+/// batches, so their TPOTs move together and are not independent evidence (against the twin, two
+/// seeds differed by more than a bootstrap over the streams allowed). Only repeats of the cell
+/// give it an interval.
+pub const TPOT_SHARED_BATCHES: &str =
+    "the streams of one window decode in the same batches: their TPOTs move together, not independent requests; only repeats give an interval";
+
 /// A decode cell's intervals from its evidence: total tok/s from its window `series` (batch
-/// means over tokens ÷ bucket) and TPOT p50 from the in-window TPOT of each stream (bootstrap
-/// over requests); TTFT p50 has none from one window ([`TTFT_ONE_BURST`]). What cannot be had
-/// is `null` with the reason in `missing`.
-pub fn cell_intervals(series: Option<&WindowSeries>, tpot_ms: &[f64]) -> CellIntervals {
+/// means over tokens ÷ bucket). TTFT p50 and TPOT p50 have none from one window
+/// ([`TTFT_ONE_BURST`], [`TPOT_SHARED_BATCHES`]); the bootstrap over requests ([`percentile`])
+/// is kept for evidence that is independent. What cannot be had is `null` with the reason in
+/// `missing`.
+pub fn cell_intervals(series: Option<&WindowSeries>) -> CellIntervals {
     let mut missing = vec![];
     let mut keep = |figure: &str, r: Result<Interval, NotEnough>| match r {
         Ok(i) => Some(i),
@@ -226,7 +234,7 @@ pub fn cell_intervals(series: Option<&WindowSeries>, tpot_ms: &[f64]) -> CellInt
     };
     let total_tps = keep("total_tps", rate);
     let ttft_ms_p50 = keep("ttft_ms_p50", Err(not_enough(TTFT_ONE_BURST.into())));
-    let tpot_ms_p50 = keep("tpot_ms_p50", percentile(tpot_ms, 50.0));
+    let tpot_ms_p50 = keep("tpot_ms_p50", Err(not_enough(TPOT_SHARED_BATCHES.into())));
     CellIntervals { total_tps, ttft_ms_p50, tpot_ms_p50, missing }
 }
 
@@ -385,16 +393,20 @@ mod tests {
             running: vec![],
             waiting: vec![],
         };
-        let tpots: Vec<f64> = (0..10).map(|i| 20.0 + f64::from(i)).collect();
-        let c = cell_intervals(Some(&series), &tpots);
+        let c = cell_intervals(Some(&series));
         // Half-second buckets of 10 and 12 tokens: 20 and 24 tok/s; batches of two buckets,
         // 22 tok/s each.
         let tps = c.total_tps.unwrap();
         assert_eq!((tps.estimate, tps.low, tps.high, tps.evidence), (22.0, 22.0, 22.0, 5));
-        assert_eq!(c.tpot_ms_p50.unwrap().estimate, 24.0);
-        assert_eq!(c.ttft_ms_p50, None);
-        assert_eq!(c.missing, vec![MissingFigure { figure: "ttft_ms_p50".into(), reason: TTFT_ONE_BURST.into() }]);
-        let none = cell_intervals(None, &[]);
+        assert_eq!((c.ttft_ms_p50, c.tpot_ms_p50), (None, None));
+        assert_eq!(
+            c.missing,
+            vec![
+                MissingFigure { figure: "ttft_ms_p50".into(), reason: TTFT_ONE_BURST.into() },
+                MissingFigure { figure: "tpot_ms_p50".into(), reason: TPOT_SHARED_BATCHES.into() }
+            ]
+        );
+        let none = cell_intervals(None);
         assert_eq!(none.missing.len(), 3);
         assert_eq!(none.missing[0].reason, "no per-second series of the window");
     }

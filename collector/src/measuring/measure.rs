@@ -152,7 +152,7 @@ pub fn decode_cell(obs: &Observation) -> (DecodeCell, Vec<String>) {
     }
     fill_window_figures(&mut cell, &f, &counted, w);
     cell.series = series::window_series(&streams, &counted.weights, &obs.scrapes, w0, w1);
-    cell.intervals = Some(noise::cell_intervals(cell.series.as_ref(), &f.tpot_values));
+    cell.intervals = Some(noise::cell_intervals(cell.series.as_ref()));
     // One figure, one meaning: requests being served (the count the status rules use), from the
     // server's gauge when it has one.
     cell.avg_active_requests =
@@ -322,8 +322,6 @@ pub struct WindowFigures {
     pub per_request_tps: Option<Distribution>,
     /// TPOT per stream inside the window, ms.
     pub tpot_ms: Option<Distribution>,
-    /// The values behind `tpot_ms`, one per stream (the evidence of its interval).
-    pub tpot_values: Vec<f64>,
     /// Per-token inter-token latency inside the window, ms.
     pub itl_ms: Option<Distribution>,
     /// Raw chunk gaps inside the window, ms.
@@ -435,7 +433,6 @@ pub fn window_figures(
         output_tokens,
         per_request_tps: distribution(&rates),
         tpot_ms: distribution(&tpots),
-        tpot_values: tpots,
         itl_ms: distribution(&itls),
         chunk_gap_ms: distribution(&gaps),
         ttft_ms: distribution(&ttfts(streams, true)),
