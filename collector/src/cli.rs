@@ -146,9 +146,11 @@ pub struct DiffArgs {
     /// `ttft_ms_p50` (a bare distribution id means its p50).
     #[arg(long, default_value = "total_tps")]
     pub metric: String,
-    /// Relative changes below this count as "same" (noise): `5`, `5%`.
-    #[arg(long, default_value = "5%")]
-    pub threshold: String,
+    /// The least relative change called better or worse: `5`, `5%`. Default: 5 % for figures
+    /// without an interval ("same" below it); 0 % for figures with one when both runs carry
+    /// noise data (significance alone decides).
+    #[arg(long)]
+    pub threshold: Option<String>,
     /// Output format.
     #[arg(long, short = 'f', value_enum, default_value_t = DiffFormat::Text)]
     pub format: DiffFormat,

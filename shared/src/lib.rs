@@ -14,6 +14,8 @@
 //!   the viewer.
 //! - [`stats`]: percentiles and distributions (one method everywhere: nearest rank), and the
 //!   rounding of figures.
+//! - [`noise`]: confidence intervals (batch means over a window's series, bootstrap over
+//!   requests, t between repeats), the interval of a difference and the false-alarm control.
 //! - [`command_line`]: a launch command split like a shell and read flag by flag.
 //! - [`context`]: context sizes (`8k` = 8,192 tokens, `max`).
 //! - [`status`]: the cell status rules (over capacity, requests queued, …).
@@ -34,6 +36,7 @@ pub mod estimate;
 pub mod export;
 pub mod load;
 pub mod model;
+pub mod noise;
 pub mod progress;
 pub mod registry;
 pub mod resume;
@@ -72,7 +75,8 @@ pub fn json_schema() -> serde_json::Value {
 
 /// Fields holding a fraction 0–1.
 #[cfg(feature = "json-schema")]
-const FRACTIONS: [&str; 4] = ["spec_accept_rate", "kv_cache_usage_avg", "kv_cache_usage_max", "kv_cache_usage"];
+const FRACTIONS: [&str; 5] =
+    ["spec_accept_rate", "kv_cache_usage_avg", "kv_cache_usage_max", "kv_cache_usage", "level"];
 
 #[cfg(feature = "json-schema")]
 fn tighten(v: &mut serde_json::Value, property: Option<&str>) {

@@ -612,6 +612,16 @@ fn validate_prefill(r: &Results) -> Result<(), LoadError> {
     Ok(())
 }
 
+/// A confidence interval: its level a fraction, its bounds around its estimate.
+fn check_interval(path: &str, v: Option<&crate::Interval>) -> Result<(), LoadError> {
+    let Some(v) = v else { return Ok(()) };
+    check_fraction(&format!("{path}.level"), Some(v.level))?;
+    if !(v.low <= v.estimate && v.estimate <= v.high) {
+        return Err(invalid(path, format!("low {} ≤ estimate {} ≤ high {} does not hold", v.low, v.estimate, v.high)));
+    }
+    Ok(())
+}
+
 /// One decode cell (`decode[i]`): in the plan, once (`seen` holds the cells before it), says
 /// why when not valid, distributions ordered, fractions ≤ 1, utilization ≤ 100 %, a real window.
 fn validate_cell(
@@ -654,6 +664,13 @@ fn validate_cell(
     if let Some(s) = &cell.server {
         check_fraction(&at("server.kv_cache_usage_avg"), s.kv_cache_usage_avg)?;
         check_fraction(&at("server.kv_cache_usage_max"), s.kv_cache_usage_max)?;
+    }
+    if let Some(iv) = &cell.intervals {
+        for (name, v) in
+            [("total_tps", &iv.total_tps), ("ttft_ms_p50", &iv.ttft_ms_p50), ("tpot_ms_p50", &iv.tpot_ms_p50)]
+        {
+            check_interval(&at(&format!("intervals.{name}")), v.as_ref())?;
+        }
     }
     if let Some(u) = cell.gpu.as_ref().and_then(|g| g.utilization_pct).filter(|u| *u > 100.0) {
         return Err(invalid(at("gpu.utilization_pct"), format!("{u} is above 100 %")));

@@ -1073,6 +1073,100 @@ pub struct DecodeCell {
     /// The requests behind this cell, one summary each.
     #[serde(default)]
     pub requests: Vec<RequestSample>,
+    /// The window as a time series of one-second buckets (client clock); `null` in files that
+    /// did not record one (no noise data: the cell's intervals are unavailable).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub series: Option<WindowSeries>,
+    /// Confidence intervals of the cell's headline figures (`docs/METHODOLOGY.md`, "Noise");
+    /// `null` in files without samples.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intervals: Option<CellIntervals>,
+}
+
+/// A decode window as a time series: bucket `i` covers `[start + i·bucket_s, start +
+/// (i+1)·bucket_s)` ms after the window opened, whole buckets only (the window's last fraction
+/// of a second is in the cell's figures but not here). Source: client clock, except `running`
+/// and `waiting` (Prometheus).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct WindowSeries {
+    /// Width of one bucket, s.
+    pub bucket_s: f64,
+    /// Output tokens of all streams that arrived in each bucket, tokens (counted as for
+    /// `output_tokens`; fractional where a chunk's tokens are spread over its reconciled count).
+    pub output_tokens: Vec<f64>,
+    /// Streams decoding (past their first token, not yet ended) in each bucket, time-weighted
+    /// mean, streams.
+    pub streams_decoding: Vec<f64>,
+    /// The server's running gauge, mean of the scrapes in each bucket (Prometheus); `null`
+    /// where no scrape fell in the bucket. Empty when the server has no such gauge.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub running: Vec<Option<f64>>,
+    /// The server's waiting gauge, largest scrape in each bucket (Prometheus); as `running`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiting: Vec<Option<f64>>,
+}
+
+/// How a confidence interval was computed (each defined in `docs/METHODOLOGY.md`, "Noise").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum IntervalMethod {
+    /// Non-overlapping batch means over a window's per-second series, Student's t with
+    /// batches − 1 degrees of freedom (respects autocorrelation within the window).
+    BatchMeans,
+    /// Percentile bootstrap over the cell's requests (seeded, deterministic).
+    BootstrapRequests,
+    /// Student's t interval of the mean over repeats of the cell.
+    RepeatsT,
+}
+
+/// A confidence interval of one figure.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct Interval {
+    /// The figure the interval is about (the batch means' mean, the requests' percentile, the
+    /// repeats' mean), in the figure's unit.
+    pub estimate: f64,
+    /// Lower bound, in the figure's unit.
+    pub low: f64,
+    /// Upper bound, in the figure's unit.
+    pub high: f64,
+    /// Confidence level, fraction 0–1 (0.95).
+    pub level: f64,
+    /// How it was computed.
+    pub method: IntervalMethod,
+    /// Pieces of evidence behind it: batches, requests or repeats, count.
+    pub evidence: u64,
+    /// Standard error of the estimate, in the figure's unit (bootstrap: the replicates'
+    /// standard deviation).
+    pub std_error: f64,
+    /// Degrees of freedom of the t distribution behind the interval; `null` for the bootstrap
+    /// (read as normal when two intervals are compared).
+    #[serde(default)]
+    pub df: Option<f64>,
+}
+
+/// The confidence intervals of a decode cell's headline figures. A figure whose evidence is too
+/// short for an honest interval is `null`, with the reason in `missing`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct CellIntervals {
+    /// Of `total_tps`, tok/s.
+    #[serde(default)]
+    pub total_tps: Option<Interval>,
+    /// Of `ttft_ms.p50`, ms.
+    #[serde(default)]
+    pub ttft_ms_p50: Option<Interval>,
+    /// Of `tpot_ms.p50`, ms.
+    #[serde(default)]
+    pub tpot_ms_p50: Option<Interval>,
+    /// Intervals left out and why (`figure` is the metric id, e.g. `total_tps`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<MissingFigure>,
 }
 
 impl DecodeCell {
@@ -1112,6 +1206,8 @@ impl DecodeCell {
             client_cpu_pct: None,
             accepted_differences: vec![],
             requests: vec![],
+            series: None,
+            intervals: None,
         }
     }
 }

@@ -163,6 +163,37 @@ pub static METRICS: &[Metric] = &[
       "Length of the measurement window actually used: its real close − its open (client clock)."),
 ];
 
+/// A figure that carries a confidence interval, and how it gets one (the methods are defined in
+/// `docs/METHODOLOGY.md`, "Noise"; computed by [`crate::noise`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IntervalFigure {
+    /// The column id, e.g. `total_tps`, `tpot_ms_p50`.
+    pub column: &'static str,
+    /// The method of one window (its `IntervalMethod` id), `None` when one window gives none.
+    pub window_method: Option<&'static str>,
+    /// The evidence it is taken over, for people.
+    pub evidence: &'static str,
+}
+
+/// Every figure with a confidence interval (a decode cell's `intervals`).
+pub static INTERVAL_FIGURES: &[IntervalFigure] = &[
+    IntervalFigure {
+        column: "total_tps",
+        window_method: Some("batch_means"),
+        evidence: "the window's per-second series",
+    },
+    IntervalFigure {
+        column: "ttft_ms_p50",
+        window_method: None,
+        evidence: "repeats of the cell (the opening streams are one burst)",
+    },
+    IntervalFigure {
+        column: "tpot_ms_p50",
+        window_method: None,
+        evidence: "repeats of the cell (the streams share their batches)",
+    },
+];
+
 /// The metric with this id (`total_tps`), if any.
 pub fn metric(id: &str) -> Option<&'static Metric> {
     METRICS.iter().find(|m| m.id == id)
@@ -394,6 +425,19 @@ mod tests {
         dedup.dedup();
         assert_eq!(ids.len(), dedup.len(), "duplicate column ids");
         assert!(ids.iter().all(|id| id.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')));
+    }
+
+    #[test]
+    fn interval_figures_are_columns_the_diff_judges_by_noise() {
+        let ids: Vec<&str> = INTERVAL_FIGURES.iter().map(|f| f.column).collect();
+        assert_eq!(ids, crate::diff::NOISE_COLUMNS);
+        for f in INTERVAL_FIGURES {
+            assert!(column(f.column).is_some(), "{}", f.column);
+            if let Some(m) = f.window_method {
+                let parsed: crate::IntervalMethod = serde_json::from_value(m.into()).expect("a method id");
+                assert_eq!(serde_json::to_value(parsed).unwrap(), m);
+            }
+        }
     }
 
     #[test]

@@ -200,6 +200,8 @@ mod tests {
             client_cpu_pct: None,
             accepted_differences: vec![],
             requests: vec![],
+            series: None,
+            intervals: None,
         };
         let row = PrefillRow {
             context: crate::context::size(8192),

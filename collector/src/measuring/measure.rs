@@ -13,6 +13,8 @@ use crate::measuring::client::StreamRecord;
 use crate::measuring::discovery::Metrics;
 use crate::measuring::gpu;
 use crate::measuring::scrape::Scrape;
+use crate::measuring::series;
+use speedmatrix_schema::noise;
 use speedmatrix_schema::stats::{self, round3};
 use speedmatrix_schema::status::{decode_status, Evidence};
 use speedmatrix_schema::{
@@ -149,6 +151,8 @@ pub fn decode_cell(obs: &Observation) -> (DecodeCell, Vec<String>) {
         return (cell, vec![]);
     }
     fill_window_figures(&mut cell, &f, &counted, w);
+    cell.series = series::window_series(&streams, &counted.weights, &obs.scrapes, w0, w1);
+    cell.intervals = Some(noise::cell_intervals(cell.series.as_ref()));
     // One figure, one meaning: requests being served (the count the status rules use), from the
     // server's gauge when it has one.
     cell.avg_active_requests =

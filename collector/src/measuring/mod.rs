@@ -15,6 +15,7 @@
 //!   watch channel, for the terminal bar and the live page;
 //! - [`scrape`]: `/metrics` read by a task of its own, off the measuring path;
 //! - [`measure`]: a cell's observation → its figures and status (pure);
+//! - [`series`]: a cell's window as per-second buckets, the evidence of its intervals (pure);
 //! - [`gpu`]: NVML GPU inventory and per-window power, energy, utilization, clocks;
 //! - [`locate`]: where the server runs — the process that owns the URL's listening socket, or
 //!   a tunnel, proxy or another machine;
@@ -37,4 +38,5 @@ pub mod prompt;
 pub mod run;
 pub mod scrape;
 pub mod selfcheck;
+pub mod series;
 pub mod spec;

@@ -24,8 +24,9 @@ use std::fmt::Write as _;
 pub struct Options {
     /// The matrix's metric.
     pub metric: Column,
-    /// Noise threshold, fraction.
-    pub threshold: f64,
+    /// The least change called better or worse, fraction; `None`: the defaults
+    /// ([`diff::diff_with`]).
+    pub threshold: Option<f64>,
     /// The gate: the largest allowed worsening, fraction; `None` without the flag.
     pub fail_on_regression: Option<f64>,
 }
@@ -89,7 +90,7 @@ pub fn options(args: &DiffArgs) -> Result<Options, DiffError> {
         metric: args.metric.clone(),
         ids: registry::METRICS.iter().map(|m| m.id).collect::<Vec<_>>().join(", "),
     })?;
-    let threshold = percent_flag("--threshold", &args.threshold)?;
+    let threshold = args.threshold.as_deref().map(|t| percent_flag("--threshold", t)).transpose()?;
     let fail_on_regression =
         args.fail_on_regression.as_deref().map(|p| percent_flag("--fail-on-regression", p)).transpose()?;
     if fail_on_regression.is_some() && diff::direction(&metric).is_none() {
@@ -107,7 +108,7 @@ pub fn run(args: &DiffArgs) -> Result<u8, DiffError> {
     let opts = options(args)?;
     let a = crate::files::read_results(&args.a)?;
     let b = crate::files::read_results(&args.b)?;
-    let d = diff::diff(&a, &b, opts.threshold);
+    let d = diff::diff_with(&a, &b, opts.threshold);
     let gate = opts.fail_on_regression.map(|pct| gate(&d, &opts.metric, pct));
     match args.format {
         DiffFormat::Json => {
@@ -177,7 +178,7 @@ pub fn cell_text(r: Option<&RowDiff>, col: &Column) -> String {
             lines.push(format!("{} → {}", show(d.a), show(d.b)));
             if let (Some(v), Some(abs)) = (d.verdict, d.abs) {
                 let change = d.rel.map(|x| percent(x, true)).unwrap_or_else(|| signed_delta(col, abs));
-                lines.push(format!("{change} {}", v.label()));
+                lines.push(format!("{change}{} {}", plus_minus(d, col), v.label()));
             } else if d.not_comparable.is_some() {
                 lines.push("not comparable (windows differ)".into());
             }
@@ -186,6 +187,36 @@ pub fn cell_text(r: Option<&RowDiff>, col: &Column) -> String {
         None => {}
     }
     lines.join("\n")
+}
+
+/// The interval of B − A as " ± 1.2 %" (of A; in the metric's unit when A is 0); empty
+/// without one.
+pub fn plus_minus(d: &diff::Delta, col: &Column) -> String {
+    let Some(iv) = d.interval else { return String::new() };
+    let half = iv.half_width();
+    match d.a.filter(|a| *a != 0.0 && d.rel.is_some()) {
+        Some(a) => format!(" ± {}", percent(half / a.abs(), false)),
+        None => format!(" ± {}", col.display(half)),
+    }
+}
+
+/// What the verdicts mean in this diff, one line.
+fn verdict_rule(d: &RunDiff) -> String {
+    let plain = format!("changes under {} count as same", percent(d.threshold, false));
+    match &d.noise {
+        None => format!("{plain} · no noise data (a run has no per-second samples): no intervals"),
+        Some(n) => format!(
+            concat!(
+            "total tok/s, TTFT p50 and TPOT p50: ± is the {} interval of B − A; better/worse when it leaves out 0, ",
+            "Benjamini–Hochberg over the cells keeps it (false discovery rate {}) and the change is at least {}, ",
+            "else within noise; not enough data when a side has no interval · other figures: {plain}"
+        ),
+            percent(n.level, false).replace(".0 %", " %"),
+            percent(n.false_discovery_rate, false).replace(".0 %", " %"),
+            percent(n.min_change, false),
+            plain = plain
+        ),
+    }
 }
 
 /// Cells of one run only, a line per prefill row and per context of decode cells:
@@ -217,18 +248,13 @@ pub fn render(d: &RunDiff, opts: &Options, gate: Option<&Gate>, markup: Markup) 
     };
     let _ = writeln!(out, "{bullet}A (baseline): {} · {}{}", clean(&d.a.title), clean(&d.a.id), sim(&d.a));
     let _ = writeln!(out, "{bullet}B (candidate): {} · {}{}", clean(&d.b.title), clean(&d.b.id), sim(&d.b));
-    let _ = writeln!(
-        out,
-        "\n{} · changes under {} count as same · better/worse by the metric's direction\n",
-        col.metric.header(),
-        percent(d.threshold, false)
-    );
+    let _ = writeln!(out, "\n{} · {} · better/worse by the metric's direction\n", col.metric.header(), verdict_rule(d));
     header_section(&mut out, d, markup);
     prefill_section(&mut out, d, markup);
     decode_section(&mut out, d, col, markup);
     lists_section(&mut out, d, markup);
     if let Some(g) = gate {
-        gate_section(&mut out, g, markup);
+        gate_section(&mut out, g, d.noise.is_some(), markup);
     }
     out
 }
@@ -353,13 +379,18 @@ fn lists_section(out: &mut String, d: &RunDiff, markup: Markup) {
 }
 
 /// `--fail-on-regression`: passed, or each regression and why.
-fn gate_section(out: &mut String, g: &Gate, markup: Markup) {
+fn gate_section(out: &mut String, g: &Gate, noise: bool, markup: Markup) {
     let pct = percent(g.max_worse, false);
+    let beyond = if noise && diff::NOISE_COLUMNS.contains(&g.column.as_str()) {
+        " (and worse beyond noise, where both runs have an interval)"
+    } else {
+        ""
+    };
     heading(out, markup, 2, &format!("Regression gate: {} worse than {pct}", g.column));
     if g.passed() {
         let _ = writeln!(
             out,
-            "Passed: {} cell{} compared; none got worse by more than {pct}, and B measured every cell valid in A.",
+            "Passed: {} cell{} compared; none got worse by more than {pct}{beyond}, and B measured every cell valid in A.",
             g.compared,
             if g.compared == 1 { "" } else { "s" }
         );
@@ -367,7 +398,7 @@ fn gate_section(out: &mut String, g: &Gate, markup: Markup) {
         let _ = writeln!(
             out,
             "Failed: a cell valid in A with {} counts as a regression when B's figure is worse by more than \
-             {pct}, or B lacks the cell, did not run it, failed it, could not hold it, or has no figure.",
+             {pct}{beyond}, or B lacks the cell, did not run it, failed it, could not hold it, or has no figure.",
             g.column
         );
         if g.compared == 0 {

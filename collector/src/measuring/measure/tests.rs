@@ -195,6 +195,46 @@ fn a_cell_from_its_observation() {
     assert_eq!(cell.server.as_ref().unwrap().generation_tokens, Some(160), "before open → after drain");
     assert_eq!(cell.requests.iter().map(|r| r.window_output_tokens.unwrap()).sum::<u64>(), 100);
     assert_eq!(cell.readiness.unwrap().outcome, ReadinessOutcome::Ready);
+    // Half a second: no whole bucket, so no series and no interval (with the reasons).
+    assert_eq!(cell.series, None);
+    let iv = cell.intervals.unwrap();
+    assert_eq!((iv.total_tps, iv.ttft_ms_p50, iv.tpot_ms_p50), (None, None, None));
+    assert_eq!(iv.missing[0].reason, "no per-second series of the window");
+    assert_eq!(iv.missing[1].reason, noise::TTFT_ONE_BURST);
+    assert_eq!(iv.missing[2].reason, noise::TPOT_SHARED_BATCHES);
+}
+
+#[test]
+fn a_cell_carries_its_series_and_intervals() {
+    // Twelve opening streams sent at 0, stream i's first token at 100 + 10·i ms, then one token
+    // every 100 ms (stream i with a 1-ms lag per token on odd seconds, so seconds differ); the
+    // window (1000, 13000] is twelve buckets.
+    let streams: Vec<CellStream> = (0..12)
+        .map(|i| {
+            let first = 100.0 + 10.0 * i as f64;
+            let chunks: Vec<(f64, u32)> = (0..150).map(|k| (first + 100.0 * f64::from(k), 1 + (k % 2))).collect();
+            let mut s = stream(i, 0.0, &chunks, false, true);
+            s.record.ended_ms = Some(15_000.0);
+            s
+        })
+        .collect();
+    let (cell, _) = decode_cell(&observation(streams, 1000.0, 13_000.0));
+    let series = cell.series.as_ref().unwrap();
+    // Each stream: ten chunks a second, alternately 1 and 2 tokens → 15 a second, 180 for 12.
+    assert_eq!(series.output_tokens, vec![180.0; 12]);
+    assert_eq!(series.streams_decoding, vec![12.0; 12]);
+    assert!(series.running.is_empty(), "no scrapes, no gauge");
+    let iv = cell.intervals.as_ref().unwrap();
+    let tps = iv.total_tps.unwrap();
+    // Steady seconds: the interval is the figure itself (batches of 2 s, six of them).
+    assert_eq!((tps.estimate, tps.low, tps.high, tps.evidence), (180.0, 180.0, 180.0, 6));
+    assert_eq!(tps.method, speedmatrix_schema::IntervalMethod::BatchMeans);
+    assert_eq!(cell.total_tps, Some(180.0));
+    // The opening streams' TTFT is one burst, the streams' TPOTs share their batches: no
+    // interval from one window, and each says why.
+    assert_eq!((iv.ttft_ms_p50, iv.tpot_ms_p50), (None, None));
+    let missing: Vec<(&str, &str)> = iv.missing.iter().map(|m| (m.figure.as_str(), m.reason.as_str())).collect();
+    assert_eq!(missing, [("ttft_ms_p50", noise::TTFT_ONE_BURST), ("tpot_ms_p50", noise::TPOT_SHARED_BATCHES)]);
 }
 
 #[test]
