@@ -88,11 +88,22 @@ fn sigkill_leaves_a_whole_file_that_resume_completes_and_a_hand_edited_one_is_re
 fn a_save_that_fails_stops_the_run_naming_the_file_and_keeps_the_last_good_one() {
     let (_twin, url) = twin(&[]);
     let dir = tempfile::tempdir().unwrap();
+    // The same plan measured once without a limit: its complete file's size. A file-size limit
+    // just under it lets the plan-only save and the first cell's through and fails the last
+    // (a cell adds kilobytes; the limit is whole KiB), as a disk filling up would.
+    let probe = dir.path().join("probe.json");
+    let o = Command::new(support::BIN)
+        .args(["run", "--url", &url, "-o", probe.to_str().unwrap(), "--quiet"])
+        .args(PLAN)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let full = std::fs::metadata(&probe).unwrap().len();
+    std::fs::remove_file(&probe).unwrap();
+    let limit_kib = (full - 1) / 1024;
     let out = dir.path().join("run.json");
-    // The plan-only file is ~4 KB, with the first cell ~6 KB, with both ~9.5 KB: a 7 KB limit
-    // lets the first two saves through and fails the third, as a disk filling up would.
     let script = format!(
-        "trap '' XFSZ; ulimit -f 7; exec \"$0\" run --url {url} -o {} --quiet {}",
+        "trap '' XFSZ; ulimit -f {limit_kib}; exec \"$0\" run --url {url} -o {} --quiet {}",
         out.display(),
         PLAN.join(" ")
     );
