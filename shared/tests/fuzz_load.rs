@@ -10,6 +10,10 @@ use serde_json::Value;
 use speedmatrix_schema::load_results;
 use std::path::PathBuf;
 
+#[path = "common/json_paths.rs"]
+mod json_paths;
+use json_paths::{at_mut, paths};
+
 /// The committed results files: the seed run and every round-1 fixture (real shapes: prefill
 /// rows, decode cells of every status, imports, an interrupted run, fault cells).
 fn fixtures() -> Vec<(String, Vec<u8>)> {
@@ -107,36 +111,6 @@ fn json_leaf() -> impl Strategy<Value = Value> {
         Just(Value::Array(vec![])),
         Just(Value::Object(serde_json::Map::new())),
     ]
-}
-
-/// Every path (object keys and array indices) to a value inside `v`.
-fn paths(v: &Value, here: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
-    out.push(here.clone());
-    match v {
-        Value::Object(m) => {
-            for (k, x) in m {
-                here.push(k.clone());
-                paths(x, here, out);
-                here.pop();
-            }
-        }
-        Value::Array(a) => {
-            for (i, x) in a.iter().enumerate() {
-                here.push(i.to_string());
-                paths(x, here, out);
-                here.pop();
-            }
-        }
-        _ => {}
-    }
-}
-
-fn at_mut<'a>(v: &'a mut Value, path: &[String]) -> Option<&'a mut Value> {
-    path.iter().try_fold(v, |v, key| match v {
-        Value::Object(m) => m.get_mut(key),
-        Value::Array(a) => key.parse::<usize>().ok().and_then(|i| a.get_mut(i)),
-        _ => None,
-    })
 }
 
 /// What a JSON-level mutation does at the chosen path.

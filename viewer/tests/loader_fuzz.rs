@@ -16,6 +16,10 @@ use wasm_bindgen_test::*;
 
 wasm_bindgen_test_configure!(run_in_browser);
 
+#[path = "../../shared/tests/common/json_paths.rs"]
+mod json_paths;
+use json_paths::{at_mut, paths};
+
 /// The fixtures: the seed run and the round-1 files (twin, faults, interrupted, imports).
 const FIXTURES: [(&str, &[u8]); 6] = [
     ("seed", include_bytes!("../../tests/fixtures/h200-qwen3.5-122b-vllm.json")),
@@ -71,32 +75,6 @@ fn edit_bytes(rng: &mut Rng, bytes: &mut Vec<u8>) {
             }
         }
     }
-}
-
-/// Every path (object keys, array indices) in `v`.
-fn paths(v: &Value, here: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
-    out.push(here.clone());
-    match v {
-        Value::Object(m) => m.iter().for_each(|(k, x)| {
-            here.push(k.clone());
-            paths(x, here, out);
-            here.pop();
-        }),
-        Value::Array(a) => a.iter().enumerate().for_each(|(i, x)| {
-            here.push(i.to_string());
-            paths(x, here, out);
-            here.pop();
-        }),
-        _ => {}
-    }
-}
-
-fn at_mut<'a>(v: &'a mut Value, path: &[String]) -> Option<&'a mut Value> {
-    path.iter().try_fold(v, |v, key| match v {
-        Value::Object(m) => m.get_mut(key),
-        Value::Array(a) => a.get_mut(key.parse::<usize>().ok()?),
-        _ => None,
-    })
 }
 
 /// Values a field should never hold, and some it may.
