@@ -56,6 +56,26 @@ fn reason(c: &speedmatrix_schema::DecodeCell) -> &str {
     c.reason.as_deref().unwrap_or("")
 }
 
+/// The 1- and 2-stream matrix against a scripted server whose first request fails as
+/// `failing` says: the run's exit code is 3 (cell errors); its file.
+async fn run_failing_once(failing: Failing) -> Results {
+    let dir = tempfile::tempdir().unwrap();
+    let server = scripted::start(Script { failing: Some(failing), ..Script::default() }).await;
+    let out = dir.path().join("run.json");
+    let (code, err) = collect(&server.url, &out, &strs(&matrix("1,2"))).await;
+    assert_eq!(code, Some(EXIT_CELL_ERRORS), "{err}");
+    read(&out)
+}
+
+/// The first cell is an error whose reason contains `quoted`; the second is measured, and
+/// every measured cell is intact.
+fn assert_first_cell_errs_quoting(r: &Results, quoted: &str) {
+    assert_eq!(r.decode[0].status, CellStatus::Error);
+    assert!(reason(&r.decode[0]).contains(quoted), "{:?}", r.decode[0].reason);
+    assert!(r.decode[1].status.is_measured(), "{:?}", r.decode[1].reason);
+    assert_measured_intact(r);
+}
+
 /// HTTP 429 with `Retry-After: 1`: the collector waits as asked, sends the request again and
 /// records it in the cell's reason; the cells are measured and the run exits 0.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -104,17 +124,8 @@ async fn rate_limited_429_with_an_http_date_retry_after_is_waited_out() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_429_without_retry_after_makes_an_error_cell() {
     let _one = SERIAL.lock().await;
-    let dir = tempfile::tempdir().unwrap();
-    let failing = Failing { from: 1, count: 1, status: 429, ..Failing::default() };
-    let server = scripted::start(Script { failing: Some(failing), ..Script::default() }).await;
-    let out = dir.path().join("run.json");
-    let (code, err) = collect(&server.url, &out, &strs(&matrix("1,2"))).await;
-    assert_eq!(code, Some(EXIT_CELL_ERRORS), "{err}");
-    let r = read(&out);
-    assert_eq!(r.decode[0].status, CellStatus::Error);
-    assert!(reason(&r.decode[0]).contains("HTTP 429"), "{:?}", r.decode[0].reason);
-    assert!(r.decode[1].status.is_measured(), "{:?}", r.decode[1].reason);
-    assert_measured_intact(&r);
+    let r = run_failing_once(Failing { from: 1, count: 1, status: 429, ..Failing::default() }).await;
+    assert_first_cell_errs_quoting(&r, "HTTP 429");
 }
 
 /// A `Retry-After` longer than the collector waits (10 s) fails the request as before: an error
@@ -122,18 +133,10 @@ async fn a_429_without_retry_after_makes_an_error_cell() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_retry_after_makes_an_error_cell() {
     let _one = SERIAL.lock().await;
-    let dir = tempfile::tempdir().unwrap();
     let failing = Failing { from: 1, count: 1, status: 429, retry_after: Some(3600), ..Failing::default() };
-    let server = scripted::start(Script { failing: Some(failing), ..Script::default() }).await;
-    let out = dir.path().join("run.json");
-    let (code, err) = collect(&server.url, &out, &strs(&matrix("1,2"))).await;
-    assert_eq!(code, Some(EXIT_CELL_ERRORS), "{err}");
-    let r = read(&out);
+    let r = run_failing_once(failing).await;
     assert_eq!(r.run.status, RunStatus::Complete);
-    assert_eq!(r.decode[0].status, CellStatus::Error);
-    assert!(reason(&r.decode[0]).contains("HTTP 429"), "{:?}", r.decode[0].reason);
-    assert!(r.decode[1].status.is_measured(), "{:?}", r.decode[1].reason);
-    assert_measured_intact(&r);
+    assert_first_cell_errs_quoting(&r, "HTTP 429");
 }
 
 /// HTTP 500 for one request: that cell is an error quoting the status, the run goes on (the
@@ -141,18 +144,10 @@ async fn a_long_retry_after_makes_an_error_cell() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_5xx_makes_an_error_cell_and_the_run_goes_on() {
     let _one = SERIAL.lock().await;
-    let dir = tempfile::tempdir().unwrap();
-    let server = scripted::start(Script { failing: Some(Failing::default()), ..Script::default() }).await;
-    let out = dir.path().join("run.json");
-    let (code, err) = collect(&server.url, &out, &strs(&matrix("1,2"))).await;
-    assert_eq!(code, Some(EXIT_CELL_ERRORS), "{err}");
-    let r = read(&out);
+    let r = run_failing_once(Failing::default()).await;
     assert_eq!(r.run.status, RunStatus::Complete);
-    assert_eq!(r.decode[0].status, CellStatus::Error);
-    assert!(reason(&r.decode[0]).contains("HTTP 500"), "{:?}", r.decode[0].reason);
+    assert_first_cell_errs_quoting(&r, "HTTP 500");
     assert!(r.decode[0].total_tps.is_none(), "an error cell has no throughput");
-    assert!(r.decode[1].status.is_measured(), "{:?}", r.decode[1].reason);
-    assert_measured_intact(&r);
 }
 
 /// A proxy in front of the server answers an HTML 502 page: the cell is an error that says
@@ -160,19 +155,11 @@ async fn http_5xx_makes_an_error_cell_and_the_run_goes_on() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_html_502_from_a_proxy_makes_an_error_cell() {
     let _one = SERIAL.lock().await;
-    let dir = tempfile::tempdir().unwrap();
     let page = "<html><head><title>502 Bad Gateway</title></head><body><center><h1>502 Bad Gateway</h1></center><hr><center>nginx</center></body></html>";
     let failing = Failing { status: 502, content_type: "text/html", body: page.into(), ..Failing::default() };
-    let server = scripted::start(Script { failing: Some(failing), ..Script::default() }).await;
-    let out = dir.path().join("run.json");
-    let (code, err) = collect(&server.url, &out, &strs(&matrix("1,2"))).await;
-    assert_eq!(code, Some(EXIT_CELL_ERRORS), "{err}");
-    let r = read(&out);
-    assert_eq!(r.decode[0].status, CellStatus::Error);
-    let why = reason(&r.decode[0]);
-    assert!(why.contains("HTTP 502") && why.contains("Bad Gateway"), "{why}");
-    assert!(r.decode[1].status.is_measured(), "{:?}", r.decode[1].reason);
-    assert_measured_intact(&r);
+    let r = run_failing_once(failing).await;
+    assert_first_cell_errs_quoting(&r, "HTTP 502");
+    assert!(reason(&r.decode[0]).contains("Bad Gateway"), "{:?}", r.decode[0].reason);
 }
 
 /// The connection is reset mid-stream (no `finish_reason`, no `[DONE]`): the cell is an error
