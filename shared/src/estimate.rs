@@ -138,7 +138,8 @@ pub fn measured_readiness(r: &Results) -> Option<Readiness> {
     Some(Readiness { base_s: (my - slope * mx).max(0.0), per_stream_s: slope })
 }
 
-/// The estimate of the rows and cells of `r` still `not_run`. `warm` lists the contexts
+/// The estimate of the rows and cells of `r` still `not_run`, and of the repeats
+/// (`config.repeats`) its decode cells still need. `warm` lists the contexts
 /// (tokens) whose prompts the server already holds from this process (a prefill row or an
 /// earlier cell warmed them): their decode cells need no warm-up. A context whose prefill row
 /// is still to run is warmed by it.
@@ -160,7 +161,7 @@ pub fn remaining(r: &Results, warm: &[u64]) -> Estimate {
         let cells: Vec<u32> = r
             .decode
             .iter()
-            .filter(|c| c.context.tokens == ctx.tokens && left(c.status))
+            .filter(|c| c.context.tokens == ctx.tokens && crate::repeats::left(c, crate::repeats::planned(r)) > 0)
             .map(|c| c.concurrency)
             .collect();
         let Some(&most) = cells.iter().max() else { continue };
@@ -172,8 +173,13 @@ pub fn remaining(r: &Results, warm: &[u64]) -> Estimate {
     }
     // A run the collector writes always plans its window; an import without one costs none.
     let window_s = r.config.window_s.unwrap_or(0.0);
-    let decode_s: f64 =
-        r.decode.iter().filter(|c| left(c.status)).map(|c| readiness.0.at(c.concurrency) + window_s + DRAIN_S).sum();
+    // Every repeat of a cell opens, waits for readiness, measures and drains again.
+    let n = crate::repeats::planned(r);
+    let decode_s: f64 = r
+        .decode
+        .iter()
+        .map(|c| f64::from(crate::repeats::left(c, n)) * (readiness.0.at(c.concurrency) + window_s + DRAIN_S))
+        .sum();
     Estimate { total_s: prefill_s + warmup_s + decode_s, prefill_s, warmup_s, decode_s, prompt_tps, readiness }
 }
 
@@ -214,6 +220,24 @@ mod tests {
             e.assumptions().as_deref(),
             Some("assuming 10,000 prompt tok/s and readiness 0.2 s + 0.16 s per stream")
         );
+    }
+
+    #[test]
+    fn every_repeat_of_a_cell_is_costed_and_measured_ones_are_not() {
+        let once = remaining(&plan(), &[]).decode_s;
+        let mut r = plan();
+        r.config.repeats = Some(3);
+        assert!((remaining(&r, &[]).decode_s - 3.0 * once).abs() < 1e-9);
+        // The 8K × 1 cell measured twice: one repeat of it is left.
+        let cell = &r.decode[0];
+        let (one, mut measured) = (ASSUMED_READINESS.at(1) + 5.0 + DRAIN_S, cell.clone());
+        measured.status = CellStatus::Valid;
+        measured = crate::repeats::fold(cell, measured.clone(), 1);
+        r.decode[0] = crate::repeats::fold(&measured, measured.clone(), 2);
+        assert!((remaining(&r, &[]).decode_s - (3.0 * once - 2.0 * one)).abs() < 1e-9);
+        let p = crate::progress::progress(&r, None);
+        assert_eq!((p.done, p.planned), (2, 2 + 6 * 3));
+        assert_eq!(p.count_text(), "2/20 rows and cell repeats (3 per cell)");
     }
 
     #[test]

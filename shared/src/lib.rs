@@ -39,6 +39,7 @@ pub mod model;
 pub mod noise;
 pub mod progress;
 pub mod registry;
+pub mod repeats;
 pub mod resume;
 pub mod simulation;
 pub mod site;
@@ -53,7 +54,7 @@ pub use model::*;
 /// The value of the top-level `schema` field of every speedmatrix results file.
 pub const SCHEMA_NAME: &str = "speedmatrix-results";
 /// The schema version this build writes, and the newest it reads.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// The JSON Schema (draft 2020-12) of [`Results`], generated from the Rust types and tightened
 /// with the rules the loader enforces that types alone cannot say: every number is ≥ 0,

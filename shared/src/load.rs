@@ -281,12 +281,22 @@ pub fn migrate(mut value: Value) -> Result<Value, LoadError> {
     while v < u64::from(SCHEMA_VERSION) {
         value = match v {
             1 => v1_to_v2(value)?,
+            2 => v2_to_v3(value),
             _ => value,
         };
         v += 1;
         value["schema_version"] = Value::from(v);
     }
     Ok(value)
+}
+
+/// Schema v2 → v3: v3 adds repeats (`config.repeats`, `decode[].repeats`,
+/// `decode[].repeat_spread`), all optional; a v2 file measured each cell once, which v3 writes
+/// the same way (no repeats: N = 1), so nothing changes but the version. The version moves so
+/// that a build that predates repeats refuses a file with them as newer ("upgrade speedmatrix")
+/// instead of as a malformed file.
+fn v2_to_v3(value: Value) -> Value {
+    value
 }
 
 /// Schema v1 (round-1 builds, the seed fixture, round-1 imports) → v2. Fields v2 added are
@@ -683,12 +693,76 @@ fn validate_cell(
             ));
         }
     }
+    check_repeats(r, i, cell)
+}
+
+/// A cell's repeats: numbered 1, 2, … in order, no more than the plan's (`config.repeats`), a
+/// reason where a repeat's status needs one.
+fn check_repeats(r: &Results, i: usize, cell: &crate::DecodeCell) -> Result<(), LoadError> {
+    if r.config.repeats == Some(0) {
+        return Err(invalid("config.repeats", "a cell is measured at least once (1 or more)"));
+    }
+    let planned = crate::repeats::planned(r) as usize;
+    if cell.repeats.len() > planned {
+        return Err(invalid(
+            format!("decode[{i}].repeats"),
+            format!("{} repeats, but config.repeats plans {planned}", cell.repeats.len()),
+        ));
+    }
+    for (k, rep) in cell.repeats.iter().enumerate() {
+        let at = format!("decode[{i}].repeats[{k}]");
+        if rep.repeat as usize != k + 1 {
+            return Err(invalid(format!("{at}.repeat"), format!("{} where repeat {} belongs", rep.repeat, k + 1)));
+        }
+        if needs_reason(rep.status) && rep.reason.is_none() {
+            return Err(invalid(format!("{at}.reason"), format!("a {} repeat must say why", rep.status.id())));
+        }
+        check_distribution(&format!("{at}.ttft_ms"), &rep.ttft_ms)?;
+        check_distribution(&format!("{at}.tpot_ms"), &rep.tpot_ms)?;
+    }
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The tiny twin's round-1 file brought to this version, with a plan of `n` repeats.
+    fn with_repeats(n: u32) -> Results {
+        let mut r = load_results(include_bytes!("../../tests/fixtures/round1/twin-tiny.json")).unwrap();
+        r.config.repeats = Some(n);
+        r
+    }
+
+    #[test]
+    fn a_v2_file_is_a_v3_file_of_one_repeat() {
+        let mut v: Value = serde_json::from_slice(include_bytes!("../../tests/fixtures/round1/twin-tiny.json")).unwrap();
+        v = migrate(v).unwrap();
+        assert_eq!(v["schema_version"], 3);
+        let mut v2 = v.clone();
+        v2["schema_version"] = 2.into();
+        let r = load_results(&serde_json::to_vec(&v2).unwrap()).unwrap();
+        assert_eq!(r.schema_version, 3);
+        assert_eq!(crate::repeats::planned(&r), 1);
+        assert!(r.decode.iter().all(|c| c.repeats.is_empty()));
+    }
+
+    #[test]
+    fn repeats_are_numbered_within_the_plan() {
+        let mut r = with_repeats(2);
+        let i = r.decode.iter().position(|c| c.status == crate::CellStatus::Valid).unwrap();
+        let rec = crate::repeats::record(&r.decode[i], 1);
+        r.decode[i].repeats = vec![rec.clone(), crate::CellRepeat { repeat: 2, ..rec.clone() }];
+        assert!(validate(&r).is_ok());
+        r.decode[i].repeats[1].repeat = 3;
+        let e = validate(&r).unwrap_err().to_string();
+        assert!(e.contains(&format!("decode[{i}].repeats[1].repeat")) && e.contains("3 where repeat 2 belongs"), "{e}");
+        r.decode[i].repeats.push(rec);
+        let e = validate(&r).unwrap_err().to_string();
+        assert!(e.contains("3 repeats, but config.repeats plans 2"), "{e}");
+        r.config.repeats = Some(0);
+        assert!(validate(&r).unwrap_err().to_string().contains("config.repeats"));
+    }
 
     #[test]
     fn nan_gets_a_hint() {
@@ -711,7 +785,7 @@ mod tests {
         let e = load_results(br#"{"schema":"speedmatrix-results","schema_version":7}"#).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "written by a newer speedmatrix (v7); upgrade speedmatrix (this build reads schema v1…v2)"
+            "written by a newer speedmatrix (v7); upgrade speedmatrix (this build reads schema v1…v3)"
         );
         let e = load_results(br#"{"schema":"speedmatrix-results","schema_version":0}"#).unwrap_err();
         assert!(e.to_string().starts_with("at schema_version:"), "{e}");

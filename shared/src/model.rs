@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 pub struct Results {
     /// Always `"speedmatrix-results"` ([`crate::SCHEMA_NAME`]).
     pub schema: String,
-    /// The schema version of this file (integer, currently 2). Older versions are migrated on
+    /// The schema version of this file (integer, currently 3). Older versions are migrated on
     /// load; newer ones are refused with an "upgrade speedmatrix" error.
     pub schema_version: u32,
     /// The program that measured (or converted) this run.
@@ -526,6 +526,10 @@ pub struct Config {
     /// imports, and in files that did not record it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_url: Option<String>,
+    /// How many times each decode cell is measured (`run --repeat`, plan), interleaved across
+    /// the matrix; `null` means once (files before repeats, and runs of one repeat).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeats: Option<u32>,
 }
 
 /// A context asked for (`--contexts`, `--prefill-contexts`) that the plan could not hold.
@@ -1081,6 +1085,77 @@ pub struct DecodeCell {
     /// `null` in files without samples.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub intervals: Option<CellIntervals>,
+    /// Each measurement of the cell when the run planned more than one (`config.repeats`), in
+    /// the order measured; empty for a cell measured once. With repeats, `total_tps`,
+    /// `ttft_ms` and `tpot_ms` are means over the measured repeats (`docs/METHODOLOGY.md`,
+    /// "Repeats"); the cell's other figures, its requests excepted (those of every repeat),
+    /// are those of its latest repeat.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub repeats: Vec<CellRepeat>,
+    /// The spread over repeats of each headline figure; empty without two measured repeats.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub repeat_spread: Vec<FigureSpread>,
+}
+
+/// One measurement (repeat) of a decode cell, compact: its window, headline figures, counts
+/// and series. Sources as the cell's figures of the same names (client clock, server usage).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct CellRepeat {
+    /// Which repeat, 1 = the first pass over the matrix.
+    pub repeat: u32,
+    /// How this repeat ended, as a cell's status.
+    pub status: CellStatus,
+    /// Why, where its status needs a reason (as a cell's `reason`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// When its window opened, ms from the run start (client clock).
+    #[serde(default)]
+    pub window_start_ms: Option<f64>,
+    /// When its window closed, ms from the run start (client clock).
+    #[serde(default)]
+    pub window_end_ms: Option<f64>,
+    /// Its output tokens inside the window ÷ window, tok/s.
+    #[serde(default)]
+    pub total_tps: Option<f64>,
+    /// Its TTFT of the opening streams, ms (client clock).
+    #[serde(default)]
+    pub ttft_ms: Option<Distribution>,
+    /// Its time per output token, one value per stream, ms.
+    #[serde(default)]
+    pub tpot_ms: Option<Distribution>,
+    /// Its output tokens inside the window, tokens.
+    #[serde(default)]
+    pub output_tokens: Option<u64>,
+    /// Its requests finished inside the window, count.
+    #[serde(default)]
+    pub completed_requests: Option<u64>,
+    /// Its requests sent (opening and replacement streams), count.
+    #[serde(default)]
+    pub requests: Option<u64>,
+    /// Its window as a per-second series (as the cell's `series`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub series: Option<WindowSeries>,
+}
+
+/// The spread of one figure over the measured repeats of a cell (those with figures).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct FigureSpread {
+    /// The figure's metric id (`total_tps`, `ttft_ms_p50`, `tpot_ms_p50`).
+    pub figure: String,
+    /// Repeats with the figure, count.
+    pub repeats: u64,
+    /// Their mean (the cell's headline figure), in the figure's unit.
+    pub mean: f64,
+    /// Their sample standard deviation (n − 1), in the figure's unit.
+    pub sd: f64,
+    /// The smallest repeat's figure.
+    pub min: f64,
+    /// The largest repeat's figure.
+    pub max: f64,
 }
 
 /// A decode window as a time series: bucket `i` covers `[start + i·bucket_s, start +
@@ -1119,7 +1194,7 @@ pub enum IntervalMethod {
     /// Percentile bootstrap over the cell's requests (seeded, deterministic).
     BootstrapRequests,
     /// Student's t interval of the mean over repeats of the cell.
-    RepeatsT,
+    BetweenRepeats,
 }
 
 /// A confidence interval of one figure.
@@ -1208,6 +1283,8 @@ impl DecodeCell {
             requests: vec![],
             series: None,
             intervals: None,
+            repeats: vec![],
+            repeat_spread: vec![],
         }
     }
 }

@@ -197,7 +197,7 @@ pub fn repeats(values: &[f64]) -> Result<Interval, NotEnough> {
         )));
     }
     let se = sample_sd(&v) / (v.len() as f64).sqrt();
-    Ok(t_interval(mean(&v), se, (v.len() - 1) as f64, IntervalMethod::RepeatsT, v.len()))
+    Ok(t_interval(mean(&v), se, (v.len() - 1) as f64, IntervalMethod::BetweenRepeats, v.len()))
 }
 
 /// Why one window gives no interval of its TTFT p50: the cell's TTFT is that of the streams
@@ -356,7 +356,7 @@ mod tests {
         assert!(close(i.std_error, 1.0, 1e-12));
         assert!(close(i.low, 101.0 - 12.706_205, 1e-5));
         assert!(close(i.high, 101.0 + 12.706_205, 1e-5));
-        assert_eq!((i.method, i.evidence, i.df), (IntervalMethod::RepeatsT, 2, Some(1.0)));
+        assert_eq!((i.method, i.evidence, i.df), (IntervalMethod::BetweenRepeats, 2, Some(1.0)));
         // Wide enough to reach below zero: cut at 0 (a rate is never negative).
         assert_eq!(repeats(&[1.0, 3.0]).unwrap().low, 0.0);
         assert_eq!(repeats(&[10.0]).unwrap_err().reason, "1 repeat(s); an interval between repeats needs at least 2");

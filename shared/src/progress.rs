@@ -107,6 +107,9 @@ pub struct Progress {
     /// Rows and cells planned to be measured: every prefill row and decode cell except the
     /// cells the plan put over capacity.
     pub planned: usize,
+    /// The repeats planned per decode cell (`config.repeats`, 1 without): with more than one,
+    /// `done` and `planned` count each repeat of a cell.
+    pub repeats: u32,
     /// The row or cell being measured, e.g. "decode 8K × 16".
     pub current: Option<String>,
     /// Its phase with what goes with it, e.g. "window 12 s of 30 s · 3,120 tok/s · 16 streams".
@@ -125,10 +128,13 @@ fn planned_over_capacity(c: &crate::DecodeCell) -> bool {
 
 /// Where `r` stands with `live` the collector's live state (`None` when only the file is known).
 pub fn progress(r: &Results, live: Option<&Live>) -> Progress {
+    // Each repeat of a cell is a measurement of its own; a cell whose repeats stopped (an
+    // error) has none left.
+    let n = crate::repeats::planned(r);
     let measured_cells = r.decode.iter().filter(|c| !planned_over_capacity(c));
-    let planned = r.prefill.len() + measured_cells.clone().count();
+    let planned = r.prefill.len() + measured_cells.clone().count() * n as usize;
     let done = r.prefill.iter().filter(|p| p.status != CellStatus::NotRun).count()
-        + measured_cells.filter(|c| c.status != CellStatus::NotRun).count();
+        + measured_cells.map(|c| (n - crate::repeats::left(c, n).min(n)) as usize).sum::<usize>();
     let running = r.run.status == RunStatus::Running;
     let current = live.and_then(|l| l.current.as_ref()).filter(|_| running);
     let left_s = running.then(|| {
@@ -143,6 +149,7 @@ pub fn progress(r: &Results, live: Option<&Live>) -> Progress {
     Progress {
         done,
         planned,
+        repeats: n,
         current: current.map(|c| c.measuring.label()),
         phase: current.map(|c| phase_text(c, r.config.window_s)),
         left_s,
@@ -185,9 +192,12 @@ impl Progress {
         }
     }
 
-    /// "3/12 rows and cells".
+    /// "3/12 rows and cells"; with repeats "7/38 rows and cell repeats (3 per cell)".
     pub fn count_text(&self) -> String {
-        format!("{}/{} rows and cells", self.done, self.planned)
+        match self.repeats {
+            0 | 1 => format!("{}/{} rows and cells", self.done, self.planned),
+            n => format!("{}/{} rows and cell repeats ({n} per cell)", self.done, self.planned),
+        }
     }
 
     /// The one line of the terminal bar and the page's progress banner: "3/12 rows and cells ·

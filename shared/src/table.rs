@@ -202,6 +202,8 @@ mod tests {
             requests: vec![],
             series: None,
             intervals: None,
+            repeats: vec![],
+            repeat_spread: vec![],
         };
         let row = PrefillRow {
             context: crate::context::size(8192),
