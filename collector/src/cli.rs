@@ -210,6 +210,11 @@ pub struct RunArgs {
     /// `max_tokens` of every decode request.
     #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_tokens: u32,
+    /// Measure every decode cell N times, each with fresh streams, interleaved across the
+    /// matrix (every cell once, then every cell again, …); figures are the means over repeats
+    /// and, from 2, get intervals between repeats.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub repeat: u32,
     /// Endpoint to call.
     #[arg(long, value_enum, default_value_t = EndpointArg::Chat)]
     pub endpoint: EndpointArg,

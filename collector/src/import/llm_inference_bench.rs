@@ -293,6 +293,7 @@ fn config(meta: &Value, contexts: &[u64], concurrency: Vec<u32>, prefill: &[Pref
         stall_timeout_s: None,
         not_run_contexts: vec![],
         server_url: None,
+        repeats: None,
     }
 }
 

@@ -330,6 +330,7 @@ pub fn convert(sources: &[Source], converted_by: &str) -> Result<Results, Import
             stall_timeout_s: None,
             not_run_contexts: vec![],
             server_url: None,
+            repeats: None,
         },
         prefill: vec![],
         decode,

@@ -550,6 +550,14 @@ fn finish(s: &mut Session, stopped: Option<(RunStatus, String, u8)>) -> Result<u
     for c in s.results.decode.iter_mut().filter(|c| c.status == CellStatus::NotRun) {
         c.reason = Some(unmeasured.clone());
     }
+    // A cell stopped between its repeats says how many it has (`--resume` measures the rest).
+    let n = speedmatrix_schema::repeats::planned(&s.results);
+    for c in s.results.decode.iter_mut().filter(|c| c.status.is_measured()) {
+        if speedmatrix_schema::repeats::left(c, n) > 0 {
+            let done = speedmatrix_schema::repeats::measured(c);
+            crate::measuring::measure::add_note(&mut c.reason, format!("{done} of {n} repeats measured; the rest {unmeasured}"));
+        }
+    }
     s.results.run.status = stopped.as_ref().map_or(RunStatus::Complete, |(st, _, _)| *st);
     s.results.run.reason = stopped.as_ref().map(|(_, cause, _)| cause.clone());
     s.results.run.finished_at = Some(now_rfc3339());
@@ -636,6 +644,12 @@ fn print_plan(info: &ServerInfo, plan: &Plan, spec: &RunSpec) {
         window.as_secs_f64(),
         spec.max_tokens
     );
+    if spec.repeat > 1 {
+        say!(
+            "plan: every decode cell measured {} times, interleaved (every cell once, then again, …)",
+            spec.repeat
+        );
+    }
     for c in plan.cells.iter().filter(|c| c.over_capacity.is_some()) {
         say!("plan: over capacity (not run): {} × {}", c.context.label, c.concurrency);
     }
@@ -729,6 +743,7 @@ fn run_config(plan: &Plan, spec: &RunSpec) -> Config {
         stall_timeout_s: Some(spec.stall.as_secs_f64()),
         not_run_contexts: plan.not_run.clone(),
         server_url: (!spec.redact_host).then(|| spec.url.clone()),
+        repeats: (spec.repeat > 1).then_some(spec.repeat),
     }
 }
 
@@ -866,12 +881,13 @@ fn plan_flags(c: &Config) -> String {
     let window =
         c.window_s.map(|w| if w.fract() == 0.0 { format!("{w}s") } else { format!("{}ms", (w * 1000.0).round()) });
     format!(
-        "--contexts {} --concurrency {} --prefill-contexts {}{}{}",
+        "--contexts {} --concurrency {} --prefill-contexts {}{}{}{}",
         join(c.contexts.iter().map(|x| x.tokens.to_string()).collect()),
         join(c.concurrency.iter().map(u32::to_string).collect()),
         join(c.prefill_contexts.iter().map(|x| x.tokens.to_string()).collect()),
         window.map(|w| format!(" --duration {w}")).unwrap_or_default(),
-        c.max_tokens.map(|m| format!(" --max-tokens {m}")).unwrap_or_default()
+        c.max_tokens.map(|m| format!(" --max-tokens {m}")).unwrap_or_default(),
+        c.repeats.filter(|&n| n > 1).map(|n| format!(" --repeat {n}")).unwrap_or_default()
     )
 }
 
@@ -901,6 +917,9 @@ fn resume(
     let same_window = r.config.window_s.is_some_and(|w| (w - spec.window.as_secs_f64()).abs() <= 1e-9);
     if r.config.max_tokens != Some(spec.max_tokens) || !same_window {
         return Err(differs("--max-tokens or --duration"));
+    }
+    if speedmatrix_schema::repeats::planned(&r) != spec.repeat {
+        return Err(differs("--repeat"));
     }
     let mut accepted = resume_differences(path, &r, now, &spec.accept_change)?;
     accepted.extend(moved_url(&r, spec));
@@ -1048,10 +1067,11 @@ fn prefill_line(row: &PrefillRow) -> String {
     )
 }
 
-/// The log line of a measured decode cell.
-fn decode_line(cell: &DecodeCell) -> String {
+/// The log line of a measured decode cell (`repeat` of `n`).
+fn decode_line(cell: &DecodeCell, (repeat, n): (u32, u32)) -> String {
+    let which = if n > 1 { format!(" (repeat {repeat} of {n})") } else { String::new() };
     format!(
-        "decode {:>6} × {:>3}: {} · {} tok/s · TTFT p50 {} ms{}",
+        "decode {:>6} × {:>3}{which}: {} · {} tok/s · TTFT p50 {} ms{}",
         cell.context.label,
         cell.concurrency,
         cell.status.label(),
@@ -1101,42 +1121,60 @@ async fn measure_all(s: &mut Session) -> Result<Option<String>, FileError> {
         s.save()?;
         s.show(None);
     }
-    for i in 0..s.results.decode.len() {
-        if s.results.decode[i].status != CellStatus::NotRun {
-            continue;
-        }
-        let (ctx, n) = (s.results.decode[i].context.clone(), s.results.decode[i].concurrency);
-        s.show(Some(Current {
-            measuring: Measuring::Decode { context: ctx.clone(), concurrency: n },
-            phase: Phase::WarmUp,
-            window_elapsed_s: None,
-            live_tps: None,
-            streams_running: None,
-        }));
-        let mut cell = crate::measuring::cell::measure_cell(s, &ctx, n).await;
-        cell.accepted_differences = s.accepted.clone();
-        s.log(decode_line(&cell));
-        if cell.status == CellStatus::Error {
-            match after_failure(s).await {
-                Ok(None) => {}
-                Ok(Some(after)) => {
-                    let note = measured_again(cell.reason.as_deref(), after);
-                    cell = crate::measuring::cell::measure_cell(s, &ctx, n).await;
-                    cell.accepted_differences = s.accepted.clone();
-                    crate::measuring::measure::add_note(&mut cell.reason, note);
-                    s.log(decode_line(&cell));
-                }
-                Err(cause) => {
-                    s.results.decode[i] = cell;
-                    s.save()?;
-                    return Ok(Some(format!("{cause} (after decode {} × {n})", ctx.label)));
-                }
+    // Interleaved: pass k measures repeat k of every cell that still needs it, so a slow
+    // drift of the server spreads over the matrix instead of landing on one cell.
+    let n = speedmatrix_schema::repeats::planned(&s.results);
+    for pass in 1..=n {
+        for i in 0..s.results.decode.len() {
+            let c = &s.results.decode[i];
+            if speedmatrix_schema::repeats::measured(c) != pass - 1 || speedmatrix_schema::repeats::left(c, n) == 0 {
+                continue;
+            }
+            if let Some(cause) = measure_decode(s, i, (pass, n)).await? {
+                return Ok(Some(cause));
             }
         }
-        s.results.decode[i] = cell;
-        s.estimate_corrected();
-        s.save()?;
-        s.show(None);
     }
     Ok(None)
+}
+
+/// Measure repeat `repeat` of `n` of decode cell `i` (measured again once when the server
+/// stopped answering and came back), fold it into the cell when the run repeats cells, and
+/// save. Returns `Some(cause)` when the server died on the way.
+async fn measure_decode(s: &mut Session, i: usize, (repeat, n): (u32, u32)) -> Result<Option<String>, FileError> {
+    let (ctx, c) = (s.results.decode[i].context.clone(), s.results.decode[i].concurrency);
+    s.show(Some(Current {
+        measuring: Measuring::Decode { context: ctx.clone(), concurrency: c },
+        phase: Phase::WarmUp,
+        window_elapsed_s: None,
+        live_tps: None,
+        streams_running: None,
+    }));
+    let mut cell = crate::measuring::cell::measure_cell(s, &ctx, c).await;
+    cell.accepted_differences = s.accepted.clone();
+    s.log(decode_line(&cell, (repeat, n)));
+    let mut gone = None;
+    if cell.status == CellStatus::Error {
+        match after_failure(s).await {
+            Ok(None) => {}
+            Ok(Some(after)) => {
+                let note = measured_again(cell.reason.as_deref(), after);
+                cell = crate::measuring::cell::measure_cell(s, &ctx, c).await;
+                cell.accepted_differences = s.accepted.clone();
+                crate::measuring::measure::add_note(&mut cell.reason, note);
+                s.log(decode_line(&cell, (repeat, n)));
+            }
+            Err(cause) => gone = Some(format!("{cause} (after decode {} × {c})", ctx.label)),
+        }
+    }
+    s.results.decode[i] = match n {
+        1 => cell,
+        _ => speedmatrix_schema::repeats::fold(&s.results.decode[i], cell, repeat),
+    };
+    if gone.is_none() {
+        s.estimate_corrected();
+    }
+    s.save()?;
+    s.show(None);
+    Ok(gone)
 }

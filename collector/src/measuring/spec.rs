@@ -35,6 +35,8 @@ pub struct RunSpec {
     pub server_wait: Duration,
     /// `--max-tokens` (≥ 1, clap checks).
     pub max_tokens: u32,
+    /// `--repeat`: measurements of each decode cell (1 to 1,000, clap checks).
+    pub repeat: u32,
     /// `--endpoint`.
     pub endpoint: Endpoint,
     /// `--distinct-prompts`.
@@ -108,6 +110,7 @@ impl RunSpec {
             server_wait: humantime::parse_duration(args.server_wait.trim())
                 .map_err(|_| RunError::NotADuration { flag: "--server-wait", value: args.server_wait.clone() })?,
             max_tokens: args.max_tokens,
+            repeat: args.repeat,
             endpoint: args.endpoint.into(),
             distinct_prompts: args.distinct_prompts,
             temperature: args.temperature,
@@ -135,7 +138,7 @@ impl RunSpec {
 }
 
 /// `run --resume FILE`: the flags of the file's plan that the command line does not give are
-/// taken from FILE — contexts, concurrency, prefill contexts, window, max tokens, endpoint,
+/// taken from FILE — contexts, concurrency, prefill contexts, window, max tokens, repeats, endpoint,
 /// prompt sharing, temperature, seed, stall timeout, the served model, the server's URL and a
 /// KV budget that came from `--kv-budget` —
 /// so `--resume FILE` alone continues the run. A flag given explicitly stays, and the resume
@@ -170,6 +173,9 @@ pub fn with_resumed_plan(args: &RunArgs) -> Result<RunArgs, RunError> {
     }
     if let Some(max_tokens) = c.max_tokens {
         take("max_tokens", "--max-tokens", &mut || a.max_tokens = max_tokens);
+    }
+    if let Some(n) = c.repeats {
+        take("repeat", "--repeat", &mut || a.repeat = n);
     }
     if let Some(e) = c.endpoint {
         let arg = match e {
