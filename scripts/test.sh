@@ -66,10 +66,24 @@ step "clippy (warnings are errors)" cargo clippy --workspace --exclude speedmatr
 step "wasm32 build and lints of the schema crate and the viewer (with its component tests)" \
   cargo clippy -p speedmatrix-schema -p speedmatrix-viewer --all-targets --target wasm32-unknown-unknown --locked -- -D warnings
 
-cargo_test() {
-  cargo test --workspace --exclude speedmatrix-viewer --locked --no-fail-fast 2>&1 | tee "$logs/cargo-test.log"
+# The Rust suites run under cargo-nextest (scripts/setup.d/nextest.sh installs it): every test in
+# its own process, side by side within the limits of .config/nextest.toml. First the suites that
+# start a real server on CPU (alone: such a server takes every core), then everything else.
+alone='binary(vllm_cpu) | binary(llamacpp_cpu)'
+nextest() {
+  cargo nextest run --workspace --exclude speedmatrix-viewer --locked --no-fail-fast "$@"
 }
-step "cargo test (workspace, every suite)" cargo_test
+rust_suites() {
+  cargo nextest run --workspace --exclude speedmatrix-viewer --locked --no-run || return 1
+  local status=0
+  nextest -E "$alone" || status=1
+  nextest -E "not ($alone)" || status=1
+  # nextest runs no doc-tests; cargo does (the crates have none today: this keeps it so).
+  cargo test --workspace --exclude speedmatrix-viewer --locked --doc --quiet || status=1
+  return $status
+}
+cargo_test() { rust_suites 2>&1 | tee "$logs/cargo-test.log"; return "${PIPESTATUS[0]}"; }
+step "Rust test suites (cargo nextest: the workspace, every suite)" cargo_test
 
 wasm_tests() {
   CHROMEDRIVER="$(command -v chromedriver)" cargo test -p speedmatrix-viewer --target wasm32-unknown-unknown --locked
@@ -86,12 +100,9 @@ fi
 # ---- summary --------------------------------------------------------------------------------
 printf '\n== summary\n'
 if [ -f "$logs/cargo-test.log" ]; then
-  # One suite per "Running …" (or "Doc-tests …") line, judged by the "test result:" that follows.
-  awk '
-    /^ *Running / { suite = $2 } /^ *Doc-tests / { suite = "doc-tests " $2 }
-    /^test result: ok/ { ok++ } /^test result: FAILED/ { bad++; print "suite failed: " suite }
-    END { printf "test suites: %d passed, %d failed\n", ok, bad }
-  ' "$logs/cargo-test.log"
+  # nextest ends each run with "Summary [ …s] N tests run: …" and lists failures as "FAIL [ …s] …".
+  grep -E '^ *Summary \[' "$logs/cargo-test.log" | sed 's/^ */tests: /'
+  grep -E '^ *(FAIL|TIMEOUT|SIGSEGV|SIGABRT|ABORT) \[' "$logs/cargo-test.log" | sed 's/^ */  /' | sort -u
 fi
 tests_skipped=()
 while IFS= read -r line; do [ -n "$line" ] && tests_skipped+=("$line"); done <"$SPEEDMATRIX_SKIPS"
