@@ -1,0 +1,184 @@
+//! `run --repeat N` end to end against the twin (`speedmatrix simulate --profile tiny`, a real
+//! server process on loopback per run) measured by the real binary: a small matrix (1K context
+//! × 1 and 8 streams, 3-s windows), every cell measured 3 times.
+//!
+//! - Two runs with different twin `--seed` (its acceptance and scheduling noise): the file holds
+//!   3 repeats per valid cell, measured interleaved (every cell's repeat k before any cell's
+//!   repeat k + 1); total tok/s, TTFT p50 and TPOT p50 have intervals between repeats; the diff
+//!   calls no cell better or worse on any of the three, and `--fail-on-regression 0` passes.
+//! - A third run interrupted with SIGINT in its second pass, then resumed: the resume measures
+//!   only the missing repeats and keeps the ones measured before.
+//! - The dry run counts the repeats; `--repeat 0` is refused naming the flag.
+//!
+//! The three runs go side by side (each against its own twin, under the same load at the same
+//! moments). Timing-sensitive: run it under the heavy lock.
+
+mod support;
+
+use serde_json::Value;
+use speedmatrix_schema::{load_results, CellStatus, Results, RunStatus};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+use support::twin::twin;
+
+const MATRIX: [&str; 14] = [
+    "--contexts",
+    "1k",
+    "--concurrency",
+    "1,8",
+    "--prefill-contexts",
+    "none",
+    "--duration",
+    "3s",
+    "--max-tokens",
+    "256",
+    "--seed",
+    "7",
+    "--repeat",
+    "3",
+];
+
+fn read(path: &Path) -> Option<Results> {
+    load_results(&std::fs::read(path).ok()?).ok()
+}
+
+fn collector(url: &str, out: &Path) -> Command {
+    let mut c = Command::new(support::BIN);
+    c.args(["run", "--url", url, "--quiet", "-o"]).arg(out).args(MATRIX);
+    c
+}
+
+/// Measure the matrix against a fresh tiny twin of `seed`; the results file.
+fn measure(dir: &Path, name: &str, seed: &str) -> PathBuf {
+    let (_twin, url) = twin(&["--profile", "tiny", "--seed", seed]);
+    let out = dir.join(format!("{name}.json"));
+    let o = collector(&url, &out).output().expect("run the collector");
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    out
+}
+
+/// The stderr of a run's `decode … (repeat k of 3)` lines.
+fn repeat_lines(log: &str) -> Vec<String> {
+    log.lines().filter(|l| l.starts_with("decode") && l.contains(" of 3)")).map(str::to_string).collect()
+}
+
+/// A run interrupted with SIGINT once a cell has two repeats in the file, then resumed with the
+/// file alone: (the interrupted file, the resumed file, the resume's log).
+fn interrupted_and_resumed(dir: &Path) -> (Results, Results, String) {
+    let (_twin, url) = twin(&["--profile", "tiny", "--seed", "3"]);
+    let out = dir.join("resumed.json");
+    let dry = collector(&url, &out).arg("--dry-run").output().unwrap();
+    let plan = String::from_utf8_lossy(&dry.stderr).to_string();
+    assert_eq!(dry.status.code(), Some(0), "{plan}");
+    assert!(plan.contains("every decode cell measured 3 times, interleaved"), "{plan}");
+    let run = collector(&url, &out).stderr(Stdio::piped()).spawn().expect("start the run");
+    let start = Instant::now();
+    while !read(&out).is_some_and(|r| r.decode.iter().any(|c| c.repeats.len() >= 2)) {
+        assert!(start.elapsed() < Duration::from_secs(60), "no second repeat after a minute");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(Command::new("kill").args(["-INT", &run.id().to_string()]).status().unwrap().success());
+    let o = run.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(130), "{}", String::from_utf8_lossy(&o.stderr));
+    let stopped = read(&out).expect("the interrupted file");
+    let o = Command::new(support::BIN).args(["run", "--resume"]).arg(&out).arg("--quiet").output().unwrap();
+    let log = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(o.status.code(), Some(0), "{log}");
+    (stopped, read(&out).expect("the resumed file"), log)
+}
+
+fn json_diff(a: &Path, b: &Path, metric: &str) -> Value {
+    let o = diff(a, b, &["-f", "json", "--metric", metric]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+fn diff(a: &Path, b: &Path, args: &[&str]) -> Output {
+    Command::new(support::BIN).arg("diff").arg(a).arg(b).args(args).output().expect("run speedmatrix diff")
+}
+
+/// The verdicts on `column` of the decode cells valid in both runs.
+fn verdicts(d: &Value, column: &str) -> Vec<String> {
+    d["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["phase"] == "decode" && r["status_a"] == "valid" && r["status_b"] == "valid")
+        .map(|r| {
+            let delta = r["deltas"].as_array().unwrap().iter().find(|x| x["column"] == column).unwrap();
+            delta["verdict"].as_str().unwrap().to_string()
+        })
+        .collect()
+}
+
+/// Every valid cell has 3 repeats, numbered, with intervals between them; the passes are
+/// interleaved (the file is one process's run, so its window times share a clock).
+fn assert_three_interleaved_repeats(r: &Results) {
+    assert_eq!(r.config.repeats, Some(3));
+    let valid: Vec<_> = r.decode.iter().filter(|c| c.status == CellStatus::Valid).collect();
+    assert_eq!(valid.len(), 2, "{:?}", r.decode.iter().map(|c| (&c.status, &c.reason)).collect::<Vec<_>>());
+    for c in &valid {
+        assert_eq!(c.repeats.iter().map(|x| x.repeat).collect::<Vec<_>>(), [1, 2, 3]);
+        let iv = c.intervals.as_ref().unwrap();
+        for i in [&iv.total_tps, &iv.ttft_ms_p50, &iv.tpot_ms_p50] {
+            let i = i.as_ref().expect("an interval between repeats");
+            assert_eq!((i.method, i.evidence), (speedmatrix_schema::IntervalMethod::BetweenRepeats, 3));
+        }
+        let mean = c.repeats.iter().filter_map(|x| x.total_tps).sum::<f64>() / 3.0;
+        assert!((c.total_tps.unwrap() - mean).abs() < 1e-6, "the headline is the mean over repeats");
+        assert_eq!(c.repeat_spread.len(), 3);
+        assert!(c.repeats.iter().all(|x| x.series.is_some() && x.requests.unwrap_or(0) >= u64::from(c.concurrency)));
+    }
+    for k in 0..2 {
+        let last_of_pass = valid.iter().map(|c| c.repeats[k].window_start_ms.unwrap()).fold(0.0, f64::max);
+        let first_of_next = valid.iter().map(|c| c.repeats[k + 1].window_start_ms.unwrap()).fold(f64::MAX, f64::min);
+        assert!(last_of_pass < first_of_next, "pass {} ends before pass {} starts", k + 1, k + 2);
+    }
+}
+
+#[test]
+fn repeats_give_intervals_that_hold_a_reseeded_twin_within_noise_and_resume_fills_the_missing() {
+    let bad = Command::new(support::BIN).args(["run", "--repeat", "0", "--dry-run"]).output().unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--repeat"), "{}", String::from_utf8_lossy(&bad.stderr));
+
+    let dir = tempfile::tempdir().unwrap();
+    let (a, again, (stopped, resumed, log)) = std::thread::scope(|s| {
+        let a = s.spawn(|| measure(dir.path(), "a", "1"));
+        let again = s.spawn(|| measure(dir.path(), "again", "2"));
+        let resumed = s.spawn(|| interrupted_and_resumed(dir.path()));
+        (a.join().unwrap(), again.join().unwrap(), resumed.join().unwrap())
+    });
+
+    let run = read(&a).unwrap();
+    assert_three_interleaved_repeats(&run);
+    assert_three_interleaved_repeats(&read(&again).unwrap());
+
+    // Same server, other seed: no cell better or worse on any figure with an interval.
+    for column in ["total_tps", "ttft_ms_p50", "tpot_ms_p50"] {
+        let v = verdicts(&json_diff(&a, &again, column), column);
+        assert_eq!(v, ["within_noise"; 2], "{column}");
+    }
+    for metric in ["total_tps", "ttft_ms_p50", "tpot_ms_p50"] {
+        let gate = diff(&a, &again, &["--fail-on-regression", "0", "--metric", metric]);
+        assert_eq!(gate.status.code(), Some(0), "{metric}: {}", String::from_utf8_lossy(&gate.stdout));
+    }
+
+    // Interrupted in its second pass: the measured repeats are in the file, the rest said.
+    assert_eq!(stopped.run.status, RunStatus::Interrupted);
+    let missing: usize = stopped.decode.iter().map(|c| 3 - c.repeats.len()).sum();
+    assert!((1..6).contains(&missing), "{missing} repeats missing");
+    let partial = stopped.decode.iter().find(|c| c.repeats.len() == 1 || c.repeats.len() == 2);
+    if let Some(c) = partial {
+        assert!(c.reason.as_deref().is_some_and(|r| r.contains(" of 3 repeats measured")), "{:?}", c.reason);
+    }
+    // The resume measures the missing repeats only, and keeps the earlier ones as they were.
+    assert_eq!(resumed.run.status, RunStatus::Complete, "{log}");
+    assert_eq!(repeat_lines(&log).len(), missing, "{log}");
+    for (before, after) in stopped.decode.iter().zip(&resumed.decode) {
+        assert_eq!(after.repeats.len(), 3, "{:?}", after.reason);
+        assert_eq!(&after.repeats[..before.repeats.len()], &before.repeats[..]);
+        assert_eq!(after.reason, None);
+    }
+}
