@@ -171,6 +171,9 @@ pub struct IntervalFigure {
     pub column: &'static str,
     /// The method of one window (its `IntervalMethod` id), `None` when one window gives none.
     pub window_method: Option<&'static str>,
+    /// The method once the cell has two or more repeats (`run --repeat`): every figure here
+    /// then has one, between repeats.
+    pub repeats_method: &'static str,
     /// The evidence it is taken over, for people.
     pub evidence: &'static str,
 }
@@ -180,16 +183,19 @@ pub static INTERVAL_FIGURES: &[IntervalFigure] = &[
     IntervalFigure {
         column: "total_tps",
         window_method: Some("batch_means"),
-        evidence: "the window's per-second series",
+        repeats_method: "between_repeats",
+        evidence: "the window's per-second series; with repeats, the repeats' totals",
     },
     IntervalFigure {
         column: "ttft_ms_p50",
         window_method: None,
+        repeats_method: "between_repeats",
         evidence: "repeats of the cell (the opening streams are one burst)",
     },
     IntervalFigure {
         column: "tpot_ms_p50",
         window_method: None,
+        repeats_method: "between_repeats",
         evidence: "repeats of the cell (the streams share their batches)",
     },
 ];
@@ -433,7 +439,7 @@ mod tests {
         assert_eq!(ids, crate::diff::NOISE_COLUMNS);
         for f in INTERVAL_FIGURES {
             assert!(column(f.column).is_some(), "{}", f.column);
-            if let Some(m) = f.window_method {
+            for m in f.window_method.into_iter().chain([f.repeats_method]) {
                 let parsed: crate::IntervalMethod = serde_json::from_value(m.into()).expect("a method id");
                 assert_eq!(serde_json::to_value(parsed).unwrap(), m);
             }
