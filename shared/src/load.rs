@@ -736,7 +736,8 @@ mod tests {
 
     #[test]
     fn a_v2_file_is_a_v3_file_of_one_repeat() {
-        let mut v: Value = serde_json::from_slice(include_bytes!("../../tests/fixtures/round1/twin-tiny.json")).unwrap();
+        let mut v: Value =
+            serde_json::from_slice(include_bytes!("../../tests/fixtures/round1/twin-tiny.json")).unwrap();
         v = migrate(v).unwrap();
         assert_eq!(v["schema_version"], 3);
         let mut v2 = v.clone();

@@ -250,7 +250,10 @@ mod tests {
         assert!((iv.tpot_ms_p50.unwrap().estimate - 11.0).abs() < 1e-12);
         assert!(iv.missing.is_empty());
         let s = &c.repeat_spread[0];
-        assert_eq!((s.figure.as_str(), s.repeats, s.mean, s.sd, s.min, s.max), ("total_tps", 3, 110.0, 10.0, 100.0, 120.0));
+        assert_eq!(
+            (s.figure.as_str(), s.repeats, s.mean, s.sd, s.min, s.max),
+            ("total_tps", 3, 110.0, 10.0, 100.0, 120.0)
+        );
         assert_eq!((c.status, c.reason), (CellStatus::Valid, None));
     }
 
@@ -276,7 +279,8 @@ mod tests {
 
     #[test]
     fn intervals_refuse_with_one_value() {
-        let iv = repeat_intervals(&[("total_tps", vec![1.0, 2.0]), ("ttft_ms_p50", vec![3.0]), ("tpot_ms_p50", vec![])]);
+        let iv =
+            repeat_intervals(&[("total_tps", vec![1.0, 2.0]), ("ttft_ms_p50", vec![3.0]), ("tpot_ms_p50", vec![])]);
         assert!(iv.total_tps.is_some());
         assert_eq!(iv.missing.len(), 2);
         assert_eq!(iv.missing[0].reason, "1 repeat(s); an interval between repeats needs at least 2");

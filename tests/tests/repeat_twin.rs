@@ -6,8 +6,9 @@
 //!   3 repeats per valid cell, measured interleaved (every cell's repeat k before any cell's
 //!   repeat k + 1); total tok/s, TTFT p50 and TPOT p50 have intervals between repeats; the diff
 //!   calls no cell better or worse on any of the three, and `--fail-on-regression 0` passes.
-//! - A third run interrupted with SIGINT in its second pass, then resumed: the resume measures
-//!   only the missing repeats and keeps the ones measured before.
+//! - A third run interrupted with SIGINT in its second pass, then resumed: another `--repeat`
+//!   is refused; the resume (N from the file) measures only the missing repeats and keeps the
+//!   ones measured before.
 //! - The dry run counts the repeats; `--repeat 0` is refused naming the flag.
 //!
 //! The three runs go side by side (each against its own twin, under the same load at the same
@@ -82,6 +83,17 @@ fn interrupted_and_resumed(dir: &Path) -> (Results, Results, String) {
     let o = run.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(130), "{}", String::from_utf8_lossy(&o.stderr));
     let stopped = read(&out).expect("the interrupted file");
+    // The plan's N is the file's: another one is refused, and nothing is measured.
+    let o = Command::new(support::BIN)
+        .args(["run", "--resume"])
+        .arg(&out)
+        .args(["--repeat", "2", "--quiet"])
+        .output()
+        .unwrap();
+    let refused = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{refused}");
+    assert!(refused.contains("--repeat differs from the file's") && refused.contains("--repeat 3"), "{refused}");
+    assert_eq!(read(&out).as_ref(), Some(&stopped));
     let o = Command::new(support::BIN).args(["run", "--resume"]).arg(&out).arg("--quiet").output().unwrap();
     let log = String::from_utf8_lossy(&o.stderr).to_string();
     assert_eq!(o.status.code(), Some(0), "{log}");

@@ -555,7 +555,10 @@ fn finish(s: &mut Session, stopped: Option<(RunStatus, String, u8)>) -> Result<u
     for c in s.results.decode.iter_mut().filter(|c| c.status.is_measured()) {
         if speedmatrix_schema::repeats::left(c, n) > 0 {
             let done = speedmatrix_schema::repeats::measured(c);
-            crate::measuring::measure::add_note(&mut c.reason, format!("{done} of {n} repeats measured; the rest {unmeasured}"));
+            crate::measuring::measure::add_note(
+                &mut c.reason,
+                format!("{done} of {n} repeats measured; the rest {unmeasured}"),
+            );
         }
     }
     s.results.run.status = stopped.as_ref().map_or(RunStatus::Complete, |(st, _, _)| *st);
@@ -645,10 +648,7 @@ fn print_plan(info: &ServerInfo, plan: &Plan, spec: &RunSpec) {
         spec.max_tokens
     );
     if spec.repeat > 1 {
-        say!(
-            "plan: every decode cell measured {} times, interleaved (every cell once, then again, …)",
-            spec.repeat
-        );
+        say!("plan: every decode cell measured {} times, interleaved (every cell once, then again, …)", spec.repeat);
     }
     for c in plan.cells.iter().filter(|c| c.over_capacity.is_some()) {
         say!("plan: over capacity (not run): {} × {}", c.context.label, c.concurrency);
