@@ -184,6 +184,11 @@ fn run_card(r: &Results) -> Card {
             ),
             ("Time per measurement", c.window_s.map(|w| format!("{} s", registry::format_number(w, Style::Fixed(0))))),
             ("Max output", c.max_tokens.map(|m| tokens(u64::from(m)))),
+            // Only a run of several repeats says so (figures are then means over repeats).
+            (
+                "Repeats",
+                c.repeats.filter(|&n| n > 1).map(|n| format!("{n} per cell, interleaved (means over repeats)")),
+            ),
             ("Endpoint", c.endpoint.map(|x| format!("{x:?}").to_lowercase())),
             ("Run id", Some(run.id.clone())),
         ],

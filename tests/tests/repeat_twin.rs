@@ -137,6 +137,18 @@ fn assert_three_interleaved_repeats(r: &Results) {
             let i = i.as_ref().expect("an interval between repeats");
             assert_eq!((i.method, i.evidence), (speedmatrix_schema::IntervalMethod::BetweenRepeats, 3));
         }
+        let rel = |i: &Option<speedmatrix_schema::Interval>| {
+            i.map_or(f64::NAN, |i| (i.high - i.low) / 2.0 / i.estimate * 100.0)
+        };
+        println!(
+            "{} × {}: total tok/s {:.1} ± {:.1} %, TTFT p50 ± {:.1} %, TPOT p50 ± {:.1} %",
+            c.context.label,
+            c.concurrency,
+            c.total_tps.unwrap_or(f64::NAN),
+            rel(&iv.total_tps),
+            rel(&iv.ttft_ms_p50),
+            rel(&iv.tpot_ms_p50)
+        );
         let mean = c.repeats.iter().filter_map(|x| x.total_tps).sum::<f64>() / 3.0;
         assert!((c.total_tps.unwrap() - mean).abs() < 1e-6, "the headline is the mean over repeats");
         assert_eq!(c.repeat_spread.len(), 3);
@@ -165,6 +177,9 @@ fn repeats_give_intervals_that_hold_a_reseeded_twin_within_noise_and_resume_fill
 
     let run = read(&a).unwrap();
     assert_three_interleaved_repeats(&run);
+    let show = Command::new(support::BIN).arg("show").arg(&a).output().unwrap();
+    let text = String::from_utf8_lossy(&show.stdout);
+    assert!(text.contains("Repeats") && text.contains("3 per cell, interleaved"), "{text}");
     assert_three_interleaved_repeats(&read(&again).unwrap());
 
     // Same server, other seed: no cell better or worse on any figure with an interval.
