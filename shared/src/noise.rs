@@ -205,14 +205,14 @@ pub fn repeats(values: &[f64]) -> Result<Interval, NotEnough> {
 /// not independent requests (a bootstrap over them is falsely narrow: two runs of one server
 /// differ by far more than it says). Only repeats of the cell give it an interval.
 pub const TTFT_ONE_BURST: &str =
-    "the streams that open a cell start as one burst and wait on each other: one event, not independent requests; only repeats give an interval";
+    "the streams that open a cell start as one burst and wait on each other: one event, not independent requests; only repeats give an interval (run --repeat 3 or more)";
 
 /// Why one window gives no interval of its TPOT p50: the streams of a window decode in the same
 /// batches, so their TPOTs move together and are not independent evidence (against the twin, two
 /// seeds differed by more than a bootstrap over the streams allowed). Only repeats of the cell
 /// give it an interval.
 pub const TPOT_SHARED_BATCHES: &str =
-    "the streams of one window decode in the same batches: their TPOTs move together, not independent requests; only repeats give an interval";
+    "the streams of one window decode in the same batches: their TPOTs move together, not independent requests; only repeats give an interval (run --repeat 3 or more)";
 
 /// A decode cell's intervals from its evidence: total tok/s from its window `series` (batch
 /// means over tokens ÷ bucket). TTFT p50 and TPOT p50 have none from one window

@@ -9,9 +9,11 @@
 //! - A third run interrupted with SIGINT in its second pass, then resumed: another `--repeat`
 //!   is refused; the resume (N from the file) measures only the missing repeats and keeps the
 //!   ones measured before.
+//! - A twin slowed by 5 % (`--time-scale 0.95`), also `--repeat 3`: worse on total tok/s and TPOT
+//!   p50 in every cell (the intervals between repeats are narrow enough to see it).
 //! - The dry run counts the repeats; `--repeat 0` is refused naming the flag.
 //!
-//! The three runs go side by side (each against its own twin, under the same load at the same
+//! The four runs go side by side (each against its own twin, under the same load at the same
 //! moments). Timing-sensitive: run it under the heavy lock.
 
 mod support;
@@ -50,9 +52,9 @@ fn collector(url: &str, out: &Path) -> Command {
     c
 }
 
-/// Measure the matrix against a fresh tiny twin of `seed`; the results file.
-fn measure(dir: &Path, name: &str, seed: &str) -> PathBuf {
-    let (_twin, url) = twin(&["--profile", "tiny", "--seed", seed]);
+/// Measure the matrix against a fresh tiny twin started with `twin_args`; the results file.
+fn measure(dir: &Path, name: &str, twin_args: &[&str]) -> PathBuf {
+    let (_twin, url) = twin(&[&["--profile", "tiny"], twin_args].concat());
     let out = dir.join(format!("{name}.json"));
     let o = collector(&url, &out).output().expect("run the collector");
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
@@ -168,11 +170,12 @@ fn repeats_give_intervals_that_hold_a_reseeded_twin_within_noise_and_resume_fill
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--repeat"), "{}", String::from_utf8_lossy(&bad.stderr));
 
     let dir = tempfile::tempdir().unwrap();
-    let (a, again, (stopped, resumed, log)) = std::thread::scope(|s| {
-        let a = s.spawn(|| measure(dir.path(), "a", "1"));
-        let again = s.spawn(|| measure(dir.path(), "again", "2"));
+    let (a, again, slower, (stopped, resumed, log)) = std::thread::scope(|s| {
+        let a = s.spawn(|| measure(dir.path(), "a", &["--seed", "1"]));
+        let again = s.spawn(|| measure(dir.path(), "again", &["--seed", "2"]));
+        let slower = s.spawn(|| measure(dir.path(), "slower", &["--seed", "4", "--time-scale", "0.95"]));
         let resumed = s.spawn(|| interrupted_and_resumed(dir.path()));
-        (a.join().unwrap(), again.join().unwrap(), resumed.join().unwrap())
+        (a.join().unwrap(), again.join().unwrap(), slower.join().unwrap(), resumed.join().unwrap())
     });
 
     let run = read(&a).unwrap();
@@ -190,6 +193,12 @@ fn repeats_give_intervals_that_hold_a_reseeded_twin_within_noise_and_resume_fill
     for metric in ["total_tps", "ttft_ms_p50", "tpot_ms_p50"] {
         let gate = diff(&a, &again, &["--fail-on-regression", "0", "--metric", metric]);
         assert_eq!(gate.status.code(), Some(0), "{metric}: {}", String::from_utf8_lossy(&gate.stdout));
+    }
+
+    // The intervals are narrow enough to see a change: 5 % slower is worse in tok/s and TPOT.
+    for column in ["total_tps", "tpot_ms_p50"] {
+        let v = verdicts(&json_diff(&a, &slower, column), column);
+        assert_eq!(v, ["worse"; 2], "{column}");
     }
 
     // Interrupted in its second pass: the measured repeats are in the file, the rest said.
