@@ -626,7 +626,12 @@ fn print_plan(info: &ServerInfo, plan: &Plan, spec: &RunSpec) {
     let labels = |v: &[ContextSize]| {
         v.iter().map(|c| format!("{} ({} tokens)", c.label, c.tokens)).collect::<Vec<_>>().join(", ")
     };
-    say!("plan: prefill at {}", if plan.prefill.is_empty() { "none".into() } else { labels(&plan.prefill) });
+    let prefill_dropped = plan.not_run.iter().any(|n| n.phase == speedmatrix_schema::PlanPhase::Prefill);
+    match (plan.prefill.is_empty(), prefill_dropped) {
+        (false, _) => say!("plan: prefill at {}", labels(&plan.prefill)),
+        (true, false) => say!("plan: no prefill rows (--prefill-contexts none)"),
+        (true, true) => say!("plan: no prefill rows: every prefill context is over the server's limit (see below)"),
+    }
     say!(
         "plan: decode {} context{} [{}] × concurrency {:?}, {} s windows, max_tokens {}",
         plan.contexts.len(),
