@@ -18,16 +18,24 @@
 //! - [`summary`]: a run's subtitle and header cards, as the terminal and the page show them.
 //! - [`diff`]: two runs compared (A = baseline, B = candidate): deltas, verdicts, status and
 //!   header changes, the regression gate.
+//! - [`derived`]: figures derived from a cell and its run: tok/s per GPU, tokens per joule,
+//!   cost per million output tokens.
+//! - [`frontier`]: operating points (throughput against per-user speed) and Pareto frontiers.
+//! - [`slo`]: capacity at a service-level objective (TTFT limit, per-user tok/s floor): the
+//!   largest concurrency per context that meets it, and its goodput.
 
 #![warn(missing_docs)]
 
 pub mod context;
+pub mod derived;
 pub mod diff;
 pub mod export;
+pub mod frontier;
 pub mod load;
 pub mod model;
 pub mod registry;
 pub mod site;
+pub mod slo;
 pub mod stats;
 pub mod status;
 pub mod summary;
