@@ -546,6 +546,12 @@ fn host_facts(args: &RunArgs) -> Host {
             }
         }
     };
+    if let Some(n) = args.gpu_count {
+        if hardware.gpu_count.is_some_and(|seen| seen != n) {
+            say!("GPUs: {n} serve the model (--gpu-count), of the {} NVML sees", hardware.gpus.len());
+        }
+        hardware.gpu_count = Some(n);
+    }
     Host { hardware, launch_command, gpus }
 }
 
