@@ -343,12 +343,15 @@ pub enum FlavorArg {
 /// Flags of `speedmatrix publish`.
 #[derive(Debug, Args)]
 pub struct PublishArgs {
-    /// Results files to publish (each is checked first).
-    #[arg(required = true)]
+    /// Results files to add (each is checked first). Runs the site already lists are kept; a
+    /// file with the same name and run id as one of them replaces it (a re-run or resumed run).
     pub runs: Vec<PathBuf>,
     /// The site folder to write (created if needed).
     #[arg(long, short = 'o')]
     pub out: PathBuf,
+    /// Take a run out of the site: its run id, or its file name under runs/ (repeatable).
+    #[arg(long, value_name = "RUN_ID")]
+    pub remove: Vec<String>,
 }
 
 /// Flags of `speedmatrix serve`.
