@@ -8,16 +8,20 @@
 //! the spec from two [`crate::chart_model::RunRef`]s (A solid, B dashed): the drawing code
 //! follows each series' [`Stroke`] and colour index, nothing else changes.
 
-use crate::chart_model::{compact, tokens_text, Axis, ChartSpec, LegendCorner, Series, Stroke, TickStyle};
+use crate::chart_model::{
+    compact, tokens_text, Axis, ChartSpec, Frontier, Guide, LegendCorner, Marker, Series, Stroke, TickStyle,
+    DASH_PATTERNS,
+};
 use plotters::coord::combinators::{BindKeyPoints, WithKeyPoints};
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use plotters_canvas::CanvasBackend;
 use speedmatrix_schema::CellStatus;
 
-/// Colours of a chart in one theme. The series colours are the Okabe–Ito palette, which stays
-/// distinguishable with the common colour-vision deficiencies (Okabe & Ito, "Color Universal
-/// Design", 2008); dark mode swaps in lighter members first.
+/// Colours of a chart in one theme. The first seven series colours are the Okabe–Ito palette,
+/// which stays distinguishable with the common colour-vision deficiencies (Okabe & Ito, "Color
+/// Universal Design", 2008); dark mode swaps in lighter members first. Five more from Paul Tol's
+/// "muted" scheme give a comparison of up to twelve runs a colour each.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Palette {
     /// The canvas background (also the PNG's).
@@ -29,7 +33,7 @@ pub struct Palette {
     /// Axis lines.
     pub axis: RGBColor,
     /// Series colours, indexed by [`crate::chart_model::Series::colour`] (modulo the length).
-    pub series: [RGBColor; 7],
+    pub series: [RGBColor; 12],
 }
 
 /// The palette of the light or the dark theme.
@@ -48,6 +52,11 @@ pub fn palette(dark: bool) -> Palette {
                 RGBColor(0xf0, 0xe4, 0x42),
                 RGBColor(0xd5, 0x5e, 0x00),
                 RGBColor(0xd0, 0xd0, 0xd0),
+                RGBColor(0xcc, 0x66, 0x77),
+                RGBColor(0x44, 0xaa, 0x99),
+                RGBColor(0xaa, 0x44, 0x99),
+                RGBColor(0xbb, 0xcc, 0x33),
+                RGBColor(0x99, 0xdd, 0xff),
             ],
         }
     } else {
@@ -64,6 +73,11 @@ pub fn palette(dark: bool) -> Palette {
                 RGBColor(0xe6, 0x9f, 0x00),
                 RGBColor(0x56, 0xb4, 0xe9),
                 RGBColor(0x00, 0x00, 0x00),
+                RGBColor(0x88, 0x22, 0x55),
+                RGBColor(0x99, 0x99, 0x33),
+                RGBColor(0x33, 0x22, 0x88),
+                RGBColor(0x44, 0xaa, 0x99),
+                RGBColor(0xcc, 0x66, 0x77),
             ],
         }
     }
@@ -192,10 +206,18 @@ where
     for s in &spec.series {
         draw_series(&mut chart, s, palette, dpr)?;
     }
-    if let Some(f) = &spec.frontier {
-        draw_frontier(&mut chart, f, palette, dpr)?;
+    for g in &spec.guides {
+        draw_guide(&mut chart, g, &spec.x, palette, dpr)?;
     }
-    draw_legend(&mut chart, spec.legend, palette, dpr)?;
+    for (i, f) in spec.frontiers.iter().enumerate() {
+        draw_frontier(&mut chart, f, i == 0, palette, dpr)?;
+    }
+    for m in &spec.markers {
+        draw_marker(&mut chart, m, palette, dpr)?;
+    }
+    if spec.legend != LegendCorner::Hidden {
+        draw_legend(&mut chart, spec.legend, palette, dpr)?;
+    }
     root.present().map_err(err)?;
 
     let mut hits = Vec::new();
@@ -253,14 +275,21 @@ where
     let style = colour.stroke_width(line_w);
     let valid: Vec<(f64, f64)> =
         s.points.iter().filter(|p| p.status == CellStatus::Valid).map(|p| (p.x, p.y)).collect();
-    let (dash, gap) = (px(7.0).max(2), px(5.0).max(2));
-    let anno = match s.stroke {
-        Stroke::Solid => chart.draw_series(LineSeries::new(valid.iter().copied(), style)).map_err(err)?,
-        Stroke::Dashed => {
-            chart.draw_series(DashedLineSeries::new(valid.iter().copied(), dash, gap, style)).map_err(err)?
-        }
+    let pattern = match s.stroke {
+        Stroke::Solid => (0, 0),
+        Stroke::Dashed => (7, 5),
+        Stroke::Pattern(n) => DASH_PATTERNS[n % DASH_PATTERNS.len()],
+        Stroke::Marks => (0, 0),
     };
-    let legend_dashed = s.stroke == Stroke::Dashed;
+    let anno = if s.stroke == Stroke::Marks {
+        chart.draw_series(LineSeries::new(std::iter::empty(), style)).map_err(err)?
+    } else if pattern.0 == 0 {
+        chart.draw_series(LineSeries::new(valid.iter().copied(), style)).map_err(err)?
+    } else {
+        let (dash, gap) = (px(f64::from(pattern.0)).max(1), px(f64::from(pattern.1)).max(2));
+        chart.draw_series(DashedLineSeries::new(valid.iter().copied(), dash, gap, style)).map_err(err)?
+    };
+    let legend_dashed = pattern.0 != 0;
     // The legend sample: one segment for a solid line, two for a dashed one.
     let seg = px(8.0) as i32;
     let (a, b) = if legend_dashed { (seg * 3 / 4, seg * 5 / 4) } else { (seg, seg) };
@@ -290,24 +319,71 @@ where
     Ok(())
 }
 
-/// The Pareto frontier: a dashed line and a ring around each of its points.
-fn draw_frontier<X, Y>(chart: &mut Chart<'_, X, Y>, f: &[(f64, f64)], palette: &Palette, dpr: f64) -> Result<(), String>
+/// A Pareto frontier: a dashed line and a ring around each of its points, in its run's colour
+/// (or the text colour for a single run). Only the first is named in the legend.
+fn draw_frontier<X, Y>(
+    chart: &mut Chart<'_, X, Y>,
+    f: &Frontier,
+    named: bool,
+    palette: &Palette,
+    dpr: f64,
+) -> Result<(), String>
 where
     X: Ranged<ValueType = f64>,
     Y: Ranged<ValueType = f64>,
 {
     let px = |v: f64| px(dpr, v);
     let mark = px(3.5).max(2);
-    let style = palette.text.stroke_width(px(1.5).max(1));
+    let colour = f.colour.map_or(palette.text, |c| palette.series[c % palette.series.len()]);
+    let style = colour.stroke_width(px(1.5).max(1));
     let seg_f = 2 * px(8.0) as i32;
-    chart
-        .draw_series(DashedLineSeries::new(f.iter().copied(), px(2.0).max(1), px(4.0).max(2), style))
-        .map_err(err)?
-        .label("Pareto frontier")
-        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + seg_f, y)], style));
-    chart
-        .draw_series(f.iter().map(|&at| Circle::new(at, mark + px(3.0), palette.text.stroke_width(px(1.0).max(1)))))
+    let line = chart
+        .draw_series(DashedLineSeries::new(f.points.iter().copied(), px(2.0).max(1), px(4.0).max(2), style))
         .map_err(err)?;
+    if named {
+        line.label("Pareto frontier").legend(move |(x, y)| PathElement::new(vec![(x, y), (x + seg_f, y)], style));
+    }
+    chart
+        .draw_series(f.points.iter().map(|&at| Circle::new(at, mark + px(3.0), colour.stroke_width(px(1.0).max(1)))))
+        .map_err(err)?;
+    Ok(())
+}
+
+/// A marked point (a run's capacity at the SLO): a wide ring in the run's colour, outlined in
+/// the text colour so it stands out from the series marks.
+fn draw_marker<X, Y>(chart: &mut Chart<'_, X, Y>, m: &Marker, palette: &Palette, dpr: f64) -> Result<(), String>
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    let px = |v: f64| px(dpr, v);
+    let colour = palette.series[m.colour % palette.series.len()];
+    let at = (m.x, m.y);
+    chart
+        .draw_series([
+            Circle::new(at, px(9.0), palette.text.stroke_width(px(1.0).max(1))),
+            Circle::new(at, px(7.5), colour.stroke_width(px(2.5).max(1))),
+        ])
+        .map_err(err)?;
+    Ok(())
+}
+
+/// A horizontal guide (an SLO bound) across the whole x range: a long-dashed line in the text
+/// colour.
+fn draw_guide<X, Y>(chart: &mut Chart<'_, X, Y>, g: &Guide, x: &Axis, palette: &Palette, dpr: f64) -> Result<(), String>
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    let px = |v: f64| px(dpr, v);
+    let style = palette.axis.stroke_width(px(1.5).max(1));
+    let ends = [(x.range.0, g.y), (x.range.1, g.y)];
+    let seg = 2 * px(8.0) as i32;
+    chart
+        .draw_series(DashedLineSeries::new(ends, px(10.0).max(2), px(6.0).max(2), style))
+        .map_err(err)?
+        .label(g.label.as_str())
+        .legend(move |(lx, ly)| PathElement::new(vec![(lx, ly), (lx + seg, ly)], style));
     Ok(())
 }
 
@@ -327,7 +403,7 @@ where
         LegendCorner::UpperLeft => SeriesLabelPosition::UpperLeft,
         LegendCorner::UpperRight => SeriesLabelPosition::UpperRight,
         LegendCorner::LowerLeft => SeriesLabelPosition::LowerLeft,
-        LegendCorner::LowerRight => SeriesLabelPosition::LowerRight,
+        LegendCorner::LowerRight | LegendCorner::Hidden => SeriesLabelPosition::LowerRight,
     };
     chart
         .configure_series_labels()

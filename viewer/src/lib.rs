@@ -21,6 +21,7 @@ pub mod app;
 pub mod chart_model;
 pub mod charts;
 pub mod compare;
+pub mod multi;
 pub mod components;
 pub mod diff;
 pub mod report;
