@@ -1,7 +1,8 @@
 //! The command-line surface: raw flags as clap parses them. Validation into plans happens in
 //! the module of each command.
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::parser::ValueSource;
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use speedmatrix_schema::Endpoint;
 use std::path::PathBuf;
 
@@ -14,6 +15,26 @@ pub struct Cli {
     pub command: Command,
 }
 
+impl Cli {
+    /// Parse `argv` (clap's usage error and exit on bad flags), noting which `run` flags were
+    /// given rather than defaulted ([`RunArgs::given`]).
+    pub fn parse_noting_given<I, T>(argv: I) -> Cli
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let m = Cli::command().get_matches_from(argv);
+        let mut cli = Cli::from_arg_matches(&m).unwrap_or_else(|e| e.exit());
+        if let (Command::Run(a), Some(("run", rm))) = (&mut cli.command, m.subcommand()) {
+            let given = |id: &&clap::Id| {
+                matches!(rm.value_source(id.as_str()), Some(ValueSource::CommandLine | ValueSource::EnvVariable))
+            };
+            a.given = Some(rm.ids().filter(given).map(|id| id.to_string()).collect());
+        }
+        cli
+    }
+}
+
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -23,6 +44,9 @@ pub enum Command {
     Show(ShowArgs),
     /// Write a static site (the viewer, the runs, runs/index.json) ready to upload anywhere.
     Publish(PublishArgs),
+    /// Write one self-contained HTML report of a run (or a diff of two) that opens from
+    /// file:// with no server.
+    Report(ReportArgs),
     /// Serve a published site, or results files with the viewer, on 127.0.0.1.
     Serve(ServeArgs),
     /// Compare two runs: A (baseline) against B (candidate) — header differences and the
@@ -76,6 +100,17 @@ pub enum ShowFormat {
     Json,
 }
 
+/// Flags of `speedmatrix report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The results file, or two (A, the baseline, then B) to open as a diff.
+    #[arg(required = true, num_args = 1..=2)]
+    pub files: Vec<PathBuf>,
+    /// The HTML file to write (replaced if it exists).
+    #[arg(long, short = 'o', default_value = "report.html")]
+    pub out: PathBuf,
+}
+
 /// Flags of `speedmatrix show`.
 #[derive(Debug, Args)]
 pub struct ShowArgs {
@@ -117,9 +152,11 @@ pub struct DiffArgs {
     /// `ttft_ms_p50` (a bare distribution id means its p50).
     #[arg(long, default_value = "total_tps")]
     pub metric: String,
-    /// Relative changes below this count as "same" (noise): `5`, `5%`.
-    #[arg(long, default_value = "5%")]
-    pub threshold: String,
+    /// The least relative change called better or worse: `5`, `5%`. Default: 5 % for figures
+    /// without an interval ("same" below it); 0 % for figures with one when both runs carry
+    /// noise data (significance alone decides).
+    #[arg(long)]
+    pub threshold: Option<String>,
     /// Output format.
     #[arg(long, short = 'f', value_enum, default_value_t = DiffFormat::Text)]
     pub format: DiffFormat,
@@ -150,6 +187,11 @@ impl From<EndpointArg> for Endpoint {
 /// Flags of `speedmatrix run`.
 #[derive(Debug, Args, Clone)]
 pub struct RunArgs {
+    /// The ids of the flags given on the command line (or by environment), not defaulted;
+    /// `None` when not known (arguments built in code): `--resume` then takes no flag from
+    /// its file.
+    #[arg(skip)]
+    pub given: Option<Vec<String>>,
     /// Base URL of the OpenAI-compatible server (a trailing /v1 is dropped).
     #[arg(long, default_value = "http://127.0.0.1:8000")]
     pub url: String,
@@ -186,12 +228,17 @@ pub struct RunArgs {
     /// Sampling seed sent with every request; also seeds the prompt text.
     #[arg(long)]
     pub seed: Option<u64>,
-    /// KV-cache budget in tokens, when the server does not report it.
+    /// KV-cache budget in tokens for the over-capacity rule; replaces what the server reports.
     #[arg(long)]
     pub kv_budget: Option<u64>,
     /// A stream that sends nothing for this long fails (there is no overall request timeout).
     #[arg(long, default_value = "120s")]
     pub stall_timeout: String,
+    /// When a cell fails and the server stops answering, wait this long for it to answer again
+    /// (a restart) before the run fails; a cell whose try it broke is measured again. `0s`: fail
+    /// at once.
+    #[arg(long, default_value = "0s")]
+    pub server_wait: String,
     /// Results file, rewritten atomically after every prefill row and cell [default:
     /// results.json, or the --resume file]. An existing file is not overwritten without --force.
     #[arg(long, short = 'o')]
@@ -203,6 +250,15 @@ pub struct RunArgs {
     /// a failed run's error cells are measured again.
     #[arg(long)]
     pub resume: Option<PathBuf>,
+    /// With --resume: header differences to accept when the server is not the one the file
+    /// describes: engine, engine-version, model, max-model-len, kv-budget, launch-command, gpus,
+    /// host, server-location, or all. Each row and cell measured now records the difference.
+    #[arg(long, value_delimiter = ',', value_name = "FIELD")]
+    pub accept_change: Vec<String>,
+    /// Set by `speedmatrix demo` (no flag): its run cannot be resumed, so an interrupted demo
+    /// says to start it again instead of naming `--resume`.
+    #[arg(skip)]
+    pub from_demo: bool,
     /// Print the plan and the estimated wall time, then stop.
     #[arg(long)]
     pub dry_run: bool,
@@ -215,6 +271,11 @@ pub struct RunArgs {
     /// No progress bar (plain log lines instead).
     #[arg(long)]
     pub quiet: bool,
+    /// Serve the page on 127.0.0.1 while measuring: it follows this run live (the plan from
+    /// the start, cells as they land, the cell being measured, the time left). PORT defaults to
+    /// 8765; 0 lets the system pick a free one.
+    #[arg(long, value_name = "PORT", num_args = 0..=1, default_missing_value = "8765")]
+    pub serve: Option<u16>,
     /// The server's launch command, when it is not a local process speedmatrix can read
     /// (secrets such as --api-key values are redacted before it is stored).
     #[arg(long)]
@@ -275,8 +336,16 @@ pub enum ReasoningFieldArg {
 #[derive(Debug, Args)]
 pub struct SimulateArgs {
     /// Engine profile: `h200-qwen3.5-122b` (fitted to the seed's H200 run) or `tiny`.
-    #[arg(long, default_value = "h200-qwen3.5-122b")]
+    #[arg(long, default_value = "h200-qwen3.5-122b", conflicts_with = "fit")]
     pub profile: String,
+    /// Fit the engine profile to this results file (any run: prefill rows, decode cells, KV
+    /// budget, max_model_len, speculative decoding), print its residual table, then serve it.
+    #[arg(long, value_name = "RUN.json")]
+    pub fit: Option<PathBuf>,
+    /// Print the residual table — every prefill row and decode cell of the run the profile is
+    /// fitted to, replayed in simulated time the way that run was measured — and exit.
+    #[arg(long)]
+    pub residuals: bool,
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1")]
     pub host: String,
@@ -293,7 +362,8 @@ pub struct SimulateArgs {
     #[arg(long)]
     pub trace: Option<PathBuf>,
     /// Inject a fault: `NAME[=PARAM][@RATE]`, repeatable. Names: drop, no-done, inband-error,
-    /// stall=DUR, status=500|503|429, keepalive, split, metrics-404, tokenize-404, version-404.
+    /// stall=DUR, status=500|503|429, keepalive, split, metrics-404, tokenize-404, version-404,
+    /// no-chunk-usage, no-usage.
     #[arg(long, value_name = "NAME[=PARAM][@RATE]")]
     pub fault: Vec<String>,
     /// Stream the first part of each chat answer as reasoning.
@@ -363,6 +433,10 @@ pub struct ServeArgs {
     /// Port on 127.0.0.1; 0 lets the system pick a free one.
     #[arg(long, default_value_t = 8765)]
     pub port: u16,
+    /// Follow a results file that another process writes (`speedmatrix run -o RUN.json`): the
+    /// page shows the run live, updated whenever the file is saved.
+    #[arg(long, value_name = "RUN.json", conflicts_with = "paths")]
+    pub watch: Option<PathBuf>,
 }
 
 /// Flags of `speedmatrix demo`.

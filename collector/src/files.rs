@@ -1,53 +1,151 @@
-//! Results files on disk (the I/O edge): reading one (from a file or standard input, size-capped)
-//! and writing one atomically. Parsing, migration and validation are
-//! `speedmatrix_schema::load_results`; this module only adds the file name and the disk.
+//! Files on disk (the I/O edge): every user file is read here, size-capped (results files from a
+//! path or standard input, other tools' result files for `import`), and results files are
+//! written here, atomically. Parsing, migration and validation are
+//! `speedmatrix_schema::load_results`; this module adds the file name and the disk.
 
-use crate::Error;
-use speedmatrix_schema::Results;
+use crate::{CommandError, Failure};
+use speedmatrix_schema::load::MAX_FILE_BYTES;
+use speedmatrix_schema::{LoadError, Results};
 use std::io::{Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-/// Read and validate a results file; `-` reads standard input. At most
-/// [`speedmatrix_schema::load::MAX_FILE_BYTES`] (+1 to detect more) are read, so a device or a
-/// huge file cannot exhaust memory.
+/// Why a file could not be read or written. Each names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    /// The file (or standard input) could not be read.
+    #[error("{name}: cannot read")]
+    Read {
+        /// The file as the user named it, or "standard input".
+        name: String,
+        /// What the system said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is larger than any file of its kind (a device, a mistaken multi-GB file).
+    #[error("{name}: larger than any {what} ({} MB at most)", MAX_FILE_BYTES / 1_000_000)]
+    TooLarge {
+        /// The file.
+        name: String,
+        /// What it should be, e.g. "results file".
+        what: &'static str,
+    },
+    /// The file is not a valid results file.
+    #[error("{name}")]
+    Invalid {
+        /// The file.
+        name: String,
+        /// What is wrong and where.
+        #[source]
+        source: LoadError,
+    },
+    /// A file (a results file, a report) could not be written.
+    #[error("cannot write {}", .path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// What the system said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A results file could not be encoded as JSON.
+    #[error("cannot encode {} as JSON", .path.display())]
+    Encode {
+        /// The file.
+        path: PathBuf,
+        /// What serde_json said.
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+impl CommandError for FileError {
+    fn failure(&self) -> Failure {
+        match self {
+            FileError::Read { .. } | FileError::TooLarge { .. } | FileError::Invalid { .. } => Failure::BadInput,
+            FileError::Write { .. } | FileError::Encode { .. } => Failure::Working,
+        }
+    }
+}
+
+/// How a path reads in messages: `-` is standard input.
+fn display_name(path: &Path) -> String {
+    if path == Path::new("-") {
+        "standard input".to_string()
+    } else {
+        path.display().to_string()
+    }
+}
+
+/// The bytes of a user file (`what` it should be, e.g. "results file"); `-` reads standard
+/// input. At most [`MAX_FILE_BYTES`] are accepted, so a device or a mistaken multi-GB file
+/// cannot exhaust memory.
 ///
 /// # Errors
-/// [`Error::Input`] (exit code 2) with one line `FILE: problem` when the file cannot be read
-/// or is not a valid results file.
-pub fn read_results(path: &Path) -> Result<Results, Error> {
-    let stdin = path == Path::new("-");
-    let name = if stdin { "standard input".to_string() } else { path.display().to_string() };
-    let limit = speedmatrix_schema::load::MAX_FILE_BYTES as u64 + 1;
+/// [`FileError::Read`] when it cannot be read, [`FileError::TooLarge`] above the cap.
+pub fn read_capped(path: &Path, what: &'static str) -> Result<Vec<u8>, FileError> {
+    let name = display_name(path);
+    let limit = MAX_FILE_BYTES as u64 + 1;
     let mut bytes = Vec::new();
-    let read = if stdin {
+    let read = if path == Path::new("-") {
         std::io::stdin().lock().take(limit).read_to_end(&mut bytes)
     } else {
         std::fs::File::open(path).and_then(|f| f.take(limit).read_to_end(&mut bytes))
     };
-    read.map_err(|e| Error::Input(format!("{name}: cannot read: {e}")))?;
-    speedmatrix_schema::load_results(&bytes).map_err(|e| Error::Input(format!("{name}: {e}")))
+    read.map_err(|source| FileError::Read { name: name.clone(), source })?;
+    if bytes.len() > MAX_FILE_BYTES {
+        return Err(FileError::TooLarge { name, what });
+    }
+    Ok(bytes)
 }
 
-/// Writing is atomic (temp file in the same folder, fsync, rename), so a reader — or a crash —
-/// never sees half a file.
-/// Serialize `results` and replace `path` with it atomically.
+/// Read and validate a results file; `-` reads standard input. Returns the file's bytes too
+/// (`publish` copies them unchanged).
 ///
 /// # Errors
-/// I/O errors creating, writing or renaming the temp file, with the path in the message.
-pub fn write_atomic(path: &Path, results: &Results) -> anyhow::Result<()> {
-    let bytes = serde_json::to_vec_pretty(results)?;
+/// As [`read_capped`]; [`FileError::Invalid`] when it is not a valid results file.
+pub fn read_results_bytes(path: &Path) -> Result<(Vec<u8>, Results), FileError> {
+    let bytes = read_capped(path, "results file")?;
+    let results = speedmatrix_schema::load_results(&bytes)
+        .map_err(|source| FileError::Invalid { name: display_name(path), source })?;
+    Ok((bytes, results))
+}
+
+/// Read and validate a results file; `-` reads standard input.
+///
+/// # Errors
+/// As [`read_results_bytes`].
+pub fn read_results(path: &Path) -> Result<Results, FileError> {
+    read_results_bytes(path).map(|(_, results)| results)
+}
+
+/// Serialize `results` and replace `path` with it atomically (temp file in the same folder,
+/// fsync, rename), so a reader — or a crash — never sees half a file.
+///
+/// # Errors
+/// [`FileError::Write`] when the temp file cannot be created, written or renamed.
+pub fn write_atomic(path: &Path, results: &Results) -> Result<(), FileError> {
+    let mut bytes =
+        serde_json::to_vec_pretty(results).map_err(|source| FileError::Encode { path: path.to_path_buf(), source })?;
+    bytes.push(b'\n');
+    write_bytes_atomic(path, &bytes)
+}
+
+/// Replace `path` with `bytes` atomically (temp file in the same folder, fsync, rename).
+///
+/// # Errors
+/// [`FileError::Write`] when the temp file cannot be created, written or renamed.
+pub fn write_bytes_atomic(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "results.json".into());
     let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
     let write = || -> std::io::Result<()> {
         let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(&bytes)?;
-        f.write_all(b"\n")?;
+        f.write_all(bytes)?;
         f.sync_all()?;
         std::fs::rename(&tmp, path)
     };
-    write().map_err(|e| {
+    write().map_err(|source| {
         let _ = std::fs::remove_file(&tmp);
-        anyhow::anyhow!("cannot write {}: {e}", path.display())
+        FileError::Write { path: path.to_path_buf(), source }
     })
 }

@@ -1,6 +1,4 @@
 //! The `speedmatrix` binary: parse the command line, hand it to [`speedmatrix::run`].
-use clap::Parser;
-
 fn main() -> std::process::ExitCode {
-    speedmatrix::run(speedmatrix::cli::Cli::parse())
+    speedmatrix::run(speedmatrix::cli::Cli::parse_noting_given(std::env::args_os()))
 }

@@ -1,12 +1,126 @@
 //! `speedmatrix simulate`: the command-line glue of the twin (crate `speedmatrix-twin`) —
-//! flags → [`TwinConfig`], then serve until Ctrl-C or SIGTERM.
+//! flags → [`TwinConfig`] (a named profile, or the fit of `--fit RUN.json`), the residual table
+//! (`--residuals`, and before serving a fit), then serve until Ctrl-C or SIGTERM.
 
 use crate::cli::{FlavorArg, ReasoningFieldArg, SimulateArgs};
-use speedmatrix_twin::{self as twin, Fault, Flavor, Profile, ReasoningField, TwinConfig};
+use crate::{CommandError, Failure};
+use speedmatrix_schema::Results;
+use speedmatrix_twin::faults::FaultError;
+use speedmatrix_twin::fit::FitError;
+use speedmatrix_twin::profile::UnknownProfile;
+use speedmatrix_twin::{self as twin, Fault, Flavor, Profile, ReasoningField, StartError, TwinConfig};
+
+/// The `--time-scale` values the twin accepts: beyond them its clock's arithmetic (twin ms ↔
+/// real instants) leaves what `Duration` and `Instant` can hold, and no test needs more.
+pub const TIME_SCALE: std::ops::RangeInclusive<f64> = 0.001..=1000.0;
+
+/// Why `speedmatrix simulate` could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum SimulateError {
+    /// `--profile` names no profile.
+    #[error("--profile")]
+    Profile(#[source] UnknownProfile),
+    /// A `--fault` that does not parse (its message names the flag).
+    #[error(transparent)]
+    Fault(FaultError),
+    /// The `--fit` file cannot be read or is not a valid results file.
+    #[error("--fit")]
+    FitFile(#[source] crate::files::FileError),
+    /// The `--fit` file holds too little to fit a profile to.
+    #[error("--fit {path}")]
+    Fit {
+        /// The file given.
+        path: String,
+        /// What it lacks.
+        #[source]
+        source: FitError,
+    },
+    /// `--residuals` for a profile that is not the fit of any run.
+    #[error("--residuals: profile {0} is not fitted to a run; give one with --fit RUN.json")]
+    NotFitted(String),
+    /// `--max-model-len` below 2.
+    #[error("--max-model-len must be at least 2")]
+    MaxModelLen,
+    /// `--time-scale` outside what the twin's clock can keep.
+    #[error(
+        "--time-scale {0}: give a number from {min} to {max} (1 = real time, 10 = ten times faster)",
+        min = TIME_SCALE.start(),
+        max = TIME_SCALE.end()
+    )]
+    TimeScale(f64),
+    /// The twin cannot start: `--host`/`--port` cannot be bound, the `--trace` file cannot be
+    /// created (its message names which), or its engine thread cannot start.
+    #[error(transparent)]
+    Start(StartError),
+    /// The async runtime or the signal handlers cannot be set up.
+    #[error("cannot start the async runtime")]
+    Runtime(#[source] std::io::Error),
+}
+
+impl CommandError for SimulateError {
+    fn failure(&self) -> Failure {
+        match self {
+            SimulateError::Runtime(_) | SimulateError::Start(StartError::EngineThread { .. }) => Failure::Working,
+            // A port in use is a failure while working, as for `serve` and `demo` (exit 1).
+            SimulateError::Start(StartError::Listen { error, .. }) if error.kind() == std::io::ErrorKind::AddrInUse => {
+                Failure::Working
+            }
+            _ => Failure::BadInput,
+        }
+    }
+}
+
+/// A profile and the run it is fitted to, if any.
+pub struct Fitted {
+    /// The profile (before the flags that override parts of it).
+    pub profile: Profile,
+    /// The run it is the fit of: the `--fit` file, or the seed for `h200-qwen3.5-122b`.
+    pub run: Option<Results>,
+    /// What the fit assumed (values the file did not give).
+    pub notes: Vec<String>,
+}
+
+/// The profile of `--fit RUN.json` (fitted now) or `--profile NAME`.
+pub fn fitted_profile(args: &SimulateArgs) -> Result<Fitted, SimulateError> {
+    if let Some(path) = &args.fit {
+        let run = crate::files::read_results(path).map_err(SimulateError::FitFile)?;
+        let fit =
+            twin::fit::fit(&run).map_err(|source| SimulateError::Fit { path: path.display().to_string(), source })?;
+        let mut profile = fit.profile;
+        profile.name = format!(
+            "fit:{}",
+            path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned())
+        );
+        return Ok(Fitted { profile, run: Some(run), notes: fit.notes });
+    }
+    let profile = Profile::by_name(&args.profile).map_err(SimulateError::Profile)?;
+    let run = (profile.name == Profile::h200_qwen().name)
+        .then(|| speedmatrix_schema::load_results(twin::profile::SEED_RESULTS.as_bytes()).ok())
+        .flatten();
+    Ok(Fitted { profile, run, notes: vec![] })
+}
+
+/// The residual table of `profile` against `run`, with the fit's notes first.
+pub fn residual_report(profile: &Profile, run: &Results, notes: &[String]) -> String {
+    let mut out = String::new();
+    for n in notes {
+        out.push_str(&format!("fit: {n}\n"));
+    }
+    out.push_str(&twin::replay::residuals(profile, run, &[1, 2, 3]).to_string());
+    out
+}
 
 /// Build the configuration from `speedmatrix simulate` flags.
-pub fn config_from_args(args: &SimulateArgs) -> Result<TwinConfig, crate::Error> {
-    let mut profile = Profile::by_name(&args.profile).map_err(|e| crate::Error::Input(e.to_string()))?;
+///
+/// # Errors
+/// [`SimulateError`] naming the bad flag.
+pub fn config_from_args(args: &SimulateArgs) -> Result<TwinConfig, SimulateError> {
+    config_for(args, fitted_profile(args)?.profile)
+}
+
+/// The configuration for `profile` with the flags applied.
+fn config_for(args: &SimulateArgs, profile: Profile) -> Result<TwinConfig, SimulateError> {
+    let mut profile = profile;
     if let Some(k) = args.speculative_tokens {
         profile.spec_tokens = k;
     }
@@ -21,19 +135,15 @@ pub fn config_from_args(args: &SimulateArgs) -> Result<TwinConfig, crate::Error>
     }
     if let Some(l) = args.max_model_len {
         if l < 2 {
-            return Err(crate::Error::Input("--max-model-len must be at least 2".into()));
+            return Err(SimulateError::MaxModelLen);
         }
         profile.max_model_len = l;
     }
-    if !(args.time_scale.is_finite() && args.time_scale > 0.0) {
-        return Err(crate::Error::Input("--time-scale must be a positive number".into()));
+    if !TIME_SCALE.contains(&args.time_scale) {
+        return Err(SimulateError::TimeScale(args.time_scale));
     }
-    let faults = args
-        .fault
-        .iter()
-        .map(|f| f.parse::<Fault>())
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| crate::Error::Input(e.to_string()))?;
+    let faults =
+        args.fault.iter().map(|f| f.parse::<Fault>()).collect::<Result<Vec<_>, _>>().map_err(SimulateError::Fault)?;
     let mut cfg = TwinConfig::new(profile);
     cfg.seed = args.seed;
     cfg.api_key = args.api_key.clone();
@@ -57,20 +167,34 @@ pub fn config_from_args(args: &SimulateArgs) -> Result<TwinConfig, crate::Error>
 
 /// `speedmatrix simulate`: start the twin, print `listening on http://HOST:PORT`, serve until
 /// Ctrl-C, then stop cleanly.
-pub fn run(args: &SimulateArgs) -> Result<(), crate::Error> {
-    let cfg = config_from_args(args)?;
-    let rt =
-        tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| crate::Error::Other(e.into()))?;
-    rt.block_on(async {
+///
+/// # Errors
+/// [`SimulateError`] for a bad flag or `--fit` file, an address the twin cannot listen on, or
+/// no runtime.
+pub fn run(args: &SimulateArgs) -> Result<(), SimulateError> {
+    let fitted = fitted_profile(args)?;
+    let cfg = config_for(args, fitted.profile.clone())?;
+    if args.residuals || args.fit.is_some() {
+        let Some(run) = &fitted.run else {
+            return Err(SimulateError::NotFitted(cfg.profile.name.clone()));
+        };
+        let report = residual_report(&cfg.profile, run, &fitted.notes);
+        if args.residuals {
+            print!("{report}");
+            return Ok(());
+        }
+        eprint!("{report}");
+    }
+    crate::runtime().map_err(SimulateError::Runtime)?.block_on(async {
         let addr = format!("{}:{}", args.host, args.port);
-        let twin = twin::start(cfg, &addr).await.map_err(|e| crate::Error::Input(e.to_string()))?;
+        let twin = twin::start(cfg, &addr).await.map_err(SimulateError::Start)?;
         // Install the signal handlers before announcing the address, so a Ctrl-C sent right
         // after the line is seen always stops cleanly.
         #[cfg(unix)]
         let (mut int, mut term) = {
             use tokio::signal::unix::{signal, SignalKind};
-            let int = signal(SignalKind::interrupt()).map_err(|e| crate::Error::Other(e.into()))?;
-            let term = signal(SignalKind::terminate()).map_err(|e| crate::Error::Other(e.into()))?;
+            let int = signal(SignalKind::interrupt()).map_err(SimulateError::Runtime)?;
+            let term = signal(SignalKind::terminate()).map_err(SimulateError::Runtime)?;
             (int, term)
         };
         {
@@ -155,6 +279,42 @@ mod tests {
         assert_eq!(c.reasoning, Some(ReasoningField::Reasoning));
     }
 
+    fn fixture() -> String {
+        format!("{}/../tests/fixtures/h200-qwen3.5-122b-vllm.json", env!("CARGO_MANIFEST_DIR"))
+    }
+
+    #[test]
+    fn fitting_the_seed_fixture_gives_the_h200_profile() {
+        let f = fitted_profile(&args(&["--fit", &fixture()])).unwrap();
+        assert_eq!(f.profile.name, "fit:h200-qwen3.5-122b-vllm.json");
+        assert_eq!(Profile { name: "h200-qwen3.5-122b".into(), ..f.profile }, Profile::h200_qwen());
+        assert!(f.run.is_some() && !f.notes.is_empty());
+        // Flags still apply on top of a fit.
+        let c = config_from_args(&args(&["--fit", &fixture(), "--speculative-tokens", "0"])).unwrap();
+        assert_eq!(c.profile.spec_tokens, 0);
+    }
+
+    #[test]
+    fn residuals_need_a_fitted_profile_and_a_readable_run() {
+        let tiny = run(&args(&["--profile", "tiny", "--residuals"])).unwrap_err();
+        assert_eq!(tiny.failure(), Failure::BadInput);
+        assert!(tiny.to_string().contains("--fit RUN.json"), "{tiny}");
+        let missing = fitted_profile(&args(&["--fit", "/nonexistent/run.json"])).err().unwrap();
+        assert_eq!(missing.failure(), Failure::BadInput);
+        let line = crate::error_line(missing);
+        assert!(line.starts_with("--fit: ") && line.contains("/nonexistent/run.json"), "{line}");
+        let path = std::env::temp_dir().join(format!("speedmatrix-no-prefill-{}.json", std::process::id()));
+        let mut run = speedmatrix_schema::load_results(twin::profile::SEED_RESULTS.as_bytes()).unwrap();
+        run.prefill.clear();
+        run.config.prefill_contexts.clear();
+        std::fs::write(&path, serde_json::to_vec(&run).unwrap()).unwrap();
+        let e = fitted_profile(&args(&["--fit", path.to_str().unwrap()])).err().unwrap();
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(e.failure(), Failure::BadInput);
+        let line = crate::error_line(e);
+        assert!(line.contains("--prefill-contexts"), "{line}");
+    }
+
     #[test]
     fn bad_flags_are_input_errors() {
         for bad in [
@@ -162,9 +322,16 @@ mod tests {
             &["--fault", "boom"][..],
             &["--max-model-len", "1"][..],
             &["--time-scale", "0"][..],
+            // Each reached `Duration::from_secs_f64` and panicked before the range check.
+            &["--time-scale", "1e-300"][..],
+            &["--time-scale", "1e300"][..],
+            &["--time-scale", "NaN"][..],
+            &["--time-scale", "inf"][..],
         ] {
             let e = config_from_args(&args(bad)).unwrap_err();
-            assert_eq!(e.exit_code(), 2, "{bad:?}");
+            assert_eq!(e.failure(), Failure::BadInput, "{bad:?}");
+            let text = crate::error_line(e);
+            assert!(text.contains(bad[0]), "the message names the flag {}: {text}", bad[0]);
         }
     }
 }

@@ -11,8 +11,17 @@
 //!   (e.g. valid → over capacity) and contexts whose real `prompt_tokens` differ by more than
 //!   2 % ([`PROMPT_TOKENS_TOLERANCE`]) are listed, and so is every header difference
 //!   (hardware, engine version, model, quantization, launch-command flags, config).
+//! - When both runs carry noise data (decode cells with intervals, [`crate::noise`]), the
+//!   figures with an interval ([`NOISE_COLUMNS`]) get the verdict of a test instead: each
+//!   delta carries the interval of B − A ([`DeltaInterval`]); better / worse only when that
+//!   interval leaves out 0, the cell is a discovery of Benjamini–Hochberg over the decode cells
+//!   of that figure, and the change is at least the threshold (default 0 %); "within noise"
+//!   otherwise; "not enough data" when a side has no interval. Files without samples compare as
+//!   before ([`RunDiff::noise`] is `None`: "no noise data").
 
-use crate::model::{CellStatus, ContextSize, Results};
+use crate::command_line::CommandLine;
+use crate::model::{CellStatus, ContextSize, DecodeCell, Interval, Results};
+use crate::noise;
 use crate::registry::{self, columns, Column, Stat};
 use crate::site::run_title;
 use crate::summary;
@@ -25,7 +34,11 @@ use std::collections::BTreeMap;
 pub const STATUS_CHANGED: &str = "status changed";
 
 /// The keys of [`RunDiff::tally`] in the order people read them.
-pub const TALLY_KEYS: [&str; 5] = ["better", "worse", "same", "changed", STATUS_CHANGED];
+pub const TALLY_KEYS: [&str; 7] =
+    ["better", "worse", "same", "within noise", "not enough data", "changed", STATUS_CHANGED];
+
+/// The figures of a decode cell that carry an interval ([`crate::model::CellIntervals`]).
+pub const NOISE_COLUMNS: [&str; 3] = ["total_tps", "ttft_ms_p50", "tpot_ms_p50"];
 
 /// The default noise threshold: a relative change below 5 % is "same".
 pub const DEFAULT_THRESHOLD: f64 = 0.05;
@@ -47,6 +60,13 @@ pub enum Verdict {
     /// Changed by at least the threshold, but the metric has no better/worse direction
     /// (e.g. `prompt_tokens`, a distribution's `_count`).
     Changed,
+    /// Both runs have an interval and the change is not told apart from noise (the interval of
+    /// the difference holds 0, the false-alarm control did not keep it, or it is under the
+    /// threshold).
+    WithinNoise,
+    /// Both runs carry noise data, but a side has no interval for this figure (too few
+    /// requests, too short a window): no verdict either way.
+    NotEnoughData,
 }
 
 impl Verdict {
@@ -57,6 +77,8 @@ impl Verdict {
             Verdict::Worse => "worse",
             Verdict::Same => "same",
             Verdict::Changed => "changed",
+            Verdict::WithinNoise => "within noise",
+            Verdict::NotEnoughData => "not enough data",
         }
     }
 }
@@ -75,10 +97,55 @@ pub struct Delta {
     /// (B − A) ÷ |A| as a fraction (0.1 = +10 %); `None` unless both have it and A ≠ 0
     /// (0 → 0 is 0).
     pub rel: Option<f64>,
-    /// The verdict; `None` unless both runs have the figure.
+    /// The verdict; `None` unless both runs have the figure and it can be compared.
     pub verdict: Option<Verdict>,
+    /// Why the two figures are not compared (no change, no verdict), e.g. a count that grows
+    /// with the window when the runs' windows differ.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_comparable: Option<String>,
+    /// The interval of B − A, when both runs have an interval of this figure.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interval: Option<DeltaInterval>,
+    /// Why there is no interval of B − A (the verdict is then "not enough data"), e.g.
+    /// "B: 8 request(s); the bootstrap over requests needs at least 10".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub noise_note: Option<String>,
 }
 
+/// The interval of a difference B − A ([`noise::difference`]: Welch, at [`noise::LEVEL`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct DeltaInterval {
+    /// Lower bound of B − A, in the metric's unit.
+    pub low: f64,
+    /// Upper bound of B − A, in the metric's unit.
+    pub high: f64,
+    /// Two-sided p-value of "no change".
+    pub p_value: f64,
+    /// Kept by Benjamini–Hochberg over the decode cells of this figure.
+    pub discovery: bool,
+}
+
+impl DeltaInterval {
+    /// Half the interval's width, in the metric's unit (the ± people read).
+    pub fn half_width(&self) -> f64 {
+        (self.high - self.low) / 2.0
+    }
+}
+
+/// How the diff tells change from noise, when both runs carry noise data.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NoiseRule {
+    /// Confidence level of every interval, fraction ([`noise::LEVEL`]).
+    pub level: f64,
+    /// False discovery rate allowed over the decode cells of one figure
+    /// ([`noise::FALSE_DISCOVERY_RATE`]).
+    pub false_discovery_rate: f64,
+    /// The false-alarm control: `benjamini_hochberg`.
+    pub control: &'static str,
+    /// The least relative change called better or worse, fraction (`--threshold`; 0 by
+    /// default: significance alone).
+    pub min_change: f64,
+}
 /// Which way is better for a column: the metric's direction, none for a `_count`.
 pub fn direction(col: &Column) -> Option<bool> {
     if col.stat == Some(Stat::Count) {
@@ -115,7 +182,22 @@ pub fn compare(col: &Column, a: Option<f64>, b: Option<f64>, threshold: f64) -> 
         }
         _ => (None, None, None),
     };
-    Delta { column: col.id(), a, b, abs, rel, verdict }
+    Delta { column: col.id(), a, b, abs, rel, verdict, not_comparable: None, interval: None, noise_note: None }
+}
+
+/// Metrics whose figure is a count over the window (it grows with the window's length): they
+/// compare only between runs with the same window.
+pub const WINDOW_SCALED: [&str; 2] = ["output_tokens", "completed_requests"];
+
+/// The two runs' planned windows (s) when they differ by more than 1 % or either is not
+/// recorded (an import whose source has no window: nothing says the windows match), else
+/// `None`.
+pub fn window_difference(a: &Results, b: &Results) -> Option<(Option<f64>, Option<f64>)> {
+    let (wa, wb) = (a.config.window_s, b.config.window_s);
+    match (wa, wb) {
+        (Some(x), Some(y)) if (x - y).abs() <= 0.01 * x.abs().max(y.abs()) => None,
+        _ => Some((wa, wb)),
+    }
 }
 
 /// Where a row or cell is: phase, context and concurrency (1 for prefill rows).
@@ -182,7 +264,8 @@ pub struct HeaderChange {
     pub section: String,
     /// The field, e.g. "Version", "Contexts", or a flag such as `--max-num-seqs`.
     pub field: String,
-    /// A's value (`None`: A does not say / lacks the flag). A flag without value is `"(set)"`.
+    /// A's value (`None`: A does not say / lacks the flag). A flag without value is
+    /// [`crate::command_line::FLAG_SET`].
     pub a: Option<String>,
     /// B's value.
     pub b: Option<String>,
@@ -221,13 +304,21 @@ pub struct RunRef {
     pub title: String,
     /// The run id.
     pub id: String,
+    /// What simulated the run's server, when it measured the twin
+    /// ([`crate::simulation::short`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub simulated: Option<String>,
 }
 
 /// The comparison of two runs.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RunDiff {
-    /// The noise threshold used, fraction (0.05 = 5 %).
+    /// The noise threshold used, fraction (0.05 = 5 %), for figures compared without an
+    /// interval.
     pub threshold: f64,
+    /// How figures with an interval are judged; `null` when a run has no noise data (files
+    /// without samples: every figure is judged by `threshold`, "no noise data").
+    pub noise: Option<NoiseRule>,
     /// The baseline.
     pub a: RunRef,
     /// The candidate.
@@ -285,8 +376,28 @@ impl RunDiff {
     }
 }
 
-/// Compare `a` (baseline) with `b` (candidate). `threshold` is a fraction (0.05 = 5 %).
+/// Compare `a` (baseline) with `b` (candidate) with `threshold` given (a fraction, 0.05 = 5 %):
+/// [`diff_with`]`(a, b, Some(threshold))`.
 pub fn diff(a: &Results, b: &Results, threshold: f64) -> RunDiff {
+    diff_with(a, b, Some(threshold))
+}
+
+/// Whether a run carries noise data: a decode cell with intervals.
+pub fn has_noise_data(r: &Results) -> bool {
+    r.decode.iter().any(|c| c.intervals.is_some())
+}
+
+/// Compare `a` (baseline) with `b` (candidate). `threshold` (a fraction) is the least change
+/// called better or worse; `None` means [`DEFAULT_THRESHOLD`] for figures without an interval
+/// and 0 for figures with one (when both runs carry noise data).
+pub fn diff_with(a: &Results, b: &Results, threshold: Option<f64>) -> RunDiff {
+    let noise_rule = (has_noise_data(a) && has_noise_data(b)).then(|| NoiseRule {
+        level: noise::LEVEL,
+        false_discovery_rate: noise::FALSE_DISCOVERY_RATE,
+        control: "benjamini_hochberg",
+        min_change: threshold.unwrap_or(0.0),
+    });
+    let threshold = threshold.unwrap_or(DEFAULT_THRESHOLD);
     let cols = columns();
     type Key = (Phase, u64, u32);
     let key = |r: &Row<'_>| (r.phase(), r.context().tokens, r.concurrency());
@@ -297,32 +408,19 @@ pub fn diff(a: &Results, b: &Results, threshold: f64) -> RunDiff {
     for r in rows(b) {
         pairs.entry(key(&r)).or_default().1.get_or_insert(r);
     }
-    let prompt_tokens = |r: &Option<Row<'_>>| match r {
-        Some(Row::Prefill(p)) => p.prompt_tokens,
-        Some(Row::Decode(d)) => d.prompt_tokens,
-        None => None,
-    };
     let mut out_rows = Vec::new();
     let (mut only_in_a, mut only_in_b, mut status_changes, mut prompt_mismatches) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::<PromptMismatch>::new());
     for ((phase, _, concurrency), (ra, rb)) in pairs {
         let context = ra.or(rb).map(|r| r.context().clone()).expect("a pair holds at least one row");
         let cell = CellRef { phase, context, concurrency };
-        let deltas: Vec<Delta> = cols
-            .iter()
-            .filter_map(|c| {
-                let (va, vb) = (ra.and_then(|r| r.value(c)), rb.and_then(|r| r.value(c)));
-                (va.is_some() || vb.is_some()).then(|| compare(c, va, vb, threshold))
-            })
-            .collect();
-        let row = RowDiff {
-            cell: cell.clone(),
-            status_a: ra.map(|r| r.status()),
-            status_b: rb.map(|r| r.status()),
-            prompt_tokens_a: prompt_tokens(&ra),
-            prompt_tokens_b: prompt_tokens(&rb),
-            deltas,
-        };
+        let mut row = row_diff(&cell, ra, rb, &cols, threshold);
+        if let (true, Some(Row::Decode(ca)), Some(Row::Decode(cb))) = (noise_rule.is_some(), ra, rb) {
+            attach_intervals(&mut row, ca, cb);
+        }
+        if let Some((wa, wb)) = window_difference(a, b) {
+            set_not_comparable(&mut row, wa, wb);
+        }
         match (row.status_a, row.status_b) {
             (Some(_), None) => only_in_a.push(cell.clone()),
             (None, Some(_)) => only_in_b.push(cell.clone()),
@@ -340,6 +438,139 @@ pub fn diff(a: &Results, b: &Results, threshold: f64) -> RunDiff {
         out_rows.push(row);
     }
     // Prefill rows first (Phase orders Prefill < Decode), then decode cells.
+    let (contexts, concurrency) = matrix_axes(a, b);
+    prompt_mismatches.sort_by_key(|m| m.context.tokens);
+    if let Some(rule) = &noise_rule {
+        noise_verdicts(&mut out_rows, rule, &cols);
+    }
+    RunDiff {
+        threshold,
+        noise: noise_rule,
+        a: RunRef { title: run_title(a), id: a.run.id.clone(), simulated: crate::simulation::short(a) },
+        b: RunRef { title: run_title(b), id: b.run.id.clone(), simulated: crate::simulation::short(b) },
+        header: header_changes(a, b),
+        contexts,
+        concurrency,
+        rows: out_rows,
+        only_in_a,
+        only_in_b,
+        status_changes,
+        prompt_mismatches,
+    }
+}
+
+/// One row or cell of either run against its partner: both statuses, both prompt lengths and
+/// the delta of every column either side has.
+fn row_diff(cell: &CellRef, ra: Option<Row<'_>>, rb: Option<Row<'_>>, cols: &[Column], threshold: f64) -> RowDiff {
+    let prompt_tokens = |r: Option<Row<'_>>| match r {
+        Some(Row::Prefill(p)) => p.prompt_tokens,
+        Some(Row::Decode(d)) => d.prompt_tokens,
+        None => None,
+    };
+    let deltas = cols
+        .iter()
+        .filter_map(|c| {
+            let (va, vb) = (ra.and_then(|r| r.value(c)), rb.and_then(|r| r.value(c)));
+            (va.is_some() || vb.is_some()).then(|| compare(c, va, vb, threshold))
+        })
+        .collect();
+    RowDiff {
+        cell: cell.clone(),
+        status_a: ra.map(|r| r.status()),
+        status_b: rb.map(|r| r.status()),
+        prompt_tokens_a: prompt_tokens(ra),
+        prompt_tokens_b: prompt_tokens(rb),
+        deltas,
+    }
+}
+
+/// A decode cell's interval of `column`, or why it has none.
+fn cell_interval<'c>(cell: &'c DecodeCell, column: &str) -> Result<&'c Interval, String> {
+    let Some(iv) = &cell.intervals else { return Err("no noise data".into()) };
+    let got = match column {
+        "total_tps" => iv.total_tps.as_ref(),
+        "ttft_ms_p50" => iv.ttft_ms_p50.as_ref(),
+        "tpot_ms_p50" => iv.tpot_ms_p50.as_ref(),
+        _ => None,
+    };
+    got.ok_or_else(|| {
+        iv.missing.iter().find(|m| m.figure == column).map_or("no interval".to_string(), |m| m.reason.clone())
+    })
+}
+
+/// The interval of B − A on each figure of [`NOISE_COLUMNS`] both cells have, centred on the
+/// figures' own change; "not enough data" (with why) where a side has no interval.
+fn attach_intervals(row: &mut RowDiff, ca: &DecodeCell, cb: &DecodeCell) {
+    for d in row.deltas.iter_mut().filter(|d| NOISE_COLUMNS.contains(&d.column.as_str())) {
+        let (Some(va), Some(vb)) = (d.a, d.b) else { continue };
+        match (cell_interval(ca, &d.column), cell_interval(cb, &d.column)) {
+            (Ok(ia), Ok(ib)) => {
+                let x = noise::difference(&Interval { estimate: va, ..*ia }, &Interval { estimate: vb, ..*ib });
+                d.interval = Some(DeltaInterval { low: x.low, high: x.high, p_value: x.p_value, discovery: false });
+            }
+            (ra, rb) => {
+                let why: Vec<String> = [("A", ra.err()), ("B", rb.err())]
+                    .into_iter()
+                    .filter_map(|(side, e)| e.map(|e| format!("{side}: {e}")))
+                    .collect();
+                d.verdict = Some(Verdict::NotEnoughData);
+                d.noise_note = Some(why.join("; "));
+            }
+        }
+    }
+}
+
+/// The verdicts of the figures with an interval: Benjamini–Hochberg over the decode cells of
+/// each figure, then better / worse for a discovery whose interval leaves out 0 and whose
+/// change is at least `rule.min_change`; within noise for the rest.
+fn noise_verdicts(rows: &mut [RowDiff], rule: &NoiseRule, cols: &[Column]) {
+    for column in NOISE_COLUMNS {
+        let Some(col) = cols.iter().find(|c| c.id() == column) else { continue };
+        let mut at: Vec<(usize, usize)> = Vec::new();
+        for (i, r) in rows.iter().enumerate() {
+            if let Some(j) = r.deltas.iter().position(|d| d.column == column && d.interval.is_some()) {
+                at.push((i, j));
+            }
+        }
+        let p: Vec<f64> = at.iter().map(|&(i, j)| rows[i].deltas[j].interval.map_or(1.0, |x| x.p_value)).collect();
+        let kept = noise::benjamini_hochberg(&p, rule.false_discovery_rate);
+        for (&(i, j), keep) in at.iter().zip(kept) {
+            let d = &mut rows[i].deltas[j];
+            let Some(iv) = d.interval.as_mut() else { continue };
+            iv.discovery = keep;
+            let excludes_zero = iv.low > 0.0 || iv.high < 0.0;
+            let big_enough = d.rel.is_none_or(|r| r.abs() >= rule.min_change);
+            let up = d.abs.is_some_and(|x| x > 0.0);
+            d.verdict = Some(match (keep && excludes_zero && big_enough, direction(col)) {
+                (true, Some(higher_is_better)) if up == higher_is_better => Verdict::Better,
+                (true, Some(_)) => Verdict::Worse,
+                (true, None) => Verdict::Changed,
+                (false, _) => Verdict::WithinNoise,
+            });
+        }
+    }
+}
+
+/// Counts over the window are not compared between runs of different windows.
+fn set_not_comparable(row: &mut RowDiff, wa: Option<f64>, wb: Option<f64>) {
+    let secs = |w: Option<f64>| {
+        w.map_or("not recorded".to_string(), |w| format!("{} s", registry::format_number(w, registry::Style::Fixed(0))))
+    };
+    let what = if wa.is_some() && wb.is_some() { "different length" } else { "different or unknown length" };
+    for d in &mut row.deltas {
+        let metric = registry::column(&d.column).map(|c| c.metric.id);
+        if metric.is_some_and(|m| WINDOW_SCALED.contains(&m)) {
+            d.abs = None;
+            d.rel = None;
+            d.verdict = None;
+            d.not_comparable = Some(format!("counted over windows of {what} ({} and {})", secs(wa), secs(wb)));
+        }
+    }
+}
+
+/// The decode matrix of both runs: the contexts of either (planned or measured), by tokens, and
+/// the concurrency levels of either, ascending.
+fn matrix_axes(a: &Results, b: &Results) -> (Vec<ContextSize>, Vec<u32>) {
     let mut contexts: Vec<ContextSize> = Vec::new();
     for c in
         a.config.contexts.iter().chain(&b.config.contexts).chain(a.decode.iter().chain(&b.decode).map(|d| &d.context))
@@ -352,20 +583,7 @@ pub fn diff(a: &Results, b: &Results, threshold: f64) -> RunDiff {
     let mut concurrency: Vec<u32> = a.config.concurrency.iter().chain(&b.config.concurrency).copied().collect();
     concurrency.sort_unstable();
     concurrency.dedup();
-    prompt_mismatches.sort_by_key(|m| m.context.tokens);
-    RunDiff {
-        threshold,
-        a: RunRef { title: run_title(a), id: a.run.id.clone() },
-        b: RunRef { title: run_title(b), id: b.run.id.clone() },
-        header: header_changes(a, b),
-        contexts,
-        concurrency,
-        rows: out_rows,
-        only_in_a,
-        only_in_b,
-        status_changes,
-        prompt_mismatches,
-    }
+    (contexts, concurrency)
 }
 
 /// Card items that are expected to differ between any two runs and say nothing about the setup.
@@ -401,13 +619,20 @@ pub fn header_changes(a: &Results, b: &Results) -> Vec<HeaderChange> {
         }
     }
     out.extend(launch_changes(a.engine.launch_command.as_deref(), b.engine.launch_command.as_deref()));
+    // A different window heads the list: it changes what every count in the diff means.
+    out.sort_by_key(|c| c.field != WINDOW_FIELD);
     out
 }
+
+/// The card item of the window's length.
+const WINDOW_FIELD: &str = "Time per measurement";
 
 fn config_fields(r: &Results) -> Vec<(&'static str, Option<String>)> {
     let c = &r.config;
     let labels = |v: &[ContextSize]| Some(v.iter().map(|x| x.label.clone()).collect::<Vec<_>>().join(", "));
-    let debug = |v: Option<String>| v.map(|s| s.to_lowercase());
+    // An enum as the results file spells it (`kv_cache_size_tokens`, `distinct`), so the header
+    // difference names the value a reader finds in the file.
+    let name = |v: Option<serde_json::Value>| v.and_then(|v| v.as_str().map(str::to_string));
     vec![
         ("Contexts", labels(&c.contexts)),
         ("Concurrency", Some(c.concurrency.iter().map(u32::to_string).collect::<Vec<_>>().join(", "))),
@@ -421,47 +646,16 @@ fn config_fields(r: &Results) -> Vec<(&'static str, Option<String>)> {
                 .as_ref()
                 .map(|p| format!("{} {}", p.name, p.sha256.as_deref().unwrap_or("")).trim_end().to_string()),
         ),
-        ("Prompt sharing", debug(c.prompt_sharing.map(|p| format!("{p:?}")))),
+        ("Prompt sharing", name(c.prompt_sharing.and_then(|p| serde_json::to_value(p).ok()))),
         ("Stall timeout", c.stall_timeout_s.map(|v| format!("{v} s"))),
-        ("KV budget source", debug(r.engine.kv_budget_source.map(|k| format!("{k:?}")))),
+        ("KV budget source", name(r.engine.kv_budget_source.and_then(|k| serde_json::to_value(k).ok()))),
     ]
 }
 
-/// A command line's flags in order: (`--flag`, value).
-type Flags = Vec<(String, String)>;
-
-/// A launch command as program + positional arguments and `--flag` → value (`"(set)"` for a
-/// flag without value), in order. `None` when it cannot be split like a shell would.
-fn parse_launch(cmd: &str) -> Option<(Vec<String>, Flags)> {
-    let words = shlex::split(cmd)?;
-    let mut positional = Vec::new();
-    let mut flags: Vec<(String, String)> = Vec::new();
-    let mut i = 0;
-    while i < words.len() {
-        let w = &words[i];
-        if w.starts_with('-') && w.len() > 1 && w.parse::<f64>().is_err() {
-            if let Some((f, v)) = w.split_once('=') {
-                flags.push((f.to_string(), v.to_string()));
-            } else {
-                let value = words.get(i + 1).filter(|n| !n.starts_with('-') || n.parse::<f64>().is_ok());
-                match value {
-                    Some(v) => {
-                        flags.push((w.clone(), v.clone()));
-                        i += 1;
-                    }
-                    None => flags.push((w.clone(), "(set)".into())),
-                }
-            }
-        } else {
-            positional.push(w.clone());
-        }
-        i += 1;
-    }
-    Some((positional, flags))
-}
-
 /// The launch commands' differences: the command and its arguments as one field, then each
-/// flag that is added, removed or has another value.
+/// flag that is added, removed or has another value. A launch command one run does not know is
+/// a difference ("unknown in A", "unknown in B", "unknown in A and B"), never "same": nothing
+/// says the servers were launched alike.
 fn launch_changes(a: Option<&str>, b: Option<&str>) -> Vec<HeaderChange> {
     let change = |field: &str, a: Option<String>, b: Option<String>| HeaderChange {
         section: "Launch command".into(),
@@ -470,10 +664,12 @@ fn launch_changes(a: Option<&str>, b: Option<&str>) -> Vec<HeaderChange> {
         b,
     };
     match (a, b) {
-        (None, None) => vec![],
+        (None, None) => vec![change("unknown in A and B", None, None)],
+        (Some(x), None) => vec![change("unknown in B", Some(x.into()), None)],
+        (None, Some(y)) => vec![change("unknown in A", None, Some(y.into()))],
         (Some(x), Some(y)) if x == y => vec![],
-        (Some(x), Some(y)) => match (parse_launch(x), parse_launch(y)) {
-            (Some((pa, fa)), Some((pb, fb))) => {
+        (Some(x), Some(y)) => match (CommandLine::parse(x), CommandLine::parse(y)) {
+            (Some(CommandLine { positional: pa, flags: fa }), Some(CommandLine { positional: pb, flags: fb })) => {
                 let mut out = Vec::new();
                 if pa != pb {
                     out.push(change("command", Some(pa.join(" ")), Some(pb.join(" "))));
@@ -502,7 +698,6 @@ fn launch_changes(a: Option<&str>, b: Option<&str>) -> Vec<HeaderChange> {
             }
             _ => vec![change("command line", Some(x.into()), Some(y.into()))],
         },
-        (x, y) => vec![change("command line", x.map(str::to_string), y.map(str::to_string))],
     }
 }
 
@@ -630,7 +825,9 @@ pub fn gate(diff: &RunDiff, col: &Column, max_worse: f64) -> Gate {
 /// - B's cell is `error`, `over_capacity` or `not_run`: [`Regression::Status`];
 /// - B has no such cell: [`Regression::Missing`].
 ///
-/// A column without a direction (e.g. `prompt_tokens`) yields no [`Regression::Worse`].
+/// A column without a direction (e.g. `prompt_tokens`) yields no [`Regression::Worse`]. When
+/// the figure has an interval of B − A ([`Delta::interval`]), only a "worse" verdict counts: a
+/// change within noise is no regression however large.
 pub fn regressions(diff: &RunDiff, col: &Column, max_worse: f64) -> Vec<Regression> {
     let id = col.id();
     let dir = direction(col);
@@ -649,7 +846,10 @@ pub fn regressions(diff: &RunDiff, col: &Column, max_worse: f64) -> Vec<Regressi
                 };
                 let (Some(up), true) = (dir, a != 0.0) else { continue };
                 let worse_by = if up { (a - b) / a.abs() } else { (b - a) / a.abs() };
-                if worse_by > max_worse {
+                // With noise data the verdict decides: a change within noise is no regression.
+                // Without an interval ("not enough data", no noise data) the share alone does.
+                let noise_says_no = d.interval.is_some() && d.verdict != Some(Verdict::Worse);
+                if worse_by > max_worse && !noise_says_no {
                     out.push(Regression::Worse { cell, column: id.clone(), a, b, worse_by });
                 }
             }
@@ -679,23 +879,29 @@ pub fn signed_delta(col: &Column, abs: f64) -> String {
     }
 }
 
+/// A value that is not a percentage (`--threshold abc`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a percentage; give a number ≥ 0 such as 5 or 5%")]
+pub struct PercentError(pub String);
+
 /// Parse a percentage as `--threshold` and `--fail-on-regression` take it: `5`, `5%`, `2.5 %`
 /// → a fraction (0.05). Must be a finite number ≥ 0.
 ///
 /// # Errors
-/// A one-line message naming the value.
-pub fn parse_percent(s: &str) -> Result<f64, String> {
+/// [`PercentError`] naming the value.
+pub fn parse_percent(s: &str) -> Result<f64, PercentError> {
     let t = s.trim();
     let t = t.strip_suffix('%').unwrap_or(t).trim_end();
     match t.parse::<f64>() {
         Ok(v) if v.is_finite() && v >= 0.0 => Ok(v / 100.0),
-        _ => Err(format!("{s:?} is not a percentage; give a number ≥ 0 such as 5 or 5%")),
+        _ => Err(PercentError(s.to_string())),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::{KvBudgetSource, PromptSharing};
     use crate::registry::column;
 
     fn seed() -> Results {
@@ -731,6 +937,18 @@ mod tests {
         assert_eq!(compare(&col("output_tokens"), Some(0.0), Some(0.0), t).verdict, Some(Verdict::Same));
         // A zero threshold calls every change.
         assert_eq!(compare(&col("total_tps"), Some(100.0), Some(100.1), 0.0).verdict, Some(Verdict::Better));
+    }
+
+    #[test]
+    fn enum_header_fields_read_as_the_file_spells_them() {
+        let a = seed();
+        let mut b = seed();
+        b.engine.kv_budget_source = Some(KvBudgetSource::KvCacheSizeTokens);
+        b.config.prompt_sharing = Some(PromptSharing::Distinct);
+        let d = diff(&a, &b, DEFAULT_THRESHOLD);
+        let field = |f: &str| d.header.iter().find(|h| h.field == f).and_then(|h| h.b.clone());
+        assert_eq!(field("KV budget source").as_deref(), Some("kv_cache_size_tokens"), "{:?}", d.header);
+        assert_eq!(field("Prompt sharing").as_deref(), Some("distinct"), "{:?}", d.header);
     }
 
     #[test]
@@ -836,6 +1054,11 @@ mod tests {
             })
             .collect();
         assert_eq!(changed, ["8K × 1 total_tps", "8K × 128 total_tps"]);
+    }
+
+    #[test]
+    fn seed_against_a_modified_copy_header_and_gate() {
+        let d = diff(&seed(), &modified(), DEFAULT_THRESHOLD);
         // Header: version, config lists, two launch flags.
         let fields: Vec<(&str, &str)> = d.header.iter().map(|h| (h.section.as_str(), h.field.as_str())).collect();
         assert_eq!(
@@ -982,6 +1205,158 @@ mod tests {
     }
 
     #[test]
+    fn counts_over_windows_of_different_length_are_not_compared() {
+        let a = seed();
+        let mut b = seed();
+        b.config.window_s = Some(5.0);
+        for c in &mut b.decode {
+            c.output_tokens = c.output_tokens.map(|t| t / 6);
+            c.completed_requests = c.completed_requests.map(|n| n / 6);
+        }
+        let d = diff(&a, &b, 0.05);
+        assert_eq!(d.header[0].field, "Time per measurement", "the window heads the header: {:?}", d.header);
+        assert_eq!((d.header[0].a.as_deref(), d.header[0].b.as_deref()), (Some("30 s"), Some("5 s")));
+        let cell = d.decode_cell(8192, 128).unwrap();
+        for id in WINDOW_SCALED {
+            let x = cell.delta(id).unwrap();
+            assert_eq!((x.verdict, x.rel, x.abs), (None, None, None), "{id}");
+            assert_eq!(x.not_comparable.as_deref(), Some("counted over windows of different length (30 s and 5 s)"));
+        }
+        // Rates still compare: the same tok/s in both.
+        assert_eq!(cell.delta("total_tps").unwrap().verdict, Some(Verdict::Same));
+        assert_eq!(d.tally("output_tokens").get("worse"), None, "no count is called worse");
+        // Same windows: counts compare as before.
+        let c = diff(&a, &seed(), 0.05);
+        assert_eq!(c.decode_cell(8192, 128).unwrap().delta("output_tokens").unwrap().verdict, Some(Verdict::Same));
+    }
+
+    /// The seed with noise data: every measured decode cell gets a total tok/s interval with a
+    /// standard error of 1 % (batch means, 9 df) and no TTFT / TPOT interval (too few requests).
+    fn with_noise(mut r: Results) -> Results {
+        for c in r.decode.iter_mut().filter(|c| c.status.is_measured()) {
+            let v = c.total_tps.unwrap();
+            let se = 0.01 * v;
+            let half = noise::critical_value(Some(9.0)) * se;
+            let iv = Interval {
+                estimate: v,
+                low: v - half,
+                high: v + half,
+                level: noise::LEVEL,
+                method: crate::IntervalMethod::BatchMeans,
+                evidence: 10,
+                std_error: se,
+                df: Some(9.0),
+            };
+            let why = |f: &str| crate::MissingFigure { figure: f.into(), reason: "3 request(s)".into() };
+            c.intervals = Some(crate::CellIntervals {
+                total_tps: Some(iv),
+                ttft_ms_p50: None,
+                tpot_ms_p50: None,
+                missing: vec![why("ttft_ms_p50"), why("tpot_ms_p50")],
+            });
+        }
+        r
+    }
+
+    fn scale_tps(r: &mut Results, f: impl Fn(&DecodeCell) -> f64) {
+        for c in r.decode.iter_mut().filter(|c| c.status.is_measured()) {
+            let k = f(c);
+            c.total_tps = c.total_tps.map(|v| v * k);
+            if let Some(iv) = c.intervals.as_mut().and_then(|i| i.total_tps.as_mut()) {
+                *iv = Interval {
+                    estimate: iv.estimate * k,
+                    low: iv.low * k,
+                    high: iv.high * k,
+                    std_error: iv.std_error * k,
+                    ..*iv
+                };
+            }
+        }
+    }
+
+    fn verdicts(d: &RunDiff, column: &str) -> Vec<Verdict> {
+        d.rows
+            .iter()
+            .filter(|r| r.cell.phase == Phase::Decode && r.matched() && !r.status_changed())
+            .filter_map(|r| r.delta(column).and_then(|x| x.verdict))
+            .collect()
+    }
+
+    #[test]
+    fn without_noise_data_on_either_side_the_threshold_decides() {
+        let a = with_noise(seed());
+        let d = diff_with(&a, &seed(), None);
+        assert_eq!(d.noise, None, "B has no samples: no noise data");
+        assert_eq!(d.threshold, DEFAULT_THRESHOLD);
+        assert!(d.rows.iter().flat_map(|r| &r.deltas).all(|x| x.interval.is_none()));
+    }
+
+    #[test]
+    fn a_uniform_slowdown_beyond_the_noise_is_worse_everywhere() {
+        let a = with_noise(seed());
+        let mut b = a.clone();
+        scale_tps(&mut b, |_| 0.95);
+        let d = diff_with(&a, &b, None);
+        let rule = d.noise.clone().unwrap();
+        assert_eq!((rule.level, rule.min_change, rule.control), (0.95, 0.0, "benjamini_hochberg"));
+        let v = verdicts(&d, "total_tps");
+        assert!(v.len() > 20 && v.iter().all(|x| *x == Verdict::Worse), "{v:?}");
+        let cell = d.decode_cell(8192, 1).unwrap().delta("total_tps").unwrap();
+        let iv = cell.interval.unwrap();
+        // se of the difference: 1 % of A and of B; Welch df 9 (1 + k²)² ÷ (1 + k⁴), k = 0.95.
+        let a_tps = cell.a.unwrap();
+        let k2 = 0.95f64 * 0.95;
+        let df = 9.0 * (1.0 + k2) * (1.0 + k2) / (1.0 + k2 * k2);
+        let half = noise::critical_value(Some(df)) * 0.01 * a_tps * (1.0 + k2).sqrt();
+        assert!((iv.half_width() - half).abs() < 1e-9 * a_tps, "{iv:?} vs ±{half}");
+        assert!(iv.discovery && iv.high < 0.0);
+        // TTFT has no interval on either side: not enough data, with why.
+        let ttft = d.decode_cell(8192, 1).unwrap().delta("ttft_ms_p50").unwrap();
+        assert_eq!(ttft.verdict, Some(Verdict::NotEnoughData));
+        assert_eq!(ttft.noise_note.as_deref(), Some("A: 3 request(s); B: 3 request(s)"));
+        // A --threshold above the change: within noise, though significant.
+        let high = verdicts(&diff_with(&a, &b, Some(0.06)), "total_tps");
+        assert!(high.iter().all(|x| *x == Verdict::WithinNoise), "{high:?}");
+        // The gate fails on every cell valid in A at 0 %, and the tally says why.
+        let g = gate(&d, &col("total_tps"), 0.0);
+        assert_eq!(g.regressions.len(), a.decode.iter().filter(|c| c.status == CellStatus::Valid).count());
+        assert_eq!(d.tally("total_tps").get("worse"), Some(&v.len()));
+    }
+
+    #[test]
+    fn a_change_inside_the_noise_or_a_lone_borderline_one_is_within_noise() {
+        let a = with_noise(seed());
+        let mut b = a.clone();
+        // Every cell 0.3 % faster (a third of one se): within noise. One cell 3.2 % faster:
+        // its own 95 % interval leaves out 0 (t ≈ 2.26 · … ), but among ~30 cells
+        // Benjamini–Hochberg does not keep a lone p ≈ 0.03.
+        scale_tps(&mut b, |c| if (c.context.tokens, c.concurrency) == (8192, 8) { 1.032 } else { 1.003 });
+        let d = diff_with(&a, &b, None);
+        let lone = d.decode_cell(8192, 8).unwrap().delta("total_tps").unwrap();
+        let iv = lone.interval.unwrap();
+        assert!(iv.low > 0.0 && iv.p_value > 0.01 && iv.p_value < 0.05, "{iv:?}");
+        assert!(!iv.discovery);
+        assert_eq!(lone.verdict, Some(Verdict::WithinNoise));
+        let v = verdicts(&d, "total_tps");
+        assert!(v.iter().all(|x| *x == Verdict::WithinNoise), "{v:?}");
+        // The gate passes: nothing got worse beyond noise.
+        let mut slower = a.clone();
+        scale_tps(&mut slower, |_| 0.997);
+        assert!(gate(&diff_with(&a, &slower, None), &col("total_tps"), 0.0).passed());
+        // Without noise data the same 0.3 % at a 0 % threshold is a regression everywhere.
+        let plain = diff(
+            &seed(),
+            &{
+                let mut s = seed();
+                scale_tps(&mut s, |_| 0.997);
+                s
+            },
+            0.0,
+        );
+        assert!(!gate(&plain, &col("total_tps"), 0.0).passed());
+    }
+
+    #[test]
     fn launch_command_flags() {
         let ch = launch_changes(
             Some("vllm serve m --tp 2 --enforce-eager --x=1 --api-key '<redacted>'"),
@@ -1001,6 +1376,12 @@ mod tests {
         let ch = launch_changes(Some("vllm 'unbalanced"), Some("vllm x"));
         assert_eq!(ch[0].field, "command line");
         assert_eq!(launch_changes(None, Some("x"))[0].a, None);
+        // An unknown launch command is a difference, never "same".
+        let unknown =
+            |a: Option<&str>, b: Option<&str>| launch_changes(a, b).into_iter().map(|c| c.field).collect::<Vec<_>>();
+        assert_eq!(unknown(None, None), ["unknown in A and B"]);
+        assert_eq!(unknown(Some("vllm serve m"), None), ["unknown in B"]);
+        assert_eq!(unknown(None, Some("vllm serve m")), ["unknown in A"]);
         assert!(launch_changes(Some("a  b"), Some("a  b")).is_empty());
         assert_eq!(launch_changes(Some("a  b"), Some("a b"))[0].field, "command line");
     }
@@ -1011,6 +1392,10 @@ mod tests {
         assert_eq!(parse_percent("5%"), Ok(0.05));
         assert_eq!(parse_percent(" 2.5 %"), Ok(0.025));
         assert!(parse_percent("-1").is_err() && parse_percent("x%").is_err() && parse_percent("inf").is_err());
+        assert_eq!(
+            parse_percent("abc").unwrap_err().to_string(),
+            "\"abc\" is not a percentage; give a number ≥ 0 such as 5 or 5%"
+        );
         assert_eq!(percent(0.1, true), "+10.0 %");
         assert_eq!(percent(-0.2, true), "-20.0 %");
         assert_eq!(percent(0.0, true), "0.0 %");

@@ -12,10 +12,16 @@
 //! - [`export`]: the one CSV / JSON writer of that table (CLI `show --format csv`, viewer export).
 //! - [`site`]: a published site's run index (`runs/index.json`), written by `publish`, read by
 //!   the viewer.
-//! - [`stats`]: percentiles and distributions (one method everywhere: nearest rank).
+//! - [`stats`]: percentiles and distributions (one method everywhere: nearest rank), and the
+//!   rounding of figures.
+//! - [`noise`]: confidence intervals (batch means over a window's series, bootstrap over
+//!   requests, t between repeats), the interval of a difference and the false-alarm control.
+//! - [`command_line`]: a launch command split like a shell and read flag by flag.
 //! - [`context`]: context sizes (`8k` = 8,192 tokens, `max`).
 //! - [`status`]: the cell status rules (over capacity, requests queued, …).
 //! - [`summary`]: a run's subtitle and header cards, as the terminal and the page show them.
+//! - [`progress`]: where a run stands for a person (the terminal bar and the live page).
+//! - [`resume`]: a resumed run's header against the server it reaches now.
 //! - [`diff`]: two runs compared (A = baseline, B = candidate): deltas, verdicts, status and
 //!   header changes, the regression gate.
 //! - [`derived`]: figures derived from a cell and its run: tok/s per GPU, tokens per joule,
@@ -23,17 +29,25 @@
 //! - [`frontier`]: operating points (throughput against per-user speed) and Pareto frontiers.
 //! - [`slo`]: capacity at a service-level objective (TTFT limit, per-user tok/s floor): the
 //!   largest concurrency per context that meets it, and its goodput.
+//! - [`simulation`]: how the speedmatrix twin says it is one on the wire, and how a run
+//!   against it is told apart from a run against a real server.
 
 #![warn(missing_docs)]
 
+pub mod command_line;
 pub mod context;
 pub mod derived;
 pub mod diff;
+pub mod estimate;
 pub mod export;
 pub mod frontier;
 pub mod load;
 pub mod model;
+pub mod noise;
+pub mod progress;
 pub mod registry;
+pub mod resume;
+pub mod simulation;
 pub mod site;
 pub mod slo;
 pub mod stats;
@@ -69,7 +83,8 @@ pub fn json_schema() -> serde_json::Value {
 
 /// Fields holding a fraction 0–1.
 #[cfg(feature = "json-schema")]
-const FRACTIONS: [&str; 4] = ["spec_accept_rate", "kv_cache_usage_avg", "kv_cache_usage_max", "kv_cache_usage"];
+const FRACTIONS: [&str; 5] =
+    ["spec_accept_rate", "kv_cache_usage_avg", "kv_cache_usage_max", "kv_cache_usage", "level"];
 
 #[cfg(feature = "json-schema")]
 fn tighten(v: &mut serde_json::Value, property: Option<&str>) {

@@ -289,11 +289,105 @@ pub fn migrate(mut value: Value) -> Result<Value, LoadError> {
     Ok(value)
 }
 
-/// Schema v1 (round-1 builds, the seed fixture, round-1 imports) → v2. Every field v2 added is
-/// optional and absent from a v1 file, where it means "not recorded" (null); nothing v1 held
-/// changes meaning.
-fn v1_to_v2(value: Value) -> Result<Value, LoadError> {
+/// Schema v1 (round-1 builds, the seed fixture, round-1 imports) → v2. Fields v2 added are
+/// optional and absent from a v1 file, where they mean "not recorded" (null). What v1 held keeps
+/// its meaning; where a v1 value was not the figure it claimed to be, it becomes null and
+/// `missing` says why:
+/// - `tool.version: "unknown"` (imports) → null;
+/// - an import of `vllm bench serve`: the engine it hard-coded (`vllm`), the `max_tokens` it
+///   took from the longest output and the window it took from the benchmark's duration → null;
+///   an llm-inference-bench import's `max_tokens: 0` (absent in the source) → null;
+/// - imports: an ITL or chunk-gap `count` (it held requests, the schema says tokens or chunks)
+///   → null;
+/// - a measured run's `avg_active_requests` where the server had no running gauge (v1 wrote the
+///   client's in-flight count, queued streams included; v2 means streams being served) → null;
+/// - `decode[].server.note` (never written by a speedmatrix build) moves to `missing`, and the
+///   run-level `telemetry` (never written either) is dropped.
+fn v1_to_v2(mut value: Value) -> Result<Value, LoadError> {
+    let mut missing: Vec<(String, String)> = Vec::new();
+    if let Some(obj) = value.as_object_mut() {
+        obj.remove("telemetry");
+    }
+    if value.pointer("/tool/version").and_then(Value::as_str) == Some("unknown") {
+        value["tool"]["version"] = Value::Null;
+        missing.push(("tool.version".into(), "the source does not say (an earlier import wrote \"unknown\")".into()));
+    }
+    let format = value.pointer("/import/format").and_then(Value::as_str).map(str::to_string);
+    v1_import_inventions(&mut value, format.as_deref(), &mut missing);
+    let measured_here = format.is_none() && value.pointer("/tool/name").and_then(Value::as_str) == Some("speedmatrix");
+    let mut client_count = 0;
+    if let Some(cells) = value.get_mut("decode").and_then(Value::as_array_mut) {
+        for (i, cell) in cells.iter_mut().enumerate() {
+            if let Some(server) = cell.get_mut("server").and_then(Value::as_object_mut) {
+                if let Some(Value::String(note)) = server.remove("note") {
+                    missing.push((format!("decode[{i}].server"), note));
+                }
+            }
+            if format.is_some() {
+                for d in ["itl_ms", "chunk_gap_ms"] {
+                    if let Some(count) = cell.get_mut(d).and_then(Value::as_object_mut).and_then(|o| o.get_mut("count"))
+                    {
+                        *count = Value::Null;
+                    }
+                }
+            }
+            let gauge = cell.pointer("/server/running_avg").is_some_and(|v| !v.is_null());
+            if measured_here && !gauge && cell.get("avg_active_requests").is_some_and(|v| !v.is_null()) {
+                cell["avg_active_requests"] = Value::Null;
+                client_count += 1;
+            }
+        }
+    }
+    if client_count > 0 {
+        missing.push((
+            "avg_active_requests".into(),
+            format!(
+                "{client_count} cell(s) of this schema-v1 file held the client's count of streams in flight (queued ones \
+                 included) where the server had no running gauge; the figure now means streams being served"
+            ),
+        ));
+    }
+    if !missing.is_empty() {
+        let list = value.as_object_mut().map(|o| o.entry("missing").or_insert_with(|| Value::Array(vec![])));
+        if let Some(Value::Array(list)) = list {
+            list.extend(
+                missing.into_iter().map(|(figure, reason)| serde_json::json!({"figure": figure, "reason": reason})),
+            );
+        }
+    }
     Ok(value)
+}
+
+/// What round-1 imports invented (see [`v1_to_v2`]) → null, each with its reason in `missing`.
+fn v1_import_inventions(value: &mut Value, format: Option<&str>, missing: &mut Vec<(String, String)>) {
+    match format {
+        Some("vllm-bench") => {
+            if value.pointer("/engine/name").and_then(Value::as_str) == Some("vllm") {
+                value["engine"]["name"] = Value::Null;
+                missing.push((
+                    "engine.name".into(),
+                    "vllm bench serve does not record the server's engine (an earlier import wrote \"vllm\")".into(),
+                ));
+            }
+            if value.pointer("/config/max_tokens").is_some_and(|v| !v.is_null()) {
+                value["config"]["max_tokens"] = Value::Null;
+                missing.push((
+                    "config.max_tokens".into(),
+                    "vllm bench serve files do not record max_tokens (an earlier import wrote the longest output seen)"
+                        .into(),
+                ));
+            }
+            if value.pointer("/config/window_s").is_some() {
+                // The benchmark's duration, not a window (`missing` already lists `window`).
+                value["config"]["window_s"] = Value::Null;
+            }
+        }
+        Some("llm-inference-bench") if value.pointer("/config/max_tokens").and_then(Value::as_u64) == Some(0) => {
+            value["config"]["max_tokens"] = Value::Null;
+            missing.push(("config.max_tokens".into(), "not in the source's metadata".into()));
+        }
+        _ => {}
+    }
 }
 
 fn kind(v: &Value) -> &'static str {
@@ -398,9 +492,6 @@ fn needs_reason(status: crate::CellStatus) -> bool {
 fn check_contexts(path: &str, list: &[crate::ContextSize]) -> Result<(), LoadError> {
     let mut seen = std::collections::HashSet::new();
     for (i, c) in list.iter().enumerate() {
-        if c.tokens == 0 {
-            return Err(invalid(format!("{path}[{i}].tokens"), "a context has at least 1 token"));
-        }
         if !seen.insert(c.tokens) {
             return Err(invalid(
                 format!("{path}[{i}]"),
@@ -439,6 +530,26 @@ const MAX_WINDOW_S: f64 = 86_400.0;
 /// # Errors
 /// [`LoadError::Invalid`] with the JSON path of the first problem found.
 pub fn validate(r: &Results) -> Result<(), LoadError> {
+    validate_header(r)?;
+    validate_prefill(r)?;
+    let mut seen = std::collections::HashSet::new();
+    for (i, cell) in r.decode.iter().enumerate() {
+        validate_cell(r, i, cell, &mut seen)?;
+    }
+    let c = &r.config;
+    for ctx in &c.contexts {
+        if let Some(&n) = c.concurrency.iter().find(|&&n| !seen.contains(&(ctx.tokens, n))) {
+            return Err(invalid(
+                "decode",
+                format!("the planned cell {} × {n} is missing; every planned cell appears", ctx.label),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The run's times, the plan (window, concurrency levels, contexts) and the GPU count.
+fn validate_header(r: &Results) -> Result<(), LoadError> {
     use time::format_description::well_known::Rfc3339;
     check_rfc3339("run.started_at", &r.run.started_at)?;
     check_rfc3339("run.finished_at", &r.run.finished_at)?;
@@ -451,8 +562,8 @@ pub fn validate(r: &Results) -> Result<(), LoadError> {
         }
     }
     let c = &r.config;
-    if !(0.001..=MAX_WINDOW_S).contains(&c.window_s) {
-        return Err(invalid("config.window_s", format!("{} s is not a measurement window (1 ms … 1 day)", c.window_s)));
+    if let Some(w) = c.window_s.filter(|w| !(0.001..=MAX_WINDOW_S).contains(w)) {
+        return Err(invalid("config.window_s", format!("{w} s is not a measurement window (1 ms … 1 day)")));
     }
     if let Some(i) = c.concurrency.iter().position(|&n| n == 0) {
         return Err(invalid(format!("config.concurrency[{i}]"), "concurrency must be at least 1 stream"));
@@ -472,6 +583,13 @@ pub fn validate(r: &Results) -> Result<(), LoadError> {
             return Err(invalid("hardware.gpu_count", format!("{n} GPUs, but hardware.gpus lists {}", h.gpus.len())));
         }
     }
+    Ok(())
+}
+
+/// Every prefill row belongs to the plan, once, says why when it was not measured, and every
+/// planned row appears.
+fn validate_prefill(r: &Results) -> Result<(), LoadError> {
+    let c = &r.config;
     let mut rows = std::collections::HashSet::new();
     for (i, p) in r.prefill.iter().enumerate() {
         planned(format!("prefill[{i}].context"), &p.context, &c.prefill_contexts, "config.prefill_contexts")?;
@@ -491,65 +609,78 @@ pub fn validate(r: &Results) -> Result<(), LoadError> {
             format!("the planned prefill row {} is missing; every planned row appears", missing.label),
         ));
     }
-    let mut seen = std::collections::HashSet::new();
-    for (i, cell) in r.decode.iter().enumerate() {
-        let at = |f: &str| format!("decode[{i}].{f}");
-        planned(at("context"), &cell.context, &c.contexts, "config.contexts")?;
-        if !c.concurrency.contains(&cell.concurrency) {
-            return Err(invalid(at("concurrency"), format!("{} is not in config.concurrency", cell.concurrency)));
-        }
-        if !seen.insert((cell.context.tokens, cell.concurrency)) {
-            return Err(invalid(
-                format!("decode[{i}]"),
-                format!(
-                    "a second cell for context {} × concurrency {}; each cell appears once",
-                    cell.context.label, cell.concurrency
-                ),
-            ));
-        }
-        if needs_reason(cell.status) && cell.reason.is_none() {
-            return Err(invalid(at("reason"), format!("a {} cell must say why", cell.status.id())));
-        }
-        for (name, d) in [
-            ("per_request_tps", &cell.per_request_tps),
-            ("ttft_ms", &cell.ttft_ms),
-            ("ttft_in_window_ms", &cell.ttft_in_window_ms),
-            ("ttft_content_ms", &cell.ttft_content_ms),
-            ("tpot_ms", &cell.tpot_ms),
-            ("itl_ms", &cell.itl_ms),
-            ("chunk_gap_ms", &cell.chunk_gap_ms),
-            ("e2e_ms", &cell.e2e_ms),
-        ] {
-            check_distribution(&at(name), d)?;
-        }
-        check_fraction(&at("spec_accept_rate"), cell.spec_accept_rate)?;
-        if let Some(s) = &cell.server {
-            check_fraction(&at("server.kv_cache_usage_avg"), s.kv_cache_usage_avg)?;
-            check_fraction(&at("server.kv_cache_usage_max"), s.kv_cache_usage_max)?;
-        }
-        if let Some(u) = cell.gpu.as_ref().and_then(|g| g.utilization_pct).filter(|u| *u > 100.0) {
-            return Err(invalid(at("gpu.utilization_pct"), format!("{u} is above 100 %")));
-        }
-        if let Some(w) = cell.window_s {
-            if w > MAX_WINDOW_S || (w == 0.0 && cell.status.is_measured()) {
-                return Err(invalid(
-                    at("window_s"),
-                    format!("{w} s is not a measurement window (more than 0, at most a day)"),
-                ));
-            }
+    Ok(())
+}
+
+/// A confidence interval: its level a fraction, its bounds around its estimate.
+fn check_interval(path: &str, v: Option<&crate::Interval>) -> Result<(), LoadError> {
+    let Some(v) = v else { return Ok(()) };
+    check_fraction(&format!("{path}.level"), Some(v.level))?;
+    if !(v.low <= v.estimate && v.estimate <= v.high) {
+        return Err(invalid(path, format!("low {} ≤ estimate {} ≤ high {} does not hold", v.low, v.estimate, v.high)));
+    }
+    Ok(())
+}
+
+/// One decode cell (`decode[i]`): in the plan, once (`seen` holds the cells before it), says
+/// why when not valid, distributions ordered, fractions ≤ 1, utilization ≤ 100 %, a real window.
+fn validate_cell(
+    r: &Results,
+    i: usize,
+    cell: &crate::DecodeCell,
+    seen: &mut std::collections::HashSet<(u64, u32)>,
+) -> Result<(), LoadError> {
+    let c = &r.config;
+    let at = |f: &str| format!("decode[{i}].{f}");
+    planned(at("context"), &cell.context, &c.contexts, "config.contexts")?;
+    if !c.concurrency.contains(&cell.concurrency) {
+        return Err(invalid(at("concurrency"), format!("{} is not in config.concurrency", cell.concurrency)));
+    }
+    if !seen.insert((cell.context.tokens, cell.concurrency)) {
+        return Err(invalid(
+            format!("decode[{i}]"),
+            format!(
+                "a second cell for context {} × concurrency {}; each cell appears once",
+                cell.context.label, cell.concurrency
+            ),
+        ));
+    }
+    if needs_reason(cell.status) && cell.reason.is_none() {
+        return Err(invalid(at("reason"), format!("a {} cell must say why", cell.status.id())));
+    }
+    for (name, d) in [
+        ("per_request_tps", &cell.per_request_tps),
+        ("ttft_ms", &cell.ttft_ms),
+        ("ttft_in_window_ms", &cell.ttft_in_window_ms),
+        ("ttft_content_ms", &cell.ttft_content_ms),
+        ("tpot_ms", &cell.tpot_ms),
+        ("itl_ms", &cell.itl_ms),
+        ("chunk_gap_ms", &cell.chunk_gap_ms),
+        ("e2e_ms", &cell.e2e_ms),
+    ] {
+        check_distribution(&at(name), d)?;
+    }
+    check_fraction(&at("spec_accept_rate"), cell.spec_accept_rate)?;
+    if let Some(s) = &cell.server {
+        check_fraction(&at("server.kv_cache_usage_avg"), s.kv_cache_usage_avg)?;
+        check_fraction(&at("server.kv_cache_usage_max"), s.kv_cache_usage_max)?;
+    }
+    if let Some(iv) = &cell.intervals {
+        for (name, v) in
+            [("total_tps", &iv.total_tps), ("ttft_ms_p50", &iv.ttft_ms_p50), ("tpot_ms_p50", &iv.tpot_ms_p50)]
+        {
+            check_interval(&at(&format!("intervals.{name}")), v.as_ref())?;
         }
     }
-    for ctx in &c.contexts {
-        if let Some(&n) = c.concurrency.iter().find(|&&n| !seen.contains(&(ctx.tokens, n))) {
-            return Err(invalid(
-                "decode",
-                format!("the planned cell {} × {n} is missing; every planned cell appears", ctx.label),
-            ));
-        }
+    if let Some(u) = cell.gpu.as_ref().and_then(|g| g.utilization_pct).filter(|u| *u > 100.0) {
+        return Err(invalid(at("gpu.utilization_pct"), format!("{u} is above 100 %")));
     }
-    if let Some(t) = &r.telemetry {
-        for (i, s) in t.samples.iter().enumerate() {
-            check_fraction(&format!("telemetry.samples[{i}].kv_cache_usage"), s.kv_cache_usage)?;
+    if let Some(w) = cell.window_s {
+        if w > MAX_WINDOW_S || (w == 0.0 && cell.status.is_measured()) {
+            return Err(invalid(
+                at("window_s"),
+                format!("{w} s is not a measurement window (more than 0, at most a day)"),
+            ));
         }
     }
     Ok(())

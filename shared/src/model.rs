@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 pub struct Results {
     /// Always `"speedmatrix-results"` ([`crate::SCHEMA_NAME`]).
     pub schema: String,
-    /// The schema version of this file (integer, currently 1). Older versions are migrated on
+    /// The schema version of this file (integer, currently 2). Older versions are migrated on
     /// load; newer ones are refused with an "upgrade speedmatrix" error.
     pub schema_version: u32,
     /// The program that measured (or converted) this run.
@@ -37,9 +37,12 @@ pub struct Results {
     pub prefill: Vec<PrefillRow>,
     /// Sustained-decode cells, in plan order (context-major, then concurrency).
     pub decode: Vec<DecodeCell>,
-    /// Run-level telemetry series (server gauges, GPU samples), if recorded.
+    /// The machine the collector ran on: its CPU bounds the client's own figures (the
+    /// self-check `client_cpu_pct`). For a server on that machine it is the same host as
+    /// [`Results::hardware`]; for a remote one it is not the server's hardware. `null` in files
+    /// that did not record it (schema v1) and for imported runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub telemetry: Option<Telemetry>,
+    pub client: Option<ClientMachine>,
     /// Figures this run could not give, and why (e.g. a server without `/metrics`, an engine
     /// without a KV-usage gauge, a source format without percentiles). Empty when nothing is
     /// known to be missing.
@@ -96,8 +99,10 @@ pub struct UnmappedField {
 pub struct Tool {
     /// Program name, e.g. `speedmatrix` or `llm-inference-bench` for an imported run.
     pub name: String,
-    /// Program version, e.g. `0.1.0`.
-    pub version: String,
+    /// Program version, e.g. `0.1.0`; `null` when the source does not say (an imported run;
+    /// `missing` lists `tool.version` with the reason).
+    #[serde(default)]
+    pub version: Option<String>,
     /// For imported runs: the program and version that converted the file.
     #[serde(default)]
     pub converted_by: Option<String>,
@@ -146,8 +151,10 @@ pub struct RunInfo {
     pub notes: Option<String>,
 }
 
-/// The machine the server ran on. Source: NVML and the OS for local servers, flags or the
-/// imported file otherwise.
+/// The machine the server ran on. Source: NVML and the OS when the server runs on the
+/// collector's machine (found by the process that owns the URL's listening socket, see
+/// [`Hardware::server_location`]); for a remote server only what the server itself reports;
+/// the imported file for imports. The collector's own machine is [`Results::client`].
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
@@ -176,6 +183,94 @@ pub struct Hardware {
     /// Why GPU figures are missing when they are, e.g. "NVML not available: libnvidia-ml.so not found".
     #[serde(default)]
     pub gpu_telemetry_note: Option<String>,
+    /// Whether the server ran on the collector's machine, and how that was found. `null` when
+    /// not recorded (schema v1, imports).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_location: Option<ServerLocation>,
+    /// How the GPUs in [`Hardware::gpus`] (and so every GPU figure of the cells) were chosen.
+    /// `null` when not recorded (schema v1, imports).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_selection: Option<GpuSelection>,
+}
+
+/// Where the server ran, as the collector found it. Source: the operating system (the process
+/// that owns the listening socket of the URL's port).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ServerLocation {
+    /// Local, remote, or unknown.
+    pub place: ServerPlace,
+    /// What it was found from, e.g. "PID 4242 (vllm) listens on 127.0.0.1:8000", "127.0.0.1:8000
+    /// is forwarded by ssh (PID 77): the server runs elsewhere", "10.0.0.5 is not an address of
+    /// this machine".
+    pub evidence: String,
+}
+
+/// Whether the server ran on the collector's machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum ServerPlace {
+    /// A process on this machine owns the listening socket and serves the requests: the
+    /// hardware card is this machine's.
+    Local,
+    /// The URL's host is another machine, or the local socket belongs to a tunnel or proxy
+    /// (ssh, kubectl port-forward, socat, docker-proxy, a relay): the hardware card holds only
+    /// what the server reports.
+    Remote,
+    /// The address is this machine's, but no process visible to the collector owns the socket
+    /// (another user's process, another namespace): treated as remote.
+    Unknown,
+}
+
+/// How the GPUs a run read were chosen. Source: NVML's compute processes matched against the
+/// server's process tree.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct GpuSelection {
+    /// The rule that chose them.
+    pub method: GpuSelectionMethod,
+    /// The choice in words, e.g. "2 of 8 GPUs: those where the server's processes (PIDs 4242,
+    /// 4300) hold a compute context".
+    pub detail: String,
+}
+
+/// The rule that chose the GPUs of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum GpuSelectionMethod {
+    /// The GPUs where the server's processes hold a compute context: the figures are the
+    /// server's GPUs'.
+    ServerProcesses,
+    /// All GPUs of the host, assumed: the server's processes could not be matched (e.g. a
+    /// server in a container with its own PID namespace). Power and energy may include other
+    /// work on those GPUs; `show` and the page mark them as assumed.
+    AllAssumed,
+    /// No GPU was read: the server is not on this host's GPUs (a remote server, the twin, a
+    /// CPU server), `--no-gpu`, or no NVML. The cells carry no GPU figures.
+    None,
+}
+
+/// The machine the collector ran on. Source: the operating system.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ClientMachine {
+    /// CPU model name, e.g. "AMD EPYC 9554 (64 cores)".
+    #[serde(default)]
+    pub cpu: Option<String>,
+    /// CPU cores the collector could use (the self-check's "all of its cores").
+    #[serde(default)]
+    pub cores: Option<u32>,
+    /// Operating system, e.g. "linux".
+    #[serde(default)]
+    pub os: Option<String>,
+    /// Host name; dropped by `--redact-host`.
+    #[serde(default)]
+    pub host: Option<String>,
 }
 
 /// One GPU, from NVML.
@@ -224,8 +319,10 @@ pub enum KvBudgetSource {
 #[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Engine {
-    /// Engine name: `vllm`, `sglang`, `llamacpp`, `openai` (unknown OpenAI-compatible).
-    pub name: String,
+    /// Engine name: `vllm`, `sglang`, `llamacpp`, `openai` (unknown OpenAI-compatible);
+    /// `null` when an imported source does not say (`missing` lists `engine.name`).
+    #[serde(default)]
+    pub name: Option<String>,
     /// Engine version as the server reports it (`GET /version`), e.g. "0.26.1rc1.dev638+g52be12cfa".
     #[serde(default)]
     pub version: Option<String>,
@@ -280,19 +377,40 @@ pub struct Engine {
     /// `max_running_requests`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_running_requests: Option<u32>,
+    /// Set when the server was a simulation — the speedmatrix twin — not a real engine: every
+    /// figure of the run is the twin's model of a server. Absent for real servers and in files
+    /// written before it was recorded (schema v1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub simulated: Option<Simulated>,
+}
+
+/// What simulated the server a run measured.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct Simulated {
+    /// The simulator, e.g. "speedmatrix twin".
+    pub by: String,
+    /// The twin's engine profile, e.g. "h200-qwen3.5-122b" or "fit:run.json".
+    #[serde(default)]
+    pub profile: Option<String>,
+    /// How the collector knew, e.g. "x-speedmatrix-twin header".
+    #[serde(default)]
+    pub evidence: Option<String>,
 }
 
 /// A context size: the label people read and the token count it stands for.
 ///
 /// `8K` = 8,192 tokens (K = 1,024). `max` resolves to a real count at plan time (how:
-/// `docs/METHODOLOGY.md`, "Context sizes").
+/// `docs/METHODOLOGY.md`, "Context sizes"). A context of 0 tokens is a real one: decode with
+/// no context beyond the request itself (imported from tools that measure it, labelled "0").
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ContextSize {
     /// Display label, e.g. "8K", "251K".
     pub label: String,
-    /// Nominal prompt length, tokens (e.g. 8192).
+    /// Nominal prompt length, tokens (e.g. 8192; 0 for "no context").
     pub tokens: u64,
 }
 
@@ -364,10 +482,13 @@ pub struct Config {
     pub concurrency: Vec<u32>,
     /// Prefill contexts.
     pub prefill_contexts: Vec<ContextSize>,
-    /// Length of each decode measurement window, s.
-    pub window_s: f64,
-    /// `max_tokens` of each decode request, tokens.
-    pub max_tokens: u32,
+    /// Length of each decode measurement window, s; `null` when the source has no fixed window
+    /// (an imported `vllm bench serve` run) or does not say.
+    #[serde(default)]
+    pub window_s: Option<f64>,
+    /// `max_tokens` of each decode request, tokens; `null` when an imported source does not say.
+    #[serde(default)]
+    pub max_tokens: Option<u32>,
     /// Endpoint used; `null` when an imported source does not say.
     #[serde(default)]
     pub endpoint: Option<Endpoint>,
@@ -395,6 +516,45 @@ pub struct Config {
     /// A stream with no bytes for this long is an error, s.
     #[serde(default)]
     pub stall_timeout_s: Option<f64>,
+    /// Contexts that were asked for but could not be planned (e.g. longer than the server's
+    /// `max_model_len`), each with the reason; they have no row or cell. Empty when every asked
+    /// context was planned, and in files that did not record it (schema v1).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_run_contexts: Vec<NotRunContext>,
+    /// The server's base URL as `run --url` gave it (no credentials: those are refused), so
+    /// `run --resume FILE` can continue without the flags; `null` with `--redact-host`, for
+    /// imports, and in files that did not record it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_url: Option<String>,
+}
+
+/// A context asked for (`--contexts`, `--prefill-contexts`) that the plan could not hold.
+/// Source: plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct NotRunContext {
+    /// Which measurement it was asked for.
+    pub phase: PlanPhase,
+    /// As asked, e.g. "16K" or "max".
+    pub label: String,
+    /// The prompt length it stands for, tokens; `null` for a `max` that resolved to nothing.
+    #[serde(default)]
+    pub tokens: Option<u64>,
+    /// Why it was not run, e.g. "16,384 prompt + 4,096 output tokens exceed the server's
+    /// max_model_len 8,192".
+    pub reason: String,
+}
+
+/// The two kinds of measurement a plan holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum PlanPhase {
+    /// A prefill row (`--prefill-contexts`).
+    Prefill,
+    /// A row of decode cells (`--contexts`).
+    Decode,
 }
 
 /// The status of a prefill row or decode cell (`docs/METHODOLOGY.md`, "Statuses"). When
@@ -502,14 +662,18 @@ pub struct Distribution {
 #[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum TokenCountSource {
-    /// Cumulative `usage.completion_tokens` on every chunk (`continuous_usage_stats`).
+    /// Cumulative `usage.completion_tokens` on every chunk (`continuous_usage_stats`): exact per
+    /// chunk.
     ContinuousUsage,
-    /// The final usage chunk of each request only.
+    /// Chunks counted, each request's count reconciled with its final `usage` (its tokens
+    /// spread evenly over its chunks); requests without one (still streaming when the window
+    /// closed) at the tokens per chunk of those with one.
     FinalUsage,
-    /// The server's `generation_tokens_total` counter delta (Prometheus).
+    /// Chunks counted and scaled to the server's `generation_tokens_total` counter over the
+    /// window (Prometheus, read between scrapes): no request had a usage.
     ServerCounter,
-    /// One token per text-carrying chunk (no usage per chunk, no server counter): a lower bound
-    /// under speculative decoding.
+    /// One token per text-carrying chunk, nothing to reconcile with (no usage at all, no live
+    /// server counter): approximate, a lower bound under speculative decoding.
     ChunkCount,
     /// Counted by the source tool in a way it does not state (imported runs).
     Reported,
@@ -633,13 +797,101 @@ pub struct PrefillRow {
     /// Requests that finished (finish_reason and `[DONE]` seen by the client), count.
     #[serde(default)]
     pub completed_requests: Option<u64>,
-    /// Prompt tokens the server reports as served from its prefix cache, tokens (server usage);
-    /// should be ~0 for a cold measurement.
+    /// Prompt tokens the server served from its prefix cache, tokens; ~0 for a cold
+    /// measurement (a row above the registry's threshold carries a warning in `reason`). Its
+    /// source is [`PrefillRow::cached_tokens_source`]; `null` when the server tells none.
     #[serde(default)]
     pub cached_tokens: Option<u64>,
+    /// Header fields that differed from the file's header when this row was measured (a
+    /// `--resume` against a changed server, accepted with `--accept-change`). Empty when it was
+    /// measured under the header.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub accepted_differences: Vec<AcceptedDifference>,
+    /// Where `cached_tokens` came from; `null` when not recorded (schema v1) or unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_tokens_source: Option<CachedTokensSource>,
     /// The request(s) behind this row.
     #[serde(default)]
     pub requests: Vec<RequestSample>,
+}
+
+/// A header field whose value differed when a row or cell was measured: the file's header
+/// keeps the first run's value, this records the one the row or cell was measured with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct AcceptedDifference {
+    /// The header field, e.g. `engine.version`, `engine.launch_command`.
+    pub field: String,
+    /// Its value in the file's header; `null` when the header does not know it.
+    #[serde(default)]
+    pub header: Option<String>,
+    /// Its value when this row or cell was measured; `null` when unknown then.
+    #[serde(default)]
+    pub measured: Option<String>,
+}
+
+/// Where a prefill row's cached prompt tokens came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum CachedTokensSource {
+    /// `usage.prompt_tokens_details.cached_tokens` of the request (server usage: vLLM with
+    /// prompt-token details, SGLang).
+    Usage,
+    /// llama.cpp's `timings.cache_n` of the request.
+    ServerTimings,
+    /// The prefix-cache hit counter's growth around the request (Prometheus).
+    Prometheus,
+}
+
+/// How a decode cell's readiness ended: every stream decoding and the server queue empty, or
+/// not within the limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum ReadinessOutcome {
+    /// Every stream produced a token and the queue gauge (if any) read 0.
+    Ready,
+    /// Not ready within the limit; the window was measured anyway and the cell says so.
+    TimedOut,
+    /// A stream failed first; no window was measured.
+    Failed,
+}
+
+/// A decode cell's readiness, before its window. Source: client clock (and Prometheus for the
+/// queue).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct Readiness {
+    /// How it ended.
+    pub outcome: ReadinessOutcome,
+    /// From the opening of the cell's first stream to that outcome, ms (client clock).
+    pub after_ms: f64,
+    /// The longest readiness may take, ms.
+    pub limit_ms: f64,
+    /// Streams that had produced a token (or finished) by then.
+    pub streams_producing: u32,
+}
+
+impl PrefillRow {
+    /// A row of the plan without figures yet: `status` and `reason` as given, nothing measured.
+    pub fn new(context: ContextSize, status: CellStatus, reason: Option<String>) -> PrefillRow {
+        PrefillRow {
+            context,
+            prompt_tokens: None,
+            status,
+            reason,
+            prompt_tps: None,
+            ttft_ms: None,
+            completed_requests: None,
+            cached_tokens: None,
+            accepted_differences: vec![],
+            cached_tokens_source: None,
+            requests: vec![],
+        }
+    }
 }
 
 /// Server-side figures during a decode window (Prometheus `/metrics`, sampled ≥ 1 Hz).
@@ -678,9 +930,6 @@ pub struct ServerFigures {
     /// Mean accepted length per speculative-decoding draft, tokens.
     #[serde(default)]
     pub spec_mean_accepted_len: Option<f64>,
-    /// Why server figures are missing, e.g. "/metrics answered 404".
-    #[serde(default)]
-    pub note: Option<String>,
 }
 
 /// GPU figures during a decode window (NVML, summed over GPUs).
@@ -737,6 +986,14 @@ pub struct DecodeCell {
     /// When the window opened, ms from the run start (client clock).
     #[serde(default)]
     pub window_start_ms: Option<f64>,
+    /// When the window really closed, ms from the run start (client clock); `window_s` is
+    /// `window_end_ms − window_start_ms`, and its distance from `window_start_ms +
+    /// config.window_s` is how late the close was. `null` in files that did not record it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_end_ms: Option<f64>,
+    /// How readiness ended before the window; `null` when not recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub readiness: Option<Readiness>,
     /// Output tokens of all streams inside the window ÷ window, tok/s.
     #[serde(default)]
     pub total_tps: Option<f64>,
@@ -771,10 +1028,19 @@ pub struct DecodeCell {
     /// Where `output_tokens` came from.
     #[serde(default)]
     pub token_count_source: Option<TokenCountSource>,
+    /// Whether counted chunks were reconciled with a real count (final usage, the server
+    /// counter): `false` means the figures are approximate (one token per chunk); `null` when
+    /// every chunk carried its usage, or in files that did not record it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_count_reconciled: Option<bool>,
     /// Requests that finished inside the window (client), count.
     #[serde(default)]
     pub completed_requests: Option<u64>,
-    /// Mean requests running on the server during the window (Prometheus, else client).
+    /// Mean requests being served during the window — past their first token, not waiting in
+    /// a queue — requests: the server's running gauge (Prometheus; then equal to
+    /// `server.running_avg`), else the time-weighted mean of streams between their first token
+    /// and their end as the client saw them (the count the status rules use). `null` in v1
+    /// files where it held the client's in-flight count (queued streams included).
     #[serde(default)]
     pub avg_active_requests: Option<f64>,
     /// Most requests in flight at once during the window (client view), requests.
@@ -783,7 +1049,7 @@ pub struct DecodeCell {
     /// Speculative decoding: accepted ÷ drafted tokens, fraction 0–1 (Prometheus).
     #[serde(default)]
     pub spec_accept_rate: Option<f64>,
-    /// Mean GPU power in the window, W (NVML).
+    /// Mean GPU power in the window, W (NVML, over the GPUs of `hardware.gpu_selection`).
     #[serde(default)]
     pub gpu_power_w: Option<f64>,
     /// GPU energy per output token, J/token (NVML energy delta ÷ output tokens).
@@ -799,41 +1065,149 @@ pub struct DecodeCell {
     /// Near all of its cores means the figures may be the client's limit; `reason` then says so.
     #[serde(default)]
     pub client_cpu_pct: Option<f64>,
+    /// Header fields that differed from the file's header when this cell was measured (a
+    /// `--resume` against a changed server, accepted with `--accept-change`). Empty when it was
+    /// measured under the header.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub accepted_differences: Vec<AcceptedDifference>,
     /// The requests behind this cell, one summary each.
     #[serde(default)]
     pub requests: Vec<RequestSample>,
+    /// The window as a time series of one-second buckets (client clock); `null` in files that
+    /// did not record one (no noise data: the cell's intervals are unavailable).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub series: Option<WindowSeries>,
+    /// Confidence intervals of the cell's headline figures (`docs/METHODOLOGY.md`, "Noise");
+    /// `null` in files without samples.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intervals: Option<CellIntervals>,
 }
 
-/// One sample of a run-level time series.
+/// A decode window as a time series: bucket `i` covers `[start + i·bucket_s, start +
+/// (i+1)·bucket_s)` ms after the window opened, whole buckets only (the window's last fraction
+/// of a second is in the cell's figures but not here). Source: client clock, except `running`
+/// and `waiting` (Prometheus).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
-pub struct TelemetrySample {
-    /// When sampled, ms from the run start (client clock).
-    pub t_ms: f64,
-    /// Requests running (Prometheus).
-    #[serde(default)]
-    pub running: Option<f64>,
-    /// Requests waiting (Prometheus).
-    #[serde(default)]
-    pub waiting: Option<f64>,
-    /// KV-cache usage, fraction 0–1 (Prometheus).
-    #[serde(default)]
-    pub kv_cache_usage: Option<f64>,
-    /// Total GPU power, W (NVML).
-    #[serde(default)]
-    pub gpu_power_w: Option<f64>,
-    /// Mean GPU utilization, percent (NVML).
-    #[serde(default)]
-    pub gpu_utilization_pct: Option<f64>,
+pub struct WindowSeries {
+    /// Width of one bucket, s.
+    pub bucket_s: f64,
+    /// Output tokens of all streams that arrived in each bucket, tokens (counted as for
+    /// `output_tokens`; fractional where a chunk's tokens are spread over its reconciled count).
+    pub output_tokens: Vec<f64>,
+    /// Streams decoding (past their first token, not yet ended) in each bucket, time-weighted
+    /// mean, streams.
+    pub streams_decoding: Vec<f64>,
+    /// The server's running gauge, mean of the scrapes in each bucket (Prometheus); `null`
+    /// where no scrape fell in the bucket. Empty when the server has no such gauge.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub running: Vec<Option<f64>>,
+    /// The server's waiting gauge, largest scrape in each bucket (Prometheus); as `running`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiting: Vec<Option<f64>>,
 }
 
-/// Run-level telemetry series.
+/// How a confidence interval was computed (each defined in `docs/METHODOLOGY.md`, "Noise").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum IntervalMethod {
+    /// Non-overlapping batch means over a window's per-second series, Student's t with
+    /// batches − 1 degrees of freedom (respects autocorrelation within the window).
+    BatchMeans,
+    /// Percentile bootstrap over the cell's requests (seeded, deterministic).
+    BootstrapRequests,
+    /// Student's t interval of the mean over repeats of the cell.
+    RepeatsT,
+}
+
+/// A confidence interval of one figure.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct Interval {
+    /// The figure the interval is about (the batch means' mean, the requests' percentile, the
+    /// repeats' mean), in the figure's unit.
+    pub estimate: f64,
+    /// Lower bound, in the figure's unit.
+    pub low: f64,
+    /// Upper bound, in the figure's unit.
+    pub high: f64,
+    /// Confidence level, fraction 0–1 (0.95).
+    pub level: f64,
+    /// How it was computed.
+    pub method: IntervalMethod,
+    /// Pieces of evidence behind it: batches, requests or repeats, count.
+    pub evidence: u64,
+    /// Standard error of the estimate, in the figure's unit (bootstrap: the replicates'
+    /// standard deviation).
+    pub std_error: f64,
+    /// Degrees of freedom of the t distribution behind the interval; `null` for the bootstrap
+    /// (read as normal when two intervals are compared).
+    #[serde(default)]
+    pub df: Option<f64>,
+}
+
+/// The confidence intervals of a decode cell's headline figures. A figure whose evidence is too
+/// short for an honest interval is `null`, with the reason in `missing`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
-pub struct Telemetry {
-    /// Samples in time order.
+pub struct CellIntervals {
+    /// Of `total_tps`, tok/s.
     #[serde(default)]
-    pub samples: Vec<TelemetrySample>,
+    pub total_tps: Option<Interval>,
+    /// Of `ttft_ms.p50`, ms.
+    #[serde(default)]
+    pub ttft_ms_p50: Option<Interval>,
+    /// Of `tpot_ms.p50`, ms.
+    #[serde(default)]
+    pub tpot_ms_p50: Option<Interval>,
+    /// Intervals left out and why (`figure` is the metric id, e.g. `total_tps`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<MissingFigure>,
+}
+
+impl DecodeCell {
+    /// A cell of the plan without figures yet: `status` and `reason` as given, nothing measured.
+    pub fn new(context: ContextSize, concurrency: u32, status: CellStatus, reason: Option<String>) -> DecodeCell {
+        DecodeCell {
+            context,
+            prompt_tokens: None,
+            concurrency,
+            status,
+            reason,
+            capacity: None,
+            window_s: None,
+            window_start_ms: None,
+            window_end_ms: None,
+            readiness: None,
+            total_tps: None,
+            per_request_tps: None,
+            ttft_ms: None,
+            ttft_in_window_ms: None,
+            ttft_content_ms: None,
+            tpot_ms: None,
+            itl_ms: None,
+            chunk_gap_ms: None,
+            e2e_ms: None,
+            output_tokens: None,
+            token_count_source: None,
+            token_count_reconciled: None,
+            completed_requests: None,
+            avg_active_requests: None,
+            max_active_requests: None,
+            spec_accept_rate: None,
+            gpu_power_w: None,
+            energy_j_per_token: None,
+            server: None,
+            gpu: None,
+            client_cpu_pct: None,
+            accepted_differences: vec![],
+            requests: vec![],
+            series: None,
+            intervals: None,
+        }
+    }
 }

@@ -135,9 +135,9 @@ use Kind::{Distribution as D, Scalar as S};
 #[rustfmt::skip]
 pub static METRICS: &[Metric] = &[
     m("total_tps", "Total tok/s", Unit::TokPerS, Style::Fixed(1), Some(true), S,
-      "Output tokens of all streams inside the window ÷ window length (server usage tokens, client clock)."),
+      "Output tokens of all streams inside the window ÷ window length (tokens: server usage, see token_count_source; client clock)."),
     m("per_request_tps", "Per request tok/s", Unit::TokPerS, Style::Fixed(1), Some(true), D,
-      "Per-stream decode rate, 1000 ÷ TPOT (server usage tokens, client clock)."),
+      "Per-stream decode rate, 1000 ÷ TPOT (tokens: server usage, see token_count_source; client clock)."),
     m("ttft_ms", "TTFT", Unit::Ms, Style::Fixed(0), Some(false), D,
       "Request sent → first token on any channel (client clock); decode cells: the streams that open the cell."),
     m("ttft_in_window_ms", "TTFT in window", Unit::Ms, Style::Fixed(0), Some(false), D,
@@ -157,11 +157,11 @@ pub static METRICS: &[Metric] = &[
     m("prompt_tokens", "Prompt tokens", Unit::Tokens, Style::Fixed(0), None, S,
       "Real prompt length the server counted (server usage)."),
     m("output_tokens", "Output tokens", Unit::Tokens, Style::Fixed(0), Some(true), S,
-      "Output tokens produced inside the window by all streams (server usage)."),
+      "Output tokens produced inside the window by all streams (server usage; the cell's token_count_source says how)."),
     m("completed_requests", "Completed requests", Unit::Requests, Style::Fixed(0), None, S,
       "Requests that finished inside the window (client)."),
     m("avg_active_requests", "Average active requests", Unit::Requests, Style::Fixed(1), None, S,
-      "Mean requests running on the server during the window (Prometheus, else client)."),
+      "Mean requests being served during the window: the server's running gauge (Prometheus), else streams decoding as the client saw them."),
     m("max_active_requests", "Max active requests", Unit::Requests, Style::Fixed(0), None, S,
       "Most requests running at once during the window (Prometheus, else client)."),
     m("spec_accept_rate", "Spec-decode acceptance", Unit::Fraction, Style::Percent(1), Some(true), S,
@@ -171,7 +171,38 @@ pub static METRICS: &[Metric] = &[
     m("energy_j_per_token", "Energy per token", Unit::JoulesPerToken, Style::Fixed(3), Some(false), S,
       "GPU energy used in the window ÷ output tokens (NVML)."),
     m("window_s", "Measured for", Unit::S, Style::Fixed(1), None, S,
-      "Length of the measurement window actually used (client clock)."),
+      "Length of the measurement window actually used: its real close − its open (client clock)."),
+];
+
+/// A figure that carries a confidence interval, and how it gets one (the methods are defined in
+/// `docs/METHODOLOGY.md`, "Noise"; computed by [`crate::noise`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IntervalFigure {
+    /// The column id, e.g. `total_tps`, `tpot_ms_p50`.
+    pub column: &'static str,
+    /// The method of one window (its `IntervalMethod` id), `None` when one window gives none.
+    pub window_method: Option<&'static str>,
+    /// The evidence it is taken over, for people.
+    pub evidence: &'static str,
+}
+
+/// Every figure with a confidence interval (a decode cell's `intervals`).
+pub static INTERVAL_FIGURES: &[IntervalFigure] = &[
+    IntervalFigure {
+        column: "total_tps",
+        window_method: Some("batch_means"),
+        evidence: "the window's per-second series",
+    },
+    IntervalFigure {
+        column: "ttft_ms_p50",
+        window_method: None,
+        evidence: "repeats of the cell (the opening streams are one burst)",
+    },
+    IntervalFigure {
+        column: "tpot_ms_p50",
+        window_method: None,
+        evidence: "repeats of the cell (the streams share their batches)",
+    },
 ];
 
 /// The metric with this id (`total_tps`), if any.
@@ -426,6 +457,19 @@ mod tests {
         dedup.dedup();
         assert_eq!(ids.len(), dedup.len(), "duplicate column ids");
         assert!(ids.iter().all(|id| id.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')));
+    }
+
+    #[test]
+    fn interval_figures_are_columns_the_diff_judges_by_noise() {
+        let ids: Vec<&str> = INTERVAL_FIGURES.iter().map(|f| f.column).collect();
+        assert_eq!(ids, crate::diff::NOISE_COLUMNS);
+        for f in INTERVAL_FIGURES {
+            assert!(column(f.column).is_some(), "{}", f.column);
+            if let Some(m) = f.window_method {
+                let parsed: crate::IntervalMethod = serde_json::from_value(m.into()).expect("a method id");
+                assert_eq!(serde_json::to_value(parsed).unwrap(), m);
+            }
+        }
     }
 
     #[test]

@@ -13,7 +13,7 @@
 //!                         "peak_total_tps_per_gpu": 3171.3, "ttft_ms_single": 196.0,
 //!                         "ttft_context": "8K", "largest_context": {"label": "251K", "tokens": 257024}}}]}
 //! ```
-//! A run that measured a simulated server has `"simulated": true` (absent otherwise).
+//! A run that measured the twin has `"simulated": true` (absent otherwise).
 //! `file` is relative to the index itself (the `runs/` folder), so a site works from any
 //! sub-path. Version 1 indexes (file, label, model, hardware, started_at only) still load, with
 //! no headline; `publish` rewrites them as version 2.
@@ -217,18 +217,12 @@ pub fn entry_for(r: &Results, file: &str) -> RunIndexEntry {
         id: Some(r.run.id.clone()),
         gpu: r.hardware.gpus.first().map(|g| g.name.clone()),
         gpu_count: gpu_count(r).ok(),
-        engine: Some(r.engine.name.clone()),
+        engine: r.engine.name.clone(),
         engine_version: r.engine.version.clone(),
         quantization: r.engine.quantization.clone(),
-        simulated: is_simulated(r),
+        simulated: r.engine.simulated.is_some(),
         headline: Some(headline(r)),
     }
-}
-
-/// Whether run `r` measured a simulated server. The results file does not record it yet (the
-/// field that will is being added with the twin's self-description), so this is false for now.
-pub fn is_simulated(_r: &Results) -> bool {
-    false
 }
 
 /// Why a run index could not be read.
@@ -302,6 +296,9 @@ mod tests {
         let idx = RunIndex::new(vec![entry()]);
         let bytes = serde_json::to_vec(&idx).unwrap();
         assert_eq!(load_index(&bytes).unwrap(), idx);
+        // An index written before `simulated` existed reads as real runs.
+        let old = br#"{"schema":"speedmatrix-run-index","schema_version":1,"runs":[{"file":"a.json","label":"A"}]}"#;
+        assert!(!load_index(old).unwrap().runs[0].simulated);
         for bad in ["../x.json", "/etc/passwd", "https://evil/x.json", "a//b.json", "a\\b.json", ""] {
             let mut i = idx.clone();
             i.runs[0].file = bad.into();

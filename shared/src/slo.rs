@@ -180,7 +180,10 @@ mod tests {
         crate::load_results(include_bytes!("../../tests/fixtures/h200-qwen3.5-122b-vllm.json")).expect("the seed loads")
     }
 
-    fn best(caps: &[ContextCapacity]) -> Vec<(&str, Option<u32>, Option<f64>, Option<f64>)> {
+    /// Per context: label, capacity concurrency, its total tok/s and per GPU.
+    type Best<'a> = (&'a str, Option<u32>, Option<f64>, Option<f64>);
+
+    fn best(caps: &[ContextCapacity]) -> Vec<Best<'_>> {
         caps.iter()
             .map(|c| {
                 let b = c.best.as_ref();

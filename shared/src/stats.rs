@@ -1,4 +1,4 @@
-//! Pure statistics: percentiles and distribution summaries.
+//! Pure statistics: percentiles, distribution summaries and the rounding of figures.
 //!
 //! One method everywhere: **nearest rank**. The p-th percentile of n sorted values is the value
 //! at 1-based rank ⌈p/100 × n⌉ (rank 1 for p = 0). It is always one of the observed values, and
@@ -39,6 +39,11 @@ pub fn distribution(values: &[f64]) -> Option<Distribution> {
     })
 }
 
+/// Round a figure to 3 decimals — µs for a figure in ms — as results files store them.
+pub fn round3(v: f64) -> f64 {
+    (v * 1000.0).round() / 1000.0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -55,6 +60,14 @@ mod tests {
         assert_eq!(percentile_sorted(&v, 101.0), None);
         let hundred: Vec<f64> = (1..=100).map(f64::from).collect();
         assert_eq!(percentile_sorted(&hundred, 99.0), Some(99.0));
+    }
+
+    #[test]
+    fn round3_keeps_microseconds() {
+        assert_eq!(round3(1.234_567), 1.235);
+        assert_eq!(round3(196.0004), 196.0);
+        assert_eq!(round3(-0.0015), -0.002);
+        assert_eq!(round3(2.0), 2.0);
     }
 
     #[test]

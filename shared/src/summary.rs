@@ -3,7 +3,7 @@
 //! both print these, so the terminal and the page say the same.
 
 use crate::registry::{self, Style};
-use crate::{DecodeTest, PrefillMode, Results};
+use crate::{DecodeTest, GpuSelectionMethod, PrefillMode, Results, ServerPlace};
 
 fn range_label(labels: &[String]) -> String {
     match (labels.first(), labels.last()) {
@@ -20,7 +20,7 @@ pub fn subtitle(r: &Results) -> String {
     let ctx: Vec<String> = c.contexts.iter().map(|x| x.label.clone()).collect();
     let conc: Vec<String> = c.concurrency.iter().map(u32::to_string).collect();
     let prefill: Vec<String> = c.prefill_contexts.iter().map(|x| x.label.clone()).collect();
-    let mut parts = vec![r.engine.name.clone()];
+    let mut parts = vec![r.engine.name.clone().unwrap_or_else(|| "engine unknown".into())];
     parts.extend(r.engine.version.clone());
     parts.extend(r.engine.quantization.clone());
     let n = |k: usize, one: &str, many: &str| format!("{k} {}", if k == 1 { one } else { many });
@@ -67,8 +67,15 @@ fn card(title: &'static str, items: Vec<(&'static str, Option<String>)>) -> Card
     Card { title, items: items.into_iter().filter_map(|(k, v)| v.map(|v| (k, v))).collect() }
 }
 
-/// The Hardware, Engine and Run cards (the launch command is shown on its own).
+/// The Hardware, Engine and Run cards, and the Client card when the file records the client
+/// machine (the launch command is shown on its own).
 pub fn cards(r: &Results) -> Vec<Card> {
+    let mut out = vec![hardware_card(r), engine_card(r), run_card(r)];
+    out.extend(client_card(r));
+    out
+}
+
+fn hardware_card(r: &Results) -> Card {
     let h = &r.hardware;
     let mut gpu_names: Vec<String> = h.gpus.iter().map(|g| g.name.clone()).collect();
     gpu_names.dedup();
@@ -79,7 +86,7 @@ pub fn cards(r: &Results) -> Vec<Card> {
         _ => gb(t),
     });
     let first = h.gpus.first();
-    let hardware = card(
+    card(
         "Hardware",
         vec![
             ("Type", h.accelerator_type.clone()),
@@ -91,14 +98,19 @@ pub fn cards(r: &Results) -> Vec<Card> {
             ("CPU", h.cpu.clone()),
             ("OS", h.os.clone()),
             ("Host", h.host.clone()),
+            ("Server", h.server_location.as_ref().map(|l| format!("{}: {}", place_word(l.place), l.evidence))),
+            ("GPUs read", h.gpu_selection.as_ref().map(gpu_selection_text)),
             ("GPU telemetry", h.gpu_telemetry_note.clone()),
         ],
-    );
+    )
+}
+
+fn engine_card(r: &Results) -> Card {
     let e = &r.engine;
-    let engine = card(
+    card(
         "Engine",
         vec![
-            ("Engine", Some(e.name.clone())),
+            ("Engine", e.name.clone()),
             ("Version", e.version.clone()),
             ("Quantization", e.quantization.clone()),
             ("Backend", e.backend.clone()),
@@ -109,9 +121,19 @@ pub fn cards(r: &Results) -> Vec<Card> {
             ("Max model length", e.max_model_len.map(tokens)),
             ("KV cache budget", e.kv_budget_tokens.map(tokens)),
             ("Speculative decoding", e.speculative_decoding.clone()),
+            (
+                "Simulated",
+                e.simulated.as_ref().map(|s| match &s.profile {
+                    Some(p) => format!("yes — {}, profile {p}", s.by),
+                    None => format!("yes — {}", s.by),
+                }),
+            ),
         ],
-    );
-    let c = &r.config;
+    )
+}
+
+fn run_card(r: &Results) -> Card {
+    let (c, e) = (&r.config, &r.engine);
     let run = &r.run;
     let status = match run.status {
         crate::RunStatus::Running => "Running",
@@ -119,7 +141,7 @@ pub fn cards(r: &Results) -> Vec<Card> {
         crate::RunStatus::Interrupted => "Interrupted",
         crate::RunStatus::Failed => "Failed",
     };
-    let run_card = card(
+    card(
         "Run",
         vec![
             ("Status", Some(status.to_string())),
@@ -128,7 +150,13 @@ pub fn cards(r: &Results) -> Vec<Card> {
             ("Finished", run.finished_at.clone()),
             ("Served model", e.served_model_name.clone()),
             ("Revision", e.revision.clone()),
-            ("Benchmark tool", Some(format!("{} v{}", r.tool.name, r.tool.version))),
+            (
+                "Benchmark tool",
+                Some(match &r.tool.version {
+                    Some(v) => format!("{} v{v}", r.tool.name),
+                    None => format!("{} (version not recorded)", r.tool.name),
+                }),
+            ),
             ("Converted by", r.tool.converted_by.clone()),
             (
                 "Imported from",
@@ -154,21 +182,62 @@ pub fn cards(r: &Results) -> Vec<Card> {
                     PrefillMode::Separate => "Separate cold request".into(),
                 }),
             ),
-            ("Time per measurement", Some(format!("{} s", registry::format_number(c.window_s, Style::Fixed(0))))),
-            ("Max output", Some(tokens(u64::from(c.max_tokens)))),
+            ("Time per measurement", c.window_s.map(|w| format!("{} s", registry::format_number(w, Style::Fixed(0))))),
+            ("Max output", c.max_tokens.map(|m| tokens(u64::from(m)))),
             ("Endpoint", c.endpoint.map(|x| format!("{x:?}").to_lowercase())),
             ("Run id", Some(run.id.clone())),
         ],
-    );
-    vec![hardware, engine, run_card]
+    )
+}
+
+/// The machine the collector ran on, when recorded (see `Results::client`).
+fn client_card(r: &Results) -> Option<Card> {
+    let cl = r.client.as_ref()?;
+    Some(card(
+        "Client",
+        vec![
+            ("CPU", cl.cpu.clone()),
+            ("Cores", cl.cores.map(|n| n.to_string())),
+            ("OS", cl.os.clone()),
+            ("Host", cl.host.clone()),
+        ],
+    ))
+}
+
+fn place_word(p: ServerPlace) -> &'static str {
+    match p {
+        ServerPlace::Local => "on this machine",
+        ServerPlace::Remote => "remote",
+        ServerPlace::Unknown => "not seen on this machine",
+    }
+}
+
+/// How the run's GPUs were chosen, in words; an assumed choice says so first.
+fn gpu_selection_text(s: &crate::GpuSelection) -> String {
+    match s.method {
+        GpuSelectionMethod::AllAssumed => format!("assumed: {}", s.detail),
+        _ => s.detail.clone(),
+    }
+}
+
+/// Registry columns whose figures come from the GPUs a run read (NVML).
+pub const GPU_COLUMNS: [&str; 2] = ["gpu_power_w", "energy_j_per_token"];
+
+/// For a GPU figure (`gpu_power_w`, `energy_j_per_token`) of a run whose GPUs were assumed
+/// rather than matched to the server's processes: the words that mark it, e.g. "assumed: all 8
+/// GPUs of the host". `None` for other columns and other runs.
+pub fn assumed_gpu_mark(r: &Results, column: &str) -> Option<String> {
+    let s = r.hardware.gpu_selection.as_ref().filter(|s| s.method == GpuSelectionMethod::AllAssumed)?;
+    GPU_COLUMNS.contains(&column).then(|| format!("assumed GPUs: {}", s.detail))
 }
 
 /// A list of what a file lacks, with why: figures the server or the source could not give
-/// (`Results::missing`) and, for imported runs, source fields that did not map
+/// (`Results::missing`), contexts asked for that could not be planned
+/// (`Config::not_run_contexts`) and, for imported runs, source fields that did not map
 /// (`ImportInfo::unmapped`). `show` and the viewer print these under the cards.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Gaps {
-    /// "Missing figures" or "Not imported".
+    /// "Missing figures", "Contexts not run" or "Not imported".
     pub title: &'static str,
     /// One line of explanation under the title.
     pub note: &'static str,
@@ -184,6 +253,24 @@ pub fn gaps(r: &Results) -> Vec<Gaps> {
             title: "Missing figures",
             note: "Figures this run could not record, and why.",
             rows: r.missing.iter().map(|m| (m.figure.clone(), m.reason.clone())).collect(),
+        });
+    }
+    if !r.config.not_run_contexts.is_empty() {
+        out.push(Gaps {
+            title: "Contexts not run",
+            note: "Contexts that were asked for but cannot be measured on this server: they have no row or cell.",
+            rows: r
+                .config
+                .not_run_contexts
+                .iter()
+                .map(|n| {
+                    let phase = match n.phase {
+                        crate::PlanPhase::Prefill => "prefill",
+                        crate::PlanPhase::Decode => "decode",
+                    };
+                    (format!("{phase} context {}", n.label), n.reason.clone())
+                })
+                .collect(),
         });
     }
     if let Some(i) = r.import.as_ref().filter(|i| !i.unmapped.is_empty()) {

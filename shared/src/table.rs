@@ -175,6 +175,8 @@ mod tests {
             capacity: None,
             window_s: Some(1.0),
             window_start_ms: None,
+            window_end_ms: None,
+            readiness: None,
             total_tps: Some(1.0),
             per_request_tps: dist,
             ttft_ms: dist,
@@ -186,6 +188,7 @@ mod tests {
             e2e_ms: dist,
             output_tokens: Some(1),
             token_count_source: None,
+            token_count_reconciled: None,
             completed_requests: Some(1),
             avg_active_requests: Some(1.0),
             max_active_requests: Some(1.0),
@@ -195,7 +198,10 @@ mod tests {
             server: None,
             gpu: None,
             client_cpu_pct: None,
+            accepted_differences: vec![],
             requests: vec![],
+            series: None,
+            intervals: None,
         };
         let row = PrefillRow {
             context: crate::context::size(8192),
@@ -206,6 +212,8 @@ mod tests {
             ttft_ms: Some(1.0),
             completed_requests: Some(1),
             cached_tokens: None,
+            accepted_differences: vec![],
+            cached_tokens_source: None,
             requests: vec![],
         };
         for c in columns() {

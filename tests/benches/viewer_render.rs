@@ -90,9 +90,10 @@ async fn marks(c: &Client) -> Option<(f64, f64)> {
     Some((v.get(0)?.as_f64()?, v.get(1)?.as_f64()?))
 }
 
+/// The p50 of the runs, by nearest rank like every percentile speedmatrix reports.
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+    speedmatrix_schema::stats::percentile_sorted(v, 50.0).unwrap_or(f64::NAN)
 }
 
 fn main() {

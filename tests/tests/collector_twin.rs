@@ -14,7 +14,7 @@ use support::collect;
 use collect::{collect, read};
 use serde_json::Value;
 use speedmatrix_schema::stats::percentile_sorted;
-use speedmatrix_schema::{load_results, CellStatus, DecodeCell, Results};
+use speedmatrix_schema::{load_results, CachedTokensSource, CellStatus, DecodeCell, Results, TokenCountSource};
 use speedmatrix_twin::{self as twin, Profile, ReasoningField, TwinConfig};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -76,24 +76,29 @@ fn p50(mut v: Vec<f64>) -> f64 {
 }
 
 /// The truth of one decode cell, from the trace.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Truth {
     ttft_p50: f64,
     ttft_content_p50: Option<f64>,
     itl_p50: f64,
+    itl_mean: f64,
+    tpot_p50: f64,
     total_tps: f64,
     multi_token_chunks: usize,
 }
 
 fn truth(cell: &DecodeCell, trace: &HashMap<String, TraceRequest>) -> Truth {
+    // A request cancelled at the close before its first chunk has no id (and no token).
+    for r in cell.requests.iter().filter(|r| r.response_id.is_none()) {
+        assert_eq!(r.chunks, Some(0), "a request with chunks records its id: {r:?}");
+    }
     let matched: Vec<(&speedmatrix_schema::RequestSample, &TraceRequest)> =
-        cell.requests.iter().map(|r| (r, &trace[r.response_id.as_deref().expect("response id recorded")])).collect();
-    assert_eq!(matched.len(), cell.requests.len());
+        cell.requests.iter().filter_map(|r| r.response_id.as_deref().map(|id| (r, &trace[id]))).collect();
     // Client clock − twin clock. send − arrival = offset − transit, and transit ≥ 0, so the
     // request that arrived fastest gives the offset (to within its own transit, µs on loopback).
     let offset = matched.iter().map(|(r, t)| r.start_ms - t.arrival_ms).fold(f64::MIN, f64::max);
     let w0 = cell.window_start_ms.unwrap() - offset;
-    let w1 = w0 + cell.window_s.unwrap() * 1000.0;
+    let w1 = cell.window_end_ms.expect("the real close instant is recorded") - offset;
     let inside = |t: f64| t > w0 && t <= w1;
     // True TTFT: from the moment the collector sent the request (on the twin's clock) to the
     // moment the twin wrote the first token's bytes. The collector's error is then only how late
@@ -104,8 +109,10 @@ fn truth(cell: &DecodeCell, trace: &HashMap<String, TraceRequest>) -> Truth {
     let ttft = opening().map(|(r, t)| t.chunks[0].0 - sent(r)).collect();
     let content_ttft: Vec<f64> =
         opening().filter_map(|(r, t)| t.chunks.iter().find(|c| c.2 == "content").map(|c| c.0 - sent(r))).collect();
-    let (mut itl, mut tokens, mut multi) = (Vec::new(), 0u64, 0);
+    let (mut itl, mut tokens, mut multi, mut tpot) = (Vec::new(), 0u64, 0, Vec::new());
     for (_, t) in &matched {
+        let mut first: Option<(f64, u64)> = None;
+        let mut last = 0.0;
         for (i, c) in t.chunks.iter().enumerate() {
             if !inside(c.0) {
                 continue;
@@ -116,13 +123,22 @@ fn truth(cell: &DecodeCell, trace: &HashMap<String, TraceRequest>) -> Truth {
                 let per = (c.0 - t.chunks[i - 1].0) / f64::from(c.1);
                 itl.extend(std::iter::repeat_n(per, c.1 as usize));
             }
+            first.get_or_insert((c.0, tokens));
+            last = c.0;
+        }
+        if let Some((t0, at)) = first.filter(|(_, at)| tokens > *at) {
+            tpot.push((last - t0) / (tokens - at) as f64);
         }
     }
+    let itl_mean = itl.iter().sum::<f64>() / itl.len().max(1) as f64;
+    let window_s = (w1 - w0) / 1000.0;
     Truth {
         ttft_p50: p50(ttft),
         ttft_content_p50: (!content_ttft.is_empty()).then(|| p50(content_ttft)),
         itl_p50: p50(itl),
-        total_tps: tokens as f64 / cell.window_s.unwrap(),
+        itl_mean,
+        tpot_p50: p50(tpot),
+        total_tps: tokens as f64 / window_s,
         multi_token_chunks: multi,
     }
 }
@@ -133,53 +149,178 @@ fn close_ms(what: &str, measured: f64, truth: f64) {
     assert!((measured - truth).abs() <= tol, "{what}: measured {measured:.3} ms, truth {truth:.3} ms (± {tol:.3})");
 }
 
-/// Start an h200 twin with a trace, measure 8K × 128 for 10 s, compare with the truth.
-async fn eight_k_by_128(reasoning: Option<ReasoningField>) -> (DecodeCell, Truth) {
-    let _one_at_a_time = SERIAL.lock().await;
-    let dir = tempfile::tempdir().unwrap();
-    let trace_path = dir.path().join("trace.jsonl");
+/// `measured` within `pct` % of `truth`.
+fn close_pct(what: &str, measured: f64, truth: f64, pct: f64) {
+    assert!(
+        (measured - truth).abs() <= truth.abs() * pct / 100.0,
+        "{what}: measured {measured:.3}, truth {truth:.3} (± {pct} %)"
+    );
+}
+
+/// An h200 twin with a trace (and `faults`), one run of `args` against it; the file and the
+/// trace.
+async fn run_on_h200(
+    dir: &Path,
+    name: &str,
+    reasoning: Option<ReasoningField>,
+    faults: &[&str],
+    args: &[&str],
+) -> (Results, HashMap<String, TraceRequest>) {
+    let trace_path = dir.join(format!("{name}.jsonl"));
     let mut cfg = TwinConfig::new(Profile::h200_qwen());
     cfg.trace = Some(trace_path.clone());
     cfg.reasoning = reasoning;
+    cfg.faults = faults.iter().map(|f| f.parse().unwrap()).collect();
     let handle = twin::start(cfg, "127.0.0.1:0").await.unwrap();
-    let out = dir.path().join("run.json");
-    let (code, err) = collect(
-        &handle.url(),
-        &out,
-        &["--contexts", "8k", "--concurrency", "128", "--prefill-contexts", "none", "--duration", "10s"],
-    )
-    .await;
+    let out = dir.join(format!("{name}.json"));
+    let (code, err) = collect(&handle.url(), &out, args).await;
     handle.shutdown().await;
-    assert_eq!(code, Some(0), "{err}");
-    let r = read(&out);
+    assert_eq!(code, Some(0), "{name}: {err}");
+    (read(&out), trace(&trace_path))
+}
+
+/// The 8K × 128 cell for 10 s.
+const EIGHT_K_BY_128: [&str; 8] =
+    ["--contexts", "8k", "--concurrency", "128", "--prefill-contexts", "none", "--duration", "10s"];
+
+/// The window closed at its deadline: the real close instant minus the deadline, ms.
+fn close_late_ms(r: &Results, cell: &DecodeCell) -> f64 {
+    cell.window_end_ms.unwrap() - cell.window_start_ms.unwrap() - r.config.window_s.unwrap() * 1000.0
+}
+
+/// 8K × 128 on an h200 twin (MTP) without flags, the engine detected (vLLM): measured once and
+/// shared by the tests that need it (each such run is ~30 s of real time in CI).
+static DETECTED_MTP: tokio::sync::OnceCell<(DecodeCell, Truth)> = tokio::sync::OnceCell::const_new();
+
+async fn detected_mtp() -> (DecodeCell, Truth) {
+    DETECTED_MTP.get_or_init(|| eight_k_by_128(None, &[])).await.clone()
+}
+
+/// Measure 8K × 128 for 10 s on an h200 twin (MTP) with `extra` flags, compare with the truth.
+async fn eight_k_by_128(reasoning: Option<ReasoningField>, extra: &[&str]) -> (DecodeCell, Truth) {
+    let _one_at_a_time = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let args = [&EIGHT_K_BY_128[..], extra].concat();
+    let (r, trace) = run_on_h200(dir.path(), "run", reasoning, &[], &args).await;
     let cell = r.decode[0].clone();
     assert_eq!(cell.status, CellStatus::Valid, "{:?}", cell.reason);
-    let t = truth(&cell, &trace(&trace_path));
+    if extra.is_empty() {
+        assert_eq!(r.engine.name.as_deref(), Some("vllm"), "the twin is detected as vLLM");
+    }
+    let t = truth(&cell, &trace);
     eprintln!(
-        "8K × 128 (reasoning {reasoning:?}): measured {cell:?}\ntruth {t:?}",
-        cell = (cell.total_tps, cell.ttft_ms, cell.itl_ms)
+        "8K × 128 (reasoning {reasoning:?}, {extra:?}): measured {cell:?}\ntruth {t:?}",
+        cell = (cell.total_tps, cell.ttft_ms, cell.itl_ms, cell.token_count_source)
     );
+    assert_eq!(cell.token_count_source, Some(TokenCountSource::ContinuousUsage), "usage on every chunk is asked");
     close_ms("TTFT p50", cell.ttft_ms.unwrap().p50.unwrap(), t.ttft_p50);
     close_ms("ITL p50", cell.itl_ms.unwrap().p50.unwrap(), t.itl_p50);
-    let tps = cell.total_tps.unwrap();
-    assert!((tps - t.total_tps).abs() <= 0.01 * t.total_tps, "total tok/s {tps} vs truth {}", t.total_tps);
+    close_pct("total tok/s", cell.total_tps.unwrap(), t.total_tps, 1.0);
     // MTP: chunks carry 1–3 tokens; the collector counts tokens, not chunks.
     assert!(t.multi_token_chunks > 100, "the h200 profile sends multi-token chunks");
     let (itl_n, gaps_n) = (cell.itl_ms.unwrap().count.unwrap(), cell.chunk_gap_ms.unwrap().count.unwrap());
     assert!(itl_n as f64 > 1.3 * gaps_n as f64, "ITL per token ({itl_n}) vs chunk gaps ({gaps_n})");
+    // The window closed at its deadline, measured (not defined as deadline − start).
+    let late = close_late_ms(&r, &cell);
+    eprintln!("close instant − deadline: {late:.3} ms");
+    assert!((0.0..=25.0).contains(&late), "the window closed {late:.3} ms after its deadline");
     (cell, t)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn matches_the_trace_at_8k_x_128_with_mtp() {
-    let (cell, _) = eight_k_by_128(None).await;
+    let (cell, _) = detected_mtp().await;
     // Without reasoning, the first token is content.
     assert_eq!(cell.ttft_content_ms.unwrap().p50, cell.ttft_ms.unwrap().p50);
 }
 
+/// The plain OpenAI adapter asks for usage on every chunk too, so against an MTP server it
+/// measures what the vLLM adapter measures: each within 1 % (or 1 ms) of its own run's trace
+/// (checked in `eight_k_by_128`), and their errors against the trace alike (tok/s within 1 %,
+/// ITL p50 within 0.5 ms).
+/// The two runs are two twin runs: their true ITL medians differ by about 1 % from run to run,
+/// so the adapters are compared by their error, not by their raw figures.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_openai_adapter_matches_the_vllm_adapter_and_the_trace_under_mtp() {
+    // The vLLM adapter's run: the engine detected as vLLM (asserted in `eight_k_by_128`).
+    let (vllm, tv) = detected_mtp().await;
+    let (openai, to) = eight_k_by_128(None, &["--engine", "openai"]).await;
+    let tps = |c: &DecodeCell, t: &Truth| c.total_tps.unwrap() / t.total_tps;
+    close_pct("total tok/s ÷ trace, openai vs vllm adapter", tps(&openai, &to), tps(&vllm, &tv), 1.0);
+    // ITL p50 is ~15 ms: the adapters' errors against their traces within 0.5 ms of each other.
+    let itl = |c: &DecodeCell, t: &Truth| c.itl_ms.unwrap().p50.unwrap() - t.itl_p50;
+    let (eo, ev) = (itl(&openai, &to), itl(&vllm, &tv));
+    assert!((eo - ev).abs() <= 0.5, "ITL p50 − trace: openai adapter {eo:+.3} ms, vllm adapter {ev:+.3} ms");
+}
+
+/// A server that does not know `continuous_usage_stats` (usage in the final chunk only) under
+/// MTP: chunks are counted and every request reconciled with its final usage, so tok/s, TPOT
+/// and the mean ITL follow the real count (the ITL median spreads each request's tokens
+/// evenly over its chunks, so it is not compared).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_per_chunk_usage_chunk_counts_are_reconciled_with_the_final_usage() {
+    let _one_at_a_time = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    // 4 streams of 128 tokens: each ends about every second and is replaced at once. A
+    // replacement spends the h200 twin's front-end latency (fitted to the seed: ~200 ms at 8K,
+    // warm) before it runs, so about a fifth of the time a stream is not running and the cell
+    // is honestly "requests queued" by the status rule; the figures are over the window either
+    // way, and the token counts are what this test checks.
+    let args = ["--contexts", "8k", "--concurrency", "4", "--prefill-contexts", "none", "--duration", "10s"];
+    let args = [&args[..], &["--max-tokens", "128", "--engine", "openai"]].concat();
+    let (r, trace) = run_on_h200(dir.path(), "final-usage", None, &["no-chunk-usage"], &args).await;
+    let cell = &r.decode[0];
+    assert!(cell.status.is_measured(), "{:?}: {:?}", cell.status, cell.reason);
+    assert_eq!(
+        (cell.token_count_source, cell.token_count_reconciled),
+        (Some(TokenCountSource::FinalUsage), Some(true))
+    );
+    let t = truth(cell, &trace);
+    eprintln!("final usage: measured {:?} / {:?} / {:?}\ntruth {t:?}", cell.total_tps, cell.tpot_ms, cell.itl_ms);
+    assert!(t.multi_token_chunks > 100, "MTP sends multi-token chunks");
+    close_pct("total tok/s", cell.total_tps.unwrap(), t.total_tps, 2.0);
+    // Measured TPOT p50 runs 1–2 % above the trace's (three runs on 2026-12-01: +1.2, +2.1,
+    // +2.1 %), a bias not yet explained (the end instant of a request, last token or end of
+    // stream, is the first suspect); 3 % holds it until then.
+    close_pct("TPOT p50", cell.tpot_ms.unwrap().p50.unwrap(), t.tpot_p50, 3.0);
+    close_pct("ITL mean", cell.itl_ms.unwrap().mean.unwrap(), t.itl_mean, 2.0);
+    // Every finished request carries the server's count.
+    for q in cell.requests.iter().filter(|q| q.finish_reason == Some(speedmatrix_schema::FinishReason::Length)) {
+        assert_eq!(q.output_tokens, Some(128), "{q:?}");
+    }
+}
+
+/// Without any usage (a proxy that drops it) the count is one token per chunk: the cell says
+/// it is approximate, and `show` says so next to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_any_usage_the_count_is_marked_approximate() {
+    let _one_at_a_time = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["--contexts", "8k", "--concurrency", "4", "--prefill-contexts", "none", "--duration", "3s"];
+    let args = [&args[..], &["--engine", "openai"]].concat();
+    let (r, trace) = run_on_h200(dir.path(), "no-usage", None, &["no-usage", "metrics-404"], &args).await;
+    let cell = &r.decode[0];
+    assert!(cell.status.is_measured(), "{:?}", cell.reason);
+    assert_eq!(
+        (cell.token_count_source, cell.token_count_reconciled),
+        (Some(TokenCountSource::ChunkCount), Some(false))
+    );
+    let t = truth(cell, &trace);
+    assert!(
+        cell.total_tps.unwrap() < 0.8 * t.total_tps,
+        "a lower bound under MTP: {:?} vs {}",
+        cell.total_tps,
+        t.total_tps
+    );
+    let shown =
+        std::process::Command::new(support::BIN).arg("show").arg(dir.path().join("no-usage.json")).output().unwrap();
+    let text = String::from_utf8_lossy(&shown.stdout);
+    assert!(text.contains("≈ approximate"), "{text}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn matches_the_trace_with_reasoning() {
-    let (cell, t) = eight_k_by_128(Some(ReasoningField::Reasoning)).await;
+    let (cell, t) = eight_k_by_128(Some(ReasoningField::Reasoning), &[]).await;
     // TTFT is the first reasoning token; TTFT to content comes after the reasoning part.
     let content = cell.ttft_content_ms.unwrap().p50.unwrap();
     close_ms("TTFT to content p50", content, t.ttft_content_p50.expect("content chunks in the trace"));
@@ -199,8 +340,10 @@ async fn reproduces_the_seed_subset_within_15_percent() {
         "1,16,128",
         "--prefill-contexts",
         "8k,64k,max",
+        // 5 s windows: the tok/s of every cell is steady within 1 s of the window's open, and
+        // its TTFT is that of the opening streams (checked against the seed or the model).
         "--duration",
-        "10s",
+        "5s",
     ];
     let (code, err) = collect(&handle.url(), &out, &args).await;
     // The full plan's dry run marks exactly the seed's six over-capacity cells.
@@ -240,8 +383,43 @@ async fn reproduces_the_seed_subset_within_15_percent() {
             100.0 * (mine / theirs - 1.0)
         ));
         assert!((mine / theirs - 1.0).abs() <= 0.15, "{}", table.last().unwrap());
+        ttft_checks(c, s, &mut table);
     }
     eprintln!("{}", table.join("\n"));
+}
+
+/// The TTFT median of a cell measured over TCP. Against the seed wherever the seed's median is
+/// over requests that started together — a lone stream, or opening streams none of which
+/// finished in its window — since that is what the collector measures (the N opening streams).
+/// Where the seed's median mixes in the requests that replaced finished ones (8K × 16: all 16
+/// finished inside its 30 s window), a 5 s window has no such requests: there the collector's
+/// figure is checked against the twin's own model measured the collector's way, in simulated
+/// time — and the model against the seed's mixed median by the residual test
+/// (`twin/tests/residuals.rs`).
+fn ttft_checks(c: &DecodeCell, seed: &DecodeCell, table: &mut Vec<String>) {
+    use speedmatrix_twin::replay::{replay_cell, CellPlan, Procedure};
+    let measured = c.ttft_ms.as_ref().and_then(|d| d.p50).expect("TTFT measured");
+    let seed_ttft = seed.ttft_ms.as_ref().and_then(|d| d.p50).unwrap();
+    let plan = CellPlan {
+        prompt_len: c.prompt_tokens.unwrap() as u32,
+        concurrency: c.concurrency as usize,
+        window_ms: c.window_s.unwrap() * 1000.0,
+        max_tokens: 4096,
+    };
+    let model = replay_cell(&Profile::h200_qwen(), Procedure::Speedmatrix, plan, 1).ttft_ms.unwrap();
+    let comparable = c.concurrency == 1 || seed.completed_requests == Some(0);
+    let (want, against) = if comparable { (seed_ttft, "seed") } else { (model, "model") };
+    table.push(format!(
+        "  TTFT p50 twin {measured:>8.0} ms, {against} {want:>8.0} ms ({:+.1} %); seed {seed_ttft:.0} ms, model {model:.0} ms",
+        100.0 * (measured / want - 1.0)
+    ));
+    assert!(
+        (measured / want - 1.0).abs() <= 0.15,
+        "{} × {}: {}",
+        c.context.label,
+        c.concurrency,
+        table.last().unwrap()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -340,7 +518,7 @@ async fn faults_make_error_cells_and_legal_sse_stays_valid() {
     let cases = [
         ("inband-error", Some("in-band error")),
         ("no-done", Some("[DONE]")),
-        ("drop", Some("")),
+        ("drop", Some("stream broke")),
         ("stall=5s", Some("stalled")),
         ("status=500", Some("HTTP 500")),
         ("keepalive", None),
@@ -362,7 +540,9 @@ async fn faults_make_error_cells_and_legal_sse_stays_valid() {
             collect(&handle.url(), &out, &[&args[..], &["--max-tokens", max_tokens, "--stall-timeout", "1s"]].concat())
                 .await;
         handle.shutdown().await;
-        assert_eq!(code, Some(0), "{fault}: a run with error cells still completes: {err}");
+        // A run with error cells completes, and says so with its exit code (README).
+        let want = if expect.is_some() { 3 } else { 0 };
+        assert_eq!(code, Some(want), "{fault}: {err}");
         let r = read(&out);
         let c = &r.decode[0];
         match expect {
@@ -411,8 +591,13 @@ async fn prefill_is_cold_across_runs_and_warms_its_decode_cells() {
         "64",
     ];
     for run in ["a", "b"] {
-        let (code, err) = collect(&handle.url(), &dir.path().join(format!("{run}.json")), &args).await;
+        let out = dir.path().join(format!("{run}.json"));
+        let (code, err) = collect(&handle.url(), &out, &args).await;
         assert_eq!(code, Some(0), "{err}");
+        // The row checks it: the server's prefix-cache hits grew by nothing around the request.
+        let row = &read(&out).prefill[0];
+        assert_eq!((row.cached_tokens, row.cached_tokens_source), (Some(0), Some(CachedTokensSource::Prometheus)));
+        assert_eq!(row.reason, None, "a cold row carries no warning");
     }
     handle.shutdown().await;
     let lines = trace_lines(&trace_path);

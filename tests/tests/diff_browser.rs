@@ -273,3 +273,90 @@ fn screenshot_of_the_diff_view() {
         }
     });
 }
+
+#[test]
+fn the_diff_header_marks_a_simulated_run() {
+    scenario(|c| async move {
+        let dir = tempfile::tempdir().unwrap();
+        let mut v: Value = serde_json::from_slice(&std::fs::read(fixture()).unwrap()).unwrap();
+        v["run"]["label"] = "twin run".into();
+        v["engine"]["simulated"] = serde_json::json!({"by": "speedmatrix twin", "profile": "h200-qwen3.5-122b"});
+        let twin = dir.path().join("twin.json");
+        std::fs::write(&twin, serde_json::to_vec(&v).unwrap()).unwrap();
+        let (_server, base) = serve(&[&fixture(), &twin]);
+        c.goto(&format!("{base}?a=runs/h200-qwen3.5-122b-vllm.json&b=runs/twin.json")).await.unwrap();
+        wait_text(&c, "#diff-title", "twin run").await;
+        let b = text(&c, "#diff-runs .run-b").await;
+        assert!(b.contains("Simulated (speedmatrix twin, profile h200-qwen3.5-122b)"), "{b}");
+        assert!(!text(&c, "#diff-runs .run-a").await.contains("Simulated"));
+        let header = wait_text(&c, "#diff-header", "Simulated").await;
+        assert!(header.contains("yes — speedmatrix twin, profile h200-qwen3.5-122b"), "{header}");
+    });
+}
+
+/// `v` with noise data: every measured decode cell gets a total tok/s interval whose standard
+/// error is `se` of the figure (batch means, 9 df).
+fn with_noise(mut v: Value, se: f64) -> Value {
+    for c in v["decode"].as_array_mut().unwrap() {
+        let Some(tps) = c["total_tps"].as_f64() else { continue };
+        let half = 2.262_157 * se * tps;
+        c["intervals"] = json!({
+            "total_tps": {
+                "estimate": tps, "low": tps - half, "high": tps + half, "level": 0.95,
+                "method": "batch_means", "evidence": 10, "std_error": se * tps, "df": 9.0
+            }
+        });
+    }
+    v
+}
+
+#[test]
+fn with_noise_data_the_delta_heatmap_shows_intervals_and_greys_within_noise() {
+    scenario(|c| async move {
+        let dir = tempfile::tempdir().unwrap();
+        let seed: Value = serde_json::from_slice(&std::fs::read(fixture()).unwrap()).unwrap();
+        let a = with_noise(seed.clone(), 0.01);
+        let mut b = a.clone();
+        b["run"]["label"] = "noisy candidate".into();
+        for cell in b["decode"].as_array_mut().unwrap() {
+            if (cell["context"]["tokens"].as_u64(), cell["concurrency"].as_u64()) == (Some(8192), Some(128)) {
+                let v = cell["total_tps"].as_f64().unwrap() * 1.2;
+                cell["total_tps"] = json!(v);
+                cell["intervals"]["total_tps"]["estimate"] = json!(v);
+                cell["intervals"]["total_tps"]["low"] = json!(v * 0.97);
+                cell["intervals"]["total_tps"]["high"] = json!(v * 1.03);
+                cell["intervals"]["total_tps"]["std_error"] = json!(0.01 * v);
+            }
+        }
+        let (pa, pb) = (dir.path().join("a.json"), dir.path().join("b.json"));
+        std::fs::write(&pa, serde_json::to_vec(&a).unwrap()).unwrap();
+        std::fs::write(&pb, serde_json::to_vec(&b).unwrap()).unwrap();
+        let (_server, base) = serve(&[&pa, &pb, &fixture()]);
+        c.goto(&format!("{base}?a=runs/a.json&b=runs/b.json")).await.unwrap();
+        wait_text(&c, "#diff-title", "noisy candidate").await;
+        let (kind, txt, _) = cell(&c, &delta("8K", 128)).await;
+        assert_eq!(kind, "better");
+        assert!(txt.contains("+20.0 % ± 3.3 %"), "{txt}");
+        // Unchanged cells: within noise, greyed, their ± shown.
+        let (kind, txt, bg) = cell(&c, &delta("8K", 2)).await;
+        assert_eq!(kind, "noise", "{txt}");
+        assert!(txt.contains("0.0 % ± 3.0 %"), "{txt}");
+        assert_eq!(bg, "rgb(241, 243, 245)");
+        let grey = c
+            .execute(&format!("return getComputedStyle(document.querySelector({:?})).color;", delta("8K", 2)), vec![])
+            .await
+            .unwrap();
+        assert_eq!(grey.as_str(), Some("rgb(154, 161, 171)"), "within noise is greyed");
+        assert!(text(&c, "#delta-rule").await.contains("± is the 95 % interval of B − A"));
+        assert!(text(&c, "#delta-legend").await.contains("within noise"));
+        assert!(text(&c, "#diff-tally").await.contains("1 better"), "{}", text(&c, "#diff-tally").await);
+        // The seed has no samples: no noise data, no ±.
+        c.goto(&format!("{base}?a=runs/h200-qwen3.5-122b-vllm.json&b=runs/b.json")).await.unwrap();
+        wait_text(&c, "#diff-title", "noisy candidate").await;
+        let rule = wait_text(&c, "#delta-rule", "no noise data").await;
+        assert!(!rule.contains('±'), "{rule}");
+        let (kind, txt, _) = cell(&c, &delta("8K", 128)).await;
+        assert_eq!(kind, "better", "{txt}");
+        assert!(!txt.contains('±'), "{txt}");
+    });
+}

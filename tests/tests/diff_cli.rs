@@ -350,3 +350,110 @@ fn bad_input_exits_2_with_one_line() {
     let err = bad(&diff(&p.a, &p.b, &["--metric", "prompt_tokens", "--fail-on-regression", "5"]));
     assert!(err.contains("no better/worse direction"), "{err}");
 }
+
+#[test]
+fn a_simulated_run_is_marked_in_the_diff_header() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = write(dir.path(), "a.json", &seed());
+    let mut twin = seed();
+    twin["engine"]["simulated"] = serde_json::json!({"by": "speedmatrix twin", "profile": "h200-qwen3.5-122b"});
+    let b = write(dir.path(), "b.json", &twin);
+    let out = ok(&diff(&a, &b, &[]));
+    let line = |side: &str| out.lines().find(|l| l.starts_with(side)).unwrap_or_default().to_string();
+    assert!(!line("A (baseline)").contains("Simulated"), "{out}");
+    assert!(line("B (candidate)").ends_with(" · Simulated (speedmatrix twin, profile h200-qwen3.5-122b)"), "{out}");
+    // …and listed as a header difference, never compared silently.
+    assert!(out.contains("Simulated") && out.contains("yes — speedmatrix twin, profile h200-qwen3.5-122b"), "{out}");
+    let md = ok(&diff(&a, &b, &["-f", "markdown"]));
+    assert!(md.contains("- B (candidate): ") && md.contains("· Simulated (speedmatrix twin"), "{md}");
+    let json: Value = serde_json::from_str(&ok(&diff(&a, &b, &["-f", "json"]))).unwrap();
+    assert_eq!(json["b"]["simulated"], "speedmatrix twin, profile h200-qwen3.5-122b");
+    assert!(json["a"].get("simulated").is_none());
+}
+
+/// `v` with noise data: every measured decode cell gets a total tok/s interval whose standard
+/// error is 1 % of the figure (batch means, 9 df) and no TTFT / TPOT interval (the reason in
+/// `intervals.missing`), as a run with per-second samples carries them.
+fn with_noise(mut v: Value) -> Value {
+    for c in v["decode"].as_array_mut().unwrap() {
+        let Some(tps) = c["total_tps"].as_f64() else { continue };
+        let half = 2.262_157 * 0.01 * tps;
+        c["intervals"] = serde_json::json!({
+            "total_tps": {
+                "estimate": tps, "low": tps - half, "high": tps + half, "level": 0.95,
+                "method": "batch_means", "evidence": 10, "std_error": 0.01 * tps, "df": 9.0
+            },
+            "ttft_ms_p50": null,
+            "tpot_ms_p50": null,
+            "missing": [{"figure": "ttft_ms_p50", "reason": "1 request(s); the bootstrap over requests needs at least 10"}]
+        });
+    }
+    v
+}
+
+fn scaled(mut v: Value, k: f64) -> Value {
+    for c in v["decode"].as_array_mut().unwrap() {
+        let Some(tps) = c["total_tps"].as_f64() else { continue };
+        c["total_tps"] = (tps * k).into();
+        if let Some(iv) = c["intervals"]["total_tps"].as_object_mut() {
+            for f in ["estimate", "low", "high", "std_error"] {
+                let x = iv[f].as_f64().unwrap() * k;
+                iv[f] = x.into();
+            }
+        }
+    }
+    v
+}
+
+#[test]
+fn with_noise_data_the_diff_shows_intervals_and_tells_noise_from_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, v: &Value| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, serde_json::to_vec_pretty(v).unwrap()).unwrap();
+        p
+    };
+    let a = write("a.json", &with_noise(seed()));
+    let noisy = write("noisy.json", &scaled(with_noise(seed()), 0.997));
+    let slower = write("slower.json", &scaled(with_noise(seed()), 0.95));
+    let plain_slightly_slower = write("plain.json", &scaled(seed(), 0.997));
+
+    // 0.3 % slower everywhere: within noise, and the gate at 0 % passes.
+    let out = ok(&diff(&a, &noisy, &["--fail-on-regression", "0"]));
+    assert!(out.contains("-0.3 % ± 3.0 % within noise"), "{out}");
+    assert!(out.contains("± is the 95 % interval of B − A"), "{out}");
+    assert!(out.contains("Passed:"), "{out}");
+    assert!(out.contains("(and worse beyond noise, where both runs have an interval)"), "{out}");
+    // Without noise data the same change at 0 % fails the gate, and the diff says why.
+    let o = diff(&root().join(FIXTURE), &plain_slightly_slower, &["--fail-on-regression", "0"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("no noise data"));
+
+    // 5 % slower everywhere: worse in every valid cell, the gate fails, Markdown shows ±.
+    let o = diff(&a, &slower, &["--format", "markdown", "--fail-on-regression", "0"]);
+    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    let md = String::from_utf8(o.stdout).unwrap();
+    assert!(md.contains("-5.0 % ± 2.9 % worse"), "{md}");
+    let v: Value = serde_json::from_str(&ok(&diff(&a, &slower, &["-f", "json", "--metric", "ttft_ms_p50"]))).unwrap();
+    assert_eq!(v["noise"]["control"], "benjamini_hochberg");
+    assert_eq!(v["noise"]["min_change"], 0.0);
+    let json = ok(&diff(&a, &slower, &["-f", "json"]));
+    let v: Value = serde_json::from_str(&json).unwrap();
+    let worse = v["tally"]["worse"].as_u64().unwrap();
+    let measured = seed()["decode"].as_array().unwrap().iter().filter(|c| c["total_tps"].is_number()).count() as u64;
+    assert_eq!(worse, measured, "{}", v["tally"]);
+    let cell = v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["phase"] == "decode" && r["context"]["tokens"] == 8192 && r["concurrency"] == 1)
+        .unwrap();
+    let tps = cell["deltas"].as_array().unwrap().iter().find(|d| d["column"] == "total_tps").unwrap();
+    assert!(tps["interval"]["high"].as_f64().unwrap() < 0.0 && tps["interval"]["discovery"] == true, "{tps}");
+    let ttft = cell["deltas"].as_array().unwrap().iter().find(|d| d["column"] == "ttft_ms_p50").unwrap();
+    assert_eq!(ttft["verdict"], "not_enough_data");
+    assert!(ttft["noise_note"].as_str().unwrap().starts_with("A: 1 request(s)"), "{ttft}");
+    // --threshold above the change: significant, but under the least change: within noise.
+    let out = ok(&diff(&a, &slower, &["--threshold", "6%"]));
+    assert!(out.contains("-5.0 % ± 2.9 % within noise") && !out.contains(" worse\n"), "{out}");
+}

@@ -45,9 +45,9 @@ fn llm_inference_bench_file_rebuilds_skipped_cells_and_lists_unmapped_fields() {
     let out = dir.path().join("lib.json");
     let r = import("llm-inference-bench", &["benchmark_results.json"], &out);
     assert_eq!(r.tool.name, "llm-inference-bench");
-    assert_eq!(r.tool.version, "0.4.29");
+    assert_eq!(r.tool.version.as_deref(), Some("0.4.29"));
     assert!(r.tool.converted_by.as_deref().unwrap().starts_with("speedmatrix "));
-    assert_eq!(r.engine.name, "vllm");
+    assert_eq!(r.engine.name.as_deref(), Some("vllm"));
     assert_eq!(r.run.started_at, None, "a local timestamp without offset is not invented into RFC 3339");
     // 2 contexts × 3 concurrencies: all six cells, the two skipped ones rebuilt as planned.
     assert_eq!(r.decode.len(), 6);
@@ -193,4 +193,55 @@ fn show_and_view(file: &Path, needles: &[&str]) {
     for n in needles {
         assert!(dom.contains(n), "the page lacks {n:?}:\n{}", &dom[..dom.len().min(3000)]);
     }
+}
+
+/// llm-inference-bench's decode test without context (`context_tokens: 0`) is a row like any
+/// other, not dropped; a result that cannot be placed is listed as not imported; metadata the
+/// file lacks (engine, version, max_tokens, window) stays null and is listed in `missing`; run
+/// ids come from the inputs, so two different files of one name get different ids.
+#[test]
+fn llm_inference_bench_context_0_row_is_kept_and_nothing_is_invented() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(fixture("benchmark_results.json")).unwrap()).unwrap();
+    let first = v["results"][0].clone();
+    let mut zero = first.clone();
+    zero["context_tokens"] = 0.into();
+    let mut loose = first.clone();
+    loose.as_object_mut().unwrap().remove("context_tokens");
+    v["results"].as_array_mut().unwrap().extend([zero, loose]);
+    v["metadata"]["context_lengths"] = serde_json::json!([0, 8192, 65536]);
+    for k in ["engine", "version", "max_tokens", "duration_per_test"] {
+        v["metadata"].as_object_mut().unwrap().remove(k);
+    }
+    let src = dir.path().join("benchmark_results.json");
+    std::fs::write(&src, v.to_string()).unwrap();
+    let out = dir.path().join("lib0.json");
+    let (code, _, err) =
+        speedmatrix(&["import", "--from", "llm-inference-bench", "-o", out.to_str().unwrap(), src.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{err}");
+    let r = load_results(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(r.config.contexts.first().map(|c| c.tokens), Some(0), "{:?}", r.config.contexts);
+    let row0: Vec<_> = r.decode.iter().filter(|c| c.context.tokens == 0).collect();
+    assert_eq!(row0.len(), 3, "one cell per concurrency level in the context-0 row");
+    assert!(row0.iter().any(|c| c.status.is_measured()), "the measured context-0 cell is kept");
+    let unmapped = &r.import.as_ref().unwrap().unmapped;
+    assert!(unmapped.iter().any(|u| u.note.contains("to place it in the matrix")), "{unmapped:?}");
+    assert_eq!((r.engine.name.as_deref(), r.tool.version.as_deref()), (None, None));
+    assert_eq!((r.config.max_tokens, r.config.window_s), (None, None));
+    for figure in ["engine.name", "tool.version", "config.max_tokens", "config.window_s"] {
+        assert!(r.missing.iter().any(|m| m.figure == figure), "{figure}: {:?}", r.missing);
+    }
+    let plain = dir.path().join("plain.json");
+    let (code, _, err) = speedmatrix(&[
+        "import",
+        "--from",
+        "llm-inference-bench",
+        "-o",
+        plain.to_str().unwrap(),
+        fixture("benchmark_results.json").to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let p = load_results(&std::fs::read(&plain).unwrap()).unwrap();
+    assert!(p.run.id.starts_with("import-") && p.run.id != r.run.id, "{} vs {}", p.run.id, r.run.id);
 }

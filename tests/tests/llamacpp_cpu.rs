@@ -77,7 +77,7 @@ fn run_against_real_llama_server_on_cpu() {
     let before = tokens_predicted(&url);
     let out = dir.path().join("llamacpp.json");
     let o = Command::new(support::BIN)
-        .args(["run", "--url", &url, "--contexts", "256,512,1k", "--concurrency", "1,2,4,8"])
+        .args(["run", "--url", &url, "--contexts", "256,512,1k", "--concurrency", "1,4,8"])
         .args(["--prefill-contexts", "256,512", "--duration", "3s", "--max-tokens", "512"])
         .args(["--endpoint", "completions", "--quiet", "-o"])
         .arg(&out)
@@ -89,19 +89,20 @@ fn run_against_real_llama_server_on_cpu() {
     drop(server);
     let r: Results = speedmatrix_schema::load_results(&std::fs::read(&out).unwrap()).expect("a valid results file");
     assert_eq!(r.run.status, RunStatus::Complete);
-    assert_eq!(r.engine.name, "llamacpp", "detected from /props");
+    assert_eq!(r.engine.name.as_deref(), Some("llamacpp"), "detected from /props");
     assert_eq!((r.engine.slots, r.engine.slot_context_tokens), (Some(4), Some(1024)));
     let launch = r.engine.launch_command.as_deref().expect("launch command of the local server");
     assert!(launch.contains("llama-server") && launch.contains("-np 4"), "{launch}");
     assert!(r.missing.iter().any(|m| m.figure == "kv_cache_usage"), "{:?}", r.missing);
 
+    prompts_are_as_planned(&r);
     for p in &r.prefill {
         assert_eq!(p.status, CellStatus::Valid, "prefill {}: {:?}", p.context.label, p.reason);
         assert!(p.prompt_tps.unwrap() > 0.0);
         let timings = p.requests[0].server_timings.as_ref().expect("llama.cpp's timings kept per request");
         assert!(timings.prompt_ms.is_some() && timings.predicted_tokens == Some(1), "{timings:?}");
     }
-    assert_eq!(r.decode.len(), 12);
+    assert_eq!(r.decode.len(), 9);
     for c in &r.decode {
         let name = format!("{} × {}", c.context.label, c.concurrency);
         let want = match (c.context.tokens, c.concurrency) {
@@ -149,6 +150,46 @@ fn run_against_real_llama_server_on_cpu() {
         std::fs::copy(&out, path).unwrap();
     }
     viewer_renders(&out);
+}
+
+/// Every measured row and cell sent prompts within 1 % of the planned context, as the server
+/// counted them (`usage.prompt_tokens`): llama.cpp's `/tokenize` takes `content`, and the chat
+/// template comes from `/apply-template`.
+fn prompts_are_as_planned(r: &Results) {
+    let rows =
+        r.prefill.iter().map(|p| (format!("prefill {}", p.context.label), p.status, p.context.tokens, p.prompt_tokens));
+    let cells = r.decode.iter().map(|c| {
+        (format!("decode {} × {}", c.context.label, c.concurrency), c.status, c.context.tokens, c.prompt_tokens)
+    });
+    let mut checked = 0;
+    for (name, status, planned, real) in rows.chain(cells).filter(|x| x.1.is_measured()) {
+        let real = real.unwrap_or_else(|| panic!("{name} ({status:?}): no prompt tokens"));
+        let off = (real as f64 - planned as f64).abs() / planned as f64;
+        assert!(off <= 0.01, "{name}: {real} prompt tokens for {planned} planned ({:.1} % off)", off * 100.0);
+        checked += 1;
+    }
+    assert!(checked > 0, "nothing measured to check");
+}
+
+/// The chat endpoint: prompts go through llama.cpp's chat template, counted with
+/// `/apply-template` + `/tokenize`, and still come out at the planned length.
+#[test]
+fn chat_prompts_on_llama_server_are_the_planned_length() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((server, url)) = start_llama(dir.path()) else { return };
+    let out = dir.path().join("chat.json");
+    let o = Command::new(support::BIN)
+        .args(["run", "--url", &url, "--contexts", "300", "--concurrency", "1", "--prefill-contexts", "256,700"])
+        .args(["--duration", "2s", "--max-tokens", "64", "--endpoint", "chat", "--quiet", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    drop(server);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("% off the target"), "a prompt missed its length: {stderr}");
+    let r: Results = speedmatrix_schema::load_results(&std::fs::read(&out).unwrap()).expect("a valid results file");
+    prompts_are_as_planned(&r);
 }
 
 /// `speedmatrix serve FILE` and headless Chromium's DOM: the page shows the run.

@@ -148,13 +148,34 @@ fn serve_a_folder_stays_inside_it() {
     let out = speedmatrix().args(["publish", FIXTURE, "--out"]).arg(site.path()).output().unwrap();
     assert!(out.status.success());
     std::fs::write(site.path().join("results.json"), b"{}").unwrap();
+    // A file beside the site, and links to it and to a file inside.
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), b"secret").unwrap();
+    std::os::unix::fs::symlink(outside.path().join("secret.txt"), site.path().join("leak.txt")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), site.path().join("leakdir")).unwrap();
+    std::os::unix::fs::symlink(site.path().join("results.json"), site.path().join("alias.json")).unwrap();
     let server = serve(&[site.path().to_str().unwrap()]);
-    assert_eq!(get(server.1, "GET", "/results.json").2, b"{}");
+    let (status, head, body) = get(server.1, "GET", "/results.json");
+    assert_eq!((status, body.as_slice()), (200, &b"{}"[..]));
+    assert!(head.contains("content-type: application/json") && head.contains("cache-control: no-cache"), "{head}");
     let (status, head, _) = get(server.1, "GET", "/runs");
-    assert_eq!(status, 301, "a folder without its slash is redirected");
+    assert_eq!(status, 307, "a folder without its slash is redirected");
     assert!(head.contains("location: /runs/"), "{head}");
     assert_eq!(get(server.1, "GET", "/runs/").0, 404, "no listing of folders");
     assert_eq!(get(server.1, "GET", "/runs/index.json").0, 200);
+    assert_eq!(get(server.1, "GET", "/runs/%69ndex.json").0, 200, "percent-escapes are decoded");
+    let (status, _, body) = get(server.1, "HEAD", "/runs/index.json");
+    assert_eq!((status, body.len()), (200, 0));
+    // Nothing outside the folder: not by `..`, escaped or not, nor by a link leading out.
+    for path in
+        ["/../Cargo.toml", "/%2e%2e/Cargo.toml", "/runs/..%2F..%2FCargo.toml", "/leak.txt", "/leakdir/secret.txt"]
+    {
+        let (status, _, body) = get(server.1, "GET", path);
+        assert_eq!(status, 404, "{path}");
+        assert!(!String::from_utf8_lossy(&body).contains("secret") && !body.starts_with(b"[workspace]"), "{path}");
+    }
+    assert_eq!(get(server.1, "GET", "/alias.json").2, b"{}", "a link inside the site is served");
+    assert_eq!(get(server.1, "POST", "/results.json").0, 405);
     // Mixing a folder with files is refused.
     let out = speedmatrix().arg("serve").arg(site.path()).arg(FIXTURE).output().unwrap();
     assert_eq!(out.status.code(), Some(2));

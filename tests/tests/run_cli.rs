@@ -64,6 +64,11 @@ fn credentials_in_the_url_are_refused_without_echoing_them() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("credentials in the URL") && err.contains("--api-key"), "{err}");
     assert!(!err.contains("hunter2secret"), "{err}");
+    assert!(err.contains("http://<redacted>@127.0.0.1:9"), "the marker reads as written: {err}");
+    // A URL without its scheme gets the fix, not "is the server running?".
+    let (code, err) = run(&["--url", "127.0.0.1:9", "--quiet"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--url 127.0.0.1:9: give the scheme too, e.g. --url http://127.0.0.1:9"), "{err}");
 }
 
 #[test]

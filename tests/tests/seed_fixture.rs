@@ -195,7 +195,7 @@ fn over_capacity_rule_reproduces_the_seed_cells() {
             let over = speedmatrix_schema::status::over_capacity(
                 c.concurrency,
                 c.context.tokens,
-                u64::from(r.config.max_tokens),
+                u64::from(r.config.max_tokens.unwrap()),
                 budget,
             );
             assert_eq!(
@@ -207,8 +207,11 @@ fn over_capacity_rule_reproduces_the_seed_cells() {
             );
         }
     }
-    let max = speedmatrix_schema::context::decode_max(r.engine.max_model_len.unwrap(), u64::from(r.config.max_tokens))
-        .unwrap();
+    let max = speedmatrix_schema::context::decode_max(
+        r.engine.max_model_len.unwrap(),
+        u64::from(r.config.max_tokens.unwrap()),
+    )
+    .unwrap();
     assert_eq!(
         speedmatrix_schema::context::label(max),
         r.config.contexts.last().unwrap().label,

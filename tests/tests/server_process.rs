@@ -233,13 +233,23 @@ fn resuming_a_failed_run_measures_its_error_cells_again() {
     assert_eq!(failed.run.status, RunStatus::Failed);
     assert!(failed.decode.iter().any(|c| c.status == CellStatus::Error));
 
+    // The restarted twin listens on another free port, so its launch command (`--port 0` as
+    // found by its socket) differs from the file's: resuming refuses it unless accepted.
     let twin = start_twin(&[]);
-    let o = Command::new(BIN)
-        .args(["run", "--url", &twin.url, "--no-gpu", "--quiet", "--resume"])
-        .arg(&out)
-        .args(flags)
-        .output()
-        .unwrap();
+    let resume = |extra: &[&str]| {
+        Command::new(BIN)
+            .args(["run", "--url", &twin.url, "--no-gpu", "--quiet", "--resume"])
+            .arg(&out)
+            .args(flags)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let o = resume(&[]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--accept-change launch-command"), "{stderr}");
+    let o = resume(&["--accept-change", "launch-command"]);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "{stderr}");
     assert!(stderr.contains("measured again"), "{stderr}");

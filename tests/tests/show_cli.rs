@@ -421,3 +421,20 @@ fn a_bad_slo_is_refused_with_the_expected_form() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("text or markdown"));
 }
+
+#[test]
+fn a_run_of_the_twin_says_simulated() {
+    let real = stdout(&show(&[FIXTURE]));
+    assert!(!real.contains("Simulated"), "the seed measured a real server");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("twin.json");
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(root().join(FIXTURE)).unwrap()).unwrap();
+    v["engine"]["simulated"] = serde_json::json!({"by": "speedmatrix twin", "profile": "h200-qwen3.5-122b", "evidence": "x-speedmatrix-twin header"});
+    std::fs::write(&path, serde_json::to_vec(&v).unwrap()).unwrap();
+    let text = stdout(&show(&[path.to_str().unwrap()]));
+    let line = "Simulated: this run measured the speedmatrix twin (profile h200-qwen3.5-122b), a model of a server";
+    assert!(text.lines().take(8).any(|l| l.starts_with(line)), "near the top: {text}");
+    assert!(text.contains("yes — speedmatrix twin, profile h200-qwen3.5-122b"), "in the Engine card");
+    let md = stdout(&show(&[path.to_str().unwrap(), "--format", "markdown"]));
+    assert!(md.contains("> **Simulated: this run measured the speedmatrix twin"), "{md}");
+}

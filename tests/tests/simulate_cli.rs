@@ -64,3 +64,48 @@ fn bad_fault_values_and_trace_paths_are_refused_clearly() {
     assert!(err.contains(&format!("cannot create the trace file {}", trace.display())), "{err}");
     assert!(!err.contains("cannot listen"), "{err}");
 }
+
+#[test]
+fn residuals_print_the_seed_fit_and_a_fit_of_any_run() {
+    use std::process::Command;
+    let out = Command::new(support::BIN).args(["simulate", "--residuals"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("residuals of profile h200-qwen3.5-122b"), "{table}");
+    assert!(table.contains("measured as llm-inference-bench measures"));
+    let cells = table.lines().filter(|l| l.starts_with("  ") && l.contains(" × ")).count();
+    assert_eq!(cells, 48, "every decode cell of the seed: {table}");
+    assert!(table.contains("over capacity → over capacity"));
+    // --fit prints the same table for the seed fixture, with what the fit assumed.
+    let fixture = format!("{}/fixtures/h200-qwen3.5-122b-vllm.json", env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(support::BIN).args(["simulate", "--fit", &fixture, "--residuals"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let fitted = String::from_utf8_lossy(&out.stdout);
+    assert!(fitted.starts_with("fit: "), "{fitted}");
+    let body = |t: &str| t.lines().skip_while(|l| !l.starts_with("prefill")).collect::<Vec<_>>().join("\n");
+    assert_eq!(body(&fitted), body(&table), "the h200 profile is the fit of the seed fixture");
+    let out = Command::new(support::BIN).args(["simulate", "--profile", "tiny", "--residuals"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+/// A port already in use is one exit code (1, a failure while working) and one message shape
+/// for every command that listens: `simulate`, `serve` and `demo`.
+#[test]
+fn a_busy_port_exits_1_for_every_command_that_listens() {
+    use std::process::Command;
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let demo_out = dir.path().join("demo");
+    let commands: [Vec<&str>; 3] = [
+        vec!["simulate", "--profile", "tiny", "--port", &port],
+        vec!["serve", "--port", &port],
+        vec!["demo", "--port", &port, "-o", demo_out.to_str().unwrap()],
+    ];
+    for args in &commands {
+        let out = Command::new(support::BIN).args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(&port) && err.to_lowercase().contains("in use"), "{args:?}: {err}");
+    }
+}

@@ -291,7 +291,8 @@ fn published_index_lists_runs_and_the_metric_switches() {
         c.goto(&url).await.unwrap();
         wait_text(&c, "#run-title", SEED_LABEL).await;
         let options = text(&c, "#run-select").await;
-        assert!(options.contains("second run · 2026-11-30T10:53:38Z"), "{options}");
+        // The start time reads short in the picker (to the minute, UTC), never cut mid-number.
+        assert!(options.contains("second run · 2026-11-30 10:53 UTC"), "{options}");
         // Switch the heatmap to TTFT.
         c.find(Locator::Css("#heatmap-metric")).await.unwrap().select_by_value("ttft_ms_p50").await.unwrap();
         let cell = wait_text(&c, &heat("8K", 128), "10,187 ms").await;
@@ -308,6 +309,31 @@ fn published_index_lists_runs_and_the_metric_switches() {
         // The other run of the index.
         c.find(Locator::Css("#run-select")).await.unwrap().select_by_value("1").await.unwrap();
         wait_text(&c, "#run-title", "second run").await;
+    });
+}
+
+#[test]
+fn a_run_of_the_twin_says_simulated_on_its_report_and_in_the_picker() {
+    scenario(|c| async move {
+        let dir = temp();
+        let twin = variant(dir.path(), "twin run.json", |v| {
+            v["run"]["label"] = json!("twin run");
+            v["engine"]["simulated"] = json!({"by": "speedmatrix twin", "profile": "h200-qwen3.5-122b"});
+        });
+        let (_server, url) = serve(&[&fixture(), &twin]);
+        c.goto(&url).await.unwrap();
+        wait_text(&c, "#run-title", SEED_LABEL).await;
+        let banner = c.execute("return document.querySelectorAll('#simulated-banner').length;", vec![]).await.unwrap();
+        assert_eq!(banner, json!(0), "the seed is a real server");
+        let options = text(&c, "#run-select").await;
+        assert!(options.contains("twin run · Simulated"), "{options}");
+        assert!(!options.contains(&format!("{SEED_LABEL} · Simulated")), "{options}");
+        c.find(Locator::Css("#run-select")).await.unwrap().select_by_value("1").await.unwrap();
+        wait_text(&c, "#run-title", "twin run").await;
+        let banner = wait_text(&c, "#simulated-banner", "Simulated").await;
+        assert!(banner.contains("speedmatrix twin (profile h200-qwen3.5-122b), a model of a server"), "{banner}");
+        let card = text(&c, "section.card[data-card=Engine]").await;
+        assert!(card.contains("yes — speedmatrix twin, profile h200-qwen3.5-122b"), "{card}");
     });
 }
 

@@ -67,23 +67,49 @@ fn show(out: &std::path::Path) {
     eprintln!("{}", String::from_utf8_lossy(&o.stdout));
 }
 
-#[test]
-fn run_against_real_vllm_on_cpu() {
-    let _one = ONE_SERVER.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = tempfile::tempdir().unwrap();
-    let Some(server) = start_vllm(dir.path(), &[]) else { return };
-    let out = dir.path().join("run.json");
+/// The CPU matrix: `run` flags after `--url`.
+const CPU_MATRIX: [&str; 12] = [
+    "--contexts",
+    "128,1536",
+    "--concurrency",
+    "1,8",
+    "--prefill-contexts",
+    "512,max",
+    "--duration",
+    "4s",
+    "--max-tokens",
+    "512",
+    "--quiet",
+    "-o",
+];
+
+/// Run the CPU matrix against `url` into `out`; for a real server (`real`),
+/// `SPEEDMATRIX_KEEP_RUN=FILE` keeps a copy of the results file (e.g. to try `speedmatrix
+/// simulate --fit FILE` on a real run).
+fn run_cpu_matrix(url: &str, out: &std::path::Path, real: bool) -> speedmatrix_schema::Results {
     let o = Command::new(support::BIN)
-        .args(["run", "--url", &server.url, "--contexts", "128,1536", "--concurrency", "1,8"])
-        .args(["--prefill-contexts", "512,max", "--duration", "4s", "--max-tokens", "512", "--quiet", "-o"])
-        .arg(&out)
+        .args(["run", "--url", url])
+        .args(CPU_MATRIX)
+        .arg(out)
         .env_remove("OPENAI_API_KEY")
         .env_remove("SPEEDMATRIX_API_KEY")
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "{stderr}");
-    let r = speedmatrix_schema::load_results(&std::fs::read(&out).unwrap()).expect("a valid results file");
+    if let Some(keep) = std::env::var_os("SPEEDMATRIX_KEEP_RUN").filter(|_| real) {
+        std::fs::copy(out, &keep).expect("copy the run to SPEEDMATRIX_KEEP_RUN");
+    }
+    speedmatrix_schema::load_results(&std::fs::read(out).unwrap()).expect("a valid results file")
+}
+
+#[test]
+fn run_against_real_vllm_on_cpu() {
+    let _one = ONE_SERVER.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let Some(server) = start_vllm(dir.path(), &[]) else { return };
+    let out = dir.path().join("run.json");
+    let r = run_cpu_matrix(&server.url, &out, true);
     show(&out);
     // The launch command is read from the local vLLM process (/proc/PID/cmdline and environ).
     let launch = r.engine.launch_command.as_deref().expect("launch command of the local server");
@@ -95,7 +121,7 @@ fn run_against_real_vllm_on_cpu() {
     assert!(r.hardware.cpu.is_some() && r.hardware.os.as_deref() == Some("linux"));
     assert!(r.hardware.gpu_telemetry_note.is_some(), "no NVML here, and the file says why");
     assert_eq!(r.run.status, speedmatrix_schema::RunStatus::Complete);
-    assert_eq!(r.engine.name, "vllm");
+    assert_eq!(r.engine.name.as_deref(), Some("vllm"));
     assert_eq!(r.engine.version.as_deref(), Some("0.32.0"));
     assert_eq!(r.engine.max_model_len, Some(2048));
     assert_eq!(r.engine.speculative_decoding, None);
@@ -121,7 +147,14 @@ fn run_against_real_vllm_on_cpu() {
         );
         assert_eq!(c.prompt_tokens, Some(c.context.tokens), "{name}");
         assert_eq!(c.token_count_source, Some(speedmatrix_schema::TokenCountSource::ContinuousUsage));
-        assert!((c.total_tps.unwrap() - c.output_tokens.unwrap() as f64 / c.window_s.unwrap()).abs() < 0.01);
+        // total tok/s = window tokens ÷ window; the file's window_s (the measured close − open)
+        // is rounded to the ms, so compare to 0.1 %.
+        let per_window = c.output_tokens.unwrap() as f64 / c.window_s.unwrap();
+        assert!(
+            (c.total_tps.unwrap() - per_window).abs() / per_window < 1e-3,
+            "{name}: {:?} vs {per_window}",
+            c.total_tps
+        );
         assert_eq!(c.ttft_ms.unwrap().count, Some(u64::from(c.concurrency)), "{name}: one TTFT per opening stream");
         assert!(c.requests.len() >= c.concurrency as usize);
         assert!((c.window_s.unwrap() - 4.0).abs() < 0.05, "window closed at its deadline");
@@ -134,6 +167,8 @@ fn run_against_real_vllm_on_cpu() {
     counts_agree(&r);
     // The viewer-side table has every row.
     assert_eq!(speedmatrix_schema::table::rows(&r).len(), 6);
+    drop(server);
+    the_twin_of_the_run_reproduces_it(&r, dir.path());
 }
 
 /// The same matrix with ngram speculative decoding and an API key on the server: chunks carry up
@@ -185,4 +220,69 @@ fn run_against_real_vllm_with_ngram_speculative_decoding_and_an_api_key() {
     }
     assert!(multi_token_chunks, "ngram speculative decoding sends multi-token chunks");
     counts_agree(&r);
+}
+
+/// A twin of any run: the fit of a real vLLM CPU run (`speedmatrix simulate --fit`), served by
+/// the twin and measured by the collector with the same matrix. Called by
+/// [`run_against_real_vllm_on_cpu`] with its run, so CI starts one vLLM for both.
+///
+/// - Prefill rows and every valid cell's TTFT p50: within ±20 % of the real run.
+/// - Total tok/s: within ±5 % of the fit's own replay (the twin server, measured over TCP,
+///   does what its model says). Against the real run the tok/s residual is printed, not
+///   asserted: on these 2 shared cores a real 1-stream cell of 4 s holds ~50 tokens and moves
+///   by more than 20 % between cells (in one CI run the 1,536-token cell decoded faster than
+///   the 128-token one: 14.2 vs 10.2 tok/s), which no step model can follow.
+fn the_twin_of_the_run_reproduces_it(real: &speedmatrix_schema::Results, dir: &std::path::Path) {
+    let fit = speedmatrix_twin::fit::fit(real).expect("the run has prefill rows and decode cells");
+    eprintln!("fit assumed: {:?}", fit.notes);
+    let replay = speedmatrix_twin::replay::residuals(&fit.profile, real, &[1, 2, 3]);
+    eprintln!("{replay}");
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let twin =
+        rt.block_on(speedmatrix_twin::start(speedmatrix_twin::TwinConfig::new(fit.profile), "127.0.0.1:0")).unwrap();
+    let measured = run_cpu_matrix(&twin.url(), &dir.join("twin.json"), false);
+    rt.block_on(twin.shutdown());
+    assert!(measured.engine.simulated.is_some(), "the twin's run is recorded as simulated");
+    assert_eq!(measured.engine.version, real.engine.version, "it imitates the real server's version");
+    let mut lines = vec![];
+    let mut check = |what: String, twin: f64, reference: f64, tolerance: f64| {
+        let r = twin / reference - 1.0;
+        let ok = r.abs() <= tolerance;
+        let mark = if ok { "" } else { "  ← off" };
+        lines.push(format!(
+            "{what}: twin {twin:.1} vs {reference:.1} ({:+.1} %, ±{:.0} %){mark}",
+            100.0 * r,
+            100.0 * tolerance
+        ));
+        ok
+    };
+    let (mut ok, mut printed) = (true, vec![]);
+    for (t, r) in measured.prefill.iter().zip(&real.prefill) {
+        ok &=
+            check(format!("prefill {} TTFT ms vs real", r.context.label), t.ttft_ms.unwrap(), r.ttft_ms.unwrap(), 0.20);
+    }
+    let valid = speedmatrix_schema::CellStatus::Valid;
+    for r in real.decode.iter().filter(|c| c.status == valid) {
+        let t = measured.decode.iter().find(|t| t.context == r.context && t.concurrency == r.concurrency).unwrap();
+        let name = format!("{} × {}", r.context.label, r.concurrency);
+        assert_eq!(t.status, valid, "{name}: {:?}", t.reason);
+        let p50 = |c: &speedmatrix_schema::DecodeCell| c.ttft_ms.as_ref().and_then(|d| d.p50).unwrap();
+        ok &= check(format!("{name} TTFT p50 ms vs real"), p50(t), p50(r), 0.20);
+        let replayed = replay
+            .decode
+            .iter()
+            .find(|c| c.tokens as u64 == r.context.tokens && c.concurrency == r.concurrency)
+            .and_then(|c| c.total_tps)
+            .expect("the replay has the cell");
+        ok &= check(format!("{name} total tok/s vs the replay"), t.total_tps.unwrap(), replayed.twin, 0.05);
+        let (twin, run) = (t.total_tps.unwrap(), r.total_tps.unwrap());
+        printed.push(format!(
+            "{name} total tok/s vs real (printed): twin {twin:.1} vs {run:.1} ({:+.1} %)",
+            100.0 * (twin / run - 1.0)
+        ));
+    }
+    lines.extend(printed);
+    eprintln!("{}", lines.join("\n"));
+    assert!(ok, "the twin is off:\n{}", lines.join("\n"));
+    assert!(real.decode.iter().any(|c| c.status == valid), "no valid cell to compare");
 }

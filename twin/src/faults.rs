@@ -11,6 +11,8 @@
 //! | `keepalive` | an SSE comment line (`: keepalive`) before every frame — legal SSE |
 //! | `split` | each frame written in 2–3 pieces at random byte offsets (also inside multi-byte characters) — legal SSE |
 //! | `metrics-404`, `tokenize-404`, `version-404` | that endpoint answers 404 |
+//! | `no-chunk-usage` | `continuous_usage_stats` is ignored: usage only in the final chunk (servers and proxies that do not know it) |
+//! | `no-usage` | no usage at all, even with `include_usage` (a proxy that drops it) |
 //!
 //! `@RATE` (0…1, default 1) is the fraction of requests (or endpoint calls) affected.
 
@@ -43,6 +45,10 @@ pub enum FaultKind {
     Tokenize404,
     /// `/version` answers 404.
     Version404,
+    /// `stream_options.continuous_usage_stats` is ignored (usage in the final chunk only).
+    NoChunkUsage,
+    /// No usage in the stream at all.
+    NoUsage,
 }
 
 /// A fault and how often it strikes.
@@ -56,7 +62,7 @@ pub struct Fault {
 
 /// Faults listed in the errors of [`FaultError::Unknown`].
 const KNOWN: &str = "drop, no-done, inband-error, stall=DUR, status=500|503|429, keepalive, split, metrics-404, \
-                     tokenize-404, version-404";
+                     tokenize-404, version-404, no-chunk-usage, no-usage";
 
 /// A `--fault` value that does not parse; each variant names the whole value given.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -143,6 +149,8 @@ impl FromStr for Fault {
             "metrics-404" => no_param(FaultKind::Metrics404)?,
             "tokenize-404" => no_param(FaultKind::Tokenize404)?,
             "version-404" => no_param(FaultKind::Version404)?,
+            "no-chunk-usage" => no_param(FaultKind::NoChunkUsage)?,
+            "no-usage" => no_param(FaultKind::NoUsage)?,
             "stall" => FaultKind::Stall(match param {
                 None => Duration::from_secs(5),
                 Some(p) => parse_stall(s, p)?,
@@ -172,6 +180,8 @@ impl fmt::Display for Fault {
             FaultKind::Metrics404 => f.write_str("metrics-404")?,
             FaultKind::Tokenize404 => f.write_str("tokenize-404")?,
             FaultKind::Version404 => f.write_str("version-404")?,
+            FaultKind::NoChunkUsage => f.write_str("no-chunk-usage")?,
+            FaultKind::NoUsage => f.write_str("no-usage")?,
         }
         if self.rate < 1.0 {
             write!(f, "@{}", self.rate)?;
@@ -229,7 +239,17 @@ mod tests {
         assert_eq!(p("stall=5s").kind, FaultKind::Stall(Duration::from_secs(5)));
         assert_eq!(p("stall=250ms").kind, FaultKind::Stall(Duration::from_millis(250)));
         assert_eq!(p("status=503@0.5"), Fault { kind: FaultKind::Status(503), rate: 0.5 });
-        for s in ["no-done", "inband-error", "keepalive", "split", "metrics-404", "tokenize-404", "version-404"] {
+        for s in [
+            "no-done",
+            "inband-error",
+            "keepalive",
+            "split",
+            "metrics-404",
+            "tokenize-404",
+            "version-404",
+            "no-chunk-usage",
+            "no-usage",
+        ] {
             assert_eq!(p(s).to_string(), s);
         }
         assert_eq!(p("stall=1m30s").kind, FaultKind::Stall(Duration::from_secs(90)));
@@ -296,5 +316,65 @@ mod tests {
         let hits = (0..4000).filter(|&n| !draw(&f, 7, n).0.is_empty()).count();
         assert!((800..1200).contains(&hits), "{hits}");
         assert_eq!(draw(&f, 7, 3), draw(&f, 7, 3));
+    }
+
+    /// `PROPTEST_CASES` if set (the long form, README: "Fuzzing"), else `default`.
+    fn cases(default: u32) -> proptest::prelude::ProptestConfig {
+        let n = std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(default);
+        proptest::prelude::ProptestConfig { cases: n, failure_persistence: None, ..Default::default() }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(cases(3000))]
+
+        /// Any `--fault` value parses or gets an error naming it; never a panic. What parses
+        /// prints back to a value that parses to the same fault.
+        #[test]
+        fn any_fault_spec_parses_or_names_itself(
+            name in proptest::sample::select(vec![
+                "drop", "no-done", "inband-error", "stall", "status", "keepalive", "split",
+                "metrics-404", "tokenize-404", "version-404", "no-chunk-usage", "no-usage", "",
+            ]),
+            param in proptest::option::of(r"[0-9a-zA-Z.+\-_ ]{0,24}"),
+            rate in proptest::option::of(r"[0-9a-zA-Z.+\-@]{0,12}"),
+            noise in r"\PC{0,16}",
+        ) {
+            let mut spec = name.to_string();
+            if let Some(p) = &param {
+                spec = format!("{spec}={p}");
+            }
+            if let Some(r) = &rate {
+                spec = format!("{spec}@{r}");
+            }
+            for s in [spec.clone(), format!("{spec}{noise}"), noise.clone()] {
+                match s.parse::<Fault>() {
+                    Ok(f) => {
+                        let again = f.to_string().parse::<Fault>();
+                        proptest::prop_assert_eq!(again.as_ref(), Ok(&f), "{} printed as {}", s, f);
+                        if let FaultKind::Stall(d) = f.kind {
+                            proptest::prop_assert!(!d.is_zero());
+                        }
+                        proptest::prop_assert!((0.0..=1.0).contains(&f.rate));
+                    }
+                    Err(e) => {
+                        let msg = e.to_string();
+                        proptest::prop_assert!(msg.starts_with(&format!("bad --fault `{s}`: ")), "{}", msg);
+                    }
+                }
+            }
+        }
+
+        /// Stall durations of every size and shape humantime reads (up to its overflow) either
+        /// parse to that duration or are refused.
+        #[test]
+        fn stall_durations_of_any_size(n in proptest::num::u64::ANY, unit in proptest::sample::select(vec![
+            "ns", "us", "ms", "s", "m", "h", "d", "w", "M", "y", "", "e300", "e300ms",
+        ])) {
+            let s = format!("stall={n}{unit}");
+            match s.parse::<Fault>() {
+                Ok(f) => proptest::prop_assert!(matches!(f.kind, FaultKind::Stall(d) if !d.is_zero())),
+                Err(e) => proptest::prop_assert!(matches!(e, FaultError::Duration { .. }), "{}: {:?}", s, e),
+            }
+        }
     }
 }

@@ -5,9 +5,12 @@
 //! depends on nothing of the collector; the command-line glue lives in the `speedmatrix`
 //! binary (`collector/src/simulate.rs`).
 //!
-//! - [`profile`]: the profiles (`h200-qwen3.5-122b` fitted to the seed page, `tiny`) and the
-//!   fit's residual table;
-//! - [`engine`]: the continuous-batching engine model, pure and deterministic (simulated time);
+//! - [`profile`]: the profiles (`h200-qwen3.5-122b`, the fit of the seed run; `tiny`);
+//! - [`engine`]: the front end and the continuous-batching engine model, pure and deterministic
+//!   (simulated time);
+//! - [`fit`]: a profile from any results file (`speedmatrix simulate --fit RUN.json`);
+//! - [`replay`]: a run's cells replayed on a profile in simulated time, measured the way the
+//!   run was measured — the residual table;
 //! - `server` (private): axum routes, the real-time engine loop, SSE writing, `/metrics`;
 //! - [`tokenizer`]: the filler-word tokenizer that `/tokenize`, `usage` and the stream agree on;
 //! - [`faults`]: `--fault` injection;
@@ -27,7 +30,9 @@
 
 pub mod engine;
 pub mod faults;
+pub mod fit;
 pub mod profile;
+pub mod replay;
 mod server;
 pub mod tokenizer;
 pub mod trace;

@@ -1,75 +1,89 @@
-//! Twin profiles: the engine's cost model and limits, fitted to a measured run.
+//! Twin profiles: an engine's limits and cost model.
 //!
-//! # `h200-qwen3.5-122b`: the fit
+//! A profile says what the twin announces (model, version, `max_model_len`, KV budget) and how
+//! its engine spends time: the front end's per-request work, prefill chunks and decode steps
+//! (see [`crate::engine`] for how they are scheduled). Profiles are not typed in here: they are
+//! fitted to a measured run by [`crate::fit`].
 //!
-//! Source: the seed run, transcribed from its published page into
-//! `tests/fixtures/h200-qwen3.5-122b-vllm.json` (Qwen3.5-122B-A10B-GPTQ-Int4,
-//! vLLM 0.26.1rc1.dev638+g52be12cfa, 2 × H200 NVL, MTP with 2 speculative tokens).
-//!
-//! - **Prefill**: the cost of computing prompt tokens `[0, L)` is `F(L) = L ÷ r(L)`, with
-//!   `r(L)` (tok/s) interpolated linearly between the seed's prefill rows (8K 22.5K, 16K 22.8K,
-//!   32K 22.1K, 64K 20.2K, 128K 16.6K, 251K 12.2K, 256K 12.0K, each row's TTFT ÷ its tokens,
-//!   so the rows are reproduced exactly). A chunk `[s, e)` of chunked prefill costs
-//!   `F(e) − F(s)`, so a cold prompt alone on the engine takes exactly the seed's TTFT
-//!   (128K: 7,752 ms) however it is chunked. Prompt tokens found in the prefix cache cost
-//!   0.0032 ms each (fitted to the seed's warm decode-cell TTFTs: 128K ≈ 600 ms, 251K ≈ 980 ms).
-//! - **Decode**: one engine step over a batch of `B` decoding requests whose contexts sum to
-//!   `S` tokens takes `t = 7.80 + (0.1158·B + 1.640·√B)·(1+K)/3 + 2.338·S/10⁶` ms, where `K` is
-//!   the number of speculative tokens (2 in the seed). Each request emits `1 + a` tokens per
-//!   step, `a` the accepted drafts: each draft is accepted with probability 0.7 until the first
-//!   rejection, so a step emits 2.19 tokens on average (K = 2). The coefficients are a weighted
-//!   least-squares fit of the seed's 42 valid decode cells, each cell's step time taken as
-//!   `N × 2.19 ÷ total tok/s` with `S = N × (C + 2,048)` (streams sit half way through their
-//!   4,096 output tokens on average). With `K = 0` a step emits one token and the per-request
-//!   terms shrink to a third — an assumption, the seed has no such run.
-//! - **KV cache**: 6,291,456 tokens (393,216 blocks of 16). The over-capacity rule
-//!   `N × (C + 4,096) > budget` then marks exactly the seed's six over-capacity cells
-//!   (64K×128, 128K×64, 128K×128, 251K×32/64/128): any budget in [4,718,592, 8,355,840) does.
-//!   The twin does not share KV blocks between requests (the prefix cache saves compute, not
-//!   memory), so every cell the rule admits runs all N at once and the others make requests
-//!   wait.
-//! - **Limits**: 1,024 running requests, 8,192 tokens per step (chunked prefill) — vLLM's
-//!   defaults for the OpenAI server on large GPUs (assumed; the launch command sets neither).
-//! - **Output hand-out**: 0.005 ms per request and step (an assumption: the seed does not show
-//!   it; at 128 streams the last output of a step leaves 0.64 ms after the first).
-//!
-//! ## Residuals (twin − seed) ÷ seed, computed with the pure engine model
-//!
-//! Each decode cell is simulated as the seed measured it: one warm-up request, then N streams
-//! sharing its prompt, `max_tokens` 4,096, `ignore_eos`, a stream replaced as soon as it ends,
-//! a 30 s window opened once all N are decoding (see `engine::simulate_decode_cell` and the
-//! test `residual_table_within_15_percent`, which prints this table with `--nocapture`).
-//!
-//! ```text
-//! total tok/s, twin (residual vs seed)
-//! ctx  |      1        |      2        |      4        |      8         |      16        |      32        |      64        |  128
-//!   8K | 228.6 (-3.6%) | 420.1 (-2.7%) | 755.7 (+1.8%) | 1293.4 (-1.0%) | 2123.6 (+5.0%) | 3272.9 (-1.5%) | 4733.8 (+2.2%) | 6424.7 (+1.3%)
-//!  16K | 227.9 (-4.8%) | 417.5 (-2.5%) | 747.9 (+4.2%) | 1269.5 (-1.6%) | 2085.7 (+4.5%) | 3184.4 (-1.0%) | 4546.4 (+1.8%) | 6085.9 (+1.4%)
-//!  32K | 226.4 (-3.4%) | 412.7 (-3.4%) | 733.1 (-4.2%) | 1224.6 (-3.3%) | 2012.7 (+2.3%) | 3018.0 (-1.2%) | 4216.8 (+1.7%) | 5503.1 (+1.6%)
-//!  64K | 224.0 (-0.8%) | 403.3 (-2.3%) | 704.6 (-3.9%) | 1139.4 (-5.2%) | 1880.6 (-2.2%) | 2733.1 (-1.2%) | 3674.1 (+2.3%) | over capacity
-//! 128K | 219.0 (+0.2%) | 386.9 (-1.0%) | 649.9 (+0.4%) | 1084.5 (+1.7%) | 1662.0 (-2.9%) | 2296.7 (-0.5%) | over capacity  | over capacity
-//! 251K | 209.5 (+5.8%) | 357.4 (+0.6%) | 558.4 (-6.3%) |  970.8 (-0.6%) | 1363.7 (-1.4%) | over capacity  | over capacity  | over capacity
-//!
-//! worst |residual| 6.3 % (251K × 4); over-capacity cells: the twin admits fewer than N and
-//! the rest wait (64K × 128: at most 96 of 128 hold their prompts).
-//!
-//! prefill TTFT (cold, ms), twin = seed on every row (the rows are the interpolation's knots):
-//! 8K 363, 16K 713, 32K 1,462, 64K 3,189, 128K 7,752, 251K 20,633, 256K 21,515.
-//! ```
-//!
-//! # `tiny`
-//!
-//! Small and fast for tests and the lag benchmark: 32,768-token context, a 4M-token KV cache,
-//! 1,024 running requests at most, prefill at 200K tok/s, decode steps of
-//! `2 + 0.1·B + 0.5·S/10⁶` ms (a batch of 1,024 short requests: ≈ 104 ms), no speculative
-//! decoding by default, outputs handed out at 0.02 ms per request (1,024 outputs of a step
-//! leave over ≈ 20 ms).
+//! - `h200-qwen3.5-122b` is the fit of the seed run (`tests/fixtures/h200-qwen3.5-122b-vllm.json`,
+//!   Qwen3.5-122B-A10B GPTQ-Int4 under vLLM 0.26 on 2 × H200 NVL with MTP), built when first
+//!   asked for. Its residual table — every prefill row and decode cell of the seed, simulated
+//!   the way the seed measured it — is printed by
+//!   `speedmatrix simulate --profile h200-qwen3.5-122b --residuals` and checked by the test
+//!   `residuals_of_the_seed_fit` in `twin/tests/residuals.rs`.
+//! - `tiny` is small and fast for tests and the lag benchmark: 32,768-token context, a
+//!   4M-token KV cache, 1,024 running requests at most, prefill at 200K tok/s, decode steps of
+//!   `2 + 0.1·B + 0.5·S/10⁶` ms, no front-end cost, no speculative decoding, outputs handed out
+//!   0.02 ms apart.
+
+use std::sync::OnceLock;
+
+/// Linear interpolation between `(x, y)` knots sorted by `x`, flat outside them; 0 without
+/// knots.
+pub fn interpolate(knots: &[(u32, f64)], x: u32) -> f64 {
+    let Some(first) = knots.first() else {
+        return 0.0;
+    };
+    let x = f64::from(x);
+    if x <= f64::from(first.0) {
+        return first.1;
+    }
+    for w in knots.windows(2) {
+        let (x0, y0) = (f64::from(w[0].0), w[0].1);
+        let (x1, y1) = (f64::from(w[1].0), w[1].1);
+        if x <= x1 {
+            return if x1 > x0 { y0 + (y1 - y0) * (x - x0) / (x1 - x0) } else { y1 };
+        }
+    }
+    knots[knots.len() - 1].1
+}
+
+/// The server's per-request work before a request reaches the scheduler (ms), by prompt length.
+///
+/// A lone request spends the *latency* there (parsing the body, the chat template,
+/// tokenization, the engine's intake), longer while the server streams other requests' outputs;
+/// and requests leave one after another, in arrival order, no closer than the *spacing* (the
+/// part of that work done one request at a time). A request enters the scheduler's waiting
+/// queue when it leaves.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct FrontendModel {
+    /// (prompt tokens, ms) of a lone request's latency, interpolated linearly, flat outside.
+    pub latency_knots: Vec<(u32, f64)>,
+    /// (prompt tokens, ms) of the least time between two requests leaving, interpolated
+    /// linearly, flat outside.
+    pub spacing_knots: Vec<(u32, f64)>,
+    /// Slow-down of the side-by-side part of the latency per request already running (0.2: it
+    /// takes twice as long for a request that arrives while 5 others run).
+    pub contention_per_running: f64,
+}
+
+impl FrontendModel {
+    /// Latency of a prompt of `len` tokens arriving while `running` requests are in the engine:
+    /// the part done side by side (the latency beyond the spacing) slows by
+    /// `contention_per_running` per running request; the one-at-a-time part does not.
+    pub fn latency_ms(&self, len: u32, running: usize) -> f64 {
+        let lone = interpolate(&self.latency_knots, len).max(0.0);
+        let side_by_side = (lone - self.spacing_ms(len)).max(0.0);
+        lone + side_by_side * self.contention_per_running.max(0.0) * running as f64
+    }
+
+    /// Least time between a request of `len` prompt tokens leaving and the one before it.
+    pub fn spacing_ms(&self, len: u32) -> f64 {
+        interpolate(&self.spacing_knots, len).max(0.0)
+    }
+
+    /// Front-end time of a lone request (nothing running, nothing ahead of it).
+    pub fn lone_ms(&self, len: u32) -> f64 {
+        self.latency_ms(len, 0)
+    }
+}
 
 /// The cost model of one engine: how long prefill and decode steps take (ms).
 #[derive(Debug, Clone, PartialEq)]
 pub struct CostModel {
-    /// Prefill speed knots: (prompt length in tokens, prompt tok/s for a cold prompt of that
-    /// length alone on the engine). Sorted by length; interpolated linearly, clamped outside.
+    /// Prefill speed knots: (prompt length in tokens, prompt tok/s of the engine computing a
+    /// cold prompt of that length alone, front end excluded). Sorted by length; interpolated
+    /// linearly, flat outside.
     pub prefill_knots: Vec<(u32, f64)>,
     /// Cost of one prompt token served from the prefix cache (ms).
     pub cached_ms_per_token: f64,
@@ -88,22 +102,10 @@ pub struct CostModel {
 impl CostModel {
     /// Prompt tok/s of a cold prompt of `len` tokens (interpolated between the knots).
     pub fn prefill_rate(&self, len: u32) -> f64 {
-        let k = &self.prefill_knots;
-        let x = len as f64;
-        if k.is_empty() {
+        if self.prefill_knots.is_empty() {
             return 10_000.0;
         }
-        if x <= k[0].0 as f64 {
-            return k[0].1;
-        }
-        for w in k.windows(2) {
-            let (x0, y0) = (w[0].0 as f64, w[0].1);
-            let (x1, y1) = (w[1].0 as f64, w[1].1);
-            if x <= x1 {
-                return y0 + (y1 - y0) * (x - x0) / (x1 - x0);
-            }
-        }
-        k[k.len() - 1].1
+        interpolate(&self.prefill_knots, len).max(1e-3)
     }
 
     /// `F(L)`: time (ms) to prefill tokens `[0, len)` of a cold prompt alone.
@@ -111,7 +113,7 @@ impl CostModel {
         if len == 0 {
             return 0.0;
         }
-        len as f64 / self.prefill_rate(len) * 1000.0
+        f64::from(len) / self.prefill_rate(len) * 1000.0
     }
 
     /// Time (ms) to prefill the chunk `[start, end)` of a prompt: `F(end) − F(start)`, never
@@ -127,28 +129,32 @@ impl CostModel {
             return 0.0;
         }
         let b = batch as f64;
-        let scale = (1 + spec_tokens) as f64 / (1 + self.fit_spec_tokens) as f64;
+        let scale = f64::from(1 + spec_tokens) / f64::from(1 + self.fit_spec_tokens);
         self.step_base_ms
             + (self.per_seq_ms * b + self.per_sqrt_seq_ms * b.sqrt()) * scale
             + self.per_mtok_context_ms * context_tokens as f64 / 1e6
     }
 }
 
-/// A named profile: what the twin announces and how its engine behaves.
+/// A profile: what the twin announces and how its engine behaves.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Profile {
-    /// Profile name as given to `--profile`.
-    pub name: &'static str,
+    /// Profile name (`--profile`, or `fit:FILE` for `--fit FILE`).
+    pub name: String,
     /// Served model name (`/v1/models` id, `model` in chunks).
     pub served_name: String,
     /// The model path reported as `root` in `/v1/models`.
     pub root: String,
-    /// Engine version reported by `/version`.
+    /// The vLLM version the twin imitates; `/version` reports it with [`crate::TWIN_SUFFIX`].
     pub engine_version: String,
     /// Longest prompt + output in tokens.
     pub max_model_len: u32,
     /// KV cache block size (tokens).
     pub block_size: u32,
+    /// Granularity (tokens) at which a cached prompt prefix can be reused: the block size for
+    /// attention-only models; hybrid models keep their recurrent state only at coarser
+    /// boundaries (see [`crate::engine`]). A multiple of `block_size`.
+    pub cache_granularity: u32,
     /// KV cache capacity (tokens); a multiple of `block_size`.
     pub kv_tokens: u64,
     /// Most requests running at once (vLLM `max_num_seqs`).
@@ -164,6 +170,8 @@ pub struct Profile {
     /// Time the API server spends handing out one request's output of a step (ms): a step's
     /// outputs leave one after another, the i-th at `step end + i × this`.
     pub output_ms_per_request: f64,
+    /// The front end's per-request work.
+    pub frontend: FrontendModel,
     /// The cost model.
     pub cost: CostModel,
 }
@@ -176,30 +184,8 @@ pub const PROFILE_NAMES: &[&str] = &["h200-qwen3.5-122b", "tiny"];
 #[error("unknown profile `{0}` (known: {known})", known = PROFILE_NAMES.join(", "))]
 pub struct UnknownProfile(pub String);
 
-/// The seed's prefill rows: (prompt tokens, TTFT in ms). 251K = 257,024 tokens.
-pub const SEED_PREFILL: &[(u32, f64)] = &[
-    (8_192, 363.0),
-    (16_384, 713.0),
-    (32_768, 1_462.0),
-    (65_536, 3_189.0),
-    (131_072, 7_752.0),
-    (257_024, 20_633.0),
-    (262_144, 21_515.0),
-];
-
-/// The seed's decode contexts (tokens) in row order.
-pub const SEED_CONTEXTS: &[u32] = &[8_192, 16_384, 32_768, 65_536, 131_072, 257_024];
-/// The seed's concurrency levels in column order.
-pub const SEED_CONCURRENCY: &[usize] = &[1, 2, 4, 8, 16, 32, 64, 128];
-/// The seed's decode matrix, total tok/s; `None` = over capacity.
-pub const SEED_DECODE_TPS: &[[Option<f64>; 8]; 6] = &[
-    [Some(237.1), Some(431.6), Some(742.7), Some(1306.0), Some(2023.2), Some(3321.5), Some(4632.0), Some(6342.6)],
-    [Some(239.3), Some(428.2), Some(717.5), Some(1290.8), Some(1995.5), Some(3217.3), Some(4467.3), Some(6004.6)],
-    [Some(234.4), Some(427.4), Some(765.3), Some(1266.5), Some(1966.8), Some(3055.0), Some(4145.6), Some(5413.9)],
-    [Some(225.8), Some(413.0), Some(733.5), Some(1202.3), Some(1923.6), Some(2766.4), Some(3592.5), None],
-    [Some(218.5), Some(390.8), Some(647.1), Some(1066.2), Some(1710.9), Some(2307.8), None, None],
-    [Some(198.0), Some(355.4), Some(596.0), Some(977.0), Some(1382.8), None, None, None],
-];
+/// The seed run's results file, embedded: the h200 profile is its fit.
+pub const SEED_RESULTS: &str = include_str!("../../tests/fixtures/h200-qwen3.5-122b-vllm.json");
 
 impl Profile {
     /// Look a profile up by name.
@@ -211,43 +197,30 @@ impl Profile {
         }
     }
 
-    /// The H200 / Qwen3.5-122B profile fitted to the seed (see the module docs).
+    /// The H200 / Qwen3.5-122B profile: the fit of the seed run (computed once per process).
     pub fn h200_qwen() -> Profile {
-        Profile {
-            name: "h200-qwen3.5-122b",
-            served_name: "qwen".into(),
-            root: "Qwen/Qwen3.5-122B-A10B-GPTQ-Int4".into(),
-            engine_version: "0.26.1rc1.dev638+g52be12cfa".into(),
-            max_model_len: 262_144,
-            block_size: 16,
-            kv_tokens: 6_291_456,
-            max_num_seqs: 1024,
-            max_batched_tokens: 8192,
-            spec_tokens: 2,
-            accept_rate: 0.7,
-            prefix_cache: true,
-            output_ms_per_request: 0.005,
-            cost: CostModel {
-                prefill_knots: SEED_PREFILL.iter().map(|&(len, ttft)| (len, len as f64 / (ttft / 1000.0))).collect(),
-                cached_ms_per_token: 0.0032,
-                step_base_ms: 7.80,
-                per_seq_ms: 0.1158,
-                per_sqrt_seq_ms: 1.640,
-                per_mtok_context_ms: 2.338,
-                fit_spec_tokens: 2,
-            },
-        }
+        static FITTED: OnceLock<Profile> = OnceLock::new();
+        FITTED
+            .get_or_init(|| {
+                let seed = speedmatrix_schema::load_results(SEED_RESULTS.as_bytes())
+                    .expect("the embedded seed fixture is a valid results file");
+                let mut p = crate::fit::fit(&seed).expect("the seed fixture has what a fit needs").profile;
+                p.name = "h200-qwen3.5-122b".into();
+                p
+            })
+            .clone()
     }
 
     /// A small, fast profile for tests and benchmarks.
     pub fn tiny() -> Profile {
         Profile {
-            name: "tiny",
+            name: "tiny".into(),
             served_name: "tiny".into(),
             root: "speedmatrix/tiny-twin".into(),
             engine_version: "0.26.1rc1.dev638+g52be12cfa".into(),
             max_model_len: 32_768,
             block_size: 16,
+            cache_granularity: 16,
             kv_tokens: 4_194_304,
             max_num_seqs: 1024,
             max_batched_tokens: 8192,
@@ -255,6 +228,7 @@ impl Profile {
             accept_rate: 0.7,
             prefix_cache: true,
             output_ms_per_request: 0.02,
+            frontend: FrontendModel::default(),
             cost: CostModel {
                 prefill_knots: vec![(1024, 200_000.0)],
                 cached_ms_per_token: 0.0001,
@@ -269,7 +243,7 @@ impl Profile {
 
     /// KV cache capacity in blocks.
     pub fn kv_blocks(&self) -> u64 {
-        self.kv_tokens / self.block_size as u64
+        self.kv_tokens / u64::from(self.block_size.max(1))
     }
 
     /// Mean tokens a decoding request emits per step: `1 + α + α² + … + α^K`.
@@ -283,27 +257,40 @@ mod tests {
     use super::*;
 
     #[test]
-    fn prefill_reproduces_seed_rows() {
-        let p = Profile::h200_qwen();
-        for &(len, ttft) in SEED_PREFILL {
-            let got = p.cost.prefill_total_ms(len);
-            assert!((got - ttft).abs() < 0.5, "{len}: {got} vs {ttft}");
-            // Chunking does not change the total.
-            let chunked: f64 = (0..len).step_by(8192).map(|s| p.cost.prefill_chunk_ms(s, (s + 8192).min(len))).sum();
-            assert!((chunked - ttft).abs() < 0.5, "{len}: chunked {chunked}");
+    fn interpolation_is_linear_between_knots_and_flat_outside() {
+        let k = [(100, 1.0), (200, 3.0)];
+        assert_eq!(interpolate(&k, 50), 1.0);
+        assert_eq!(interpolate(&k, 150), 2.0);
+        assert_eq!(interpolate(&k, 400), 3.0);
+        assert_eq!(interpolate(&[], 7), 0.0);
+    }
+
+    #[test]
+    fn chunking_does_not_change_a_prefill() {
+        let c = Profile::h200_qwen().cost;
+        for len in [8192u32, 65_536, 257_024] {
+            let whole = c.prefill_total_ms(len);
+            let chunked: f64 = (0..len).step_by(8192).map(|s| c.prefill_chunk_ms(s, (s + 8192).min(len))).sum();
+            assert!((chunked - whole).abs() < 1e-6, "{len}: chunked {chunked} vs {whole}");
         }
     }
 
     #[test]
-    fn kv_budget_marks_exactly_the_seed_over_capacity_cells() {
-        let p = Profile::h200_qwen();
-        for (row, &c) in SEED_CONTEXTS.iter().enumerate() {
-            for (col, &n) in SEED_CONCURRENCY.iter().enumerate() {
-                let over = n as u64 * (c as u64 + 4096) > p.kv_tokens;
-                assert_eq!(over, SEED_DECODE_TPS[row][col].is_none(), "{c} x {n}");
-            }
-        }
-        assert_eq!(p.kv_tokens % p.block_size as u64, 0);
+    fn frontend_stages_and_contention() {
+        let f = FrontendModel {
+            latency_knots: vec![(1000, 10.0), (2000, 20.0)],
+            spacing_knots: vec![(1000, 5.0)],
+            contention_per_running: 0.5,
+        };
+        assert_eq!(f.latency_ms(1500, 0), 15.0);
+        // 10 ms side by side (15 − the 5 ms spacing), slowed by 0.5 per running request.
+        assert_eq!(f.latency_ms(1500, 2), 25.0);
+        // A spacing beyond the latency: nothing is done side by side, nothing slows.
+        let g = FrontendModel { latency_knots: vec![(1000, 3.0)], ..f.clone() };
+        assert_eq!(g.latency_ms(1000, 4), 3.0);
+        assert_eq!(f.spacing_ms(9999), 5.0);
+        assert_eq!(f.lone_ms(1000), 10.0);
+        assert_eq!(FrontendModel::default().lone_ms(123), 0.0);
     }
 
     #[test]
@@ -320,5 +307,6 @@ mod tests {
         let e = Profile::by_name("nope").unwrap_err();
         assert_eq!(e.to_string(), "unknown profile `nope` (known: h200-qwen3.5-122b, tiny)");
         assert_eq!(Profile::by_name("tiny").unwrap().name, "tiny");
+        assert_eq!(Profile::by_name("h200").unwrap().name, "h200-qwen3.5-122b");
     }
 }

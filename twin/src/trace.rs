@@ -39,9 +39,14 @@ impl Clock {
     pub fn now_ms(&self) -> f64 {
         self.origin.elapsed().as_secs_f64() * 1000.0 * self.scale
     }
-    /// The real instant at which twin time reaches `ms`.
+    /// The real instant at which twin time reaches `ms`. A time too far ahead for `Instant` (or
+    /// not a number) saturates to a day from now: the engine loop wakes at least that often.
     pub fn instant_at(&self, ms: f64) -> Instant {
-        self.origin + std::time::Duration::from_secs_f64((ms / self.scale / 1000.0).max(0.0))
+        let far = || Instant::now() + std::time::Duration::from_secs(86_400);
+        match std::time::Duration::try_from_secs_f64((ms / self.scale / 1000.0).max(0.0)) {
+            Ok(d) => self.origin.checked_add(d).unwrap_or_else(far),
+            Err(_) => far(),
+        }
     }
 }
 
@@ -132,6 +137,25 @@ impl TraceSink {
             if let Ok(mut w) = out.lock() {
                 let _ = w.flush();
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Any scale and any twin time give an instant: a tiny scale (`1e-300`) or a time far ahead
+    /// used to panic in `Duration::from_secs_f64`.
+    #[test]
+    fn instants_saturate_never_panic() {
+        for scale in [1e-300, 1e-3, 1.0, 1e3, 1e300, f64::MIN_POSITIVE, 0.0, -1.0, f64::NAN, f64::INFINITY] {
+            let c = Clock::start(scale);
+            for ms in [0.0, 1.0, 1e12, 1e300, f64::MAX, f64::INFINITY, f64::NAN, -5.0] {
+                let at = c.instant_at(ms);
+                assert!(at >= c.origin, "scale {scale}, ms {ms}");
+            }
+            assert!(c.now_ms().is_finite() || scale >= 1e300, "scale {scale}");
         }
     }
 }

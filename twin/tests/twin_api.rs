@@ -131,7 +131,8 @@ async fn health_version_models() {
     let (s, v) = get(&format!("{u}/version")).await;
     assert_eq!(s, 200);
     let v: Value = serde_json::from_str(&v).unwrap();
-    assert_eq!(v, json!({"version": "0.26.1rc1.dev638+g52be12cfa"}));
+    // The version it imitates, labelled as the twin's.
+    assert_eq!(v, json!({"version": "0.26.1rc1.dev638+g52be12cfa.speedmatrix.twin"}));
     let (s, m) = get(&format!("{u}/v1/models")).await;
     assert_eq!(s, 200);
     let m: Value = serde_json::from_str(&m).unwrap();
@@ -141,6 +142,33 @@ async fn health_version_models() {
     assert_eq!(m["data"][0]["max_model_len"], 32768);
     let (s, body) = get(&format!("{u}/nope")).await;
     assert_eq!((s, body.as_str()), (404, r#"{"detail":"Not Found"}"#));
+    t.shutdown().await;
+}
+
+#[tokio::test]
+async fn every_answer_says_it_is_the_twin() {
+    let mut cfg = tiny();
+    cfg.profile.engine_version = "0.11.0".into();
+    let t = start(cfg).await;
+    let u = t.url();
+    for path in ["/health", "/version", "/v1/models", "/metrics", "/nope"] {
+        let r = reqwest::get(format!("{u}{path}")).await.unwrap();
+        let h = r.headers().get("x-speedmatrix-twin").map(|v| v.to_str().unwrap().to_string());
+        assert_eq!(h.as_deref(), Some("tiny"), "{path}");
+    }
+    let v: Value = reqwest::get(format!("{u}/version")).await.unwrap().json().await.unwrap();
+    assert_eq!(v["version"], "0.11.0+speedmatrix.twin", "--engine-version still sets what it imitates");
+    let m: Value = reqwest::get(format!("{u}/v1/models")).await.unwrap().json().await.unwrap();
+    assert_eq!(m["data"][0]["owned_by"], "speedmatrix-twin");
+    // Streams too.
+    let r = reqwest::Client::new()
+        .post(format!("{u}/v1/completions"))
+        .json(&json!({"prompt": "hi", "max_tokens": 2, "stream": true}))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.headers().contains_key("x-speedmatrix-twin"));
+    let _ = r.text().await;
     t.shutdown().await;
 }
 
@@ -748,7 +776,14 @@ async fn h200_trace_one_stream_8k_and_128k_ttft() {
 async fn h200_trace_128_streams_at_8k() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("trace.jsonl");
-    let t = h200(4.0, &path).await;
+    // The decode schedule alone: without the front end's one-at-a-time intake (~160 ms per 8K
+    // request, 20 s for 128) the 128 streams start together and overlap for long enough.
+    let mut cfg = TwinConfig::new(Profile::h200_qwen());
+    cfg.profile.frontend = speedmatrix_twin::profile::FrontendModel::default();
+    cfg.time_scale = 4.0;
+    cfg.trace = Some(path.clone());
+    cfg.seed = 1;
+    let t = start(cfg).await;
     let u = format!("{}/v1/completions", t.url());
     let p8 = token_prompt(3, 8192);
     post(&u, &json!({"prompt": p8, "max_tokens": 1})).await;

@@ -1,6 +1,6 @@
 //! What the charts show, as plain data: series of points with a status and a readout, axis
 //! ranges, the Pareto frontier, the table mirror and the hover hit test. Pure functions of one
-//! or more [`Results`] (no DOM, no canvas), unit-tested natively; [`crate::charts`] draws them.
+//! or more [`Results`] (no DOM, no canvas), unit-tested (in the browser by CI); [`crate::charts`] draws them.
 //!
 //! Every chart is built from a list of runs, each with a [`Stroke`], so a second run can be
 //! overlaid on the first (run A solid, run B dashed): see [`charts`].
@@ -113,19 +113,44 @@ pub enum TickStyle {
     Compact,
 }
 
-/// Where the legend goes (the corner the lines leave free).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LegendCorner {
-    /// Top left.
-    UpperLeft,
-    /// Top right.
-    UpperRight,
-    /// Bottom left.
-    LowerLeft,
-    /// Bottom right.
-    LowerRight,
-    /// No legend on the canvas (the page shows one beside the charts).
-    Hidden,
+/// One entry of a chart's legend (drawn below the plot, never over it: see [`legend_layout`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LegendEntry {
+    /// The text: the series name, or "Pareto frontier".
+    pub text: String,
+    /// The series' palette index; `None` for the frontier (drawn in the text colour).
+    pub colour: Option<usize>,
+    /// Solid or dashed sample line.
+    pub stroke: Stroke,
+}
+
+/// Where legend entries go, in CSS pixels from the top-left of the legend area.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LegendLayout {
+    /// The top-left corner of each entry, in entry order.
+    pub at: Vec<(f64, f64)>,
+    /// The height the rows take (0 without entries).
+    pub height: f64,
+}
+
+/// Lay legend entries of the given widths out in rows `avail` wide, left to right, a new row
+/// when the next entry would pass the right edge (an entry wider than a row gets a row of its
+/// own). Rows are `row_height` tall; entries in a row are `gap` apart. The legend sits in its
+/// own band below the plot area, so no entry can cover a data point however many lines the
+/// chart has (eight contexts, or sixteen when two runs are overlaid).
+pub fn legend_layout(widths: &[f64], avail: f64, row_height: f64, gap: f64) -> LegendLayout {
+    let mut at = Vec::with_capacity(widths.len());
+    let (mut x, mut row) = (0.0_f64, 0_usize);
+    for w in widths {
+        if x > 0.0 && x + w > avail {
+            x = 0.0;
+            row += 1;
+        }
+        at.push((x, row as f64 * row_height));
+        x += w + gap;
+    }
+    let rows = if widths.is_empty() { 0 } else { row + 1 };
+    LegendLayout { at, height: rows as f64 * row_height }
 }
 
 /// Everything a chart draws.
@@ -150,14 +175,32 @@ pub struct ChartSpec {
     pub markers: Vec<Marker>,
     /// Horizontal lines (SLO bounds).
     pub guides: Vec<Guide>,
-    /// Where the legend goes.
-    pub legend: LegendCorner,
+    /// The legend's entries when the chart names them itself (a comparison of many runs: one
+    /// entry per run and one per context's dash pattern, not one per line); `None` derives them
+    /// from the series ([`ChartSpec::legend_entries`]).
+    pub legend: Option<Vec<LegendEntry>>,
 }
 
 impl ChartSpec {
     /// Whether the chart has any point to draw.
     pub fn has_points(&self) -> bool {
         self.series.iter().any(|s| !s.points.is_empty())
+    }
+
+    /// The legend: [`ChartSpec::legend`] when set, else one entry per series, then the
+    /// frontier when marked (one entry for all frontiers: they share the dotted line).
+    pub fn legend_entries(&self) -> Vec<LegendEntry> {
+        if let Some(entries) = &self.legend {
+            return entries.clone();
+        }
+        let series =
+            self.series.iter().map(|s| LegendEntry { text: s.name.clone(), colour: Some(s.colour), stroke: s.stroke });
+        let frontier = (!self.frontiers.is_empty()).then(|| LegendEntry {
+            text: if self.frontiers.len() == 1 { "Pareto frontier" } else { "Pareto frontiers" }.into(),
+            colour: None,
+            stroke: Stroke::Dashed,
+        });
+        series.chain(frontier).collect()
     }
 
     /// The table mirror (accessible fallback): one row per point, `[series, x, y, status]`.
@@ -464,11 +507,11 @@ pub fn charts(runs: &[RunRef<'_>]) -> Vec<ChartSpec> {
         caption: "Prompt tokens processed per second for one request at each context length.".into(),
         x: level_axis(tokens_axis.clone(), all_x(&s), TickStyle::Tokens),
         y: axis(prompt, all_y(&s), TickStyle::Compact, false),
-        legend: LegendCorner::LowerRight,
         series: s,
         frontiers: Vec::new(),
         markers: Vec::new(),
         guides: Vec::new(),
+        legend: None,
     });
 
     let s: Vec<Series> = runs.iter().map(|r| prefill_series(r, "ttft_ms")).filter(|s| !s.points.is_empty()).collect();
@@ -478,11 +521,11 @@ pub fn charts(runs: &[RunRef<'_>]) -> Vec<ChartSpec> {
         caption: "TTFT of one request with a cold prompt: the prefill time a user waits.".into(),
         x: level_axis(tokens_axis, all_x(&s), TickStyle::Tokens),
         y: axis(ttft.metric.header(), all_y(&s), TickStyle::Compact, true),
-        legend: LegendCorner::UpperLeft,
         series: s,
         frontiers: Vec::new(),
         markers: Vec::new(),
         guides: Vec::new(),
+        legend: None,
     });
 
     let s: Vec<Series> = runs.iter().flat_map(|r| decode_series(r, &palette, None, &total)).collect();
@@ -492,11 +535,11 @@ pub fn charts(runs: &[RunRef<'_>]) -> Vec<ChartSpec> {
         caption: "Output tok/s across all requests, one line per context length.".into(),
         x: level_axis(requests_axis.clone(), all_x(&s), TickStyle::Compact),
         y: axis(total.metric.header(), all_y(&s), TickStyle::Compact, true),
-        legend: LegendCorner::UpperLeft,
         series: s,
         frontiers: Vec::new(),
         markers: Vec::new(),
         guides: Vec::new(),
+        legend: None,
     });
 
     let s: Vec<Series> = runs.iter().flat_map(|r| decode_series(r, &palette, None, &ttft)).collect();
@@ -506,11 +549,11 @@ pub fn charts(runs: &[RunRef<'_>]) -> Vec<ChartSpec> {
         caption: "Median TTFT in the sustained-decode window, one line per context length.".into(),
         x: level_axis(requests_axis, all_x(&s), TickStyle::Compact),
         y: axis(format!("{} (median)", ttft.metric.header()), all_y(&s), TickStyle::Compact, true),
-        legend: LegendCorner::UpperLeft,
         series: s,
         frontiers: Vec::new(),
         markers: Vec::new(),
         guides: Vec::new(),
+        legend: None,
     });
 
     let s: Vec<Series> = runs.iter().flat_map(|r| decode_series(r, &palette, Some(&total), &per_request)).collect();
@@ -525,11 +568,11 @@ pub fn charts(runs: &[RunRef<'_>]) -> Vec<ChartSpec> {
             .into(),
         x: axis(total.metric.header(), all_x(&s), TickStyle::Compact, true),
         y: axis(format!("{} (median)", per_request.metric.header()), all_y(&s), TickStyle::Compact, true),
-        legend: LegendCorner::LowerLeft,
         series: s,
         frontiers,
         markers: Vec::new(),
         guides: Vec::new(),
+        legend: None,
     });
 
     out.retain(ChartSpec::has_points);
@@ -540,10 +583,12 @@ pub fn charts(runs: &[RunRef<'_>]) -> Vec<ChartSpec> {
 mod tests {
     use super::*;
     use speedmatrix_schema::load_results;
+    // On wasm32 (how CI runs them: in headless Chromium) `#[test]` is wasm-bindgen-test's.
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
 
     fn seed() -> Results {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/h200-qwen3.5-122b-vllm.json");
-        load_results(&std::fs::read(path).expect("seed fixture")).expect("valid seed fixture")
+        load_results(include_bytes!("../../tests/fixtures/h200-qwen3.5-122b-vllm.json")).expect("valid seed fixture")
     }
 
     #[test]
@@ -578,6 +623,25 @@ mod tests {
         assert_eq!(compact(16.0), "16");
         assert_eq!(compact(0.5), "0.5");
         assert_eq!(compact(2_000_000.0), "2M");
+    }
+
+    #[test]
+    fn legend_rows_wrap_at_the_width_and_never_overlap() {
+        let l = legend_layout(&[100.0, 100.0, 100.0, 250.0, 40.0], 230.0, 20.0, 10.0);
+        assert_eq!(l.at, vec![(0.0, 0.0), (110.0, 0.0), (0.0, 20.0), (0.0, 40.0), (0.0, 60.0)]);
+        assert_eq!(l.height, 80.0, "an entry wider than a row gets its own row");
+        assert_eq!(legend_layout(&[], 230.0, 20.0, 10.0), LegendLayout { at: vec![], height: 0.0 });
+        // The seed's TTFT chart: one entry per context line, none of them dropped.
+        let r = seed();
+        let ttft = charts(&[RunRef::single(&r)]).into_iter().find(|c| c.id == "decode-ttft").expect("decode-ttft");
+        let entries = ttft.legend_entries();
+        assert_eq!(entries.len(), ttft.series.len());
+        assert!(entries.len() > 1, "{} entries", entries.len());
+        let pareto = charts(&[RunRef::single(&r)]).into_iter().find(|c| c.id == "pareto").expect("pareto");
+        assert_eq!(
+            pareto.legend_entries().last().map(|e| (e.text.as_str(), e.colour)),
+            Some(("Pareto frontier", None))
+        );
     }
 
     #[test]

@@ -9,12 +9,13 @@
 //! follows each series' [`Stroke`] and colour index, nothing else changes.
 
 use crate::chart_model::{
-    compact, tokens_text, Axis, ChartSpec, Frontier, Guide, LegendCorner, Marker, Series, Stroke, TickStyle,
-    DASH_PATTERNS,
+    compact, legend_layout, tokens_text, Axis, ChartSpec, Frontier, Guide, LegendEntry, Marker, Series, Stroke,
+    TickStyle, DASH_PATTERNS,
 };
 use plotters::coord::combinators::{BindKeyPoints, WithKeyPoints};
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters_canvas::CanvasBackend;
 use speedmatrix_schema::CellStatus;
 
@@ -102,9 +103,53 @@ pub struct Hit {
     pub point: usize,
 }
 
-/// Draw `spec` on `canvas` at `css_width` × `css_height` CSS pixels and `dpr` device pixels per
-/// CSS pixel (the canvas' bitmap is resized to match). Returns where each point landed, for the
-/// hover readout.
+/// A rectangle in CSS pixels of the canvas.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rect {
+    /// Left edge.
+    pub left: f64,
+    /// Top edge.
+    pub top: f64,
+    /// Right edge.
+    pub right: f64,
+    /// Bottom edge.
+    pub bottom: f64,
+}
+
+impl Rect {
+    /// "left top right bottom", rounded to 0.1 px (the canvas' `data-plot` / `data-legend`).
+    pub fn attr(&self) -> String {
+        format!("{:.1} {:.1} {:.1} {:.1}", self.left, self.top, self.right, self.bottom)
+    }
+}
+
+/// What [`draw`] drew, in CSS pixels: where each point landed (the hover readout), the plot
+/// area and the legend's box (below the plot area; `None` without entries).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Drawn {
+    /// The points.
+    pub hits: Vec<Hit>,
+    /// The plot area (inside the axes).
+    pub plot: Rect,
+    /// The legend entries' bounding box.
+    pub legend: Option<Rect>,
+    /// The canvas' CSS height: the chart, then the legend's rows.
+    pub height: f64,
+}
+
+/// Legend metrics, CSS pixels: a row's height, the gap between entries, the sample line's
+/// length and the gap between sample and text.
+const LEGEND_ROW: f64 = 20.0;
+const LEGEND_GAP: f64 = 16.0;
+const LEGEND_SAMPLE: f64 = 22.0;
+const LEGEND_TEXT_GAP: f64 = 6.0;
+/// The chart's margin and y-label area, CSS pixels (the legend starts under the plot's left).
+const MARGIN: f64 = 12.0;
+const Y_LABELS: f64 = 64.0;
+
+/// Draw `spec` on `canvas`, `css_width` CSS pixels wide and `dpr` device pixels per CSS pixel:
+/// the chart `chart_height` CSS pixels tall, then its legend in rows below it (the canvas'
+/// bitmap and CSS height are set to hold both). Returns what was drawn where.
 ///
 /// # Errors
 /// The canvas has no 2D context, or plotters failed to draw (its message).
@@ -113,22 +158,54 @@ pub fn draw(
     spec: &ChartSpec,
     palette: &Palette,
     css_width: f64,
-    css_height: f64,
+    chart_height: f64,
     dpr: f64,
-) -> Result<Vec<Hit>, String> {
+) -> Result<Drawn, String> {
     let dpr = if dpr.is_finite() && dpr > 0.0 { dpr } else { 1.0 };
     canvas.set_width((css_width * dpr).round().max(1.0) as u32);
-    canvas.set_height((css_height * dpr).round().max(1.0) as u32);
+    let entries = spec.legend_entries();
+    let widths = {
+        let backend = CanvasBackend::with_canvas_object(canvas.clone()).ok_or("the canvas has no 2D context")?;
+        let root = backend.into_drawing_area();
+        let f = font(palette, dpr, 12.0);
+        let mut w = Vec::with_capacity(entries.len());
+        for e in &entries {
+            let (tw, _) = root.estimate_text_size(&e.text, &f).map_err(err)?;
+            w.push(LEGEND_SAMPLE + LEGEND_TEXT_GAP + f64::from(tw) / dpr);
+        }
+        w
+    };
+    let legend_left = MARGIN + Y_LABELS;
+    let layout = legend_layout(&widths, (css_width - legend_left - MARGIN).max(1.0), LEGEND_ROW, LEGEND_GAP);
+    let legend_height = if entries.is_empty() { 0.0 } else { layout.height + MARGIN };
+    let height = chart_height + legend_height;
+    canvas.set_height((height * dpr).round().max(1.0) as u32);
+    // The page sizes boxes border-box: the CSS height holds the border too.
+    let border = f64::from((canvas.offset_height() - canvas.client_height()).max(0));
+    if let Err(e) = canvas.style().set_property("height", &format!("{}px", height + border)) {
+        return Err(format!("the canvas could not be resized: {e:?}"));
+    }
+
     let backend = CanvasBackend::with_canvas_object(canvas.clone()).ok_or("the canvas has no 2D context")?;
     let root = backend.into_drawing_area();
     root.fill(&palette.background).map_err(|e| e.to_string())?;
+    let (chart_area, legend_area) = root.split_vertically(px(dpr, chart_height));
     let (x, y) = (&spec.x, &spec.y);
-    match (x.log, y.log) {
-        (false, false) => draw_in(&root, spec, palette, dpr, lin(x), lin(y)),
-        (false, true) => draw_in(&root, spec, palette, dpr, lin(x), log(y)),
-        (true, false) => draw_in(&root, spec, palette, dpr, log(x), lin(y)),
-        (true, true) => draw_in(&root, spec, palette, dpr, log(x), log(y)),
-    }
+    let (hits, plot) = match (x.log, y.log) {
+        (false, false) => draw_in(&chart_area, spec, palette, dpr, lin(x), lin(y)),
+        (false, true) => draw_in(&chart_area, spec, palette, dpr, lin(x), log(y)),
+        (true, false) => draw_in(&chart_area, spec, palette, dpr, log(x), lin(y)),
+        (true, true) => draw_in(&chart_area, spec, palette, dpr, log(x), log(y)),
+    }?;
+    let at: Vec<(f64, f64)> = layout.at.iter().map(|(x, y)| (x + legend_left, y + MARGIN / 2.0)).collect();
+    draw_legend(&legend_area, &entries, &at, palette, dpr)?;
+    root.present().map_err(err)?;
+    let legend = (!entries.is_empty()).then(|| {
+        let right = at.iter().zip(&widths).map(|((x, _), w)| x + w).fold(legend_left, f64::max);
+        let bottom = at.iter().map(|(_, y)| y + LEGEND_ROW).fold(0.0, f64::max);
+        Rect { left: legend_left, top: chart_height + MARGIN / 2.0, right, bottom: chart_height + bottom }
+    });
+    Ok(Drawn { hits, plot, legend, height })
 }
 
 fn lin(a: &Axis) -> Ticked<RangedCoordf64> {
@@ -184,22 +261,22 @@ fn err(e: impl std::fmt::Display) -> String {
 }
 
 fn draw_in<X, Y>(
-    root: &DrawingArea<CanvasBackend, plotters::coord::Shift>,
+    area: &DrawingArea<CanvasBackend, plotters::coord::Shift>,
     spec: &ChartSpec,
     palette: &Palette,
     dpr: f64,
     xr: X,
     yr: Y,
-) -> Result<Vec<Hit>, String>
+) -> Result<(Vec<Hit>, Rect), String>
 where
     X: Ranged<ValueType = f64, FormatOption = plotters::coord::ranged1d::DefaultFormatting>,
     Y: Ranged<ValueType = f64, FormatOption = plotters::coord::ranged1d::DefaultFormatting>,
 {
     let px = |v: f64| px(dpr, v);
-    let mut chart = ChartBuilder::on(root)
-        .margin(px(12.0))
+    let mut chart = ChartBuilder::on(area)
+        .margin(px(MARGIN))
         .x_label_area_size(px(44.0))
-        .y_label_area_size(px(64.0))
+        .y_label_area_size(px(Y_LABELS))
         .build_cartesian_2d(xr, yr)
         .map_err(err)?;
     draw_mesh(&mut chart, spec, palette, dpr)?;
@@ -209,16 +286,12 @@ where
     for g in &spec.guides {
         draw_guide(&mut chart, g, &spec.x, palette, dpr)?;
     }
-    for (i, f) in spec.frontiers.iter().enumerate() {
-        draw_frontier(&mut chart, f, i == 0, palette, dpr)?;
+    for f in &spec.frontiers {
+        draw_frontier(&mut chart, f, palette, dpr)?;
     }
     for m in &spec.markers {
         draw_marker(&mut chart, m, palette, dpr)?;
     }
-    if spec.legend != LegendCorner::Hidden {
-        draw_legend(&mut chart, spec.legend, palette, dpr)?;
-    }
-    root.present().map_err(err)?;
 
     let mut hits = Vec::new();
     for (si, s) in spec.series.iter().enumerate() {
@@ -227,7 +300,10 @@ where
             hits.push(Hit { x: f64::from(bx) / dpr, y: f64::from(by) / dpr, series: si, point: pi });
         }
     }
-    Ok(hits)
+    let (xs, ys) = chart.plotting_area().get_pixel_range();
+    let css = |v: i32| f64::from(v) / dpr;
+    let plot = Rect { left: css(xs.start), top: css(ys.start), right: css(xs.end), bottom: css(ys.end) };
+    Ok((hits, plot))
 }
 
 /// The font of labels, `size` CSS pixels.
@@ -261,8 +337,7 @@ where
         .map_err(err)
 }
 
-/// One series: the line through its valid points (solid or dashed), its legend sample, and a
-/// mark per point — valid points filled circles, every other status its own unconnected mark.
+/// One series: the line through its valid points (solid or dashed) and a mark per point — valid points filled circles, every other status its own unconnected mark.
 fn draw_series<X, Y>(chart: &mut Chart<'_, X, Y>, s: &Series, palette: &Palette, dpr: f64) -> Result<(), String>
 where
     X: Ranged<ValueType = f64>,
@@ -275,29 +350,15 @@ where
     let style = colour.stroke_width(line_w);
     let valid: Vec<(f64, f64)> =
         s.points.iter().filter(|p| p.status == CellStatus::Valid).map(|p| (p.x, p.y)).collect();
-    let pattern = match s.stroke {
-        Stroke::Solid => (0, 0),
-        Stroke::Dashed => (7, 5),
-        Stroke::Pattern(n) => DASH_PATTERNS[n % DASH_PATTERNS.len()],
-        Stroke::Marks => (0, 0),
-    };
-    let anno = if s.stroke == Stroke::Marks {
-        chart.draw_series(LineSeries::new(std::iter::empty(), style)).map_err(err)?
-    } else if pattern.0 == 0 {
-        chart.draw_series(LineSeries::new(valid.iter().copied(), style)).map_err(err)?
-    } else {
-        let (dash, gap) = (px(f64::from(pattern.0)).max(1), px(f64::from(pattern.1)).max(2));
-        chart.draw_series(DashedLineSeries::new(valid.iter().copied(), dash, gap, style)).map_err(err)?
-    };
-    let legend_dashed = pattern.0 != 0;
-    // The legend sample: one segment for a solid line, two for a dashed one.
-    let seg = px(8.0) as i32;
-    let (a, b) = if legend_dashed { (seg * 3 / 4, seg * 5 / 4) } else { (seg, seg) };
-    anno.label(s.name.as_str()).legend(move |(x, y)| {
-        EmptyElement::at((x, y))
-            + PathElement::new(vec![(0, 0), (a, 0)], style)
-            + PathElement::new(vec![(b, 0), (2 * seg, 0)], style)
-    });
+    match dash_pattern(s.stroke, dpr) {
+        _ if s.stroke == Stroke::Marks => {}
+        None => {
+            chart.draw_series(LineSeries::new(valid.iter().copied(), style)).map_err(err)?;
+        }
+        Some((dash, gap)) => {
+            chart.draw_series(DashedLineSeries::new(valid.iter().copied(), dash, gap, style)).map_err(err)?;
+        }
+    }
     for p in &s.points {
         let at = (p.x, p.y);
         match p.status {
@@ -320,14 +381,8 @@ where
 }
 
 /// A Pareto frontier: a dashed line and a ring around each of its points, in its run's colour
-/// (or the text colour for a single run). Only the first is named in the legend.
-fn draw_frontier<X, Y>(
-    chart: &mut Chart<'_, X, Y>,
-    f: &Frontier,
-    named: bool,
-    palette: &Palette,
-    dpr: f64,
-) -> Result<(), String>
+/// (or the text colour for a single run).
+fn draw_frontier<X, Y>(chart: &mut Chart<'_, X, Y>, f: &Frontier, palette: &Palette, dpr: f64) -> Result<(), String>
 where
     X: Ranged<ValueType = f64>,
     Y: Ranged<ValueType = f64>,
@@ -336,13 +391,9 @@ where
     let mark = px(3.5).max(2);
     let colour = f.colour.map_or(palette.text, |c| palette.series[c % palette.series.len()]);
     let style = colour.stroke_width(px(1.5).max(1));
-    let seg_f = 2 * px(8.0) as i32;
-    let line = chart
+    chart
         .draw_series(DashedLineSeries::new(f.points.iter().copied(), px(2.0).max(1), px(4.0).max(2), style))
         .map_err(err)?;
-    if named {
-        line.label("Pareto frontier").legend(move |(x, y)| PathElement::new(vec![(x, y), (x + seg_f, y)], style));
-    }
     chart
         .draw_series(f.points.iter().map(|&at| Circle::new(at, mark + px(3.0), colour.stroke_width(px(1.0).max(1)))))
         .map_err(err)?;
@@ -378,41 +429,72 @@ where
     let px = |v: f64| px(dpr, v);
     let style = palette.axis.stroke_width(px(1.5).max(1));
     let ends = [(x.range.0, g.y), (x.range.1, g.y)];
-    let seg = 2 * px(8.0) as i32;
-    chart
-        .draw_series(DashedLineSeries::new(ends, px(10.0).max(2), px(6.0).max(2), style))
-        .map_err(err)?
-        .label(g.label.as_str())
-        .legend(move |(lx, ly)| PathElement::new(vec![(lx, ly), (lx + seg, ly)], style));
+    chart.draw_series(DashedLineSeries::new(ends, px(10.0).max(2), px(6.0).max(2), style)).map_err(err)?;
+    // Its name sits just above the line at the left edge (the legend band names the lines).
+    let label = font(palette, dpr, 11.0).pos(Pos::new(HPos::Left, VPos::Bottom));
+    chart.draw_series(std::iter::once(Text::new(g.label.clone(), (x.range.0, g.y), label))).map_err(err)?;
     Ok(())
 }
 
-/// The legend box in the spec's corner.
-fn draw_legend<X, Y>(
-    chart: &mut Chart<'_, X, Y>,
-    corner: LegendCorner,
+/// Canvas pixels of a stroke's (dash, gap), `None` for a continuous line.
+fn dash_pattern(stroke: Stroke, dpr: f64) -> Option<(u32, u32)> {
+    let (dash, gap) = match stroke {
+        Stroke::Solid | Stroke::Marks => return None,
+        Stroke::Dashed => (7, 5),
+        Stroke::Pattern(n) => DASH_PATTERNS[n % DASH_PATTERNS.len()],
+    };
+    (dash != 0).then(|| (px(dpr, f64::from(dash)).max(1), px(dpr, f64::from(gap)).max(2)))
+}
+
+/// The pieces of a legend sample line from `x0` to `x1` (canvas pixels): one for a solid line,
+/// the stroke's dashes for a dashed one, none for marks only.
+fn legend_segments(stroke: Stroke, x0: i32, x1: i32, dpr: f64) -> Vec<(i32, i32)> {
+    match (stroke, dash_pattern(stroke, dpr)) {
+        (Stroke::Marks, _) => vec![],
+        (Stroke::Dashed, _) => {
+            let third = (x1 - x0) / 3;
+            vec![(x0, x0 + third), (x1 - third, x1)]
+        }
+        (_, None) => vec![(x0, x1)],
+        (_, Some((dash, gap))) => {
+            let (dash, step) = (dash as i32, (dash + gap) as i32);
+            (0..).map(|i| x0 + i * step).take_while(|a| *a < x1).map(|a| (a, (a + dash).min(x1))).collect()
+        }
+    }
+}
+
+/// The legend in its band below the chart: each entry's sample (the series' line, solid or
+/// dashed, with its point mark; the frontier's dotted line and ring) and its text, the entry's
+/// top-left corner at `at` (CSS pixels from the band's top-left).
+fn draw_legend(
+    area: &DrawingArea<CanvasBackend, plotters::coord::Shift>,
+    entries: &[LegendEntry],
+    at: &[(f64, f64)],
     palette: &Palette,
     dpr: f64,
-) -> Result<(), String>
-where
-    X: Ranged<ValueType = f64>,
-    Y: Ranged<ValueType = f64>,
-{
-    let px = |v: f64| px(dpr, v);
-    let corner = match corner {
-        LegendCorner::UpperLeft => SeriesLabelPosition::UpperLeft,
-        LegendCorner::UpperRight => SeriesLabelPosition::UpperRight,
-        LegendCorner::LowerLeft => SeriesLabelPosition::LowerLeft,
-        LegendCorner::LowerRight | LegendCorner::Hidden => SeriesLabelPosition::LowerRight,
-    };
-    chart
-        .configure_series_labels()
-        .position(corner)
-        .margin(px(8.0))
-        .legend_area_size(px(26.0))
-        .label_font(font(palette, dpr, 12.0))
-        .background_style(palette.background.mix(0.88))
-        .border_style(palette.axis)
-        .draw()
-        .map_err(err)
+) -> Result<(), String> {
+    let px = |v: f64| px(dpr, v) as i32;
+    let text_style = font(palette, dpr, 12.0).pos(Pos::new(HPos::Left, VPos::Center));
+    let (mark, ring) = (px(3.5).max(2), px(6.5).max(3));
+    for (e, &(x, y)) in entries.iter().zip(at) {
+        let (x0, mid) = (px(x), px(y + LEGEND_ROW / 2.0));
+        let x1 = px(x + LEGEND_SAMPLE);
+        let centre = (x0 + x1) / 2;
+        let (colour, width) = match e.colour {
+            Some(c) => (palette.series[c % palette.series.len()], px(2.0).max(1) as u32),
+            None => (palette.text, px(1.5).max(1) as u32),
+        };
+        let style = colour.stroke_width(width);
+        for (a, b) in legend_segments(e.stroke, x0, x1, dpr) {
+            area.draw(&PathElement::new(vec![(a, mid), (b, mid)], style)).map_err(err)?;
+        }
+        match (e.colour, e.stroke) {
+            (Some(_), _) => area.draw(&Circle::new((centre, mid), mark as u32, colour.filled())).map_err(err)?,
+            // A context's dash pattern in a comparison of many runs: the line alone.
+            (None, Stroke::Pattern(_)) => {}
+            (None, _) => area.draw(&Circle::new((centre, mid), ring as u32, style)).map_err(err)?,
+        }
+        area.draw_text(&e.text, &text_style, (px(x + LEGEND_SAMPLE + LEGEND_TEXT_GAP), mid)).map_err(err)?;
+    }
+    Ok(())
 }

@@ -1,10 +1,10 @@
 //! What the diff view shows, as plain data: the delta heatmap's cells and the table of every
 //! matched measurement with its sorting. Pure functions of a
 //! [`RunDiff`](speedmatrix_schema::diff::RunDiff) (the comparison itself is
-//! `speedmatrix_schema::diff`, the same as `speedmatrix diff`), unit-tested natively;
+//! `speedmatrix_schema::diff`, the same as `speedmatrix diff`), unit-tested (in the browser by CI);
 //! [`crate::diff`] turns them into elements.
 
-use speedmatrix_schema::diff::{percent, signed_delta, RowDiff, RunDiff, Verdict};
+use speedmatrix_schema::diff::{percent, signed_delta, Delta, DeltaInterval, RowDiff, RunDiff, Verdict};
 use speedmatrix_schema::registry::{self, Column};
 use speedmatrix_schema::table::Phase;
 use speedmatrix_schema::CellStatus;
@@ -24,6 +24,10 @@ pub enum DeltaKind {
     Same,
     /// Changed, but the metric has no direction.
     Changed,
+    /// Both runs have an interval, and the change is not told apart from noise.
+    WithinNoise,
+    /// A run has no interval of this figure (too few requests, too short a window).
+    NotEnoughData,
     /// Both runs have the cell with different statuses.
     StatusChange,
     /// Only A has the cell.
@@ -45,6 +49,8 @@ impl DeltaKind {
             DeltaKind::Worse => "worse",
             DeltaKind::Same => "same",
             DeltaKind::Changed => "changed",
+            DeltaKind::WithinNoise => "noise",
+            DeltaKind::NotEnoughData => "no-data",
             DeltaKind::StatusChange => "status",
             DeltaKind::OnlyA => "only-a",
             DeltaKind::OnlyB => "only-b",
@@ -61,6 +67,8 @@ impl DeltaKind {
             DeltaKind::Worse => "▼",
             DeltaKind::Same => "=",
             DeltaKind::Changed => "≠",
+            DeltaKind::WithinNoise => "≈",
+            DeltaKind::NotEnoughData => "?",
             DeltaKind::StatusChange => "⇄",
             DeltaKind::OnlyA => "A",
             DeltaKind::OnlyB => "B",
@@ -75,6 +83,12 @@ impl DeltaKind {
             DeltaKind::Worse => "worse than A by at least the threshold",
             DeltaKind::Same => "within the threshold (noise)",
             DeltaKind::Changed => "changed; this metric is neither better nor worse when higher",
+            DeltaKind::WithinNoise => {
+                "within noise: the 95 % interval of B − A holds no change, or the false-alarm control did not keep it"
+            }
+            DeltaKind::NotEnoughData => {
+                "not enough data: a run has too few requests or too short a window for an interval"
+            }
             DeltaKind::StatusChange => "the status differs (e.g. valid → over capacity); the figures are not compared",
             DeltaKind::OnlyA => "only in A (the baseline)",
             DeltaKind::OnlyB => "only in B (the candidate)",
@@ -118,6 +132,52 @@ pub fn delta_colour(better: bool, rel: f64, threshold: f64) -> (String, bool) {
     (format!("rgb({}, {}, {})", mix(lo.0, hi.0), mix(lo.1, hi.1), mix(lo.2, hi.2)), t > 0.45)
 }
 
+/// The heatmap kind of a verdict.
+pub fn kind_of(v: Verdict) -> DeltaKind {
+    match v {
+        Verdict::Better => DeltaKind::Better,
+        Verdict::Worse => DeltaKind::Worse,
+        Verdict::Same => DeltaKind::Same,
+        Verdict::Changed => DeltaKind::Changed,
+        Verdict::WithinNoise => DeltaKind::WithinNoise,
+        Verdict::NotEnoughData => DeltaKind::NotEnoughData,
+    }
+}
+
+/// The interval of B − A as " ± 1.2 %" (of A; in the metric's unit when A is 0); empty
+/// without one.
+pub fn plus_minus(d: &Delta, col: &Column) -> String {
+    let Some(iv) = d.interval else { return String::new() };
+    match d.a.filter(|a| *a != 0.0 && d.rel.is_some()) {
+        Some(a) => format!(" ± {}", percent(iv.half_width() / a.abs(), false)),
+        None => format!(" ± {}", col.display(iv.half_width())),
+    }
+}
+
+/// What the verdicts mean in this diff, one line (the delta heatmap's subtitle).
+pub fn verdict_rule(d: &RunDiff) -> String {
+    let plain = format!("changes under {} are the same", percent(d.threshold, false));
+    match &d.noise {
+        None => format!("{plain} · no noise data (a run has no per-second samples)"),
+        Some(n) => format!(
+            "total tok/s, TTFT p50, TPOT p50: ± is the 95 % interval of B − A; better or worse when it leaves out 0, \
+             the false-alarm control over the cells keeps it and the change is at least {}, else within noise \
+             (greyed) · other figures: {plain}",
+            percent(n.min_change, false)
+        ),
+    }
+}
+
+/// The kinds the delta heatmap's legend explains.
+pub fn legend_kinds(noise: bool) -> Vec<DeltaKind> {
+    let mut k = vec![DeltaKind::Better, DeltaKind::Worse, DeltaKind::Same];
+    if noise {
+        k.extend([DeltaKind::WithinNoise, DeltaKind::NotEnoughData]);
+    }
+    k.extend([DeltaKind::StatusChange, DeltaKind::OnlyA, DeltaKind::OnlyB]);
+    k
+}
+
 fn status_words(s: Option<CellStatus>) -> &'static str {
     s.map(CellStatus::label).unwrap_or("absent")
 }
@@ -158,13 +218,9 @@ pub fn delta_cell(r: Option<&RowDiff>, col: &Column, threshold: f64, context: &s
         _ => match delta.and_then(|d| Some((d, d.verdict?, d.abs?))) {
             Some((d, verdict, abs)) => {
                 cell.main = d.rel.map(|x| percent(x, true)).unwrap_or_else(|| signed_delta(col, abs));
+                cell.main.push_str(&plus_minus(d, col));
                 cell.detail = ab;
-                cell.kind = match verdict {
-                    Verdict::Better => DeltaKind::Better,
-                    Verdict::Worse => DeltaKind::Worse,
-                    Verdict::Same => DeltaKind::Same,
-                    Verdict::Changed => DeltaKind::Changed,
-                };
+                cell.kind = kind_of(verdict);
                 if let (Verdict::Better | Verdict::Worse, Some(rel)) = (verdict, d.rel) {
                     let (bg, light) = delta_colour(verdict == Verdict::Better, rel, threshold);
                     cell.background = Some(bg);
@@ -173,8 +229,9 @@ pub fn delta_cell(r: Option<&RowDiff>, col: &Column, threshold: f64, context: &s
             }
             None => {
                 cell.kind = DeltaKind::NoFigure;
-                cell.main = match r.status_a {
-                    Some(s) if !s.is_measured() => s.label().to_string(),
+                cell.main = match (r.status_a, delta.and_then(|d| d.not_comparable.as_ref())) {
+                    (_, Some(_)) => "not comparable".into(),
+                    (Some(s), None) if !s.is_measured() => s.label().to_string(),
                     _ => DASH.into(),
                 };
                 cell.detail = ab;
@@ -222,6 +279,8 @@ pub struct DiffLine {
     pub rel: Option<f64>,
     /// The verdict.
     pub verdict: Verdict,
+    /// The interval of B − A, when both runs have one.
+    pub interval: Option<DeltaInterval>,
 }
 
 impl DiffLine {
@@ -252,6 +311,7 @@ pub fn diff_lines(d: &RunDiff) -> Vec<DiffLine> {
                 abs,
                 rel: x.rel,
                 verdict,
+                interval: x.interval,
             });
         }
     }
@@ -280,8 +340,17 @@ pub fn line_text(l: &DiffLine, id: &str) -> String {
         "metric" => l.metric_label(),
         "a" => l.column.display(l.a),
         "b" => l.column.display(l.b),
-        "delta" => signed_delta(&l.column, l.abs),
-        "delta_pct" => l.rel.map(|r| percent(r, true)).unwrap_or_else(|| DASH.into()),
+        "delta" => match l.interval {
+            Some(iv) => format!("{} ± {}", signed_delta(&l.column, l.abs), l.column.display(iv.half_width())),
+            None => signed_delta(&l.column, l.abs),
+        },
+        "delta_pct" => match (l.rel, l.interval) {
+            (Some(r), Some(iv)) if l.a != 0.0 => {
+                format!("{} ± {}", percent(r, true), percent(iv.half_width() / l.a.abs(), false))
+            }
+            (Some(r), _) => percent(r, true),
+            (None, _) => DASH.into(),
+        },
         "verdict" => l.verdict.label().into(),
         _ => String::new(),
     }
@@ -292,7 +361,9 @@ fn verdict_rank(v: Verdict) -> u8 {
         Verdict::Worse => 0,
         Verdict::Better => 1,
         Verdict::Changed => 2,
-        Verdict::Same => 3,
+        Verdict::NotEnoughData => 3,
+        Verdict::WithinNoise => 4,
+        Verdict::Same => 5,
     }
 }
 
@@ -327,7 +398,7 @@ pub fn line_order(
     column: Option<&str>,
 ) -> Vec<usize> {
     let mut idx: Vec<usize> = (0..lines.len())
-        .filter(|&i| !changes_only || lines[i].verdict != Verdict::Same)
+        .filter(|&i| !changes_only || !matches!(lines[i].verdict, Verdict::Same | Verdict::WithinNoise))
         .filter(|&i| column.is_none_or(|c| lines[i].column.id() == c))
         .collect();
     if let Some((id, asc)) = sort {
@@ -349,6 +420,9 @@ mod tests {
     use speedmatrix_schema::diff::{diff, DEFAULT_THRESHOLD};
     use speedmatrix_schema::registry::column;
     use speedmatrix_schema::Results;
+    // On wasm32 (how CI runs them: in headless Chromium) `#[test]` is wasm-bindgen-test's.
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
 
     fn seed() -> Results {
         let bytes = include_bytes!("../../tests/fixtures/h200-qwen3.5-122b-vllm.json");
@@ -400,6 +474,68 @@ mod tests {
                 .map(|k| k.mark())
                 .collect();
         assert_eq!(marks, ["▲", "▼", "⇄", "A", "B"]);
+    }
+
+    #[test]
+    fn counts_of_runs_with_different_windows_say_not_comparable() {
+        let mut b = seed();
+        b.config.window_s = Some(5.0);
+        let d = diff(&seed(), &b, DEFAULT_THRESHOLD);
+        let g = delta_grid(&d, &column("output_tokens").unwrap());
+        let c = g.iter().find(|r| r.0 == "8K").unwrap().1.iter().find(|c| c.concurrency == 128).unwrap();
+        assert_eq!((c.kind, c.main.as_str()), (DeltaKind::NoFigure, "not comparable"));
+        let t = delta_grid(&d, &column("total_tps").unwrap());
+        let c = t.iter().find(|r| r.0 == "8K").unwrap().1.iter().find(|c| c.concurrency == 128).unwrap();
+        assert_eq!(c.kind, DeltaKind::Same, "rates still compare");
+    }
+
+    /// `r` with a total tok/s interval (standard error 1 %, 9 df) on every measured cell.
+    fn with_noise(mut r: Results) -> Results {
+        for c in r.decode.iter_mut().filter(|c| c.status.is_measured()) {
+            let v = c.total_tps.unwrap();
+            let iv = speedmatrix_schema::Interval {
+                estimate: v,
+                low: v * 0.977,
+                high: v * 1.023,
+                level: 0.95,
+                method: speedmatrix_schema::IntervalMethod::BatchMeans,
+                evidence: 10,
+                std_error: 0.01 * v,
+                df: Some(9.0),
+            };
+            c.intervals = Some(speedmatrix_schema::CellIntervals { total_tps: Some(iv), ..Default::default() });
+        }
+        r
+    }
+
+    #[test]
+    fn with_noise_data_cells_show_their_interval_and_noise_is_greyed() {
+        let a = with_noise(seed());
+        let b = with_noise(modified());
+        let d = speedmatrix_schema::diff::diff_with(&a, &b, None);
+        let g = delta_grid(&d, &column("total_tps").unwrap());
+        let at =
+            |ctx: &str, n: u32| g.iter().find(|r| r.0 == ctx).unwrap().1.iter().find(|c| c.concurrency == n).unwrap();
+        // +20 %, ± √(1 + 1.2²) · 1 % · t(~17 df) ≈ 3.3 % of A: better.
+        let c = at("8K", 128);
+        assert_eq!((c.kind, c.main.as_str()), (DeltaKind::Better, "+20.0 % ± 3.3 %"));
+        // Unchanged cells (± √2 · 1 % · t(18 df) ≈ 3.0 %): within noise, no colour, ± shown.
+        let same = at("8K", 2);
+        assert_eq!(
+            (same.kind, same.main.as_str(), same.background.as_deref()),
+            (DeltaKind::WithinNoise, "0.0 % ± 3.0 %", None)
+        );
+        assert_eq!(same.kind.id(), "noise");
+        assert!(verdict_rule(&d).contains("± is the 95 % interval of B − A"), "{}", verdict_rule(&d));
+        assert!(legend_kinds(true).contains(&DeltaKind::WithinNoise));
+        // The table: Δ and Δ % with ±.
+        let lines = diff_lines(&d);
+        let l =
+            lines.iter().find(|l| l.column.id() == "total_tps" && l.context == "8K" && l.concurrency == 128).unwrap();
+        assert_eq!(line_text(l, "delta_pct"), "+20.0 % ± 3.3 %");
+        // Without noise data: as before, and the rule says so.
+        let plain = diff(&seed(), &modified(), DEFAULT_THRESHOLD);
+        assert!(verdict_rule(&plain).ends_with("no noise data (a run has no per-second samples)"));
     }
 
     #[test]

@@ -12,13 +12,14 @@
 
 use crate::app::{index_runs, metric_from_url, page_view_state, ViewState};
 use crate::chart_model::{self, RunRef, Stroke};
-use crate::compare::{self, DeltaCell, DeltaKind, LINE_COLUMNS};
+use crate::compare::{self, DeltaCell, LINE_COLUMNS};
 use crate::components::{charts_section, heat_cell, matrix_table, metric_options};
 use crate::report;
+use crate::simulated::SimulatedMark;
 use crate::sources::{self, Fetched};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
-use speedmatrix_schema::diff::{diff, parse_percent, percent, HeaderChange, RunDiff, DEFAULT_THRESHOLD, TALLY_KEYS};
+use speedmatrix_schema::diff::{diff_with, parse_percent, percent, HeaderChange, RunDiff, TALLY_KEYS};
 use speedmatrix_schema::registry::{column, Column};
 use speedmatrix_schema::site::load_index;
 use speedmatrix_schema::{load_results, registry, Results};
@@ -73,16 +74,22 @@ pub fn DiffPage() -> impl IntoView {
     let b = RwSignal::new(Side::Empty);
     let index: RwSignal<Vec<(String, String)>> = RwSignal::new(Vec::new());
     let metric = RwSignal::new(metric_from_url());
-    let threshold =
-        RwSignal::new(sources::query("threshold").and_then(|t| parse_percent(&t).ok()).unwrap_or(DEFAULT_THRESHOLD));
-    if let Some(u) = sources::query("a") {
-        load_url(a, u);
-    }
-    if let Some(u) = sources::query("b") {
-        load_url(b, u);
+    let threshold = RwSignal::new(sources::query("threshold").and_then(|t| parse_percent(&t).ok()));
+    let embedded = sources::embedded_runs();
+    if let [(name_a, bytes_a), (name_b, bytes_b)] = embedded.as_slice() {
+        // A one-file report of two runs: both are in the page.
+        a.set(side_from(name_a.clone(), Ok(bytes_a.clone())));
+        b.set(side_from(name_b.clone(), Ok(bytes_b.clone())));
+    } else {
+        if let Some(u) = sources::query("a") {
+            load_url(a, u);
+        }
+        if let Some(u) = sources::query("b") {
+            load_url(b, u);
+        }
     }
     let protocol = web_sys::window().and_then(|w| w.location().protocol().ok()).unwrap_or_default();
-    if protocol != "file:" {
+    if protocol != "file:" && embedded.is_empty() {
         spawn_local(async move {
             if let Fetched::Body(bytes) = sources::fetch_bytes("runs/index.json").await {
                 if let Ok(ix) = load_index(&bytes) {
@@ -224,15 +231,16 @@ pub fn DiffView(
     b: Arc<Results>,
     /// The metric of the matrices (a registry column id), kept in the URL as `?metric=`.
     metric: RwSignal<String>,
-    /// The noise threshold, fraction, kept in the URL as `?threshold=` (percent).
-    threshold: RwSignal<f64>,
+    /// The least change called better or worse, fraction, kept in the URL as `?threshold=`
+    /// (percent); `None`: the defaults (5 %, or 0 % for figures with an interval).
+    threshold: RwSignal<Option<f64>>,
     /// Theme and viewport for the overlaid charts (default: [`ViewState::detached`]).
     #[prop(optional)]
     view: Option<ViewState>,
 ) -> impl IntoView {
     let view = view.unwrap_or_else(ViewState::detached);
     let (a2, b2) = (a.clone(), b.clone());
-    let d = Memo::new(move |_| diff(&a2, &b2, threshold.get()));
+    let d = Memo::new(move |_| diff_with(&a2, &b2, threshold.get()));
     let total = column(report::DEFAULT_METRIC).expect("total_tps is in the registry");
     let options = report::heatmap_metrics();
     let selected = Memo::new(move |_| column(&metric.get()).filter(|c| options.contains(c)).unwrap_or(total));
@@ -249,15 +257,15 @@ pub fn DiffView(
             <p class="eyebrow">"Speed test diff"</p>
             <h1 id="diff-title">{ta.clone()} " vs " {tb.clone()}</h1>
             <p class="subtitle" id="diff-runs">
-                <span class="run-a">"A (baseline): " {ta} " · " {ida}</span>
+                <span class="run-a">"A (baseline): " {ta} " · " {ida} <SimulatedMark r=a.clone() /></span>
                 <br />
-                <span class="run-b">"B (candidate): " {tb} " · " {idb}</span>
+                <span class="run-b">"B (candidate): " {tb} " · " {idb} <SimulatedMark r=b.clone() /></span>
             </p>
             {controls(metric, threshold, choices, selected, d)}
             {move || d.with(|d| header_panel(&d.header))}
             {move || d.with(not_compared)}
             {side_by_side(a.clone(), b.clone(), d, selected)}
-            {what_changed(d, selected, threshold)}
+            {what_changed(d, selected)}
             <OverlaidCharts a=a.clone() b=b.clone() view=view />
             <MatchedTable d=d selected=selected />
         </article>
@@ -267,7 +275,7 @@ pub fn DiffView(
 /// The metric picker, the noise threshold and the tally of verdicts for the metric.
 fn controls(
     metric: RwSignal<String>,
-    threshold: RwSignal<f64>,
+    threshold: RwSignal<Option<f64>>,
     choices: Vec<(String, String, bool)>,
     selected: Memo<Column>,
     d: Memo<RunDiff>,
@@ -288,18 +296,25 @@ fn controls(
                 </select>
             </label>
             <label class="metric-picker">
-                "Same within ± "
+                "Least change "
                 <input
                     id="diff-threshold"
                     type="number"
                     min="0"
                     step="0.5"
-                    prop:value=move || format!("{}", (threshold.get() * 1000.0).round() / 10.0)
+                    placeholder="auto"
+                    prop:value=move || {
+                        threshold.get().map(|t| format!("{}", (t * 1000.0).round() / 10.0)).unwrap_or_default()
+                    }
                     on:change=move |ev| {
-                        if let Ok(t) = parse_percent(&event_target_value(&ev)) {
+                        let text = event_target_value(&ev);
+                        if text.trim().is_empty() {
+                            sources::set_query("threshold", None);
+                            threshold.set(None);
+                        } else if let Ok(t) = parse_percent(&text) {
                             let pct = format!("{}", (t * 1000.0).round() / 10.0);
-                            sources::set_query("threshold", (t != DEFAULT_THRESHOLD).then_some(pct.as_str()));
-                            threshold.set(t);
+                            sources::set_query("threshold", Some(pct.as_str()));
+                            threshold.set(Some(t));
                         }
                     }
                 />
@@ -358,22 +373,24 @@ fn side_by_side(a: Arc<Results>, b: Arc<Results>, d: Memo<RunDiff>, selected: Me
 }
 
 /// What changed: the delta heatmap of B against A for the metric, and its legend.
-fn what_changed(d: Memo<RunDiff>, selected: Memo<Column>, threshold: RwSignal<f64>) -> impl IntoView {
+fn what_changed(d: Memo<RunDiff>, selected: Memo<Column>) -> impl IntoView {
     move || {
         let col = selected.get();
         let grid = d.with(|d| compare::delta_grid(d, &col));
         let concurrency = d.with(|d| d.concurrency.clone());
-        let th = percent(threshold.get(), false);
+        let rule = d.with(compare::verdict_rule);
+        let kinds = d.with(|d| compare::legend_kinds(d.noise.is_some()));
         view! {
             <section class="section" id="delta">
                 <h2>"What changed"</h2>
                 <p class="section-sub">
                     {report::metric_option_label(&col)}
-                    " · B against A · changes under " {th} " are the same"
+                    " · B against A · "
+                    <span id="delta-rule">{rule}</span>
                 </p>
                 {matrix_table("delta-heatmap", "heatmap delta", &concurrency, grid, delta_td)}
                 <ul class="marks" id="delta-legend">
-                    {[DeltaKind::Better, DeltaKind::Worse, DeltaKind::Same, DeltaKind::StatusChange, DeltaKind::OnlyA, DeltaKind::OnlyB]
+                    {kinds
                         .into_iter()
                         .map(|k| {
                             view! {

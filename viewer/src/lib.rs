@@ -5,35 +5,46 @@
 //! `serve`.
 //!
 //! - [`report`]: what the page shows, as plain data (cards, prefill table, heatmap, sortable and
-//!   filterable table) — pure and tested natively;
+//!   filterable table) — pure and unit-tested (on wasm32 in headless Chromium by CI);
 //! - [`sources`]: the browser edge (fetch, local files, query string, clipboard);
 //! - [`app`]: the page's shell and state (which runs, the view in the URL, theme, files);
 //! - [`components`]: the report of one run, one file per section;
 //! - [`chart_model`] and [`charts`]: what each chart shows (pure) and its canvas drawing;
 //! - [`compare`]: what the diff view shows (delta heatmap, matched-measurement table) — pure;
 //! - [`diff`]: the diff view (`?a=…&b=…`): two runs compared.
+//! - [`live`]: the live page (`run --serve`, `serve --watch`): a run followed while it is
+//!   measured.
+//! - [`simulated`]: the "Simulated" banner and marks of runs that measured the twin.
 //!
 //! Loading, validation and number formats come from `speedmatrix-schema`, never from here.
 
 #![warn(missing_docs)]
 
+// The unit tests run on wasm32 in headless Chromium (scripts/test.sh), where the page runs.
+#[cfg(all(test, target_arch = "wasm32"))]
+wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
+
 pub mod app;
 pub mod chart_model;
 pub mod charts;
 pub mod compare;
-pub mod multi;
 pub mod components;
 pub mod diff;
+pub mod live;
+pub mod multi;
 pub mod report;
+pub mod simulated;
 pub mod sources;
 
 /// The schema version the viewer understands (the one `speedmatrix-schema` reads).
 pub const SCHEMA_VERSION: u32 = speedmatrix_schema::SCHEMA_VERSION;
 
-/// Mount the page on `<body>`: the diff view when the URL asks for it (`?a=`, `?b=`,
-/// `?compare`), else the report.
+/// Mount the page on `<body>`: the live page when the server marked it live, the diff view
+/// when the URL asks for it (`?a=`, `?b=`, `?compare`), else the report.
 pub fn mount() {
-    if diff::requested() {
+    if let Some(url) = live::live_url() {
+        leptos::mount::mount_to_body(move || leptos::view! { <live::LivePage url=url /> });
+    } else if diff::requested() || sources::embedded_runs().len() == 2 {
         leptos::mount::mount_to_body(diff::DiffPage);
     } else {
         leptos::mount::mount_to_body(app::App);

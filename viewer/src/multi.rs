@@ -7,8 +7,7 @@
 //! `speedmatrix_schema`'s (`derived`, `slo`, `frontier`), as in `speedmatrix show --slo`.
 
 use crate::chart_model::{
-    all_x, all_y, axis, col, level_axis, ChartSpec, Frontier, Guide, LegendCorner, Marker, Point, Series, Stroke,
-    TickStyle,
+    all_x, all_y, axis, col, level_axis, ChartSpec, Frontier, Guide, Marker, Point, Series, Stroke, TickStyle,
 };
 use speedmatrix_schema::derived::{self, cost_per_million_tokens, Basis};
 use speedmatrix_schema::frontier::{operating_points, pareto_frontier};
@@ -68,7 +67,8 @@ pub fn contexts(runs: &[Run<'_>]) -> Vec<ContextSize> {
 /// The context drawn first: the smallest that every run measured, else the smallest of any.
 pub fn default_context(runs: &[Run<'_>]) -> Option<u64> {
     let all = contexts(runs);
-    let shared = all.iter().find(|c| runs.iter().all(|r| r.results.config.contexts.iter().any(|x| x.tokens == c.tokens)));
+    let shared =
+        all.iter().find(|c| runs.iter().all(|r| r.results.config.contexts.iter().any(|x| x.tokens == c.tokens)));
     shared.or(all.first()).map(|c| c.tokens)
 }
 
@@ -78,13 +78,18 @@ pub fn default_context(runs: &[Run<'_>]) -> Option<u64> {
 /// Runs without a GPU count are left out of the Pareto chart (its caption says which).
 pub fn charts(runs: &[Run<'_>], choice: ContextChoice, slo: &Slo) -> Vec<ChartSpec> {
     let all = contexts(runs);
-    let drawn: Vec<&ContextSize> = all.iter().filter(|c| choice == ContextChoice::All || choice == ContextChoice::One(c.tokens)).collect();
+    let drawn: Vec<&ContextSize> =
+        all.iter().filter(|c| choice == ContextChoice::All || choice == ContextChoice::One(c.tokens)).collect();
     let caps: Vec<Vec<ContextCapacity>> = runs.iter().map(|r| capacity(r.results, slo)).collect();
     let at = match choice {
         ContextChoice::One(_) => drawn.first().map(|c| format!(" at {} context", c.label)).unwrap_or_default(),
         ContextChoice::All => ", every context".into(),
     };
-    let dashes = if choice == ContextChoice::All { " One colour per run, one dash pattern per context." } else { " One colour per run." };
+    let dashes = if choice == ContextChoice::All {
+        " One colour per run, one dash pattern per context."
+    } else {
+        " One colour per run."
+    };
     let total = col("total_tps");
     let ttft = col("ttft_ms");
     let requests_axis = "Simultaneous requests".to_string();
@@ -101,24 +106,27 @@ pub fn charts(runs: &[Run<'_>], choice: ContextChoice, slo: &Slo) -> Vec<ChartSp
         frontiers: Vec::new(),
         markers: std::mem::take(&mut markers),
         guides: Vec::new(),
-        legend: LegendCorner::Hidden,
+        legend: None,
     };
 
     let s = concurrency_series(runs, &drawn, &all, choice, "ttft_ms_p50");
-    let guides: Vec<Guide> = slo.ttft_ms.map(|t| Guide { y: t, label: format!("TTFT limit {}", limit_text(t)) }).into_iter().collect();
+    let guides: Vec<Guide> =
+        slo.ttft_ms.map(|t| Guide { y: t, label: format!("TTFT limit {}", limit_text(t)) }).into_iter().collect();
     let mut ys = all_y(&s);
     ys.extend(guides.iter().map(|g| g.y));
     let spec_ttft = ChartSpec {
         id: "cmp-ttft",
         title: format!("Time to first token vs simultaneous requests{at}"),
-        caption: format!("Median TTFT of the streams that opened each cell.{dashes} The dashed line is the SLO's limit."),
+        caption: format!(
+            "Median TTFT of the streams that opened each cell.{dashes} The dashed line is the SLO's limit."
+        ),
         x: level_axis(requests_axis, all_x(&s), TickStyle::Compact),
         y: axis(format!("{} (median)", ttft.metric.header()), ys, TickStyle::Compact, true),
         series: s,
         frontiers: Vec::new(),
         markers: capacity_markers(&caps, &drawn, |g| Some((f64::from(g.concurrency), g.ttft_ms?))),
         guides,
-        legend: LegendCorner::Hidden,
+        legend: None,
     };
     vec![spec_total, spec_ttft, pareto_chart(runs, &caps, slo)]
 }
@@ -230,7 +238,10 @@ fn pareto_chart(runs: &[Run<'_>], caps: &[Vec<ContextCapacity>], slo: &Slo) -> C
     }
     let guides: Vec<Guide> = slo
         .per_user_tps
-        .map(|t| Guide { y: t, label: format!("per-user floor {} tok/s", registry::format_number(t, registry::Style::Fixed(0))) })
+        .map(|t| Guide {
+            y: t,
+            label: format!("per-user floor {} tok/s", registry::format_number(t, registry::Style::Fixed(0))),
+        })
         .into_iter()
         .collect();
     let mut ys = all_y(&series);
@@ -252,7 +263,7 @@ fn pareto_chart(runs: &[Run<'_>], caps: &[Vec<ContextCapacity>], slo: &Slo) -> C
         frontiers,
         markers,
         guides,
-        legend: LegendCorner::Hidden,
+        legend: None,
     }
 }
 
@@ -334,7 +345,8 @@ pub fn cell_table(runs: &[Run<'_>], id: &str, price: Option<f64>) -> Vec<CellRow
                 .iter()
                 .zip(&bases)
                 .map(|(r, basis)| {
-                    let cell = r.results.decode.iter().find(|c| c.context.tokens == tokens && c.concurrency == concurrency);
+                    let cell =
+                        r.results.decode.iter().find(|c| c.context.tokens == tokens && c.concurrency == concurrency);
                     let Some(c) = cell else {
                         return Figure { text: crate::report::DASH.into(), status: None, value: None };
                     };
@@ -347,7 +359,11 @@ pub fn cell_table(runs: &[Run<'_>], id: &str, price: Option<f64>) -> Vec<CellRow
                     Figure { text, status: Some(c.status), value }
                 })
                 .collect();
-            let context = all.iter().find(|c| c.tokens == tokens).cloned().unwrap_or_else(|| speedmatrix_schema::context::size(tokens));
+            let context = all
+                .iter()
+                .find(|c| c.tokens == tokens)
+                .cloned()
+                .unwrap_or_else(|| speedmatrix_schema::context::size(tokens));
             CellRow { context, concurrency, figures }
         })
         .collect()
@@ -403,7 +419,9 @@ pub fn capacity_rows(runs: &[Run<'_>], slo: &Slo, price: Option<f64>) -> Vec<Cap
                         _ => dash(),
                     },
                 ],
-                None => std::iter::once("none".to_string()).chain((1..CAPACITY_COLUMNS.len()).map(|_| dash())).collect(),
+                None => {
+                    std::iter::once("none".to_string()).chain((1..CAPACITY_COLUMNS.len()).map(|_| dash())).collect()
+                }
             };
             out.push(CapacityRow { run: ri, context: c.context.label.clone(), cells, note: c.note });
         }
@@ -447,7 +465,11 @@ mod tests {
     #[test]
     fn one_series_per_run_at_a_context_and_frontiers_per_gpu() {
         let (a, b, c) = (seed(), import(), seed());
-        let runs = [Run { name: "seed", results: &a }, Run { name: "import", results: &b }, Run { name: "again", results: &c }];
+        let runs = [
+            Run { name: "seed", results: &a },
+            Run { name: "import", results: &b },
+            Run { name: "again", results: &c },
+        ];
         let specs = charts(&runs, ContextChoice::One(8192), &DEFAULT_SLO);
         let ids: Vec<&str> = specs.iter().map(|s| s.id).collect();
         assert_eq!(ids, ["cmp-total", "cmp-ttft", "cmp-pareto"]);

@@ -1,13 +1,13 @@
 //! What the page shows, as plain data: header cards, the prefill table, the heatmap grid and
 //! the all-measurements table with its sorting and filters. Pure functions of a [`Results`]
-//! (no DOM), so they are unit-tested natively; [`crate::components`] turns them into elements.
+//! (no DOM), so they are unit-tested without a page (CI runs them on wasm32 in headless Chromium); [`crate::components`] turns them into elements.
 //!
 //! Numbers are always written by the registry ([`speedmatrix_schema::registry`]); status words
 //! come from [`CellStatus::label`]; nothing here parses or validates a file.
 
 use speedmatrix_schema::registry::{self, column, columns, Column, Kind, METRICS};
 use speedmatrix_schema::site::run_title;
-use speedmatrix_schema::status::over_capacity_reason;
+use speedmatrix_schema::status::{e2e_empty, over_capacity_reason, EmptyFigure};
 use speedmatrix_schema::table::{rows, Phase, Row, SEED_COLUMNS};
 use speedmatrix_schema::{CellStatus, ContextSize, DecodeCell, Results};
 use std::cmp::Ordering;
@@ -46,6 +46,21 @@ pub struct PrefillLine {
     pub status: CellStatus,
     /// The status reason, if any.
     pub reason: Option<String>,
+    /// "⚠ served from cache" when the server served the prompt from its prefix cache.
+    pub note: Option<&'static str>,
+}
+
+/// An RFC 3339 time as a short line, `2026-11-30 14:19 UTC` (to the minute, in UTC); the value
+/// as it is when it is not of that shape. The full value goes in the element's title.
+pub fn short_time(rfc3339: &str) -> String {
+    let parsed = (|| {
+        let (date, rest) = rfc3339.split_once('T')?;
+        let hm = rest.get(..5)?;
+        let valid = date.len() == 10 && hm.as_bytes()[2] == b':';
+        let utc = rest.ends_with('Z') || rest.ends_with("+00:00");
+        (valid && utc).then(|| format!("{date} {hm} UTC"))
+    })();
+    parsed.unwrap_or_else(|| rfc3339.to_string())
 }
 
 /// The prefill table: context, prompt tok/s, TTFT (and prompt tokens when known).
@@ -68,6 +83,7 @@ pub fn prefill_lines(r: &Results) -> Vec<PrefillLine> {
             },
             status: p.status,
             reason: p.reason.clone(),
+            note: speedmatrix_schema::status::prefill_cache_note(p),
         })
         .collect()
 }
@@ -116,6 +132,12 @@ pub struct HeatCell {
     pub level: Option<f64>,
     /// Why the status is what it is (shown on hover and focus).
     pub reason: Option<String>,
+    /// "≈ approximate: tokens counted from chunks" when the cell's tokens could not be
+    /// counted exactly (shown in the cell).
+    pub note: Option<&'static str>,
+    /// Why the selected metric is empty in a measured cell, when known ("none finished" in the
+    /// cell, the reason on hover and focus).
+    pub empty: Option<EmptyFigure>,
 }
 
 impl HeatCell {
@@ -130,8 +152,10 @@ impl HeatCell {
         let mut parts = vec![format!("{} context, {} at once", self.context, self.concurrency)];
         let mut rest = vec![self.value.clone().unwrap_or_else(|| "no value".into())];
         rest.push(self.status.map(|s| s.label().to_string()).unwrap_or_else(|| "not planned".into()));
+        rest.extend(self.note.map(str::to_string));
         rest.extend(self.ttft.clone());
         rest.extend(self.reason.clone());
+        rest.extend(self.empty.as_ref().map(|e| e.reason.clone()));
         parts.push(rest.join(", "));
         parts.join(": ")
     }
@@ -156,10 +180,19 @@ pub struct Heatmap {
     pub log_scale: bool,
     /// Whether a darker cell is better (`Some(true)`), worse, or only higher (`None`).
     pub darker_is_better: Option<bool>,
+    /// For a GPU figure of a run whose GPUs were assumed (all GPUs of the host, the server's
+    /// processes not found on any): the words that mark it.
+    pub assumed: Option<String>,
 }
 
 fn cell_at(r: &Results, tokens: u64, n: u32) -> Option<&DecodeCell> {
     r.decode.iter().find(|c| c.context.tokens == tokens && c.concurrency == n)
+}
+
+/// Why `column` is empty in decode cell `c` of run `r`, when a reason is known (its E2E
+/// latency, see [`speedmatrix_schema::status::e2e_empty`]).
+pub fn empty_why(c: &DecodeCell, column: &Column, r: &Results) -> Option<EmptyFigure> {
+    (column.metric.id == "e2e_ms").then(|| e2e_empty(c, r.config.max_tokens, &r.missing)).flatten()
 }
 
 /// The reason shown for a cell: its own, else the over-capacity shortfall.
@@ -234,6 +267,8 @@ pub fn heatmap_on(
                         ttft: None,
                         level: None,
                         reason: None,
+                        note: None,
+                        empty: None,
                     },
                     Some(c) => {
                         let v = if measured(c) { Row::Decode(c).value(metric) } else { None };
@@ -246,6 +281,8 @@ pub fn heatmap_on(
                             ttft: ttft.map(|t| format!("{} TTFT", ttft_col.display(t))),
                             level: v.map(level),
                             reason: reason_of(c),
+                            note: speedmatrix_schema::status::approximate_note(c),
+                            empty: if v.is_none() && measured(c) { empty_why(c, metric, r) } else { None },
                         }
                     }
                 })
@@ -262,6 +299,7 @@ pub fn heatmap_on(
         }),
         log_scale,
         darker_is_better: higher_is_better.map(|_| true),
+        assumed: speedmatrix_schema::summary::assumed_gpu_mark(r, &metric.id()),
     }
 }
 
@@ -391,6 +429,17 @@ impl TableColumn {
         }
     }
 
+    /// Why this column is empty in `row` when a reason is known (today: a measured decode cell's
+    /// E2E latency when no request finished in its window, or the file lacks it).
+    pub fn empty_why(&self, row: &Row<'_>, r: &Results) -> Option<EmptyFigure> {
+        match (self, row) {
+            (TableColumn::Metric { column, .. }, Row::Decode(c)) if self.metric_value(row).is_none() => {
+                empty_why(c, column, r)
+            }
+            _ => None,
+        }
+    }
+
     /// Compare two rows on this column; a missing figure sorts after every number.
     pub fn compare(&self, a: &Row<'_>, b: &Row<'_>) -> Ordering {
         let status_rank = |s: CellStatus| CellStatus::ALL.iter().position(|x| *x == s);
@@ -416,10 +465,14 @@ pub fn table_columns(r: &Results, all: bool) -> Vec<TableColumn> {
     if all {
         let rs = rows(r);
         cols.extend(columns().into_iter().filter(|c| rs.iter().any(|row| row.value(c).is_some())).map(|c| {
+            let header = match c.stat {
+                Some(s) => format!("{} {}", c.metric.header(), s.suffix()),
+                None => c.metric.header(),
+            };
             TableColumn::Metric {
-                header: match c.stat {
-                    Some(s) => format!("{} {}", c.metric.header(), s.suffix()),
-                    None => c.metric.header(),
+                header: match speedmatrix_schema::summary::assumed_gpu_mark(r, &c.id()) {
+                    Some(_) => format!("{header} (assumed GPUs)"),
+                    None => header,
                 },
                 column: c,
                 prefill_as: None,
@@ -603,6 +656,17 @@ pub fn file_stem(r: &Results) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    // On wasm32 (how CI runs them: in headless Chromium) `#[test]` is wasm-bindgen-test's.
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    #[test]
+    fn times_read_short_in_utc_and_other_shapes_stay_whole() {
+        assert_eq!(short_time("2026-11-30T14:19:39.016179452Z"), "2026-11-30 14:19 UTC");
+        assert_eq!(short_time("2026-11-30T14:19:39+00:00"), "2026-11-30 14:19 UTC");
+        assert_eq!(short_time("2026-11-30T14:19:39+02:00"), "2026-11-30T14:19:39+02:00");
+        assert_eq!(short_time("yesterday"), "yesterday");
+    }
 
     fn seed() -> Results {
         let bytes = include_bytes!("../../tests/fixtures/h200-qwen3.5-122b-vllm.json");
@@ -661,6 +725,24 @@ mod tests {
     }
 
     #[test]
+    fn gpu_figures_of_assumed_gpus_are_marked_in_the_heatmap_and_the_table() {
+        let mut r = seed();
+        r.decode[0].gpu_power_w = Some(650.0);
+        let power = column("gpu_power_w").unwrap();
+        let header =
+            |r: &Results| table_columns(r, true).iter().find(|c| c.id() == "gpu_power_w").map(TableColumn::header);
+        assert_eq!(heatmap(&r, &power).assumed, None, "the seed's GPUs were not assumed");
+        assert_eq!(header(&r).as_deref(), Some("GPU power (W)"));
+        r.hardware.gpu_selection = Some(speedmatrix_schema::GpuSelection {
+            method: speedmatrix_schema::GpuSelectionMethod::AllAssumed,
+            detail: "all 2 GPUs of the host".into(),
+        });
+        assert_eq!(heatmap(&r, &power).assumed.as_deref(), Some("assumed GPUs: all 2 GPUs of the host"));
+        assert_eq!(header(&r).as_deref(), Some("GPU power (W) (assumed GPUs)"));
+        assert_eq!(heatmap(&r, &column("total_tps").unwrap()).assumed, None, "only GPU figures are marked");
+    }
+
+    #[test]
     fn error_and_not_run_cells_show_their_status_and_reason() {
         let mut r = seed();
         r.decode[0].status = CellStatus::Error;
@@ -680,6 +762,40 @@ mod tests {
         assert_eq!(n.reason.as_deref(), Some("interrupted"));
         let marks: Vec<&str> = CellStatus::ALL.iter().map(|s| status_mark(*s)).collect();
         assert_eq!(marks.iter().filter(|m| !m.is_empty()).count(), 4, "every non-valid status has its own mark");
+    }
+
+    #[test]
+    fn an_empty_e2e_says_why_in_the_heatmap_and_the_table() {
+        let mut r = seed();
+        // The seed records no E2E; give its first cell one, as a collector run would.
+        r.decode[0].e2e_ms = Some(speedmatrix_schema::Distribution { p50: Some(95_000.0), ..Default::default() });
+        let e2e = column("e2e_ms").unwrap();
+        let h = heatmap(&r, &e2e);
+        let (has, none, not_recorded, over) = (&h.rows[0].1[0], &h.rows[0].1[5], &h.rows[0].1[1], &h.rows[5].1[5]);
+        assert_eq!((has.value.as_deref(), has.empty.as_ref()), (Some("95,000 ms"), None));
+        assert_eq!((none.concurrency, none.value.as_deref()), (32, None));
+        let why = none.empty.as_ref().expect("the 8K × 32 cell says why it has no E2E");
+        assert_eq!(why.short, "none finished");
+        assert!(why.reason.starts_with("no request finished in the 30.0 s window: 4,096 output tokens at"), "{why:?}");
+        assert!(none.spoken().contains(&why.reason), "{}", none.spoken());
+        assert_eq!(
+            not_recorded.empty.as_ref().map(|e| e.short),
+            Some("not recorded"),
+            "2 finished, no E2E in the file"
+        );
+        assert_eq!(over.empty, None, "an over-capacity cell says why with its status");
+        // Another metric with a value has nothing to explain.
+        assert!(heatmap(&r, &column("total_tps").unwrap()).rows[0].1[5].empty.is_none());
+        // The table with every column: the E2E cell of 8K × 32 says why, the first has a figure.
+        let cols = table_columns(&r, true);
+        let e2e_col = cols.iter().find(|c| c.id() == "e2e_ms_p50").expect("an E2E column");
+        let rs = rows(&r);
+        let row_of = |n: u32| {
+            rs.iter().find(|row| matches!(row, Row::Decode(c) if c.context.tokens == 8192 && c.concurrency == n))
+        };
+        let row32 = row_of(32).expect("8K × 32");
+        assert_eq!(e2e_col.empty_why(row32, &r).map(|e| e.short), Some("none finished"));
+        assert_eq!(e2e_col.empty_why(row_of(1).expect("8K × 1"), &r), None);
     }
 
     #[test]

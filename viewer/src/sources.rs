@@ -29,6 +29,21 @@ fn window() -> web_sys::Window {
     web_sys::window().expect("the viewer runs in a browser window")
 }
 
+/// The runs a one-file report carries (`speedmatrix report`): (file name, JSON bytes) of the
+/// `<script type="application/json" id="speedmatrix-run-a">` (and `-b`) elements, in order.
+/// Empty on an ordinary page.
+pub fn embedded_runs() -> Vec<(String, Vec<u8>)> {
+    let Some(doc) = window().document() else { return vec![] };
+    ["speedmatrix-run-a", "speedmatrix-run-b"]
+        .iter()
+        .filter_map(|id| doc.get_element_by_id(id))
+        .map(|e| {
+            let name = e.get_attribute("data-name").unwrap_or_else(|| "report".into());
+            (name, e.text_content().unwrap_or_default().into_bytes())
+        })
+        .collect()
+}
+
 /// GET `url` (relative URLs resolve against the page, so a site works from a sub-path),
 /// bypassing the HTTP cache so a re-published run is seen at once.
 pub async fn fetch_bytes(url: &str) -> Fetched {

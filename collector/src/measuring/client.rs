@@ -1,17 +1,20 @@
 //! HTTP and SSE against an OpenAI-compatible server (the I/O edge of measuring).
 //!
 //! [`Client`] wraps one `reqwest::Client` whose connection pool is sized to the largest
-//! concurrency of the plan (a pool smaller than the concurrency would queue requests in
-//! the client). There is no overall request timeout — a 256K-token prefill may take minutes —
-//! only a *stall* timeout: a stream that sends no bytes for that long fails.
+//! concurrency of the plan (a pool smaller than the concurrency queues requests in the client).
+//! There is no overall request timeout — a 256K-token prefill may take minutes — only a
+//! *stall* timeout: a stream that sends no bytes at all for that long fails (an SSE comment
+//! such as a `: ping` keep-alive is bytes).
 //!
 //! [`Client::stream`] runs one streamed completion and returns a [`StreamRecord`]: the time of
 //! every token-carrying chunk on the run's monotonic [`Clock`], how many tokens it carried
-//! (from cumulative `usage.completion_tokens`), and how the stream ended. SSE framing (comments,
-//! CRLF, frames split across reads) is handled by the `eventsource-stream` crate.
+//! (from cumulative `usage.completion_tokens`, else 1 per chunk until the measurement reconciles
+//! it with the request's final usage), and how the stream ended. SSE framing (comments, CRLF,
+//! frames split across reads) is handled by the `eventsource-stream` crate.
 
 use futures_util::StreamExt;
 use serde_json::Value;
+use speedmatrix_schema::stats::round3;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 
@@ -25,11 +28,6 @@ impl Clock {
     /// A clock whose zero is now.
     pub fn start() -> Self {
         Clock { start: Instant::now() }
-    }
-
-    /// A clock whose zero is `start`.
-    pub fn from_instant(start: Instant) -> Self {
-        Clock { start }
     }
 
     /// Milliseconds since the clock's zero (monotonic).
@@ -63,6 +61,8 @@ pub enum HttpError {
         status: u16,
         /// The start of the body (≤ 300 chars).
         body: String,
+        /// `Retry-After` in seconds, when the answer had one (429, 503).
+        retry_after: Option<u64>,
     },
     /// The body was not what we expected (e.g. not JSON).
     #[error("{url}: {message}")]
@@ -70,6 +70,14 @@ pub enum HttpError {
         /// The URL requested.
         url: String,
         /// What was wrong.
+        message: String,
+    },
+    /// The HTTP client could not be set up (TLS backend).
+    #[error("cannot set up an HTTP client for {url}: {message}")]
+    Setup {
+        /// The base URL it was for.
+        url: String,
+        /// What reqwest said.
         message: String,
     },
 }
@@ -92,27 +100,25 @@ pub struct Client {
     api_key: Option<String>,
 }
 
+/// The longest excerpt of a server's answer an error message quotes, characters.
+const EXCERPT_CHARS: usize = 300;
+
 fn excerpt(s: &str) -> String {
-    let one_line: String = s.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
-    let t = one_line.trim();
-    if t.chars().count() > 300 {
-        format!("{}…", t.chars().take(300).collect::<String>())
-    } else {
-        t.to_string()
-    }
+    crate::text::excerpt(s, EXCERPT_CHARS)
 }
 
 impl Client {
     /// A client for `base_url` with `pool_size` idle connections kept per host.
     ///
     /// # Errors
-    /// When the TLS backend cannot be initialised.
-    pub fn new(base_url: &str, api_key: Option<String>, pool_size: usize) -> anyhow::Result<Self> {
+    /// [`HttpError::Setup`] when the TLS backend cannot be initialised.
+    pub fn new(base_url: &str, api_key: Option<String>, pool_size: usize) -> Result<Self, HttpError> {
         let http = reqwest::Client::builder()
             .pool_max_idle_per_host(pool_size.max(1))
             .connect_timeout(Duration::from_secs(10))
             .tcp_nodelay(true)
-            .build()?;
+            .build()
+            .map_err(|e| HttpError::Setup { url: base_url.to_string(), message: error_chain(&e) })?;
         Ok(Client { http, base: base_url.trim_end_matches('/').to_string(), api_key })
     }
 
@@ -142,8 +148,13 @@ impl Client {
             return Ok(resp);
         }
         let status = resp.status().as_u16();
+        let retry_after = resp
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| retry_after_secs(v, std::time::SystemTime::now()));
         let body = resp.text().await.unwrap_or_default();
-        Err(HttpError::Status { url: url.to_string(), status, body: excerpt(&body) })
+        Err(HttpError::Status { url: url.to_string(), status, body: excerpt(&body), retry_after })
     }
 
     /// `GET path` → body text, with a short timeout (discovery and metrics, never generation).
@@ -154,6 +165,20 @@ impl Client {
         let url = self.url(path);
         let resp = self.send(self.http.get(&url).timeout(Duration::from_secs(30)), &url).await?;
         resp.text().await.map_err(|e| HttpError::Body { url, message: error_chain(&e) })
+    }
+
+    /// `GET path` → JSON and the value of the response header `header`, if it has one.
+    ///
+    /// # Errors
+    /// [`HttpError`]; `Body` when the answer is not JSON.
+    pub async fn get_json_and_header(&self, path: &str, header: &str) -> Result<(Value, Option<String>), HttpError> {
+        let url = self.url(path);
+        let resp = self.send(self.http.get(&url).timeout(Duration::from_secs(30)), &url).await?;
+        let value = resp.headers().get(header).and_then(|v| v.to_str().ok()).map(str::to_string);
+        let text = resp.text().await.map_err(|e| HttpError::Body { url: url.clone(), message: error_chain(&e) })?;
+        let json = serde_json::from_str(&text)
+            .map_err(|e| HttpError::Body { url, message: format!("not JSON ({e}): {}", excerpt(&text)) })?;
+        Ok((json, value))
     }
 
     /// `GET path` → JSON.
@@ -205,6 +230,88 @@ impl Client {
     /// across streams: serializing a 256K-token prompt inside the timed path would add to TTFT).
     pub async fn stream(&self, path: &str, body: &bytes::Bytes, ctl: StreamCtl) -> StreamRecord {
         let StreamCtl { clock, stall, mut cancel, id, events, live_tokens } = ctl;
+        let mut rec = StreamRecord { id, sent_ms: clock.now_ms(), ..StreamRecord::default() };
+        let resp = loop {
+            let resp = tokio::select! {
+                r = self.open_stream(path, body, stall) => r,
+                _ = cancelled(&mut cancel) => {
+                    rec.cancelled = true;
+                    rec.ended_ms = Some(clock.now_ms());
+                    return rec;
+                }
+            };
+            match resp {
+                Ok(r) => break r,
+                Err(e) => match short_retry_after(&e).filter(|_| rec.rate_limited.len() < RATE_LIMIT_RETRIES) {
+                    // Rate limited with a short `Retry-After`: wait as asked, then send the
+                    // request again; its times count from the new send.
+                    Some(wait) => {
+                        rec.rate_limited.push(wait);
+                        tokio::select! {
+                            _ = tokio::time::sleep(Duration::from_secs(wait)) => {}
+                            _ = cancelled(&mut cancel) => {
+                                rec.cancelled = true;
+                                rec.ended_ms = Some(clock.now_ms());
+                                return rec;
+                            }
+                        }
+                        rec.sent_ms = clock.now_ms();
+                    }
+                    None => return rec.fail(clock, e),
+                },
+            }
+        };
+        let mut sse = std::pin::pin!(eventsource_stream::Eventsource::eventsource(watched(resp.bytes_stream(), stall)));
+        let mut parser = ChunkParser::default();
+        loop {
+            let next = tokio::select! {
+                n = sse.next() => n,
+                _ = cancelled(&mut cancel) => { rec.cancelled = true; break; }
+            };
+            let t_ms = clock.now_ms();
+            let event = match next {
+                Some(Err(eventsource_stream::EventStreamError::Transport(BodyError::Stalled))) => {
+                    return rec.fail(clock, StreamError::Stalled { stall })
+                }
+                None => {
+                    let why = rec.ended_early();
+                    return rec.fail(clock, why);
+                }
+                Some(Err(e)) => return rec.fail(clock, StreamError::broke(&e)),
+                Some(Ok(ev)) => ev,
+            };
+            if event.data.trim() == "[DONE]" {
+                rec.done = true;
+                break;
+            }
+            match parser.parse(&event.data) {
+                Err(e) => return rec.fail(clock, StreamError::Chunk(e)),
+                Ok(p) => {
+                    let tokens = p.tokens;
+                    if rec.add(p, t_ms) {
+                        if let Some(tx) = &events {
+                            let _ = tx.send(FirstToken { id });
+                        }
+                    }
+                    if let Some(live) = &live_tokens {
+                        live.fetch_add(u64::from(tokens), std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+            }
+        }
+        rec.continuous_usage = parser.continuous_usage;
+        rec.ended_ms = Some(clock.now_ms());
+        rec
+    }
+
+    /// POST a streamed request and wait, at most `stall`, for its response headers: an SSE
+    /// response, or why not.
+    async fn open_stream(
+        &self,
+        path: &str,
+        body: &bytes::Bytes,
+        stall: Duration,
+    ) -> Result<reqwest::Response, StreamError> {
         let url = self.url(path);
         let request = self
             .http
@@ -212,103 +319,128 @@ impl Client {
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .header(reqwest::header::ACCEPT, "text/event-stream")
             .body(body.clone());
-        let mut rec = StreamRecord { id, sent_ms: clock.now_ms(), ..StreamRecord::default() };
-        let notify = |e: StreamEvent| {
-            if let Some(tx) = &events {
-                let _ = tx.send(e);
-            }
-        };
-        let request = self.send(request, &url);
-        let resp = tokio::select! {
-            r = tokio::time::timeout(stall, request) => r,
-            _ = cancelled(&mut cancel) => {
-                rec.cancelled = true;
-                rec.ended_ms = Some(clock.now_ms());
-                notify(StreamEvent::Ended { id });
-                return rec;
-            }
-        };
-        let resp = match resp {
-            Ok(Ok(r)) => r,
-            Ok(Err(e)) => return rec.fail(clock, e.to_string(), &notify),
-            Err(_) => {
-                return rec.fail(clock, format!("no response headers within the stall timeout ({stall:?})"), &notify)
-            }
-        };
+        let resp = tokio::time::timeout(stall, self.send(request, &url))
+            .await
+            .map_err(|_| StreamError::NoHeaders { stall })?
+            .map_err(StreamError::Http)?;
         let content_type =
             resp.headers().get(reqwest::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
         if !content_type.contains("event-stream") {
-            let why = format!(
-                "the server answered without streaming (content-type {content_type:?}); speedmatrix needs SSE (\"stream\": true)"
-            );
-            return rec.fail(clock, why, &notify);
+            return Err(StreamError::NotSse { content_type });
         }
-        let mut sse = eventsource_stream::Eventsource::eventsource(resp.bytes_stream());
-        let mut parser = ChunkParser::default();
-        loop {
-            let next = tokio::select! {
-                n = tokio::time::timeout(stall, sse.next()) => n,
-                _ = cancelled(&mut cancel) => { rec.cancelled = true; break; }
-            };
-            let t_ms = clock.now_ms();
-            let event = match next {
-                Err(_) => return rec.fail(clock, format!("stalled: no data for {stall:?}"), &notify),
-                Ok(None) => {
-                    if !rec.done {
-                        let why = if rec.finish_reason.is_some() {
-                            "stream ended without data: [DONE]"
-                        } else {
-                            "stream ended early: no finish_reason and no data: [DONE] (truncated)"
-                        };
-                        return rec.fail(clock, why.to_string(), &notify);
-                    }
-                    break;
-                }
-                Ok(Some(Err(e))) => return rec.fail(clock, format!("stream broke: {e}"), &notify),
-                Ok(Some(Ok(ev))) => ev,
-            };
-            if event.data.trim() == "[DONE]" {
-                rec.done = true;
-                break;
-            }
-            match parser.parse(&event.data) {
-                Err(e) => return rec.fail(clock, e, &notify),
-                Ok(p) => {
-                    if rec.response_id.is_none() {
-                        rec.response_id = p.id;
-                    }
-                    if let Some(n) = p.prompt_tokens {
-                        rec.prompt_tokens = Some(n);
-                    }
-                    if p.timings.is_some() {
-                        rec.server_timings = p.timings;
-                    }
-                    if let Some(reason) = p.finish_reason {
-                        rec.finish_reason = Some(reason);
-                    }
-                    if let Some(total) = p.completion_tokens {
-                        rec.completion_tokens = Some(total);
-                    }
-                    if p.tokens > 0 {
-                        if rec.chunks.is_empty() {
-                            notify(StreamEvent::FirstToken { id, t_ms });
-                        }
-                        if p.content && rec.first_content_ms.is_none() {
-                            rec.first_content_ms = Some(t_ms);
-                        }
-                        rec.chunks.push(Chunk { t_ms, tokens: p.tokens });
-                        if let Some(live) = &live_tokens {
-                            live.fetch_add(u64::from(p.tokens), std::sync::atomic::Ordering::Relaxed);
-                        }
-                    }
-                }
-            }
-        }
-        rec.continuous_usage = parser.continuous_usage;
-        rec.ended_ms = Some(clock.now_ms());
-        notify(StreamEvent::Ended { id });
-        rec
+        Ok(resp)
     }
+}
+
+/// The longest `Retry-After` a rate-limited request waits before it is sent again, s: a short
+/// limit is honoured (a proxy smoothing bursts); a longer one fails the request as before.
+pub const RATE_LIMIT_MAX_WAIT_S: u64 = 10;
+
+/// How often one request is sent again after HTTP 429.
+pub const RATE_LIMIT_RETRIES: usize = 3;
+
+/// The wait a `Retry-After` value asks for, whole seconds from `now`: delay-seconds (`5`), or an
+/// HTTP date (`Wed, 21 Oct 2026 07:28:00 GMT`, as gateways and CDNs send it; RFC 9110 allows
+/// both), rounded up, 0 when it has passed. `None` when it is neither.
+fn retry_after_secs(value: &str, now: std::time::SystemTime) -> Option<u64> {
+    let value = value.trim();
+    if let Ok(secs) = value.parse::<u64>() {
+        return Some(secs);
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    Some(at.duration_since(now).map_or(0, |d| d.as_secs() + u64::from(d.subsec_nanos() > 0)))
+}
+
+/// The wait an HTTP 429 with a short `Retry-After` asks for, s.
+fn short_retry_after(e: &StreamError) -> Option<u64> {
+    match e {
+        StreamError::Http(HttpError::Status { status: 429, retry_after: Some(s), .. })
+            if *s <= RATE_LIMIT_MAX_WAIT_S =>
+        {
+            Some(*s)
+        }
+        _ => None,
+    }
+}
+
+/// Why a stream failed; its text is the request's `error` in the results file (and, for the
+/// first failed stream, the cell's reason).
+#[derive(Debug, thiserror::Error)]
+pub enum StreamError {
+    /// The request failed or the server answered an error status.
+    #[error(transparent)]
+    Http(HttpError),
+    /// No response headers within the stall timeout.
+    #[error("no response headers within the stall timeout ({stall:?})")]
+    NoHeaders {
+        /// `--stall-timeout`.
+        stall: Duration,
+    },
+    /// The answer is not an event stream.
+    #[error("the server answered without streaming (content-type {content_type:?}); speedmatrix needs SSE (\"stream\": true)")]
+    NotSse {
+        /// The answer's `Content-Type`.
+        content_type: String,
+    },
+    /// Nothing arrived for the stall timeout.
+    #[error("stalled: no data for {stall:?}")]
+    Stalled {
+        /// `--stall-timeout`.
+        stall: Duration,
+    },
+    /// The stream ended after its `finish_reason` but without `data: [DONE]`.
+    #[error("stream ended without data: [DONE]")]
+    NoDone,
+    /// The stream ended before its `finish_reason`.
+    #[error("stream ended early: no finish_reason and no data: [DONE] (truncated)")]
+    Truncated,
+    /// The connection broke mid-stream.
+    #[error("stream broke: {0}")]
+    Broke(String),
+    /// A payload that is not JSON, or an error sent inside the stream.
+    #[error(transparent)]
+    Chunk(ChunkError),
+}
+
+impl StreamError {
+    /// A broken event stream: the transport's own causes say what broke (e.g. the connection
+    /// closed before the body's end); the SSE wrapper alone would hide them.
+    fn broke(e: &eventsource_stream::EventStreamError<BodyError>) -> StreamError {
+        StreamError::Broke(match e {
+            eventsource_stream::EventStreamError::Transport(BodyError::Transport(t)) => error_chain(t),
+            other => other.to_string(),
+        })
+    }
+}
+
+/// Why a response body stopped giving bytes.
+#[derive(Debug, thiserror::Error)]
+enum BodyError {
+    /// No bytes at all for the stall timeout.
+    #[error("stalled")]
+    Stalled,
+    /// The connection failed.
+    #[error("{}", error_chain(.0))]
+    Transport(reqwest::Error),
+}
+
+/// The body's bytes with the stall timeout applied to every read: any bytes reset it — an SSE
+/// comment (`: ping`, sent by SGLang and proxies during a long prefill) as much as a token — so
+/// only a server that sends nothing for `stall` fails the stream. The timeout sits under the
+/// SSE parser, which swallows comments.
+fn watched(
+    body: impl futures_util::Stream<Item = reqwest::Result<bytes::Bytes>> + Unpin,
+    stall: Duration,
+) -> impl futures_util::Stream<Item = Result<bytes::Bytes, BodyError>> {
+    futures_util::stream::unfold(Some(body), move |body| async move {
+        let mut body = body?;
+        match tokio::time::timeout(stall, body.next()).await {
+            Ok(Some(Ok(b))) => Some((Ok(b), Some(body))),
+            Ok(Some(Err(e))) => Some((Err(BodyError::Transport(e)), None)),
+            Ok(None) => None,
+            Err(_) => Some((Err(BodyError::Stalled), None)),
+        }
+    })
 }
 
 async fn cancelled(rx: &mut watch::Receiver<bool>) {
@@ -332,6 +464,14 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     s
 }
 
+/// `stream_options` of every request: usage on every chunk (`continuous_usage_stats`, a vLLM
+/// extension that other servers ignore) and a final usage chunk. Asked of every engine: a
+/// server that sends several tokens per chunk is counted right only with it, or with the final
+/// usage the collector reconciles its chunk counts with.
+pub fn stream_options() -> Value {
+    serde_json::json!({ "include_usage": true, "continuous_usage_stats": true })
+}
+
 /// Serialize a request body once, to share across the streams of a cell.
 pub fn request_body(v: &Value) -> bytes::Bytes {
     bytes::Bytes::from(serde_json::to_vec(v).expect("a JSON value always serializes"))
@@ -349,27 +489,18 @@ pub struct StreamCtl {
     pub cancel: watch::Receiver<bool>,
     /// Stream id within its cell.
     pub id: usize,
-    /// Told when the first token arrives and when the stream ends.
-    pub events: Option<mpsc::UnboundedSender<StreamEvent>>,
+    /// Told when the first token arrives.
+    pub events: Option<mpsc::UnboundedSender<FirstToken>>,
     /// Incremented by every chunk's tokens (live tok/s for the progress bar).
     pub live_tokens: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
 }
 
-/// What a stream tells its coordinator while it runs.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum StreamEvent {
-    /// The first token arrived at `t_ms` (run clock).
-    FirstToken {
-        /// Stream id.
-        id: usize,
-        /// When, ms since the run start.
-        t_ms: f64,
-    },
-    /// The stream ended (finished, failed or cancelled); its record comes from its task.
-    Ended {
-        /// Stream id.
-        id: usize,
-    },
+/// What a stream tells its coordinator while it runs: its first token arrived (its record, with
+/// the time, comes from its task when it ends).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FirstToken {
+    /// Stream id.
+    pub id: usize,
 }
 
 /// One token-carrying SSE chunk.
@@ -412,14 +543,58 @@ pub struct StreamRecord {
     pub ended_ms: Option<f64>,
     /// The server's own timing of the request (llama.cpp `timings`), last one seen.
     pub server_timings: Option<speedmatrix_schema::ServerTimings>,
+    /// Prompt tokens the server served from its prefix cache (`usage.prompt_tokens_details`).
+    pub cached_tokens: Option<u64>,
+    /// The `Retry-After` waits (s) of each HTTP 429 this request got before it was sent again.
+    pub rate_limited: Vec<u64>,
 }
 
 impl StreamRecord {
-    fn fail(mut self, clock: Clock, why: String, notify: &impl Fn(StreamEvent)) -> StreamRecord {
-        self.error = Some(why);
+    fn fail(mut self, clock: Clock, why: StreamError) -> StreamRecord {
+        self.error = Some(why.to_string());
         self.ended_ms = Some(clock.now_ms());
-        notify(StreamEvent::Ended { id: self.id });
         self
+    }
+
+    /// Why a stream that ended without `data: [DONE]` failed.
+    fn ended_early(&self) -> StreamError {
+        if self.finish_reason.is_some() {
+            StreamError::NoDone
+        } else {
+            StreamError::Truncated
+        }
+    }
+
+    /// Take in one parsed chunk that arrived at `t_ms`. Returns whether it carried the stream's
+    /// first token.
+    fn add(&mut self, p: ParsedChunk, t_ms: f64) -> bool {
+        if self.response_id.is_none() {
+            self.response_id = p.id;
+        }
+        if p.prompt_tokens.is_some() {
+            self.prompt_tokens = p.prompt_tokens;
+        }
+        if p.timings.is_some() {
+            self.server_timings = p.timings;
+        }
+        if p.cached_tokens.is_some() {
+            self.cached_tokens = p.cached_tokens;
+        }
+        if p.finish_reason.is_some() {
+            self.finish_reason = p.finish_reason;
+        }
+        if p.completion_tokens.is_some() {
+            self.completion_tokens = p.completion_tokens;
+        }
+        if p.tokens == 0 {
+            return false;
+        }
+        let first = self.chunks.is_empty();
+        if p.content && self.first_content_ms.is_none() {
+            self.first_content_ms = Some(t_ms);
+        }
+        self.chunks.push(Chunk { t_ms, tokens: p.tokens });
+        first
     }
 
     /// Time to first token, ms.
@@ -455,15 +630,15 @@ pub struct ParsedChunk {
     pub id: Option<String>,
     /// The server's own timing of the request (llama.cpp `timings`), if present.
     pub timings: Option<speedmatrix_schema::ServerTimings>,
+    /// `usage.prompt_tokens_details.cached_tokens`: prompt tokens served from the prefix cache.
+    pub cached_tokens: Option<u64>,
 }
 
 /// llama.cpp's `timings` object → [`speedmatrix_schema::ServerTimings`].
 fn server_timings(t: &Value) -> Option<speedmatrix_schema::ServerTimings> {
     let t = t.as_object()?;
     let u = |k: &str| t.get(k).and_then(Value::as_u64);
-    let f = |k: &str| {
-        t.get(k).and_then(Value::as_f64).filter(|v| v.is_finite() && *v >= 0.0).map(|v| (v * 1000.0).round() / 1000.0)
-    };
+    let f = |k: &str| t.get(k).and_then(Value::as_f64).filter(|v| v.is_finite() && *v >= 0.0).map(round3);
     Some(speedmatrix_schema::ServerTimings {
         prompt_tokens: u("prompt_n"),
         cached_tokens: u("cache_n"),
@@ -487,13 +662,28 @@ pub struct ChunkParser {
     last_total: u64,
     /// False once a text chunk arrived without usage.
     pub continuous_usage: bool,
-    seen_text: bool,
 }
 
 impl Default for ChunkParser {
     fn default() -> Self {
-        ChunkParser { last_total: 0, continuous_usage: true, seen_text: false }
+        ChunkParser { last_total: 0, continuous_usage: true }
     }
+}
+
+/// Why an SSE `data:` payload ends a stream.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ChunkError {
+    /// The payload is not JSON.
+    #[error("SSE data is not JSON ({message}): {excerpt}")]
+    NotJson {
+        /// What serde_json said.
+        message: String,
+        /// The start of the payload.
+        excerpt: String,
+    },
+    /// The server sent an error object inside the stream (with HTTP 200).
+    #[error("in-band error in the stream: {0}")]
+    InBand(String),
 }
 
 fn nonempty_str(v: Option<&Value>) -> bool {
@@ -504,18 +694,18 @@ impl ChunkParser {
     /// Parse one payload.
     ///
     /// # Errors
-    /// An in-band error object (`{"error": …}`, sent with HTTP 200) or a payload that is not
-    /// JSON, as a message.
-    pub fn parse(&mut self, data: &str) -> Result<ParsedChunk, String> {
-        let v: Value =
-            serde_json::from_str(data).map_err(|e| format!("SSE data is not JSON ({e}): {}", excerpt(data)))?;
+    /// [`ChunkError::InBand`] for an error object (`{"error": …}`, sent with HTTP 200),
+    /// [`ChunkError::NotJson`] for a payload that is not JSON.
+    pub fn parse(&mut self, data: &str) -> Result<ParsedChunk, ChunkError> {
+        let v: Value = serde_json::from_str(data)
+            .map_err(|e| ChunkError::NotJson { message: e.to_string(), excerpt: excerpt(data) })?;
         if let Some(err) = v.get("error") {
             let msg = err.get("message").and_then(Value::as_str).map(str::to_string).unwrap_or_else(|| err.to_string());
-            return Err(format!("in-band error in the stream: {}", excerpt(&msg)));
+            return Err(ChunkError::InBand(excerpt(&msg)));
         }
         // SGLang and some proxies send flat errors: {"object": "error", "message": …}.
         if v.get("object").and_then(Value::as_str) == Some("error") {
-            return Err(format!("in-band error in the stream: {}", excerpt(&v.to_string())));
+            return Err(ChunkError::InBand(excerpt(&v.to_string())));
         }
         let mut out = ParsedChunk {
             id: v.get("id").and_then(Value::as_str).map(str::to_string),
@@ -537,6 +727,7 @@ impl ChunkParser {
         if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
             out.prompt_tokens = u.get("prompt_tokens").and_then(Value::as_u64);
             out.completion_tokens = u.get("completion_tokens").and_then(Value::as_u64);
+            out.cached_tokens = u.pointer("/prompt_tokens_details/cached_tokens").and_then(Value::as_u64);
         }
         match out.completion_tokens {
             Some(total) if choice.is_some() => {
@@ -552,9 +743,6 @@ impl ChunkParser {
             }
             None => {}
         }
-        if has_text || out.tokens > 0 {
-            self.seen_text = true;
-        }
         Ok(out)
     }
 }
@@ -562,6 +750,20 @@ impl ChunkParser {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn retry_after_is_read_as_seconds_or_as_an_http_date() {
+        let now = std::time::UNIX_EPOCH + Duration::from_secs(1_796_155_000);
+        assert_eq!(retry_after_secs(" 7 ", now), Some(7));
+        let soon = httpdate::fmt_http_date(now + Duration::from_secs(3));
+        assert_eq!(retry_after_secs(&soon, now), Some(3), "{soon}");
+        let soon = httpdate::fmt_http_date(now + Duration::from_secs(3));
+        assert_eq!(retry_after_secs(&soon, now - Duration::from_millis(400)), Some(4), "rounded up");
+        let past = httpdate::fmt_http_date(now - Duration::from_secs(30));
+        assert_eq!(retry_after_secs(&past, now), Some(0), "a date that has passed: send again at once");
+        assert_eq!(retry_after_secs("soon", now), None);
+        assert_eq!(retry_after_secs("-1", now), None);
+    }
 
     #[test]
     fn role_only_first_chunk_is_not_a_token() {
@@ -608,6 +810,17 @@ mod tests {
     }
 
     #[test]
+    fn cached_prompt_tokens_are_read_from_usage_details() {
+        let mut p = ChunkParser::default();
+        let u = p
+            .parse(r#"{"choices":[],"usage":{"prompt_tokens":900,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":896}}}"#)
+            .unwrap();
+        assert_eq!(u.cached_tokens, Some(896));
+        let n = p.parse(r#"{"choices":[],"usage":{"prompt_tokens":9,"prompt_tokens_details":null}}"#).unwrap();
+        assert_eq!(n.cached_tokens, None);
+    }
+
+    #[test]
     fn without_usage_text_chunks_count_one_and_flag_it() {
         let mut p = ChunkParser::default();
         let c = p.parse(r#"{"choices":[{"text":"hello"}]}"#).unwrap();
@@ -619,8 +832,11 @@ mod tests {
     fn in_band_errors_fail() {
         let mut p = ChunkParser::default();
         let e = p.parse(r#"{"error":{"message":"CUDA out of memory","code":500}}"#).unwrap_err();
-        assert!(e.contains("CUDA out of memory"));
-        assert!(p.parse(r#"{"object":"error","message":"boom"}"#).is_err());
-        assert!(p.parse("not json").is_err());
+        assert_eq!(e.to_string(), "in-band error in the stream: CUDA out of memory");
+        let e = p.parse(r#"{"object":"error","message":"boom"}"#).unwrap_err();
+        assert!(matches!(&e, ChunkError::InBand(m) if m.contains("boom")), "{e}");
+        let e = p.parse("not json\u{1b}[2J").unwrap_err();
+        assert!(e.to_string().starts_with("SSE data is not JSON (expected"), "{e}");
+        assert!(e.to_string().ends_with(": not json\u{fffd}[2J"), "no raw escape from the server: {e}");
     }
 }

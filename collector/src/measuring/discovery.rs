@@ -1,18 +1,17 @@
 //! What server is this? `/v1/models`, `/version`, `/metrics`, `/props`, `/slots`,
 //! `/get_server_info`, turned by the engine's adapter ([`crate::measuring::engine`]) into the
-//! engine, model, `max_model_len`, KV budget and slots the plan needs — and the Prometheus gauges and
-//! counters sampled during decode windows.
+//! engine, model, `max_model_len`, KV budget and slots the plan needs — and the Prometheus gauges
+//! and counters sampled during decode windows ([`Metrics`]).
 
 use crate::measuring::client::{Client, HttpError};
 use crate::measuring::engine::{EngineKind, Facts, MetricSlot, Probe, Probes};
 use serde_json::Value;
-use speedmatrix_schema::KvBudgetSource;
+use speedmatrix_schema::simulation::{untag_version, TWIN_HEADER, TWIN_NAME};
+use speedmatrix_schema::{KvBudgetSource, Simulated};
 
 /// What discovery found.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServerInfo {
-    /// `vllm`, `sglang`, `llamacpp` or `openai`.
-    pub engine: String,
     /// The engine, as detected from the server's answers or set with `--engine`.
     pub kind: EngineKind,
     /// The served model name requests use.
@@ -24,6 +23,8 @@ pub struct ServerInfo {
     pub facts: Facts,
     /// Why `/metrics` is not usable, when it is not.
     pub metrics_note: Option<String>,
+    /// Set when the server says it is the speedmatrix twin (a simulation, not a real engine).
+    pub simulated: Option<Simulated>,
 }
 
 impl ServerInfo {
@@ -32,11 +33,6 @@ impl ServerInfo {
     pub fn plan_kv_budget(&self) -> Option<u64> {
         let f = &self.facts;
         f.kv_budget.filter(|(_, src)| f.kv_rule || *src == KvBudgetSource::Flag).map(|(b, _)| b)
-    }
-
-    /// `stream_options` for this engine's requests.
-    pub fn stream_options(&self) -> Value {
-        self.kind.adapter().stream_options()
     }
 
     /// Streams a cell can expect to decode at once: N, or fewer when the server runs at most
@@ -55,12 +51,12 @@ impl ServerInfo {
     }
 }
 
-/// Why discovery could not identify a usable server (exit code 2).
+/// Why discovery could not identify a usable server (exit code 2). Each names the URL asked.
 #[derive(Debug, thiserror::Error)]
 pub enum DiscoverError {
     /// Nothing answered at the URL.
     #[error("{0} — is the server running, and is --url right?")]
-    Unreachable(String),
+    Unreachable(HttpError),
     /// The server wants a (different) API key.
     #[error(
         "{url} answered HTTP 401: the server wants an API key and got none or a wrong one. Pass the right one with --api-key or set SPEEDMATRIX_API_KEY (or OPENAI_API_KEY)"
@@ -77,16 +73,22 @@ pub enum DiscoverError {
         /// What is served, comma-separated.
         served: String,
     },
-    /// `/v1/models` is missing or malformed.
+    /// `/v1/models` answered an error or something that is not a model list.
     #[error("{0}; is this an OpenAI-compatible server (GET /v1/models)?")]
-    NotOpenAi(String),
+    NotOpenAi(HttpError),
+    /// `/v1/models` lists no model.
+    #[error("{url} lists no models; is this an OpenAI-compatible server (GET /v1/models)?")]
+    NoModels {
+        /// The URL asked.
+        url: String,
+    },
 }
 
 fn classify(e: HttpError) -> DiscoverError {
     match e {
         HttpError::Status { status: 401 | 403, url, .. } => DiscoverError::Unauthorized { url },
-        HttpError::Unreachable { .. } => DiscoverError::Unreachable(e.to_string()),
-        other => DiscoverError::NotOpenAi(other.to_string()),
+        HttpError::Unreachable { .. } => DiscoverError::Unreachable(e),
+        other => DiscoverError::NotOpenAi(other),
     }
 }
 
@@ -118,12 +120,12 @@ pub async fn discover(
     kv_budget_flag: Option<u64>,
     engine: Option<EngineKind>,
 ) -> Result<(ServerInfo, Option<Metrics>), DiscoverError> {
-    let models = client.get_json("/v1/models").await.map_err(classify)?;
+    let (models, twin_header) = client.get_json_and_header("/v1/models", TWIN_HEADER).await.map_err(classify)?;
     let data = models
         .get("data")
         .and_then(Value::as_array)
         .filter(|d| !d.is_empty())
-        .ok_or_else(|| DiscoverError::NotOpenAi(format!("{}/v1/models lists no models", client.base())))?;
+        .ok_or_else(|| DiscoverError::NoModels { url: format!("{}/v1/models", client.base()) })?;
     let ids: Vec<&str> = data.iter().filter_map(|m| m.get("id").and_then(Value::as_str)).collect();
     let entry = match model {
         Some(want) => data
@@ -159,7 +161,7 @@ pub async fn discover(
     let (metrics, metrics_note) = match &probes.metrics {
         Probe::Got(text) => match Metrics::parse(text) {
             Ok(m) => (Some(m), None),
-            Err(e) => (None, Some(format!("/metrics is not Prometheus text: {e}"))),
+            Err(e) => (None, Some(format!("/metrics could not be parsed as Prometheus text ({e})"))),
         },
         Probe::Failed(why) => (None, Some(format!("/metrics {why}"))),
     };
@@ -167,22 +169,32 @@ pub async fn discover(
         facts.kv_budget = Some((v, KvBudgetSource::Flag));
         facts.missing.retain(|m| m.figure != "kv_budget");
     }
-    let info = ServerInfo {
-        engine: kind.id().to_string(),
-        kind,
-        model,
-        root: root.or_else(|| facts.model_path.clone()),
-        facts,
-        metrics_note,
-    };
+    let simulated = simulation(twin_header, &mut facts.version);
+    let info =
+        ServerInfo { kind, model, root: root.or_else(|| facts.model_path.clone()), facts, metrics_note, simulated };
     Ok((info, metrics))
+}
+
+/// Whether the server is the twin: its header (with the profile), else the label on its
+/// version. The version is kept as the one it imitates.
+fn simulation(header: Option<String>, version: &mut Option<String>) -> Option<Simulated> {
+    let untagged = version.as_deref().and_then(untag_version).map(str::to_string);
+    let tagged = untagged.is_some();
+    if let Some(v) = untagged {
+        *version = Some(v);
+    }
+    let evidence = match (&header, tagged) {
+        (Some(_), true) => "x-speedmatrix-twin header and /version label",
+        (Some(_), false) => "x-speedmatrix-twin header",
+        (None, true) => "/version label",
+        (None, false) => return None,
+    };
+    Some(Simulated { by: TWIN_NAME.into(), profile: header.filter(|h| !h.is_empty()), evidence: Some(evidence.into()) })
 }
 
 /// One scrape of the server's Prometheus metrics, summed over label sets (engines, models).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Metrics {
-    /// Engine inferred from metric prefixes (`vllm:` …), `openai` when none matches.
-    pub engine: String,
     /// Requests running (gauge).
     pub running: Option<f64>,
     /// Requests waiting in the queue (gauge).
@@ -208,57 +220,41 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    /// Parse Prometheus text exposition (vLLM, SGLang and llama.cpp names).
+    /// Read a `/metrics` exposition (Prometheus text 0.0.4 or OpenMetrics, typed or not; see
+    /// [`crate::measuring::prometheus`]) for the figures of vLLM, SGLang and llama.cpp, old and
+    /// new names alike; samples of one figure are summed over their label sets.
     ///
     /// # Errors
-    /// When the text is not Prometheus exposition format.
-    pub fn parse(text: &str) -> Result<Metrics, String> {
-        use openmetrics_parser::{prometheus::parse_prometheus, PrometheusValue};
-        // The parser wants a final newline.
-        let text = if text.ends_with('\n') { text.to_string() } else { format!("{text}\n") };
-        let exposition = parse_prometheus(&text).map_err(|e| format!("{e:?}"))?;
-        let mut m = Metrics { engine: "openai".into(), ..Metrics::default() };
-        for family in exposition.families.values() {
-            let name = family.family_name.trim_end_matches("_total");
-            if let Some((prefix, _)) = name.split_once(':') {
-                if ["vllm", "sglang", "llamacpp"].contains(&prefix) && m.engine == "openai" {
-                    m.engine = prefix.to_string();
-                }
+    /// The first line that is not Prometheus text, with its number.
+    pub fn parse(text: &str) -> Result<Metrics, crate::measuring::prometheus::ParseError> {
+        let mut m = Metrics::default();
+        for sample in crate::measuring::prometheus::parse(text)? {
+            // An OpenMetrics counter family `x` has the sample `x_total`; 0.0.4 names it so.
+            let name = sample.name.strip_suffix("_total").unwrap_or(sample.name);
+            let Some((_, slot)) = crate::measuring::engine::metric_slot(name) else { continue };
+            let v = sample.value;
+            if !v.is_finite() {
+                continue;
             }
-            for sample in family.iter_samples() {
-                let v = match &sample.value {
-                    PrometheusValue::Gauge(n) | PrometheusValue::Unknown(n) => n.as_f64(),
-                    PrometheusValue::Counter(c) => c.value.as_f64(),
-                    _ => continue,
-                };
-                let add = |slot: &mut Option<f64>| *slot = Some(slot.unwrap_or(0.0) + v);
-                let Some((_, slot)) = crate::measuring::engine::metric_slot(name) else { continue };
-                match slot {
-                    MetricSlot::Running => add(&mut m.running),
-                    MetricSlot::Waiting => add(&mut m.waiting),
-                    MetricSlot::KvUsage => add(&mut m.kv_usage),
-                    MetricSlot::GenerationTokens => add(&mut m.generation_tokens),
-                    MetricSlot::Preemptions => add(&mut m.preemptions),
-                    MetricSlot::PrefixHits => add(&mut m.prefix_hits),
-                    MetricSlot::PrefixQueries => add(&mut m.prefix_queries),
-                    MetricSlot::SpecDrafts => add(&mut m.spec_drafts),
-                    MetricSlot::SpecDraftTokens => add(&mut m.spec_draft_tokens),
-                    MetricSlot::SpecAcceptedTokens => add(&mut m.spec_accepted_tokens),
-                    MetricSlot::CacheConfig => {
-                        let labels = sample.get_labelset().ok();
-                        let num = |k: &str| {
-                            labels
-                                .as_ref()
-                                .and_then(|l| l.get_label_value(k))
-                                .and_then(|x| x.parse::<f64>().ok())
-                                .map(|x| x as u64)
-                        };
-                        m.kv_budget = match (num("kv_cache_size_tokens"), num("num_gpu_blocks"), num("block_size")) {
-                            (Some(t), _, _) if t > 0 => Some((t, KvBudgetSource::KvCacheSizeTokens)),
-                            (_, Some(b), Some(bs)) if b > 0 => Some((b * bs, KvBudgetSource::NumGpuBlocks)),
-                            _ => m.kv_budget,
-                        };
-                    }
+            let add = |slot: &mut Option<f64>| *slot = Some(slot.unwrap_or(0.0) + v);
+            match slot {
+                MetricSlot::Running => add(&mut m.running),
+                MetricSlot::Waiting => add(&mut m.waiting),
+                MetricSlot::KvUsage => add(&mut m.kv_usage),
+                MetricSlot::GenerationTokens => add(&mut m.generation_tokens),
+                MetricSlot::Preemptions => add(&mut m.preemptions),
+                MetricSlot::PrefixHits => add(&mut m.prefix_hits),
+                MetricSlot::PrefixQueries => add(&mut m.prefix_queries),
+                MetricSlot::SpecDrafts => add(&mut m.spec_drafts),
+                MetricSlot::SpecDraftTokens => add(&mut m.spec_draft_tokens),
+                MetricSlot::SpecAcceptedTokens => add(&mut m.spec_accepted_tokens),
+                MetricSlot::CacheConfig => {
+                    let num = |k: &str| sample.label(k).and_then(|x| x.parse::<f64>().ok()).map(|x| x as u64);
+                    m.kv_budget = match (num("kv_cache_size_tokens"), num("num_gpu_blocks"), num("block_size")) {
+                        (Some(t), _, _) if t > 0 => Some((t, KvBudgetSource::KvCacheSizeTokens)),
+                        (_, Some(b), Some(bs)) if b > 0 => Some((b * bs, KvBudgetSource::NumGpuBlocks)),
+                        _ => m.kv_budget,
+                    };
                 }
             }
         }
@@ -285,7 +281,6 @@ vllm:generation_tokens_total{engine="0",model_name="qwen"} 1234.0
 vllm:cache_config_info{block_size="16",enable_prefix_caching="True",num_gpu_blocks="1000",engine="0"} 1.0
 "#;
         let m = Metrics::parse(text).unwrap();
-        assert_eq!(m.engine, "vllm");
         assert_eq!((m.running, m.waiting, m.kv_usage), (Some(3.0), Some(1.0), Some(0.25)));
         assert_eq!(m.generation_tokens, Some(1234.0));
         assert_eq!(m.kv_budget, Some((16_000, KvBudgetSource::NumGpuBlocks)));
@@ -298,9 +293,45 @@ vllm:cache_config_info{block_size="16",enable_prefix_caching="True",num_gpu_bloc
     }
 
     #[test]
-    fn unknown_metrics_mean_plain_openai() {
+    fn the_twin_is_told_by_its_header_or_its_version_label() {
+        let mut v = Some("0.26.1rc1.dev638+g52be12cfa.speedmatrix.twin".to_string());
+        let s = simulation(Some("h200-qwen3.5-122b".into()), &mut v).unwrap();
+        assert_eq!(v.as_deref(), Some("0.26.1rc1.dev638+g52be12cfa"), "the imitated version is kept");
+        assert_eq!((s.by.as_str(), s.profile.as_deref()), ("speedmatrix twin", Some("h200-qwen3.5-122b")));
+        // A proxy that drops headers still passes the version through.
+        let mut v = Some("0.11.0+speedmatrix.twin".to_string());
+        assert_eq!(simulation(None, &mut v).unwrap().evidence.as_deref(), Some("/version label"));
+        // /version missing (version-404): the header alone.
+        let mut v = None;
+        assert!(simulation(Some("tiny".into()), &mut v).is_some());
+        // A real server.
+        let mut v = Some("0.26.1".to_string());
+        assert_eq!(simulation(None, &mut v), None);
+        assert_eq!(v.as_deref(), Some("0.26.1"));
+    }
+
+    #[test]
+    fn reads_untyped_openmetrics_and_old_vllm_names() {
+        let untyped = "vllm:num_requests_running{engine=\"0\"} 2\nvllm:num_requests_running{engine=\"1\"} 1\n\
+                       vllm:gpu_cache_usage_perc 0.5 1700000000000\nvllm:gpu_prefix_cache_hits_total 40\n\
+                       vllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\"10\"} 1\n";
+        let m = Metrics::parse(untyped).unwrap();
+        assert_eq!((m.running, m.kv_usage), (Some(3.0), Some(0.5)));
+        assert_eq!((m.prefix_hits, m.kv_budget), (Some(40.0), Some((160, KvBudgetSource::NumGpuBlocks))));
+        let om = "# TYPE vllm:generation_tokens counter\nvllm:generation_tokens_total 7.0\n\
+                  vllm:generation_tokens_created 1.7e9\n# EOF\n";
+        assert_eq!(Metrics::parse(om).unwrap().generation_tokens, Some(7.0), "_created is not the count");
+    }
+
+    #[test]
+    fn unknown_metrics_fill_nothing() {
         let m = Metrics::parse("# TYPE foo_total counter\nfoo_total 3\n").unwrap();
-        assert_eq!(m.engine, "openai");
-        assert_eq!(m.running, None);
+        assert_eq!(m, Metrics::default());
+    }
+
+    #[test]
+    fn text_that_is_not_prometheus_is_one_line_error() {
+        let e = Metrics::parse("<html>\n<body>Bad gateway</body>\n</html>").unwrap_err();
+        assert!(!e.to_string().is_empty() && !e.to_string().contains('\n'), "{e:?}");
     }
 }

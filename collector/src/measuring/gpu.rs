@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use nvml_wrapper::enum_wrappers::device::{Clock as NvmlClock, TemperatureSensor};
 use nvml_wrapper::Nvml;
-use speedmatrix_schema::{Gpu, GpuFigures};
+use speedmatrix_schema::stats::round3;
+use speedmatrix_schema::{Gpu, GpuFigures, GpuSelection, GpuSelectionMethod};
 
 use crate::measuring::client::Clock;
 
@@ -23,43 +24,121 @@ pub const SAMPLE_EVERY: Duration = Duration::from_millis(500);
 pub struct Gpus {
     nvml: Nvml,
     indices: Vec<u32>,
-    /// How the devices were chosen, e.g. "2 of 8 GPUs: those running the server's processes".
-    pub selection: String,
+    /// How the devices were chosen (for `hardware.gpu_selection`).
+    pub selection: GpuSelection,
 }
 
-/// Open NVML: `libnvidia-ml.so`, then `libnvidia-ml.so.1` (hosts with only the driver's runtime
-/// library installed).
+/// Which GPUs serve the model (pure): `devices[i]` is the compute processes NVML lists on GPU
+/// `i` (`None` when it cannot list them), `server` the server's process tree, `visible` whether
+/// a pid is a process this collector can see.
+///
+/// - GPUs where a server process holds a compute context → those, `server_processes`;
+/// - else, when some GPU runs processes this collector cannot see (another PID namespace: a
+///   server in a container) or cannot be listed → all GPUs, `all_assumed`;
+/// - else (no compute process at all, or only other visible processes': the twin, a CPU
+///   server) → none, `none`: the server is not on this host's GPUs.
+///
+/// Returns the chosen indices and the selection.
+pub fn choose(devices: &[Option<Vec<u32>>], server: &[u32], visible: &dyn Fn(u32) -> bool) -> (Vec<u32>, GpuSelection) {
+    let count = devices.len();
+    let indices = |keep: &dyn Fn(&Option<Vec<u32>>) -> bool| -> Vec<u32> {
+        devices.iter().enumerate().filter(|(_, d)| keep(d)).map(|(i, _)| i as u32).collect()
+    };
+    let used = indices(&|d| d.as_ref().is_some_and(|p| p.iter().any(|pid| server.contains(pid))));
+    if !used.is_empty() {
+        let mut pids: Vec<u32> = devices.iter().flatten().flatten().copied().filter(|p| server.contains(p)).collect();
+        pids.sort_unstable();
+        pids.dedup();
+        let detail = format!(
+            "{} of {count} GPU(s): those where the server's processes (PID {}) hold a compute context",
+            used.len(),
+            pids.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+        );
+        return (used, GpuSelection { method: GpuSelectionMethod::ServerProcesses, detail });
+    }
+    let unlisted = devices.iter().filter(|d| d.is_none()).count();
+    let unseen: Vec<u32> = devices.iter().flatten().flatten().copied().filter(|p| !visible(*p)).collect();
+    if unlisted > 0 || !unseen.is_empty() {
+        let why = if unseen.is_empty() {
+            format!("NVML could not list the processes of {unlisted} GPU(s)")
+        } else {
+            "they run processes this collector cannot see (another PID namespace, e.g. a container)".to_string()
+        };
+        let detail = format!(
+            "all {count} GPU(s) of the host: the server's processes were not found on any, and {why}; power and energy may include other work"
+        );
+        return (indices(&|_| true), GpuSelection { method: GpuSelectionMethod::AllAssumed, detail });
+    }
+    let others = devices.iter().flatten().flatten().count();
+    let detail = if others == 0 {
+        format!(
+            "none of the host's {count} GPU(s): no process computes on them, so the server is not on this host's GPUs"
+        )
+    } else {
+        format!("none of the host's {count} GPU(s): only other processes compute on them, so the server is not on this host's GPUs")
+    };
+    (vec![], GpuSelection { method: GpuSelectionMethod::None, detail })
+}
+
+/// Why there are no GPUs to read. Its text is one line for `hardware.gpu_telemetry_note`: the
+/// run goes on without GPU figures.
+#[derive(Debug, thiserror::Error)]
+pub enum GpuError {
+    /// NVML could not be loaded or initialised.
+    #[error("NVML not available: {0} (no NVIDIA driver on this host)")]
+    Unavailable(String),
+    /// NVML loaded but could not count the GPUs.
+    #[error("NVML: cannot count GPUs: {0}")]
+    Count(nvml_wrapper::error::NvmlError),
+    /// NVML sees no GPU.
+    #[error("NVML found no GPU on this host")]
+    NoGpu,
+    /// The server is not on this host's GPUs ([`choose`] says why).
+    #[error("{}", .0.detail)]
+    NotOnGpus(GpuSelection),
+}
+
+impl GpuError {
+    /// The selection this leaves: none, with the reason.
+    pub fn selection(&self) -> GpuSelection {
+        match self {
+            GpuError::NotOnGpus(s) => s.clone(),
+            other => GpuSelection { method: GpuSelectionMethod::None, detail: other.to_string() },
+        }
+    }
+}
+
+/// Open NVML (`libnvidia-ml.so`, then `libnvidia-ml.so.1` for hosts with only the driver's
+/// runtime library) and choose the server's GPUs ([`choose`]).
 ///
 /// # Errors
-/// Why GPU figures will be missing, as one line for `hardware.gpu_telemetry_note`, e.g.
-/// "NVML not available: libnvidia-ml.so not found (no NVIDIA driver on this host)".
-pub fn open(server_pids: &[u32]) -> Result<Gpus, String> {
+/// [`GpuError`]: why GPU figures will be missing, e.g. "NVML not available: libnvidia-ml.so not
+/// found (no NVIDIA driver on this host)", or that the server's processes hold no GPU.
+pub fn open(server_pids: &[u32]) -> Result<Gpus, GpuError> {
     let nvml = match Nvml::init() {
         Ok(n) => n,
         Err(first) => Nvml::builder()
             .lib_path(std::ffi::OsStr::new("libnvidia-ml.so.1"))
             .init()
-            .map_err(|_| format!("NVML not available: {} (no NVIDIA driver on this host)", nvml_error_text(&first)))?,
+            .map_err(|_| GpuError::Unavailable(nvml_error_text(&first)))?,
     };
-    let count = nvml.device_count().map_err(|e| format!("NVML: cannot count GPUs: {e}"))?;
+    let count = nvml.device_count().map_err(GpuError::Count)?;
     if count == 0 {
-        return Err("NVML found no GPU on this host".into());
+        return Err(GpuError::NoGpu);
     }
-    // The GPUs where the server (or one of its worker processes) holds a compute context; all
-    // of them when none can be matched (other user, container pid namespace, server not local).
-    let used: Vec<u32> = (0..count)
-        .filter(|&i| {
+    let devices: Vec<Option<Vec<u32>>> = (0..count)
+        .map(|i| {
             nvml.device_by_index(i)
                 .and_then(|d| d.running_compute_processes())
-                .is_ok_and(|procs| procs.iter().any(|p| server_pids.contains(&p.pid)))
+                .ok()
+                .map(|procs| procs.iter().map(|p| p.pid).collect())
         })
         .collect();
-    let (indices, selection) = if used.is_empty() {
-        ((0..count).collect(), format!("all {count} GPU(s) on this host (the server's processes were not seen on any)"))
-    } else {
-        let n = used.len();
-        (used, format!("{n} of {count} GPU(s): those running the server's processes"))
-    };
+    let visible = |pid: u32| std::path::Path::new(&format!("/proc/{pid}")).exists();
+    let (indices, selection) = choose(&devices, server_pids, &visible);
+    if indices.is_empty() {
+        return Err(GpuError::NotOnGpus(selection));
+    }
     Ok(Gpus { nvml, indices, selection })
 }
 
@@ -217,10 +296,6 @@ pub fn window_figures(
     Some((figures, power_w.map(round3), per_token))
 }
 
-fn round3(v: f64) -> f64 {
-    (v * 1000.0).round() / 1000.0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -269,18 +344,67 @@ mod tests {
         assert!(window_figures(&[], 0.0, 1000.0, Some(10)).is_none());
     }
 
-    /// On a host without an NVIDIA driver (CI) `open` says why in one line instead of failing.
+    /// On a host without an NVIDIA driver (CI) `open` says why in one line instead of failing;
+    /// with one, the test process (no GPU context) is on none of its GPUs unless it cannot see
+    /// their processes.
     #[test]
     fn nvml_absent_is_a_note_not_a_failure() {
         let has_driver =
             ["/proc/driver/nvidia/version", "/dev/nvidiactl"].iter().any(|p| std::path::Path::new(p).exists());
-        match open(&[]) {
-            Ok(g) => assert!(has_driver, "NVML opened without a driver: {}", g.selection),
-            Err(note) => {
-                assert!(!has_driver, "a driver is present but NVML failed: {note}");
-                assert!(note.starts_with("NVML"), "{note}");
-                assert!(!note.contains('\n'));
+        match open(&[std::process::id()]) {
+            Ok(g) => assert!(
+                has_driver && g.selection.method == GpuSelectionMethod::AllAssumed,
+                "this test holds no GPU: {:?}",
+                g.selection
+            ),
+            Err(e) => {
+                let s = e.selection();
+                assert_eq!(s.method, GpuSelectionMethod::None);
+                if !has_driver {
+                    assert!(s.detail.starts_with("NVML"), "{}", s.detail);
+                }
+                assert!(!s.detail.contains('\n'));
             }
         }
+    }
+
+    /// Inventories of three GPUs: `server` is the server's process tree (4242 and its worker
+    /// 4300), 99 another visible process, 7 a process in another PID namespace.
+    #[test]
+    fn gpus_are_chosen_by_the_server_processes_and_never_guessed_silently() {
+        let server = [4242, 4300];
+        let visible = |p: u32| p != 7;
+        let pick = |devices: &[Option<Vec<u32>>]| choose(devices, &server, &visible);
+
+        // Tensor parallel on GPUs 1 and 2, another job on GPU 0.
+        let (idx, s) = pick(&[Some(vec![99]), Some(vec![4300]), Some(vec![4300, 4242])]);
+        assert_eq!((idx, s.method), (vec![1, 2], GpuSelectionMethod::ServerProcesses));
+        assert_eq!(
+            s.detail,
+            "2 of 3 GPU(s): those where the server's processes (PID 4242, 4300) hold a compute context"
+        );
+
+        // The server in a container: NVML lists pids this collector cannot see → all, assumed.
+        let (idx, s) = pick(&[Some(vec![7]), Some(vec![]), Some(vec![])]);
+        assert_eq!((idx, s.method), (vec![0, 1, 2], GpuSelectionMethod::AllAssumed));
+        assert!(
+            s.detail.contains("another PID namespace") && s.detail.contains("may include other work"),
+            "{}",
+            s.detail
+        );
+
+        // A GPU whose processes NVML cannot list: assumed too, and said why.
+        let (_, s) = pick(&[None, Some(vec![])]);
+        assert_eq!(s.method, GpuSelectionMethod::AllAssumed);
+        assert!(s.detail.contains("could not list"), "{}", s.detail);
+
+        // The twin or a CPU server: nothing computes on the GPUs, or only other visible jobs.
+        let (idx, s) = pick(&[Some(vec![]), Some(vec![])]);
+        assert_eq!((idx.len(), s.method), (0, GpuSelectionMethod::None));
+        assert!(s.detail.contains("not on this host's GPUs"), "{}", s.detail);
+        let (idx, s) = pick(&[Some(vec![99]), Some(vec![])]);
+        assert_eq!((idx.len(), s.method), (0, GpuSelectionMethod::None));
+        assert!(s.detail.contains("only other processes"), "{}", s.detail);
+        assert_eq!(choose(&[], &server, &visible).1.method, GpuSelectionMethod::None, "a host without GPUs");
     }
 }

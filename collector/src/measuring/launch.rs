@@ -2,11 +2,13 @@
 //! the server runs on this machine, or given with `--launch-command`) with every secret
 //! replaced by `<redacted>`, and the host's CPU, OS and name.
 
+use speedmatrix_schema::command_line::{CommandLine, FLAG_SET};
+
 /// What replaces a secret.
 pub const REDACTED: &str = "<redacted>";
 
 /// Flags whose value is a secret (`--api-key KEY` and `--api-key=KEY` alike).
-const SECRET_FLAGS: [&str; 8] = [
+pub(crate) const SECRET_FLAGS: [&str; 8] = [
     "--api-key",
     "--hf-token",
     "--token",
@@ -70,6 +72,15 @@ pub fn redact_argv(argv: &[String]) -> String {
                 out.push(format!("{flag}={REDACTED}"));
                 continue;
             }
+            // `--env=HF_TOKEN=…` (docker, podman): the flag's value is itself an assignment.
+            Some((flag, value))
+                if flag.starts_with('-')
+                    && value.split_once('=').is_some_and(|(name, v)| is_secret_env(name) || looks_like_secret(v)) =>
+            {
+                let name = value.split_once('=').map_or("", |(name, _)| name);
+                out.push(format!("{flag}={name}={REDACTED}"));
+                continue;
+            }
             // `HF_TOKEN=…` anywhere: before the command, after `env`, `docker run -e`, `--env`.
             Some((name, value))
                 if !name.starts_with('-')
@@ -102,73 +113,70 @@ pub fn scrub(line: &str, secret: Option<&str>) -> String {
     }
 }
 
-/// Split a command line as a POSIX shell would (quotes and backslashes), for `--launch-command`.
-/// Unbalanced quotes keep the rest as one word.
-pub fn split_words(line: &str) -> Vec<String> {
-    let (mut words, mut cur, mut quote, mut any) = (Vec::new(), String::new(), None::<char>, false);
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        match (quote, c) {
-            (None, c) if c.is_whitespace() => {
-                if any {
-                    words.push(std::mem::take(&mut cur));
-                    any = false;
-                }
-            }
-            (None, '\'' | '"') => {
-                quote = Some(c);
-                any = true;
-            }
-            (Some(q), c) if c == q => quote = None,
-            (None | Some('"'), '\\') => {
-                if let Some(n) = chars.next() {
-                    cur.push(n);
-                    any = true;
-                }
-            }
-            (_, c) => {
-                cur.push(c);
-                any = true;
-            }
-        }
-    }
-    if any {
-        words.push(cur);
-    }
-    words
-}
-
-/// Whether an argument vector launches an LLM server we know (vLLM, SGLang, llama.cpp).
-fn is_server(argv: &[String]) -> bool {
+/// Whether an argument vector launches an LLM server we know: vLLM, SGLang, llama.cpp, the twin,
+/// and other engines people serve OpenAI APIs with (Ollama, TGI, LMDeploy, TensorRT-LLM,
+/// mistral.rs, llamafile, KoboldCpp, Aphrodite, MLC LLM, LocalAI, llama-cpp-python). vLLM's
+/// renamed processes (`VLLM::EngineCore`) count too, and the twin (`speedmatrix simulate`) under
+/// whatever name its binary was built, e.g. `speedmatrix-under-test`.
+pub fn is_server(argv: &[String]) -> bool {
     let joined = argv.join(" ");
+    let program = crate::measuring::locate::program_name(argv);
+    let first = argv.first().map(String::as_str).unwrap_or_default();
     (joined.contains("vllm") && (argv.iter().any(|a| a == "serve") || joined.contains("api_server")))
+        || first.starts_with("VLLM::")
         || joined.contains("sglang.launch_server")
-        || argv.first().is_some_and(|a| a.ends_with("llama-server"))
-        || (argv.first().is_some_and(|a| a.ends_with("speedmatrix")) && argv.get(1).is_some_and(|a| a == "simulate"))
+        || (program == "sglang" && argv.iter().any(|a| a == "serve"))
+        || (program.starts_with("speedmatrix") && argv.get(1).is_some_and(|a| a == "simulate"))
+        || [
+            "llama-server",
+            "ollama",
+            "text-generation-launcher",
+            "text-generation-router",
+            "lmdeploy",
+            "trtllm-serve",
+            "tritonserver",
+            "mistralrs-server",
+            "llamafile",
+            "koboldcpp",
+            "aphrodite",
+            "mlc_llm",
+            "local-ai",
+            "llama_cpp",
+        ]
+        .contains(&program.as_str())
 }
 
-/// The port an argument vector listens on (`--port N` / `--port=N`), else the engine default.
-fn port_of(argv: &[String]) -> u16 {
-    let mut it = argv.iter();
-    while let Some(a) = it.next() {
-        if a == "--port" {
-            if let Some(p) = it.next().and_then(|p| p.parse().ok()) {
-                return p;
-            }
-        } else if let Some(p) = a.strip_prefix("--port=").and_then(|p| p.parse().ok()) {
-            return p;
+/// The argument vector of a process (`/proc/PID/cmdline`), if visible.
+pub fn argv_of(pid: u32) -> Option<Vec<String>> {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let argv: Vec<String> =
+        raw.split(|b| *b == 0).filter(|a| !a.is_empty()).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+    (!argv.is_empty()).then_some(argv)
+}
+
+/// The parent of a process (`/proc/PID/stat`), if visible.
+pub fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // "PID (comm) STATE PPID …"; comm may hold spaces, so split after the last ')'.
+    stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// The top process of the server that `pid` belongs to: up from `pid` while the parent is a
+/// server process too (TGI's router under its launcher, a vLLM API server under `vllm serve`).
+/// Its argument vector is the launch command.
+pub fn server_root(pid: u32) -> u32 {
+    let mut root = pid;
+    while let Some(parent) = parent_of(root).filter(|&p| p > 1) {
+        if !argv_of(parent).is_some_and(|a| is_server(&a)) {
+            break;
         }
+        root = parent;
     }
-    if argv.iter().any(|a| a.ends_with("llama-server")) {
-        8080
-    } else if argv.join(" ").contains("sglang") {
-        30000
-    } else {
-        8000
-    }
+    root
 }
 
-/// A server process on this host, found by the port it listens on.
+/// A server process on this host, found by the listening socket of the URL (see
+/// [`crate::measuring::locate`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct LocalServer {
     /// The server's process and every process below it (workers, engine cores): the GPU
@@ -213,32 +221,12 @@ fn engine_env(environ: &[u8]) -> Vec<String> {
     vars
 }
 
-/// The server process on this host that listens on `port` (Linux `/proc`): its process tree and
-/// its launch command with the engine-relevant environment, redacted. `None` when no such
-/// process is visible (a remote server, another OS, another user's process).
-pub fn local_server(port: u16) -> Option<LocalServer> {
-    let entries = std::fs::read_dir("/proc").ok()?;
-    let mut found: Vec<(u32, Vec<String>)> = entries
-        .filter_map(|e| {
-            let e = e.ok()?;
-            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
-            let raw = std::fs::read(e.path().join("cmdline")).ok()?;
-            let argv: Vec<String> = raw
-                .split(|b| *b == 0)
-                .filter(|a| !a.is_empty())
-                .map(|a| String::from_utf8_lossy(a).into_owned())
-                .collect();
-            (is_server(&argv) && port_of(&argv) == port).then_some((pid, argv))
-        })
-        .collect();
-    // The lowest pid is the parent when a server forks workers with the same command line.
-    found.sort_by_key(|(pid, _)| *pid);
-    let (pid, argv) = found.into_iter().next()?;
-    let env = std::fs::read(format!("/proc/{pid}/environ")).map(|e| engine_env(&e)).unwrap_or_default();
-    let line: Vec<String> = env.into_iter().chain(argv).collect();
-    let mut pids = vec![pid];
-    pids.extend(descendants(pid));
-    Some(LocalServer { pids, command: redact_argv(&line) })
+/// The local server `root` (its argument vector `argv`, its process tree `pids`): its launch
+/// command with the engine-relevant environment, redacted.
+pub fn local_server(root: u32, argv: &[String], pids: &[u32]) -> LocalServer {
+    let env = std::fs::read(format!("/proc/{root}/environ")).map(|e| engine_env(&e)).unwrap_or_default();
+    let line: Vec<String> = env.into_iter().chain(argv.iter().cloned()).collect();
+    LocalServer { pids: pids.to_vec(), command: redact_argv(&line) }
 }
 
 /// Every process below `root`, from the parent pid in `/proc/PID/stat`.
@@ -248,10 +236,7 @@ pub fn descendants(root: u32) -> Vec<u32> {
         .flatten()
         .filter_map(|e| {
             let pid: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            // "PID (comm) STATE PPID …"; comm may hold spaces, so split after the last ')'.
-            let ppid = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()?;
-            Some((pid, ppid))
+            Some((pid, parent_of(pid)?))
         })
         .collect();
     let mut out = vec![];
@@ -271,14 +256,8 @@ pub fn descendants(root: u32) -> Vec<u32> {
 /// `--speculative-model M` / SGLang `--speculative-algorithm A`), e.g. "ngram, 3 tokens";
 /// `None` when the command sets none.
 pub fn speculative_decoding(command: &str) -> Option<String> {
-    let words = split_words(command);
-    let value = |flag: &str| {
-        words.iter().enumerate().find_map(|(i, w)| {
-            w.strip_prefix(&format!("{flag}="))
-                .map(str::to_string)
-                .or_else(|| (w == flag).then(|| words.get(i + 1).cloned()).flatten())
-        })
-    };
+    let line = CommandLine::parse(command)?;
+    let value = |flag: &str| line.value(flag).filter(|v| *v != FLAG_SET).map(str::to_string);
     if let Some(cfg) = value("--speculative-config") {
         let v: serde_json::Value = serde_json::from_str(&cfg).ok()?;
         let method = v["method"].as_str().or_else(|| v["model"].as_str()).unwrap_or("draft model");
@@ -339,7 +318,7 @@ mod tests {
     use super::*;
 
     fn argv(s: &str) -> Vec<String> {
-        split_words(s)
+        shlex::split(s).expect("balanced quotes")
     }
 
     #[test]
@@ -354,7 +333,7 @@ mod tests {
         );
         assert!(!line.contains("sk-1") && !line.contains("hf_abc") && !line.contains("hf_x"));
         // Quoting round-trips: splitting the line gives the (redacted) words back.
-        assert_eq!(split_words(&line).last().unwrap(), r#"{"method":"mtp","num_speculative_tokens":2}"#);
+        assert_eq!(argv(&line).last().unwrap(), r#"{"method":"mtp","num_speculative_tokens":2}"#);
     }
 
     #[test]
@@ -402,18 +381,29 @@ mod tests {
     }
 
     #[test]
-    fn servers_and_ports_are_recognised() {
+    fn servers_are_recognised() {
         assert!(is_server(&argv("/env/bin/vllm serve m --port 8001")));
         assert!(is_server(&argv("python -m vllm.entrypoints.openai.api_server --model m")));
+        assert!(is_server(&argv("VLLM::EngineCore")));
         assert!(is_server(&argv("python3 -m sglang.launch_server --model-path m")));
         assert!(is_server(&argv("/opt/llama-server -m x.gguf")));
+        assert!(is_server(&argv("/usr/local/bin/ollama serve")));
+        assert!(is_server(&argv("text-generation-router --port 8080")));
+        assert!(is_server(&argv("python3 -m llama_cpp.server --model x.gguf")));
         assert!(!is_server(&argv("vim serve.py")));
         assert!(is_server(&argv("/x/target/debug/speedmatrix simulate --port 9000")));
+        assert!(is_server(&argv("/x/target/debug/speedmatrix-under-test simulate --port 9000")));
+        assert!(!is_server(&argv("/x/speedmatrix/bin/other simulate")), "a folder of that name is no binary");
         assert!(!is_server(&argv("speedmatrix run --url http://x")));
-        assert_eq!(port_of(&argv("vllm serve m --port 8001")), 8001);
-        assert_eq!(port_of(&argv("vllm serve m --port=9000")), 9000);
-        assert_eq!(port_of(&argv("vllm serve m")), 8000);
-        assert_eq!(port_of(&argv("/opt/llama-server -m x")), 8080);
+        assert!(!is_server(&argv("ssh -L 8000:h:8000 bastion")));
+    }
+
+    #[test]
+    fn this_process_is_seen_with_its_parent() {
+        let me = std::process::id();
+        assert!(argv_of(me).is_some_and(|a| !a.is_empty()));
+        assert!(parent_of(me).is_some());
+        assert_eq!(server_root(me), me, "a test binary is no server, so its own root");
     }
 
     #[test]

@@ -1,13 +1,47 @@
-//! From stream records to figures (pure: no I/O, no clock). `docs/METHODOLOGY.md` ("Decode
-//! cells and the window", "Metrics") is the specification.
+//! From what a decode cell's stages observed to its figures and status (pure: no I/O, no
+//! clock). docs/METHODOLOGY.md is the specification; each figure is defined once in the
+//! registry (`speedmatrix_schema::registry`), each status rule in `speedmatrix_schema::status`.
 //!
-//! A decode cell's window is `(w0, w1]` on the run clock. Only token chunks that arrived inside
-//! it count towards total tok/s, TPOT and ITL; the TTFT of the streams that opened the cell is
-//! reported apart from the TTFT of replacement streams started inside the window.
+//! [`decode_cell`] is the one entry: an [`Observation`] (every stream's record, the scrapes
+//! with their times, how readiness ended, when the window opened and really closed, CPU and
+//! GPU readings) in, a [`DecodeCell`] out. A cell's window is `(start, closed]` on the run
+//! clock; only token chunks that arrived inside it count towards total tok/s, TPOT and ITL,
+//! and the TTFT of the streams that opened the cell is reported apart from the TTFT of
+//! replacement streams started inside the window.
 
 use crate::measuring::client::StreamRecord;
-use speedmatrix_schema::stats;
-use speedmatrix_schema::{Distribution, FinishReason, RequestSample};
+use crate::measuring::discovery::Metrics;
+use crate::measuring::gpu;
+use crate::measuring::scrape::Scrape;
+use crate::measuring::series;
+use speedmatrix_schema::noise;
+use speedmatrix_schema::stats::{self, round3};
+use speedmatrix_schema::status::{decode_status, Evidence};
+use speedmatrix_schema::{
+    CellStatus, ContextSize, DecodeCell, Distribution, FinishReason, Readiness, RequestSample, ServerFigures,
+    TokenCountSource,
+};
+
+/// What HTTP 429 with a short `Retry-After` did to these requests, for the row's or cell's
+/// `reason`: how many were rate-limited and sent again after the wait, and the longest wait.
+/// `None` when none was.
+pub fn rate_limit_note<'a>(records: impl IntoIterator<Item = &'a StreamRecord>) -> Option<String> {
+    let waits: Vec<u64> =
+        records.into_iter().filter(|r| !r.rate_limited.is_empty()).map(|r| r.rate_limited.iter().sum()).collect();
+    let longest = waits.iter().max()?;
+    Some(format!(
+        "rate limited: the server answered HTTP 429 to {} request(s); each was sent again after its Retry-After (at most {longest} s in all), and its times count from the new send",
+        waits.len()
+    ))
+}
+
+/// `note` added to `reason` (after what it already says).
+pub fn add_note(reason: &mut Option<String>, note: String) {
+    *reason = Some(match reason.take() {
+        Some(r) => format!("{r}; {note}"),
+        None => note,
+    });
+}
 
 /// A record plus whether its stream opened the cell (vs. replaced a finished one).
 #[derive(Debug, Clone)]
@@ -18,15 +52,272 @@ pub struct CellStream {
     pub opening: bool,
 }
 
+/// When a decode window opened, was due to close and really closed, ms on the run clock.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WindowTimes {
+    /// The window opened (readiness ended).
+    pub start_ms: f64,
+    /// `start_ms` + `--duration`.
+    pub deadline_ms: f64,
+    /// The instant the collector stopped counting, just before it cancelled the streams.
+    pub closed_ms: f64,
+}
+
+/// Everything the stages observed for one decode cell.
+#[derive(Debug, Clone)]
+pub struct Observation {
+    /// The cell's context.
+    pub context: ContextSize,
+    /// Streams N.
+    pub concurrency: u32,
+    /// The warmed prompt's real length, tokens (server usage or `/tokenize`).
+    pub prompt_tokens: Option<u64>,
+    /// Every stream's record (opening and replacement), in any order.
+    pub streams: Vec<CellStream>,
+    /// How readiness ended.
+    pub readiness: Option<Readiness>,
+    /// The window, when one was measured (not after a failure during readiness).
+    pub window: Option<WindowTimes>,
+    /// `/metrics` readings from before the first stream opened to after the last ended.
+    pub scrapes: Vec<Scrape>,
+    /// The engine's output-token counter grows while requests stream (not llama.cpp's).
+    pub live_counter: bool,
+    /// Why the cell must queue on this server by construction (slots, `max_running_requests`).
+    pub queued_by_construction: Option<String>,
+    /// TTFT of the context's cold (first, uncached) request, ms: the yardstick of an ordinary
+    /// stream start ([`speedmatrix_schema::status::start_allowance_ms`]).
+    pub cold_ttft_ms: Option<f64>,
+    /// The collector's CPU time at the window's open and close, s.
+    pub client_cpu_s: Option<(f64, f64)>,
+    /// Cores the collector may use.
+    pub cores: usize,
+    /// NVML readings around the window; `None` without GPU telemetry.
+    pub gpu: Option<Vec<(f64, gpu::Reading)>>,
+}
+
+/// A decode cell before it is measured: `not_run`, "pending", no figures.
+pub fn blank_cell(context: &ContextSize, concurrency: u32) -> DecodeCell {
+    DecodeCell::new(context.clone(), concurrency, CellStatus::NotRun, Some("pending".into()))
+}
+
+/// The cell's figures and status from what was observed, and notes for the log (a collector
+/// near its CPU limit).
+pub fn decode_cell(obs: &Observation) -> (DecodeCell, Vec<String>) {
+    let mut streams = obs.streams.clone();
+    streams.sort_by_key(|c| c.record.id);
+    let mut cell = blank_cell(&obs.context, obs.concurrency);
+    cell.prompt_tokens = obs.prompt_tokens;
+    cell.readiness = obs.readiness.clone();
+    let failures = failures(&streams);
+    let Some(w) = obs.window.filter(|_| failures.is_empty()) else {
+        // A stream failed: no throughput is claimed; what the requests saw is kept.
+        let counted = count_tokens(&streams, None, None);
+        cell.status = CellStatus::Error;
+        cell.reason =
+            Some(decode_status(&Evidence { failures: &failures, ..Evidence::default() }).1.unwrap_or_default());
+        let at = obs.window.map(|w| (w.start_ms, w.closed_ms));
+        cell.requests = samples(&streams, &counted.weights, at);
+        cell.ttft_ms = distribution(&ttfts(&streams, true));
+        return (cell, vec![]);
+    };
+    let (w0, w1) = (w.start_ms, w.closed_ms);
+    let server_tokens =
+        if obs.live_counter { counter_delta(&obs.scrapes, |m| m.generation_tokens, w0, w1) } else { None };
+    let counted = count_tokens(&streams, server_tokens, Some((w0, w1)));
+    let allowance = speedmatrix_schema::status::start_allowance_ms(obs.cold_ttft_ms);
+    let f = window_figures(&streams, &counted.weights, w0, w1, allowance);
+    let server = server_figures(&obs.scrapes, w0, w1, obs.live_counter);
+    let waiting: Vec<f64> =
+        obs.scrapes.iter().filter(|s| s.t_ms >= w0 && s.t_ms <= w1).filter_map(|s| s.metrics.waiting).collect();
+    let readiness_timeout = readiness_note(obs.readiness.as_ref());
+    let (mut status, mut reason) = decode_status(&Evidence {
+        concurrency: obs.concurrency,
+        failures: &[],
+        waiting_samples: &waiting,
+        avg_running: server.as_ref().and_then(|s| s.running_avg),
+        client_running: Some(f.avg_in_flight - f.avg_queued),
+        start_allowance_ms: Some(allowance),
+        window_tokens: Some(f.output_tokens),
+        readiness_timeout: readiness_timeout.as_deref(),
+    });
+    if let (CellStatus::Valid | CellStatus::RequestsQueued, Some(why)) = (status, &obs.queued_by_construction) {
+        (status, reason) = (CellStatus::RequestsQueued, Some(reason.map_or(why.clone(), |r| format!("{why}; {r}"))));
+    }
+    cell.status = status;
+    cell.reason = reason;
+    cell.requests = samples(&streams, &counted.weights, Some((w0, w1)));
+    cell.ttft_ms = f.ttft_ms;
+    if status == CellStatus::Error {
+        return (cell, vec![]);
+    }
+    fill_window_figures(&mut cell, &f, &counted, w);
+    cell.series = series::window_series(&streams, &counted.weights, &obs.scrapes, w0, w1);
+    cell.intervals = Some(noise::cell_intervals(cell.series.as_ref()));
+    // One figure, one meaning: requests being served (the count the status rules use), from the
+    // server's gauge when it has one.
+    cell.avg_active_requests =
+        Some(server.as_ref().and_then(|s| s.running_avg).unwrap_or(round3(f.avg_in_flight - f.avg_queued)));
+    cell.spec_accept_rate = spec_rate(&obs.scrapes, w0, w1);
+    cell.server = server;
+    let notes = cpu_note(&mut cell, obs);
+    if let Some(readings) = &obs.gpu {
+        if let Some((figures, power, per_token)) = gpu::window_figures(readings, w0, w1, cell.output_tokens) {
+            cell.gpu_power_w = power;
+            cell.energy_j_per_token = per_token;
+            cell.gpu = Some(figures);
+        }
+    }
+    (cell, notes)
+}
+
+/// The window's client figures into the cell.
+fn fill_window_figures(cell: &mut DecodeCell, f: &WindowFigures, counted: &TokenCount, w: WindowTimes) {
+    cell.window_s = Some(round3(f.window_s));
+    cell.window_start_ms = Some(round3(w.start_ms));
+    cell.window_end_ms = Some(round3(w.closed_ms));
+    cell.output_tokens = Some(f.output_tokens);
+    cell.token_count_source = Some(counted.source);
+    cell.token_count_reconciled = counted.reconciled;
+    cell.total_tps = Some(round3(f.output_tokens as f64 / f.window_s));
+    cell.per_request_tps = f.per_request_tps;
+    cell.ttft_in_window_ms = f.ttft_in_window_ms;
+    cell.ttft_content_ms = f.ttft_content_ms;
+    cell.tpot_ms = f.tpot_ms;
+    cell.itl_ms = f.itl_ms;
+    cell.chunk_gap_ms = f.chunk_gap_ms;
+    cell.e2e_ms = f.e2e_ms;
+    cell.completed_requests = Some(f.completed_requests);
+    cell.max_active_requests = Some(f.max_in_flight as f64);
+}
+
+/// The failed streams' errors, first failure first; a stream that finished without any token
+/// is a failure too (a server that answers empty streams measures nothing).
+fn failures(streams: &[CellStream]) -> Vec<String> {
+    let mut failed: Vec<(f64, String)> = streams
+        .iter()
+        .filter_map(|s| {
+            let r = &s.record;
+            let why = match (&r.error, r.finished() && r.chunks.is_empty()) {
+                (Some(e), _) => e.clone(),
+                (None, true) => format!(
+                    "the stream finished without a token (finish_reason {}, usage {} completion tokens)",
+                    r.finish_reason.as_deref().unwrap_or("none"),
+                    r.completion_tokens.map_or("without".into(), |t| t.to_string())
+                ),
+                (None, false) => return None,
+            };
+            Some((r.ended_ms.unwrap_or(f64::INFINITY), format!("stream {}: {why}", r.id)))
+        })
+        .collect();
+    failed.sort_by(|a, b| a.0.total_cmp(&b.0));
+    failed.into_iter().map(|(_, w)| w).collect()
+}
+
+/// The cell's reason when readiness did not end with every stream decoding.
+fn readiness_note(r: Option<&Readiness>) -> Option<String> {
+    let r = r.filter(|r| r.outcome == speedmatrix_schema::ReadinessOutcome::TimedOut)?;
+    Some(format!(
+        "readiness timed out: {} stream(s) had produced a token with an empty queue {:.0} s after the cell opened (limit {:.0} s); measured anyway",
+        r.streams_producing,
+        r.after_ms / 1000.0,
+        r.limit_ms / 1000.0
+    ))
+}
+
+/// The collector's CPU use in the window; near its cores' limit the figures may be the
+/// client's, and the reason says so.
+fn cpu_note(cell: &mut DecodeCell, obs: &Observation) -> Vec<String> {
+    let (Some((a, b)), Some(w)) = (obs.client_cpu_s, obs.window) else { return vec![] };
+    let window_s = (w.closed_ms - w.start_ms).max(1e-3) / 1000.0;
+    let pct = round3(100.0 * (b - a) / window_s);
+    cell.client_cpu_pct = Some(pct);
+    if !crate::measuring::selfcheck::near_saturation(pct, obs.cores) {
+        return vec![];
+    }
+    let note = format!(
+        "the collector used {pct:.0} % CPU of its {} core(s) in this window: the figures may show the client's limit, not the server's",
+        obs.cores
+    );
+    cell.reason = Some(match cell.reason.take() {
+        Some(r) => format!("{r}; {note}"),
+        None => note.clone(),
+    });
+    vec![format!("warning: {} × {}: {note}", cell.context.label, cell.concurrency)]
+}
+
+/// How a cell's output tokens were counted: the source, whether chunk counts were reconciled
+/// with a real count, and every stream's tokens per chunk (fractional when reconciled).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenCount {
+    /// Where the count came from.
+    pub source: TokenCountSource,
+    /// `Some(true)` when chunk counts were reconciled, `Some(false)` when they could not be
+    /// (approximate), `None` when every chunk carried its usage.
+    pub reconciled: Option<bool>,
+    /// Per stream (same order as the streams), tokens of each chunk.
+    pub weights: Vec<Vec<f64>>,
+}
+
+/// Count the tokens of every chunk (docs/METHODOLOGY.md, "Token counts"):
+/// - usage on every chunk (`continuous_usage_stats`): exact, per chunk;
+/// - else each request with a final `usage.completion_tokens` has those tokens spread evenly
+///   over its chunks, and requests without one (cancelled when the window closed) get the
+///   tokens per chunk of those with one;
+/// - else, with `server_tokens` (the server's live counter over the window), the window's
+///   chunks are scaled to it;
+/// - else one token per chunk (approximate).
+pub fn count_tokens(streams: &[CellStream], server_tokens: Option<f64>, window: Option<(f64, f64)>) -> TokenCount {
+    let exact = |s: &CellStream| s.record.continuous_usage || s.record.chunks.is_empty();
+    let per_chunk = |s: &CellStream, w: f64| vec![w; s.record.chunks.len()];
+    let usage_of = |s: &CellStream| s.record.completion_tokens.filter(|_| !s.record.chunks.is_empty());
+    if streams.iter().all(exact) {
+        let weights = streams.iter().map(|s| s.record.chunks.iter().map(|c| f64::from(c.tokens)).collect()).collect();
+        return TokenCount { source: TokenCountSource::ContinuousUsage, reconciled: None, weights };
+    }
+    let (mut tokens, mut chunks) = (0u64, 0usize);
+    for s in streams.iter().filter(|s| !exact(s)) {
+        if let Some(t) = usage_of(s) {
+            tokens += t;
+            chunks += s.record.chunks.len();
+        }
+    }
+    let inside = |s: &CellStream| match window {
+        Some((a, b)) => s.record.chunks.iter().filter(|c| c.t_ms > a && c.t_ms <= b).count(),
+        None => 0,
+    };
+    let (source, reconciled, ratio) = if chunks > 0 {
+        (TokenCountSource::FinalUsage, true, tokens as f64 / chunks as f64)
+    } else {
+        let unreconciled: usize = streams.iter().filter(|s| !exact(s)).map(inside).sum();
+        let exact_tokens: f64 = streams
+            .iter()
+            .filter(|s| exact(s))
+            .flat_map(|s| s.record.chunks.iter().filter(|c| window.is_some_and(|(a, b)| c.t_ms > a && c.t_ms <= b)))
+            .map(|c| f64::from(c.tokens))
+            .sum();
+        match server_tokens.map(|t| t - exact_tokens).filter(|t| *t > 0.0 && unreconciled > 0) {
+            Some(t) => (TokenCountSource::ServerCounter, true, t / unreconciled as f64),
+            None => (TokenCountSource::ChunkCount, false, 1.0),
+        }
+    };
+    let weights = streams
+        .iter()
+        .map(|s| match (exact(s), usage_of(s)) {
+            (true, _) => s.record.chunks.iter().map(|c| f64::from(c.tokens)).collect(),
+            (false, Some(t)) => per_chunk(s, t as f64 / s.record.chunks.len() as f64),
+            (false, None) => per_chunk(s, ratio),
+        })
+        .collect();
+    TokenCount { source, reconciled: Some(reconciled), weights }
+}
+
 /// The client-side figures of one decode window.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct WindowFigures {
-    /// Window length, s.
+    /// Window length, s: real close − open.
     pub window_s: f64,
-    /// Output tokens that arrived inside the window (server usage deltas).
+    /// Output tokens that arrived inside the window (rounded sum of chunk tokens).
     pub output_tokens: u64,
-    /// `output_tokens` ÷ `window_s`, tok/s.
-    pub total_tps: f64,
     /// 1000 ÷ TPOT per stream, tok/s.
     pub per_request_tps: Option<Distribution>,
     /// TPOT per stream inside the window, ms.
@@ -49,96 +340,132 @@ pub struct WindowFigures {
     pub avg_in_flight: f64,
     /// Most streams in flight at once during the window (client view).
     pub max_in_flight: u64,
-    /// Time-weighted mean of streams decoding during the window: from their first token to
-    /// their end (client view). Streams still waiting for a first token are queued somewhere;
-    /// this is the queue evidence when the server has no `/metrics`.
-    pub avg_decoding: f64,
-    /// Whether every stream reported cumulative usage per chunk.
-    pub continuous_usage: bool,
+    /// Time-weighted mean of streams queued during the window (client view): waiting for their
+    /// first token beyond the start allowance. The queue evidence without server gauges.
+    pub avg_queued: f64,
 }
 
-/// Compute a cell's figures over the window `(w0_ms, w1_ms]`.
-pub fn window_figures(streams: &[CellStream], w0_ms: f64, w1_ms: f64) -> WindowFigures {
+/// One stream's window figures: tokens, TPOT, the ITL values and chunk gaps.
+struct StreamWindow {
+    tokens: f64,
+    tpot: Option<f64>,
+    itls: Vec<f64>,
+    gaps: Vec<f64>,
+}
+
+/// The chunks of one stream inside `(w0, w1]`, with `weights` tokens each. ITL: each chunk's
+/// gap divided over its tokens, one value per token; fractional (reconciled) tokens are
+/// rounded on the stream's running total, so the values number the stream's tokens.
+fn stream_window(record: &StreamRecord, weights: &[f64], w0: f64, w1: f64) -> StreamWindow {
+    let inside = |t: f64| t > w0 && t <= w1;
+    let chunks = &record.chunks;
+    let mut out = StreamWindow { tokens: 0.0, tpot: None, itls: vec![], gaps: vec![] };
+    let (mut first, mut last, mut after_first, mut running) = (None, None, 0.0, 0.0_f64);
+    for (i, c) in chunks.iter().enumerate().filter(|(_, c)| inside(c.t_ms)) {
+        let w = weights.get(i).copied().unwrap_or(0.0);
+        out.tokens += w;
+        let emitted = ((running + w).round() - running.round()).max(0.0) as usize;
+        running += w;
+        if i > 0 && w > 0.0 {
+            let gap = c.t_ms - chunks[i - 1].t_ms;
+            out.gaps.push(gap);
+            out.itls.extend(std::iter::repeat_n(gap / w, emitted));
+        }
+        if first.is_some() {
+            after_first += w;
+        }
+        first.get_or_insert(c.t_ms);
+        last = Some(c.t_ms);
+    }
+    if let (Some(f), Some(l)) = (first, last) {
+        out.tpot = (after_first > 0.0).then(|| (l - f) / after_first);
+    }
+    out
+}
+
+/// Compute a cell's client figures over the window `(w0_ms, w1_ms]`, with `weights[i]` the
+/// tokens of each chunk of `streams[i]` ([`count_tokens`]); a stream still waiting for its
+/// first token `allowance_ms` after its send counts as queued from then on.
+pub fn window_figures(
+    streams: &[CellStream],
+    weights: &[Vec<f64>],
+    w0_ms: f64,
+    w1_ms: f64,
+    allowance_ms: f64,
+) -> WindowFigures {
     let window_ms = (w1_ms - w0_ms).max(f64::MIN_POSITIVE);
     let inside = |t: f64| t > w0_ms && t <= w1_ms;
-    let mut tokens = 0u64;
+    let mut tokens = 0.0;
     let (mut tpots, mut rates, mut itls, mut gaps, mut e2es) = (vec![], vec![], vec![], vec![], vec![]);
     let mut completed = 0;
-    for s in streams {
-        let chunks = &s.record.chunks;
-        let mut first_in: Option<usize> = None;
-        for (i, c) in chunks.iter().enumerate() {
-            if !inside(c.t_ms) {
-                continue;
-            }
-            first_in.get_or_insert(i);
-            tokens += u64::from(c.tokens);
-            if i > 0 && c.tokens > 0 {
-                let gap = c.t_ms - chunks[i - 1].t_ms;
-                gaps.push(gap);
-                let per_token = gap / f64::from(c.tokens);
-                itls.extend(std::iter::repeat_n(per_token, c.tokens as usize));
-            }
-        }
-        if let Some(f) = first_in {
-            let last = chunks.iter().rposition(|c| inside(c.t_ms)).unwrap_or(f);
-            let after_first: u64 = chunks[f + 1..=last].iter().map(|c| u64::from(c.tokens)).sum();
-            if after_first > 0 {
-                let tpot = (chunks[last].t_ms - chunks[f].t_ms) / after_first as f64;
-                tpots.push(tpot);
-                if tpot > 0.0 {
-                    rates.push(1000.0 / tpot);
-                }
+    for (s, w) in streams.iter().zip(weights) {
+        let sw = stream_window(&s.record, w, w0_ms, w1_ms);
+        tokens += sw.tokens;
+        itls.extend(sw.itls);
+        gaps.extend(sw.gaps);
+        if let Some(tpot) = sw.tpot {
+            tpots.push(tpot);
+            if tpot > 0.0 {
+                rates.push(1000.0 / tpot);
             }
         }
         if s.record.finished() {
-            if let Some(last) = chunks.last().filter(|c| inside(c.t_ms)) {
+            if let Some(last) = s.record.chunks.last().filter(|c| inside(c.t_ms)) {
                 completed += 1;
                 e2es.push(last.t_ms - s.record.sent_ms);
             }
         }
     }
-    let ttft = |opening: bool| -> Vec<f64> {
-        streams.iter().filter(|s| s.opening == opening).filter_map(|s| s.record.ttft_ms()).collect()
-    };
     let content: Vec<f64> = streams
         .iter()
         .filter(|s| s.opening)
         .filter_map(|s| s.record.first_content_ms.map(|t| t - s.record.sent_ms))
         .collect();
-    let (avg, max) = in_flight(streams, w0_ms, w1_ms, |r| Some(r.sent_ms));
-    let (avg_decoding, _) = in_flight(streams, w0_ms, w1_ms, |r| r.chunks.first().map(|c| c.t_ms));
+    let (avg, max) = in_flight(streams, w0_ms, w1_ms, |r| Some((r.sent_ms, r.ended_ms.unwrap_or(f64::INFINITY))));
+    let (queued, _) = in_flight(streams, w0_ms, w1_ms, |r| {
+        let waited_until = r.chunks.first().map(|c| c.t_ms).or(r.ended_ms).unwrap_or(f64::INFINITY);
+        let from = r.sent_ms + allowance_ms;
+        (waited_until > from).then_some((from, waited_until))
+    });
+    let output_tokens = tokens.round() as u64;
     WindowFigures {
         window_s: window_ms / 1000.0,
-        output_tokens: tokens,
-        total_tps: tokens as f64 / (window_ms / 1000.0),
+        output_tokens,
         per_request_tps: distribution(&rates),
         tpot_ms: distribution(&tpots),
         itl_ms: distribution(&itls),
         chunk_gap_ms: distribution(&gaps),
-        ttft_ms: distribution(&ttft(true)),
-        ttft_in_window_ms: distribution(&ttft(false)),
+        ttft_ms: distribution(&ttfts(streams, true)),
+        ttft_in_window_ms: distribution(&ttfts(streams, false)),
         ttft_content_ms: distribution(&content),
         e2e_ms: distribution(&e2es),
         completed_requests: completed,
         avg_in_flight: avg,
         max_in_flight: max,
-        avg_decoding,
-        continuous_usage: streams.iter().all(|s| s.record.continuous_usage || s.record.chunks.is_empty()),
+        avg_queued: queued,
     }
 }
 
-/// Time-weighted mean and maximum of streams active during the window, a stream counting from
-/// `from(record)` (its send, or its first token) to its end.
-fn in_flight(streams: &[CellStream], w0: f64, w1: f64, from: impl Fn(&StreamRecord) -> Option<f64>) -> (f64, u64) {
+fn ttfts(streams: &[CellStream], opening: bool) -> Vec<f64> {
+    streams.iter().filter(|s| s.opening == opening).filter_map(|s| s.record.ttft_ms()).collect()
+}
+
+/// Time-weighted mean and maximum of streams active during the window, a stream counting over
+/// `span(record)` = (from, to), clipped to the window. A span of no length (one chunk) counts
+/// at its instant; spans that only touch (one ends as the next starts) do not overlap.
+fn in_flight(
+    streams: &[CellStream],
+    w0: f64,
+    w1: f64,
+    span: impl Fn(&StreamRecord) -> Option<(f64, f64)>,
+) -> (f64, u64) {
     let mut edges: Vec<(f64, i64)> = Vec::with_capacity(streams.len() * 2);
     for s in streams {
-        let Some(from) = from(&s.record) else { continue };
-        let start = from.max(w0);
-        let end = s.record.ended_ms.unwrap_or(f64::INFINITY).min(w1);
-        if end > start {
+        let Some((from, to)) = span(&s.record) else { continue };
+        let (start, end) = (from.max(w0), to.min(w1));
+        if end >= start && end > w0 && start <= w1 {
             edges.push((start, 1));
-            edges.push((end, -1));
+            edges.push((if end > start { end } else { end + 1e-9 }, -1));
         }
     }
     edges.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
@@ -152,8 +479,13 @@ fn in_flight(streams: &[CellStream], w0: f64, w1: f64, from: impl Fn(&StreamReco
     (area / (w1 - w0).max(f64::MIN_POSITIVE), max.max(0) as u64)
 }
 
-/// One request's summary for the results file.
-pub fn sample(s: &StreamRecord, opening: bool, w0_ms: Option<f64>, w1_ms: Option<f64>) -> RequestSample {
+/// Every request's summary, with its counted tokens.
+fn samples(streams: &[CellStream], weights: &[Vec<f64>], window: Option<(f64, f64)>) -> Vec<RequestSample> {
+    streams.iter().zip(weights).map(|(s, w)| sample(&s.record, w, s.opening, window)).collect()
+}
+
+/// One request's summary for the results file; `weights` are its chunks' tokens.
+pub fn sample(s: &StreamRecord, weights: &[f64], opening: bool, window: Option<(f64, f64)>) -> RequestSample {
     let finish = if s.error.is_some() {
         Some(FinishReason::Error)
     } else if s.cancelled {
@@ -165,20 +497,17 @@ pub fn sample(s: &StreamRecord, opening: bool, w0_ms: Option<f64>, w1_ms: Option
             _ => FinishReason::Other,
         })
     };
-    let out_tokens = s.completion_tokens.or_else(|| (!s.chunks.is_empty()).then(|| s.chunk_tokens()));
+    let counted: f64 = weights.iter().sum();
+    let out_tokens = s.completion_tokens.or_else(|| (!s.chunks.is_empty()).then(|| counted.round() as u64));
+    let after_first: f64 = weights.iter().skip(1).sum();
     let tpot = match (s.chunks.first(), s.chunks.last()) {
-        (Some(f), Some(l)) => {
-            let after: u64 = s.chunks[1..].iter().map(|c| u64::from(c.tokens)).sum();
-            (after > 0).then(|| (l.t_ms - f.t_ms) / after as f64)
-        }
+        (Some(f), Some(l)) if after_first > 0.0 => Some((l.t_ms - f.t_ms) / after_first),
         _ => None,
     };
-    let window_tokens = match (w0_ms, w1_ms) {
-        (Some(a), Some(b)) => {
-            Some(s.chunks.iter().filter(|c| c.t_ms > a && c.t_ms <= b).map(|c| u64::from(c.tokens)).sum())
-        }
-        _ => None,
-    };
+    let window_tokens = window.map(|(a, b)| {
+        let inside = s.chunks.iter().zip(weights).filter(|(c, _)| c.t_ms > a && c.t_ms <= b);
+        inside.map(|(_, w)| w).sum::<f64>().round() as u64
+    });
     RequestSample {
         start_ms: round3(s.sent_ms),
         response_id: s.response_id.clone(),
@@ -197,6 +526,74 @@ pub fn sample(s: &StreamRecord, opening: bool, w0_ms: Option<f64>, w1_ms: Option
     }
 }
 
+/// A counter's value at `t_ms`, interpolated linearly between the readings just before and
+/// just after (`None` unless readings bracket `t_ms`).
+pub fn counter_at(scrapes: &[Scrape], get: impl Fn(&Metrics) -> Option<f64>, t_ms: f64) -> Option<f64> {
+    let before = scrapes.iter().rev().find_map(|s| get(&s.metrics).filter(|_| s.t_ms <= t_ms).map(|v| (s.t_ms, v)))?;
+    let after = scrapes.iter().find_map(|s| get(&s.metrics).filter(|_| s.t_ms >= t_ms).map(|v| (s.t_ms, v)))?;
+    if after.0 <= before.0 {
+        return Some(before.1);
+    }
+    Some(before.1 + (after.1 - before.1) * (t_ms - before.0) / (after.0 - before.0))
+}
+
+/// A counter's growth over the window `[w0, w1]`, read between scrapes ([`counter_at`]).
+pub fn counter_delta(
+    scrapes: &[Scrape],
+    get: impl Fn(&Metrics) -> Option<f64> + Copy,
+    w0: f64,
+    w1: f64,
+) -> Option<f64> {
+    Some((counter_at(scrapes, get, w1)? - counter_at(scrapes, get, w0)?).max(0.0))
+}
+
+/// Accepted ÷ drafted speculative tokens over the window.
+fn spec_rate(scrapes: &[Scrape], w0: f64, w1: f64) -> Option<f64> {
+    let drafted = counter_delta(scrapes, |m| m.spec_draft_tokens, w0, w1)?;
+    let accepted = counter_delta(scrapes, |m| m.spec_accepted_tokens, w0, w1)?;
+    (drafted > 0.0).then(|| round3(accepted / drafted))
+}
+
+/// Server figures from the cell's Prometheus readings: gauges sampled inside the window,
+/// counters' growth over the window (read between scrapes), and `generation_tokens` from the
+/// reading before the first stream opened to the one after the last ended (a cross-check of
+/// every token the cell's requests were sent; only for a counter that grows while requests
+/// stream).
+fn server_figures(scrapes: &[Scrape], w0: f64, w1: f64, live_counter: bool) -> Option<ServerFigures> {
+    if scrapes.is_empty() {
+        return None;
+    }
+    let inside: Vec<&Metrics> = scrapes.iter().filter(|s| s.t_ms >= w0 && s.t_ms <= w1).map(|s| &s.metrics).collect();
+    let mean = |get: &dyn Fn(&Metrics) -> Option<f64>| {
+        let v: Vec<f64> = inside.iter().filter_map(|m| get(m)).collect();
+        (!v.is_empty()).then(|| round3(v.iter().sum::<f64>() / v.len() as f64))
+    };
+    let max = |get: &dyn Fn(&Metrics) -> Option<f64>| inside.iter().filter_map(|m| get(m)).reduce(f64::max);
+    let delta = |get: fn(&Metrics) -> Option<f64>| counter_delta(scrapes, get, w0, w1);
+    let whole_cell = match (scrapes.first(), scrapes.last()) {
+        (Some(a), Some(b)) if live_counter => match (a.metrics.generation_tokens, b.metrics.generation_tokens) {
+            (Some(x), Some(y)) => Some((y - x).max(0.0).round() as u64),
+            _ => None,
+        },
+        _ => None,
+    };
+    let (drafts, accepted) = (delta(|m| m.spec_drafts), delta(|m| m.spec_accepted_tokens));
+    Some(ServerFigures {
+        running_avg: mean(&|m| m.running),
+        waiting_max: max(&|m| m.waiting),
+        kv_cache_usage_avg: mean(&|m| m.kv_usage).map(|v| v.min(1.0)),
+        kv_cache_usage_max: max(&|m| m.kv_usage).map(|v| v.min(1.0)),
+        preemptions: delta(|m| m.preemptions).map(|v| v.round() as u64),
+        generation_tokens: whole_cell,
+        prefix_cache_hit_tokens: delta(|m| m.prefix_hits).map(|v| v.round() as u64),
+        prefix_cache_query_tokens: delta(|m| m.prefix_queries).map(|v| v.round() as u64),
+        spec_mean_accepted_len: match (drafts, accepted) {
+            (Some(d), Some(a)) if d > 0.0 => Some(round3(1.0 + a / d)),
+            _ => None,
+        },
+    })
+}
+
 /// A distribution of ms (or tok/s) values, rounded to 3 decimals (µs for ms figures).
 fn distribution(values: &[f64]) -> Option<Distribution> {
     stats::distribution(values).map(|d| Distribution {
@@ -210,89 +607,5 @@ fn distribution(values: &[f64]) -> Option<Distribution> {
     })
 }
 
-/// Round to µs precision (3 decimals of a ms figure) so files stay readable.
-pub fn round3(v: f64) -> f64 {
-    (v * 1000.0).round() / 1000.0
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::measuring::client::Chunk;
-
-    fn stream(sent: f64, chunks: &[(f64, u32)], finished: bool, opening: bool) -> CellStream {
-        CellStream {
-            record: StreamRecord {
-                sent_ms: sent,
-                chunks: chunks.iter().map(|&(t_ms, tokens)| Chunk { t_ms, tokens }).collect(),
-                continuous_usage: true,
-                done: finished,
-                finish_reason: finished.then(|| "length".into()),
-                cancelled: !finished,
-                ended_ms: chunks.last().map(|c| c.0),
-                ..StreamRecord::default()
-            },
-            opening,
-        }
-    }
-
-    #[test]
-    fn counts_only_tokens_inside_the_window() {
-        // Chunks every 10 ms carrying 1, then 3 tokens (speculative decoding) alternately.
-        let chunks: Vec<(f64, u32)> =
-            (0..100).map(|i| (100.0 + 10.0 * i as f64, if i % 2 == 0 { 1 } else { 3 })).collect();
-        let s = stream(0.0, &chunks, false, true);
-        let f = window_figures(&[s], 300.0, 800.0);
-        // Chunks at 310..=800 → 50 chunks, 25 of 1 token and 25 of 3 tokens.
-        assert_eq!(f.output_tokens, 100);
-        assert!((f.total_tps - 200.0).abs() < 1e-9, "{}", f.total_tps);
-        assert!((f.window_s - 0.5).abs() < 1e-12);
-        // ITL per token: 10 ms for 1-token chunks, 3.33 ms for each of 3 tokens → median 3.33.
-        let itl = f.itl_ms.unwrap();
-        assert_eq!(itl.count, Some(100));
-        assert!((itl.p50.unwrap() - 10.0 / 3.0).abs() < 1e-3);
-        assert_eq!(f.chunk_gap_ms.unwrap().p50, Some(10.0));
-        // TTFT is the opening stream's, from before the window.
-        assert_eq!(f.ttft_ms.unwrap().p50, Some(100.0));
-        assert!(f.ttft_in_window_ms.is_none());
-        // TPOT: (800 − 310) ms over the 97 tokens after the first in-window chunk (which carried 3).
-        let tpot = f.tpot_ms.unwrap().p50.unwrap();
-        assert!((tpot - 490.0 / 97.0).abs() < 1e-3, "{tpot}");
-    }
-
-    #[test]
-    fn replacement_streams_and_completions() {
-        let a = stream(0.0, &[(50.0, 1), (60.0, 1), (70.0, 1)], true, true); // finished at 70
-        let b = stream(70.0, &[(90.0, 1), (100.0, 1), (110.0, 1)], false, false); // replacement
-        let f = window_figures(&[a, b], 55.0, 105.0);
-        assert_eq!(f.completed_requests, 1);
-        assert_eq!(f.e2e_ms.unwrap().p50, Some(70.0));
-        assert_eq!(f.ttft_in_window_ms.unwrap().p50, Some(20.0));
-        assert_eq!(f.ttft_ms.unwrap().count, Some(1));
-        assert_eq!(f.output_tokens, 4);
-        // In flight: a from 55 to 70, b from 70 to 105 → one stream all along.
-        assert!((f.avg_in_flight - 1.0).abs() < 1e-9, "{}", f.avg_in_flight);
-        assert_eq!(f.max_in_flight, 1);
-    }
-
-    #[test]
-    fn a_request_with_zero_tokens_is_not_a_completion() {
-        // Finished (finish_reason and [DONE]) but no token chunk: nothing to count.
-        let empty = stream(0.0, &[], true, true);
-        let f = window_figures(&[empty], 0.0, 100.0);
-        assert_eq!((f.completed_requests, f.output_tokens), (0, 0));
-        assert!(f.e2e_ms.is_none() && f.ttft_ms.is_none());
-    }
-
-    #[test]
-    fn sample_summarises_a_request() {
-        let s = stream(10.0, &[(20.0, 1), (30.0, 2), (40.0, 2)], true, true).record;
-        let r = sample(&s, true, Some(25.0), Some(35.0));
-        assert_eq!(r.ttft_ms, Some(10.0));
-        assert_eq!(r.tpot_ms, Some(5.0));
-        assert_eq!(r.window_output_tokens, Some(2));
-        assert_eq!(r.output_tokens, Some(5));
-        assert_eq!(r.finish_reason, Some(FinishReason::Length));
-        assert_eq!(r.e2e_ms, Some(30.0));
-    }
-}
+mod tests;

@@ -1,24 +1,42 @@
 //! Measuring a server: everything `speedmatrix run` does between the flags and the results
 //! file. [`run`] sequences it; each other module owns one job:
 //!
+//! - [`spec`]: the flags, checked once into a `RunSpec`;
 //! - [`discovery`]: what server this is (`/v1/models`, `/version`, `/metrics`, …);
 //! - [`engine`]: the engine adapters (vLLM, SGLang, llama.cpp, plain OpenAI) — detection, KV
 //!   budget, metric names, stream options, the reasons for figures a server cannot give;
 //! - [`plan`]: flags + server → the cells to measure (pure);
 //! - [`prompt`]: prompts of exact token counts (`/tokenize`, varied prose);
 //! - [`client`]: HTTP and SSE, one record per streamed request;
-//! - [`measure`]: records → the figures and status of a window (pure);
+//! - [`prometheus`]: `/metrics` text (Prometheus 0.0.4, OpenMetrics) → samples;
+//! - [`prefill`]: one cold prefill row (and how cold it really was);
+//! - [`cell`]: one decode cell in stages — warm, open, ready, window, drain;
+//! - [`live`]: the run's live state (results so far, the row or cell being measured) in a
+//!   watch channel, for the terminal bar and the live page;
+//! - [`scrape`]: `/metrics` read by a task of its own, off the measuring path;
+//! - [`measure`]: a cell's observation → its figures and status (pure);
+//! - [`series`]: a cell's window as per-second buckets, the evidence of its intervals (pure);
 //! - [`gpu`]: NVML GPU inventory and per-window power, energy, utilization, clocks;
+//! - [`locate`]: where the server runs — the process that owns the URL's listening socket, or
+//!   a tunnel, proxy or another machine;
 //! - [`launch`]: the server's launch command (secrets redacted) and the host's CPU, OS, name;
 //! - [`selfcheck`]: the collector's own CPU use (is the client the bottleneck?).
 
+pub mod cell;
 pub mod client;
 pub mod discovery;
 pub mod engine;
 pub mod gpu;
 pub mod launch;
+pub mod live;
+pub mod locate;
 pub mod measure;
 pub mod plan;
+pub mod prefill;
+pub mod prometheus;
 pub mod prompt;
 pub mod run;
+pub mod scrape;
 pub mod selfcheck;
+pub mod series;
+pub mod spec;

@@ -1,11 +1,11 @@
 //! The test plan (pure): flags + what discovery found → the prefill rows and decode cells to
-//! measure, with `max` resolved, contexts that cannot fit dropped (with a warning), and
-//! over-capacity cells marked (`docs/METHODOLOGY.md`, "The matrix", "Statuses"). Also the
-//! wall-time estimate printed before a run.
+//! measure, with `max` resolved, contexts that cannot fit kept apart as not run (with the
+//! reason, for the results file, and a warning), and over-capacity cells marked
+//! (docs/METHODOLOGY.md). The wall-time estimate of a plan is `speedmatrix_schema::estimate`.
 
 use speedmatrix_schema::context::{decode_max, label, ContextArg, K};
 use speedmatrix_schema::status::over_capacity;
-use speedmatrix_schema::{Capacity, ContextSize};
+use speedmatrix_schema::{Capacity, ContextSize, NotRunContext, PlanPhase};
 
 /// What the plan is made from.
 #[derive(Debug, Clone, PartialEq)]
@@ -56,8 +56,11 @@ pub struct Plan {
     pub concurrency: Vec<u32>,
     /// Decode cells, context-major.
     pub cells: Vec<PlannedCell>,
-    /// Things the user should know (dropped contexts, unknown KV budget).
+    /// Things the user should know (contexts not run, unknown KV budget).
     pub warnings: Vec<String>,
+    /// Contexts asked for that cannot be measured on this server, with the reason (they go
+    /// into the results file's `config.not_run_contexts`).
+    pub not_run: Vec<NotRunContext>,
 }
 
 /// Why no plan could be made (exit code 2).
@@ -66,9 +69,9 @@ pub enum PlanError {
     /// `max` needs the server's `max_model_len`, which it does not report.
     #[error("the server does not report max_model_len, so 'max' cannot be resolved; give contexts in tokens (e.g. --contexts 8k,32k)")]
     MaxUnknown,
-    /// Nothing left to measure.
-    #[error("nothing to measure: {0}")]
-    Empty(String),
+    /// No asked context fits the server: nothing left to measure.
+    #[error("nothing to measure: no asked context fits the server (see the warnings above)")]
+    AllDropped,
     /// A concurrency of 0.
     #[error("--concurrency values must be at least 1")]
     ZeroConcurrency,
@@ -88,57 +91,16 @@ pub fn plan(input: &PlanInput) -> Result<Plan, PlanError> {
     if input.concurrency.contains(&0) {
         return Err(PlanError::ZeroConcurrency);
     }
-    let mut warnings = Vec::new();
-    let max_tokens = u64::from(input.max_tokens);
-    // `max` means the longest request the server can hold: within a slot where there are slots.
-    let mml = match (input.max_model_len, input.slot_context) {
-        (Some(m), Some(s)) => Some(m.min(s)),
-        (m, s) => m.or(s),
-    };
-    let mut contexts = Vec::new();
-    for arg in &input.contexts {
-        match *arg {
-            ContextArg::Max => {
-                let m = mml.ok_or(PlanError::MaxUnknown)?;
-                match decode_max(m, max_tokens) {
-                    Some(t) => contexts.push(ContextSize { label: label(t), tokens: t }),
-                    None => warnings.push(format!("decode context max dropped: max_model_len {m} leaves no room for {max_tokens} output tokens")),
-                }
-            }
-            ContextArg::Tokens(t) => match input.max_model_len {
-                Some(m) if t + max_tokens > m => warnings.push(format!(
-                    "decode context {} dropped: {} prompt + {max_tokens} output tokens exceed the server's max_model_len {m}",
-                    label(t),
-                    t
-                )),
-                _ => contexts.push(ContextSize { label: label(t), tokens: t }),
-            },
-        }
-    }
-    let mut prefill = Vec::new();
-    for arg in &input.prefill_contexts {
-        match *arg {
-            // The longest prompt the server accepts with max_tokens 1; labelled like the seed ("256K").
-            ContextArg::Max => {
-                let m = mml.ok_or(PlanError::MaxUnknown)?;
-                prefill.push(ContextSize { label: label(m / K * K).replace(',', ""), tokens: m - 1 });
-            }
-            ContextArg::Tokens(t) => match mml {
-                Some(m) if t + 1 > m => warnings.push(format!(
-                    "prefill context {} dropped: {t} prompt tokens + 1 output token exceed the server's max_model_len {m}",
-                    label(t)
-                )),
-                _ => prefill.push(ContextSize { label: label(t), tokens: t }),
-            },
-        }
-    }
-    let contexts = dedup_sorted(contexts);
-    let prefill = dedup_sorted(prefill);
+    let mut not_run = Vec::new();
+    let contexts = decode_contexts(input, &mut not_run)?;
+    let prefill = prefill_contexts(input, &mut not_run)?;
+    not_run.dedup();
+    let mut warnings: Vec<String> = not_run.iter().map(not_run_warning).collect();
     let mut concurrency = input.concurrency.clone();
     concurrency.sort_unstable();
     concurrency.dedup();
     if contexts.is_empty() && prefill.is_empty() {
-        return Err(PlanError::Empty("every context was dropped (see the warnings above)".into()));
+        return Err(PlanError::AllDropped);
     }
     if input.kv_budget.is_none() && input.slot_context.is_none() && !contexts.is_empty() {
         warnings.push(
@@ -146,42 +108,136 @@ pub fn plan(input: &PlanInput) -> Result<Plan, PlanError> {
                 .into(),
         );
     }
-    let cells = contexts
-        .iter()
-        .flat_map(|ctx| {
-            concurrency.iter().map(move |&n| {
-                let per_slot = input.slot_context.and_then(|s| over_capacity(1, ctx.tokens, max_tokens, s));
-                match per_slot {
-                    Some(cap) => PlannedCell {
-                        context: ctx.clone(),
-                        concurrency: n,
-                        over_capacity: Some(cap),
-                        reason: Some(format!(
-                            "each stream needs {} tokens (context + max output), a slot holds {}; not run",
-                            cap.required_tokens, cap.budget_tokens
-                        )),
-                    },
-                    None => PlannedCell {
-                        context: ctx.clone(),
-                        concurrency: n,
-                        over_capacity: input.kv_budget.and_then(|b| over_capacity(n, ctx.tokens, max_tokens, b)),
-                        reason: None,
-                    },
-                }
-            })
-        })
-        .collect();
-    Ok(Plan { prefill, contexts, concurrency, cells, warnings })
+    let cells = contexts.iter().flat_map(|ctx| concurrency.iter().map(move |&n| planned_cell(input, ctx, n))).collect();
+    Ok(Plan { prefill, contexts, concurrency, cells, warnings, not_run })
 }
 
-/// Rough wall time of a plan, s: each prefill request at `prefill_tps`, each runnable cell its
-/// window plus a ramp-up (the opening streams' prefill from a warm cache and readiness), each
-/// context one warm-up.
-pub fn estimate_s(plan: &Plan, window_s: f64, prefill_tps: f64) -> f64 {
-    let prefill: f64 = plan.prefill.iter().map(|c| c.tokens as f64 / prefill_tps).sum();
-    let warmups: f64 = plan.contexts.iter().map(|c| c.tokens as f64 / prefill_tps).sum();
-    let cells = plan.cells.iter().filter(|c| c.over_capacity.is_none()).count() as f64;
-    prefill + warmups + cells * (window_s + 3.0)
+/// The warning printed for a context kept as not run.
+fn not_run_warning(n: &NotRunContext) -> String {
+    let what = match n.phase {
+        PlanPhase::Decode => "decode",
+        PlanPhase::Prefill => "prefill",
+    };
+    format!("{what} context {} not run (kept in the results file): {}", n.label, n.reason)
+}
+
+/// A context asked for that this server cannot take.
+fn skip(phase: PlanPhase, label: String, tokens: Option<u64>, reason: String) -> NotRunContext {
+    NotRunContext { phase, label, tokens, reason }
+}
+
+/// The longest request the server can hold, tokens: `max_model_len`, within a slot where there
+/// are slots.
+fn longest_request(input: &PlanInput) -> Option<u64> {
+    match (input.max_model_len, input.slot_context) {
+        (Some(m), Some(s)) => Some(m.min(s)),
+        (m, s) => m.or(s),
+    }
+}
+
+/// The limit [`longest_request`] applies, in words: a slot's context where it is the smaller
+/// (llama.cpp), else the server's `max_model_len` — so the reason names the figure the file
+/// records for it (`slot_context_tokens` or `max_model_len`).
+fn limit_words(input: &PlanInput, m: u64) -> String {
+    match input.slot_context {
+        Some(s) if s == m && input.max_model_len.is_none_or(|mml| s < mml) => {
+            format!("the server's context per slot {s} (llama.cpp: -c ÷ -np)")
+        }
+        _ => format!("the server's max_model_len {m}"),
+    }
+}
+
+/// What would make a decode context of `t` tokens fit a limit of `m`: a smaller `--max-tokens`.
+fn fits_with(m: u64, t: u64) -> String {
+    match m.saturating_sub(t) {
+        0 => String::new(),
+        room => format!(" (--max-tokens {room} or less would fit)"),
+    }
+}
+
+/// The decode contexts, `max` resolved, sorted; those that leave no room for `max_tokens` of
+/// output kept in `not_run` with the reason.
+fn decode_contexts(input: &PlanInput, not_run: &mut Vec<NotRunContext>) -> Result<Vec<ContextSize>, PlanError> {
+    let max_tokens = u64::from(input.max_tokens);
+    let mut contexts = Vec::new();
+    for arg in &input.contexts {
+        match *arg {
+            ContextArg::Max => {
+                let m = longest_request(input).ok_or(PlanError::MaxUnknown)?;
+                match decode_max(m, max_tokens) {
+                    Some(t) => contexts.push(ContextSize { label: label(t), tokens: t }),
+                    None => not_run.push(skip(
+                        PlanPhase::Decode,
+                        "max".into(),
+                        None,
+                        format!("{} leaves no room for {max_tokens} output tokens", limit_words(input, m)),
+                    )),
+                }
+            }
+            ContextArg::Tokens(t) => match input.max_model_len {
+                Some(m) if t + max_tokens > m => not_run.push(skip(
+                    PlanPhase::Decode,
+                    label(t),
+                    Some(t),
+                    format!(
+                        "{t} prompt + {max_tokens} output tokens exceed the server's max_model_len {m}{}",
+                        fits_with(m, t)
+                    ),
+                )),
+                _ => contexts.push(ContextSize { label: label(t), tokens: t }),
+            },
+        }
+    }
+    Ok(dedup_sorted(contexts))
+}
+
+/// The prefill contexts, `max` resolved (the longest prompt the server accepts with
+/// `max_tokens` 1), sorted; those too long kept in `not_run` with the reason.
+fn prefill_contexts(input: &PlanInput, not_run: &mut Vec<NotRunContext>) -> Result<Vec<ContextSize>, PlanError> {
+    let mml = longest_request(input);
+    let mut prefill = Vec::new();
+    for arg in &input.prefill_contexts {
+        match *arg {
+            // Labelled like the seed ("256K").
+            ContextArg::Max => {
+                let m = mml.ok_or(PlanError::MaxUnknown)?;
+                prefill.push(ContextSize { label: label(m / K * K).replace(',', ""), tokens: m - 1 });
+            }
+            ContextArg::Tokens(t) => match mml {
+                Some(m) if t + 1 > m => not_run.push(skip(
+                    PlanPhase::Prefill,
+                    label(t),
+                    Some(t),
+                    format!("{t} prompt tokens + 1 output token exceed {}", limit_words(input, m)),
+                )),
+                _ => prefill.push(ContextSize { label: label(t), tokens: t }),
+            },
+        }
+    }
+    Ok(dedup_sorted(prefill))
+}
+
+/// One decode cell: over capacity when one stream exceeds a slot's context, or when N streams
+/// exceed the KV budget (the N × (C + max_tokens) rule).
+fn planned_cell(input: &PlanInput, ctx: &ContextSize, n: u32) -> PlannedCell {
+    let max_tokens = u64::from(input.max_tokens);
+    match input.slot_context.and_then(|s| over_capacity(1, ctx.tokens, max_tokens, s)) {
+        Some(cap) => PlannedCell {
+            context: ctx.clone(),
+            concurrency: n,
+            over_capacity: Some(cap),
+            reason: Some(format!(
+                "each stream needs {} tokens (context + max output), a slot holds {}; not run",
+                cap.required_tokens, cap.budget_tokens
+            )),
+        },
+        None => PlannedCell {
+            context: ctx.clone(),
+            concurrency: n,
+            over_capacity: input.kv_budget.and_then(|b| over_capacity(n, ctx.tokens, max_tokens, b)),
+            reason: None,
+        },
+    }
 }
 
 #[cfg(test)]
@@ -219,11 +275,10 @@ mod tests {
         let expect = [("64K", 128), ("128K", 64), ("128K", 128), ("251K", 32), ("251K", 64), ("251K", 128)];
         assert_eq!(over, expect.map(|(l, n)| (l.to_string(), n)));
         assert!(p.warnings.is_empty());
-        assert!(estimate_s(&p, 30.0, 20_000.0) > 42.0 * 30.0);
     }
 
     #[test]
-    fn contexts_that_do_not_fit_are_dropped_with_a_warning() {
+    fn contexts_that_do_not_fit_are_kept_as_not_run_with_the_reason() {
         let input = PlanInput {
             contexts: args("1k,8k,max"),
             concurrency: vec![4, 1, 4],
@@ -238,9 +293,17 @@ mod tests {
         assert_eq!(p.contexts.iter().map(|c| c.tokens).collect::<Vec<_>>(), [768, 1024]);
         assert_eq!(p.concurrency, [1, 4]);
         assert_eq!(p.prefill.len(), 1);
-        assert!(p.warnings.iter().any(|w| w.contains("decode context 8K dropped")));
-        assert!(p.warnings.iter().any(|w| w.contains("prefill context 4K dropped")));
+        assert!(p.warnings.iter().any(|w| w.contains("decode context 8K not run")));
+        assert!(p.warnings.iter().any(|w| w.contains("prefill context 4K not run")));
+        let labels: Vec<(PlanPhase, &str, Option<u64>)> =
+            p.not_run.iter().map(|n| (n.phase, n.label.as_str(), n.tokens)).collect();
+        assert_eq!(labels, [(PlanPhase::Decode, "8K", Some(8192)), (PlanPhase::Prefill, "4K", Some(4096))]);
+        assert!(p.not_run[0].reason.contains("exceed the server's max_model_len 2048"), "{:?}", p.not_run);
         assert!(p.warnings.iter().any(|w| w.contains("KV budget is unknown")));
+        // A context that fits with fewer output tokens says how many.
+        let p = plan(&PlanInput { contexts: args("512"), max_tokens: 4096, ..input.clone() }).unwrap();
+        assert!(p.not_run[0].reason.ends_with("(--max-tokens 1536 or less would fit)"), "{:?}", p.not_run);
+        assert!(p.warnings[0].contains("--max-tokens 1536 or less"), "the warning says what to do: {:?}", p.warnings);
         assert!(matches!(plan(&PlanInput { max_model_len: None, ..input }), Err(PlanError::MaxUnknown)));
     }
 
@@ -265,6 +328,14 @@ mod tests {
         }
         let over = p.cells.iter().find(|c| c.over_capacity.is_some()).unwrap();
         assert!(over.reason.as_deref().unwrap().contains("a slot holds 1024"));
+        // A prefill context over the slot names the slot, not max_model_len (8192 in the file).
+        let p = plan(&PlanInput { prefill_contexts: args("4k"), ..input.clone() }).unwrap();
+        let prefill = p.not_run.iter().find(|n| n.phase == PlanPhase::Prefill).expect("4K not run");
+        assert!(prefill.reason.contains("context per slot 1024"), "{:?}", p.not_run);
+        assert!(!prefill.reason.contains("max_model_len"), "{:?}", p.not_run);
+        let p = plan(&PlanInput { contexts: args("256,max"), max_tokens: 1024, ..input.clone() }).unwrap();
+        let max = p.not_run.iter().find(|n| n.label == "max").expect("max not run");
+        assert!(max.reason.contains("context per slot 1024"), "{:?}", p.not_run);
         assert!(!p.warnings.iter().any(|w| w.contains("KV budget is unknown")));
     }
 }

@@ -5,8 +5,11 @@
 //! prompt starts with a run-unique prefix, so no cache holds it before this run.
 //!
 //! Lengths are exact where the server has `/tokenize` (vLLM, SGLang, llama.cpp): a binary search
-//! over the number of words, counting with the server's own tokenizer and chat template. Without
-//! it, one probe request calibrates tokens per word from `usage.prompt_tokens`.
+//! over the number of words, counting with the server's own tokenizer and chat template. vLLM
+//! and SGLang count a request body (`prompt` or `messages`); llama.cpp counts text
+//! (`{"content": …}`), so its chat template is applied first with `/apply-template`, and the
+//! count adds the special tokens (BOS) its completion endpoints add. Without `/tokenize`, one
+//! probe request calibrates tokens per word from `usage.prompt_tokens`.
 
 use crate::measuring::client::{Client, HttpError};
 use serde_json::{json, Value};
@@ -184,8 +187,11 @@ pub struct Prompt {
 /// How prompt lengths are made exact.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Sizer {
-    /// The server's `/tokenize` (exact).
+    /// The server's `/tokenize` with the request's own body (vLLM, SGLang; exact).
     Tokenize,
+    /// llama.cpp's `/tokenize` of text: `/apply-template` for chat first, then `{"content": …,
+    /// "add_special": true}` (exact).
+    TokenizeText,
     /// Tokens per word measured with a probe request (approximate).
     Calibrated {
         /// Tokens per word, from `usage.prompt_tokens` of the probe.
@@ -240,26 +246,57 @@ impl PromptBuilder {
         seed: u64,
     ) -> Result<Self, HttpError> {
         let mut b = PromptBuilder { client, model, endpoint, run_id, seed, sizer: Sizer::Tokenize };
-        if b.tokenize("calibration").await.is_err() {
-            let words = prose(seed, 400);
-            let small = b.probe_tokens(&words[..50].join(" ")).await?;
-            let large = b.probe_tokens(&words[..400].join(" ")).await?;
-            let per_word = (large - small).max(1.0) / 350.0;
-            b.sizer = Sizer::Calibrated { tokens_per_word: per_word, overhead: (small - 50.0 * per_word).max(0.0) };
+        // vLLM's and SGLang's form of /tokenize, then llama.cpp's; without either, calibrate.
+        for sizer in [Sizer::Tokenize, Sizer::TokenizeText] {
+            b.sizer = sizer;
+            if b.tokenize("calibration").await.is_ok() {
+                return Ok(b);
+            }
         }
+        let words = prose(seed, 400);
+        let small = b.probe_tokens(&words[..50].join(" ")).await?;
+        let large = b.probe_tokens(&words[..400].join(" ")).await?;
+        let per_word = (large - small).max(1.0) / 350.0;
+        b.sizer = Sizer::Calibrated { tokens_per_word: per_word, overhead: (small - 50.0 * per_word).max(0.0) };
         Ok(b)
     }
 
+    /// The prompt tokens the server will count for `text` sent on this builder's endpoint.
     async fn tokenize(&self, text: &str) -> Result<u64, HttpError> {
-        let body = merge(json!({ "model": self.model }), prompt_fields(self.endpoint, text));
-        let v = self.client.post_json("/tokenize", &body, Duration::from_secs(120)).await?;
+        let v = match self.sizer {
+            Sizer::TokenizeText => {
+                let content = match self.endpoint {
+                    Endpoint::Chat => self.apply_template(text).await?,
+                    Endpoint::Completions => text.to_string(),
+                };
+                // What llama.cpp's completion endpoints do with a prompt: special tokens added
+                // (BOS), special-token text parsed.
+                let body = json!({ "content": content, "add_special": true, "parse_special": true });
+                self.client.post_json("/tokenize", &body, Duration::from_secs(120)).await?
+            }
+            _ => {
+                let body = merge(json!({ "model": self.model }), prompt_fields(self.endpoint, text));
+                self.client.post_json("/tokenize", &body, Duration::from_secs(120)).await?
+            }
+        };
         v.get("count")
             .and_then(Value::as_u64)
             .or_else(|| v.get("tokens").and_then(Value::as_array).map(|t| t.len() as u64))
-            // llama.cpp's /tokenize reads `content`, not `prompt`/`messages`, and answers
-            // `{"tokens": []}` for them: no count, so the builder calibrates instead.
+            // llama.cpp answers `{"tokens": []}` to a body without `content`: no count, so the
+            // builder asks again in llama.cpp's form.
             .filter(|&n| n > 0 || text.is_empty())
             .ok_or_else(|| HttpError::Body { url: "/tokenize".into(), message: format!("no count in {v}") })
+    }
+
+    /// The text llama.cpp's chat template makes of a one-message conversation
+    /// (`POST /apply-template` → `{"prompt": …}`).
+    async fn apply_template(&self, text: &str) -> Result<String, HttpError> {
+        let body = merge(json!({ "model": self.model }), prompt_fields(Endpoint::Chat, text));
+        let v = self.client.post_json("/apply-template", &body, Duration::from_secs(120)).await?;
+        v.get("prompt")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .ok_or_else(|| HttpError::Body { url: "/apply-template".into(), message: format!("no prompt in {v}") })
     }
 
     async fn probe_tokens(&self, text: &str) -> Result<f64, HttpError> {
@@ -294,7 +331,7 @@ impl PromptBuilder {
                 let k = ((target as f64 - overhead) / tokens_per_word).floor().max(1.0) as usize;
                 Ok(Prompt { text: text_of(k.min(words.len())), tokens: None })
             }
-            Sizer::Tokenize => {
+            Sizer::Tokenize | Sizer::TokenizeText => {
                 // Largest k with count(k) ≤ target: binary search on the word count.
                 let (mut lo, mut hi) = (0usize, words.len());
                 let mut best = (0usize, self.tokenize(&text_of(0)).await?);
@@ -353,11 +390,12 @@ mod tests {
         assert!(unique.len() as f64 > 0.5 * grams.len() as f64, "{} of {}", unique.len(), grams.len());
     }
 
+    /// Results files name the corpus by this hash: editing a word list must change the corpus
+    /// name too, so this pins the hash of `speedmatrix-prose-v1`.
     #[test]
     fn corpus_hash_is_stable() {
         let c = corpus();
         assert_eq!(c.name, CORPUS_NAME);
-        assert_eq!(c.sha256.as_ref().map(String::len), Some(64));
-        assert_eq!(c, corpus());
+        assert_eq!(c.sha256.as_deref(), Some("ccfdbb136b92f981866a769ac34ec09e528e7e8d91702a1c4c132a5a17222d8c"));
     }
 }

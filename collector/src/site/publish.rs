@@ -3,10 +3,10 @@
 //! listing them. `serve` uses the same site model in memory.
 
 use crate::cli::PublishArgs;
-use crate::Error;
+use crate::files::FileError;
+use crate::{CommandError, Failure, OutputError};
 use speedmatrix_schema::site::{entry_for, RunIndex};
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// The embedded viewer.
@@ -27,19 +27,105 @@ pub struct Site {
     pub files: BTreeMap<String, Vec<u8>>,
 }
 
-/// Read a results file's bytes (at most the loader's size cap) and check that it loads.
-///
-/// # Errors
-/// [`Error::Input`] with `FILE: problem` when the file cannot be read or is not a valid run.
-pub fn read_run(path: &Path) -> Result<(Vec<u8>, speedmatrix_schema::Results), Error> {
-    let name = path.display().to_string();
-    let limit = speedmatrix_schema::load::MAX_FILE_BYTES as u64 + 1;
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(limit).read_to_end(&mut bytes))
-        .map_err(|e| Error::Input(format!("{name}: cannot read: {e}")))?;
-    let results = speedmatrix_schema::load_results(&bytes).map_err(|e| Error::Input(format!("{name}: {e}")))?;
-    Ok((bytes, results))
+/// Why a site could not be built or written.
+#[derive(Debug, thiserror::Error)]
+pub enum SiteError {
+    /// This binary was built without a `dist/`.
+    #[error("this speedmatrix was built without the viewer (dist/ was empty); rebuild it from a full checkout")]
+    NoViewer,
+    /// A run cannot be read or is no valid results file.
+    #[error(transparent)]
+    Run(#[from] FileError),
+    /// The run index cannot be encoded.
+    #[error("cannot encode runs/index.json")]
+    Index(#[source] serde_json::Error),
+    /// A folder of the site cannot be created.
+    #[error("cannot create {}", .path.display())]
+    CreateFolder {
+        /// The folder.
+        path: PathBuf,
+        /// What the system said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file of the site cannot be written.
+    #[error("cannot write {}", .path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// What the system said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The site's `runs/index.json` exists but cannot be read.
+    #[error("cannot read {}", .path.display())]
+    IndexRead {
+        /// The index file.
+        path: PathBuf,
+        /// What the system said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The site's `runs/index.json` is no run index this build reads.
+    #[error("{}: {why}; fix it, or delete it to publish a new site there", .path.display())]
+    IndexInvalid {
+        /// The index file.
+        path: PathBuf,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// A run the site lists, which stays, cannot be read or is invalid.
+    #[error(
+        "runs/{name}, listed in the site's index, cannot be used; take it out with --remove {name} or fix the file"
+    )]
+    ListedRun {
+        /// Its file name under `runs/`.
+        name: String,
+        /// Why it cannot be read.
+        #[source]
+        source: FileError,
+    },
+    /// `--remove` names no run of the site.
+    #[error("--remove {what}: no run of the site has this run id or file name (its runs: {runs})")]
+    UnknownRemove {
+        /// The run id or file name given.
+        what: String,
+        /// The site's run files, or "none".
+        runs: String,
+    },
+    /// No run given and none in the site.
+    #[error("nothing to publish: give results files (speedmatrix publish RUN.json… --out {})", .out.display())]
+    Nothing {
+        /// The `--out` folder.
+        out: PathBuf,
+    },
+    /// A file an earlier publish left that this one no longer has cannot be deleted.
+    #[error("cannot delete the stale {}", .path.display())]
+    DeleteStale {
+        /// The stale file.
+        path: PathBuf,
+        /// What the system said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The closing line cannot be printed.
+    #[error(transparent)]
+    Output(#[from] OutputError),
+}
+
+impl CommandError for SiteError {
+    fn failure(&self) -> Failure {
+        match self {
+            SiteError::Run(e) => e.failure(),
+            SiteError::Output(e) => e.failure(),
+            SiteError::IndexRead { .. }
+            | SiteError::IndexInvalid { .. }
+            | SiteError::ListedRun { .. }
+            | SiteError::UnknownRemove { .. }
+            | SiteError::Nothing { .. } => Failure::BadInput,
+            _ => Failure::Working,
+        }
+    }
 }
 
 /// The file name a run gets under `runs/`: its own name with anything but letters, digits,
@@ -76,12 +162,12 @@ pub struct StoredRun {
 /// `runs/index.json`.
 ///
 /// # Errors
-/// [`Error::Input`] when a run cannot be read or is invalid; [`Error::Other`] when this binary
+/// [`SiteError::Run`] (bad input) when a run cannot be read or is invalid; [`SiteError::NoViewer`] when this binary
 /// carries no viewer.
-pub fn build_site(runs: &[PathBuf]) -> Result<Site, Error> {
+pub fn build_site(runs: &[PathBuf]) -> Result<Site, SiteError> {
     let mut stored: Vec<StoredRun> = Vec::new();
     for path in runs {
-        let (bytes, results) = read_run(path)?;
+        let (bytes, results) = crate::files::read_results_bytes(path)?;
         let taken: Vec<String> = stored.iter().map(|r| r.name.clone()).collect();
         stored.push(StoredRun { name: run_file_name(path, &taken), bytes, results });
     }
@@ -91,14 +177,14 @@ pub fn build_site(runs: &[PathBuf]) -> Result<Site, Error> {
 /// The site of these stored runs, in this order: the viewer, `runs/<name>` and `runs/index.json`.
 ///
 /// # Errors
-/// [`Error::Other`] when this binary carries no viewer.
-pub fn site_of(runs: &[StoredRun]) -> Result<Site, Error> {
+/// [`SiteError::NoViewer`] when this binary carries no viewer.
+pub fn site_of(runs: &[StoredRun]) -> Result<Site, SiteError> {
     let mut site = viewer_site()?;
     let entries = runs.iter().map(|r| entry_for(&r.results, &r.name)).collect();
     for r in runs {
         site.files.insert(format!("runs/{}", r.name), r.bytes.clone());
     }
-    let mut index = serde_json::to_vec_pretty(&RunIndex::new(entries)).map_err(anyhow::Error::from)?;
+    let mut index = serde_json::to_vec_pretty(&RunIndex::new(entries)).map_err(SiteError::Index)?;
     index.push(b'\n');
     site.files.insert("runs/index.json".into(), index);
     Ok(site)
@@ -110,24 +196,24 @@ pub fn site_of(runs: &[StoredRun]) -> Result<Site, Error> {
 struct Listed {
     name: String,
     index_id: Option<String>,
-    file: Result<(Vec<u8>, speedmatrix_schema::Results), Error>,
+    file: Result<(Vec<u8>, speedmatrix_schema::Results), FileError>,
 }
 
 /// The runs the site under `out` lists in its `runs/index.json` (any index version this build
 /// reads); none when there is no index. A listed file that is gone is left out with a warning.
 ///
 /// # Errors
-/// [`Error::Input`] when the index exists but cannot be read or parsed.
-fn listed_runs(out: &Path) -> Result<Vec<Listed>, Error> {
+/// [`SiteError::IndexRead`] / [`SiteError::IndexInvalid`] when the index exists but cannot be
+/// read or parsed.
+fn listed_runs(out: &Path) -> Result<Vec<Listed>, SiteError> {
     let path = out.join("runs/index.json");
     let bytes = match std::fs::read(&path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(Error::Input(format!("{}: cannot read: {e}", path.display()))),
+        Err(source) => return Err(SiteError::IndexRead { path, source }),
     };
-    let index = speedmatrix_schema::site::load_index(&bytes).map_err(|e| {
-        Error::Input(format!("{}: {e}; fix it, or delete it to publish a new site there", path.display()))
-    })?;
+    let index = speedmatrix_schema::site::load_index(&bytes)
+        .map_err(|e| SiteError::IndexInvalid { path: path.clone(), why: e.to_string() })?;
     let mut listed = Vec::new();
     for e in index.runs {
         let file_path = out.join("runs").join(&e.file);
@@ -135,7 +221,7 @@ fn listed_runs(out: &Path) -> Result<Vec<Listed>, Error> {
             eprintln!("warning: {} is listed in the index but missing; left out", file_path.display());
             continue;
         }
-        listed.push(Listed { name: e.file, index_id: e.id, file: read_run(&file_path) });
+        listed.push(Listed { name: e.file, index_id: e.id, file: crate::files::read_results_bytes(&file_path) });
     }
     Ok(listed)
 }
@@ -158,22 +244,21 @@ pub struct Changes {
 /// same file name and run id, else under a name of its own.
 ///
 /// # Errors
-/// [`Error::Input`] when a `--remove` matches no run, or a listed run that stays cannot be read.
+/// [`SiteError::UnknownRemove`] when a `--remove` matches no run; [`SiteError::ListedRun`] when a
+/// listed run that stays cannot be read.
 fn merge(
     listed: Vec<Listed>,
     new: Vec<(PathBuf, Vec<u8>, speedmatrix_schema::Results)>,
     remove: &[String],
-) -> Result<(Vec<StoredRun>, Changes), Error> {
+) -> Result<(Vec<StoredRun>, Changes), SiteError> {
     let mut changes = Changes::default();
     let matches = |l: &Listed, what: &str| {
         l.name == what || l.index_id.as_deref() == Some(what) || l.file.as_ref().is_ok_and(|(_, r)| r.run.id == what)
     };
     if let Some(unknown) = remove.iter().find(|w| !listed.iter().any(|l| matches(l, w))) {
         let names: Vec<&str> = listed.iter().map(|l| l.name.as_str()).collect();
-        return Err(Error::Input(format!(
-            "--remove {unknown}: no run of the site has this run id or file name (its runs: {})",
-            if names.is_empty() { "none".to_string() } else { names.join(", ") }
-        )));
+        let runs = if names.is_empty() { "none".to_string() } else { names.join(", ") };
+        return Err(SiteError::UnknownRemove { what: unknown.clone(), runs });
     }
     let mut kept: Vec<StoredRun> = Vec::new();
     for l in listed {
@@ -181,8 +266,10 @@ fn merge(
             changes.removed += 1;
             continue;
         }
-        let (bytes, results) =
-            l.file.map_err(|e| Error::Input(format!("{e}; take it out with --remove {} or fix the file", l.name)))?;
+        let (bytes, results) = match l.file {
+            Ok(file) => file,
+            Err(source) => return Err(SiteError::ListedRun { name: l.name, source }),
+        };
         kept.push(StoredRun { name: l.name, bytes, results });
     }
     changes.kept = kept.len();
@@ -206,12 +293,10 @@ fn merge(
 /// The viewer site alone (a page that opens local files).
 ///
 /// # Errors
-/// [`Error::Other`] when this binary was built without a `dist/`.
-pub fn viewer_site() -> Result<Site, Error> {
+/// [`SiteError::NoViewer`] when this binary was built without a `dist/`.
+pub fn viewer_site() -> Result<Site, SiteError> {
     if !viewer_files().iter().any(|(p, _)| *p == "index.html") {
-        return Err(Error::Other(anyhow::anyhow!(
-            "this speedmatrix was built without the viewer (dist/ was empty); rebuild it from a full checkout"
-        )));
+        return Err(SiteError::NoViewer);
     }
     Ok(Site { files: viewer_files().iter().map(|(p, b)| (p.to_string(), b.to_vec())).collect() })
 }
@@ -219,16 +304,15 @@ pub fn viewer_site() -> Result<Site, Error> {
 /// Write the site under `out` (created if needed; files already there are replaced).
 ///
 /// # Errors
-/// [`Error::Other`] when a folder or file cannot be written.
-pub fn write_site(site: &Site, out: &Path) -> Result<(), Error> {
+/// [`SiteError::CreateFolder`] or [`SiteError::Write`] when a folder or file cannot be written.
+pub fn write_site(site: &Site, out: &Path) -> Result<(), SiteError> {
     for (rel, bytes) in &site.files {
         let path = out.join(rel);
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent)
-                .map_err(|e| Error::Other(anyhow::anyhow!("cannot create {}: {e}", parent.display())))?;
+                .map_err(|source| SiteError::CreateFolder { path: parent.to_path_buf(), source })?;
         }
-        std::fs::write(&path, bytes)
-            .map_err(|e| Error::Other(anyhow::anyhow!("cannot write {}: {e}", path.display())))?;
+        std::fs::write(&path, bytes).map_err(|source| SiteError::Write { path, source })?;
     }
     Ok(())
 }
@@ -251,8 +335,8 @@ pub fn is_viewer_asset(name: &str) -> bool {
 /// (the folder may hold other pages). Returns how many files were deleted.
 ///
 /// # Errors
-/// [`Error::Other`] when a stale file cannot be deleted.
-pub fn remove_stale(site: &Site, out: &Path) -> Result<usize, Error> {
+/// [`SiteError::DeleteStale`] when a stale file cannot be deleted.
+pub fn remove_stale(site: &Site, out: &Path) -> Result<usize, SiteError> {
     let mut stale = Vec::new();
     let list = |dir: &Path| -> Vec<String> {
         std::fs::read_dir(dir)
@@ -271,8 +355,7 @@ pub fn remove_stale(site: &Site, out: &Path) -> Result<usize, Error> {
         }
     }
     for path in &stale {
-        std::fs::remove_file(path)
-            .map_err(|e| Error::Other(anyhow::anyhow!("cannot delete the stale {}: {e}", path.display())))?;
+        std::fs::remove_file(path).map_err(|source| SiteError::DeleteStale { path: path.clone(), source })?;
     }
     Ok(stale.len())
 }
@@ -281,20 +364,17 @@ pub fn remove_stale(site: &Site, out: &Path) -> Result<usize, Error> {
 /// the viewer, the runs and a new index written, and stale files deleted.
 ///
 /// # Errors
-/// [`Error::Input`] for a bad run, a broken index, an unknown `--remove`, or nothing to
+/// [`SiteError`] (bad input) for a bad run, a broken index, an unknown `--remove`, or nothing to
 /// publish; otherwise as [`write_site`] and [`remove_stale`].
-pub fn run(args: &PublishArgs) -> Result<(), Error> {
+pub fn run(args: &PublishArgs) -> Result<(), SiteError> {
     let mut new = Vec::new();
     for path in &args.runs {
-        let (bytes, results) = read_run(path)?;
+        let (bytes, results) = crate::files::read_results_bytes(path)?;
         new.push((path.clone(), bytes, results));
     }
     let listed = listed_runs(&args.out)?;
     if new.is_empty() && args.remove.is_empty() && listed.is_empty() {
-        return Err(Error::Input(format!(
-            "nothing to publish: give results files (speedmatrix publish RUN.json… --out {})",
-            args.out.display()
-        )));
+        return Err(SiteError::Nothing { out: args.out.clone() });
     }
     let (runs, changes) = merge(listed, new, &args.remove)?;
     let site = site_of(&runs)?;
@@ -302,14 +382,14 @@ pub fn run(args: &PublishArgs) -> Result<(), Error> {
     let stale = remove_stale(&site, &args.out)?;
     let n = runs.len();
     let Changes { added, kept, replaced, removed } = changes;
-    crate::print_out(&format!(
+    Ok(crate::print_out(&format!(
         "published {n} run{} to {} ({added} added, {replaced} replaced, {kept} kept, {removed} removed; {} files, \
          {stale} stale removed); upload the folder as it is, or look at it with `speedmatrix serve {}`\n",
         if n == 1 { "" } else { "s" },
         args.out.display(),
         site.files.len(),
         args.out.display()
-    ))
+    ))?)
 }
 
 #[cfg(test)]

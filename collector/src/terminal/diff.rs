@@ -7,9 +7,13 @@
 //! files, renders and applies `--fail-on-regression`.
 
 use crate::cli::{DiffArgs, DiffFormat};
-use crate::terminal::show::{clean, heading, Grid, Markup};
-use crate::Error;
-use speedmatrix_schema::diff::{self, gate, percent, signed_delta, CellRef, Gate, RowDiff, RunDiff, TALLY_KEYS};
+use crate::files::FileError;
+use crate::terminal::show::{heading, Grid, Markup};
+use crate::text::clean;
+use crate::{CommandError, Failure, OutputError};
+use speedmatrix_schema::diff::{
+    self, gate, percent, signed_delta, CellRef, Gate, PercentError, RowDiff, RunDiff, TALLY_KEYS,
+};
 use speedmatrix_schema::registry::{self, Column};
 use speedmatrix_schema::table::Phase;
 use speedmatrix_schema::CellStatus;
@@ -20,36 +24,77 @@ use std::fmt::Write as _;
 pub struct Options {
     /// The matrix's metric.
     pub metric: Column,
-    /// Noise threshold, fraction.
-    pub threshold: f64,
+    /// The least change called better or worse, fraction; `None`: the defaults
+    /// ([`diff::diff_with`]).
+    pub threshold: Option<f64>,
     /// The gate: the largest allowed worsening, fraction; `None` without the flag.
     pub fail_on_regression: Option<f64>,
+}
+
+/// Why `diff` could not compare two runs.
+#[derive(Debug, thiserror::Error)]
+pub enum DiffError {
+    /// `--metric` names no registry column.
+    #[error("--metric {metric}: no such metric; use a registry id such as {ids} (a distribution takes _p50, _p90, …)")]
+    UnknownMetric {
+        /// What was given.
+        metric: String,
+        /// The registry's metric ids, comma-separated.
+        ids: String,
+    },
+    /// `--threshold` or `--fail-on-regression` is not a percentage.
+    #[error("{flag}")]
+    Percent {
+        /// The flag.
+        flag: &'static str,
+        /// The value.
+        #[source]
+        source: PercentError,
+    },
+    /// A gate on a metric that is neither better up nor down.
+    #[error("--fail-on-regression: --metric {metric} has no better/worse direction; gate on a metric such as total_tps or ttft_ms_p50")]
+    NoDirection {
+        /// The column id.
+        metric: String,
+    },
+    /// A file cannot be read or is no valid results file.
+    #[error(transparent)]
+    File(#[from] FileError),
+    /// Standard output cannot be written.
+    #[error(transparent)]
+    Output(#[from] OutputError),
+}
+
+impl CommandError for DiffError {
+    fn failure(&self) -> Failure {
+        match self {
+            DiffError::File(e) => e.failure(),
+            DiffError::Output(e) => e.failure(),
+            _ => Failure::BadInput,
+        }
+    }
+}
+
+/// A percentage flag.
+fn percent_flag(flag: &'static str, value: &str) -> Result<f64, DiffError> {
+    diff::parse_percent(value).map_err(|source| DiffError::Percent { flag, source })
 }
 
 /// Flags → [`Options`].
 ///
 /// # Errors
-/// [`Error::Input`] naming the flag for an unknown metric, a bad percentage, or a gate on a
+/// [`DiffError`] naming the flag for an unknown metric, a bad percentage, or a gate on a
 /// metric that has no better/worse direction.
-pub fn options(args: &DiffArgs) -> Result<Options, Error> {
-    let metric = registry::column(&args.metric).ok_or_else(|| {
-        let ids: Vec<&str> = registry::METRICS.iter().map(|m| m.id).collect();
-        Error::Input(format!(
-            "--metric {}: no such metric; use a registry id such as {} (a distribution takes _p50, _p90, …)",
-            args.metric,
-            ids.join(", ")
-        ))
+pub fn options(args: &DiffArgs) -> Result<Options, DiffError> {
+    let metric = registry::column(&args.metric).ok_or_else(|| DiffError::UnknownMetric {
+        metric: args.metric.clone(),
+        ids: registry::METRICS.iter().map(|m| m.id).collect::<Vec<_>>().join(", "),
     })?;
-    let threshold = diff::parse_percent(&args.threshold).map_err(|e| Error::Input(format!("--threshold: {e}")))?;
-    let fail_on_regression = match &args.fail_on_regression {
-        None => None,
-        Some(p) => Some(diff::parse_percent(p).map_err(|e| Error::Input(format!("--fail-on-regression: {e}")))?),
-    };
+    let threshold = args.threshold.as_deref().map(|t| percent_flag("--threshold", t)).transpose()?;
+    let fail_on_regression =
+        args.fail_on_regression.as_deref().map(|p| percent_flag("--fail-on-regression", p)).transpose()?;
     if fail_on_regression.is_some() && diff::direction(&metric).is_none() {
-        return Err(Error::Input(format!(
-            "--fail-on-regression: --metric {} has no better/worse direction; gate on a metric such as total_tps or ttft_ms_p50",
-            metric.id()
-        )));
+        return Err(DiffError::NoDirection { metric: metric.id() });
     }
     Ok(Options { metric, threshold, fail_on_regression })
 }
@@ -58,25 +103,21 @@ pub fn options(args: &DiffArgs) -> Result<Options, Error> {
 /// code 1 (after printing) when the gate finds a regression or had nothing to compare.
 ///
 /// # Errors
-/// [`Error::Input`] (exit 2) for an unreadable or invalid file or a bad flag.
-pub fn run(args: &DiffArgs) -> Result<u8, Error> {
+/// [`DiffError`]: bad input (exit 2) for an unreadable or invalid file or a bad flag.
+pub fn run(args: &DiffArgs) -> Result<u8, DiffError> {
     let opts = options(args)?;
     let a = crate::files::read_results(&args.a)?;
     let b = crate::files::read_results(&args.b)?;
-    let d = diff::diff(&a, &b, opts.threshold);
+    let d = diff::diff_with(&a, &b, opts.threshold);
     let gate = opts.fail_on_regression.map(|pct| gate(&d, &opts.metric, pct));
-    let out = match args.format {
+    match args.format {
         DiffFormat::Json => {
             let tally = d.tally(&opts.metric.id());
-            let json = JsonDiff { diff: &d, metric: opts.metric.id(), tally, gate: gate.as_ref() };
-            let mut s = serde_json::to_string_pretty(&json).map_err(anyhow::Error::from)?;
-            s.push('\n');
-            s
+            crate::print_json(&JsonDiff { diff: &d, metric: opts.metric.id(), tally, gate: gate.as_ref() })?;
         }
-        DiffFormat::Text => render(&d, &opts, gate.as_ref(), Markup::Text),
-        DiffFormat::Markdown => render(&d, &opts, gate.as_ref(), Markup::Markdown),
-    };
-    crate::print_out(&out)?;
+        DiffFormat::Text => crate::print_out(&render(&d, &opts, gate.as_ref(), Markup::Text))?,
+        DiffFormat::Markdown => crate::print_out(&render(&d, &opts, gate.as_ref(), Markup::Markdown))?,
+    }
     match gate {
         Some(g) if !g.passed() => {
             let mut why = Vec::new();
@@ -137,13 +178,45 @@ pub fn cell_text(r: Option<&RowDiff>, col: &Column) -> String {
             lines.push(format!("{} → {}", show(d.a), show(d.b)));
             if let (Some(v), Some(abs)) = (d.verdict, d.abs) {
                 let change = d.rel.map(|x| percent(x, true)).unwrap_or_else(|| signed_delta(col, abs));
-                lines.push(format!("{change} {}", v.label()));
+                lines.push(format!("{change}{} {}", plus_minus(d, col), v.label()));
+            } else if d.not_comparable.is_some() {
+                lines.push("not comparable (windows differ)".into());
             }
         }
         None if !r.status_changed() => lines.push(status_words(r.status_a)),
         None => {}
     }
     lines.join("\n")
+}
+
+/// The interval of B − A as " ± 1.2 %" (of A; in the metric's unit when A is 0); empty
+/// without one.
+pub fn plus_minus(d: &diff::Delta, col: &Column) -> String {
+    let Some(iv) = d.interval else { return String::new() };
+    let half = iv.half_width();
+    match d.a.filter(|a| *a != 0.0 && d.rel.is_some()) {
+        Some(a) => format!(" ± {}", percent(half / a.abs(), false)),
+        None => format!(" ± {}", col.display(half)),
+    }
+}
+
+/// What the verdicts mean in this diff, one line.
+fn verdict_rule(d: &RunDiff) -> String {
+    let plain = format!("changes under {} count as same", percent(d.threshold, false));
+    match &d.noise {
+        None => format!("{plain} · no noise data (a run has no per-second samples): no intervals"),
+        Some(n) => format!(
+            concat!(
+            "total tok/s, TTFT p50 and TPOT p50: ± is the {} interval of B − A; better/worse when it leaves out 0, ",
+            "Benjamini–Hochberg over the cells keeps it (false discovery rate {}) and the change is at least {}, ",
+            "else within noise; not enough data when a side has no interval · other figures: {plain}"
+        ),
+            percent(n.level, false).replace(".0 %", " %"),
+            percent(n.false_discovery_rate, false).replace(".0 %", " %"),
+            percent(n.min_change, false),
+            plain = plain
+        ),
+    }
 }
 
 /// Cells of one run only, a line per prefill row and per context of decode cells:
@@ -170,86 +243,106 @@ pub fn render(d: &RunDiff, opts: &Options, gate: Option<&Gate>, markup: Markup) 
     let mut out = String::new();
     heading(&mut out, markup, 1, "Speed test diff");
     let bullet = if markup == Markup::Markdown { "- " } else { "" };
-    let _ = writeln!(out, "{bullet}A (baseline): {} · {}", clean(&d.a.title), clean(&d.a.id));
-    let _ = writeln!(out, "{bullet}B (candidate): {} · {}", clean(&d.b.title), clean(&d.b.id));
-    let _ = writeln!(
-        out,
-        "\n{} · changes under {} count as same · better/worse by the metric's direction\n",
-        col.metric.header(),
-        percent(d.threshold, false)
-    );
+    let sim = |r: &speedmatrix_schema::diff::RunRef| {
+        r.simulated.as_deref().map(|s| format!(" · Simulated ({})", clean(s))).unwrap_or_default()
+    };
+    let _ = writeln!(out, "{bullet}A (baseline): {} · {}{}", clean(&d.a.title), clean(&d.a.id), sim(&d.a));
+    let _ = writeln!(out, "{bullet}B (candidate): {} · {}{}", clean(&d.b.title), clean(&d.b.id), sim(&d.b));
+    let _ = writeln!(out, "\n{} · {} · better/worse by the metric's direction\n", col.metric.header(), verdict_rule(d));
+    header_section(&mut out, d, markup);
+    prefill_section(&mut out, d, markup);
+    decode_section(&mut out, d, col, markup);
+    lists_section(&mut out, d, markup);
+    if let Some(g) = gate {
+        gate_section(&mut out, g, d.noise.is_some(), markup);
+    }
+    out
+}
 
-    heading(&mut out, markup, 2, "Header differences");
+/// "Header differences": every header field that differs, or that none does.
+fn header_section(out: &mut String, d: &RunDiff, markup: Markup) {
+    heading(out, markup, 2, "Header differences");
     if d.header.is_empty() {
         let _ = writeln!(out, "None: same hardware, engine, model, launch command and plan.\n");
-    } else {
-        let none = || "—".to_string();
-        let rows = d
-            .header
-            .iter()
-            .map(|h| {
-                vec![
-                    h.section.clone(),
-                    clean(&h.field),
-                    h.a.as_deref().map(clean).unwrap_or_else(none),
-                    h.b.as_deref().map(clean).unwrap_or_else(none),
-                ]
-            })
-            .collect();
-        let headers = ["Section", "Field", "A", "B"].map(String::from).to_vec();
-        out.push_str(&Grid { headers, rows, numeric_from: 4 }.render(markup));
-        out.push('\n');
+        return;
     }
+    let none = || "—".to_string();
+    let rows = d
+        .header
+        .iter()
+        .map(|h| {
+            vec![
+                h.section.clone(),
+                clean(&h.field),
+                h.a.as_deref().map(clean).unwrap_or_else(none),
+                h.b.as_deref().map(clean).unwrap_or_else(none),
+            ]
+        })
+        .collect();
+    let headers = ["Section", "Field", "A", "B"].map(String::from).to_vec();
+    out.push_str(&Grid { headers, rows, numeric_from: 4 }.render(markup));
+    out.push('\n');
+}
 
+/// The prefill rows: prompt tok/s and TTFT, A → B.
+fn prefill_section(out: &mut String, d: &RunDiff, markup: Markup) {
     let prefill: Vec<&RowDiff> = d.prefill().collect();
-    if !prefill.is_empty() {
-        let prompt = registry::column("prompt_tps").expect("prompt_tps is in the registry");
-        let ttft = registry::column("ttft_ms").expect("ttft_ms is in the registry");
-        heading(&mut out, markup, 2, "Prefill — prompt tok/s and TTFT by context length");
-        let rows = prefill
-            .iter()
-            .map(|r| {
-                vec![
-                    format!("{} context", clean(&r.cell.context.label)),
-                    cell_text(Some(r), &prompt),
-                    cell_text(Some(r), &ttft),
-                ]
-            })
-            .collect();
-        let headers = ["Context", "Prompt tok/s", "TTFT"].map(String::from).to_vec();
-        out.push_str(&Grid { headers, rows, numeric_from: 1 }.render(markup));
-        out.push('\n');
+    if prefill.is_empty() {
+        return;
     }
+    let prompt = registry::column("prompt_tps").expect("prompt_tps is in the registry");
+    let ttft = registry::column("ttft_ms").expect("ttft_ms is in the registry");
+    heading(out, markup, 2, "Prefill — prompt tok/s and TTFT by context length");
+    let rows = prefill
+        .iter()
+        .map(|r| {
+            vec![
+                format!("{} context", clean(&r.cell.context.label)),
+                cell_text(Some(r), &prompt),
+                cell_text(Some(r), &ttft),
+            ]
+        })
+        .collect();
+    let headers = ["Context", "Prompt tok/s", "TTFT"].map(String::from).to_vec();
+    out.push_str(&Grid { headers, rows, numeric_from: 1 }.render(markup));
+    out.push('\n');
+}
 
-    if d.rows.iter().any(|r| r.cell.phase == Phase::Decode) {
-        heading(
-            &mut out,
-            markup,
-            2,
-            &format!(
-                "Sustained decode — {}: A → B · rows are context length, columns are simultaneous requests",
-                col.metric.header()
-            ),
-        );
-        let headers = std::iter::once("Context".to_string()).chain(d.concurrency.iter().map(u32::to_string)).collect();
-        let rows = d
-            .contexts
-            .iter()
-            .map(|ctx| {
-                std::iter::once(clean(&ctx.label))
-                    .chain(d.concurrency.iter().map(|&n| cell_text(d.decode_cell(ctx.tokens, n), col)))
-                    .collect()
-            })
-            .collect();
-        out.push_str(&Grid { headers, rows, numeric_from: 1 }.render(markup));
-        out.push('\n');
-        let tally = d.tally(&col.id());
-        let counted: Vec<String> = TALLY_KEYS.iter().filter_map(|k| tally.get(k).map(|n| format!("{n} {k}"))).collect();
-        if !counted.is_empty() {
-            let _ = writeln!(out, "{} of the cells in both runs: {}.\n", col.metric.header(), counted.join(", "));
-        }
+/// The decode matrix of `col`, A → B per cell, and its tally.
+fn decode_section(out: &mut String, d: &RunDiff, col: &Column, markup: Markup) {
+    if !d.rows.iter().any(|r| r.cell.phase == Phase::Decode) {
+        return;
     }
+    heading(
+        out,
+        markup,
+        2,
+        &format!(
+            "Sustained decode — {}: A → B · rows are context length, columns are simultaneous requests",
+            col.metric.header()
+        ),
+    );
+    let headers = std::iter::once("Context".to_string()).chain(d.concurrency.iter().map(u32::to_string)).collect();
+    let rows = d
+        .contexts
+        .iter()
+        .map(|ctx| {
+            std::iter::once(clean(&ctx.label))
+                .chain(d.concurrency.iter().map(|&n| cell_text(d.decode_cell(ctx.tokens, n), col)))
+                .collect()
+        })
+        .collect();
+    out.push_str(&Grid { headers, rows, numeric_from: 1 }.render(markup));
+    out.push('\n');
+    let tally = d.tally(&col.id());
+    let counted: Vec<String> = TALLY_KEYS.iter().filter_map(|k| tally.get(k).map(|n| format!("{n} {k}"))).collect();
+    if !counted.is_empty() {
+        let _ = writeln!(out, "{} of the cells in both runs: {}.\n", col.metric.header(), counted.join(", "));
+    }
+}
 
+/// Status changes, cells of one run only, prompt-length mismatches: what was not compared.
+fn lists_section(out: &mut String, d: &RunDiff, markup: Markup) {
     let list = |out: &mut String, title: &str, items: Vec<String>| {
         if items.is_empty() {
             return;
@@ -261,14 +354,14 @@ pub fn render(d: &RunDiff, opts: &Options, gate: Option<&Gate>, markup: Markup) 
         out.push('\n');
     };
     list(
-        &mut out,
+        out,
         "Status changes",
         d.status_changes.iter().map(|s| format!("{}: {} → {}", s.cell.describe(), s.a.label(), s.b.label())).collect(),
     );
-    list(&mut out, "Only in A", grouped(&d.only_in_a));
-    list(&mut out, "Only in B", grouped(&d.only_in_b));
+    list(out, "Only in A", grouped(&d.only_in_a));
+    list(out, "Only in B", grouped(&d.only_in_b));
     list(
-        &mut out,
+        out,
         "Prompt lengths differ by more than 2 % (the runs did not send the same prompts)",
         d.prompt_mismatches
             .iter()
@@ -283,31 +376,37 @@ pub fn render(d: &RunDiff, opts: &Options, gate: Option<&Gate>, markup: Markup) 
             })
             .collect(),
     );
-    if let Some(g) = gate {
-        let pct = percent(g.max_worse, false);
-        heading(&mut out, markup, 2, &format!("Regression gate: {} worse than {pct}", g.column));
-        if g.passed() {
-            let _ = writeln!(
-                out,
-                "Passed: {} cell{} compared; none got worse by more than {pct}, and B measured every cell valid in A.",
-                g.compared,
-                if g.compared == 1 { "" } else { "s" }
-            );
-        } else {
-            let _ = writeln!(
-                out,
-                "Failed: a cell valid in A with {} counts as a regression when B's figure is worse by more than \
-                 {pct}, or B lacks the cell, did not run it, failed it, could not hold it, or has no figure.",
-                g.column
-            );
-            if g.compared == 0 {
-                let _ = writeln!(out, "- nothing to compare: no cell is valid in A and has {} in both runs", g.column);
-            }
-            for r in &g.regressions {
-                let _ = writeln!(out, "- {}", clean(&r.describe()));
-            }
+}
+
+/// `--fail-on-regression`: passed, or each regression and why.
+fn gate_section(out: &mut String, g: &Gate, noise: bool, markup: Markup) {
+    let pct = percent(g.max_worse, false);
+    let beyond = if noise && diff::NOISE_COLUMNS.contains(&g.column.as_str()) {
+        " (and worse beyond noise, where both runs have an interval)"
+    } else {
+        ""
+    };
+    heading(out, markup, 2, &format!("Regression gate: {} worse than {pct}", g.column));
+    if g.passed() {
+        let _ = writeln!(
+            out,
+            "Passed: {} cell{} compared; none got worse by more than {pct}{beyond}, and B measured every cell valid in A.",
+            g.compared,
+            if g.compared == 1 { "" } else { "s" }
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "Failed: a cell valid in A with {} counts as a regression when B's figure is worse by more than \
+             {pct}{beyond}, or B lacks the cell, did not run it, failed it, could not hold it, or has no figure.",
+            g.column
+        );
+        if g.compared == 0 {
+            let _ = writeln!(out, "- nothing to compare: no cell is valid in A and has {} in both runs", g.column);
         }
-        out.push('\n');
+        for r in &g.regressions {
+            let _ = writeln!(out, "- {}", clean(&r.describe()));
+        }
     }
-    out
+    out.push('\n');
 }

@@ -5,7 +5,9 @@
 //! Rendering is pure (`render_*` return a `String`); [`run`] reads the file and prints.
 
 use crate::cli::{ShowArgs, ShowFormat};
-use crate::Error;
+use crate::files::FileError;
+use crate::text::clean;
+use crate::{CommandError, Failure, OutputError};
 use comfy_table::{presets, CellAlignment, Table};
 use speedmatrix_schema::registry::{self, metric};
 use speedmatrix_schema::site::run_title;
@@ -15,31 +17,60 @@ use speedmatrix_schema::table::{rows, Row, SEED_COLUMNS};
 use speedmatrix_schema::{export, CellStatus, PrefillMode, Results};
 use std::fmt::Write as _;
 
+/// Why `show` could not print a file.
+#[derive(Debug, thiserror::Error)]
+pub enum ShowError {
+    /// The file cannot be read or is no valid results file.
+    #[error(transparent)]
+    File(#[from] FileError),
+    /// Standard output cannot be written.
+    #[error(transparent)]
+    Output(#[from] OutputError),
+    /// `--slo` is not in the form `ttft=DUR,tps=N`.
+    #[error("--slo {value:?}: {why}; expected e.g. --slo ttft=2s,tps=20")]
+    Slo {
+        /// The value as given.
+        value: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// `--slo` prints a table; CSV and JSON are the measurement rows.
+    #[error("--slo prints a table in text or markdown; leave out -f csv / -f json")]
+    SloFormat,
+}
+
+impl CommandError for ShowError {
+    fn failure(&self) -> Failure {
+        match self {
+            ShowError::File(e) => e.failure(),
+            ShowError::Output(e) => e.failure(),
+            ShowError::Slo { .. } | ShowError::SloFormat => Failure::BadInput,
+        }
+    }
+}
+
 /// Run `show`: read the file, render it in the asked format, print it to stdout.
 ///
 /// # Errors
-/// [`Error::Input`] when the file cannot be read or is invalid.
-pub fn run(args: &ShowArgs) -> Result<(), Error> {
+/// [`ShowError::File`] (bad input) when the file cannot be read or is invalid;
+/// [`ShowError::Slo`] / [`ShowError::SloFormat`] for a bad `--slo` or one with `-f csv|json`.
+pub fn run(args: &ShowArgs) -> Result<(), ShowError> {
     let slo = args.slo.as_deref().map(parse_slo).transpose()?;
     if slo.is_some() && matches!(args.format, ShowFormat::Csv | ShowFormat::Json) {
-        return Err(Error::Input("--slo prints a table in text or markdown; leave out -f csv / -f json".into()));
+        return Err(ShowError::SloFormat);
     }
     let results = crate::files::read_results(&args.file)?;
     if let Some(slo) = slo {
         let markup = if args.format == ShowFormat::Markdown { Markup::Markdown } else { Markup::Text };
-        return crate::print_out(&render_capacity(&results, &slo, markup));
+        return Ok(crate::print_out(&render_capacity(&results, &slo, markup))?);
     }
     let out = match args.format {
         ShowFormat::Text => render_report(&results, args.all, Markup::Text),
         ShowFormat::Markdown => render_report(&results, args.all, Markup::Markdown),
         ShowFormat::Csv => export::to_csv(&results),
-        ShowFormat::Json => {
-            let mut s = serde_json::to_string_pretty(&export::to_json_rows(&results)).map_err(anyhow::Error::from)?;
-            s.push('\n');
-            s
-        }
+        ShowFormat::Json => return Ok(crate::print_json(&export::to_json_rows(&results))?),
     };
-    crate::print_out(&out)
+    Ok(crate::print_out(&out)?)
 }
 
 /// Text or Markdown.
@@ -89,22 +120,6 @@ impl Grid {
             }
         }
     }
-}
-
-/// Text from a results file, made safe for a terminal: control characters (ANSI escapes, bells)
-/// become `�`; newlines in one-line fields become spaces.
-pub(crate) fn clean(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c == '\n' || c == '\t' {
-                ' '
-            } else if c.is_control() {
-                '\u{fffd}'
-            } else {
-                c
-            }
-        })
-        .collect()
 }
 
 pub(crate) fn heading(out: &mut String, markup: Markup, level: usize, text: &str) {
@@ -202,8 +217,11 @@ fn prefill_table(r: &Results) -> Grid {
         .prefill
         .iter()
         .map(|p| {
-            let tps =
+            let mut tps =
                 if p.status.is_measured() { fmt("prompt_tps", p.prompt_tps) } else { p.status.label().to_string() };
+            if let Some(note) = speedmatrix_schema::status::prefill_cache_note(p) {
+                tps = format!("{tps}\n{note}");
+            }
             let mut row = vec![
                 format!("{} context", clean(&p.context.label)),
                 tps,
@@ -219,8 +237,9 @@ fn prefill_table(r: &Results) -> Grid {
     Grid { headers, rows, numeric_from: 1 }
 }
 
-/// One decode-matrix cell as text lines: total tok/s, the status words when not valid, then
-/// TTFT (`"1,202.3\nRequests queued\n811 ms TTFT"`); `—` when the file has no such cell.
+/// One decode-matrix cell as text lines: total tok/s, the status words when not valid, a note
+/// when its tokens were counted from chunks (approximate), then TTFT
+/// (`"1,202.3\nRequests queued\n811 ms TTFT"`); `—` when the file has no such cell.
 pub fn matrix_cell(r: &Results, context_tokens: u64, concurrency: u32) -> String {
     let Some(c) = r.decode.iter().find(|c| c.context.tokens == context_tokens && c.concurrency == concurrency) else {
         return dash();
@@ -232,6 +251,7 @@ pub fn matrix_cell(r: &Results, context_tokens: u64, concurrency: u32) -> String
     if c.status != CellStatus::Valid {
         lines.push(c.status.label().to_string());
     }
+    lines.extend(speedmatrix_schema::status::approximate_note(c).map(str::to_string));
     if let Some(t) = c.ttft_ms.and_then(|d| d.p50) {
         lines.push(format!("{} TTFT", fmt("ttft_ms", Some(t))));
     }
@@ -303,6 +323,12 @@ pub fn render_report(r: &Results, all: bool, markup: Markup) -> String {
     let mut out = String::new();
     heading(&mut out, markup, 1, "Speed test matrix");
     let _ = writeln!(out, "{}\n\n{}\n", clean(&run_title(r)), clean(&summary::subtitle(r)));
+    if let Some(notice) = speedmatrix_schema::simulation::notice(r) {
+        let _ = match markup {
+            Markup::Markdown => writeln!(out, "> **{}**\n", clean(&notice)),
+            Markup::Text => writeln!(out, "{}\n", clean(&notice)),
+        };
+    }
     header_cards(&mut out, r, markup);
     if !r.prefill.is_empty() {
         heading(&mut out, markup, 2, "Prefill — prompt tok/s by context length");
@@ -363,9 +389,9 @@ pub fn render_report(r: &Results, all: bool, markup: Markup) -> String {
 /// tok/s), each at most once, at least one.
 ///
 /// # Errors
-/// [`Error::Input`] naming the part that is wrong and the expected form.
-pub fn parse_slo(value: &str) -> Result<Slo, Error> {
-    let bad = |what: String| Error::Input(format!("--slo {value:?}: {what}; expected e.g. --slo ttft=2s,tps=20"));
+/// [`ShowError::Slo`] naming the part that is wrong and the expected form.
+pub fn parse_slo(value: &str) -> Result<Slo, ShowError> {
+    let bad = |why: String| ShowError::Slo { value: value.to_string(), why };
     let mut slo = Slo { ttft_ms: None, per_user_tps: None };
     for part in value.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let (key, v) = part.split_once('=').ok_or_else(|| bad(format!("{part:?} is not KEY=VALUE")))?;

@@ -4,8 +4,11 @@
 //! - [`browser`]: `speedmatrix serve`, chromedriver + headless Chromium, DOM polling;
 //! - [`collect`]: `speedmatrix run` against a server URL and the results file it wrote;
 //! - [`dom`]: the page a results file renders, as Chromium's `--dump-dom`;
+//! - [`estimate`]: a run's printed wall-time estimates against its measured wall time;
+//! - [`scripted`]: small scripted OpenAI-compatible servers for shapes the twin lacks;
 //! - [`server`]: real servers (vLLM, llama.cpp) started, watched and killed;
 //! - [`snap`]: settings and placeholders of the snapshot tests (insta);
+//! - [`twin`]: the twin in its own process on loopback;
 //! - [`skip`]: a test that cannot run here says why (and fails under `CI=true`).
 //!
 //! Each test file uses part of it, so unused items are expected.
@@ -14,8 +17,11 @@
 pub mod browser;
 pub mod collect;
 pub mod dom;
+pub mod estimate;
+pub mod scripted;
 pub mod server;
 pub mod snap;
+pub mod twin;
 
 /// The binary under test. It is `collector/src/main.rs` built by this package as
 /// `speedmatrix-under-test` (see `tests/Cargo.toml`): cargo hands a test the path of a binary of

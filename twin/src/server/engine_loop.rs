@@ -127,15 +127,15 @@ impl EngineLoop {
         }
     }
 
-    /// The next deadline: the end of the running step or the next output due, whichever is
-    /// first; none when there is nothing to do.
+    /// The next deadline: the end of the running step, the next output due or the next request
+    /// leaving the front end, whichever is first; none when there is nothing to do.
     fn next_wake(&self) -> Option<f64> {
-        match (&self.current, self.pending.front()) {
-            (Some(s), Some((_, d))) => Some(s.end_ms.min(d.planned_ms)),
-            (Some(s), None) => Some(s.end_ms),
-            (None, Some((_, d))) => Some(d.planned_ms),
-            (None, None) => None,
-        }
+        // A request in the front end wakes the loop when it reaches the waiting queue.
+        let arrival = if self.current.is_none() { self.engine.next_arrival_ms() } else { None };
+        [self.current.as_ref().map(|s| s.end_ms), self.pending.front().map(|(_, d)| d.planned_ms), arrival]
+            .into_iter()
+            .flatten()
+            .reduce(f64::min)
     }
 
     /// Wait for the next deadline (forever when idle), applying a command if one comes first.

@@ -115,7 +115,7 @@ async fn generate(state: Arc<AppState>, ep: Endpoint, body: Bytes) -> Response {
         guard.record.outcome = "rejected";
         return error(StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailableError", "The engine is shutting down.", None);
     };
-    let writer = writer(&state, ep, id, &plan);
+    let writer = writer(&state, ep, id, &plan, &struck);
     if plan.stream {
         stream_response(state, guard, writer, rx, struck, plan.output_len)
     } else {
@@ -154,8 +154,9 @@ fn submit(state: &AppState, plan: &Plan, guard: &mut Guard) -> Option<mpsc::Unbo
     Some(rx)
 }
 
-/// The JSON writer of the response to `plan` (reasoning only on chat, when configured).
-fn writer(state: &AppState, ep: Endpoint, id: String, plan: &Plan) -> Writer {
+/// The JSON writer of the response to `plan` (reasoning only on chat, when configured; usage
+/// as asked, less what the `no-chunk-usage` / `no-usage` faults take away).
+fn writer(state: &AppState, ep: Endpoint, id: String, plan: &Plan, struck: &faults::Struck) -> Writer {
     Writer {
         ep,
         id,
@@ -168,8 +169,10 @@ fn writer(state: &AppState, ep: Endpoint, id: String, plan: &Plan) -> Writer {
         prompt_tokens: plan.prompt_tokens.len() as u32,
         text_key: plan.text_key,
         finish_reason: plan.finish_reason,
-        include_usage: plan.include_usage,
-        continuous_usage: plan.continuous_usage,
+        // A server that does not know `continuous_usage_stats`, or a proxy that drops usage.
+        include_usage: plan.include_usage && !struck.has(|k| *k == faults::FaultKind::NoUsage),
+        continuous_usage: plan.continuous_usage
+            && !struck.has(|k| matches!(k, faults::FaultKind::NoChunkUsage | faults::FaultKind::NoUsage)),
         sent: 0,
     }
 }

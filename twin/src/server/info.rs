@@ -37,7 +37,7 @@ pub(super) async fn server_info(State(state): State<Arc<AppState>>) -> Response 
             "chunked_prefill_size": p.max_batched_tokens,
             "disable_radix_cache": !p.prefix_cache,
             "tp_size": 1,
-            "version": p.engine_version,
+            "version": speedmatrix_schema::simulation::tag_version(&p.engine_version),
         }),
     )
 }
@@ -47,7 +47,10 @@ pub(super) async fn version(State(state): State<Arc<AppState>>) -> Response {
     if state.cfg.flavor == Flavor::Sglang || state.endpoint_fault(FaultKind::Version404) {
         return not_found().await;
     }
-    json_response(StatusCode::OK, &json!({"version": state.cfg.profile.engine_version}))
+    json_response(
+        StatusCode::OK,
+        &json!({"version": speedmatrix_schema::simulation::tag_version(&state.cfg.profile.engine_version)}),
+    )
 }
 
 /// `GET /v1/models`: the one served model, with vLLM's permission object.
@@ -61,7 +64,7 @@ pub(super) async fn models(State(state): State<Arc<AppState>>) -> Response {
                 "id": p.served_name,
                 "object": "model",
                 "created": unix_now(),
-                "owned_by": match state.cfg.flavor { Flavor::Vllm => "vllm", Flavor::Sglang => "sglang" },
+                "owned_by": "speedmatrix-twin",
                 "root": p.root,
                 "parent": null,
                 "max_model_len": p.max_model_len,

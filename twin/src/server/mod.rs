@@ -98,6 +98,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .merge(v1)
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(state.clone(), flavor_errors))
+        .layer(middleware::from_fn_with_state(state.clone(), says_it_is_a_twin))
         .layer(DefaultBodyLimit::max(256 * 1024 * 1024))
         .with_state(state)
 }
@@ -145,6 +146,16 @@ async fn auth(State(state): State<Arc<AppState>>, req: Request, next: Next) -> R
         }
     }
     next.run(req).await
+}
+
+/// Every answer says it comes from the twin (and which profile): vLLM's shapes stay, but no
+/// client can take the twin for a real server.
+async fn says_it_is_a_twin(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let mut resp = next.run(req).await;
+    if let Ok(v) = HeaderValue::from_str(&state.cfg.profile.name) {
+        resp.headers_mut().insert(speedmatrix_schema::simulation::TWIN_HEADER, v);
+    }
+    resp
 }
 
 /// SGLang answers errors flat: `{"object": "error", "message", "type", "param", "code"}`.

@@ -63,10 +63,7 @@ pub(crate) fn index_runs(index: RunIndex) -> Vec<(String, String)> {
         .runs
         .into_iter()
         .map(|r| {
-            let mut label = r.label.clone();
-            if let Some(s) = r.started_at.as_deref() {
-                label.push_str(&format!(" · {s}"));
-            }
+            let label = crate::simulated::picker_label(&r.label, r.started_at.as_deref(), r.simulated);
             (label, r.file)
         })
         .collect()
@@ -170,7 +167,13 @@ impl State {
 pub(super) async fn boot(state: State) {
     let runs = sources::query_all("run");
     let protocol = web_sys::window().and_then(|w| w.location().protocol().ok()).unwrap_or_default();
-    if !runs.is_empty() {
+    let embedded = sources::embedded_runs();
+    if !embedded.is_empty() {
+        // A one-file report: its run is in the page.
+        for (name, bytes) in embedded {
+            state.add_local(name, Ok(bytes));
+        }
+    } else if !runs.is_empty() {
         let entries = runs
             .into_iter()
             .map(|u| Entry { label: u.clone(), source: u.clone(), url: Some(u), state: EntryState::Pending })

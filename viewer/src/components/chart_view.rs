@@ -64,7 +64,7 @@ pub(crate) fn charts_section(
     })
 }
 
-/// The CSS height of a chart.
+/// The CSS height of a chart without its legend (the legend's rows go below it).
 const CHART_HEIGHT: f64 = 340.0;
 
 /// What a chart's readout needs: where the points were drawn, the text shown, and the point
@@ -115,7 +115,9 @@ impl Readout {
 }
 
 /// Draw the chart on its canvas now and whenever the theme or the viewport changes; the points'
-/// positions go to the readout.
+/// positions go to the readout. The canvas records what went where (CSS pixels) in
+/// `data-plot` and `data-legend` ("left top right bottom") and `data-points` ("x,y" each),
+/// so a test in the browser can check that the legend leaves every point in view.
 fn draw_on_change(spec: Arc<ChartSpec>, canvas: NodeRef<leptos::html::Canvas>, view: ViewState, readout: Readout) {
     Effect::new(move |_| {
         let dark = view.dark.get();
@@ -123,11 +125,17 @@ fn draw_on_change(spec: Arc<ChartSpec>, canvas: NodeRef<leptos::html::Canvas>, v
         let Some(c) = canvas.get() else { return };
         // The bitmap covers the canvas' content box exactly (CSS pixels × ratio): no resampling.
         let width = f64::from(c.client_width()).max(280.0);
-        let height = f64::from(c.client_height()).max(120.0);
         let palette = charts::palette(dark);
-        match charts::draw(&c, &spec, &palette, width, height, dpr) {
-            Ok(h) => {
-                readout.hits.set_value(h);
+        match charts::draw(&c, &spec, &palette, width, CHART_HEIGHT, dpr) {
+            Ok(d) => {
+                let points: Vec<String> = d.hits.iter().map(|h| format!("{:.1},{:.1}", h.x, h.y)).collect();
+                let legend = d.legend.map(|l| l.attr()).unwrap_or_default();
+                for (name, value) in
+                    [("data-plot", d.plot.attr()), ("data-legend", legend), ("data-points", points.join(" "))]
+                {
+                    let _ = c.set_attribute(name, &value);
+                }
+                readout.hits.set_value(d.hits);
                 sources::mark("speedmatrix-chart");
             }
             Err(e) => readout.text.set(format!("The chart could not be drawn: {e}")),

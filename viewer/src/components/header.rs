@@ -25,7 +25,15 @@ pub(super) fn Cards(r: Arc<Results>) -> impl IntoView {
                                 {c
                                     .items
                                     .into_iter()
-                                    .map(|(k, v)| view! { <div class="item"><dt>{k}</dt><dd>{v}</dd></div> })
+                                    .map(|(k, v)| {
+                                        // Times read short, to the minute; the full value on hover.
+                                        let (shown, full) = if matches!(k, "Started" | "Finished") {
+                                            (report::short_time(&v), Some(v))
+                                        } else {
+                                            (v, None)
+                                        };
+                                        view! { <div class="item"><dt>{k}</dt><dd title=full>{shown}</dd></div> }
+                                    })
                                     .collect_view()}
                             </dl>
                         </section>

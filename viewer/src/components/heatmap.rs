@@ -79,6 +79,13 @@ pub(crate) fn heat_cell(c: HeatCell) -> impl IntoView {
         (Some(s), None) if s != CellStatus::Valid => Some(format!("{}: {}", s.label(), report::status_meaning(s))),
         _ => None,
     };
+    // Why the figure is empty goes after the status' reason (a queued cell may have both).
+    let tip = match (tip, &c.empty) {
+        (Some(t), Some(e)) => Some(format!("{t}. Empty: {}", e.reason)),
+        (None, Some(e)) => Some(format!("Empty: {}", e.reason)),
+        (t, None) => t,
+    };
+    let empty = c.empty.as_ref().map(|e| e.short);
     let spoken = c.spoken();
     let main = match (status, c.value) {
         (_, Some(v)) => v,
@@ -99,6 +106,8 @@ pub(crate) fn heat_cell(c: HeatCell) -> impl IntoView {
         >
             <span class="hm-value">{main}</span>
             {status_line.map(|s| view! { <span class="hm-status">{report::status_mark(s)} " " {s.label()}</span> })}
+            {c.note.map(|n| view! { <span class="hm-status cell-note">{n}</span> })}
+            {empty.map(|e| view! { <span class="hm-status hm-empty">{e}</span> })}
             {c.ttft.map(|t| view! { <span class="hm-ttft">{t}</span> })}
             {tip.map(|t| view! { <span class="hm-tip" role="tooltip">{t}</span> })}
         </td>
@@ -177,6 +186,7 @@ fn heatmap_and_legend(r: Arc<Results>, selected: Memo<Column>) -> impl IntoView 
                     <span class="scale-hi">{hi}</span>
                     <span class="scale-dir">{direction}</span>
                 </div>
+                {h.assumed.map(|a| view! { <p class="assumed" id="heatmap-assumed">{a}</p> })}
             </div>
         }
     }

@@ -183,13 +183,20 @@ fn body_rows(r: Arc<Results>, cols: Memo<Vec<TableColumn>>, order: Signal<Vec<us
                         {cs
                             .iter()
                             .map(|c| {
+                                // An empty figure with a known cause says so ("— none finished").
+                                let empty = c.empty_why(&row, &r);
+                                let explained = empty.is_some();
+                                let text = match &empty {
+                                    Some(e) => format!("{} {}", report::DASH, e.short),
+                                    None => c.text(&row),
+                                };
                                 let title = match c {
                                     TableColumn::Status => reason.clone(),
-                                    _ => None,
+                                    _ => empty.map(|e| e.reason),
                                 };
                                 view! {
-                                    <td class:num=c.numeric() data-col=c.id() title=title>
-                                        {c.text(&row)}
+                                    <td class:num=c.numeric() class:empty-why=explained data-col=c.id() title=title>
+                                        {text}
                                     </td>
                                 }
                             })

@@ -57,6 +57,7 @@ pub fn Report(
             <p class="eyebrow">"Speed test matrix"</p>
             <h1 id="run-title">{report::title(&r)}</h1>
             <p class="subtitle" id="run-subtitle">{report::subtitle(&r)}</p>
+            <crate::simulated::SimulatedBanner r=r.clone() />
             {notes.map(|n| view! {
                 <details class="run-notes">
                     <summary>"Notes"</summary>

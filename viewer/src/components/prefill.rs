@@ -36,6 +36,7 @@ pub(super) fn PrefillTable(r: Arc<Results>) -> impl IntoView {
                                         <td class="num bar-cell">
                                             <span class="bar" style:width=width></span>
                                             <span class="bar-value">{l.prompt_tps}</span>
+                                            {l.note.map(|n| view! { <span class="cell-note">{n}</span> })}
                                         </td>
                                         <td class="num">{l.ttft} " TTFT"</td>
                                         {with_tokens.then(|| view! { <td class="num">{l.prompt_tokens.clone()}</td> })}

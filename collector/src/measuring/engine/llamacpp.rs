@@ -106,12 +106,6 @@ impl EngineAdapter for LlamaCpp {
     fn live_token_counter(&self) -> bool {
         false
     }
-
-    /// llama.cpp sends usage in the last chunk whatever is asked; `continuous_usage_stats` is
-    /// ignored, so only `include_usage`.
-    fn stream_options(&self) -> Value {
-        serde_json::json!({ "include_usage": true })
-    }
 }
 
 #[cfg(test)]

@@ -170,11 +170,6 @@ pub trait EngineAdapter: Sync {
     fn live_token_counter(&self) -> bool {
         true
     }
-
-    /// `stream_options` to send: usage on every chunk where the engine supports it.
-    fn stream_options(&self) -> Value {
-        serde_json::json!({ "include_usage": true, "continuous_usage_stats": true })
-    }
 }
 
 /// The adapter whose metric names match `family` (any engine): lets one parser read any
@@ -222,7 +217,13 @@ pub(crate) fn models_max_len(p: &Probes) -> Option<u64> {
 pub(crate) fn common_missing(p: &Probes, facts: &Facts) -> Vec<MissingFigure> {
     let mut out = Vec::new();
     let miss = |figure: &str, reason: String| MissingFigure { figure: figure.into(), reason };
-    if let Some(why) = p.metrics.why() {
+    let unparsed = p.metrics.ok().and_then(|t| crate::measuring::discovery::Metrics::parse(t).err());
+    let metrics_why = match (p.metrics.why(), unparsed) {
+        (Some(why), _) => Some(why.to_string()),
+        (None, Some(e)) => Some(format!("could not be parsed as Prometheus text ({e})")),
+        (None, None) => None,
+    };
+    if let Some(why) = metrics_why {
         out.push(miss(
             "server",
             format!(

@@ -37,10 +37,4 @@ impl EngineAdapter for OpenAi {
         });
         f
     }
-
-    /// Only `include_usage`: `continuous_usage_stats` is a vLLM extension that hosted APIs may
-    /// refuse. Tokens then come from the final usage and the chunks.
-    fn stream_options(&self) -> Value {
-        serde_json::json!({ "include_usage": true })
-    }
 }

@@ -20,8 +20,9 @@ impl EngineAdapter for Vllm {
             "vllm:kv_cache_usage_perc" | "vllm:gpu_cache_usage_perc" => MetricSlot::KvUsage,
             "vllm:generation_tokens" => MetricSlot::GenerationTokens,
             "vllm:num_preemptions" => MetricSlot::Preemptions,
-            "vllm:prefix_cache_hits" => MetricSlot::PrefixHits,
-            "vllm:prefix_cache_queries" => MetricSlot::PrefixQueries,
+            // `gpu_prefix_cache_*`: the names of vLLM V1 before 0.10.
+            "vllm:prefix_cache_hits" | "vllm:gpu_prefix_cache_hits" => MetricSlot::PrefixHits,
+            "vllm:prefix_cache_queries" | "vllm:gpu_prefix_cache_queries" => MetricSlot::PrefixQueries,
             "vllm:spec_decode_num_drafts" => MetricSlot::SpecDrafts,
             "vllm:spec_decode_num_draft_tokens" => MetricSlot::SpecDraftTokens,
             "vllm:spec_decode_num_accepted_tokens" => MetricSlot::SpecAcceptedTokens,
@@ -31,8 +32,8 @@ impl EngineAdapter for Vllm {
     }
 
     fn facts(&self, p: &Probes) -> Facts {
-        let kv_budget =
-            p.metrics.ok().and_then(|t| crate::measuring::discovery::Metrics::parse(t).ok()).and_then(|m| m.kv_budget);
+        let parsed = p.metrics.ok().map(|t| crate::measuring::discovery::Metrics::parse(t));
+        let kv_budget = parsed.as_ref().and_then(|m| m.as_ref().ok()).and_then(|m| m.kv_budget);
         let mut f = Facts {
             version: version_field(p),
             max_model_len: models_max_len(p),
@@ -41,10 +42,17 @@ impl EngineAdapter for Vllm {
             ..Facts::default()
         };
         f.missing = common_missing(p, &f);
-        if f.kv_budget.is_none() && p.metrics.ok().is_some() {
+        let why = match &parsed {
+            Some(Err(e)) => Some(format!("/metrics could not be parsed as Prometheus text ({e})")),
+            Some(Ok(_)) if f.kv_budget.is_none() => {
+                Some("/metrics has no vllm:cache_config_info with a KV size".into())
+            }
+            _ => None,
+        };
+        if let Some(why) = why {
             f.missing.push(MissingFigure {
                 figure: "kv_budget".into(),
-                reason: "/metrics has no vllm:cache_config_info with a KV size; over capacity is not applied (give --kv-budget)".into(),
+                reason: format!("{why}; over capacity is not applied (give --kv-budget)"),
             });
         }
         f

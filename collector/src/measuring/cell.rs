@@ -1,0 +1,331 @@
+//! One decode cell, in stages (docs/METHODOLOGY.md, "Sustained decode"): **warm** (the
+//! prompts and connections), **open** (N streams), **ready** (every stream decoding and the
+//! queue empty, or the limit), **window** (a fixed length, finished streams replaced at once,
+//! closed at its deadline), **drain** (cancel and collect). Each stage returns what it saw; the
+//! [`Observation`] they make together goes to [`crate::measuring::measure::decode_cell`], the
+//! one pure function that turns it into figures and a status.
+//!
+//! `/metrics` is read by a [`Scraper`] task of its own: no stage awaits a scrape while streams
+//! run, so a slow exporter delays neither a replacement stream nor the window's close.
+
+use crate::measuring::client::{request_body, FirstToken, StreamCtl, StreamRecord};
+use crate::measuring::measure::{decode_cell, CellStream, Observation, WindowTimes};
+use crate::measuring::prompt::Prompt;
+use crate::measuring::run::{CellError, Session};
+use crate::measuring::scrape::{scrape_once, Scraper};
+use speedmatrix_schema::progress::{Current, Measuring, Phase};
+use speedmatrix_schema::stats::round3;
+use speedmatrix_schema::{ContextSize, DecodeCell, Readiness, ReadinessOutcome};
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
+
+/// Measure one decode cell of `n` streams at `ctx`.
+pub async fn measure_cell(s: &mut Session, ctx: &ContextSize, n: u32) -> DecodeCell {
+    let warmed = match warm(s, ctx, n).await {
+        Ok(w) => w,
+        Err(reason) => {
+            let mut cell = crate::measuring::measure::blank_cell(ctx, n);
+            cell.status = speedmatrix_schema::CellStatus::Error;
+            cell.reason = Some(reason.to_string());
+            return cell;
+        }
+    };
+    // The counters before any stream opens (awaited: nothing is being measured yet).
+    let before = match s.has_metrics {
+        true => scrape_once(&s.client, s.clock).await,
+        false => None,
+    };
+    let mut scraper = s.has_metrics.then(|| Scraper::start(s.client.clone(), s.clock, before));
+    let mut streams = Streams::open(s, &warmed, n);
+    s.show(Some(live_state(ctx, n, Phase::Readiness, None, None, n)));
+    let readiness = ready(s, &mut streams, scraper.as_mut(), &warmed, n).await;
+    let window = match readiness.outcome {
+        ReadinessOutcome::Failed => None,
+        _ => Some(window(s, &mut streams, scraper.as_ref(), ctx, n).await),
+    };
+    s.show(Some(live_state(ctx, n, Phase::Drain, window.as_ref().map(|w| w.elapsed_s), None, streams.running())));
+    let records = streams.drain().await;
+    let scrapes = match scraper {
+        Some(sc) => sc.finish().await,
+        None => vec![],
+    };
+    let rate_limited = crate::measuring::measure::rate_limit_note(records.iter().map(|r| &r.record));
+    let info = &s.info;
+    let obs = Observation {
+        context: ctx.clone(),
+        concurrency: n,
+        prompt_tokens: warmed.prompts[0].tokens,
+        streams: records,
+        readiness: Some(readiness),
+        window: window.as_ref().map(|w| w.times),
+        scrapes,
+        live_counter: info.kind.adapter().live_token_counter(),
+        queued_by_construction: info.queued_by_construction(n),
+        cold_ttft_ms: warmed.cold_ttft_ms,
+        client_cpu_s: window.as_ref().and_then(|w| w.cpu_s),
+        cores: crate::measuring::selfcheck::cores(),
+        gpu: window.and_then(|w| w.gpu),
+    };
+    let (mut cell, notes) = decode_cell(&obs);
+    for line in notes {
+        s.log(line);
+    }
+    if let Some(note) = rate_limited {
+        s.log(format!("note: decode {} × {n}: {note}", ctx.label));
+        crate::measuring::measure::add_note(&mut cell.reason, note);
+    }
+    cell
+}
+
+/// The live state of this cell for the terminal bar and the live page.
+fn live_state(
+    ctx: &ContextSize,
+    n: u32,
+    phase: Phase,
+    window_elapsed_s: Option<f64>,
+    live_tps: Option<f64>,
+    streams: u32,
+) -> Current {
+    Current {
+        measuring: Measuring::Decode { context: ctx.clone(), concurrency: n },
+        phase,
+        window_elapsed_s,
+        live_tps,
+        streams_running: Some(streams),
+    }
+}
+
+/// What the warm stage prepared: each stream's warmed prompt, its serialized request, and the
+/// context's cold TTFT (the readiness limit grows with it).
+pub struct Warmed {
+    /// One prompt (shared) or one per stream (`--distinct-prompts`).
+    pub prompts: Vec<Prompt>,
+    /// The request body of each prompt, serialized once.
+    pub bodies: Vec<bytes::Bytes>,
+    /// TTFT of the context's cold (first) request, ms.
+    pub cold_ttft_ms: Option<f64>,
+}
+
+/// Warm: the cell's prompts in the server's prefix cache (one warm-up request each, unless the
+/// prefill row already sent it), their bodies serialized, and one idle connection per stream.
+async fn warm(s: &mut Session, ctx: &ContextSize, n: u32) -> Result<Warmed, CellError> {
+    let count = if s.spec.distinct_prompts { n as usize } else { 1 };
+    let mut prompts = Vec::with_capacity(count);
+    for i in 0..count {
+        prompts.push(s.warm_prompt(ctx, i).await?);
+    }
+    s.prompt_check(ctx, prompts[0].tokens);
+    let bodies = prompts.iter().map(|p| request_body(&s.body(&p.text, s.spec.max_tokens))).collect();
+    // One idle connection per stream, so no stream pays connection set-up inside its TTFT.
+    s.client.warm_connections(n as usize).await;
+    Ok(Warmed { prompts, bodies, cold_ttft_ms: s.cold_ttft(ctx) })
+}
+
+/// The streams of one cell: spawned, watched, replaced and collected.
+struct Streams {
+    set: JoinSet<(StreamRecord, bool)>,
+    events: mpsc::UnboundedReceiver<FirstToken>,
+    events_tx: mpsc::UnboundedSender<FirstToken>,
+    cancel: watch::Sender<bool>,
+    live: Arc<AtomicU64>,
+    next_id: usize,
+    bodies: Vec<bytes::Bytes>,
+    client: crate::measuring::client::Client,
+    path: &'static str,
+    clock: crate::measuring::client::Clock,
+    stall: Duration,
+    done: Vec<CellStream>,
+    opened_ms: f64,
+}
+
+impl Streams {
+    /// Open: `n` streams sent at once.
+    fn open(s: &Session, w: &Warmed, n: u32) -> Streams {
+        let (events_tx, events) = mpsc::unbounded_channel();
+        let mut st = Streams {
+            set: JoinSet::new(),
+            events,
+            events_tx,
+            cancel: watch::channel(false).0,
+            live: Arc::new(AtomicU64::new(0)),
+            next_id: 0,
+            bodies: w.bodies.clone(),
+            client: s.client.clone(),
+            path: s.path,
+            clock: s.clock,
+            stall: s.spec.stall,
+            done: vec![],
+            opened_ms: s.clock.now_ms(),
+        };
+        for _ in 0..n {
+            st.spawn(true);
+        }
+        st
+    }
+
+    fn spawn(&mut self, opening: bool) {
+        let id = self.next_id;
+        self.next_id += 1;
+        let ctl = StreamCtl {
+            clock: self.clock,
+            stall: self.stall,
+            cancel: self.cancel.subscribe(),
+            id,
+            events: Some(self.events_tx.clone()),
+            live_tokens: Some(self.live.clone()),
+        };
+        let (client, path, body) = (self.client.clone(), self.path, self.bodies[id % self.bodies.len()].clone());
+        self.set.spawn(async move { (client.stream(path, &body, ctl).await, opening) });
+    }
+
+    /// Keep a finished stream's record; replace it at once when it ended well (N stays
+    /// constant). Returns whether it failed.
+    fn ended(&mut self, joined: Result<(StreamRecord, bool), tokio::task::JoinError>) -> bool {
+        let Ok((record, opening)) = joined else { return false };
+        let failed = record.error.is_some();
+        if !failed {
+            self.spawn(false);
+        }
+        self.done.push(CellStream { record, opening });
+        failed
+    }
+
+    /// Streams running now.
+    fn running(&self) -> u32 {
+        u32::try_from(self.set.len()).unwrap_or(u32::MAX)
+    }
+
+    /// Drain: cancel every stream still open and collect all records.
+    async fn drain(mut self) -> Vec<CellStream> {
+        let _ = self.cancel.send(true);
+        while let Some(joined) = self.set.join_next().await {
+            if let Ok((record, opening)) = joined {
+                self.done.push(CellStream { record, opening });
+            }
+        }
+        self.done
+    }
+}
+
+/// Ready: wait until `n` streams (fewer where the server runs fewer at once) have produced a
+/// token and the server's queue gauge reads 0, a stream fails, or the limit passes: the stall
+/// timeout, or twice the context's cold TTFT plus a second when that is longer (opening
+/// streams prefill behind each other's tails).
+async fn ready(s: &Session, st: &mut Streams, mut scraper: Option<&mut Scraper>, w: &Warmed, n: u32) -> Readiness {
+    let limit = s.spec.stall.max(Duration::from_secs_f64(2.0 * w.cold_ttft_ms.unwrap_or(0.0) / 1000.0 + 1.0));
+    let by = tokio::time::Instant::now() + limit;
+    let need = s.info.decoding_at_once(n) as usize;
+    // More streams than the server runs at once never all decode, nor does its queue empty.
+    let watch_queue = scraper.is_some() && s.info.queued_by_construction(n).is_none();
+    let mut producing = HashSet::new();
+    // The queue as the newest reading since the streams opened says: unknown until one arrives.
+    let mut queue_empty = (!watch_queue).then_some(true);
+    // A server whose /metrics stops answering must not hold readiness to its limit: once every
+    // stream produces, a reading has this long to come.
+    let mut grace: Option<tokio::time::Instant> = None;
+    let outcome = loop {
+        if producing.len() >= need {
+            let g = *grace.get_or_insert_with(|| tokio::time::Instant::now() + 4 * crate::measuring::scrape::EVERY);
+            if queue_empty == Some(true) || (queue_empty.is_none() && tokio::time::Instant::now() >= g) {
+                break ReadinessOutcome::Ready;
+            }
+        }
+        let wake = grace.filter(|_| queue_empty.is_none()).unwrap_or(by).min(by);
+        let changed = async {
+            match scraper.as_deref_mut() {
+                Some(sc) => sc.changed().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            Some(FirstToken { id }) = st.events.recv() => { producing.insert(id); },
+            Some(joined) = st.set.join_next() => {
+                let id = joined.as_ref().map(|(r, _)| r.id).ok();
+                if st.ended(joined) {
+                    break ReadinessOutcome::Failed;
+                }
+                producing.extend(id);
+            }
+            _ = changed => {
+                let fresh = scraper.as_deref().and_then(Scraper::latest).filter(|x| x.t_ms >= st.opened_ms);
+                if let Some(x) = fresh {
+                    // No waiting gauge at all (an exporter without one): nothing says "queued".
+                    queue_empty = Some(x.metrics.waiting.is_none_or(|w| w == 0.0));
+                }
+            }
+            _ = tokio::time::sleep_until(wake) => if wake >= by { break ReadinessOutcome::TimedOut },
+        }
+    };
+    if outcome == ReadinessOutcome::TimedOut {
+        s.log(format!(
+            "note: {} streams: not every stream was decoding with an empty queue after {limit:?}; measuring anyway",
+            n
+        ));
+    }
+    Readiness {
+        outcome,
+        after_ms: round3(s.clock.now_ms() - st.opened_ms),
+        limit_ms: round3(limit.as_secs_f64() * 1000.0),
+        streams_producing: u32::try_from(producing.len()).unwrap_or(u32::MAX),
+    }
+}
+
+/// What the window stage saw besides the records.
+struct WindowSeen {
+    times: WindowTimes,
+    /// From the window's start to its close, s.
+    elapsed_s: f64,
+    cpu_s: Option<(f64, f64)>,
+    gpu: Option<Vec<(f64, crate::measuring::gpu::Reading)>>,
+}
+
+/// Window: from now for `--duration`, streams that finish are replaced at once; the deadline
+/// comes first in every wait, and nothing in the loop awaits anything but the streams. The
+/// close is measured (`closed_ms`), then the streams are cancelled.
+async fn window(s: &Session, st: &mut Streams, scraper: Option<&Scraper>, ctx: &ContextSize, n: u32) -> WindowSeen {
+    if let Some(g) = &s.gpu {
+        g.take(); // readings before the window do not count
+    }
+    let cpu0 = crate::measuring::selfcheck::process_cpu_s();
+    let start_ms = s.clock.now_ms();
+    if let Some(sc) = scraper {
+        sc.now();
+    }
+    let deadline_ms = start_ms + s.spec.window.as_secs_f64() * 1000.0;
+    let deadline = tokio::time::Instant::from_std(s.clock.instant_at(deadline_ms));
+    let live_at_start = st.live.load(Ordering::Relaxed);
+    s.show(Some(live_state(ctx, n, Phase::Window, Some(0.0), None, st.running())));
+    let mut tick =
+        tokio::time::interval_at(tokio::time::Instant::now() + Duration::from_millis(500), Duration::from_millis(500));
+    loop {
+        tokio::select! {
+            biased;
+            _ = tokio::time::sleep_until(deadline) => break,
+            Some(joined) = st.set.join_next() => { st.ended(joined); }
+            Some(_) = st.events.recv() => {}
+            _ = tick.tick() => {
+                let secs = (s.clock.now_ms() - start_ms) / 1000.0;
+                let tokens = st.live.load(Ordering::Relaxed) - live_at_start;
+                let tps = tokens as f64 / secs.max(1e-3);
+                // Publishing never awaits (see crate::measuring::live).
+                s.show(Some(live_state(ctx, n, Phase::Window, Some(secs), Some(tps), st.running())));
+            }
+        }
+    }
+    let closed_ms = s.clock.now_ms();
+    let _ = st.cancel.send(true);
+    let cpu1 = crate::measuring::selfcheck::process_cpu_s();
+    if let Some(sc) = scraper {
+        sc.now();
+    }
+    WindowSeen {
+        times: WindowTimes { start_ms, deadline_ms, closed_ms },
+        elapsed_s: (closed_ms - start_ms) / 1000.0,
+        cpu_s: cpu0.zip(cpu1),
+        gpu: s.gpu.as_ref().map(|g| g.take()),
+    }
+}

@@ -1,0 +1,73 @@
+//! One prefill row: a cold `max_tokens: 1` request at one context (docs/METHODOLOGY.md,
+//! "Prefill"), which also warms the prefix cache for that context's decode cells. The row says
+//! how cold it really was: the prompt tokens the server served from its prefix cache, from the
+//! request's `usage.prompt_tokens_details`, else llama.cpp's `timings.cache_n`, else the growth
+//! of the server's prefix-cache hit counter around the request; above the registry's threshold
+//! the row carries a warning.
+
+use crate::measuring::measure::{counter_delta, sample};
+use crate::measuring::run::Session;
+use speedmatrix_schema::stats::round3;
+use speedmatrix_schema::status::cached_prefill_warning;
+use speedmatrix_schema::{CachedTokensSource, CellStatus, ContextSize, PrefillRow};
+
+/// The reason of a prefill row whose prompt length (and so prompt tok/s) is null.
+pub const UNCOUNTED_PROMPT: &str =
+    "prompt tokens and prompt tok/s unknown: the server has no /tokenize and its stream carried no usage.prompt_tokens";
+
+/// Measure the prefill row of `ctx`.
+pub async fn measure_prefill(s: &mut Session, ctx: &ContextSize) -> PrefillRow {
+    let mut row = PrefillRow::new(ctx.clone(), CellStatus::Error, None);
+    row.completed_requests = Some(0);
+    let prompt = match s.build_prompt(&format!("context {}", ctx.label), ctx).await {
+        Ok(p) => p,
+        Err(e) => {
+            row.reason = Some(e.to_string());
+            return row;
+        }
+    };
+    let before = s.scrape().await;
+    let rec = s.single(&prompt.text, 1).await;
+    let after = s.scrape().await;
+    let weights: Vec<f64> = rec.chunks.iter().map(|c| f64::from(c.tokens)).collect();
+    row.requests.push(sample(&rec, &weights, true, None));
+    row.prompt_tokens = rec.prompt_tokens.or(prompt.tokens);
+    s.prompt_check(ctx, row.prompt_tokens);
+    let from_metrics = match (before, after) {
+        (Some(a), Some(b)) => counter_delta(&[a.clone(), b.clone()], |m| m.prefix_hits, a.t_ms, b.t_ms),
+        _ => None,
+    };
+    (row.cached_tokens, row.cached_tokens_source) = match (rec.cached_tokens, &rec.server_timings) {
+        (Some(c), _) => (Some(c), Some(CachedTokensSource::Usage)),
+        (None, Some(t)) if t.cached_tokens.is_some() => (t.cached_tokens, Some(CachedTokensSource::ServerTimings)),
+        _ => match from_metrics {
+            Some(d) => (Some(d.round() as u64), Some(CachedTokensSource::Prometheus)),
+            None => (None, None),
+        },
+    };
+    match (&rec.error, rec.ttft_ms()) {
+        (Some(e), _) => row.reason = Some(e.clone()),
+        (None, None) => row.reason = Some("the stream produced no token".into()),
+        (None, Some(ttft)) => {
+            row.status = CellStatus::Valid;
+            row.ttft_ms = Some(round3(ttft));
+            row.completed_requests = Some(u64::from(rec.finished()));
+            row.prompt_tps = row.prompt_tokens.map(|t| round3(t as f64 / (ttft / 1000.0)));
+            row.reason = row.cached_tokens.and_then(|c| cached_prefill_warning(c, row.prompt_tokens));
+            if row.prompt_tokens.is_none() {
+                // The prompt was cut to an estimate (probe requests), so its length is not known.
+                crate::measuring::measure::add_note(&mut row.reason, UNCOUNTED_PROMPT.into());
+            }
+            if let Some(w) = &row.reason {
+                s.log(format!("warning: prefill {}: {w}", ctx.label));
+            }
+            if let Some(note) = crate::measuring::measure::rate_limit_note([&rec]) {
+                s.log(format!("note: prefill {}: {note}", ctx.label));
+                crate::measuring::measure::add_note(&mut row.reason, note);
+            }
+            // This request warmed the prefix cache for the decode cells of this context.
+            s.warmed(ctx, 0, prompt, Some(ttft));
+        }
+    }
+    row
+}

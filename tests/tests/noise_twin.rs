@@ -1,0 +1,122 @@
+//! Numbers with their noise, end to end against the twin (`speedmatrix simulate --profile tiny`,
+//! a real server process on loopback) measured by the real binary: a small matrix (1K context
+//! × 1, 8, 32 streams, 10-s windows, the shortest that gives batch means their five batches).
+//!
+//! - Two runs of the same server with different `--seed` (its speculative acceptance and
+//!   scheduling noise): the diff calls no cell better or worse on total tok/s (TTFT and TPOT
+//!   p50: "not enough data" from one window), and `--fail-on-regression 0` passes.
+//! - A run against the twin slowed by 5 % (`--time-scale 0.95`): at least 80 % of the valid
+//!   cells are worse on total tok/s, the gate fails, and Markdown shows the intervals.
+//! - Against the seed fixture (no samples): "no noise data", no intervals, never zero.
+//!
+//! Timing-sensitive (three runs of about 30 s): run it under the heavy lock.
+
+mod support;
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use support::twin::twin;
+
+const MATRIX: [&str; 12] = [
+    "--contexts",
+    "1k",
+    "--concurrency",
+    "1,8,32",
+    "--prefill-contexts",
+    "none",
+    "--duration",
+    "10s",
+    "--max-tokens",
+    "256",
+    "--seed",
+    "7",
+];
+
+/// Measure the matrix against a fresh tiny twin started with `twin_args`; the results file.
+fn measure(dir: &Path, name: &str, twin_args: &[&str]) -> PathBuf {
+    let (_twin, url) = twin(&[&["--profile", "tiny"], twin_args].concat());
+    let out = dir.join(format!("{name}.json"));
+    let o = Command::new(support::BIN)
+        .args(["run", "--url", &url, "--quiet", "-o"])
+        .arg(&out)
+        .args(MATRIX)
+        .output()
+        .expect("run the collector");
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    out
+}
+
+fn diff(a: &Path, b: &Path, args: &[&str]) -> Output {
+    Command::new(support::BIN).arg("diff").arg(a).arg(b).args(args).output().expect("run speedmatrix diff")
+}
+
+fn json_diff(a: &Path, b: &Path, metric: &str) -> Value {
+    let o = diff(a, b, &["-f", "json", "--metric", metric]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// (valid decode cells in both runs, their verdicts on `column`).
+fn verdicts(d: &Value, column: &str) -> Vec<String> {
+    d["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["phase"] == "decode" && r["status_a"] == "valid" && r["status_b"] == "valid")
+        .map(|r| {
+            let delta = r["deltas"].as_array().unwrap().iter().find(|x| x["column"] == column).unwrap();
+            delta["verdict"].as_str().unwrap().to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn the_diff_tells_a_reseeded_twin_from_a_slower_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = measure(dir.path(), "a", &["--seed", "1"]);
+    let again = measure(dir.path(), "again", &["--seed", "2"]);
+    let slower = measure(dir.path(), "slower", &["--seed", "3", "--time-scale", "0.95"]);
+
+    // Every cell of a run carries its series and its total tok/s interval.
+    let run: Value = serde_json::from_slice(&std::fs::read(&a).unwrap()).unwrap();
+    for c in run["decode"].as_array().unwrap() {
+        assert!(c["series"]["output_tokens"].as_array().unwrap().len() >= 10, "{}", c["series"]);
+        assert_eq!(c["intervals"]["total_tps"]["method"], "batch_means", "{}", c["intervals"]);
+        assert_eq!(c["intervals"]["ttft_ms_p50"], Value::Null);
+        assert_eq!(c["intervals"]["tpot_ms_p50"], Value::Null);
+    }
+
+    // Same server, other seed: within noise everywhere, and the strictest gate passes.
+    let v = verdicts(&json_diff(&a, &again, "total_tps"), "total_tps");
+    assert_eq!(v, ["within_noise"; 3]);
+    let v = verdicts(&json_diff(&a, &again, "tpot_ms_p50"), "tpot_ms_p50");
+    assert_eq!(v, ["not_enough_data"; 3]);
+    let gate = diff(&a, &again, &["--fail-on-regression", "0"]);
+    assert_eq!(gate.status.code(), Some(0), "{}", String::from_utf8_lossy(&gate.stdout));
+
+    // 5 % slower: worse in at least 80 % of the valid cells; the gate fails; Markdown shows ±.
+    let v = verdicts(&json_diff(&a, &slower, "total_tps"), "total_tps");
+    let worse = v.iter().filter(|x| *x == "worse").count();
+    assert!(worse * 5 >= v.len() * 4 && !v.is_empty(), "{v:?}");
+    let gate = diff(&a, &slower, &["--format", "markdown", "--fail-on-regression", "0"]);
+    assert_eq!(gate.status.code(), Some(1), "{}", String::from_utf8_lossy(&gate.stderr));
+    let md = String::from_utf8(gate.stdout).unwrap();
+    assert!(md.contains(" ± ") && md.contains("% worse"), "{md}");
+    assert!(md.contains("± is the 95 % interval of B − A"), "{md}");
+
+    // The seed fixture has no samples: no noise data, its intervals unavailable (never zero).
+    let seed = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/h200-qwen3.5-122b-vllm.json");
+    let o = diff(&seed, &a, &[]);
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(text.contains("no noise data"), "{text}");
+    assert!(!text.contains(" ± "), "{text}");
+    let d: Value = serde_json::from_slice(&diff(&seed, &a, &["-f", "json"]).stdout).unwrap();
+    assert_eq!(d["noise"], Value::Null);
+    assert!(d["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r["deltas"].as_array().unwrap())
+        .all(|x| x.get("interval").is_none()));
+}

@@ -1,0 +1,97 @@
+//! The residual table of the seed fit: every prefill row and decode cell of the seed run,
+//! replayed on the `h200-qwen3.5-122b` profile in simulated time and measured the way the seed
+//! measured it (`speedmatrix_twin::replay`). Pure and fast: no sockets, no real time.
+//! `cargo test -p speedmatrix-twin --test residuals -- --nocapture` prints the table, as does
+//! `speedmatrix simulate --profile h200-qwen3.5-122b --residuals`.
+
+use speedmatrix_schema::{load_results, CellStatus};
+use speedmatrix_twin::profile::SEED_RESULTS;
+use speedmatrix_twin::replay::{residuals, CellResidual, ReplayStatus, Residuals};
+use speedmatrix_twin::Profile;
+
+const TOLERANCE: f64 = 0.15;
+
+fn seed_residuals() -> Residuals {
+    let seed = load_results(SEED_RESULTS.as_bytes()).unwrap();
+    residuals(&Profile::h200_qwen(), &seed, &[1, 2, 3])
+}
+
+fn name(c: &CellResidual) -> String {
+    format!("{} × {}", c.label, c.concurrency)
+}
+
+/// Whether the seed's TTFT median of this cell is over requests that started together: its
+/// opening streams (no request finished in its window, so none replaced one) or a lone stream.
+/// Otherwise it mixes in the TTFT of replacement requests, a median of 4 to 32 values that
+/// depends on how the finishing times of a few streams happened to fall.
+fn opening_only(c: &CellResidual) -> bool {
+    c.concurrency == 1 || c.completed.0 == Some(0)
+}
+
+#[test]
+fn residuals_of_the_seed_fit() {
+    let r = seed_residuals();
+    println!("{r}");
+    for p in &r.prefill {
+        assert!(p.ttft_ms.residual().abs() <= TOLERANCE, "prefill {}: {:?}", p.label, p.ttft_ms);
+    }
+    assert_eq!(r.prefill.len(), 7, "the seed's seven prefill rows");
+    let valid: Vec<&CellResidual> = r.decode.iter().filter(|c| c.run_status == CellStatus::Valid).collect();
+    assert_eq!(valid.len(), 41);
+    let mut mixed = Vec::new();
+    for c in &valid {
+        assert_eq!(c.twin_status, ReplayStatus::Valid, "{}", name(c));
+        for (what, pair) in [("total tok/s", c.total_tps), ("per-request tok/s", c.per_request_tps)] {
+            let p = pair.unwrap_or_else(|| panic!("{}: no {what}", name(c)));
+            assert!(p.residual().abs() <= TOLERANCE, "{}: {what} {p:?}", name(c));
+        }
+        let ttft = c.ttft_ms.unwrap_or_else(|| panic!("{}: no TTFT", name(c)));
+        if opening_only(c) {
+            assert!(ttft.residual().abs() <= TOLERANCE, "{}: TTFT {ttft:?}", name(c));
+        } else {
+            // A single draw of a small mixed median: each within ±55 %, and as a set centred on
+            // the seed (the seed itself has 8K × 2 at 279 ms above 8K × 4 at 222 ms).
+            assert!(ttft.residual().abs() <= 0.55, "{}: TTFT {ttft:?}", name(c));
+            mixed.push(ttft.residual().abs());
+        }
+    }
+    assert!(valid.iter().filter(|c| opening_only(c)).count() >= 20, "most cells are checked at ±15 %");
+    mixed.sort_by(f64::total_cmp);
+    let median = mixed[mixed.len() / 2];
+    assert!(median <= TOLERANCE, "median |TTFT residual| of cells with replacement requests {median}");
+}
+
+#[test]
+fn over_capacity_is_exactly_the_seeds_six_cells() {
+    let r = seed_residuals();
+    let over: Vec<String> = r.decode.iter().filter(|c| c.twin_status == ReplayStatus::OverCapacity).map(name).collect();
+    assert_eq!(over, ["64K × 128", "128K × 64", "128K × 128", "251K × 32", "251K × 64", "251K × 128"]);
+    for c in &r.decode {
+        assert_eq!(
+            c.twin_status == ReplayStatus::OverCapacity,
+            c.run_status == CellStatus::OverCapacity,
+            "{}",
+            name(c)
+        );
+    }
+    // The seed's one requests-queued cell (64K × 8) is replayed valid, as are 32K × 8 and
+    // 128K × 8 beside it: in the model a request that replaces a finished one waits in the front
+    // end, which vLLM's waiting gauge does not count, and is admitted at the next step. The seed
+    // tool's queue evidence there (a sampled waiting request) is not reproduced; its figures are.
+    let q = r.decode.iter().find(|c| c.run_status == CellStatus::RequestsQueued).unwrap();
+    assert_eq!(name(q), "64K × 8");
+    assert!(q.total_tps.unwrap().residual().abs() <= TOLERANCE);
+}
+
+#[test]
+fn the_decode_cells_ttft_grows_as_in_the_seed() {
+    // What the first twin got wrong: at 128 streams on 8K the seed waits 10 s for the median
+    // first token, at 16 streams on 251K 4 s; a lone warm 8K request ~200 ms.
+    let r = seed_residuals();
+    let ttft = |label: &str, n: u32| {
+        r.decode.iter().find(|c| c.label == label && c.concurrency == n).and_then(|c| c.ttft_ms).unwrap().twin
+    };
+    assert!((ttft("8K", 128) - 10_187.0).abs() < 0.15 * 10_187.0);
+    assert!((ttft("251K", 16) - 4_089.0).abs() < 0.15 * 4_089.0);
+    assert!((ttft("8K", 1) - 196.0).abs() < 0.15 * 196.0);
+}
