@@ -2,17 +2,18 @@
 //! run, the overlaid charts (total tok/s and TTFT against concurrency at a chosen context — or
 //! every context, one dash pattern each — and per-user tok/s against total tok/s per GPU with
 //! each run's Pareto frontier), the capacity at the reader's SLO, and every run's figure per
-//! cell side by side. Pure functions of the runs, unit-tested natively; [`crate::multi_view`]
-//! turns them into elements. Per-GPU figures, the SLO and the frontiers are
+//! cell side by side. Pure functions of the runs, unit-tested (on wasm32 in headless Chromium by
+//! CI); [`crate::multi_view`] turns them into elements. Per-GPU figures, the SLO and the frontiers are
 //! `speedmatrix_schema`'s (`derived`, `slo`, `frontier`), as in `speedmatrix show --slo`.
 
 use crate::chart_model::{
-    all_x, all_y, axis, col, level_axis, ChartSpec, Frontier, Guide, Marker, Point, Series, Stroke, TickStyle,
+    all_x, all_y, axis, col, level_axis, ChartSpec, Frontier, Guide, LegendEntry, Marker, Point, Series, Stroke,
+    TickStyle,
 };
 use speedmatrix_schema::derived::{self, cost_per_million_tokens, Basis};
 use speedmatrix_schema::frontier::{operating_points, pareto_frontier};
 use speedmatrix_schema::registry::{self, Metric};
-use speedmatrix_schema::slo::{capacity, limit_text, ContextCapacity, Slo};
+use speedmatrix_schema::slo::{capacity, limit_text, ContextCapacity, Slo, DEFAULT_SLO};
 use speedmatrix_schema::{CellStatus, ContextSize, Results};
 
 /// The most runs one comparison draws (one colour each).
@@ -56,6 +57,47 @@ impl ContextChoice {
     }
 }
 
+/// The URL parameters of the comparison besides the runs (`compare`, repeated): the context
+/// drawn, the SLO's bounds, the GPU-hour price and the side-by-side table's figure.
+pub const MULTI_PARAMS: [&str; 5] = ["context", "ttft", "tps", "price", "figure"];
+
+/// A bound of the SLO read from the URL: absent → `default`; empty → no bound; a number ≥ 0 →
+/// that number; anything else → `default`.
+fn bound(v: Option<String>, default: Option<f64>) -> Option<f64> {
+    match v.as_deref().map(str::trim) {
+        None => default,
+        Some("") => None,
+        Some(t) => t.parse::<f64>().ok().filter(|x| x.is_finite() && *x >= 0.0).or(default),
+    }
+}
+
+/// The SLO of the URL: `ttft` (median TTFT limit, ms) and `tps` (median per-user tok/s floor),
+/// each defaulting to [`DEFAULT_SLO`]'s, empty for no bound.
+pub fn slo_from_query(get: impl Fn(&str) -> Option<String>) -> Slo {
+    Slo { ttft_ms: bound(get("ttft"), DEFAULT_SLO.ttft_ms), per_user_tps: bound(get("tps"), DEFAULT_SLO.per_user_tps) }
+}
+
+/// `slo` with one bound (`ttft` or `tps`) set from its input's text: empty for no bound; text
+/// that is no number ≥ 0 leaves the bound as it was.
+pub fn with_bound(slo: Slo, key: &str, text: &str) -> Slo {
+    match key {
+        "ttft" => Slo { ttft_ms: bound(Some(text.to_string()), slo.ttft_ms), ..slo },
+        "tps" => Slo { per_user_tps: bound(Some(text.to_string()), slo.per_user_tps), ..slo },
+        _ => slo,
+    }
+}
+
+/// A bound as its URL value and input text: the number, or empty for none.
+pub fn bound_text(v: Option<f64>) -> String {
+    v.map(|x| registry::format_number(x, registry::Style::Fixed(if x.fract() == 0.0 { 0 } else { 2 })).replace(',', ""))
+        .unwrap_or_default()
+}
+
+/// The GPU-hour price typed into the page (`price`): a number > 0, else none.
+pub fn price_from(v: Option<String>) -> Option<f64> {
+    v?.trim().parse::<f64>().ok().filter(|x| x.is_finite() && *x > 0.0)
+}
+
 /// Every decode context of the runs, by size.
 pub fn contexts(runs: &[Run<'_>]) -> Vec<ContextSize> {
     let mut all: Vec<ContextSize> = runs.iter().flat_map(|r| r.results.config.contexts.iter().cloned()).collect();
@@ -94,6 +136,7 @@ pub fn charts(runs: &[Run<'_>], choice: ContextChoice, slo: &Slo) -> Vec<ChartSp
     let ttft = col("ttft_ms");
     let requests_axis = "Simultaneous requests".to_string();
 
+    let legend = key_legend(runs, &drawn, &all, choice, Stroke::Solid, false);
     let s = concurrency_series(runs, &drawn, &all, choice, "total_tps");
     let mut markers = capacity_markers(&caps, &drawn, |g| Some((f64::from(g.concurrency), g.total_tps)));
     let spec_total = ChartSpec {
@@ -106,7 +149,7 @@ pub fn charts(runs: &[Run<'_>], choice: ContextChoice, slo: &Slo) -> Vec<ChartSp
         frontiers: Vec::new(),
         markers: std::mem::take(&mut markers),
         guides: Vec::new(),
-        legend: None,
+        legend: Some(legend.clone()),
     };
 
     let s = concurrency_series(runs, &drawn, &all, choice, "ttft_ms_p50");
@@ -126,9 +169,67 @@ pub fn charts(runs: &[Run<'_>], choice: ContextChoice, slo: &Slo) -> Vec<ChartSp
         frontiers: Vec::new(),
         markers: capacity_markers(&caps, &drawn, |g| Some((f64::from(g.concurrency), g.ttft_ms?))),
         guides,
-        legend: None,
+        legend: Some(legend),
     };
     vec![spec_total, spec_ttft, pareto_chart(runs, &caps, slo)]
+}
+
+/// The legend of a comparison chart: one entry per run in its colour (`stroke`: its line, or
+/// marks only), then — when every context is drawn — one per context in its dash pattern, and
+/// the frontiers' entry when marked. One entry per line would be runs × contexts long.
+fn key_legend<R: RunName>(
+    runs: &[R],
+    drawn: &[&ContextSize],
+    all: &[ContextSize],
+    choice: ContextChoice,
+    stroke: Stroke,
+    frontiers: bool,
+) -> Vec<LegendEntry> {
+    let mut out: Vec<LegendEntry> = runs
+        .iter()
+        .enumerate()
+        .map(|(i, r)| LegendEntry { text: r.name().to_string(), colour: Some(r.colour(i)), stroke })
+        .collect();
+    if choice == ContextChoice::All {
+        out.extend(drawn.iter().map(|c| LegendEntry {
+            text: format!("{} context", c.label),
+            colour: None,
+            stroke: Stroke::Pattern(all.iter().position(|x| x.tokens == c.tokens).unwrap_or(0)),
+        }));
+    }
+    if frontiers {
+        out.push(LegendEntry {
+            text: "Pareto frontier (each run's colour)".into(),
+            colour: None,
+            stroke: Stroke::Dashed,
+        });
+    }
+    out
+}
+
+/// A run as a legend names it: its name, and its colour given its place in the list.
+trait RunName {
+    fn name(&self) -> &str;
+    fn colour(&self, place: usize) -> usize;
+}
+
+impl RunName for Run<'_> {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn colour(&self, place: usize) -> usize {
+        place
+    }
+}
+
+/// A run drawn on the Pareto chart: (its place in the comparison, its name).
+impl RunName for (usize, &str) {
+    fn name(&self) -> &str {
+        self.1
+    }
+    fn colour(&self, _place: usize) -> usize {
+        self.0
+    }
 }
 
 /// One line per run (and per drawn context) of `y` (a column id) against concurrency; the
@@ -204,11 +305,13 @@ fn pareto_chart(runs: &[Run<'_>], caps: &[Vec<ContextCapacity>], slo: &Slo) -> C
     let mut frontiers = Vec::new();
     let mut markers = Vec::new();
     let mut left_out = Vec::new();
+    let mut drawn_runs = Vec::new();
     for (ri, run) in runs.iter().enumerate() {
         let Ok(gpus) = derived::gpu_count(run.results) else {
             left_out.push(run.name.to_string());
             continue;
         };
+        drawn_runs.push((ri, run.name));
         let pts = operating_points(run.results);
         let mut points: Vec<Point> = pts
             .iter()
@@ -259,11 +362,11 @@ fn pareto_chart(runs: &[Run<'_>], caps: &[Vec<ContextCapacity>], slo: &Slo) -> C
         ),
         x: axis(per_gpu_metric().header(), all_x(&series), TickStyle::Compact, true),
         y: axis(format!("{} (median)", col("per_request_tps").metric.header()), ys, TickStyle::Compact, true),
+        legend: Some(key_legend(&drawn_runs, &[], &[], ContextChoice::All, Stroke::Marks, !frontiers.is_empty())),
         series,
         frontiers,
         markers,
         guides,
-        legend: None,
     }
 }
 
@@ -430,21 +533,26 @@ pub fn capacity_rows(runs: &[Run<'_>], slo: &Slo, price: Option<f64>) -> Vec<Cap
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
-    use speedmatrix_schema::slo::DEFAULT_SLO;
+    // On wasm32 (how CI runs them: in headless Chromium) `#[test]` is wasm-bindgen-test's.
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
 
-    fn load(rel: &str) -> Results {
-        let path = format!("{}/../{rel}", env!("CARGO_MANIFEST_DIR"));
-        speedmatrix_schema::load_results(&std::fs::read(&path).expect("fixture")).expect("valid fixture")
+    fn load(bytes: &[u8]) -> Results {
+        speedmatrix_schema::load_results(bytes).expect("valid fixture")
     }
 
-    fn seed() -> Results {
-        load("tests/fixtures/h200-qwen3.5-122b-vllm.json")
+    pub(crate) fn seed() -> Results {
+        load(include_bytes!("../../tests/fixtures/h200-qwen3.5-122b-vllm.json"))
     }
 
-    fn import() -> Results {
-        load("tests/fixtures/round1/import-llm-inference-bench.json")
+    pub(crate) fn import() -> Results {
+        load(include_bytes!("../../tests/fixtures/round1/import-llm-inference-bench.json"))
+    }
+
+    pub(crate) fn tiny() -> Results {
+        load(include_bytes!("../../tests/fixtures/round1/twin-tiny.json"))
     }
 
     #[test]
@@ -454,7 +562,7 @@ mod tests {
         let labels: Vec<String> = contexts(&runs).into_iter().map(|c| c.label).collect();
         assert_eq!(labels, ["8K", "16K", "32K", "64K", "128K", "251K"]);
         assert_eq!(default_context(&runs), Some(8192), "both have 8K");
-        let tiny = load("tests/fixtures/round1/twin-tiny.json");
+        let tiny = tiny();
         let runs = [Run { name: "seed", results: &a }, Run { name: "tiny", results: &tiny }];
         assert_eq!(default_context(&runs), Some(256), "none shared: the smallest");
         assert_eq!(ContextChoice::parse("all"), Some(ContextChoice::All));
@@ -537,5 +645,55 @@ mod tests {
         let none = capacity_rows(&runs, &Slo { ttft_ms: Some(50.0), per_user_tps: None }, None);
         assert_eq!(none[0].cells[0], "none");
         assert_eq!(none[0].note.as_deref(), Some("1 at once: TTFT 196 ms > 50 ms"));
+    }
+
+    #[test]
+    fn the_slo_and_the_price_from_the_url() {
+        let q = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| pairs.iter().find(|(p, _)| *p == k).map(|(_, v)| v.to_string())
+        };
+        assert_eq!(slo_from_query(q(&[])), DEFAULT_SLO);
+        assert_eq!(
+            slo_from_query(q(&[("ttft", "1500"), ("tps", "")])),
+            Slo { ttft_ms: Some(1500.0), per_user_tps: None }
+        );
+        assert_eq!(slo_from_query(q(&[("ttft", "fast"), ("tps", "-3")])), DEFAULT_SLO, "nonsense keeps the defaults");
+        let s = with_bound(DEFAULT_SLO, "ttft", "800");
+        assert_eq!(s, Slo { ttft_ms: Some(800.0), per_user_tps: Some(20.0) });
+        assert_eq!(with_bound(s, "tps", "").per_user_tps, None);
+        assert_eq!(with_bound(s, "tps", "lots"), s);
+        assert_eq!(bound_text(Some(2000.0)), "2000");
+        assert_eq!(bound_text(Some(12.5)), "12.50");
+        assert_eq!(bound_text(None), "");
+        assert_eq!(price_from(Some("2.5".into())), Some(2.5));
+        assert_eq!(price_from(Some("0".into())), None);
+        assert_eq!(price_from(Some("free".into())), None);
+        assert_eq!(price_from(None), None);
+    }
+
+    #[test]
+    fn a_comparison_legend_names_runs_and_contexts_not_every_line() {
+        let (a, b) = (seed(), import());
+        let runs = [Run { name: "seed", results: &a }, Run { name: "import", results: &b }];
+        let specs = charts(&runs, ContextChoice::All, &DEFAULT_SLO);
+        let texts = |i: usize| specs[i].legend_entries().into_iter().map(|e| e.text).collect::<Vec<_>>();
+        assert_eq!(
+            texts(0),
+            [
+                "seed",
+                "import",
+                "8K context",
+                "16K context",
+                "32K context",
+                "64K context",
+                "128K context",
+                "251K context"
+            ]
+        );
+        assert_eq!(specs[0].legend_entries()[5].stroke, Stroke::Pattern(3));
+        // The Pareto chart draws only the seed (the import has no GPU count), and its frontier.
+        assert_eq!(texts(2), ["seed", "Pareto frontier (each run's colour)"]);
+        let one = charts(&runs, ContextChoice::One(8192), &DEFAULT_SLO);
+        assert_eq!(one[0].legend_entries().len(), 2);
     }
 }
