@@ -33,9 +33,8 @@ fn methodology_defines_every_metric_and_status() {
         assert!(defined.iter().any(|d| d == s.id()), "docs/METHODOLOGY.md has no row for status `{}`", s.id());
     }
     // No row for a metric the registry (measured or derived) does not have (a renamed or removed one).
-    let known = |id: &str| {
-        METRICS.iter().chain(DERIVED).any(|m| m.id == id) || CellStatus::ALL.iter().any(|s| s.id() == id)
-    };
+    let known =
+        |id: &str| METRICS.iter().chain(DERIVED).any(|m| m.id == id) || CellStatus::ALL.iter().any(|s| s.id() == id);
     for d in &defined {
         assert!(known(d), "docs/METHODOLOGY.md defines `{d}`, which is neither a registry metric nor a status");
     }

@@ -155,7 +155,12 @@ fn a_site_of_four_runs_sorts_filters_and_compares_three_at_your_slo() {
             let css = format!("#run-table tr[data-file=\"{f}\"] input.pick");
             c.find(Locator::Css(&css)).await.unwrap().click().await.unwrap();
         }
-        let diff = until(&c, "the diff link", "const a = document.querySelector('#compare-picked'); return a && a.getAttribute('href');").await;
+        let diff = until(
+            &c,
+            "the diff link",
+            "const a = document.querySelector('#compare-picked'); return a && a.getAttribute('href');",
+        )
+        .await;
         assert_eq!(diff.as_str(), Some(format!("?a=runs/{SEED}&b=runs/{MTP}").as_str()));
         let css = format!("#run-table tr[data-file=\"{NO_SPEC}\"] input.pick");
         c.find(Locator::Css(&css)).await.unwrap().click().await.unwrap();

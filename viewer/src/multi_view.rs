@@ -163,6 +163,8 @@ pub fn MultiView(
     view: Option<ViewState>,
 ) -> impl IntoView {
     let view = view.unwrap_or_else(ViewState::detached);
+    // For the render benchmark (tests/benches/viewer_render.rs): the comparison is in the DOM.
+    request_animation_frame(|| sources::mark("speedmatrix-compare"));
     let names: Vec<String> = runs.iter().map(|(_, r)| report::title(r)).collect();
     let runs = Arc::new(runs);
     let names = Arc::new(names);

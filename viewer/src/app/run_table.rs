@@ -24,6 +24,8 @@ pub(super) fn RunTable(state: State) -> impl IntoView {
     move || {
         let entries = state.index.get();
         (entries.len() > 1).then(|| {
+            // For the render benchmark (tests/benches/viewer_render.rs): the table is in the DOM.
+            request_animation_frame(|| sources::mark("speedmatrix-index"));
             let [gpus, engines, models] = run_index::choices(&entries);
             view! {
                 <details class="section run-index" id="runs" open=sources::query("show").is_none()>
