@@ -488,6 +488,8 @@ fn decode_series(run: &RunRef<'_>, palette: &[u64], x: Option<&Column>, y: &Colu
 /// In order: `prefill-tps` (prompt tok/s by context), `prefill-ttft` (TTFT by context),
 /// `decode-total` (total tok/s vs concurrency, one line per context), `decode-ttft` (TTFT vs
 /// concurrency), `pareto` (per-request vs total tok/s, frontier marked).
+// long: the five charts of the page, each one literal spec in page order; split up, a chart's
+// series, axes and caption would no longer read together.
 pub fn charts(runs: &[RunRef<'_>]) -> Vec<ChartSpec> {
     let prompt = registry::metric("prompt_tps").map(|m| m.header()).unwrap_or_else(|| "Prompt tok/s".into());
     let ttft = col("ttft_ms");

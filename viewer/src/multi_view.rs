@@ -348,6 +348,34 @@ fn CapacityTable(
     }
 }
 
+/// The side-by-side table's rows: per cell (context, then concurrency), each run's figure `id`
+/// with its cell's status as a class.
+fn side_rows(l: &[(String, Arc<Results>)], id: &str, price: Option<f64>) -> impl IntoView {
+    multi::cell_table(&as_runs(l), id, price)
+        .into_iter()
+        .map(|row| {
+            let figures = row
+                .figures
+                .into_iter()
+                .map(|f| {
+                    let class = match f.status {
+                        Some(s) => format!("num status-{}", s.id()),
+                        None => "num".into(),
+                    };
+                    view! { <td class=class>{f.text}</td> }
+                })
+                .collect_view();
+            view! {
+                <tr data-context=row.context.label.clone() data-concurrency=row.concurrency.to_string()>
+                    <th scope="row">{row.context.label.clone()}</th>
+                    <td class="num">{row.concurrency}</td>
+                    {figures}
+                </tr>
+            }
+        })
+        .collect_view()
+}
+
 /// Every decode cell of any run with each run's figure side by side; the figure is picked.
 #[component]
 fn SideBySide(
@@ -359,32 +387,7 @@ fn SideBySide(
     let list = Arc::new(list);
     let rows = {
         let list = list.clone();
-        move || {
-            let l = list();
-            let id = figure.get();
-            multi::cell_table(&as_runs(&l), &id, controls.price.get())
-                .into_iter()
-                .map(|row| {
-                    view! {
-                        <tr data-context=row.context.label.clone() data-concurrency=row.concurrency.to_string()>
-                            <th scope="row">{row.context.label.clone()}</th>
-                            <td class="num">{row.concurrency}</td>
-                            {row
-                                .figures
-                                .into_iter()
-                                .map(|f| {
-                                    let class = match f.status {
-                                        Some(s) => format!("num status-{}", s.id()),
-                                        None => "num".into(),
-                                    };
-                                    view! { <td class=class>{f.text}</td> }
-                                })
-                                .collect_view()}
-                        </tr>
-                    }
-                })
-                .collect_view()
-        }
+        move || side_rows(&list(), &figure.get(), controls.price.get())
     };
     let gaps = move || {
         let l = list();
