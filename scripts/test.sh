@@ -2,7 +2,8 @@
 # Run every test of speedmatrix: formatting, lints, the Rust test suites (unit, schema, twin,
 # end to end against the twin, a real vLLM and llama.cpp, the page in headless Chromium) and the
 # wasm32 build of the schema crate and viewer. The committed dist/ must match its sources
-# (dist/SOURCE_HASH); the viewer is rebuilt fresh with trunk and the binary under test embeds
+# (dist/SOURCE_HASH); the viewer is rebuilt fresh with trunk (kept in the target dir, keyed by
+# its sources and tools, so an unchanged viewer is not rebuilt) and the binary under test embeds
 # that fresh build. Installs what it needs first (scripts/setup.sh, idempotent).
 #
 # Every step runs even when an earlier one failed, and every test suite runs even when another
@@ -39,12 +40,26 @@ step "viewer: the committed dist/ matches its sources" "$root/scripts/check-dist
 
 # shellcheck source=web-env.sh
 . "$root/scripts/web-env.sh"
+# What a fresh build of the viewer depends on: its sources (scripts/dist-hash.sh), the build
+# script and the toolchain's and tools' versions.
+viewer_build_key() {
+  { "$root/scripts/dist-hash.sh"; sha256sum <"$root/scripts/build-viewer.sh"; rustc -V
+    trunk --version; wasm-bindgen --version; wasm-opt --version; } | sha256sum | cut -d' ' -f1
+}
 fresh_viewer() {
-  local fresh="${CARGO_TARGET_DIR:-$root/target}/viewer-dist"
+  local fresh="${CARGO_TARGET_DIR:-$root/target}/viewer-dist" key
+  key="$(viewer_build_key)" || return 1
+  # A build cache keyed by content: a fresh build of these sources with these tools is kept.
+  if [ -d "$fresh" ] && [ "$(cat "$fresh.key" 2>/dev/null)" = "$key" ]; then
+    echo "viewer: fresh build of these sources and tools already in $fresh (key $key)"
+    export SPEEDMATRIX_DIST_DIR="$fresh"
+    return 0
+  fi
   rm -rf "$fresh.new"
   "$root/scripts/build-viewer.sh" "$fresh.new" || return 1
   # Keep the previous folder when nothing changed, so cargo need not re-embed it.
   if diff -rq "$fresh.new" "$fresh" >/dev/null 2>&1; then rm -rf "$fresh.new"; else rm -rf "$fresh" && mv "$fresh.new" "$fresh"; fi
+  printf '%s\n' "$key" >"$fresh.key"
   export SPEEDMATRIX_DIST_DIR="$fresh"
 }
 if command -v trunk >/dev/null 2>&1 && command -v wasm-bindgen >/dev/null 2>&1 && command -v wasm-opt >/dev/null 2>&1; then
@@ -66,10 +81,24 @@ step "clippy (warnings are errors)" cargo clippy --workspace --exclude speedmatr
 step "wasm32 build and lints of the schema crate and the viewer (with its component tests)" \
   cargo clippy -p speedmatrix-schema -p speedmatrix-viewer --all-targets --target wasm32-unknown-unknown --locked -- -D warnings
 
-cargo_test() {
-  cargo test --workspace --exclude speedmatrix-viewer --locked --no-fail-fast 2>&1 | tee "$logs/cargo-test.log"
+# The Rust suites run under cargo-nextest (scripts/setup.d/nextest.sh installs it): every test in
+# its own process, side by side within the limits of .config/nextest.toml. First the suites that
+# start a real server on CPU (alone: such a server takes every core), then everything else.
+alone='binary(vllm_cpu) | binary(llamacpp_cpu)'
+nextest() {
+  cargo nextest run --workspace --exclude speedmatrix-viewer --locked --no-fail-fast "$@"
 }
-step "cargo test (workspace, every suite)" cargo_test
+rust_suites() {
+  cargo nextest run --workspace --exclude speedmatrix-viewer --locked --no-run || return 1
+  local status=0
+  nextest -E "$alone" || status=1
+  nextest -E "not ($alone)" || status=1
+  # nextest runs no doc-tests; cargo does (the crates have none today: this keeps it so).
+  cargo test --workspace --exclude speedmatrix-viewer --locked --doc --quiet || status=1
+  return $status
+}
+cargo_test() { rust_suites 2>&1 | tee "$logs/cargo-test.log"; return "${PIPESTATUS[0]}"; }
+step "Rust test suites (cargo nextest: the workspace, every suite)" cargo_test
 
 wasm_tests() {
   CHROMEDRIVER="$(command -v chromedriver)" cargo test -p speedmatrix-viewer --target wasm32-unknown-unknown --locked
@@ -86,12 +115,9 @@ fi
 # ---- summary --------------------------------------------------------------------------------
 printf '\n== summary\n'
 if [ -f "$logs/cargo-test.log" ]; then
-  # One suite per "Running …" (or "Doc-tests …") line, judged by the "test result:" that follows.
-  awk '
-    /^ *Running / { suite = $2 } /^ *Doc-tests / { suite = "doc-tests " $2 }
-    /^test result: ok/ { ok++ } /^test result: FAILED/ { bad++; print "suite failed: " suite }
-    END { printf "test suites: %d passed, %d failed\n", ok, bad }
-  ' "$logs/cargo-test.log"
+  # nextest ends each run with "Summary [ …s] N tests run: …" and lists failures as "FAIL [ …s] …".
+  grep -E '^ *Summary \[' "$logs/cargo-test.log" | sed 's/^ */tests: /'
+  grep -E '^ *(FAIL|TIMEOUT|SIGSEGV|SIGABRT|ABORT) \[' "$logs/cargo-test.log" | sed 's/^ */  /' | sort -u
 fi
 tests_skipped=()
 while IFS= read -r line; do [ -n "$line" ] && tests_skipped+=("$line"); done <"$SPEEDMATRIX_SKIPS"

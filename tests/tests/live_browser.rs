@@ -3,7 +3,7 @@
 //! file another process writes. The page must be open before the first cell lands, fill in to
 //! the plan's total without a reload, and end equal to the published page of the same file.
 //! A stalled client of the live page (connections that never read) must neither block the run
-//! nor change its figures. Timing-sensitive: run under the heavy lock; browser harness as in
+//! nor change its figures. Timing-sensitive (one browser at a time, .config/nextest.toml); harness as in
 //! viewer_browser.rs (a test skips without the tools, except under `CI=true`).
 
 mod support;
