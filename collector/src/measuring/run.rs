@@ -814,6 +814,12 @@ fn host_facts(spec: &RunSpec) -> Host {
     }
     let (gpus, selection) = gpu_selection(spec, server.as_ref().map(|s| s.pids.as_slice()), &mut hardware);
     hardware.gpu_selection = Some(selection);
+    if let Some(n) = spec.gpu_count {
+        if hardware.gpu_count.is_some_and(|seen| seen != n) {
+            say!("GPUs: {n} serve the model (--gpu-count), of the {} NVML sees", hardware.gpus.len());
+        }
+        hardware.gpu_count = Some(n);
+    }
     // Only a server on this machine has a process to read its command from.
     let missing = if launch_command.is_none() {
         vec![MissingFigure {
