@@ -2,7 +2,8 @@
 # Run every test of speedmatrix: formatting, lints, the Rust test suites (unit, schema, twin,
 # end to end against the twin, a real vLLM and llama.cpp, the page in headless Chromium) and the
 # wasm32 build of the schema crate and viewer. The committed dist/ must match its sources
-# (dist/SOURCE_HASH); the viewer is rebuilt fresh with trunk and the binary under test embeds
+# (dist/SOURCE_HASH); the viewer is rebuilt fresh with trunk (kept in the target dir, keyed by
+# its sources and tools, so an unchanged viewer is not rebuilt) and the binary under test embeds
 # that fresh build. Installs what it needs first (scripts/setup.sh, idempotent).
 #
 # Every step runs even when an earlier one failed, and every test suite runs even when another
@@ -39,12 +40,26 @@ step "viewer: the committed dist/ matches its sources" "$root/scripts/check-dist
 
 # shellcheck source=web-env.sh
 . "$root/scripts/web-env.sh"
+# What a fresh build of the viewer depends on: its sources (scripts/dist-hash.sh), the build
+# script and the toolchain's and tools' versions.
+viewer_build_key() {
+  { "$root/scripts/dist-hash.sh"; sha256sum <"$root/scripts/build-viewer.sh"; rustc -V
+    trunk --version; wasm-bindgen --version; wasm-opt --version; } | sha256sum | cut -d' ' -f1
+}
 fresh_viewer() {
-  local fresh="${CARGO_TARGET_DIR:-$root/target}/viewer-dist"
+  local fresh="${CARGO_TARGET_DIR:-$root/target}/viewer-dist" key
+  key="$(viewer_build_key)" || return 1
+  # A build cache keyed by content: a fresh build of these sources with these tools is kept.
+  if [ -d "$fresh" ] && [ "$(cat "$fresh.key" 2>/dev/null)" = "$key" ]; then
+    echo "viewer: fresh build of these sources and tools already in $fresh (key $key)"
+    export SPEEDMATRIX_DIST_DIR="$fresh"
+    return 0
+  fi
   rm -rf "$fresh.new"
   "$root/scripts/build-viewer.sh" "$fresh.new" || return 1
   # Keep the previous folder when nothing changed, so cargo need not re-embed it.
   if diff -rq "$fresh.new" "$fresh" >/dev/null 2>&1; then rm -rf "$fresh.new"; else rm -rf "$fresh" && mv "$fresh.new" "$fresh"; fi
+  printf '%s\n' "$key" >"$fresh.key"
   export SPEEDMATRIX_DIST_DIR="$fresh"
 }
 if command -v trunk >/dev/null 2>&1 && command -v wasm-bindgen >/dev/null 2>&1 && command -v wasm-opt >/dev/null 2>&1; then

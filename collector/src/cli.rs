@@ -120,8 +120,14 @@ pub struct ShowArgs {
     #[arg(long, short = 'f', value_enum, default_value_t = ShowFormat::Text)]
     pub format: ShowFormat,
     /// Add the full measurement table to the text and markdown views.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "slo")]
     pub all: bool,
+    /// Instead of the report, the capacity at a service-level objective: per context, the
+    /// largest concurrency whose cell is valid and meets it, with its total tok/s (goodput) and
+    /// per GPU. `ttft=2s,tps=20` = median TTFT ≤ 2 s and median per-request tok/s ≥ 20; either
+    /// may be left out. Text and markdown only.
+    #[arg(long, value_name = "ttft=DUR,tps=N")]
+    pub slo: Option<String>,
 }
 
 /// Output formats of `diff`.
@@ -285,6 +291,11 @@ pub struct RunArgs {
     /// Do not read GPUs through NVML (inventory, power, energy); the file then says "skipped".
     #[arg(long)]
     pub no_gpu: bool,
+    /// GPUs serving the model, for the per-GPU figures: needed when NVML cannot see them (a
+    /// remote server, a tunnel, the twin); overrides NVML's count when the server uses fewer
+    /// GPUs than this host has.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub gpu_count: Option<u32>,
     /// The server's engine, when detection (from /props, /get_server_info, /metrics) picks
     /// wrongly; `openai` measures from the stream alone.
     #[arg(long, value_enum)]
@@ -407,12 +418,15 @@ pub enum FlavorArg {
 /// Flags of `speedmatrix publish`.
 #[derive(Debug, Args)]
 pub struct PublishArgs {
-    /// Results files to publish (each is checked first).
-    #[arg(required = true)]
+    /// Results files to add (each is checked first). Runs the site already lists are kept; a
+    /// file with the same name and run id as one of them replaces it (a re-run or resumed run).
     pub runs: Vec<PathBuf>,
     /// The site folder to write (created if needed).
     #[arg(long, short = 'o')]
     pub out: PathBuf,
+    /// Take a run out of the site: its run id, or its file name under runs/ (repeatable).
+    #[arg(long, value_name = "RUN_ID")]
+    pub remove: Vec<String>,
 }
 
 /// Flags of `speedmatrix serve`.

@@ -24,6 +24,11 @@
 //! - [`resume`]: a resumed run's header against the server it reaches now.
 //! - [`diff`]: two runs compared (A = baseline, B = candidate): deltas, verdicts, status and
 //!   header changes, the regression gate.
+//! - [`derived`]: figures derived from a cell and its run: tok/s per GPU, tokens per joule,
+//!   cost per million output tokens.
+//! - [`frontier`]: operating points (throughput against per-user speed) and Pareto frontiers.
+//! - [`slo`]: capacity at a service-level objective (TTFT limit, per-user tok/s floor): the
+//!   largest concurrency per context that meets it, and its goodput.
 //! - [`simulation`]: how the speedmatrix twin says it is one on the wire, and how a run
 //!   against it is told apart from a run against a real server.
 
@@ -31,9 +36,11 @@
 
 pub mod command_line;
 pub mod context;
+pub mod derived;
 pub mod diff;
 pub mod estimate;
 pub mod export;
+pub mod frontier;
 pub mod load;
 pub mod model;
 pub mod noise;
@@ -43,6 +50,7 @@ pub mod repeats;
 pub mod resume;
 pub mod simulation;
 pub mod site;
+pub mod slo;
 pub mod stats;
 pub mod status;
 pub mod summary;

@@ -33,6 +33,12 @@ pub enum Unit {
     JoulesPerToken,
     /// A plain count (the `_count` of a distribution).
     Count,
+    /// Tokens per second per GPU.
+    TokPerSPerGpu,
+    /// Output tokens per joule of GPU energy.
+    TokensPerJoule,
+    /// Money per million output tokens, in the currency of the GPU-hour price it came from.
+    CostPerMillionTokens,
 }
 
 impl Unit {
@@ -48,6 +54,9 @@ impl Unit {
             Unit::Watts => "W",
             Unit::JoulesPerToken => "J/token",
             Unit::Count => "",
+            Unit::TokPerSPerGpu => "tok/s per GPU",
+            Unit::TokensPerJoule => "tokens/J",
+            Unit::CostPerMillionTokens => "per 1M output tokens",
         }
     }
 
@@ -60,7 +69,9 @@ impl Unit {
             Unit::Watts => " W",
             Unit::Fraction => "%",
             Unit::JoulesPerToken => " J/token",
-            Unit::TokPerS | Unit::Tokens | Unit::Requests | Unit::Count => "",
+            Unit::TokensPerJoule => " tokens/J",
+            Unit::TokPerS | Unit::Tokens | Unit::Requests | Unit::Count | Unit::TokPerSPerGpu => "",
+            Unit::CostPerMillionTokens => "",
         }
     }
 }
@@ -203,6 +214,27 @@ pub static INTERVAL_FIGURES: &[IntervalFigure] = &[
 /// The metric with this id (`total_tps`), if any.
 pub fn metric(id: &str) -> Option<&'static Metric> {
     METRICS.iter().find(|m| m.id == id)
+}
+
+/// Figures derived from a decode cell and its run's header rather than measured: per GPU (the
+/// hardware card's GPU count), per joule (the cell's energy) and per money (a GPU-hour price
+/// the reader types into the page). They are not columns of the flat measurement table (a cell
+/// alone cannot give them); [`crate::derived`] computes them, and the run comparison, the
+/// capacity table and `show --slo` show them. Defined, like every metric, in
+/// `docs/METHODOLOGY.md`.
+#[rustfmt::skip]
+pub static DERIVED: &[Metric] = &[
+    m("total_tps_per_gpu", "Total tok/s per GPU", Unit::TokPerSPerGpu, Style::Fixed(1), Some(true), S,
+      "Total tok/s ÷ the GPUs serving the model (hardware card: NVML, or the --gpu-count flag)."),
+    m("tokens_per_joule", "Tokens per joule", Unit::TokensPerJoule, Style::Fixed(2), Some(true), S,
+      "Output tokens per joule of GPU energy in the window: 1 ÷ energy per token (NVML)."),
+    m("cost_per_million_tokens", "Cost per 1M output tokens", Unit::CostPerMillionTokens, Style::Fixed(2), Some(false), S,
+      "GPU-hour price × GPUs ÷ (total tok/s × 3,600 s) × 1,000,000, in the price's currency (price typed in the page)."),
+];
+
+/// The derived metric with this id (`total_tps_per_gpu`), if any (see [`DERIVED`]).
+pub fn derived(id: &str) -> Option<&'static Metric> {
+    DERIVED.iter().find(|m| m.id == id)
 }
 
 /// One statistic of a distribution.
@@ -461,5 +493,11 @@ mod tests {
     fn headers_carry_units() {
         assert_eq!(metric("ttft_ms").unwrap().header(), "TTFT (ms)");
         assert_eq!(metric("total_tps").unwrap().header(), "Total tok/s");
+        assert_eq!(derived("total_tps_per_gpu").unwrap().header(), "Total tok/s per GPU");
+        assert_eq!(derived("tokens_per_joule").unwrap().header(), "Tokens per joule (tokens/J)");
+        assert_eq!(derived("cost_per_million_tokens").unwrap().header(), "Cost per 1M output tokens");
+        assert_eq!(derived("tokens_per_joule").unwrap().display(3.456), "3.46 tokens/J");
+        assert!(metric("total_tps_per_gpu").is_none(), "derived figures are not table columns");
+        assert!(DERIVED.iter().all(|d| metric(d.id).is_none()), "ids are unique across both lists");
     }
 }

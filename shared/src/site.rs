@@ -1,23 +1,33 @@
 //! A published site's run index, `runs/index.json`: which results files the site holds, with
-//! the few facts a run picker shows before loading one. `speedmatrix publish` writes it, the
-//! viewer reads it.
+//! the facts the front page's run table shows before loading any run — GPU and count, engine
+//! and version, model, quantization, date, label, whether the server was simulated, and the
+//! headline figures ([`Headline`]). `speedmatrix publish` writes it, the viewer reads it.
 //!
 //! ```json
-//! {"schema": "speedmatrix-run-index", "schema_version": 1,
-//!  "runs": [{"file": "h200-qwen.json", "label": "…", "model": "…", "hardware": "…",
-//!            "started_at": "2026-11-30T10:53:38Z"}]}
+//! {"schema": "speedmatrix-run-index", "schema_version": 2,
+//!  "runs": [{"file": "h200-qwen.json", "id": "…", "label": "…", "model": "…",
+//!            "hardware": "2 × H200 NVL", "gpu": "H200 NVL", "gpu_count": 2, "engine": "vllm",
+//!            "engine_version": "0.26.1", "quantization": "INT4",
+//!            "started_at": "2026-11-30T10:53:38Z",
+//!            "headline": {"peak_total_tps": 6342.6, "peak_context": "8K", "peak_concurrency": 128,
+//!                         "peak_total_tps_per_gpu": 3171.3, "ttft_ms_single": 196.0,
+//!                         "ttft_context": "8K", "largest_context": {"label": "251K", "tokens": 257024}}}]}
 //! ```
 //! A run that measured the twin has `"simulated": true` (absent otherwise).
 //! `file` is relative to the index itself (the `runs/` folder), so a site works from any
-//! sub-path.
+//! sub-path. Version 1 indexes (file, label, model, hardware, started_at only) still load, with
+//! no headline; `publish` rewrites them as version 2.
 
-use crate::model::Results;
+use crate::derived::{gpu_count, per_gpu};
+use crate::model::{CellStatus, ContextSize, MissingFigure, Results};
 use serde::{Deserialize, Serialize};
 
 /// The value of the index's `schema` field.
 pub const INDEX_SCHEMA_NAME: &str = "speedmatrix-run-index";
-/// The index format version this build writes and reads.
-pub const INDEX_SCHEMA_VERSION: u32 = 1;
+/// The index format version this build writes (and the newest it reads; it reads 1 as well).
+pub const INDEX_SCHEMA_VERSION: u32 = 2;
+/// The oldest index version this build reads.
+pub const OLDEST_INDEX_VERSION: u32 = 1;
 
 /// `runs/index.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -48,9 +58,60 @@ pub struct RunIndexEntry {
     /// When the run started (RFC 3339), when known.
     #[serde(default)]
     pub started_at: Option<String>,
+    /// The run's id (`run.id`); absent in version 1 indexes.
+    #[serde(default)]
+    pub id: Option<String>,
+    /// The GPU model, e.g. "H200 NVL", when the inventory names it.
+    #[serde(default)]
+    pub gpu: Option<String>,
+    /// GPUs serving the model, when the hardware card says.
+    #[serde(default)]
+    pub gpu_count: Option<u32>,
+    /// The engine: `vllm`, `sglang`, `llamacpp`, `openai`.
+    #[serde(default)]
+    pub engine: Option<String>,
+    /// The engine's version, when known.
+    #[serde(default)]
+    pub engine_version: Option<String>,
+    /// Weight quantization, when known.
+    #[serde(default)]
+    pub quantization: Option<String>,
     /// The run measured a simulation (the speedmatrix twin), not a real server.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub simulated: bool,
+    /// The headline figures; absent in version 1 indexes.
+    #[serde(default)]
+    pub headline: Option<Headline>,
+}
+
+/// A run's figures at a glance, for the run table (all from valid decode cells).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Headline {
+    /// The highest total tok/s of a valid decode cell.
+    #[serde(default)]
+    pub peak_total_tps: Option<f64>,
+    /// The context label of that cell.
+    #[serde(default)]
+    pub peak_context: Option<String>,
+    /// The concurrency of that cell.
+    #[serde(default)]
+    pub peak_concurrency: Option<u32>,
+    /// The peak per GPU (the hardware card's GPU count).
+    #[serde(default)]
+    pub peak_total_tps_per_gpu: Option<f64>,
+    /// Median TTFT of the one-stream cell at the smallest decode context, ms.
+    #[serde(default)]
+    pub ttft_ms_single: Option<f64>,
+    /// The context label of that cell.
+    #[serde(default)]
+    pub ttft_context: Option<String>,
+    /// The largest context with a measured decode cell (valid or requests queued).
+    #[serde(default)]
+    pub largest_context: Option<ContextSize>,
+    /// Figures above that are null, and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<MissingFigure>,
 }
 
 impl RunIndex {
@@ -65,15 +126,70 @@ pub fn model_name(r: &Results) -> Option<String> {
     r.engine.model.clone().or_else(|| r.engine.served_model_name.clone())
 }
 
-/// The hardware of a run in a few words: `2 × H200 NVL`, `H200 NVL`, or the accelerator type.
+/// The hardware of a run in a few words: `2 × H200 NVL`, `H200 NVL`, `2 GPUs` (a count
+/// without an inventory, from `run --gpu-count`), or the accelerator type.
 pub fn hardware_summary(r: &Results) -> Option<String> {
     let h = &r.hardware;
-    let count = h.gpu_count.or((!h.gpus.is_empty()).then_some(h.gpus.len() as u32));
-    match (h.gpus.first(), count) {
+    match (h.gpus.first(), gpu_count(r).ok()) {
         (Some(g), Some(n)) if n > 1 => Some(format!("{n} × {}", g.name)),
         (Some(g), _) => Some(g.name.clone()),
-        (None, _) => h.accelerator_type.clone(),
+        (None, Some(1)) => Some("1 GPU".into()),
+        (None, Some(n)) => Some(format!("{n} GPUs")),
+        (None, None) => h.accelerator_type.clone(),
     }
+}
+
+/// The headline figures of a run (see [`Headline`]); each null one is in `missing` with why.
+pub fn headline(r: &Results) -> Headline {
+    let mut h = Headline::default();
+    let valid = || r.decode.iter().filter(|c| c.status == CellStatus::Valid);
+    let peak = valid()
+        .filter(|c| c.total_tps.is_some_and(f64::is_finite))
+        .max_by(|a, b| a.total_tps.unwrap_or(0.0).total_cmp(&b.total_tps.unwrap_or(0.0)));
+    let mut gaps = Vec::new();
+    match peak {
+        Some(c) => {
+            let v = c.total_tps.unwrap_or(0.0);
+            h.peak_total_tps = Some(v);
+            h.peak_context = Some(c.context.label.clone());
+            h.peak_concurrency = Some(c.concurrency);
+            match gpu_count(r) {
+                Ok(n) => h.peak_total_tps_per_gpu = Some(per_gpu(v, n)),
+                Err(e) => gaps.push(h_missing("peak_total_tps_per_gpu", e)),
+            }
+        }
+        None => {
+            gaps.push(h_missing("peak_total_tps", "no valid decode cell".into()));
+            gaps.push(h_missing("peak_total_tps_per_gpu", "no valid decode cell".into()));
+        }
+    }
+    let smallest = r.decode.iter().map(|c| c.context.tokens).min();
+    let single = r.decode.iter().find(|c| Some(c.context.tokens) == smallest && c.concurrency == 1);
+    match single {
+        Some(c) if c.status == CellStatus::Valid && c.ttft_ms.as_ref().and_then(|d| d.p50).is_some() => {
+            h.ttft_ms_single = c.ttft_ms.as_ref().and_then(|d| d.p50);
+            h.ttft_context = Some(c.context.label.clone());
+        }
+        Some(c) if c.status != CellStatus::Valid => gaps.push(h_missing(
+            "ttft_ms_single",
+            format!("the {} × 1 cell is {}", c.context.label, c.status.label().to_lowercase()),
+        )),
+        Some(c) => {
+            gaps.push(h_missing("ttft_ms_single", format!("the {} × 1 cell has no median TTFT", c.context.label)))
+        }
+        None => gaps.push(h_missing("ttft_ms_single", "no one-stream cell at the smallest context".into())),
+    }
+    h.largest_context =
+        r.decode.iter().filter(|c| c.status.is_measured()).max_by_key(|c| c.context.tokens).map(|c| c.context.clone());
+    if h.largest_context.is_none() {
+        gaps.push(h_missing("largest_context", "no measured decode cell".into()));
+    }
+    h.missing = gaps;
+    h
+}
+
+fn h_missing(figure: &str, reason: String) -> MissingFigure {
+    MissingFigure { figure: figure.into(), reason }
 }
 
 /// A one-line title for a run: its label, else "model on hardware", else the run id.
@@ -98,7 +214,14 @@ pub fn entry_for(r: &Results, file: &str) -> RunIndexEntry {
         model: model_name(r),
         hardware: hardware_summary(r),
         started_at: r.run.started_at.clone(),
+        id: Some(r.run.id.clone()),
+        gpu: r.hardware.gpus.first().map(|g| g.name.clone()),
+        gpu_count: gpu_count(r).ok(),
+        engine: r.engine.name.clone(),
+        engine_version: r.engine.version.clone(),
+        quantization: r.engine.quantization.clone(),
         simulated: r.engine.simulated.is_some(),
+        headline: Some(headline(r)),
     }
 }
 
@@ -109,7 +232,7 @@ pub enum IndexError {
     #[error("runs/index.json is not a run index: {0}")]
     Shape(String),
     /// A newer or foreign index.
-    #[error("runs/index.json has schema {schema:?} version {version}; this viewer reads {INDEX_SCHEMA_NAME:?} version {INDEX_SCHEMA_VERSION}")]
+    #[error("runs/index.json has schema {schema:?} version {version}; this build reads {INDEX_SCHEMA_NAME:?} versions {OLDEST_INDEX_VERSION}–{INDEX_SCHEMA_VERSION} (a newer one needs a newer speedmatrix)")]
     Version {
         /// The `schema` found.
         schema: String,
@@ -128,7 +251,8 @@ pub enum IndexError {
 /// a plain relative path inside the runs folder.
 pub fn load_index(bytes: &[u8]) -> Result<RunIndex, IndexError> {
     let index: RunIndex = serde_json::from_slice(bytes).map_err(|e| IndexError::Shape(e.to_string()))?;
-    if index.schema != INDEX_SCHEMA_NAME || index.schema_version != INDEX_SCHEMA_VERSION {
+    let known = OLDEST_INDEX_VERSION..=INDEX_SCHEMA_VERSION;
+    if index.schema != INDEX_SCHEMA_NAME || !known.contains(&index.schema_version) {
         return Err(IndexError::Version { schema: index.schema, version: index.schema_version });
     }
     if let Some(bad) = index.runs.iter().find(|e| !is_plain_relative(&e.file)) {
@@ -149,16 +273,27 @@ pub fn is_plain_relative(path: &str) -> bool {
 mod tests {
     use super::*;
 
-    #[test]
-    fn index_round_trips_and_rejects_escapes() {
-        let idx = RunIndex::new(vec![RunIndexEntry {
+    fn entry() -> RunIndexEntry {
+        RunIndexEntry {
             file: "a.json".into(),
             label: "A".into(),
             model: None,
             hardware: Some("2 × H200 NVL".into()),
             started_at: None,
+            id: Some("run-a".into()),
+            gpu: Some("H200 NVL".into()),
+            gpu_count: Some(2),
+            engine: Some("vllm".into()),
+            engine_version: None,
+            quantization: None,
             simulated: true,
-        }]);
+            headline: Some(Headline { peak_total_tps: Some(1.0), ..Headline::default() }),
+        }
+    }
+
+    #[test]
+    fn index_round_trips_and_rejects_escapes() {
+        let idx = RunIndex::new(vec![entry()]);
         let bytes = serde_json::to_vec(&idx).unwrap();
         assert_eq!(load_index(&bytes).unwrap(), idx);
         // An index written before `simulated` existed reads as real runs.
@@ -171,7 +306,67 @@ mod tests {
         }
         assert!(matches!(load_index(b"[]"), Err(IndexError::Shape(_))));
         let mut i = idx.clone();
-        i.schema_version = 2;
-        assert!(matches!(load_index(&serde_json::to_vec(&i).unwrap()), Err(IndexError::Version { .. })));
+        i.schema_version = INDEX_SCHEMA_VERSION + 1;
+        let err = load_index(&serde_json::to_vec(&i).unwrap()).unwrap_err();
+        assert!(matches!(err, IndexError::Version { .. }), "{err}");
+        assert!(err.to_string().contains("versions 1–2"), "{err}");
+    }
+
+    #[test]
+    fn a_version_1_index_still_loads_without_headline_figures() {
+        let old = br#"{"schema":"speedmatrix-run-index","schema_version":1,
+            "runs":[{"file":"a.json","label":"A","model":"m","hardware":"H200","started_at":"2026-11-30T10:53:38Z"}]}"#;
+        let idx = load_index(old).unwrap();
+        assert_eq!(idx.schema_version, 1);
+        let e = &idx.runs[0];
+        assert_eq!((e.file.as_str(), e.hardware.as_deref()), ("a.json", Some("H200")));
+        assert_eq!((e.headline.clone(), e.id.clone(), e.simulated), (None, None, false));
+    }
+
+    fn seed() -> Results {
+        crate::load_results(include_bytes!("../../tests/fixtures/h200-qwen3.5-122b-vllm.json")).expect("the seed loads")
+    }
+
+    #[test]
+    fn the_seed_headline() {
+        let r = seed();
+        let e = entry_for(&r, "seed.json");
+        assert_eq!((e.gpu.as_deref(), e.gpu_count, e.engine.as_deref()), (Some("H200 NVL"), Some(2), Some("vllm")));
+        assert_eq!(e.engine_version.as_deref(), Some("0.26.1rc1.dev638+g52be12cfa"));
+        assert_eq!(e.quantization.as_deref(), Some("INT4"));
+        let h = e.headline.unwrap();
+        assert_eq!(
+            (h.peak_total_tps, h.peak_context.as_deref(), h.peak_concurrency),
+            (Some(6342.6), Some("8K"), Some(128))
+        );
+        assert_eq!(h.peak_total_tps_per_gpu, Some(3171.3));
+        assert_eq!((h.ttft_ms_single, h.ttft_context.as_deref()), (Some(196.0), Some("8K")));
+        assert_eq!(h.largest_context.map(|c| c.label), Some("251K".into()), "decode, not the 256K prefill row");
+        assert!(h.missing.is_empty(), "{:?}", h.missing);
+    }
+
+    #[test]
+    fn headline_gaps_say_why() {
+        let mut r = seed();
+        r.hardware.gpus.clear();
+        r.hardware.gpu_count = None;
+        r.hardware.accelerator_type = None;
+        for c in r.decode.iter_mut().filter(|c| c.context.tokens == 8192 && c.concurrency == 1) {
+            c.status = CellStatus::Error;
+        }
+        let h = headline(&r);
+        assert_eq!(h.peak_total_tps, Some(6342.6));
+        assert_eq!(h.peak_total_tps_per_gpu, None);
+        assert_eq!(h.ttft_ms_single, None);
+        let why: Vec<(&str, &str)> = h.missing.iter().map(|m| (m.figure.as_str(), m.reason.as_str())).collect();
+        assert!(why.contains(&("ttft_ms_single", "the 8K × 1 cell is error")), "{why:?}");
+        assert!(why.iter().any(|(f, r)| *f == "peak_total_tps_per_gpu" && r.contains("no GPU count")), "{why:?}");
+        assert_eq!(hardware_summary(&r), None);
+        r.hardware.gpu_count = Some(2);
+        assert_eq!(hardware_summary(&r).as_deref(), Some("2 GPUs"), "a count from --gpu-count, no inventory");
+        r.decode.clear();
+        let h = headline(&r);
+        let figures: Vec<&str> = h.missing.iter().map(|m| m.figure.as_str()).collect();
+        assert_eq!(figures, ["peak_total_tps", "peak_total_tps_per_gpu", "ttft_ms_single", "largest_context"]);
     }
 }

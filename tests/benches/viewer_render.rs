@@ -5,7 +5,9 @@
 //! `speedmatrix-report` (the report is in the DOM, next animation frame) and the last
 //! `speedmatrix-chart` (every chart drawn). Files: the seed fixture, and a generated run of
 //! 1,000 decode cells (20 contexts × 50 concurrency levels, built from the seed's first valid
-//! cell).
+//! cell). Then a site of 12 runs (copies of the seed, 48 decode cells each, served as
+//! results files with their index): its front page's run table (`speedmatrix-index`) and the
+//! comparison of all 12 (`speedmatrix-compare`, then the last `speedmatrix-chart`).
 //!
 //! `cargo bench -p speedmatrix-tests --bench viewer_render` (needs chromium + chromedriver).
 
@@ -36,10 +38,10 @@ fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port()
 }
 
-fn serve(file: &Path) -> (Proc, String) {
+fn serve(files: &[PathBuf]) -> (Proc, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_speedmatrix-under-test"))
         .arg("serve")
-        .arg(file)
+        .args(files)
         .args(["--port", "0"])
         .stdout(Stdio::piped())
         .spawn()
@@ -78,11 +80,31 @@ fn generated(contexts: u64, levels: u32, out: &Path) -> PathBuf {
     path
 }
 
-async fn marks(c: &Client) -> Option<(f64, f64)> {
+/// Twelve copies of the seed (48 decode cells each), labelled run 1 … run 12.
+fn twelve(out: &Path) -> Vec<PathBuf> {
+    let seed: Value =
+        serde_json::from_slice(&std::fs::read(root().join("tests/fixtures/h200-qwen3.5-122b-vllm.json")).unwrap())
+            .unwrap();
+    (1..=12)
+        .map(|i| {
+            let mut v = seed.clone();
+            v["run"]["label"] = json!(format!("run {i}"));
+            v["run"]["id"] = json!(format!("bench-run-{i}"));
+            let path = out.join(format!("r{i:02}.json"));
+            std::fs::write(&path, serde_json::to_vec(&v).unwrap()).unwrap();
+            path
+        })
+        .collect()
+}
+
+/// The page's marks `first` (its first) and `last` (its last), ms since navigation start.
+async fn marks(c: &Client, first: &str, last: &str) -> Option<(f64, f64)> {
     let v = c
         .execute(
-            "const r = performance.getEntriesByName('speedmatrix-report'); const ch = performance.getEntriesByName('speedmatrix-chart'); \
-             return r.length && ch.length ? [r[0].startTime, ch[ch.length - 1].startTime] : null;",
+            &format!(
+                "const r = performance.getEntriesByName('{first}'); const ch = performance.getEntriesByName('{last}'); \
+                 return r.length && ch.length ? [r[0].startTime, ch[ch.length - 1].startTime] : null;"
+            ),
             vec![],
         )
         .await
@@ -103,9 +125,26 @@ fn main() {
     };
     let runs: usize = std::env::var("RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(7);
     let tmp = tempfile::tempdir().unwrap();
-    let files = [
-        ("seed fixture (48 decode cells, 7 prefill rows)", root().join("tests/fixtures/h200-qwen3.5-122b-vllm.json")),
-        ("generated, 1,000 decode cells", generated(20, 50, tmp.path())),
+    let site = twelve(tmp.path());
+    let all12: String = (1..=12).map(|i| format!("compare=runs/r{i:02}.json")).collect::<Vec<_>>().join("&");
+    // (name, files served, page path, first mark, last mark)
+    let pages: [(&str, Vec<PathBuf>, String, &str, &str); 4] = [
+        (
+            "seed fixture (48 decode cells, 7 prefill rows)",
+            vec![root().join("tests/fixtures/h200-qwen3.5-122b-vllm.json")],
+            String::new(),
+            "speedmatrix-report",
+            "speedmatrix-chart",
+        ),
+        (
+            "generated, 1,000 decode cells",
+            vec![generated(20, 50, tmp.path())],
+            String::new(),
+            "speedmatrix-report",
+            "speedmatrix-chart",
+        ),
+        ("site of 12 runs: the run table", site.clone(), String::new(), "speedmatrix-index", "speedmatrix-index"),
+        ("comparison of 12 runs × 48 cells", site, format!("?{all12}"), "speedmatrix-compare", "speedmatrix-chart"),
     ];
     let port = free_port();
     let _driver = Proc(
@@ -139,8 +178,9 @@ fn main() {
             .await
             .expect("a WebDriver session");
         println!("load average: {}", std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim());
-        for (name, file) in &files {
-            let (_server, url) = serve(file);
+        for (name, files, page, first, last) in &pages {
+            let (_server, base) = serve(files);
+            let url = format!("{base}{page}");
             let (mut report, mut charts) = (Vec::new(), Vec::new());
             for i in 0..=runs {
                 // A fresh navigation each time (about:blank in between).
@@ -148,14 +188,14 @@ fn main() {
                 c.goto(&url).await.unwrap();
                 let t = Instant::now();
                 let (r, ch) = loop {
-                    if let Some(m) = marks(&c).await {
+                    if let Some(m) = marks(&c, first, last).await {
                         break m;
                     }
                     assert!(t.elapsed() < Duration::from_secs(30), "{name}: no render marks");
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 };
                 if i == 0 {
-                    println!("{name}: first load (cold cache): report {r:.0} ms, charts {ch:.0} ms");
+                    println!("{name}: first load (cold cache): {first} {r:.0} ms, {last} {ch:.0} ms");
                     continue;
                 }
                 report.push(r);
@@ -163,7 +203,7 @@ fn main() {
             }
             let (rmin, cmin) = (report.iter().copied().fold(f64::MAX, f64::min), charts.iter().copied().fold(f64::MAX, f64::min));
             println!(
-                "{name}: {runs} warm loads: report median {:.0} ms (min {rmin:.0}), charts drawn median {:.0} ms (min {cmin:.0})",
+                "{name}: {runs} warm loads: {first} median {:.0} ms (min {rmin:.0}), {last} median {:.0} ms (min {cmin:.0})",
                 median(&mut report),
                 median(&mut charts)
             );

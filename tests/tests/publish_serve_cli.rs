@@ -180,3 +180,121 @@ fn serve_a_folder_stays_inside_it() {
     let out = speedmatrix().arg("serve").arg(site.path()).arg(FIXTURE).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+fn publish(site: &Path, args: &[&str]) -> std::process::Output {
+    speedmatrix().arg("publish").args(args).arg("--out").arg(site).output().unwrap()
+}
+
+fn index_of(site: &Path) -> speedmatrix_schema::site::RunIndex {
+    speedmatrix_schema::site::load_index(&std::fs::read(site.join("runs/index.json")).unwrap()).expect("a valid index")
+}
+
+fn index_files(site: &Path) -> Vec<String> {
+    index_of(site).runs.into_iter().map(|r| r.file).collect()
+}
+
+const IMPORT: &str = "tests/fixtures/round1/import-llm-inference-bench.json";
+
+#[test]
+fn publishing_into_a_site_adds_replaces_removes_and_leaves_nothing_stale() {
+    let dir = tempfile::tempdir().unwrap();
+    let site = dir.path().join("site");
+    assert!(publish(&site, &[FIXTURE]).status.success());
+    // What an older publish may have left: a run no longer listed, an older build's viewer
+    // asset; and a page of the user's own, which is not ours to delete.
+    std::fs::write(site.join("runs/old-run.json"), b"{}").unwrap();
+    std::fs::write(site.join("speedmatrix-viewer-0123456789abcdef.js"), b"old").unwrap();
+    std::fs::write(site.join("speedmatrix-viewer-0123456789abcdef_bg.wasm"), b"old").unwrap();
+    std::fs::write(site.join("about.html"), b"mine").unwrap();
+
+    // Adding a run keeps the old one and cleans up.
+    let out = publish(&site, &[IMPORT]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        said.starts_with("published 2 runs to ") && said.contains("(1 added, 0 replaced, 1 kept, 0 removed;"),
+        "{said}"
+    );
+    assert!(said.contains("3 stale removed"), "{said}");
+    assert_eq!(index_files(&site), ["h200-qwen3.5-122b-vllm.json", "import-llm-inference-bench.json"]);
+    for gone in
+        ["runs/old-run.json", "speedmatrix-viewer-0123456789abcdef.js", "speedmatrix-viewer-0123456789abcdef_bg.wasm"]
+    {
+        assert!(!site.join(gone).exists(), "{gone} is stale and stays behind");
+    }
+    assert_eq!(std::fs::read(site.join("about.html")).unwrap(), b"mine", "other files are left alone");
+    let on_disk = files_under(&site.join("runs"));
+    assert_eq!(on_disk.len(), 3, "two runs and the index: {on_disk:?}");
+
+    // The same file again (same name, same run id) replaces its copy: a re-run or a resumed run.
+    let out = publish(&site, &[FIXTURE]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("(0 added, 1 replaced, 1 kept, 0 removed;"));
+    assert_eq!(index_files(&site).len(), 2);
+    // Another run under the same file name gets a name of its own: nothing is lost.
+    let other_dir = dir.path().join("other");
+    std::fs::create_dir(&other_dir).unwrap();
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(root().join(FIXTURE)).unwrap()).unwrap();
+    v["run"]["id"] = "another-run".into();
+    let other = other_dir.join("h200-qwen3.5-122b-vllm.json");
+    std::fs::write(&other, serde_json::to_vec(&v).unwrap()).unwrap();
+    assert!(publish(&site, &[other.to_str().unwrap()]).status.success());
+    assert_eq!(
+        index_files(&site),
+        ["h200-qwen3.5-122b-vllm.json", "import-llm-inference-bench.json", "h200-qwen3.5-122b-vllm-2.json"]
+    );
+
+    // --remove takes one out by run id or by file name, and deletes its file.
+    let import_id = index_of(&site).runs[1].id.clone().expect("a v2 index names run ids");
+    let out = publish(&site, &["--remove", &import_id, "--remove", "h200-qwen3.5-122b-vllm-2.json"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("(0 added, 0 replaced, 1 kept, 2 removed;"));
+    assert_eq!(index_files(&site), ["h200-qwen3.5-122b-vllm.json"]);
+    assert!(!site.join("runs/import-llm-inference-bench.json").exists());
+    let out = publish(&site, &["--remove", "no-such-run"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--remove no-such-run: no run of the site") && err.contains("h200-qwen3.5-122b-vllm.json"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_version_1_index_is_read_and_rewritten_as_version_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let site = dir.path().join("site");
+    std::fs::create_dir_all(site.join("runs")).unwrap();
+    std::fs::copy(root().join(FIXTURE), site.join("runs/seed.json")).unwrap();
+    let v1 = r#"{"schema": "speedmatrix-run-index", "schema_version": 1,
+        "runs": [{"file": "seed.json", "label": "seed"}, {"file": "gone.json", "label": "gone"}]}"#;
+    std::fs::write(site.join("runs/index.json"), v1).unwrap();
+    let out = publish(&site, &[IMPORT]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("gone.json is listed in the index but missing; left out"));
+    let index = index_of(&site);
+    assert_eq!(index.schema_version, 2);
+    assert_eq!(index_files(&site), ["seed.json", "import-llm-inference-bench.json"]);
+    let seed = &index.runs[0];
+    assert_eq!(seed.label, "Qwen3.5-122B-A10B-GPTQ-Int4 on H200 NVL 141GB ×2", "regenerated from the file");
+    assert_eq!(seed.headline.as_ref().and_then(|h| h.peak_total_tps), Some(6342.6));
+    let import = &index.runs[1];
+    assert_eq!(import.gpu_count, None);
+    let h = import.headline.as_ref().unwrap();
+    assert_eq!(h.peak_total_tps_per_gpu, None);
+    assert!(h.missing.iter().any(|m| m.figure == "peak_total_tps_per_gpu" && m.reason.contains("no GPU count")));
+
+    // A broken index is not silently replaced; a broken listed run can be removed.
+    std::fs::write(site.join("runs/seed.json"), b"{").unwrap();
+    let out = publish(&site, &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("take it out with --remove seed.json"));
+    assert!(publish(&site, &["--remove", "seed.json"]).status.success());
+    assert_eq!(index_files(&site), ["import-llm-inference-bench.json"]);
+    std::fs::write(site.join("runs/index.json"), b"[]").unwrap();
+    let out = publish(&site, &[FIXTURE]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("runs/index.json is not a run index"));
+    // Nothing to publish into a folder without a site.
+    let out = publish(&dir.path().join("empty"), &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nothing to publish"));
+}

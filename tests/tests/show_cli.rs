@@ -349,6 +349,79 @@ fn fixture_text() -> String {
     std::fs::read_to_string(root().join(FIXTURE)).unwrap()
 }
 
+/// The rows of a box-drawn table in text output: each line starting with `│`, split on its
+/// column separators, cells trimmed.
+fn table_rows(text: &str) -> Vec<Vec<String>> {
+    text.lines()
+        .filter(|l| l.starts_with('│'))
+        .map(|l| l.trim_matches('│').split('┆').map(|c| c.trim().to_string()).collect())
+        .collect()
+}
+
+#[test]
+fn slo_prints_the_largest_concurrency_meeting_it_per_context() {
+    let out = stdout(&show(&[FIXTURE, "--slo", "ttft=2s,tps=20"]));
+    assert!(out.contains("Capacity at your SLO — TTFT ≤ 2 s, per-user ≥ 20 tok/s (medians)"), "{out}");
+    // By hand from the seed fixture (decode cells' median TTFT and median per-request tok/s):
+    // at every context the TTFT limit binds first (each cell's per-user speed is far above 20).
+    // 8K: 16 streams 532 ms, 32 streams 2,716 ms. 16K: 595 / 2,674 ms. 32K: 726 / 2,552 ms.
+    // 64K: 8 streams are "requests queued" (not counted), 16 → 1,824 ms, 32 → 3,556 ms.
+    // 128K: 8 → 1,299 ms, 16 → 3,375 ms. 251K: 4 → 1,310 ms, 8 → 2,007 ms, 7 ms over.
+    // Per GPU: the hardware card says 2 GPUs.
+    let want = [
+        ["8K", "16", "532 ms", "125.1", "2,023.2", "1,011.6"],
+        ["16K", "16", "595 ms", "123.1", "1,995.5", "997.8"],
+        ["32K", "16", "726 ms", "121.8", "1,966.8", "983.4"],
+        ["64K", "16", "1,824 ms", "117.4", "1,923.6", "961.8"],
+        ["128K", "8", "1,299 ms", "132.7", "1,066.2", "533.1"],
+        ["251K", "4", "1,310 ms", "153.2", "596.0", "298.0"],
+    ];
+    let rows = table_rows(&out);
+    assert_eq!(
+        rows[0],
+        ["Context", "Requests at once", "TTFT", "Per request tok/s", "Total tok/s", "Total tok/s per GPU"]
+    );
+    assert_eq!(rows[1..], want.map(|r| r.map(String::from).to_vec()), "{out}");
+    // A per-user floor that binds: 8K keeps 163.1 tok/s per user at 8 streams, 125.1 at 16
+    // (16K and 32K alike); 64K's 8 is queued, so 4 (184.2); 128K has 164.5 at 4, 132.7 at 8;
+    // 251K 153.2 at 4, 119.6 at 8.
+    let rows = table_rows(&stdout(&show(&[FIXTURE, "--slo", "tps=150"])));
+    let by_context: Vec<(&str, &str)> = rows[1..].iter().map(|r| (r[0].as_str(), r[1].as_str())).collect();
+    assert_eq!(by_context, [("8K", "8"), ("16K", "8"), ("32K", "8"), ("64K", "4"), ("128K", "4"), ("251K", "4")]);
+    // Nothing meets a 150 ms TTFT: each context says so, with the smallest cell's miss.
+    let out = stdout(&show(&[FIXTURE, "--slo", "ttft=150ms"]));
+    assert!(table_rows(&out)[1..].iter().all(|r| r[1] == "none"), "{out}");
+    assert!(out.contains("8K: 1 at once: TTFT 196 ms > 150 ms"), "{out}");
+    // Markdown, and a run without a GPU count says why it has no per-GPU figure.
+    let md = stdout(&show(&["tests/fixtures/round1/import-vllm-bench.json", "--slo", "ttft=1s", "-f", "markdown"]));
+    assert!(md.contains("| 1K | 4 | 90 ms |"), "{md}");
+    assert!(md.contains("Total tok/s per GPU: — because the hardware card has no GPU count"), "{md}");
+}
+
+#[test]
+fn a_bad_slo_is_refused_with_the_expected_form() {
+    for (slo, why) in [
+        ("ttft=2", "not a duration with a unit"),
+        ("ttft=2s,ttft=3s", "ttft is given twice"),
+        ("tps=fast", "not a number of tok/s"),
+        ("tps=-1", "must be a number ≥ 0"),
+        ("latency=2s", "unknown key \"latency\""),
+        ("", "give ttft, tps or both"),
+        ("ttft", "is not KEY=VALUE"),
+    ] {
+        let out = show(&[FIXTURE, "--slo", slo]);
+        assert_eq!(out.status.code(), Some(2), "{slo}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.starts_with("error: --slo") && err.contains(why) && err.contains("--slo ttft=2s,tps=20"),
+            "{slo}: {err}"
+        );
+    }
+    let out = show(&[FIXTURE, "--slo", "ttft=2s", "-f", "csv"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("text or markdown"));
+}
+
 #[test]
 fn a_run_of_the_twin_says_simulated() {
     let real = stdout(&show(&[FIXTURE]));

@@ -9,13 +9,51 @@ use speedmatrix_schema::registry::{self, column, Column};
 use speedmatrix_schema::table::Row;
 use speedmatrix_schema::{CellStatus, Results};
 
-/// How a series' line is drawn: one run solid, an overlaid second run dashed.
+/// How a series' line is drawn: one run solid, an overlaid second run dashed; in a comparison of
+/// many runs (one colour per run), one dash pattern per context.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stroke {
     /// A continuous line (the run on its own, or run A of a comparison).
     Solid,
     /// A dashed line (run B of a comparison).
     Dashed,
+    /// Dash pattern `n` of [`DASH_PATTERNS`] (0 is solid), for the n-th context.
+    Pattern(usize),
+    /// No line, the points' marks only (a scatter of cells of several contexts).
+    Marks,
+}
+
+/// The dash patterns of [`Stroke::Pattern`]: (dash, gap) in CSS pixels; (0, 0) is a solid line.
+/// The SVG legend of the page uses the same numbers.
+pub const DASH_PATTERNS: [(u32, u32); 6] = [(0, 0), (8, 5), (2, 4), (14, 5), (5, 9), (1, 8)];
+
+/// A line through one run's Pareto frontier.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Frontier {
+    /// The run's palette colour; `None` draws it in the text colour (a single run's chart).
+    pub colour: Option<usize>,
+    /// The frontier's points, in increasing x.
+    pub points: Vec<(f64, f64)>,
+}
+
+/// A marked point: a run's capacity at the SLO (its goodput cell), drawn as a ring.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Marker {
+    /// x in the axis unit.
+    pub x: f64,
+    /// y in the axis unit.
+    pub y: f64,
+    /// The run's palette colour.
+    pub colour: usize,
+}
+
+/// A horizontal line across the chart: an SLO bound on the y axis.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Guide {
+    /// y in the axis unit.
+    pub y: f64,
+    /// What it is, for the legend: "TTFT limit 2 s".
+    pub label: String,
 }
 
 /// One point of a series.
@@ -130,8 +168,17 @@ pub struct ChartSpec {
     pub y: Axis,
     /// The lines.
     pub series: Vec<Series>,
-    /// The Pareto frontier of the valid points (per-request vs total tok/s), when marked.
-    pub frontier: Option<Vec<(f64, f64)>>,
+    /// Pareto frontiers of the valid points, when marked: one for a single run's chart, one per
+    /// run (in its colour) when runs are compared.
+    pub frontiers: Vec<Frontier>,
+    /// Marked points (capacity at the SLO).
+    pub markers: Vec<Marker>,
+    /// Horizontal lines (SLO bounds).
+    pub guides: Vec<Guide>,
+    /// The legend's entries when the chart names them itself (a comparison of many runs: one
+    /// entry per run and one per context's dash pattern, not one per line); `None` derives them
+    /// from the series ([`ChartSpec::legend_entries`]).
+    pub legend: Option<Vec<LegendEntry>>,
 }
 
 impl ChartSpec {
@@ -140,12 +187,16 @@ impl ChartSpec {
         self.series.iter().any(|s| !s.points.is_empty())
     }
 
-    /// The legend: one entry per series, then the frontier when marked.
+    /// The legend: [`ChartSpec::legend`] when set, else one entry per series, then the
+    /// frontier when marked (one entry for all frontiers: they share the dotted line).
     pub fn legend_entries(&self) -> Vec<LegendEntry> {
+        if let Some(entries) = &self.legend {
+            return entries.clone();
+        }
         let series =
             self.series.iter().map(|s| LegendEntry { text: s.name.clone(), colour: Some(s.colour), stroke: s.stroke });
-        let frontier = self.frontier.as_ref().map(|_| LegendEntry {
-            text: "Pareto frontier".into(),
+        let frontier = (!self.frontiers.is_empty()).then(|| LegendEntry {
+            text: if self.frontiers.len() == 1 { "Pareto frontier" } else { "Pareto frontiers" }.into(),
             colour: None,
             stroke: Stroke::Dashed,
         });
@@ -191,7 +242,7 @@ impl<'a> RunRef<'a> {
     }
 }
 
-fn col(id: &str) -> Column {
+pub(crate) fn col(id: &str) -> Column {
     column(id).unwrap_or_else(|| panic!("{id} is in the registry"))
 }
 
@@ -265,24 +316,7 @@ pub fn axis_range(values: &[f64], log: bool) -> (f64, f64) {
     }
 }
 
-/// The Pareto frontier of `points` (x, y), both better when higher: the points no other point
-/// beats or equals on both axes, in increasing x (so decreasing y). Non-finite points are
-/// ignored; duplicates appear once.
-pub fn pareto_frontier(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
-    let mut pts: Vec<(f64, f64)> = points.iter().copied().filter(|(x, y)| x.is_finite() && y.is_finite()).collect();
-    // Highest x first; among equal x, highest y first.
-    pts.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.total_cmp(&a.1)));
-    let mut frontier: Vec<(f64, f64)> = Vec::new();
-    let mut best_y = f64::NEG_INFINITY;
-    for p in pts {
-        if p.1 > best_y {
-            frontier.push(p);
-            best_y = p.1;
-        }
-    }
-    frontier.reverse();
-    frontier
-}
+pub use speedmatrix_schema::frontier::pareto_frontier;
 
 /// The index of the point of `hits` nearest to (`x`, `y`) within `radius` (all in the same
 /// pixels), for the hover readout.
@@ -351,7 +385,7 @@ pub fn level_ticks(values: &[f64], log: bool, range: (f64, f64)) -> Vec<f64> {
     out
 }
 
-fn axis(label: String, values: Vec<f64>, ticks: TickStyle, allow_log: bool) -> Axis {
+pub(crate) fn axis(label: String, values: Vec<f64>, ticks: TickStyle, allow_log: bool) -> Axis {
     let log = allow_log && log_helps(&values);
     let range = axis_range(&values, log);
     let ticks_at = round_ticks(range.0, range.1, log, 6);
@@ -359,17 +393,17 @@ fn axis(label: String, values: Vec<f64>, ticks: TickStyle, allow_log: bool) -> A
 }
 
 /// An axis whose ticks are the data's own levels (concurrency, context tokens).
-fn level_axis(label: String, values: Vec<f64>, ticks: TickStyle) -> Axis {
+pub(crate) fn level_axis(label: String, values: Vec<f64>, ticks: TickStyle) -> Axis {
     let mut a = axis(label, values.clone(), ticks, true);
     a.ticks_at = level_ticks(&values, a.log, a.range);
     a
 }
 
-fn all_x(series: &[Series]) -> Vec<f64> {
+pub(crate) fn all_x(series: &[Series]) -> Vec<f64> {
     series.iter().flat_map(|s| s.points.iter().map(|p| p.x)).collect()
 }
 
-fn all_y(series: &[Series]) -> Vec<f64> {
+pub(crate) fn all_y(series: &[Series]) -> Vec<f64> {
     series.iter().flat_map(|s| s.points.iter().map(|p| p.y)).collect()
 }
 
@@ -454,6 +488,8 @@ fn decode_series(run: &RunRef<'_>, palette: &[u64], x: Option<&Column>, y: &Colu
 /// In order: `prefill-tps` (prompt tok/s by context), `prefill-ttft` (TTFT by context),
 /// `decode-total` (total tok/s vs concurrency, one line per context), `decode-ttft` (TTFT vs
 /// concurrency), `pareto` (per-request vs total tok/s, frontier marked).
+// long: the five charts of the page, each one literal spec in page order; split up, a chart's
+// series, axes and caption would no longer read together.
 pub fn charts(runs: &[RunRef<'_>]) -> Vec<ChartSpec> {
     let prompt = registry::metric("prompt_tps").map(|m| m.header()).unwrap_or_else(|| "Prompt tok/s".into());
     let ttft = col("ttft_ms");
@@ -474,7 +510,10 @@ pub fn charts(runs: &[RunRef<'_>]) -> Vec<ChartSpec> {
         x: level_axis(tokens_axis.clone(), all_x(&s), TickStyle::Tokens),
         y: axis(prompt, all_y(&s), TickStyle::Compact, false),
         series: s,
-        frontier: None,
+        frontiers: Vec::new(),
+        markers: Vec::new(),
+        guides: Vec::new(),
+        legend: None,
     });
 
     let s: Vec<Series> = runs.iter().map(|r| prefill_series(r, "ttft_ms")).filter(|s| !s.points.is_empty()).collect();
@@ -485,7 +524,10 @@ pub fn charts(runs: &[RunRef<'_>]) -> Vec<ChartSpec> {
         x: level_axis(tokens_axis, all_x(&s), TickStyle::Tokens),
         y: axis(ttft.metric.header(), all_y(&s), TickStyle::Compact, true),
         series: s,
-        frontier: None,
+        frontiers: Vec::new(),
+        markers: Vec::new(),
+        guides: Vec::new(),
+        legend: None,
     });
 
     let s: Vec<Series> = runs.iter().flat_map(|r| decode_series(r, &palette, None, &total)).collect();
@@ -496,7 +538,10 @@ pub fn charts(runs: &[RunRef<'_>]) -> Vec<ChartSpec> {
         x: level_axis(requests_axis.clone(), all_x(&s), TickStyle::Compact),
         y: axis(total.metric.header(), all_y(&s), TickStyle::Compact, true),
         series: s,
-        frontier: None,
+        frontiers: Vec::new(),
+        markers: Vec::new(),
+        guides: Vec::new(),
+        legend: None,
     });
 
     let s: Vec<Series> = runs.iter().flat_map(|r| decode_series(r, &palette, None, &ttft)).collect();
@@ -507,13 +552,17 @@ pub fn charts(runs: &[RunRef<'_>]) -> Vec<ChartSpec> {
         x: level_axis(requests_axis, all_x(&s), TickStyle::Compact),
         y: axis(format!("{} (median)", ttft.metric.header()), all_y(&s), TickStyle::Compact, true),
         series: s,
-        frontier: None,
+        frontiers: Vec::new(),
+        markers: Vec::new(),
+        guides: Vec::new(),
+        legend: None,
     });
 
     let s: Vec<Series> = runs.iter().flat_map(|r| decode_series(r, &palette, Some(&total), &per_request)).collect();
     let valid: Vec<(f64, f64)> =
         s.iter().flat_map(|s| s.points.iter().filter(|p| p.status == CellStatus::Valid).map(|p| (p.x, p.y))).collect();
-    let frontier = (!valid.is_empty()).then(|| pareto_frontier(&valid));
+    let frontiers: Vec<Frontier> =
+        (!valid.is_empty()).then(|| Frontier { colour: None, points: pareto_frontier(&valid) }).into_iter().collect();
     out.push(ChartSpec {
         id: "pareto",
         title: "Per-request speed vs total throughput".into(),
@@ -522,7 +571,10 @@ pub fn charts(runs: &[RunRef<'_>]) -> Vec<ChartSpec> {
         x: axis(total.metric.header(), all_x(&s), TickStyle::Compact, true),
         y: axis(format!("{} (median)", per_request.metric.header()), all_y(&s), TickStyle::Compact, true),
         series: s,
-        frontier,
+        frontiers,
+        markers: Vec::new(),
+        guides: Vec::new(),
+        legend: None,
     });
 
     out.retain(ChartSpec::has_points);
@@ -539,14 +591,6 @@ mod tests {
 
     fn seed() -> Results {
         load_results(include_bytes!("../../tests/fixtures/h200-qwen3.5-122b-vllm.json")).expect("valid seed fixture")
-    }
-
-    #[test]
-    fn frontier_keeps_undominated_points_in_x_order() {
-        let pts = [(1.0, 10.0), (2.0, 9.0), (2.0, 5.0), (3.0, 9.0), (4.0, 1.0), (0.5, 10.0), (f64::NAN, 99.0)];
-        assert_eq!(pareto_frontier(&pts), vec![(1.0, 10.0), (3.0, 9.0), (4.0, 1.0)]);
-        assert!(pareto_frontier(&[]).is_empty());
-        assert_eq!(pareto_frontier(&[(2.0, 2.0), (2.0, 2.0)]), vec![(2.0, 2.0)]);
     }
 
     #[test]
@@ -640,7 +684,7 @@ mod tests {
         assert!(charts[1].y.label.contains("ms"));
         // The frontier is made of valid points of the chart, undominated.
         let pareto = &charts[4];
-        let f = pareto.frontier.as_ref().expect("a frontier");
+        let f = &pareto.frontiers.first().expect("a frontier").points;
         assert!(!f.is_empty());
         for (x, y) in f {
             assert!(pareto.series.iter().flat_map(|s| &s.points).any(|p| p.x == *x && p.y == *y));

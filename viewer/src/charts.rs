@@ -9,7 +9,8 @@
 //! follows each series' [`Stroke`] and colour index, nothing else changes.
 
 use crate::chart_model::{
-    compact, legend_layout, tokens_text, Axis, ChartSpec, LegendEntry, Series, Stroke, TickStyle,
+    compact, legend_layout, tokens_text, Axis, ChartSpec, Frontier, Guide, LegendEntry, Marker, Series, Stroke,
+    TickStyle, DASH_PATTERNS,
 };
 use plotters::coord::combinators::{BindKeyPoints, WithKeyPoints};
 use plotters::coord::types::RangedCoordf64;
@@ -18,9 +19,10 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters_canvas::CanvasBackend;
 use speedmatrix_schema::CellStatus;
 
-/// Colours of a chart in one theme. The series colours are the Okabe–Ito palette, which stays
-/// distinguishable with the common colour-vision deficiencies (Okabe & Ito, "Color Universal
-/// Design", 2008); dark mode swaps in lighter members first.
+/// Colours of a chart in one theme. The first seven series colours are the Okabe–Ito palette,
+/// which stays distinguishable with the common colour-vision deficiencies (Okabe & Ito, "Color
+/// Universal Design", 2008); dark mode swaps in lighter members first. Five more from Paul Tol's
+/// "muted" scheme give a comparison of up to twelve runs a colour each.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Palette {
     /// The canvas background (also the PNG's).
@@ -32,7 +34,7 @@ pub struct Palette {
     /// Axis lines.
     pub axis: RGBColor,
     /// Series colours, indexed by [`crate::chart_model::Series::colour`] (modulo the length).
-    pub series: [RGBColor; 7],
+    pub series: [RGBColor; 12],
 }
 
 /// The palette of the light or the dark theme.
@@ -51,6 +53,11 @@ pub fn palette(dark: bool) -> Palette {
                 RGBColor(0xf0, 0xe4, 0x42),
                 RGBColor(0xd5, 0x5e, 0x00),
                 RGBColor(0xd0, 0xd0, 0xd0),
+                RGBColor(0xcc, 0x66, 0x77),
+                RGBColor(0x44, 0xaa, 0x99),
+                RGBColor(0xaa, 0x44, 0x99),
+                RGBColor(0xbb, 0xcc, 0x33),
+                RGBColor(0x99, 0xdd, 0xff),
             ],
         }
     } else {
@@ -67,6 +74,11 @@ pub fn palette(dark: bool) -> Palette {
                 RGBColor(0xe6, 0x9f, 0x00),
                 RGBColor(0x56, 0xb4, 0xe9),
                 RGBColor(0x00, 0x00, 0x00),
+                RGBColor(0x88, 0x22, 0x55),
+                RGBColor(0x99, 0x99, 0x33),
+                RGBColor(0x33, 0x22, 0x88),
+                RGBColor(0x44, 0xaa, 0x99),
+                RGBColor(0xcc, 0x66, 0x77),
             ],
         }
     }
@@ -271,8 +283,14 @@ where
     for s in &spec.series {
         draw_series(&mut chart, s, palette, dpr)?;
     }
-    if let Some(f) = &spec.frontier {
+    for g in &spec.guides {
+        draw_guide(&mut chart, g, &spec.x, palette, dpr)?;
+    }
+    for f in &spec.frontiers {
         draw_frontier(&mut chart, f, palette, dpr)?;
+    }
+    for m in &spec.markers {
+        draw_marker(&mut chart, m, palette, dpr)?;
     }
 
     let mut hits = Vec::new();
@@ -332,13 +350,15 @@ where
     let style = colour.stroke_width(line_w);
     let valid: Vec<(f64, f64)> =
         s.points.iter().filter(|p| p.status == CellStatus::Valid).map(|p| (p.x, p.y)).collect();
-    let (dash, gap) = (px(7.0).max(2), px(5.0).max(2));
-    match s.stroke {
-        Stroke::Solid => chart.draw_series(LineSeries::new(valid.iter().copied(), style)).map_err(err)?,
-        Stroke::Dashed => {
-            chart.draw_series(DashedLineSeries::new(valid.iter().copied(), dash, gap, style)).map_err(err)?
+    match dash_pattern(s.stroke, dpr) {
+        _ if s.stroke == Stroke::Marks => {}
+        None => {
+            chart.draw_series(LineSeries::new(valid.iter().copied(), style)).map_err(err)?;
         }
-    };
+        Some((dash, gap)) => {
+            chart.draw_series(DashedLineSeries::new(valid.iter().copied(), dash, gap, style)).map_err(err)?;
+        }
+    }
     for p in &s.points {
         let at = (p.x, p.y);
         match p.status {
@@ -360,20 +380,87 @@ where
     Ok(())
 }
 
-/// The Pareto frontier: a dashed line and a ring around each of its points.
-fn draw_frontier<X, Y>(chart: &mut Chart<'_, X, Y>, f: &[(f64, f64)], palette: &Palette, dpr: f64) -> Result<(), String>
+/// A Pareto frontier: a dashed line and a ring around each of its points, in its run's colour
+/// (or the text colour for a single run).
+fn draw_frontier<X, Y>(chart: &mut Chart<'_, X, Y>, f: &Frontier, palette: &Palette, dpr: f64) -> Result<(), String>
 where
     X: Ranged<ValueType = f64>,
     Y: Ranged<ValueType = f64>,
 {
     let px = |v: f64| px(dpr, v);
     let mark = px(3.5).max(2);
-    let style = palette.text.stroke_width(px(1.5).max(1));
-    chart.draw_series(DashedLineSeries::new(f.iter().copied(), px(2.0).max(1), px(4.0).max(2), style)).map_err(err)?;
+    let colour = f.colour.map_or(palette.text, |c| palette.series[c % palette.series.len()]);
+    let style = colour.stroke_width(px(1.5).max(1));
     chart
-        .draw_series(f.iter().map(|&at| Circle::new(at, mark + px(3.0), palette.text.stroke_width(px(1.0).max(1)))))
+        .draw_series(DashedLineSeries::new(f.points.iter().copied(), px(2.0).max(1), px(4.0).max(2), style))
+        .map_err(err)?;
+    chart
+        .draw_series(f.points.iter().map(|&at| Circle::new(at, mark + px(3.0), colour.stroke_width(px(1.0).max(1)))))
         .map_err(err)?;
     Ok(())
+}
+
+/// A marked point (a run's capacity at the SLO): a wide ring in the run's colour, outlined in
+/// the text colour so it stands out from the series marks.
+fn draw_marker<X, Y>(chart: &mut Chart<'_, X, Y>, m: &Marker, palette: &Palette, dpr: f64) -> Result<(), String>
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    let px = |v: f64| px(dpr, v);
+    let colour = palette.series[m.colour % palette.series.len()];
+    let at = (m.x, m.y);
+    chart
+        .draw_series([
+            Circle::new(at, px(9.0), palette.text.stroke_width(px(1.0).max(1))),
+            Circle::new(at, px(7.5), colour.stroke_width(px(2.5).max(1))),
+        ])
+        .map_err(err)?;
+    Ok(())
+}
+
+/// A horizontal guide (an SLO bound) across the whole x range: a long-dashed line in the text
+/// colour.
+fn draw_guide<X, Y>(chart: &mut Chart<'_, X, Y>, g: &Guide, x: &Axis, palette: &Palette, dpr: f64) -> Result<(), String>
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    let px = |v: f64| px(dpr, v);
+    let style = palette.axis.stroke_width(px(1.5).max(1));
+    let ends = [(x.range.0, g.y), (x.range.1, g.y)];
+    chart.draw_series(DashedLineSeries::new(ends, px(10.0).max(2), px(6.0).max(2), style)).map_err(err)?;
+    // Its name sits just above the line at the left edge (the legend band names the lines).
+    let label = font(palette, dpr, 11.0).pos(Pos::new(HPos::Left, VPos::Bottom));
+    chart.draw_series(std::iter::once(Text::new(g.label.clone(), (x.range.0, g.y), label))).map_err(err)?;
+    Ok(())
+}
+
+/// Canvas pixels of a stroke's (dash, gap), `None` for a continuous line.
+fn dash_pattern(stroke: Stroke, dpr: f64) -> Option<(u32, u32)> {
+    let (dash, gap) = match stroke {
+        Stroke::Solid | Stroke::Marks => return None,
+        Stroke::Dashed => (7, 5),
+        Stroke::Pattern(n) => DASH_PATTERNS[n % DASH_PATTERNS.len()],
+    };
+    (dash != 0).then(|| (px(dpr, f64::from(dash)).max(1), px(dpr, f64::from(gap)).max(2)))
+}
+
+/// The pieces of a legend sample line from `x0` to `x1` (canvas pixels): one for a solid line,
+/// the stroke's dashes for a dashed one, none for marks only.
+fn legend_segments(stroke: Stroke, x0: i32, x1: i32, dpr: f64) -> Vec<(i32, i32)> {
+    match (stroke, dash_pattern(stroke, dpr)) {
+        (Stroke::Marks, _) => vec![],
+        (Stroke::Dashed, _) => {
+            let third = (x1 - x0) / 3;
+            vec![(x0, x0 + third), (x1 - third, x1)]
+        }
+        (_, None) => vec![(x0, x1)],
+        (_, Some((dash, gap))) => {
+            let (dash, step) = (dash as i32, (dash + gap) as i32);
+            (0..).map(|i| x0 + i * step).take_while(|a| *a < x1).map(|a| (a, (a + dash).min(x1))).collect()
+        }
+    }
 }
 
 /// The legend in its band below the chart: each entry's sample (the series' line, solid or
@@ -398,19 +485,14 @@ fn draw_legend(
             None => (palette.text, px(1.5).max(1) as u32),
         };
         let style = colour.stroke_width(width);
-        let segments: Vec<(i32, i32)> = match e.stroke {
-            Stroke::Solid => vec![(x0, x1)],
-            Stroke::Dashed => {
-                let third = (x1 - x0) / 3;
-                vec![(x0, x0 + third), (x1 - third, x1)]
-            }
-        };
-        for (a, b) in segments {
+        for (a, b) in legend_segments(e.stroke, x0, x1, dpr) {
             area.draw(&PathElement::new(vec![(a, mid), (b, mid)], style)).map_err(err)?;
         }
-        match e.colour {
-            Some(_) => area.draw(&Circle::new((centre, mid), mark as u32, colour.filled())).map_err(err)?,
-            None => area.draw(&Circle::new((centre, mid), ring as u32, style)).map_err(err)?,
+        match (e.colour, e.stroke) {
+            (Some(_), _) => area.draw(&Circle::new((centre, mid), mark as u32, colour.filled())).map_err(err)?,
+            // A context's dash pattern in a comparison of many runs: the line alone.
+            (None, Stroke::Pattern(_)) => {}
+            (None, _) => area.draw(&Circle::new((centre, mid), ring as u32, style)).map_err(err)?,
         }
         area.draw_text(&e.text, &text_style, (px(x + LEGEND_SAMPLE + LEGEND_TEXT_GAP), mid)).map_err(err)?;
     }

@@ -637,7 +637,12 @@ fn print_plan(info: &ServerInfo, plan: &Plan, spec: &RunSpec) {
     let labels = |v: &[ContextSize]| {
         v.iter().map(|c| format!("{} ({} tokens)", c.label, c.tokens)).collect::<Vec<_>>().join(", ")
     };
-    say!("plan: prefill at {}", if plan.prefill.is_empty() { "none".into() } else { labels(&plan.prefill) });
+    let prefill_dropped = plan.not_run.iter().any(|n| n.phase == speedmatrix_schema::PlanPhase::Prefill);
+    match (plan.prefill.is_empty(), prefill_dropped) {
+        (false, _) => say!("plan: prefill at {}", labels(&plan.prefill)),
+        (true, false) => say!("plan: no prefill rows (--prefill-contexts none)"),
+        (true, true) => say!("plan: no prefill rows: every prefill context is over the server's limit (see below)"),
+    }
     say!(
         "plan: decode {} context{} [{}] × concurrency {:?}, {} s windows, max_tokens {}",
         plan.contexts.len(),
@@ -824,6 +829,12 @@ fn host_facts(spec: &RunSpec) -> Host {
     }
     let (gpus, selection) = gpu_selection(spec, server.as_ref().map(|s| s.pids.as_slice()), &mut hardware);
     hardware.gpu_selection = Some(selection);
+    if let Some(n) = spec.gpu_count {
+        if hardware.gpu_count.is_some_and(|seen| seen != n) {
+            say!("GPUs: {n} serve the model (--gpu-count), of the {} NVML sees", hardware.gpus.len());
+        }
+        hardware.gpu_count = Some(n);
+    }
     // Only a server on this machine has a process to read its command from.
     let missing = if launch_command.is_none() {
         vec![MissingFigure {

@@ -73,6 +73,8 @@ pub struct RunSpec {
     pub redact_host: bool,
     /// `--no-gpu`.
     pub no_gpu: bool,
+    /// `--gpu-count`: the GPUs serving the model, for per-GPU figures.
+    pub gpu_count: Option<u32>,
 }
 
 impl RunSpec {
@@ -128,6 +130,7 @@ impl RunSpec {
             launch_command: args.launch_command.clone(),
             redact_host: args.redact_host,
             no_gpu: args.no_gpu,
+            gpu_count: args.gpu_count,
         })
     }
 

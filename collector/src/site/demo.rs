@@ -134,6 +134,7 @@ pub fn run(args: &DemoArgs) -> Result<u8, DemoError> {
     let site_dir = out.join("site");
     let site = crate::site::publish::build_site(&[demo_run, seed_run])?;
     crate::site::publish::write_site(&site, &site_dir)?;
+    crate::site::publish::remove_stale(&site, &site_dir)?;
     eprintln!(
         "demo: published the demo run and the seed run to {} (upload it as it is to publish)",
         site_dir.display()

@@ -57,6 +57,57 @@ pub enum SiteError {
         #[source]
         source: std::io::Error,
     },
+    /// The site's `runs/index.json` exists but cannot be read.
+    #[error("cannot read {}", .path.display())]
+    IndexRead {
+        /// The index file.
+        path: PathBuf,
+        /// What the system said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The site's `runs/index.json` is no run index this build reads.
+    #[error("{}: {why}; fix it, or delete it to publish a new site there", .path.display())]
+    IndexInvalid {
+        /// The index file.
+        path: PathBuf,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// A run the site lists, which stays, cannot be read or is invalid.
+    #[error(
+        "runs/{name}, listed in the site's index, cannot be used; take it out with --remove {name} or fix the file"
+    )]
+    ListedRun {
+        /// Its file name under `runs/`.
+        name: String,
+        /// Why it cannot be read.
+        #[source]
+        source: FileError,
+    },
+    /// `--remove` names no run of the site.
+    #[error("--remove {what}: no run of the site has this run id or file name (its runs: {runs})")]
+    UnknownRemove {
+        /// The run id or file name given.
+        what: String,
+        /// The site's run files, or "none".
+        runs: String,
+    },
+    /// No run given and none in the site.
+    #[error("nothing to publish: give results files (speedmatrix publish RUN.json… --out {})", .out.display())]
+    Nothing {
+        /// The `--out` folder.
+        out: PathBuf,
+    },
+    /// A file an earlier publish left that this one no longer has cannot be deleted.
+    #[error("cannot delete the stale {}", .path.display())]
+    DeleteStale {
+        /// The stale file.
+        path: PathBuf,
+        /// What the system said.
+        #[source]
+        source: std::io::Error,
+    },
     /// The closing line cannot be printed.
     #[error(transparent)]
     Output(#[from] OutputError),
@@ -67,6 +118,11 @@ impl CommandError for SiteError {
         match self {
             SiteError::Run(e) => e.failure(),
             SiteError::Output(e) => e.failure(),
+            SiteError::IndexRead { .. }
+            | SiteError::IndexInvalid { .. }
+            | SiteError::ListedRun { .. }
+            | SiteError::UnknownRemove { .. }
+            | SiteError::Nothing { .. } => Failure::BadInput,
             _ => Failure::Working,
         }
     }
@@ -91,22 +147,42 @@ pub fn run_file_name(path: &Path, taken: &[String]) -> String {
     name
 }
 
+/// A run of a site: its file name under `runs/`, its bytes (unchanged) and what they hold.
+#[derive(Debug, Clone)]
+pub struct StoredRun {
+    /// The file name under `runs/`, e.g. `h200-qwen.json`.
+    pub name: String,
+    /// The file's bytes, as given.
+    pub bytes: Vec<u8>,
+    /// The loaded run.
+    pub results: speedmatrix_schema::Results,
+}
+
 /// The site for these runs: the viewer, `runs/<name>.json` (the files' bytes, unchanged) and
 /// `runs/index.json`.
 ///
 /// # Errors
-/// [`SiteError::Run`] (bad input) when a run cannot be read or is invalid;
-/// [`SiteError::NoViewer`] when this binary carries no viewer.
+/// [`SiteError::Run`] (bad input) when a run cannot be read or is invalid; [`SiteError::NoViewer`] when this binary
+/// carries no viewer.
 pub fn build_site(runs: &[PathBuf]) -> Result<Site, SiteError> {
-    let mut site = viewer_site()?;
-    let mut names: Vec<String> = Vec::new();
-    let mut entries = Vec::new();
+    let mut stored: Vec<StoredRun> = Vec::new();
     for path in runs {
         let (bytes, results) = crate::files::read_results_bytes(path)?;
-        let name = run_file_name(path, &names);
-        entries.push(entry_for(&results, &name));
-        site.files.insert(format!("runs/{name}"), bytes);
-        names.push(name);
+        let taken: Vec<String> = stored.iter().map(|r| r.name.clone()).collect();
+        stored.push(StoredRun { name: run_file_name(path, &taken), bytes, results });
+    }
+    site_of(&stored)
+}
+
+/// The site of these stored runs, in this order: the viewer, `runs/<name>` and `runs/index.json`.
+///
+/// # Errors
+/// [`SiteError::NoViewer`] when this binary carries no viewer.
+pub fn site_of(runs: &[StoredRun]) -> Result<Site, SiteError> {
+    let mut site = viewer_site()?;
+    let entries = runs.iter().map(|r| entry_for(&r.results, &r.name)).collect();
+    for r in runs {
+        site.files.insert(format!("runs/{}", r.name), r.bytes.clone());
     }
     let mut index = serde_json::to_vec_pretty(&RunIndex::new(entries)).map_err(SiteError::Index)?;
     index.push(b'\n');
@@ -114,7 +190,107 @@ pub fn build_site(runs: &[PathBuf]) -> Result<Site, SiteError> {
     Ok(site)
 }
 
-/// The viewer alone (a page that opens local files).
+/// A run the existing site lists: its file name, the id its index gives, and the file read
+/// from disk (or why it could not be).
+#[derive(Debug)]
+struct Listed {
+    name: String,
+    index_id: Option<String>,
+    file: Result<(Vec<u8>, speedmatrix_schema::Results), FileError>,
+}
+
+/// The runs the site under `out` lists in its `runs/index.json` (any index version this build
+/// reads); none when there is no index. A listed file that is gone is left out with a warning.
+///
+/// # Errors
+/// [`SiteError::IndexRead`] / [`SiteError::IndexInvalid`] when the index exists but cannot be
+/// read or parsed.
+fn listed_runs(out: &Path) -> Result<Vec<Listed>, SiteError> {
+    let path = out.join("runs/index.json");
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => return Err(SiteError::IndexRead { path, source }),
+    };
+    let index = speedmatrix_schema::site::load_index(&bytes)
+        .map_err(|e| SiteError::IndexInvalid { path: path.clone(), why: e.to_string() })?;
+    let mut listed = Vec::new();
+    for e in index.runs {
+        let file_path = out.join("runs").join(&e.file);
+        if !file_path.is_file() {
+            eprintln!("warning: {} is listed in the index but missing; left out", file_path.display());
+            continue;
+        }
+        listed.push(Listed { name: e.file, index_id: e.id, file: crate::files::read_results_bytes(&file_path) });
+    }
+    Ok(listed)
+}
+
+/// What a publish into an existing site did, for the summary line.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Changes {
+    /// Runs added.
+    pub added: usize,
+    /// Runs the site had that stay.
+    pub kept: usize,
+    /// Runs the site had that a given file replaced (same name and run id).
+    pub replaced: usize,
+    /// Runs taken out with `--remove`.
+    pub removed: usize,
+}
+
+/// The site's runs after a publish: the listed runs less those `remove` names (by run id or
+/// file name), then each new run (path, bytes, run) added — replacing a listed run with the
+/// same file name and run id, else under a name of its own.
+///
+/// # Errors
+/// [`SiteError::UnknownRemove`] when a `--remove` matches no run; [`SiteError::ListedRun`] when a
+/// listed run that stays cannot be read.
+fn merge(
+    listed: Vec<Listed>,
+    new: Vec<(PathBuf, Vec<u8>, speedmatrix_schema::Results)>,
+    remove: &[String],
+) -> Result<(Vec<StoredRun>, Changes), SiteError> {
+    let mut changes = Changes::default();
+    let matches = |l: &Listed, what: &str| {
+        l.name == what || l.index_id.as_deref() == Some(what) || l.file.as_ref().is_ok_and(|(_, r)| r.run.id == what)
+    };
+    if let Some(unknown) = remove.iter().find(|w| !listed.iter().any(|l| matches(l, w))) {
+        let names: Vec<&str> = listed.iter().map(|l| l.name.as_str()).collect();
+        let runs = if names.is_empty() { "none".to_string() } else { names.join(", ") };
+        return Err(SiteError::UnknownRemove { what: unknown.clone(), runs });
+    }
+    let mut kept: Vec<StoredRun> = Vec::new();
+    for l in listed {
+        if remove.iter().any(|w| matches(&l, w)) {
+            changes.removed += 1;
+            continue;
+        }
+        let (bytes, results) = match l.file {
+            Ok(file) => file,
+            Err(source) => return Err(SiteError::ListedRun { name: l.name, source }),
+        };
+        kept.push(StoredRun { name: l.name, bytes, results });
+    }
+    changes.kept = kept.len();
+    let old = kept.len();
+    for (path, bytes, results) in new {
+        let wanted = run_file_name(&path, &[]);
+        let same = kept[..old].iter().position(|k| k.name == wanted && k.results.run.id == results.run.id);
+        if let Some(i) = same {
+            kept[i] = StoredRun { name: wanted, bytes, results };
+            changes.replaced += 1;
+            changes.kept -= 1;
+            continue;
+        }
+        let taken: Vec<String> = kept.iter().map(|k| k.name.clone()).collect();
+        kept.push(StoredRun { name: run_file_name(&path, &taken), bytes, results });
+        changes.added += 1;
+    }
+    Ok((kept, changes))
+}
+
+/// The viewer site alone (a page that opens local files).
 ///
 /// # Errors
 /// [`SiteError::NoViewer`] when this binary was built without a `dist/`.
@@ -141,17 +317,75 @@ pub fn write_site(site: &Site, out: &Path) -> Result<(), SiteError> {
     Ok(())
 }
 
-/// Run `publish`.
+/// Whether a top-level file name is one of the viewer's built assets (trunk names them
+/// `NAME-HASH.js`, `NAME-HASH_bg.wasm`, `NAME-HASH.css` with a 16-digit hex hash), so an
+/// older build's copy may be deleted when the site is rewritten.
+pub fn is_viewer_asset(name: &str) -> bool {
+    let Some((stem, ext)) = name.rsplit_once('.') else { return false };
+    if !matches!(ext, "js" | "wasm" | "css") {
+        return false;
+    }
+    let stem = stem.strip_suffix("_bg").unwrap_or(stem);
+    stem.rsplit_once('-')
+        .is_some_and(|(base, hash)| !base.is_empty() && hash.len() == 16 && hash.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// Delete what an earlier publish left under `out` that `site` no longer has: results files in
+/// `runs/` (`*.json`) and viewer assets of another build at the top. Nothing else is touched
+/// (the folder may hold other pages). Returns how many files were deleted.
 ///
 /// # Errors
-/// As [`build_site`] and [`write_site`].
+/// [`SiteError::DeleteStale`] when a stale file cannot be deleted.
+pub fn remove_stale(site: &Site, out: &Path) -> Result<usize, SiteError> {
+    let mut stale = Vec::new();
+    let list = |dir: &Path| -> Vec<String> {
+        std::fs::read_dir(dir)
+            .map(|d| d.flatten().filter(|e| e.path().is_file()).map(|e| e.file_name().to_string_lossy().into_owned()))
+            .map(Iterator::collect)
+            .unwrap_or_default()
+    };
+    for name in list(&out.join("runs")) {
+        if name.ends_with(".json") && !site.files.contains_key(&format!("runs/{name}")) {
+            stale.push(out.join("runs").join(name));
+        }
+    }
+    for name in list(out) {
+        if is_viewer_asset(&name) && !site.files.contains_key(&name) {
+            stale.push(out.join(name));
+        }
+    }
+    for path in &stale {
+        std::fs::remove_file(path).map_err(|source| SiteError::DeleteStale { path: path.clone(), source })?;
+    }
+    Ok(stale.len())
+}
+
+/// Run `publish`: the runs the site already lists, less `--remove`, plus the given files; then
+/// the viewer, the runs and a new index written, and stale files deleted.
+///
+/// # Errors
+/// [`SiteError`] (bad input) for a bad run, a broken index, an unknown `--remove`, or nothing to
+/// publish; otherwise as [`write_site`] and [`remove_stale`].
 pub fn run(args: &PublishArgs) -> Result<(), SiteError> {
-    let site = build_site(&args.runs)?;
+    let mut new = Vec::new();
+    for path in &args.runs {
+        let (bytes, results) = crate::files::read_results_bytes(path)?;
+        new.push((path.clone(), bytes, results));
+    }
+    let listed = listed_runs(&args.out)?;
+    if new.is_empty() && args.remove.is_empty() && listed.is_empty() {
+        return Err(SiteError::Nothing { out: args.out.clone() });
+    }
+    let (runs, changes) = merge(listed, new, &args.remove)?;
+    let site = site_of(&runs)?;
     write_site(&site, &args.out)?;
-    let runs = args.runs.len();
+    let stale = remove_stale(&site, &args.out)?;
+    let n = runs.len();
+    let Changes { added, kept, replaced, removed } = changes;
     Ok(crate::print_out(&format!(
-        "published {runs} run{} to {} ({} files); upload the folder as it is, or look at it with `speedmatrix serve {}`\n",
-        if runs == 1 { "" } else { "s" },
+        "published {n} run{} to {} ({added} added, {replaced} replaced, {kept} kept, {removed} removed; {} files, \
+         {stale} stale removed); upload the folder as it is, or look at it with `speedmatrix serve {}`\n",
+        if n == 1 { "" } else { "s" },
         args.out.display(),
         site.files.len(),
         args.out.display()
@@ -176,6 +410,27 @@ mod tests {
             assert_eq!(name, want, "{path}");
             assert!(speedmatrix_schema::site::is_plain_relative(&name));
             taken.push(name);
+        }
+    }
+
+    #[test]
+    fn viewer_assets_are_recognised_by_their_hashed_names() {
+        for yes in [
+            "speedmatrix-viewer-4bf27298efc07277.js",
+            "speedmatrix-viewer-4bf27298efc07277_bg.wasm",
+            "style-98c9b8c365f23b3a.css",
+        ] {
+            assert!(is_viewer_asset(yes), "{yes}");
+        }
+        for no in [
+            "index.html",
+            "style.css",
+            "my-page-2024.css",
+            "notes-4bf27298efc07277.txt",
+            "-4bf27298efc07277.js",
+            "results.json",
+        ] {
+            assert!(!is_viewer_asset(no), "{no}");
         }
     }
 }

@@ -11,6 +11,7 @@ use crate::{CommandError, Failure, OutputError};
 use comfy_table::{presets, CellAlignment, Table};
 use speedmatrix_schema::registry::{self, metric};
 use speedmatrix_schema::site::run_title;
+use speedmatrix_schema::slo::{capacity, Slo};
 use speedmatrix_schema::summary::{self, Card};
 use speedmatrix_schema::table::{rows, Row, SEED_COLUMNS};
 use speedmatrix_schema::{export, CellStatus, PrefillMode, Results};
@@ -25,6 +26,17 @@ pub enum ShowError {
     /// Standard output cannot be written.
     #[error(transparent)]
     Output(#[from] OutputError),
+    /// `--slo` is not in the form `ttft=DUR,tps=N`.
+    #[error("--slo {value:?}: {why}; expected e.g. --slo ttft=2s,tps=20")]
+    Slo {
+        /// The value as given.
+        value: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// `--slo` prints a table; CSV and JSON are the measurement rows.
+    #[error("--slo prints a table in text or markdown; leave out -f csv / -f json")]
+    SloFormat,
 }
 
 impl CommandError for ShowError {
@@ -32,6 +44,7 @@ impl CommandError for ShowError {
         match self {
             ShowError::File(e) => e.failure(),
             ShowError::Output(e) => e.failure(),
+            ShowError::Slo { .. } | ShowError::SloFormat => Failure::BadInput,
         }
     }
 }
@@ -39,9 +52,18 @@ impl CommandError for ShowError {
 /// Run `show`: read the file, render it in the asked format, print it to stdout.
 ///
 /// # Errors
-/// [`ShowError::File`] (bad input) when the file cannot be read or is invalid.
+/// [`ShowError::File`] (bad input) when the file cannot be read or is invalid;
+/// [`ShowError::Slo`] / [`ShowError::SloFormat`] for a bad `--slo` or one with `-f csv|json`.
 pub fn run(args: &ShowArgs) -> Result<(), ShowError> {
+    let slo = args.slo.as_deref().map(parse_slo).transpose()?;
+    if slo.is_some() && matches!(args.format, ShowFormat::Csv | ShowFormat::Json) {
+        return Err(ShowError::SloFormat);
+    }
     let results = crate::files::read_results(&args.file)?;
+    if let Some(slo) = slo {
+        let markup = if args.format == ShowFormat::Markdown { Markup::Markdown } else { Markup::Text };
+        return Ok(crate::print_out(&render_capacity(&results, &slo, markup))?);
+    }
     let out = match args.format {
         ShowFormat::Text => render_report(&results, args.all, Markup::Text),
         ShowFormat::Markdown => render_report(&results, args.all, Markup::Markdown),
@@ -361,4 +383,89 @@ pub fn render_report(r: &Results, all: bool, markup: Markup) -> String {
         }
     }
     out
+}
+
+/// Parse `--slo`: comma-separated `ttft=DUR` (`2s`, `500ms`, `1.5s`) and `tps=N` (per-user
+/// tok/s), each at most once, at least one.
+///
+/// # Errors
+/// [`ShowError::Slo`] naming the part that is wrong and the expected form.
+pub fn parse_slo(value: &str) -> Result<Slo, ShowError> {
+    let bad = |why: String| ShowError::Slo { value: value.to_string(), why };
+    let mut slo = Slo { ttft_ms: None, per_user_tps: None };
+    for part in value.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (key, v) = part.split_once('=').ok_or_else(|| bad(format!("{part:?} is not KEY=VALUE")))?;
+        match key.trim() {
+            "ttft" if slo.ttft_ms.is_none() => {
+                let d = humantime::parse_duration(v.trim())
+                    .map_err(|e| bad(format!("ttft={v}: not a duration with a unit (2s, 500ms): {e}")))?;
+                let ms = d.as_secs_f64() * 1000.0;
+                if ms <= 0.0 {
+                    return Err(bad("ttft must be more than 0".into()));
+                }
+                slo.ttft_ms = Some(ms);
+            }
+            "tps" if slo.per_user_tps.is_none() => {
+                let n: f64 = v.trim().parse().map_err(|_| bad(format!("tps={v}: not a number of tok/s")))?;
+                if !n.is_finite() || n < 0.0 {
+                    return Err(bad(format!("tps={v}: must be a number ≥ 0")));
+                }
+                slo.per_user_tps = Some(n);
+            }
+            "ttft" | "tps" => return Err(bad(format!("{key} is given twice"))),
+            other => return Err(bad(format!("unknown key {other:?} (ttft, tps)"))),
+        }
+    }
+    if slo.ttft_ms.is_none() && slo.per_user_tps.is_none() {
+        return Err(bad("give ttft, tps or both".into()));
+    }
+    Ok(slo)
+}
+
+/// The capacity at `slo` ([`capacity`]): title and subtitle, then per context the largest
+/// concurrency meeting it with its figures, and why a context has none.
+pub fn render_capacity(r: &Results, slo: &Slo, markup: Markup) -> String {
+    let mut out = String::new();
+    heading(&mut out, markup, 1, "Speed test matrix");
+    let _ = writeln!(out, "{}\n\n{}\n", clean(&run_title(r)), clean(&summary::subtitle(r)));
+    heading(&mut out, markup, 2, &format!("Capacity at your SLO — {}", slo.describe()));
+    let _ = writeln!(
+        out,
+        "Per context, the most simultaneous requests whose cell is valid and meets the SLO; its total tok/s is the goodput.\n"
+    );
+    let caps = capacity(r, slo);
+    let headers = ["Context", "Requests at once", "TTFT", "Per request tok/s", "Total tok/s", "Total tok/s per GPU"];
+    let rows = caps
+        .iter()
+        .map(|c| {
+            let mut row = vec![clean(&c.context.label)];
+            match &c.best {
+                Some(g) => row.extend([
+                    g.concurrency.to_string(),
+                    fmt("ttft_ms", g.ttft_ms),
+                    fmt("per_request_tps", g.per_user_tps),
+                    fmt("total_tps", Some(g.total_tps)),
+                    g.total_tps_per_gpu.map(|v| per_gpu_metric().display(v)).unwrap_or_else(dash),
+                ]),
+                None => row.extend(["none".to_string(), dash(), dash(), dash(), dash()]),
+            }
+            row
+        })
+        .collect();
+    out.push_str(&Grid { headers: headers.map(String::from).to_vec(), rows, numeric_from: 1 }.render(markup));
+    let notes: Vec<String> = caps
+        .iter()
+        .filter_map(|c| c.note.as_ref().map(|n| format!("{}: {}", clean(&c.context.label), clean(n))))
+        .collect();
+    if !notes.is_empty() {
+        let _ = writeln!(out, "\nNone meets the SLO at {}", notes.join("; "));
+    }
+    if let Err(why) = speedmatrix_schema::derived::gpu_count(r) {
+        let _ = writeln!(out, "\nTotal tok/s per GPU: — because {why}.");
+    }
+    out
+}
+
+fn per_gpu_metric() -> &'static registry::Metric {
+    registry::derived("total_tps_per_gpu").expect("total_tps_per_gpu is a derived metric")
 }

@@ -5,12 +5,15 @@
 //! - `runs`: which runs exist and where each stands (boot, fetch, local files);
 //! - `view_state`: sort, filters and columns in the URL, the theme, the viewport ([`ViewState`]);
 //! - `topbar`: the run picker, the theme picker and the compare link;
+//! - `run_table`: the site's runs as a sortable, filterable table with picks to compare (the
+//!   front page of a site of two runs or more; the picked run's report follows it);
 //! - `files`: the file button and the drop zone.
 //!
 //! Every string from a results file is inserted as text (`{value}` in `view!`), never as HTML:
 //! the page has no `inner_html`.
 
 mod files;
+mod run_table;
 mod runs;
 mod topbar;
 mod view_state;
@@ -52,6 +55,7 @@ pub fn App() -> impl IntoView {
         <topbar::TopBar state=state theme=theme />
         <main id="main">
             <Notices state=state />
+            <run_table::RunTable state=state />
             <Shown state=state view_state=view_state />
         </main>
         <files::DropOverlay state=state />

@@ -6,7 +6,7 @@ use crate::report;
 use crate::sources::{self, Fetched};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
-use speedmatrix_schema::site::{load_index, RunIndex};
+use speedmatrix_schema::site::{load_index, RunIndex, RunIndexEntry};
 use speedmatrix_schema::{load_results, Results};
 use std::sync::Arc;
 
@@ -47,6 +47,9 @@ pub(super) struct State {
     pub(super) dragging: RwSignal<bool>,
     /// The heatmap metric (a registry column id), kept in the URL as `?metric=`.
     pub(super) metric: RwSignal<String>,
+    /// The site's run index, when the runs came from one (the run table); `entries` holds the
+    /// same runs in the same order.
+    pub(super) index: RwSignal<Vec<RunIndexEntry>>,
 }
 
 fn entry_state(bytes: &[u8]) -> EntryState {
@@ -79,6 +82,7 @@ impl State {
             booting: RwSignal::new(true),
             dragging: RwSignal::new(false),
             metric: RwSignal::new(metric),
+            index: RwSignal::new(Vec::new()),
         }
     }
 
@@ -196,6 +200,7 @@ async fn boot_from_index(state: State) -> bool {
     match sources::fetch_bytes("runs/index.json").await {
         Fetched::Body(bytes) => match load_index(&bytes) {
             Ok(index) if !index.runs.is_empty() => {
+                state.index.set(index.runs.clone());
                 let entries = index_runs(index)
                     .into_iter()
                     .map(|(label, file)| Entry {

@@ -117,7 +117,8 @@ impl Readout {
 /// Draw the chart on its canvas now and whenever the theme or the viewport changes; the points'
 /// positions go to the readout. The canvas records what went where (CSS pixels) in
 /// `data-plot` and `data-legend` ("left top right bottom") and `data-points` ("x,y" each),
-/// so a test in the browser can check that the legend leaves every point in view.
+/// so a test in the browser can check that the legend leaves every point in view, and how many
+/// series, frontiers and markers it drew (`data-series`, `data-frontiers`, `data-markers`).
 fn draw_on_change(spec: Arc<ChartSpec>, canvas: NodeRef<leptos::html::Canvas>, view: ViewState, readout: Readout) {
     Effect::new(move |_| {
         let dark = view.dark.get();
@@ -130,9 +131,16 @@ fn draw_on_change(spec: Arc<ChartSpec>, canvas: NodeRef<leptos::html::Canvas>, v
             Ok(d) => {
                 let points: Vec<String> = d.hits.iter().map(|h| format!("{:.1},{:.1}", h.x, h.y)).collect();
                 let legend = d.legend.map(|l| l.attr()).unwrap_or_default();
-                for (name, value) in
-                    [("data-plot", d.plot.attr()), ("data-legend", legend), ("data-points", points.join(" "))]
-                {
+                let counts = [spec.series.len(), spec.frontiers.len(), spec.markers.len()].map(|n| n.to_string());
+                let [series, frontiers, markers] = counts;
+                for (name, value) in [
+                    ("data-plot", d.plot.attr()),
+                    ("data-legend", legend),
+                    ("data-points", points.join(" ")),
+                    ("data-series", series),
+                    ("data-frontiers", frontiers),
+                    ("data-markers", markers),
+                ] {
                     let _ = c.set_attribute(name, &value);
                 }
                 readout.hits.set_value(d.hits);

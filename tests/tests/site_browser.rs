@@ -1,0 +1,218 @@
+//! A published site of four runs in real headless Chromium: the seed (a real vLLM on two
+//! H200s), two runs of the twin with different flags (speculative decoding on and off, made by
+//! the real collector against the twin: tests/fixtures/site/make.sh) and one import (vllm bench).
+//! The front page's run table sorts and filters with both in the URL; two picks link the diff
+//! view; three open the comparison, whose overlays draw three series each and whose per-GPU
+//! Pareto chart draws three frontiers; setting the SLO in the page changes the capacity table
+//! to what `speedmatrix_schema::slo::capacity` computes from the files.
+//!
+//! Needs `chromium` and `chromedriver` (scripts/setup.d/web.sh); without them each test prints
+//! why it skips, except under `CI=true`.
+
+mod support;
+
+use browser::*;
+use fantoccini::{Client, Locator};
+use serde_json::Value;
+use speedmatrix_schema::registry;
+use speedmatrix_schema::slo::{capacity, Slo};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use support::browser;
+
+/// The four runs, as `runs/` names them after publishing.
+const SEED: &str = "h200-qwen3.5-122b-vllm.json";
+const MTP: &str = "twin-h200-mtp2.json";
+const NO_SPEC: &str = "twin-h200-no-spec.json";
+const IMPORT: &str = "import-vllm-bench.json";
+
+fn sources() -> Vec<PathBuf> {
+    let r = root();
+    vec![
+        fixture(),
+        r.join("tests/fixtures/site").join(MTP),
+        r.join("tests/fixtures/site").join(NO_SPEC),
+        r.join("tests/fixtures/round1").join(IMPORT),
+    ]
+}
+
+fn publish(runs: &[PathBuf], out: &Path) {
+    let status = Command::new(support::BIN)
+        .arg("publish")
+        .args(runs)
+        .arg("--out")
+        .arg(out)
+        .stdout(Stdio::null())
+        .status()
+        .expect("run speedmatrix publish");
+    assert!(status.success(), "publish failed");
+}
+
+/// The run table's rows, as their files, in page order.
+async fn row_files(c: &Client) -> Vec<String> {
+    let v = c
+        .execute("return [...document.querySelectorAll('#run-table tbody tr')].map(r => r.dataset.file);", vec![])
+        .await
+        .expect("read the run table");
+    serde_json::from_value(v).expect("strings")
+}
+
+/// Poll until the run table lists exactly `want`, in that order.
+async fn wait_rows(c: &Client, want: &[&str]) {
+    let js = format!(
+        "const f = [...document.querySelectorAll('#run-table tbody tr')].map(r => r.dataset.file); return JSON.stringify(f) === {:?};",
+        serde_json::to_string(want).unwrap()
+    );
+    until(c, &format!("the run table to list {want:?}"), &js).await;
+}
+
+/// The capacity table: (run place, context, requests at once, goodput text) per row.
+async fn capacity_rows(c: &Client) -> Vec<(String, String, String, String)> {
+    let v = c
+        .execute(
+            "return [...document.querySelectorAll('#capacity tbody tr')].map(r => [r.dataset.run, r.dataset.context, r.cells[2].innerText.trim(), r.cells[5].innerText.trim()]);",
+            vec![],
+        )
+        .await
+        .expect("read the capacity table");
+    let rows: Vec<[String; 4]> = serde_json::from_value(v).expect("rows");
+    rows.into_iter().map(|[a, b, c, d]| (a, b, c, d)).collect()
+}
+
+/// What the capacity table must say for these runs at `slo`, computed from the files.
+fn expected_capacity(runs: &[PathBuf], slo: &Slo) -> Vec<(String, String, String, String)> {
+    let total = registry::column("total_tps").expect("total_tps");
+    let mut out = Vec::new();
+    for (i, path) in runs.iter().enumerate() {
+        let r = speedmatrix_schema::load_results(&std::fs::read(path).unwrap()).unwrap();
+        for c in capacity(&r, slo) {
+            let (n, goodput) = match &c.best {
+                Some(g) => (g.concurrency.to_string(), total.display(g.total_tps)),
+                None => ("none".to_string(), "—".to_string()),
+            };
+            out.push((i.to_string(), c.context.label.clone(), n, goodput));
+        }
+    }
+    out
+}
+
+async fn canvas_attr(c: &Client, id: &str, attr: &str) -> String {
+    let js = format!("const e = document.querySelector('#chart-{id}'); return e && e.getAttribute('{attr}');");
+    until(c, &format!("#chart-{id} drawn"), &js).await.as_str().unwrap_or_default().to_string()
+}
+
+#[test]
+fn a_site_of_four_runs_sorts_filters_and_compares_three_at_your_slo() {
+    scenario(|c| async move {
+        let site = tempfile::tempdir().unwrap();
+        let runs = sources();
+        publish(&runs, site.path());
+        let index: Value =
+            serde_json::from_slice(&std::fs::read(site.path().join("runs/index.json")).unwrap()).unwrap();
+        let (_server, base) = serve(&[site.path()]);
+        c.goto(&base).await.unwrap();
+        wait_rows(&c, &[SEED, MTP, NO_SPEC, IMPORT]).await;
+        // The simulated column reads the results' simulated record.
+        let sim = text(&c, "#run-table tr[data-file=\"twin-h200-mtp2.json\"] .col-simulated").await;
+        assert_eq!(sim, "simulated");
+        assert_eq!(text(&c, "#run-table tr[data-file=\"h200-qwen3.5-122b-vllm.json\"] .col-simulated").await, "no");
+
+        // Sorting by peak total tok/s, ascending: the index's own figures in that order.
+        let mut by_peak: Vec<(f64, String)> = index["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| (e["headline"]["peak_total_tps"].as_f64().unwrap(), e["file"].as_str().unwrap().to_string()))
+            .collect();
+        by_peak.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let want: Vec<&str> = by_peak.iter().map(|(_, f)| f.as_str()).collect();
+        c.find(Locator::Css("#sort-peak_tps")).await.unwrap().click().await.unwrap();
+        wait_rows(&c, &want).await;
+        assert_ne!(want, [SEED, MTP, NO_SPEC, IMPORT], "the sort changes the order");
+        c.find(Locator::Css("#sort-peak_tps")).await.unwrap().click().await.unwrap();
+        let down: Vec<&str> = want.iter().rev().copied().collect();
+        wait_rows(&c, &down).await;
+        assert!(c.current_url().await.unwrap().as_str().contains("order=-peak_tps"), "the sort is in the URL");
+
+        // Filtering: simulated runs only, then real ones; the filter is in the URL.
+        let simulated = c.find(Locator::Css("#index-simulated")).await.unwrap();
+        simulated.select_by_value("yes").await.unwrap();
+        let twins: Vec<&str> = down.iter().copied().filter(|f| f.starts_with("twin-")).collect();
+        wait_rows(&c, &twins).await;
+        assert!(c.current_url().await.unwrap().as_str().contains("simulated=yes"));
+        simulated.select_by_value("no").await.unwrap();
+        let real: Vec<&str> = down.iter().copied().filter(|f| !f.starts_with("twin-")).collect();
+        wait_rows(&c, &real).await;
+        simulated.select_by_value("").await.unwrap();
+        wait_rows(&c, &down).await;
+        // A reload keeps the sort from the URL.
+        c.refresh().await.unwrap();
+        wait_rows(&c, &down).await;
+        assert_eq!(row_files(&c).await.len(), 4);
+
+        // Two picks link the diff view; three the comparison.
+        for f in [SEED, MTP] {
+            let css = format!("#run-table tr[data-file=\"{f}\"] input.pick");
+            c.find(Locator::Css(&css)).await.unwrap().click().await.unwrap();
+        }
+        let diff = until(
+            &c,
+            "the diff link",
+            "const a = document.querySelector('#compare-picked'); return a && a.getAttribute('href');",
+        )
+        .await;
+        assert_eq!(diff.as_str(), Some(format!("?a=runs/{SEED}&b=runs/{MTP}").as_str()));
+        let css = format!("#run-table tr[data-file=\"{NO_SPEC}\"] input.pick");
+        c.find(Locator::Css(&css)).await.unwrap().click().await.unwrap();
+        let js = "const a = document.querySelector('#compare-picked'); return a && a.getAttribute('href').includes('compare=') && a.getAttribute('href');";
+        let href = until(&c, "the compare link", js).await.as_str().unwrap().to_string();
+        assert_eq!(href, format!("?compare=runs/{SEED}&compare=runs/{MTP}&compare=runs/{NO_SPEC}"));
+        c.goto(&format!("{base}{href}")).await.unwrap();
+
+        // The comparison: three series on each overlay, three frontiers per GPU.
+        wait_text(&c, "#cmp-title", "3 runs compared").await;
+        assert_eq!(canvas_attr(&c, "cmp-total", "data-series").await, "3");
+        assert_eq!(canvas_attr(&c, "cmp-ttft", "data-series").await, "3");
+        assert_eq!(canvas_attr(&c, "cmp-pareto", "data-series").await, "3");
+        assert_eq!(canvas_attr(&c, "cmp-pareto", "data-frontiers").await, "3");
+        let names = c
+            .execute("return [...new Set([...document.querySelectorAll('#table-cmp-total tbody tr')].map(r => r.cells[0].textContent))];", vec![])
+            .await
+            .unwrap();
+        assert_eq!(names.as_array().map(Vec::len), Some(3), "{names}");
+        assert!(text(&c, "#cmp-runs").await.contains("twin h200 · MTP 2"));
+
+        // The SLO typed into the page: the capacity table follows, as computed from the files.
+        let picked: Vec<PathBuf> = vec![runs[0].clone(), runs[1].clone(), runs[2].clone()];
+        let default = expected_capacity(&picked, &speedmatrix_schema::slo::DEFAULT_SLO);
+        let until_rows = |want: Vec<(String, String, String, String)>| {
+            let c = c.clone();
+            async move {
+                let start = std::time::Instant::now();
+                loop {
+                    let got = capacity_rows(&c).await;
+                    if got == want {
+                        return;
+                    }
+                    assert!(start.elapsed().as_secs() < 20, "capacity table {got:?}, want {want:?}");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+            }
+        };
+        until_rows(default.clone()).await;
+        let tight = Slo { ttft_ms: Some(1000.0), per_user_tps: Some(20.0) };
+        let want = expected_capacity(&picked, &tight);
+        assert_ne!(want, default, "a 1 s TTFT limit changes the capacity of these runs");
+        c.execute(
+            "const i = document.querySelector('#slo-ttft'); i.value = '1000'; i.dispatchEvent(new Event('change'));",
+            vec![],
+        )
+        .await
+        .unwrap();
+        until_rows(want).await;
+        assert!(c.current_url().await.unwrap().as_str().contains("ttft=1000"), "the SLO is in the URL");
+        // The TTFT chart draws a capacity ring per run with a cell meeting the SLO.
+        let rings: usize = canvas_attr(&c, "cmp-ttft", "data-markers").await.parse().unwrap();
+        assert!((1..=3).contains(&rings), "{rings}");
+    });
+}

@@ -1,0 +1,248 @@
+//! The site's runs as a table (the front page of a site of two runs or more): one row per run of
+//! `runs/index.json` with its GPU, engine, model, date, whether it was simulated and its
+//! headline figures; sortable by any column, filtered by words, GPU, engine, model and
+//! simulated or not (sort and filters kept in the URL); a checkbox per run to pick 2 … 12 to
+//! compare. What it shows is [`crate::run_index`] (pure); the picked run's report follows.
+
+use super::runs::State;
+use crate::run_index::{self, IndexFilters, COLUMNS};
+use crate::sources;
+use leptos::prelude::*;
+
+/// The table, when the site's index lists two runs or more.
+#[component]
+pub(super) fn RunTable(state: State) -> impl IntoView {
+    let sort = RwSignal::new(sources::query("order").and_then(|v| run_index::parse_order(&v)));
+    let filters = RwSignal::new(IndexFilters::from_query(sources::query));
+    let picked: RwSignal<Vec<usize>> = RwSignal::new(Vec::new());
+    let set_filters = move |f: IndexFilters| {
+        for (k, v) in f.params() {
+            sources::set_query(k, v.as_deref());
+        }
+        filters.set(f);
+    };
+    move || {
+        let entries = state.index.get();
+        (entries.len() > 1).then(|| {
+            // For the render benchmark (tests/benches/viewer_render.rs): the table is in the DOM.
+            request_animation_frame(|| sources::mark("speedmatrix-index"));
+            let [gpus, engines, models] = run_index::choices(&entries);
+            view! {
+                <details class="section run-index" id="runs" open=sources::query("show").is_none()>
+                    <summary><h2>{format!("Runs of this site ({})", entries.len())}</h2></summary>
+                    <FilterBar filters=filters set_filters=set_filters gpus=gpus engines=engines models=models />
+                    <ComparePicked state=state picked=picked />
+                    <div class="table-wrap">
+                        <table class="data run-table" id="run-table">
+                            <TableHead sort=sort />
+                            <tbody>
+                                {move || rows(state, sort.get(), &filters.get(), picked)}
+                            </tbody>
+                        </table>
+                    </div>
+                </details>
+            }
+        })
+    }
+}
+
+/// The text filter and the GPU / engine / model / simulated pickers.
+#[component]
+fn FilterBar(
+    filters: RwSignal<IndexFilters>,
+    set_filters: impl Fn(IndexFilters) + Copy + Send + Sync + 'static,
+    gpus: Vec<String>,
+    engines: Vec<String>,
+    models: Vec<String>,
+) -> impl IntoView {
+    let now = filters.get_untracked();
+    let picker = move |id: &'static str, label: &'static str, values: Vec<String>, current: Option<String>| {
+        let on_change = move |ev: web_sys::Event| {
+            let v = event_target_value(&ev);
+            let v = (!v.is_empty()).then_some(v);
+            let mut f = filters.get_untracked();
+            match id {
+                "gpu" => f.gpu = v,
+                "engine" => f.engine = v,
+                _ => f.model = v,
+            }
+            set_filters(f);
+        };
+        view! {
+            <label>
+                {label} " "
+                <select id=format!("index-{id}") on:change=on_change>
+                    <option value="">"any"</option>
+                    {values
+                        .into_iter()
+                        .map(|v| {
+                            let selected = current.as_deref() == Some(v.as_str());
+                            view! { <option value=v.clone() selected=selected>{v.clone()}</option> }
+                        })
+                        .collect_view()}
+                </select>
+            </label>
+        }
+    };
+    let on_q = move |ev: web_sys::Event| {
+        let mut f = filters.get_untracked();
+        f.q = event_target_value(&ev);
+        set_filters(f);
+    };
+    let on_sim = move |ev: web_sys::Event| {
+        let mut f = filters.get_untracked();
+        f.simulated = match event_target_value(&ev).as_str() {
+            "yes" => Some(true),
+            "no" => Some(false),
+            _ => None,
+        };
+        set_filters(f);
+    };
+    let sim = now.simulated;
+    view! {
+        <div class="filters" id="index-filters">
+            <label>"Find " <input id="index-q" type="search" value=now.q.clone() on:input=on_q /></label>
+            {picker("gpu", "GPU", gpus, now.gpu.clone())}
+            {picker("engine", "Engine", engines, now.engine.clone())}
+            {picker("model", "Model", models, now.model.clone())}
+            <label>
+                "Simulated "
+                <select id="index-simulated" on:change=on_sim>
+                    <option value="" selected=sim.is_none()>"either"</option>
+                    <option value="no" selected=sim == Some(false)>"real servers only"</option>
+                    <option value="yes" selected=sim == Some(true)>"simulated only"</option>
+                </select>
+            </label>
+        </div>
+    }
+}
+
+/// The header: a pick column, then each column's sort button (ascending first, then
+/// descending; the order goes to the URL as `order=`).
+#[component]
+fn TableHead(sort: RwSignal<Option<(&'static str, bool)>>) -> impl IntoView {
+    view! {
+        <thead>
+            <tr>
+                <th scope="col"><span class="visually-hidden">"Compare"</span></th>
+                {COLUMNS
+                    .iter()
+                    .map(|(id, header)| {
+                        let id = *id;
+                        let aria = move || match sort.get() {
+                            Some((s, true)) if s == id => "ascending",
+                            Some((s, false)) if s == id => "descending",
+                            _ => "none",
+                        };
+                        let on_click = move |_| {
+                            let next = match sort.get_untracked() {
+                                Some((s, true)) if s == id => Some((id, false)),
+                                _ => Some((id, true)),
+                            };
+                            sources::set_query("order", run_index::order_param(next).as_deref());
+                            sort.set(next);
+                        };
+                        let class = if run_index::numeric(id) { "num" } else { "" };
+                        view! {
+                            <th scope="col" class=class aria-sort=aria>
+                                <button type="button" class="sort" id=format!("sort-{id}") on:click=on_click>{*header}</button>
+                            </th>
+                        }
+                    })
+                    .collect_view()}
+            </tr>
+        </thead>
+    }
+}
+
+/// The rows the filters keep, in the sort's order; the label opens the run's report below.
+fn rows(
+    state: State,
+    sort: Option<(&'static str, bool)>,
+    filters: &IndexFilters,
+    picked: RwSignal<Vec<usize>>,
+) -> impl IntoView {
+    let entries = state.index.get_untracked();
+    run_index::order(&entries, sort, filters)
+        .into_iter()
+        .map(|i| {
+            let e = entries[i].clone();
+            let file = e.file.clone();
+            let on_pick = move |ev: web_sys::Event| {
+                let on = event_target_checked(&ev);
+                picked.update(|p| {
+                    p.retain(|x| *x != i);
+                    if on {
+                        p.push(i);
+                    }
+                });
+            };
+            let cells = COLUMNS
+                .iter()
+                .map(|(id, _)| {
+                    let text = run_index::cell_text(&e, id);
+                    let title = run_index::cell_reason(&e, id).unwrap_or_default();
+                    let class = format!("col-{id}{}", if run_index::numeric(id) { " num" } else { "" });
+                    if *id == "label" {
+                        let open = move |ev: web_sys::MouseEvent| {
+                            ev.prevent_default();
+                            state.pick(i);
+                            if let Some(el) = document().get_element_by_id("run-title") {
+                                el.scroll_into_view();
+                            }
+                        };
+                        view! {
+                            <th scope="row" class=class>
+                                <a href=format!("?show=runs/{file}") on:click=open>{text}</a>
+                            </th>
+                        }
+                        .into_any()
+                    } else {
+                        view! { <td class=class title=title>{text}</td> }.into_any()
+                    }
+                })
+                .collect_view();
+            view! {
+                <tr data-file=e.file.clone()>
+                    <td>
+                        <input
+                            type="checkbox"
+                            class="pick"
+                            aria-label=format!("Pick {} to compare", e.label)
+                            prop:checked=move || picked.with(|p| p.contains(&i))
+                            on:change=on_pick
+                        />
+                    </td>
+                    {cells}
+                </tr>
+            }
+        })
+        .collect_view()
+}
+
+/// The link that compares the picked runs: the diff view for two, the comparison of many for
+/// three to twelve; a hint otherwise.
+#[component]
+fn ComparePicked(state: State, picked: RwSignal<Vec<usize>>) -> impl IntoView {
+    move || {
+        let files: Vec<String> = state
+            .index
+            .with(|ix| picked.get().iter().filter_map(|&i| ix.get(i).map(|e| format!("runs/{}", e.file))).collect());
+        match run_index::compare_href(&files) {
+            Some(href) => {
+                let text = if files.len() == 2 {
+                    "Diff the 2 picked runs".to_string()
+                } else {
+                    format!("Compare the {} picked runs", files.len())
+                };
+                view! { <p class="compare-picked"><a id="compare-picked" href=href>{text}</a></p> }.into_any()
+            }
+            None => view! {
+                <p class="compare-picked hint" id="compare-hint">
+                    {format!("Pick 2 to {} runs to compare them ({} picked).", crate::multi::MAX_RUNS, files.len())}
+                </p>
+            }
+            .into_any(),
+        }
+    }
+}
