@@ -585,6 +585,9 @@ fn validate_header(r: &Results) -> Result<(), LoadError> {
             format!("concurrency {} is listed twice", c.concurrency[i]),
         ));
     }
+    if c.repeats == Some(0) {
+        return Err(invalid("config.repeats", "a cell is measured at least once (1 or more)"));
+    }
     check_contexts("config.contexts", &c.contexts)?;
     check_contexts("config.prefill_contexts", &c.prefill_contexts)?;
     let h = &r.hardware;
@@ -699,9 +702,6 @@ fn validate_cell(
 /// A cell's repeats: numbered 1, 2, … in order, no more than the plan's (`config.repeats`), a
 /// reason where a repeat's status needs one.
 fn check_repeats(r: &Results, i: usize, cell: &crate::DecodeCell) -> Result<(), LoadError> {
-    if r.config.repeats == Some(0) {
-        return Err(invalid("config.repeats", "a cell is measured at least once (1 or more)"));
-    }
     let planned = crate::repeats::planned(r) as usize;
     if cell.repeats.len() > planned {
         return Err(invalid(
