@@ -16,7 +16,8 @@ mod support;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
+use support::cli::{diff, json_diff, verdicts};
 use support::twin::twin;
 
 const MATRIX: [&str; 12] = [
@@ -46,30 +47,6 @@ fn measure(dir: &Path, name: &str, twin_args: &[&str]) -> PathBuf {
         .expect("run the collector");
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     out
-}
-
-fn diff(a: &Path, b: &Path, args: &[&str]) -> Output {
-    Command::new(support::BIN).arg("diff").arg(a).arg(b).args(args).output().expect("run speedmatrix diff")
-}
-
-fn json_diff(a: &Path, b: &Path, metric: &str) -> Value {
-    let o = diff(a, b, &["-f", "json", "--metric", metric]);
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
-    serde_json::from_slice(&o.stdout).unwrap()
-}
-
-/// (valid decode cells in both runs, their verdicts on `column`).
-fn verdicts(d: &Value, column: &str) -> Vec<String> {
-    d["rows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|r| r["phase"] == "decode" && r["status_a"] == "valid" && r["status_b"] == "valid")
-        .map(|r| {
-            let delta = r["deltas"].as_array().unwrap().iter().find(|x| x["column"] == column).unwrap();
-            delta["verdict"].as_str().unwrap().to_string()
-        })
-        .collect()
 }
 
 #[test]

@@ -18,11 +18,11 @@
 
 mod support;
 
-use serde_json::Value;
 use speedmatrix_schema::{load_results, CellStatus, Results, RunStatus};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use support::cli::{diff, json_diff, verdicts};
 use support::twin::twin;
 
 const MATRIX: [&str; 14] = [
@@ -100,30 +100,6 @@ fn interrupted_and_resumed(dir: &Path) -> (Results, Results, String) {
     let log = String::from_utf8_lossy(&o.stderr).to_string();
     assert_eq!(o.status.code(), Some(0), "{log}");
     (stopped, read(&out).expect("the resumed file"), log)
-}
-
-fn json_diff(a: &Path, b: &Path, metric: &str) -> Value {
-    let o = diff(a, b, &["-f", "json", "--metric", metric]);
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
-    serde_json::from_slice(&o.stdout).unwrap()
-}
-
-fn diff(a: &Path, b: &Path, args: &[&str]) -> Output {
-    Command::new(support::BIN).arg("diff").arg(a).arg(b).args(args).output().expect("run speedmatrix diff")
-}
-
-/// The verdicts on `column` of the decode cells valid in both runs.
-fn verdicts(d: &Value, column: &str) -> Vec<String> {
-    d["rows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|r| r["phase"] == "decode" && r["status_a"] == "valid" && r["status_b"] == "valid")
-        .map(|r| {
-            let delta = r["deltas"].as_array().unwrap().iter().find(|x| x["column"] == column).unwrap();
-            delta["verdict"].as_str().unwrap().to_string()
-        })
-        .collect()
 }
 
 /// Every valid cell has 3 repeats, numbered, with intervals between them; the passes are

@@ -16,9 +16,9 @@ use fantoccini::{Client, Locator};
 use serde_json::Value;
 use speedmatrix_schema::registry;
 use speedmatrix_schema::slo::{capacity, Slo};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::PathBuf;
 use support::browser;
+use support::cli::publish;
 
 /// The four runs, as `runs/` names them after publishing.
 const SEED: &str = "h200-qwen3.5-122b-vllm.json";
@@ -34,18 +34,6 @@ fn sources() -> Vec<PathBuf> {
         r.join("tests/fixtures/site").join(NO_SPEC),
         r.join("tests/fixtures/round1").join(IMPORT),
     ]
-}
-
-fn publish(runs: &[PathBuf], out: &Path) {
-    let status = Command::new(support::BIN)
-        .arg("publish")
-        .args(runs)
-        .arg("--out")
-        .arg(out)
-        .stdout(Stdio::null())
-        .status()
-        .expect("run speedmatrix publish");
-    assert!(status.success(), "publish failed");
 }
 
 /// The run table's rows, as their files, in page order.

@@ -12,24 +12,12 @@ use fantoccini::actions::{InputSource, KeyAction, KeyActions};
 use fantoccini::{Client, Locator};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 use support::browser;
+use support::cli::publish;
 
 const SEED_LABEL: &str = "Qwen3.5-122B-A10B-GPTQ-Int4 on H200 NVL 141GB ×2";
-
-/// `speedmatrix publish RUNS --out DIR`.
-fn publish(runs: &[&Path], out: &Path) {
-    let status = Command::new(support::BIN)
-        .arg("publish")
-        .args(runs)
-        .arg("--out")
-        .arg(out)
-        .stdout(Stdio::null())
-        .status()
-        .expect("run speedmatrix publish");
-    assert!(status.success(), "publish failed");
-}
 
 fn heat(context: &str, concurrency: u32) -> String {
     format!("#heatmap td[data-context=\"{context}\"][data-concurrency=\"{concurrency}\"]")

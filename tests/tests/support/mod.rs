@@ -2,6 +2,7 @@
 //!
 //! - [`BIN`]: the `speedmatrix` binary under test;
 //! - [`browser`]: `speedmatrix serve`, chromedriver + headless Chromium, DOM polling;
+//! - [`cli`]: `speedmatrix diff` (its JSON, its verdicts) and `publish` as the tests call them;
 //! - [`collect`]: `speedmatrix run` against a server URL and the results file it wrote;
 //! - [`dom`]: the page a results file renders, as Chromium's `--dump-dom`;
 //! - [`estimate`]: a run's printed wall-time estimates against its measured wall time;
@@ -15,6 +16,7 @@
 #![allow(dead_code)]
 
 pub mod browser;
+pub mod cli;
 pub mod collect;
 pub mod dom;
 pub mod estimate;
