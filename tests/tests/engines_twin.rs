@@ -96,6 +96,48 @@ async fn sglang_flavor_gives_a_complete_sglang_file() {
     assert_eq!(cell(&r, 2048, 1).status, CellStatus::Valid);
 }
 
+/// More streams than the server runs at once (SGLang `max_running_requests` 2, 4 streams): the
+/// cell is ready once the 2 it runs produce, whatever its queue gauge reads meanwhile. Slow
+/// prefill (no prefix cache, 400 prompt tok/s) makes a `/metrics` reading of 2 waiting arrive
+/// before the first tokens; readiness once took that reading as "queue not empty yet" and
+/// waited out its limit (the stall timeout, 120 s by default; 10 s here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn more_streams_than_the_server_runs_are_ready_when_the_ones_it_runs_produce() {
+    let _one = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = small_profile();
+    p.prefix_cache = false;
+    p.cost.prefill_knots = vec![(1, 400.0)];
+    let mut cfg = TwinConfig::new(p);
+    cfg.flavor = Flavor::Sglang;
+    let handle = twin::start(cfg, "127.0.0.1:0").await.unwrap();
+    let out = dir.path().join("queued.json");
+    let args = [
+        "--contexts",
+        "256",
+        "--concurrency",
+        "4",
+        "--prefill-contexts",
+        "none",
+        "--duration",
+        "2s",
+        "--max-tokens",
+        "64",
+        "--stall-timeout",
+        "10s",
+    ];
+    let (code, err) = collect(&handle.url(), &out, &args).await;
+    handle.shutdown().await;
+    assert_eq!(code, Some(0), "{err}");
+    let r = read(&out);
+    let c = cell(&r, 256, 4);
+    assert_eq!(c.status, CellStatus::RequestsQueued, "{:?}", c.reason);
+    let reason = c.reason.as_deref().unwrap();
+    assert!(reason.contains("at most 2"), "{reason}");
+    assert!(!reason.contains("readiness timed out"), "ready once 2 streams produce: {reason}");
+    assert!(!err.contains("not every stream was decoding"), "{err}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plain_openai_mode_measures_from_the_stream_and_lists_what_is_missing() {
     let _one = SERIAL.lock().await;

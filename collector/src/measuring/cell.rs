@@ -251,7 +251,13 @@ async fn ready(s: &Session, st: &mut Streams, mut scraper: Option<&mut Scraper>,
                 producing.extend(id);
             }
             _ = changed => {
-                let fresh = scraper.as_deref().and_then(Scraper::latest).filter(|x| x.t_ms >= st.opened_ms);
+                // Only when the queue can empty: a server that runs fewer than `n` at once
+                // always reads waiting > 0, and a reading must not undo `queue_empty` above.
+                let fresh = scraper
+                    .as_deref()
+                    .filter(|_| watch_queue)
+                    .and_then(Scraper::latest)
+                    .filter(|x| x.t_ms >= st.opened_ms);
                 if let Some(x) = fresh {
                     // No waiting gauge at all (an exporter without one): nothing says "queued".
                     queue_empty = Some(x.metrics.waiting.is_none_or(|w| w == 0.0));
