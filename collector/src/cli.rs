@@ -387,7 +387,8 @@ pub struct SimulateArgs {
     /// Turn the prefix cache off.
     #[arg(long)]
     pub no_prefix_cache: bool,
-    /// Engine version reported by /version.
+    /// Engine version the twin reports: vLLM's /version, or with --flavor sglang the version in
+    /// /get_server_info (default 0.5.4).
     #[arg(long)]
     pub engine_version: Option<String>,
     /// Served model name.

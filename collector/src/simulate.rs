@@ -127,9 +127,6 @@ fn config_for(args: &SimulateArgs, profile: Profile) -> Result<TwinConfig, Simul
     if args.no_prefix_cache {
         profile.prefix_cache = false;
     }
-    if let Some(v) = &args.engine_version {
-        profile.engine_version = v.clone();
-    }
     if let Some(n) = &args.served_model_name {
         profile.served_name = n.clone();
     }
@@ -153,6 +150,13 @@ fn config_for(args: &SimulateArgs, profile: Profile) -> Result<TwinConfig, Simul
         FlavorArg::Vllm => Flavor::Vllm,
         FlavorArg::Sglang => Flavor::Sglang,
     };
+    // The version of the server the twin imitates on the wire.
+    if let Some(v) = &args.engine_version {
+        match cfg.flavor {
+            Flavor::Vllm => cfg.profile.engine_version = v.clone(),
+            Flavor::Sglang => cfg.sglang_version = v.clone(),
+        }
+    }
     cfg.reasoning = (args.reasoning || args.reasoning_field.is_some()).then_some(match args.reasoning_field {
         Some(ReasoningFieldArg::ReasoningContent) => ReasoningField::ReasoningContent,
         Some(ReasoningFieldArg::Reasoning) => ReasoningField::Reasoning,
@@ -277,6 +281,17 @@ mod tests {
         assert_eq!(c.api_key.as_deref(), Some("k"));
         let c = config_from_args(&args(&["--reasoning"])).unwrap();
         assert_eq!(c.reasoning, Some(ReasoningField::Reasoning));
+    }
+
+    #[test]
+    fn the_sglang_flavour_reports_an_sglang_version() {
+        let c = config_from_args(&args(&["--flavor", "sglang"])).unwrap();
+        assert_eq!(c.sglang_version, twin::SGLANG_VERSION);
+        let c = config_from_args(&args(&["--flavor", "sglang", "--engine-version", "0.5.9"])).unwrap();
+        assert_eq!(
+            (c.sglang_version.as_str(), c.profile.engine_version.as_str()),
+            ("0.5.9", "0.26.1rc1.dev638+g52be12cfa")
+        );
     }
 
     fn fixture() -> String {

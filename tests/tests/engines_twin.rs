@@ -75,7 +75,8 @@ async fn sglang_flavor_gives_a_complete_sglang_file() {
     let r = read(&out);
     assert_eq!(r.run.status, RunStatus::Complete);
     assert_eq!(r.engine.name.as_deref(), Some("sglang"));
-    assert_eq!(r.engine.version.as_deref(), Some(Profile::tiny().engine_version.as_str()), "from /get_server_info");
+    // An SGLang version (not the vLLM one of the profile), from /get_server_info.
+    assert_eq!(r.engine.version.as_deref(), Some(twin::SGLANG_VERSION), "from /get_server_info");
     assert_eq!((r.engine.kv_budget_tokens, r.engine.kv_budget_source), (Some(8192), Some(KvBudgetSource::ServerInfo)));
     assert_eq!(r.engine.max_running_requests, Some(2));
     assert!(r.missing.is_empty(), "SGLang reports everything the run needs: {:?}", r.missing);

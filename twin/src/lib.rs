@@ -92,7 +92,13 @@ pub struct TwinConfig {
     pub time_scale: f64,
     /// The server the twin imitates on the wire.
     pub flavor: Flavor,
+    /// The SGLang version the twin reports as `--flavor sglang` (`/get_server_info` `version`,
+    /// with the twin's label); the vLLM flavour reports the profile's `engine_version`.
+    pub sglang_version: String,
 }
+
+/// The SGLang version a twin of the SGLang flavour imitates unless told another.
+pub const SGLANG_VERSION: &str = "0.5.4";
 
 impl TwinConfig {
     /// Defaults for `profile`: seed 0, no key, no faults, no trace, no reasoning, answers of
@@ -109,6 +115,7 @@ impl TwinConfig {
             answer_tokens: (16, 512),
             time_scale: 1.0,
             flavor: Flavor::Vllm,
+            sglang_version: SGLANG_VERSION.to_string(),
         }
     }
 }

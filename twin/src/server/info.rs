@@ -37,7 +37,7 @@ pub(super) async fn server_info(State(state): State<Arc<AppState>>) -> Response 
             "chunked_prefill_size": p.max_batched_tokens,
             "disable_radix_cache": !p.prefix_cache,
             "tp_size": 1,
-            "version": speedmatrix_schema::simulation::tag_version(&p.engine_version),
+            "version": speedmatrix_schema::simulation::tag_version(&state.cfg.sglang_version),
         }),
     )
 }
