@@ -40,11 +40,14 @@ fn relay(upstream: &Listening) -> Listening {
     Listening::start(cmd)
 }
 
-/// A one-cell run against `url` (256 tokens × 1 stream for 1 s).
+/// A one-cell run against `url` (256 tokens × 1 stream for 1 s). Each stream outlasts the
+/// window (1,024 tokens at the tiny twin's ~475 tok/s), so no replacement gap lowers the
+/// server's running gauge: with 32-token streams, two or three /metrics readings in 1 s could
+/// land in gaps and make the cell "requests queued" (0.7 of 1 running, seen side by side).
 fn collect(url: &str, out: &Path, extra: &[&str]) -> Output {
     Command::new(BIN)
         .args(["run", "--url", url, "--contexts", "256", "--concurrency", "1", "--prefill-contexts", "none"])
-        .args(["--duration", "1s", "--max-tokens", "32", "--quiet", "-o"])
+        .args(["--duration", "1s", "--max-tokens", "1024", "--quiet", "-o"])
         .arg(out)
         .args(extra)
         .output()
