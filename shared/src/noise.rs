@@ -64,12 +64,13 @@ fn finite(values: &[f64]) -> Vec<f64> {
     values.iter().copied().filter(|v| v.is_finite()).collect()
 }
 
-fn mean(v: &[f64]) -> f64 {
+/// The mean of `v` (NaN when empty).
+pub(crate) fn mean(v: &[f64]) -> f64 {
     v.iter().sum::<f64>() / v.len() as f64
 }
 
 /// Sample standard deviation (n − 1); 0 for fewer than two values.
-fn sample_sd(v: &[f64]) -> f64 {
+pub(crate) fn sample_sd(v: &[f64]) -> f64 {
     if v.len() < 2 {
         return 0.0;
     }

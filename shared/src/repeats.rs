@@ -16,11 +16,6 @@ pub fn planned(r: &Results) -> u32 {
     r.config.repeats.unwrap_or(1).max(1)
 }
 
-/// Whether a status carries measured figures (the repeat counts towards the means).
-fn has_figures(s: CellStatus) -> bool {
-    matches!(s, CellStatus::Valid | CellStatus::RequestsQueued)
-}
-
 /// The repeats of `cell` measured so far: 0 before the first (and for a cell that is never
 /// measured), its records' count, or 1 for a measured cell without records.
 pub fn measured(cell: &DecodeCell) -> u32 {
@@ -74,9 +69,9 @@ pub fn fold(prev: &DecodeCell, new: DecodeCell, repeat: u32) -> DecodeCell {
     records.push(record(&new, repeat));
     let mut requests = if repeat > 1 { prev.requests.clone() } else { vec![] };
     requests.extend(new.requests.iter().cloned());
-    let mut cell = if has_figures(new.status) || repeat == 1 { new } else { prev.clone() };
+    let mut cell = if new.status.is_measured() || repeat == 1 { new } else { prev.clone() };
     cell.requests = requests;
-    let with: Vec<&CellRepeat> = records.iter().filter(|r| has_figures(r.status)).collect();
+    let with: Vec<&CellRepeat> = records.iter().filter(|r| r.status.is_measured()).collect();
     if !with.is_empty() {
         cell.total_tps = mean(&with.iter().filter_map(|r| r.total_tps).collect::<Vec<_>>());
         cell.ttft_ms = mean_distribution(&with.iter().filter_map(|r| r.ttft_ms.as_ref()).collect::<Vec<_>>());
@@ -138,7 +133,7 @@ fn status_of(records: &[CellRepeat]) -> (CellStatus, Option<String>) {
 
 /// The mean of `v`; `None` when empty.
 fn mean(v: &[f64]) -> Option<f64> {
-    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+    (!v.is_empty()).then(|| noise::mean(v))
 }
 
 /// The spread of one figure over two or more repeats.
@@ -146,13 +141,11 @@ fn spread(figure: &str, v: &[f64]) -> Option<FigureSpread> {
     if v.len() < 2 {
         return None;
     }
-    let m = v.iter().sum::<f64>() / v.len() as f64;
-    let sd = (v.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / (v.len() - 1) as f64).sqrt();
     Some(FigureSpread {
         figure: figure.into(),
         repeats: v.len() as u64,
-        mean: m,
-        sd,
+        mean: noise::mean(v),
+        sd: noise::sample_sd(v),
         min: v.iter().copied().fold(f64::INFINITY, f64::min),
         max: v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
     })

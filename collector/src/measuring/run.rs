@@ -17,6 +17,7 @@ use speedmatrix_schema::context::ContextError;
 use speedmatrix_schema::estimate::{duration_text, remaining, Basis, Estimate};
 use speedmatrix_schema::progress::{Current, Measuring, Phase};
 use speedmatrix_schema::registry::format_int;
+use speedmatrix_schema::repeats;
 use speedmatrix_schema::status::over_capacity_reason;
 use speedmatrix_schema::*;
 use std::collections::HashMap;
@@ -551,10 +552,10 @@ fn finish(s: &mut Session, stopped: Option<(RunStatus, String, u8)>) -> Result<u
         c.reason = Some(unmeasured.clone());
     }
     // A cell stopped between its repeats says how many it has (`--resume` measures the rest).
-    let n = speedmatrix_schema::repeats::planned(&s.results);
+    let n = repeats::planned(&s.results);
     for c in s.results.decode.iter_mut().filter(|c| c.status.is_measured()) {
-        if speedmatrix_schema::repeats::left(c, n) > 0 {
-            let done = speedmatrix_schema::repeats::measured(c);
+        if repeats::left(c, n) > 0 {
+            let done = repeats::measured(c);
             crate::measuring::measure::add_note(
                 &mut c.reason,
                 format!("{done} of {n} repeats measured; the rest {unmeasured}"),
@@ -929,7 +930,7 @@ fn resume(
     if r.config.max_tokens != Some(spec.max_tokens) || !same_window {
         return Err(differs("--max-tokens or --duration"));
     }
-    if speedmatrix_schema::repeats::planned(&r) != spec.repeat {
+    if repeats::planned(&r) != spec.repeat {
         return Err(differs("--repeat"));
     }
     let mut accepted = resume_differences(path, &r, now, &spec.accept_change)?;
@@ -1134,11 +1135,11 @@ async fn measure_all(s: &mut Session) -> Result<Option<String>, FileError> {
     }
     // Interleaved: pass k measures repeat k of every cell that still needs it, so a slow
     // drift of the server spreads over the matrix instead of landing on one cell.
-    let n = speedmatrix_schema::repeats::planned(&s.results);
+    let n = repeats::planned(&s.results);
     for pass in 1..=n {
         for i in 0..s.results.decode.len() {
             let c = &s.results.decode[i];
-            if speedmatrix_schema::repeats::measured(c) != pass - 1 || speedmatrix_schema::repeats::left(c, n) == 0 {
+            if repeats::measured(c) != pass - 1 || repeats::left(c, n) == 0 {
                 continue;
             }
             if let Some(cause) = measure_decode(s, i, (pass, n)).await? {
@@ -1180,7 +1181,7 @@ async fn measure_decode(s: &mut Session, i: usize, (repeat, n): (u32, u32)) -> R
     }
     s.results.decode[i] = match n {
         1 => cell,
-        _ => speedmatrix_schema::repeats::fold(&s.results.decode[i], cell, repeat),
+        _ => repeats::fold(&s.results.decode[i], cell, repeat),
     };
     if gone.is_none() {
         s.estimate_corrected();
