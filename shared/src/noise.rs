@@ -37,6 +37,13 @@ pub const MIN_BATCHES: usize = 5;
 pub const MIN_REQUESTS: usize = 10;
 /// Repeats: fewer repeats than this give no interval.
 pub const MIN_REPEATS: usize = 2;
+/// Repeats: the step figures are stored to in a results file (3 decimals, [`crate::stats::round3`]).
+pub const STORED_STEP: f64 = 0.001;
+/// Repeats: the least standard error of a mean over repeats, the rounding error of one stored
+/// value (uniform over one [`STORED_STEP`]: step ÷ √12). Repeats that agree to the last stored
+/// decimal have a spread below what the file can show, not none: without this floor two runs
+/// whose TPOT repeats read 2.101, 2.101, 2.101 and 2.100, 2.100, 2.100 ms differ "for certain".
+pub const ROUNDING_STD_ERROR: f64 = STORED_STEP / 3.464_101_615_137_754_6;
 /// Bootstrap: resamples drawn.
 pub const BOOTSTRAP_RESAMPLES: usize = 2000;
 /// Bootstrap: the seed of its generator (ChaCha8), fixed so that intervals are reproducible.
@@ -188,7 +195,7 @@ pub fn percentile(values: &[f64], p: f64) -> Result<Interval, NotEnough> {
 }
 
 /// The interval of the mean of one figure over repeats of a cell: Student's t with repeats − 1
-/// degrees of freedom.
+/// degrees of freedom; its standard error is never below [`ROUNDING_STD_ERROR`].
 pub fn repeats(values: &[f64]) -> Result<Interval, NotEnough> {
     let v = finite(values);
     if v.len() < MIN_REPEATS {
@@ -197,7 +204,7 @@ pub fn repeats(values: &[f64]) -> Result<Interval, NotEnough> {
             v.len()
         )));
     }
-    let se = sample_sd(&v) / (v.len() as f64).sqrt();
+    let se = (sample_sd(&v) / (v.len() as f64).sqrt()).max(ROUNDING_STD_ERROR);
     Ok(t_interval(mean(&v), se, (v.len() - 1) as f64, IntervalMethod::BetweenRepeats, v.len()))
 }
 
@@ -262,20 +269,17 @@ impl Difference {
 }
 
 /// The difference B − A of two independent estimates from their intervals: standard error
-/// √(se_A² + se_B²), Welch–Satterthwaite degrees of freedom (a side without `df` counts as
+/// √(se_A² + se_B²) (each side at least [`ROUNDING_STD_ERROR`]), Welch–Satterthwaite degrees of freedom (a side without `df` counts as
 /// normal, i.e. infinitely many), t interval and two-sided p-value.
 pub fn difference(a: &Interval, b: &Interval) -> Difference {
     let estimate = b.estimate - a.estimate;
-    let (va, vb) = (a.std_error * a.std_error, b.std_error * b.std_error);
+    // A file from before the floor (or any stored interval) may hold 0: one stored step is noise.
+    let (sa, sb) = (a.std_error.max(ROUNDING_STD_ERROR), b.std_error.max(ROUNDING_STD_ERROR));
+    let (va, vb) = (sa * sa, sb * sb);
     let se = (va + vb).sqrt();
     let part = |v: f64, df: Option<f64>| df.map_or(0.0, |d| v * v / d);
     let denominator = part(va, a.df) + part(vb, b.df);
     let df = (denominator > 0.0).then(|| (va + vb) * (va + vb) / denominator);
-    if se == 0.0 {
-        // No spread on either side: the estimates are the evidence.
-        let p_value = if estimate == 0.0 { 1.0 } else { 0.0 };
-        return Difference { estimate, low: estimate, high: estimate, p_value, df };
-    }
     let half = critical_value(df) * se;
     Difference { estimate, low: estimate - half, high: estimate + half, p_value: two_sided_p(estimate / se, df), df }
 }
@@ -364,6 +368,20 @@ mod tests {
     }
 
     #[test]
+    fn repeats_that_agree_to_the_stored_decimal_still_have_the_rounding_error() {
+        // Seen in CI: TPOT repeats of one twin 2.101 ms × 3, of the same twin reseeded 2.100 ms × 3.
+        let (a, b) = (repeats(&[2.101; 3]).unwrap(), repeats(&[2.100; 3]).unwrap());
+        assert!(close(a.std_error, 0.001 / 12f64.sqrt(), 1e-15), "{a:?}");
+        let same = difference(&a, &b);
+        assert!(!same.excludes_zero() && same.p_value > 0.05, "one stored step is noise: {same:?}");
+        // 5 % slower is still seen.
+        let slower = difference(&a, &repeats(&[2.206; 3]).unwrap());
+        assert!(slower.excludes_zero() && slower.p_value < 1e-4, "{slower:?}");
+        // A real spread above the floor is kept as it is.
+        assert!(close(repeats(&[100.0, 102.0]).unwrap().std_error, 1.0, 1e-12));
+    }
+
+    #[test]
     fn bootstrap_is_deterministic_and_brackets_the_median() {
         let v: Vec<f64> = (1..=21).map(f64::from).collect();
         let a = percentile(&v, 50.0).unwrap();
@@ -441,9 +459,12 @@ mod tests {
         assert_eq!(n.df, None);
         assert!(close(n.high - n.low, 2.0 * 1.959_964 * 2f64.sqrt(), 1e-5));
         assert!(n.excludes_zero() && close(n.p_value, 0.033_895, 1e-5), "{n:?}");
-        // No spread anywhere.
-        assert_eq!(difference(&interval(1.0, 0.0, Some(4.0)), &interval(1.0, 0.0, Some(4.0))).p_value, 1.0);
-        assert_eq!(difference(&interval(1.0, 0.0, Some(4.0)), &interval(2.0, 0.0, Some(4.0))).p_value, 0.0);
+        // No spread recorded (a file from before the floor): the rounding error is the spread.
+        let same = difference(&interval(1.0, 0.0, Some(4.0)), &interval(1.0, 0.0, Some(4.0)));
+        assert_eq!((same.p_value, same.df), (1.0, Some(8.0)));
+        assert!(!difference(&interval(2.101, 0.0, Some(2.0)), &interval(2.1, 0.0, Some(2.0))).excludes_zero());
+        let apart = difference(&interval(1.0, 0.0, Some(4.0)), &interval(2.0, 0.0, Some(4.0)));
+        assert!(apart.excludes_zero() && apart.p_value < 1e-9, "{apart:?}");
     }
 
     #[test]

@@ -139,6 +139,19 @@ fn assert_three_interleaved_repeats(r: &Results) {
     }
 }
 
+/// Each decode cell's change of `column` with its interval and p-value (for a failure's log).
+fn print_deltas(d: &serde_json::Value, column: &str) {
+    for r in d["rows"].as_array().into_iter().flatten().filter(|r| r["phase"] == "decode") {
+        let x = r["deltas"].as_array().and_then(|x| x.iter().find(|x| x["column"] == column));
+        println!(
+            "{} × {} {column}: {}",
+            r["context"]["label"],
+            r["concurrency"],
+            x.map_or(String::new(), |x| x.to_string())
+        );
+    }
+}
+
 #[test]
 fn repeats_give_intervals_that_hold_a_reseeded_twin_within_noise_and_resume_fills_the_missing() {
     let bad = Command::new(support::BIN).args(["run", "--repeat", "0", "--dry-run"]).output().unwrap();
@@ -163,7 +176,9 @@ fn repeats_give_intervals_that_hold_a_reseeded_twin_within_noise_and_resume_fill
 
     // Same server, other seed: no cell better or worse on any figure with an interval.
     for column in ["total_tps", "ttft_ms_p50", "tpot_ms_p50"] {
-        let v = verdicts(&json_diff(&a, &again, column), column);
+        let d = json_diff(&a, &again, column);
+        print_deltas(&d, column);
+        let v = verdicts(&d, column);
         assert_eq!(v, ["within_noise"; 2], "{column}");
     }
     for metric in ["total_tps", "ttft_ms_p50", "tpot_ms_p50"] {
