@@ -62,13 +62,15 @@ pub fn start_allowance_ms(cold_ttft_ms: Option<f64>) -> f64 {
     (3.0 * cold_ttft_ms.unwrap_or(0.0)).max(1000.0)
 }
 
-/// The status of a measured decode cell and its reason (docs/METHODOLOGY.md, "Statuses"; the
-/// registry's module documentation defines the queue rules). Over capacity is decided at plan
-/// time with [`over_capacity`] and never reaches here.
+/// The status of a measured decode cell and its reason (docs/METHODOLOGY.md, "Statuses", defines
+/// the rules). Over capacity is decided at plan time with [`over_capacity`] and never reaches
+/// here.
 ///
 /// Precedence: a failed stream → error; no token in the window → error; the server's queue
-/// gauge above 0 in two consecutive samples, its running gauge below [`RUNNING_SHARE`] × N, the
-/// client's count of running streams below [`RUNNING_SHARE`] × N, or a readiness timeout →
+/// gauge above 0 in two consecutive samples, its running gauge below [`RUNNING_SHARE`] × N
+/// (unless its queue gauge read 0 in every sample: then the requests it does not count are in
+/// transit, not queued in it), the client's count of running streams below
+/// [`RUNNING_SHARE`] × N, or a readiness timeout →
 /// requests queued (a readiness timeout is added to the reason of the others); else valid.
 pub fn decode_status(e: &Evidence<'_>) -> (CellStatus, Option<String>) {
     if let Some(first) = e.failures.first() {
@@ -94,7 +96,11 @@ pub fn decode_status(e: &Evidence<'_>) -> (CellStatus, Option<String>) {
         return queued("the server queue held waiting requests in consecutive samples during the window".into());
     }
     let n = e.concurrency;
-    if let Some(avg) = e.avg_running.filter(|avg| *avg < RUNNING_SHARE * f64::from(n)) {
+    // A running gauge below N while the server's own queue gauge read 0 throughout is requests
+    // not yet admitted (front end, network, client turnaround), not a queue in the server; a
+    // queue in front of it (a gateway) shows in the client's view below.
+    let queue_gauge_clear = !e.waiting_samples.is_empty() && e.waiting_samples.iter().all(|w| *w <= 0.0);
+    if let Some(avg) = e.avg_running.filter(|avg| !queue_gauge_clear && *avg < RUNNING_SHARE * f64::from(n)) {
         return queued(format!(
             "on average {avg:.1} of {n} streams were running on the server (< {:.0} %)",
             RUNNING_SHARE * 100.0
@@ -276,6 +282,30 @@ mod tests {
         assert!(r.unwrap().contains("7.5 of 8"));
         let (s, r) = decode_status(&Evidence { concurrency: 8, avg_running: Some(7.9), ..Default::default() });
         assert_eq!((s, r), (CellStatus::Valid, None));
+    }
+
+    #[test]
+    fn a_running_gauge_below_n_counts_only_when_the_queue_gauge_is_not_clear() {
+        // vLLM with short outputs: requests in the front end are neither running nor waiting.
+        let clear = Evidence {
+            concurrency: 1,
+            waiting_samples: &[0.0, 0.0, 0.0],
+            avg_running: Some(0.6),
+            client_running: Some(0.99),
+            ..Default::default()
+        };
+        assert_eq!(decode_status(&clear), (CellStatus::Valid, None));
+        // No queue gauge, or one that read above 0 now and then: the running gauge decides.
+        for waiting in [&[][..], &[0.0, 1.0, 0.0][..]] {
+            let (s, r) = decode_status(&Evidence { waiting_samples: waiting, ..clear.clone() });
+            assert_eq!(s, CellStatus::RequestsQueued, "{waiting:?}");
+            assert!(r.unwrap().contains("on average 0.6 of 1 streams were running on the server"));
+        }
+        // A queue in front of the server (a gateway): its gauges read clear, the client sees it.
+        let gateway = Evidence { concurrency: 4, avg_running: Some(2.0), client_running: Some(2.1), ..clear };
+        let (s, r) = decode_status(&gateway);
+        assert_eq!(s, CellStatus::RequestsQueued);
+        assert!(r.unwrap().contains("on average 2.1 of 4 streams were running (client view"));
     }
 
     #[test]

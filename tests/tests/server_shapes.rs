@@ -226,6 +226,55 @@ async fn a_server_that_runs_k_of_n_without_gauges_is_requests_queued() {
     assert!(four.reason.as_deref().unwrap().contains("of 4 streams were running (client view"), "{:?}", four.reason);
 }
 
+/// vLLM's running gauge counts a request only once the engine admits it: with short outputs a
+/// good share of every request is spent in the front end (here 30 ms of tokenizing before a
+/// 25 ms stream), so the gauge reads well below N while the engine's queue reads 0 and every
+/// stream starts at once. That is no queue: the cells are valid.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_gauge_below_n_with_the_queue_gauge_at_0_is_no_queue() {
+    let _one = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let server = scripted::start(Script {
+        live_gauges: true,
+        admit_delay: Duration::from_millis(30),
+        stream: StreamScript {
+            prefill: Duration::from_millis(5),
+            gap: Duration::from_millis(5),
+            ..StreamScript::default()
+        },
+        ..Script::default()
+    })
+    .await;
+    let out = dir.path().join("run.json");
+    let args = ["--contexts", "256", "--concurrency", "1,4", "--prefill-contexts", "none", "--duration", "3s"];
+    let (code, err) = collect(&server.url, &out, &[&args[..], &["--max-tokens", "5"]].concat()).await;
+    assert_eq!(code, Some(0), "{err}");
+    for c in &read(&out).decode {
+        let running = c.server.as_ref().and_then(|s| s.running_avg).expect("the live gauge was read");
+        let n = f64::from(c.concurrency);
+        assert!(running < 0.8 * n, "the shape: the gauge leaves out the front end ({running} of {n})");
+        assert_eq!((c.status, c.reason.as_deref()), (CellStatus::Valid, None), "{} streams", c.concurrency);
+    }
+}
+
+/// The other side of that rule: a gateway in front of the engine runs 2 of 4 streams and holds
+/// the rest, so the engine's gauges read running 2, waiting 0. The client sees the queue (the
+/// held streams wait long for their first token).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_in_front_of_the_engine_is_requests_queued_though_its_queue_gauge_reads_0() {
+    let _one = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let server = scripted::start(Script { live_gauges: true, max_running: Some(2), ..Script::default() }).await;
+    let out = dir.path().join("run.json");
+    let args = ["--contexts", "256", "--concurrency", "4", "--prefill-contexts", "256", "--duration", "4s"];
+    let (code, err) = collect(&server.url, &out, &[&args[..], &["--max-tokens", "300"]].concat()).await;
+    assert_eq!(code, Some(0), "{err}");
+    let c = &read(&out).decode[0];
+    assert_eq!(c.server.as_ref().and_then(|s| s.waiting_max), Some(0.0), "the engine's queue gauge read 0");
+    assert_eq!(c.status, CellStatus::RequestsQueued, "{:?}", c.reason);
+    assert!(c.reason.as_deref().unwrap().contains("of 4 streams were running (client view"), "{:?}", c.reason);
+}
+
 /// A server that answers every request with an empty stream (finish_reason, usage 0, [DONE]):
 /// nothing was measured, so the cell is an error, not a queue at 0 tok/s.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

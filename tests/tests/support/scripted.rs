@@ -4,7 +4,9 @@
 //! only K requests at once and lets the rest wait with no gauge to say so, usage that reports
 //! cached prompt tokens; and faults: error answers for some decode requests (429 with
 //! `Retry-After`, a proxy's HTML 502), a key revoked mid-run, response headers that come late,
-//! a context limit below the advertised `max_model_len`.
+//! a context limit below the advertised `max_model_len`; live vLLM gauges whose running count
+//! leaves out requests still in the server's front end (or held by a gateway in front of it)
+//! while its own queue reads 0.
 //!
 //! Each is a real axum server on a loopback socket, answering what discovery and the prompt
 //! builder ask (`/v1/models`, `/tokenize`, `/metrics`, `/version` → 404) and streaming
@@ -142,6 +144,14 @@ pub struct Script {
     /// `/tokenize` answers 404 (a plain OpenAI-compatible server): the collector sizes prompts
     /// with non-streamed probe requests, which this server answers with their usage.
     pub no_tokenize: bool,
+    /// `/metrics` answers live vLLM gauges (instead of [`Script::metrics`]):
+    /// `vllm:num_requests_running` counts the streams admitted and not yet ended, and
+    /// `vllm:num_requests_waiting` is always 0 — the engine's own queue is empty; requests held
+    /// by [`Script::max_running`] wait in front of it, as behind a gateway.
+    pub live_gauges: bool,
+    /// A streamed request spends this long in the front end (tokenizing, routing) before it is
+    /// admitted and counts as running.
+    pub admit_delay: Duration,
 }
 
 impl Default for Script {
@@ -160,6 +170,8 @@ impl Default for Script {
             header_delay: Duration::ZERO,
             context_limit: None,
             no_tokenize: false,
+            live_gauges: false,
+            admit_delay: Duration::ZERO,
         }
     }
 }
@@ -170,6 +182,24 @@ struct AppState {
     /// Decode requests (`max_tokens` > 1) received.
     decodes: std::sync::atomic::AtomicUsize,
     running: Option<Arc<Semaphore>>,
+    /// Streams admitted and not yet ended (the live running gauge).
+    admitted: Arc<std::sync::atomic::AtomicI64>,
+}
+
+/// Counts one admitted stream in the live running gauge until dropped.
+struct Admitted(Arc<std::sync::atomic::AtomicI64>);
+
+impl Admitted {
+    fn new(count: &Arc<std::sync::atomic::AtomicI64>) -> Admitted {
+        count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Admitted(count.clone())
+    }
+}
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// A running scripted server; stops when dropped.
@@ -198,7 +228,13 @@ impl Drop for Scripted {
 /// Start `script` on a free loopback port (inside the caller's tokio runtime).
 pub async fn start(script: Script) -> Scripted {
     let running = script.max_running.map(|k| Arc::new(Semaphore::new(k)));
-    let state = Arc::new(AppState { script, bodies: Mutex::new(vec![]), decodes: Default::default(), running });
+    let state = Arc::new(AppState {
+        script,
+        bodies: Mutex::new(vec![]),
+        decodes: Default::default(),
+        running,
+        admitted: Default::default(),
+    });
     let app = Router::new()
         .route("/v1/models", get(models))
         .route("/metrics", get(metrics))
@@ -241,6 +277,15 @@ async fn models(State(s): State<Arc<AppState>>) -> Response {
 
 async fn metrics(State(s): State<Arc<AppState>>) -> Response {
     tokio::time::sleep(s.script.metrics_delay).await;
+    if s.script.live_gauges {
+        let running = s.admitted.load(std::sync::atomic::Ordering::SeqCst);
+        let m = &s.script.model;
+        let text = format!(
+            "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{{model_name=\"{m}\"}} {running}\n\
+             # TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{{model_name=\"{m}\"}} 0\n"
+        );
+        return ([(header::CONTENT_TYPE, s.script.metrics_content_type)], text).into_response();
+    }
     match &s.script.metrics {
         Some(text) => ([(header::CONTENT_TYPE, s.script.metrics_content_type)], text.clone()).into_response(),
         None => (StatusCode::NOT_FOUND, "Not Found").into_response(),
@@ -412,6 +457,7 @@ async fn complete(State(s): State<Arc<AppState>>, uri: axum::http::Uri, body: By
     let mut tx = Sender { tx, reset, sent: 0 };
     let st = st.clone();
     let running = s.running.clone();
+    let (admit_delay, admitted) = (s.script.admit_delay, s.admitted.clone());
     tokio::spawn(async move {
         // Waiting for a free place (no gauge says so), then the prefill, with keep-alives in both
         // (a queued request on a server that pings is alive, not stalled).
@@ -431,6 +477,8 @@ async fn complete(State(s): State<Arc<AppState>>, uri: axum::http::Uri, body: By
             }
             None => None,
         };
+        tokio::time::sleep(admit_delay).await;
+        let _running = Admitted::new(&admitted);
         let mut left = st.prefill;
         while let Some(every) = st.keepalive_every.filter(|_| !left.is_zero()) {
             let step = every.min(left);
