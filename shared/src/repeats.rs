@@ -71,6 +71,34 @@ pub fn fold(prev: &DecodeCell, new: DecodeCell, repeat: u32) -> DecodeCell {
     requests.extend(new.requests.iter().cloned());
     let mut cell = if new.status.is_measured() || repeat == 1 { new } else { prev.clone() };
     cell.requests = requests;
+    cell.repeats = records;
+    refresh(&mut cell);
+    cell
+}
+
+/// A cell of a run that failed, to measure again on `--resume`: without its failed repeats
+/// (an error stops a cell's repeats, so they are its last records) and their requests, its
+/// figures folded again from the repeats that remain. `None` when no measured repeat remains
+/// (a cell measured once, or whose first repeat failed): it is measured again from the start.
+pub fn without_failed(cell: &DecodeCell) -> Option<DecodeCell> {
+    let mut c = cell.clone();
+    while c.repeats.last().is_some_and(|r| r.status == CellStatus::Error) {
+        let failed = c.repeats.pop()?;
+        let keep = c.requests.len().saturating_sub(usize::try_from(failed.requests.unwrap_or(0)).unwrap_or(usize::MAX));
+        c.requests.truncate(keep);
+    }
+    if !c.repeats.iter().any(|r| r.status.is_measured()) {
+        return None;
+    }
+    refresh(&mut c);
+    Some(c)
+}
+
+/// The cell's folded figures from its repeats' records (`cell.repeats`): the means over the
+/// repeats with figures, their spread, intervals between repeats once two have figures, and
+/// the status and reason of the repeats.
+fn refresh(cell: &mut DecodeCell) {
+    let records = std::mem::take(&mut cell.repeats);
     let with: Vec<&CellRepeat> = records.iter().filter(|r| r.status.is_measured()).collect();
     if !with.is_empty() {
         cell.total_tps = mean(&with.iter().filter_map(|r| r.total_tps).collect::<Vec<_>>());
@@ -84,7 +112,6 @@ pub fn fold(prev: &DecodeCell, new: DecodeCell, repeat: u32) -> DecodeCell {
     }
     (cell.status, cell.reason) = status_of(&records);
     cell.repeats = records;
-    cell
 }
 
 /// Each headline figure's values over the repeats that have it.
@@ -268,6 +295,25 @@ mod tests {
         assert_eq!(c.window_end_ms, Some(11_000.0), "the latest repeat with figures");
         assert_eq!(c.requests.len(), 5);
         assert_eq!(c.intervals.unwrap().total_tps.unwrap().evidence, 2);
+    }
+
+    #[test]
+    fn a_failed_run_measures_again_only_the_failed_repeat() {
+        let blank = DecodeCell::new(crate::context::size(8192), 4, CellStatus::NotRun, Some("pending".into()));
+        let one = fold(&blank, measured_cell(100.0, 40.0, 10.0, 2), 1);
+        let two = fold(&one, measured_cell(110.0, 44.0, 11.0, 3), 2);
+        let mut err = DecodeCell::new(crate::context::size(8192), 4, CellStatus::Error, Some("HTTP 500".into()));
+        err.requests = measured_cell(0.0, 0.0, 0.0, 4).requests;
+        let failed = fold(&two, err.clone(), 3);
+        assert_eq!((failed.status, left(&failed, 3)), (CellStatus::Error, 0));
+        let again = without_failed(&failed).expect("two measured repeats remain");
+        assert_eq!(again, two, "as it was before the failed repeat");
+        assert_eq!((again.status, left(&again, 3), again.requests.len()), (CellStatus::Valid, 1, 5));
+        // Nothing measured remains: measured again from the start.
+        assert_eq!(without_failed(&fold(&blank, err.clone(), 1)), None);
+        let mut once = err;
+        once.repeats.clear();
+        assert_eq!(without_failed(&once), None, "a cell of a run without repeats");
     }
 
     #[test]

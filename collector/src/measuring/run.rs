@@ -457,6 +457,9 @@ pub async fn measure(args: &RunArgs) -> Result<u8, RunError> {
     if spec.dry_run {
         let preview = fresh_results(&info, &plan, &spec, &Host::none());
         say!("plan: {}", estimate_line(&remaining(&preview, &[]), "estimated wall time"));
+        if args.serve.is_some() {
+            say!("note: --serve serves the live page of a run; a dry run measures nothing, so nothing is served");
+        }
         return Ok(0);
     }
     let mut s = start_session(spec, client, info, metrics.is_some(), &plan).await?;
@@ -943,7 +946,9 @@ fn resume(
     if r.run.status == RunStatus::Failed {
         let mut again = 0;
         for c in r.decode.iter_mut().filter(|c| c.status == CellStatus::Error) {
-            *c = crate::measuring::measure::blank_cell(&c.context, c.concurrency);
+            // Its measured repeats are kept; only what failed is measured again.
+            *c = repeats::without_failed(c)
+                .unwrap_or_else(|| crate::measuring::measure::blank_cell(&c.context, c.concurrency));
             again += 1;
         }
         for p in r.prefill.iter_mut().filter(|p| p.status == CellStatus::Error) {
