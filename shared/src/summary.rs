@@ -100,7 +100,11 @@ fn hardware_card(r: &Results) -> Card {
             ("Host", h.host.clone()),
             ("Server", h.server_location.as_ref().map(|l| format!("{}: {}", place_word(l.place), l.evidence))),
             ("GPUs read", h.gpu_selection.as_ref().map(gpu_selection_text)),
-            ("GPU telemetry", h.gpu_telemetry_note.clone()),
+            // Without NVML the selection's detail is the same sentence: said once.
+            (
+                "GPU telemetry",
+                h.gpu_telemetry_note.clone().filter(|n| h.gpu_selection.as_ref().is_none_or(|s| &s.detail != n)),
+            ),
         ],
     )
 }
@@ -178,6 +182,8 @@ fn run_card(r: &Results) -> Card {
             (
                 "Prefill mode",
                 c.prefill_mode.map(|p| match p {
+                    // A mode of measuring rows, said only where there are rows to measure.
+                    _ if r.prefill.is_empty() => "No prefill rows in this run".into(),
                     PrefillMode::DecodeWarmup => "Measured during decode warm-up".into(),
                     PrefillMode::Separate => "Separate cold request".into(),
                 }),
