@@ -314,6 +314,20 @@ impl Column {
             _ => self.metric.display(v),
         }
     }
+
+    /// Two figures of this column as a comparison shows them side by side: as [`Column::display`]
+    /// does, with more decimals (up to 3, as files store them) where that would show two different
+    /// figures as the same number — "0.6 ms → 1.0 ms", never "1 ms → 1 ms" beside a change of
+    /// −40 %.
+    pub fn display_pair(&self, a: f64, b: f64) -> (String, String) {
+        let (da, db) = (self.display(a), self.display(b));
+        let Style::Fixed(shown) = self.metric.style else { return (da, db) };
+        if da != db || a == b || self.stat == Some(Stat::Count) {
+            return (da, db);
+        }
+        let with = |v: f64, d: u8| format!("{}{}", format_number(v, Style::Fixed(d)), self.metric.unit.inline_suffix());
+        (shown + 1..=3).map(|d| (with(a, d), with(b, d))).find(|(x, y)| x != y).unwrap_or((da, db))
+    }
 }
 
 /// Every column of the flat measurement table, in order: scalars as they are, distributions
@@ -432,6 +446,18 @@ mod tests {
         assert_eq!(f("spec_accept_rate", 0.734), "73.4%");
         assert_eq!(format_number(-1234.5, Style::Fixed(1)), "-1,234.5");
         assert_eq!(format_number(f64::NAN, Style::Fixed(1)), "—");
+    }
+
+    #[test]
+    fn a_pair_shows_enough_decimals_to_tell_two_figures_apart() {
+        let ttft = column("ttft_ms_p50").unwrap();
+        assert_eq!(ttft.display_pair(0.632, 1.06), ("0.6 ms".into(), "1.1 ms".into()));
+        assert_eq!(ttft.display_pair(2.101, 2.1), ("2.101 ms".into(), "2.100 ms".into()));
+        assert_eq!(ttft.display_pair(196.0, 532.4), ("196 ms".into(), "532 ms".into()), "apart already");
+        assert_eq!(ttft.display_pair(5.0, 5.0), ("5 ms".into(), "5 ms".into()), "the same figure");
+        assert_eq!(ttft.display_pair(5.0, 5.0001), ("5 ms".into(), "5 ms".into()), "below what files store");
+        let p = column("prompt_tps").unwrap();
+        assert_eq!(p.display_pair(650.1, 650.2), ("650".into(), "650".into()), "compact stays compact");
     }
 
     #[test]

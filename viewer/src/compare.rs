@@ -197,7 +197,11 @@ pub fn delta_cell(r: Option<&RowDiff>, col: &Column, threshold: f64, context: &s
     let delta = r.deltas.iter().find(|d| d.column == col.id());
     let ab = delta.map(|d| {
         let show = |v: Option<f64>| v.map(|v| col.display(v)).unwrap_or_else(|| DASH.into());
-        format!("{} → {}", show(d.a), show(d.b))
+        let (a, b) = match (d.a, d.b) {
+            (Some(a), Some(b)) => col.display_pair(a, b),
+            _ => (show(d.a), show(d.b)),
+        };
+        format!("{a} → {b}")
     });
     match (r.status_a, r.status_b) {
         (Some(_), None) => {
@@ -338,8 +342,8 @@ pub fn line_text(l: &DiffLine, id: &str) -> String {
         "context" => l.context.clone(),
         "concurrency" => l.concurrency.to_string(),
         "metric" => l.metric_label(),
-        "a" => l.column.display(l.a),
-        "b" => l.column.display(l.b),
+        "a" => l.column.display_pair(l.a, l.b).0,
+        "b" => l.column.display_pair(l.a, l.b).1,
         "delta" => match l.interval {
             Some(iv) => format!("{} ± {}", signed_delta(&l.column, l.abs), l.column.display(iv.half_width())),
             None => signed_delta(&l.column, l.abs),

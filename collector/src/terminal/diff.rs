@@ -175,7 +175,11 @@ pub fn cell_text(r: Option<&RowDiff>, col: &Column) -> String {
     match delta {
         Some(d) => {
             let show = |v: Option<f64>| v.map(|v| col.display(v)).unwrap_or_else(|| "—".into());
-            lines.push(format!("{} → {}", show(d.a), show(d.b)));
+            let (a, b) = match (d.a, d.b) {
+                (Some(a), Some(b)) => col.display_pair(a, b),
+                _ => (show(d.a), show(d.b)),
+            };
+            lines.push(format!("{a} → {b}"));
             if let (Some(v), Some(abs)) = (d.verdict, d.abs) {
                 let change = d.rel.map(|x| percent(x, true)).unwrap_or_else(|| signed_delta(col, abs));
                 lines.push(format!("{change}{} {}", plus_minus(d, col), v.label()));
