@@ -54,6 +54,8 @@ async fn tiny_twin_plans() {
                 "tiny-max-and-1024-streams",
                 &["--contexts", "1k,max", "--concurrency", "1,1024", "--prefill-contexts", "none"],
             ),
+            // --serve with --dry-run: nothing to serve, and the plan says so.
+            ("tiny-serve", &["--contexts", "1k", "--concurrency", "1", "--prefill-contexts", "none", "--serve", "0"]),
             (
                 "tiny-completions-short",
                 &[
