@@ -99,7 +99,12 @@ fn a_cell_opens_its_window_repeats_and_intervals_and_the_seed_says_unavailable()
         assert_eq!(rows.as_u64(), Some(2));
         let tps = wait_text(&c, "#cell-intervals li[data-figure=total_tps]", "between 2 repeats").await;
         assert!(tps.contains(&plus_minus(first)), "{tps} lacks {}", plus_minus(first));
-        let bars = until(&c, "error bars", "return document.querySelector('#chart-decode-total').getAttribute('data-intervals');").await;
+        let bars = until(
+            &c,
+            "error bars",
+            "return document.querySelector('#chart-decode-total').getAttribute('data-intervals');",
+        )
+        .await;
         assert_eq!(bars.as_str(), Some(with_interval.to_string().as_str()), "one error bar per interval");
         // Enter on another focused cell opens it; the URL keeps it.
         let enter = format!(
@@ -109,8 +114,12 @@ fn a_cell_opens_its_window_repeats_and_intervals_and_the_seed_says_unavailable()
         );
         c.execute(&enter, vec![]).await.unwrap();
         wait_text(&c, "#cell-panel-title", &title(second)).await;
-        let query = until(&c, "the cell in the URL", "return location.search.includes('cell=') && location.search;").await;
-        assert!(query.as_str().unwrap().contains(&format!("cell={}x{}", second.context.tokens, second.concurrency)), "{query}");
+        let query =
+            until(&c, "the cell in the URL", "return location.search.includes('cell=') && location.search;").await;
+        assert!(
+            query.as_str().unwrap().contains(&format!("cell={}x{}", second.context.tokens, second.concurrency)),
+            "{query}"
+        );
         c.goto(&format!("{url}{}", query.as_str().unwrap())).await.unwrap();
         wait_text(&c, "#cell-panel-title", &title(second)).await;
 
@@ -125,7 +134,8 @@ fn a_cell_opens_its_window_repeats_and_intervals_and_the_seed_says_unavailable()
         assert!(series.starts_with("Per-second series unavailable: this file has no per-second series"), "{series}");
         let noise = text(&c, "#cell-intervals-missing").await;
         assert!(noise.starts_with("Intervals unavailable: this file has no noise data"), "{noise}");
-        let canvases = c.execute("return document.querySelectorAll('#cell-panel canvas').length;", vec![]).await.unwrap();
+        let canvases =
+            c.execute("return document.querySelectorAll('#cell-panel canvas').length;", vec![]).await.unwrap();
         assert_eq!(canvases.as_u64(), Some(0), "no chart points without a series");
     });
 }

@@ -86,7 +86,12 @@ pub struct Window<'a> {
 pub fn windows(c: &DecodeCell) -> Vec<Window<'_>> {
     if c.repeats.is_empty() {
         let requests = c.requests.iter().collect();
-        return vec![Window { label: "The window".into(), series: c.series.as_ref(), start_ms: c.window_start_ms, requests }];
+        return vec![Window {
+            label: "The window".into(),
+            series: c.series.as_ref(),
+            start_ms: c.window_start_ms,
+            requests,
+        }];
     }
     let n = c.repeats.len();
     c.repeats
@@ -107,10 +112,7 @@ pub fn windows(c: &DecodeCell) -> Vec<Window<'_>> {
 /// The requests sent after `after` (exclusive) and until `until` (inclusive), ms; an open end
 /// does not bound.
 fn sent_between(requests: &[RequestSample], after: Option<f64>, until: Option<f64>) -> Vec<&RequestSample> {
-    requests
-        .iter()
-        .filter(|q| after.is_none_or(|a| q.start_ms > a) && until.is_none_or(|u| q.start_ms <= u))
-        .collect()
+    requests.iter().filter(|q| after.is_none_or(|a| q.start_ms > a) && until.is_none_or(|u| q.start_ms <= u)).collect()
 }
 
 /// Seconds as the charts write them: "2.5 s", "−0.3 s".
@@ -202,7 +204,13 @@ pub fn rate_chart(w: &Window<'_>) -> Result<ChartSpec, &'static str> {
     }
     let series = vec![line("Output tok/s", 0, Stroke::Solid, points)];
     let caption = "Output tokens of all streams in each second of the window ÷ the second (client clock).";
-    Ok(spec("cell-window", "Output tok/s, second by second", caption, ("Seconds into the window", "Output tok/s"), series))
+    Ok(spec(
+        "cell-window",
+        "Output tok/s, second by second",
+        caption,
+        ("Seconds into the window", "Output tok/s"),
+        series,
+    ))
 }
 
 /// The gauge `values` as series named `name` (one per run of known buckets, one colour).
@@ -244,7 +252,8 @@ pub fn streams_chart(w: &Window<'_>) -> Result<ChartSpec, &'static str> {
     }
     let caption = "Time-weighted streams past their first token (client), and the server's running and waiting \
                    gauges (Prometheus; a second without a scrape is a gap).";
-    let mut chart = spec("cell-streams", "Streams, second by second", caption, ("Seconds into the window", "Requests"), series);
+    let mut chart =
+        spec("cell-streams", "Streams, second by second", caption, ("Seconds into the window", "Requests"), series);
     chart.legend = Some(legend);
     Ok(chart)
 }
@@ -277,8 +286,11 @@ pub fn ttft_chart(w: &Window<'_>) -> Result<ChartSpec, &'static str> {
         return Err(NO_REQUESTS);
     }
     let start = w.start_ms.ok_or(NO_START)?;
-    let groups =
-        [(Some(true), "Opening streams", 0), (Some(false), "Replacements", 1), (None, "Opening or replacement not recorded", 2)];
+    let groups = [
+        (Some(true), "Opening streams", 0),
+        (Some(false), "Replacements", 1),
+        (None, "Opening or replacement not recorded", 2),
+    ];
     let series: Vec<Series> = groups
         .into_iter()
         .filter_map(|(opening, name, colour)| {
@@ -291,7 +303,13 @@ pub fn ttft_chart(w: &Window<'_>) -> Result<ChartSpec, &'static str> {
         return Err(NO_TTFT);
     }
     let caption = "Each request's time to first token against when it was sent (client clock).";
-    Ok(spec("cell-ttft", "TTFT of each request", caption, ("Sent, seconds from the window's opening", "TTFT (ms)"), series))
+    Ok(spec(
+        "cell-ttft",
+        "TTFT of each request",
+        caption,
+        ("Sent, seconds from the window's opening", "TTFT (ms)"),
+        series,
+    ))
 }
 
 /// The window's failed requests, one line each: "sent at 1.2 s: HTTP 500" (the time left out
@@ -478,7 +496,11 @@ mod tests {
         assert_eq!(rate.series[0].points[1].y_text, "120.0");
         let streams = streams_chart(w).expect("a chart");
         let names: Vec<&str> = streams.series.iter().map(|s| s.name.as_str()).collect();
-        assert_eq!(names, ["Streams decoding (client)", "Running (server)", "Running (server)"], "the gap splits the line");
+        assert_eq!(
+            names,
+            ["Streams decoding (client)", "Running (server)", "Running (server)"],
+            "the gap splits the line"
+        );
         assert_eq!(streams.legend_entries().len(), 2, "one legend entry per gauge, none for the empty waiting");
     }
 
@@ -549,12 +571,15 @@ mod tests {
             request(8_900.0, Some(55.0), Some(true), None),
         ];
         let ws = windows(&c);
-        assert_eq!(ws.iter().map(|w| (w.label.as_str(), w.requests.len())).collect::<Vec<_>>(), [
-            ("Repeat 1 of 2", 2),
-            ("Repeat 2 of 2", 1)
-        ]);
+        assert_eq!(
+            ws.iter().map(|w| (w.label.as_str(), w.requests.len())).collect::<Vec<_>>(),
+            [("Repeat 1 of 2", 2), ("Repeat 2 of 2", 1)]
+        );
         let lines = repeat_lines(&c);
-        assert_eq!((lines[1].repeat, lines[1].total_tps.as_str(), lines[1].window_start.as_str()), (2, "110.0", "9.0 s"));
+        assert_eq!(
+            (lines[1].repeat, lines[1].total_tps.as_str(), lines[1].window_start.as_str()),
+            (2, "110.0", "9.0 s")
+        );
         assert_eq!(lines[0].ttft_p50, report::DASH, "a figure the repeat lacks is a dash");
         let iv = Interval {
             estimate: 105.0,
@@ -574,7 +599,10 @@ mod tests {
         let lines = interval_lines(&c).expect("intervals");
         assert_eq!(lines[0].text, "105.0 ± 4.8 % (95 % interval, between 2 repeats)");
         assert!(lines[0].available);
-        assert_eq!((lines[2].figure, lines[2].text.as_str(), lines[2].available), ("tpot_ms_p50", "no interval: too few", false));
+        assert_eq!(
+            (lines[2].figure, lines[2].text.as_str(), lines[2].available),
+            ("tpot_ms_p50", "no interval: too few", false)
+        );
         assert_eq!(lines[1].text, "no interval: the file gives neither an interval nor a reason");
     }
 }

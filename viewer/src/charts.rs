@@ -384,7 +384,13 @@ where
 /// The error bars of a series: a vertical whisker with caps from each point's interval low to
 /// high (points without an interval get none; on a log axis a bound at or below 0 cannot be
 /// drawn, so that whisker is left out rather than cut).
-fn draw_whiskers<X, Y>(chart: &mut Chart<'_, X, Y>, s: &Series, y_log: bool, palette: &Palette, dpr: f64) -> Result<(), String>
+fn draw_whiskers<X, Y>(
+    chart: &mut Chart<'_, X, Y>,
+    s: &Series,
+    y_log: bool,
+    palette: &Palette,
+    dpr: f64,
+) -> Result<(), String>
 where
     X: Ranged<ValueType = f64>,
     Y: Ranged<ValueType = f64>,

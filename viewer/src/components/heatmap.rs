@@ -9,10 +9,10 @@ use crate::cell_detail::CellKey;
 use crate::report::{self, HeatCell};
 use crate::sources;
 use leptos::prelude::*;
-use wasm_bindgen::JsCast;
 use speedmatrix_schema::registry::{column, Column};
 use speedmatrix_schema::{CellStatus, PrefillMode, Results};
 use std::sync::Arc;
+use wasm_bindgen::JsCast;
 
 /// A context × concurrency table (the heatmap, and the diff view's matrices): a header row of
 /// concurrency levels, one row per context, each cell drawn by `cell`.
