@@ -484,8 +484,9 @@ fn row_diff(cell: &CellRef, ra: Option<Row<'_>>, rb: Option<Row<'_>>, cols: &[Co
     }
 }
 
-/// A decode cell's interval of `column`, or why it has none.
-fn cell_interval<'c>(cell: &'c DecodeCell, column: &str) -> Result<&'c Interval, String> {
+/// A decode cell's interval of `column` (a [`NOISE_COLUMNS`] id), or why it has none: "no
+/// noise data" for a cell without `intervals`, else the reason its `missing` gives.
+pub fn cell_interval<'c>(cell: &'c DecodeCell, column: &str) -> Result<&'c Interval, String> {
     let Some(iv) = &cell.intervals else { return Err("no noise data".into()) };
     let got = match column {
         "total_tps" => iv.total_tps.as_ref(),

@@ -70,8 +70,12 @@ pub struct Point {
     pub label: String,
     /// The x value as the registry writes it ("8,192 tokens", "16").
     pub x_text: String,
-    /// The y value as the registry writes it ("6,343 tok/s", "811 ms").
+    /// The y value as the registry writes it ("6,343 tok/s", "811 ms"), then its interval
+    /// when it has one ("6,343 ± 1.2 %").
     pub y_text: String,
+    /// The confidence interval of y (low, high), in the axis unit, when the file has one (a
+    /// decode cell's `intervals`): drawn as an error bar. `None` draws none.
+    pub interval: Option<(f64, f64)>,
 }
 
 /// A line of a chart.
@@ -201,6 +205,11 @@ impl ChartSpec {
             stroke: Stroke::Dashed,
         });
         series.chain(frontier).collect()
+    }
+
+    /// How many points carry an interval (drawn as error bars).
+    pub fn intervals(&self) -> usize {
+        self.series.iter().flat_map(|s| &s.points).filter(|p| p.interval.is_some()).count()
     }
 
     /// The table mirror (accessible fallback): one row per point, `[series, x, y, status]`.
@@ -403,8 +412,10 @@ pub(crate) fn all_x(series: &[Series]) -> Vec<f64> {
     series.iter().flat_map(|s| s.points.iter().map(|p| p.x)).collect()
 }
 
+/// Every y value of the series, with the ends of their intervals (so error bars stay in view).
 pub(crate) fn all_y(series: &[Series]) -> Vec<f64> {
-    series.iter().flat_map(|s| s.points.iter().map(|p| p.y)).collect()
+    let ends = |p: &Point| p.interval.map(|(lo, hi)| [lo, hi]).into_iter().flatten();
+    series.iter().flat_map(|s| s.points.iter().flat_map(move |p| std::iter::once(p.y).chain(ends(p)))).collect()
 }
 
 /// Prefill rows as a series of `field` (`prompt_tps` or `ttft_ms`) against context tokens.
@@ -425,6 +436,7 @@ fn prefill_series(run: &RunRef<'_>, id: &str) -> Series {
                 label: format!("{} context", p.context.label),
                 x_text: format!("{} tokens", registry::format_int(p.context.tokens)),
                 y_text: metric_text(id, y),
+                interval: None,
             })
         })
         .collect::<Vec<_>>();
@@ -465,13 +477,19 @@ fn decode_series(run: &RunRef<'_>, palette: &[u64], x: Option<&Column>, y: &Colu
                             (v, xc.display(v))
                         }
                     };
+                    let iv = crate::report::interval_of(c, y);
+                    let y_text = match iv {
+                        Some(iv) => format!("{} {}", y.display(yv), crate::report::plus_minus(iv, y)),
+                        None => y.display(yv),
+                    };
                     Some(Point {
                         x: xv,
                         y: yv,
                         status: c.status,
                         label: format!("{} context · {} at once", ctx.label, c.concurrency),
                         x_text,
-                        y_text: y.display(yv),
+                        y_text,
+                        interval: iv.map(|iv| (iv.low, iv.high)),
                     })
                 })
                 .collect();
@@ -690,6 +708,31 @@ mod tests {
             assert!(pareto.series.iter().flat_map(|s| &s.points).any(|p| p.x == *x && p.y == *y));
         }
         assert_eq!(pareto.mirror_rows().len(), pareto.series.iter().map(|s| s.points.len()).sum::<usize>());
+    }
+
+    #[test]
+    fn a_cell_with_an_interval_gets_an_error_bar_and_others_none() {
+        let mut r = seed();
+        let iv = speedmatrix_schema::Interval {
+            estimate: 6342.6,
+            low: 6300.0,
+            high: 6385.2,
+            level: 0.95,
+            method: speedmatrix_schema::IntervalMethod::BatchMeans,
+            evidence: 30,
+            std_error: 21.0,
+            df: Some(29.0),
+        };
+        let c = r.decode.iter_mut().find(|c| c.context.tokens == 8192 && c.concurrency == 128).unwrap();
+        c.intervals = Some(speedmatrix_schema::CellIntervals { total_tps: Some(iv), ..Default::default() });
+        let all = charts(&[RunRef::single(&r)]);
+        let total = all.iter().find(|c| c.id == "decode-total").expect("decode-total");
+        assert_eq!(total.intervals(), 1, "one cell has an interval");
+        let p = total.series.iter().flat_map(|s| &s.points).find(|p| p.interval.is_some()).unwrap();
+        assert_eq!((p.interval, p.y_text.as_str()), (Some((6300.0, 6385.2)), "6,342.6 ± 0.7 %"));
+        assert!(total.y.range.1 >= 6385.2, "the error bar stays in view");
+        let ttft = all.iter().find(|c| c.id == "decode-ttft").expect("decode-ttft");
+        assert_eq!(ttft.intervals(), 0, "no TTFT interval in the file: no error bar");
     }
 
     #[test]

@@ -281,6 +281,7 @@ where
         .map_err(err)?;
     draw_mesh(&mut chart, spec, palette, dpr)?;
     for s in &spec.series {
+        draw_whiskers(&mut chart, s, spec.y.log, palette, dpr)?;
         draw_series(&mut chart, s, palette, dpr)?;
     }
     for g in &spec.guides {
@@ -376,6 +377,37 @@ where
                     .map_err(err)?;
             }
         }
+    }
+    Ok(())
+}
+
+/// The error bars of a series: a vertical whisker with caps from each point's interval low to
+/// high (points without an interval get none; on a log axis a bound at or below 0 cannot be
+/// drawn, so that whisker is left out rather than cut).
+fn draw_whiskers<X, Y>(
+    chart: &mut Chart<'_, X, Y>,
+    s: &Series,
+    y_log: bool,
+    palette: &Palette,
+    dpr: f64,
+) -> Result<(), String>
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    let colour = palette.series[s.colour % palette.series.len()];
+    let style = colour.stroke_width(px(dpr, 1.5).max(1));
+    let cap = px(dpr, 4.0).max(2) as i32;
+    let bars: Vec<(f64, f64, f64)> = s
+        .points
+        .iter()
+        .filter_map(|p| p.interval.map(|(lo, hi)| (p.x, lo, hi)))
+        .filter(|(_, lo, hi)| lo.is_finite() && hi.is_finite() && (!y_log || *lo > 0.0))
+        .collect();
+    for (x, lo, hi) in bars {
+        chart.draw_series(std::iter::once(PathElement::new(vec![(x, lo), (x, hi)], style))).map_err(err)?;
+        let caps = [lo, hi].map(|y| EmptyElement::at((x, y)) + PathElement::new(vec![(-cap, 0), (cap, 0)], style));
+        chart.draw_series(caps).map_err(err)?;
     }
     Ok(())
 }

@@ -10,6 +10,8 @@
 //! - [`app`]: the page's shell and state (which runs, the view in the URL, theme, files);
 //! - [`components`]: the report of one run, one file per section;
 //! - [`chart_model`] and [`charts`]: what each chart shows (pure) and its canvas drawing;
+//! - [`cell_detail`]: one decode cell in detail (its window per second, its requests' TTFTs,
+//!   its repeats and intervals) for the panel under the heatmap — pure;
 //! - [`compare`]: what the diff view shows (delta heatmap, matched-measurement table) — pure;
 //! - [`diff`]: the diff view (`?a=…&b=…`): two runs compared.
 //! - [`run_index`]: the site's run table (sort, filters, picks) — pure; drawn by [`app`].
@@ -29,6 +31,7 @@
 wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
 
 pub mod app;
+pub mod cell_detail;
 pub mod chart_model;
 pub mod charts;
 pub mod compare;

@@ -259,6 +259,7 @@ fn concurrency_series(
                         label: format!("{} · {} context · {} at once", run.name, ctx.label, c.concurrency),
                         x_text: c.concurrency.to_string(),
                         y_text: y_col.display(v),
+                        interval: None,
                     })
                 })
                 .collect();
@@ -324,6 +325,7 @@ fn pareto_chart(runs: &[Run<'_>], caps: &[Vec<ContextCapacity>], slo: &Slo) -> C
                     label: format!("{} · {} context · {} at once", run.name, p.context.label, p.concurrency),
                     x_text: per_gpu_metric().display(x),
                     y_text: col("per_request_tps").display(p.per_user_tps),
+                    interval: None,
                 })
             })
             .collect();

@@ -9,7 +9,7 @@ use speedmatrix_schema::registry::{self, column, columns, Column, Kind, METRICS}
 use speedmatrix_schema::site::run_title;
 use speedmatrix_schema::status::{e2e_empty, over_capacity_reason, EmptyFigure};
 use speedmatrix_schema::table::{rows, Phase, Row, SEED_COLUMNS};
-use speedmatrix_schema::{CellStatus, ContextSize, DecodeCell, Results};
+use speedmatrix_schema::{CellStatus, ContextSize, DecodeCell, Interval, Results};
 use std::cmp::Ordering;
 
 /// The placeholder written for a figure the file does not have.
@@ -61,6 +61,23 @@ pub fn short_time(rfc3339: &str) -> String {
         (valid && utc).then(|| format!("{date} {hm} UTC"))
     })();
     parsed.unwrap_or_else(|| rfc3339.to_string())
+}
+
+/// An interval as "± 1.2 %": its half-width relative to its estimate (in `column`'s unit when
+/// the estimate is 0), the way the diff view writes the interval of a change.
+pub fn plus_minus(iv: &Interval, column: &Column) -> String {
+    let half = (iv.high - iv.low).abs() / 2.0;
+    if iv.estimate != 0.0 && iv.estimate.is_finite() {
+        format!("± {}", speedmatrix_schema::diff::percent(half / iv.estimate.abs(), false))
+    } else {
+        format!("± {}", column.display(half))
+    }
+}
+
+/// The interval of `column` in a decode cell, when the file has one (see
+/// [`speedmatrix_schema::diff::cell_interval`]).
+pub fn interval_of<'c>(c: &'c DecodeCell, column: &Column) -> Option<&'c Interval> {
+    speedmatrix_schema::diff::cell_interval(c, &column.id()).ok()
 }
 
 /// The prefill table: context, prompt tok/s, TTFT (and prompt tokens when known).
@@ -424,7 +441,14 @@ impl TableColumn {
                     (Row::Prefill(_), Some(p)) => p,
                     _ => column,
                 };
-                self.metric_value(row).map(|v| shown.display(v)).unwrap_or_else(|| DASH.into())
+                let Some(v) = self.metric_value(row) else { return DASH.into() };
+                match row {
+                    Row::Decode(c) => match interval_of(c, column) {
+                        Some(iv) => format!("{} {}", shown.display(v), plus_minus(iv, column)),
+                        None => shown.display(v),
+                    },
+                    _ => shown.display(v),
+                }
             }
         }
     }
@@ -571,8 +595,9 @@ pub fn table_order(r: &Results, cols: &[TableColumn], keys: &[SortKey], filters:
 }
 
 /// The query parameters of the page's view (permalinks): `?metric=…&sort=…&phase=…&context=…
-/// &concurrency=…&status=…&columns=all&show=…`, beside the repeatable `?run=URL`.
-pub const VIEW_PARAMS: [&str; 8] = ["metric", "sort", "phase", "context", "concurrency", "status", "columns", "show"];
+/// &concurrency=…&status=…&columns=all&show=…&cell=…`, beside the repeatable `?run=URL`.
+pub const VIEW_PARAMS: [&str; 9] =
+    ["metric", "sort", "phase", "context", "concurrency", "status", "columns", "show", "cell"];
 
 /// Sort keys as a query value: column ids in key order, `-` before a descending one
 /// (`total_tps,-ttft_ms_p50`); `None` when unsorted.
@@ -796,6 +821,35 @@ mod tests {
         let row32 = row_of(32).expect("8K × 32");
         assert_eq!(e2e_col.empty_why(row32, &r).map(|e| e.short), Some("none finished"));
         assert_eq!(e2e_col.empty_why(row_of(1).expect("8K × 1"), &r), None);
+    }
+
+    #[test]
+    fn a_figure_with_an_interval_reads_plus_minus_in_the_table() {
+        let mut r = seed();
+        let iv = Interval {
+            estimate: 10187.0,
+            low: 10000.0,
+            high: 10374.0,
+            level: 0.95,
+            method: speedmatrix_schema::IntervalMethod::BetweenRepeats,
+            evidence: 3,
+            std_error: 43.0,
+            df: Some(2.0),
+        };
+        let c = r.decode.iter_mut().find(|c| c.context.tokens == 8192 && c.concurrency == 128).unwrap();
+        c.intervals = Some(speedmatrix_schema::CellIntervals { ttft_ms_p50: Some(iv), ..Default::default() });
+        let cols = table_columns(&r, false);
+        let (ttft, total) = (
+            cols.iter().find(|c| c.id() == "ttft_ms_p50").unwrap(),
+            cols.iter().find(|c| c.id() == "total_tps").unwrap(),
+        );
+        let rs = rows(&r);
+        let row = rs.iter().find(|x| matches!(x, Row::Decode(c) if c.context.tokens == 8192 && c.concurrency == 128));
+        let row = row.expect("8K × 128");
+        assert_eq!(ttft.text(row), "10,187 ms ± 1.8 %");
+        assert_eq!(total.text(row), "6,342.6", "no interval of total tok/s: no ±");
+        let zero = Interval { estimate: 0.0, low: -2.0, high: 2.0, ..iv };
+        assert_eq!(plus_minus(&zero, &column("ttft_ms").unwrap()), "± 2 ms", "an estimate of 0 in the unit");
     }
 
     #[test]

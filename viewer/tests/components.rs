@@ -15,10 +15,15 @@ const SEED: &[u8] = include_bytes!("../../tests/fixtures/h200-qwen3.5-122b-vllm.
 
 /// Mount the seed report in a fresh container; returns the container.
 async fn mount_seed(metric: RwSignal<String>) -> web_sys::HtmlElement {
+    mount(speedmatrix_schema::load_results(SEED).unwrap(), metric).await
+}
+
+/// Mount the report of `r` in a fresh container; returns the container.
+async fn mount(r: speedmatrix_schema::Results, metric: RwSignal<String>) -> web_sys::HtmlElement {
     let doc = document();
     let host: web_sys::HtmlElement = doc.create_element("div").unwrap().unchecked_into();
     doc.body().unwrap().append_child(&host).unwrap();
-    let r = Arc::new(speedmatrix_schema::load_results(SEED).unwrap());
+    let r = Arc::new(r);
     leptos::mount::mount_to(host.clone(), move || view! { <Report r=r metric=metric /> }).forget();
     leptos::task::tick().await;
     host
@@ -116,4 +121,79 @@ fn assert_drawn(canvas: &web_sys::HtmlCanvasElement, id: &str) {
     assert!(pixels.chunks_exact(4).all(|p| p[3] == 255), "{id}: the background covers the canvas");
     let colours: std::collections::BTreeSet<&[u8]> = pixels.chunks_exact(4).collect();
     assert!(colours.len() > 2, "{id}: lines, marks and text drawn over the background ({} colours)", colours.len());
+}
+
+/// Click the heatmap cell (`context` label, `n`) and let the panel draw.
+async fn open_cell(host: &web_sys::HtmlElement, context: &str, n: u32) {
+    let td: web_sys::HtmlElement = host.query_selector(&cell(context, n)).unwrap().unwrap().unchecked_into();
+    td.click();
+    leptos::task::tick().await;
+    leptos::task::tick().await;
+}
+
+#[wasm_bindgen_test]
+async fn a_seed_cell_opens_a_panel_that_says_its_series_and_intervals_are_unavailable() {
+    let host = mount_seed(RwSignal::new("total_tps".into())).await;
+    assert!(host.query_selector("#cell-panel").unwrap().is_none(), "no panel before a click");
+    open_cell(&host, "8K", 128).await;
+    assert_eq!(text(&host, "#cell-panel-title"), "8K context · 128 at once");
+    use speedmatrix_viewer::cell_detail::{NO_NOISE, NO_REQUESTS, NO_SERIES};
+    assert_eq!(text(&host, "#cell-series-missing"), NO_SERIES);
+    assert_eq!(text(&host, "#cell-intervals-missing"), NO_NOISE);
+    assert_eq!(text(&host, "#cell-ttft-missing"), NO_REQUESTS);
+    assert!(host.query_selector("#cell-panel canvas").unwrap().is_none(), "no chart without samples");
+    assert!(host.query_selector("#cell-repeats").unwrap().is_none(), "measured once: no repeats table");
+    let close: web_sys::HtmlElement = host.query_selector("#cell-close").unwrap().unwrap().unchecked_into();
+    close.click();
+    leptos::task::tick().await;
+    assert!(host.query_selector("#cell-panel").unwrap().is_none(), "closed");
+}
+
+/// The seed with a 6-second series (a `null` running gauge in bucket 3) and a total tok/s
+/// interval on its 8K × 128 cell.
+fn seed_with_series() -> speedmatrix_schema::Results {
+    let mut r = speedmatrix_schema::load_results(SEED).unwrap();
+    let c = r.decode.iter_mut().find(|c| c.context.tokens == 8192 && c.concurrency == 128).unwrap();
+    c.series = Some(speedmatrix_schema::WindowSeries {
+        bucket_s: 1.0,
+        output_tokens: vec![6300.0, 6350.0, 6340.0, 6360.0, 6330.0, 6370.0],
+        streams_decoding: vec![127.0, 128.0, 128.0, 128.0, 128.0, 128.0],
+        running: vec![Some(128.0), Some(128.0), None, Some(128.0), Some(127.0), Some(128.0)],
+        waiting: vec![],
+    });
+    let iv = speedmatrix_schema::Interval {
+        estimate: 6342.6,
+        low: 6300.0,
+        high: 6385.2,
+        level: 0.95,
+        method: speedmatrix_schema::IntervalMethod::BatchMeans,
+        evidence: 6,
+        std_error: 16.6,
+        df: Some(5.0),
+    };
+    c.intervals = Some(speedmatrix_schema::CellIntervals { total_tps: Some(iv), ..Default::default() });
+    r
+}
+
+#[wasm_bindgen_test]
+async fn a_cell_with_a_series_draws_one_point_per_bucket_and_its_interval_everywhere() {
+    let host = mount(seed_with_series(), RwSignal::new("total_tps".into())).await;
+    open_cell(&host, "8K", 128).await;
+    leptos::task::tick().await;
+    let canvas = host.query_selector("#cell-panel #chart-cell-window").unwrap().expect("the window chart");
+    let points = canvas.get_attribute("data-points").unwrap_or_default();
+    assert_eq!(points.split_whitespace().count(), 6, "one point per bucket: {points}");
+    let streams = host.query_selector("#cell-panel #chart-cell-streams").unwrap().expect("the streams chart");
+    assert_eq!(streams.get_attribute("data-series").as_deref(), Some("3"), "decoding, and running split at its gap");
+    assert_eq!(streams.get_attribute("data-points").unwrap_or_default().split_whitespace().count(), 11);
+    let tps = text(&host, "#cell-intervals li[data-figure=total_tps]");
+    assert!(tps.contains("6,342.6 ± 0.7 % (95 % interval, batch means over 6 batches)"), "{tps}");
+    let ttft = text(&host, "#cell-intervals li[data-figure=ttft_ms_p50]");
+    assert!(ttft.contains("no interval"), "{ttft}");
+    // The same interval as an error bar on the chart and ± in the table.
+    let total = host.query_selector("#charts #chart-decode-total").unwrap().unwrap();
+    assert_eq!(total.get_attribute("data-intervals").as_deref(), Some("1"));
+    let table = text(&host, "#measurements tbody");
+    assert!(table.contains("6,342.6 ± 0.7 %"), "{table}");
+    assert_eq!(table.matches('±').count(), 1, "only the cell with an interval has a ±");
 }

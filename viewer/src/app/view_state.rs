@@ -2,12 +2,13 @@
 //! (remembered in localStorage, else the system's, followed live) and the viewport that charts
 //! redraw on; and the heatmap metric named in the URL.
 
+use crate::cell_detail::CellKey;
 use crate::report::{self, Filters};
 use crate::sources;
 use leptos::prelude::*;
 
-/// The view besides the run and the heatmap metric: table sort and filters, the theme and the
-/// viewport. Sort, filters and columns live in the URL query (permalinks; see
+/// The view besides the run and the heatmap metric: table sort and filters, the open cell, the
+/// theme and the viewport. Sort, filters, columns and the open cell live in the URL query (permalinks; see
 /// [`report::VIEW_PARAMS`]) and come back on back/forward.
 #[derive(Clone, Copy)]
 pub struct ViewState {
@@ -17,6 +18,8 @@ pub struct ViewState {
     pub filters: RwSignal<Filters>,
     /// Every registry column in the table (`?columns=all`).
     pub all_columns: RwSignal<bool>,
+    /// The decode cell whose detail panel is open under the heatmap (`?cell=8192x128`).
+    pub cell: RwSignal<Option<CellKey>>,
     /// Whether the dark theme is in force (the toggle, else the system's preference).
     pub dark: Signal<bool>,
     /// (width changes counter, devicePixelRatio): charts redraw when it changes.
@@ -30,13 +33,15 @@ impl ViewState {
             sort: RwSignal::new(Vec::new()),
             filters: RwSignal::new(Filters::default()),
             all_columns: RwSignal::new(false),
+            cell: RwSignal::new(None),
             dark: Signal::stored(false),
             viewport: RwSignal::new((0, 1.0)),
         }
     }
 
-    /// Read sort, filters and columns from the page URL.
+    /// Read sort, filters, columns and the open cell from the page URL.
     pub(super) fn read_url(self) {
+        self.cell.set(sources::query("cell").and_then(|v| CellKey::parse(&v)));
         self.sort.set(sources::query("sort").map(|v| report::parse_sort(&v)).unwrap_or_default());
         self.filters.set(report::filters_from(sources::query));
         self.all_columns.set(sources::query("columns").as_deref() == Some("all"));
@@ -81,6 +86,7 @@ pub(crate) fn page_view_state() -> (ViewState, RwSignal<String>) {
         sort: RwSignal::new(Vec::new()),
         filters: RwSignal::new(Filters::default()),
         all_columns: RwSignal::new(false),
+        cell: RwSignal::new(None),
         dark,
         viewport,
     };

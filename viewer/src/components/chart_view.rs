@@ -118,7 +118,8 @@ impl Readout {
 /// positions go to the readout. The canvas records what went where (CSS pixels) in
 /// `data-plot` and `data-legend` ("left top right bottom") and `data-points` ("x,y" each),
 /// so a test in the browser can check that the legend leaves every point in view, and how many
-/// series, frontiers and markers it drew (`data-series`, `data-frontiers`, `data-markers`).
+/// series, frontiers and markers it drew (`data-series`, `data-frontiers`, `data-markers`) and
+/// how many points have an error bar (`data-intervals`).
 fn draw_on_change(spec: Arc<ChartSpec>, canvas: NodeRef<leptos::html::Canvas>, view: ViewState, readout: Readout) {
     Effect::new(move |_| {
         let dark = view.dark.get();
@@ -131,8 +132,8 @@ fn draw_on_change(spec: Arc<ChartSpec>, canvas: NodeRef<leptos::html::Canvas>, v
             Ok(d) => {
                 let points: Vec<String> = d.hits.iter().map(|h| format!("{:.1},{:.1}", h.x, h.y)).collect();
                 let legend = d.legend.map(|l| l.attr()).unwrap_or_default();
-                let counts = [spec.series.len(), spec.frontiers.len(), spec.markers.len()].map(|n| n.to_string());
-                let [series, frontiers, markers] = counts;
+                let counts = [spec.series.len(), spec.frontiers.len(), spec.markers.len(), spec.intervals()];
+                let [series, frontiers, markers, intervals] = counts.map(|n| n.to_string());
                 for (name, value) in [
                     ("data-plot", d.plot.attr()),
                     ("data-legend", legend),
@@ -140,6 +141,7 @@ fn draw_on_change(spec: Arc<ChartSpec>, canvas: NodeRef<leptos::html::Canvas>, v
                     ("data-series", series),
                     ("data-frontiers", frontiers),
                     ("data-markers", markers),
+                    ("data-intervals", intervals),
                 ] {
                     let _ = c.set_attribute(name, &value);
                 }

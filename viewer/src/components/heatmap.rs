@@ -1,13 +1,18 @@
 //! The sustained-decode section: the context × concurrency heatmap of one metric (picked from
-//! the registry's heatmap metrics, kept in the URL), its colour legend and the marks of the
-//! statuses. The table, its cells and the metric options are also drawn by the diff view.
+//! the registry's heatmap metrics, kept in the URL), its colour legend, the marks of the
+//! statuses and the detail panel of the cell clicked (or Enter / Space on a focused one). The
+//! table, its cells and the metric options are also drawn by the diff view.
 
+use super::cell_panel::CellPanel;
+use crate::app::ViewState;
+use crate::cell_detail::CellKey;
 use crate::report::{self, HeatCell};
 use crate::sources;
 use leptos::prelude::*;
 use speedmatrix_schema::registry::{column, Column};
 use speedmatrix_schema::{CellStatus, PrefillMode, Results};
 use std::sync::Arc;
+use wasm_bindgen::JsCast;
 
 /// A context × concurrency table (the heatmap, and the diff view's matrices): a header row of
 /// concurrency levels, one row per context, each cell drawn by `cell`.
@@ -114,9 +119,10 @@ pub(crate) fn heat_cell(c: HeatCell) -> impl IntoView {
     }
 }
 
-/// Sustained decode: the context × concurrency heatmap with a metric selector and a legend.
+/// Sustained decode: the context × concurrency heatmap with a metric selector and a legend,
+/// and the panel of the cell opened (`view.cell`).
 #[component]
-pub(super) fn DecodeHeatmap(r: Arc<Results>, metric: RwSignal<String>) -> impl IntoView {
+pub(super) fn DecodeHeatmap(r: Arc<Results>, metric: RwSignal<String>, view: ViewState) -> impl IntoView {
     if r.decode.is_empty() {
         return None;
     }
@@ -152,7 +158,7 @@ pub(super) fn DecodeHeatmap(r: Arc<Results>, metric: RwSignal<String>) -> impl I
                     </select>
                 </label>
             </div>
-            {heatmap_and_legend(r.clone(), selected)}
+            {clickable_cells(r.clone(), view.cell, heatmap_and_legend(r.clone(), selected))}
             {status_marks(&statuses_present)}
             {warmup_note
                 .then(|| {
@@ -162,8 +168,38 @@ pub(super) fn DecodeHeatmap(r: Arc<Results>, metric: RwSignal<String>) -> impl I
                         </p>
                     }
                 })}
+            <CellPanel r=r.clone() view=view />
         </section>
     })
+}
+
+/// The heatmap `inner` with its cells opening their panel: a click on a cell, or Enter / Space
+/// on a focused one (one listener for all cells, so the cells stay those the diff view draws).
+fn clickable_cells(r: Arc<Results>, cell: RwSignal<Option<CellKey>>, inner: impl IntoView) -> impl IntoView {
+    let r_key = r.clone();
+    let on_click = move |ev: web_sys::MouseEvent| {
+        open_cell(&r, &ev, cell);
+    };
+    let on_key = move |ev: web_sys::KeyboardEvent| {
+        if matches!(ev.key().as_str(), "Enter" | " ") && open_cell(&r_key, &ev, cell) {
+            ev.prevent_default();
+        }
+    };
+    view! { <div class="heatmap-cells" on:click=on_click on:keydown=on_key>{inner}</div> }
+}
+
+/// Open the panel of the heatmap cell event `ev` happened in: its key goes to `cell` and the
+/// URL (`?cell=8192x128`). Whether a cell of the file was hit (a cell the file lacks opens
+/// nothing).
+fn open_cell(r: &Results, ev: &web_sys::Event, cell: RwSignal<Option<CellKey>>) -> bool {
+    let target = ev.target().and_then(|t| t.dyn_into::<web_sys::Element>().ok());
+    let Some(td) = target.and_then(|e| e.closest("#heatmap td.hm-cell").ok().flatten()) else { return false };
+    let label = td.get_attribute("data-context").unwrap_or_default();
+    let Some(n) = td.get_attribute("data-concurrency").and_then(|v| v.parse().ok()) else { return false };
+    let Some(key) = CellKey::from_label(r, &label, n).filter(|k| k.find(r).is_some()) else { return false };
+    sources::push_query(&[("cell", Some(key.param()))]);
+    cell.set(Some(key));
+    true
 }
 
 /// The heatmap of the selected metric and its colour scale (redrawn when the metric changes).

@@ -4,6 +4,8 @@
 //! - `prefill`: the prefill table;
 //! - `heatmap`: the sustained-decode heatmap, its metric picker and legend (its table, cells
 //!   and metric options are shared with the diff view);
+//! - `cell_panel`: the detail panel of the heatmap cell opened (its window, requests, repeats
+//!   and intervals);
 //! - `chart_view`: the charts, each with its readout, table mirror and PNG;
 //! - `measurements`: the all-measurements table with its sort and filters.
 //!
@@ -11,6 +13,7 @@
 //! components only turn it into elements. Every string from a results file is inserted as
 //! text, never as HTML.
 
+mod cell_panel;
 mod chart_view;
 mod header;
 mod heatmap;
@@ -69,7 +72,7 @@ pub fn Report(
             <header::Exports r=r.clone() />
             {r.engine.launch_command.clone().map(|cmd| view! { <header::LaunchCommand cmd=cmd /> })}
             <prefill::PrefillTable r=r.clone() />
-            <heatmap::DecodeHeatmap r=r.clone() metric=metric />
+            <heatmap::DecodeHeatmap r=r.clone() metric=metric view=view />
             <chart_view::Charts r=r.clone() view=view />
             <measurements::AllMeasurements r=r view=view />
         </article>
