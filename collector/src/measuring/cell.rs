@@ -111,7 +111,8 @@ pub struct Warmed {
 }
 
 /// Warm: the cell's prompts in the server's prefix cache (one warm-up request each, unless the
-/// prefill row already sent it), their bodies serialized, and one idle connection per stream.
+/// prefill row already sent it; on a server with per-slot caches, the shared prompt in every
+/// slot the streams take), their bodies serialized, and one idle connection per stream.
 async fn warm(s: &mut Session, ctx: &ContextSize, n: u32) -> Result<Warmed, CellError> {
     let count = if s.spec.distinct_prompts { n as usize } else { 1 };
     let mut prompts = Vec::with_capacity(count);
@@ -119,6 +120,9 @@ async fn warm(s: &mut Session, ctx: &ContextSize, n: u32) -> Result<Warmed, Cell
         prompts.push(s.warm_prompt(ctx, i).await?);
     }
     s.prompt_check(ctx, prompts[0].tokens);
+    if count == 1 {
+        s.warm_slots(ctx, &prompts[0], n).await?;
+    }
     let bodies = prompts.iter().map(|p| request_body(&s.body(&p.text, s.spec.max_tokens))).collect();
     // One idle connection per stream, so no stream pays connection set-up inside its TTFT.
     s.client.warm_connections(n as usize).await;

@@ -266,6 +266,9 @@ pub struct Session {
     warm: HashMap<(u64, usize), Prompt>,
     /// TTFT of each context's first (cold) request, ms.
     cold_ttft: HashMap<u64, f64>,
+    /// Per context: how many of the server's slots hold its shared prompt (llama.cpp keeps a
+    /// prompt cache per slot; absent means the one warm-up request's slot).
+    slots_warmed: HashMap<u64, u32>,
     /// NVML readings on their own thread; `None` without GPUs (`hardware.gpu_telemetry_note`).
     pub(crate) gpu: Option<crate::measuring::gpu::Sampler>,
     /// Header differences accepted on `--resume` (`--accept-change`), recorded on every row and
@@ -418,6 +421,25 @@ impl Session {
         Ok(p)
     }
 
+    /// Put the shared prompt of `ctx` into the prompt cache of every slot that `n` streams will
+    /// take (llama.cpp keeps one cache per slot, so one warm-up warms one slot and the other
+    /// opening streams would prefill the whole prompt inside their TTFT): as many `max_tokens: 1`
+    /// requests at once as slots are needed, each taking its own idle slot. Nothing for servers
+    /// without slots (vLLM and SGLang share one prefix cache) or once enough slots hold it.
+    pub(crate) async fn warm_slots(&mut self, ctx: &ContextSize, prompt: &Prompt, n: u32) -> Result<(), CellError> {
+        let want = self.info.facts.slots.map_or(1, |slots| slots.min(n));
+        if want <= self.slots_warmed.get(&ctx.tokens).copied().unwrap_or(1) {
+            return Ok(());
+        }
+        let warm_ups = (0..want).map(|_| self.single(&prompt.text, 1));
+        let records = futures_util::future::join_all(warm_ups).await;
+        if let Some(e) = records.into_iter().find_map(|r| r.error) {
+            return Err(CellError::WarmUp(e));
+        }
+        self.slots_warmed.insert(ctx.tokens, want);
+        Ok(())
+    }
+
     /// Warn when a prompt's real length is more than 1 % off its context.
     pub(crate) fn prompt_check(&self, ctx: &ContextSize, real: Option<u64>) {
         if let Some(real) = real {
@@ -533,6 +555,7 @@ async fn start_session(
         live,
         warm: HashMap::new(),
         cold_ttft: HashMap::new(),
+        slots_warmed: HashMap::new(),
         gpu,
         accepted,
         started: (std::time::Instant::now(), 0.0),
