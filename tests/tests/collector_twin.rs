@@ -206,6 +206,9 @@ async fn eight_k_by_128(reasoning: Option<ReasoningField>, extra: &[&str]) -> (D
     assert_eq!(cell.status, CellStatus::Valid, "{:?}", cell.reason);
     if extra.is_empty() {
         assert_eq!(r.engine.name.as_deref(), Some("vllm"), "the twin is detected as vLLM");
+        // No launch command says so (the twin runs inside this test): its counters do.
+        let spec = r.engine.speculative_decoding.as_deref();
+        assert_eq!(spec, Some("2 tokens per draft (Prometheus: draft tokens ÷ drafts)"), "MTP with 2 tokens");
     }
     let t = truth(&cell, &trace);
     eprintln!(

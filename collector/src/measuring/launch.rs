@@ -274,6 +274,22 @@ pub fn speculative_decoding(command: &str) -> Option<String> {
     value("--speculative-algorithm").or_else(|| value("--speculative-model")).map(with_k)
 }
 
+/// Least drafts before the counters say how many tokens a draft proposes.
+const MIN_DRAFTS: f64 = 10.0;
+
+/// Speculative decoding as the server's counters show it: `draft_tokens` proposed over `drafts`
+/// (vLLM's and llama.cpp's `spec_decode_num_draft_tokens` ÷ `spec_decode_num_drafts`, deltas
+/// over the run) is the tokens each draft proposes — vLLM's `num_speculative_tokens`. `None`
+/// before [`MIN_DRAFTS`] drafts (a server that does not speculate never counts one).
+pub fn speculative_decoding_from_counters(drafts: f64, draft_tokens: f64) -> Option<String> {
+    if !(drafts >= MIN_DRAFTS && draft_tokens.is_finite() && draft_tokens > 0.0) {
+        return None;
+    }
+    let k = draft_tokens / drafts;
+    let per_draft = if (k - k.round()).abs() < 0.05 { format!("{k:.0}") } else { format!("{k:.2}") };
+    Some(format!("{per_draft} tokens per draft (Prometheus: draft tokens ÷ drafts)"))
+}
+
 /// The host's CPU model name (`/proc/cpuinfo`), if readable.
 pub fn cpu_model() -> Option<String> {
     let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
@@ -415,6 +431,13 @@ mod tests {
         let sg = "python -m sglang.launch_server --speculative-algorithm EAGLE --speculative-num-steps 3";
         assert_eq!(speculative_decoding(sg).as_deref(), Some("EAGLE, 3 tokens"));
         assert_eq!(speculative_decoding("vllm serve m --port 8000"), None);
+        // Without a launch command: the server's counters.
+        let k2 = speculative_decoding_from_counters(500.0, 1000.0);
+        assert_eq!(k2.as_deref(), Some("2 tokens per draft (Prometheus: draft tokens ÷ drafts)"));
+        assert_eq!(speculative_decoding_from_counters(40.0, 110.0).as_deref().map(|s| &s[..4]), Some("2.75"));
+        assert_eq!(speculative_decoding_from_counters(3.0, 6.0), None, "too few drafts");
+        assert_eq!(speculative_decoding_from_counters(0.0, 0.0), None, "a server that does not speculate");
+        assert_eq!(speculative_decoding_from_counters(f64::NAN, 6.0), None);
     }
 
     #[test]

@@ -269,6 +269,8 @@ pub struct Session {
     /// Per context: how many of the server's slots hold its shared prompt (llama.cpp keeps a
     /// prompt cache per slot; absent means the one warm-up request's slot).
     slots_warmed: HashMap<u64, u32>,
+    /// The server's speculative-decoding counters (drafts, draft tokens) when the run started.
+    spec_start: Option<(f64, f64)>,
     /// NVML readings on their own thread; `None` without GPUs (`hardware.gpu_telemetry_note`).
     pub(crate) gpu: Option<crate::measuring::gpu::Sampler>,
     /// Header differences accepted on `--resume` (`--accept-change`), recorded on every row and
@@ -440,6 +442,21 @@ impl Session {
         Ok(())
     }
 
+    /// `engine.speculative_decoding` from the server's counters, where the launch command did
+    /// not give it (a server in a container, behind a tunnel, or started some other way): the
+    /// draft tokens proposed per draft since the run started
+    /// ([`crate::measuring::launch::speculative_decoding_from_counters`]).
+    pub(crate) async fn speculation_from_counters(&mut self) {
+        let Some((drafts, tokens)) = self.spec_start.filter(|_| self.results.engine.speculative_decoding.is_none())
+        else {
+            return;
+        };
+        let Some(now) = self.scrape().await else { return };
+        let (Some(d), Some(t)) = (now.metrics.spec_drafts, now.metrics.spec_draft_tokens) else { return };
+        self.results.engine.speculative_decoding =
+            crate::measuring::launch::speculative_decoding_from_counters(d - drafts, t - tokens);
+    }
+
     /// Warn when a prompt's real length is more than 1 % off its context.
     pub(crate) fn prompt_check(&self, ctx: &ContextSize, real: Option<u64>) {
         if let Some(real) = real {
@@ -485,6 +502,7 @@ pub async fn measure(args: &RunArgs) -> Result<u8, RunError> {
         return Ok(0);
     }
     let mut s = start_session(spec, client, info, metrics.is_some(), &plan).await?;
+    s.spec_start = metrics.as_ref().and_then(|m| Some((m.spec_drafts?, m.spec_draft_tokens?)));
     // The URL first, then the measuring; the page is served off the measuring path.
     let server = match args.serve {
         Some(port) => Some(crate::site::live::serve_run(port, s.live.subscribe()).map_err(RunError::Serve)?),
@@ -556,6 +574,7 @@ async fn start_session(
         warm: HashMap::new(),
         cold_ttft: HashMap::new(),
         slots_warmed: HashMap::new(),
+        spec_start: None,
         gpu,
         accepted,
         started: (std::time::Instant::now(), 0.0),
@@ -1207,10 +1226,14 @@ async fn measure_decode(s: &mut Session, i: usize, (repeat, n): (u32, u32)) -> R
             Err(cause) => gone = Some(format!("{cause} (after decode {} × {c})", ctx.label)),
         }
     }
+    let measured = cell.status.is_measured();
     s.results.decode[i] = match n {
         1 => cell,
         _ => repeats::fold(&s.results.decode[i], cell, repeat),
     };
+    if measured {
+        s.speculation_from_counters().await;
+    }
     if gone.is_none() {
         s.estimate_corrected();
     }
