@@ -260,7 +260,7 @@ fn the_gate_fails_when_b_lacks_or_did_not_run_cells() {
         &["- 16K × 1: Valid → Not run (B did not measure it)", "- 128K × 32: Valid → Not run"],
     );
     let o = diff(&a, &interrupted, &["--fail-on-regression", "5%"]);
-    assert!(String::from_utf8_lossy(&o.stderr).contains("33 regressions beyond 5.0 %"), "{o:?}");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("33 regressions beyond 5.0 % or not measured in B"), "{o:?}");
 
     // Valid but the metric is null.
     let mut b = seed();
@@ -276,10 +276,14 @@ fn the_gate_fails_when_b_lacks_or_did_not_run_cells() {
     gate_fails(
         &a,
         &empty,
-        &["- nothing to compare: no cell is valid in A and has total_tps in both runs", "- 8K × 1: only in A"],
+        &[
+            "- no figure to compare: B has total_tps for none of the cells valid in A, so each counts as a regression:",
+            "- 8K × 1: only in A",
+        ],
     );
     let o = diff(&a, &empty, &["--fail-on-regression", "5%"]);
-    assert!(String::from_utf8_lossy(&o.stderr).contains("41 regressions beyond 5.0 %, nothing to compare"), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("41 regressions beyond 5.0 % or not measured in B, no figure to compare in B"), "{o:?}");
     // Neither has a matrix: no regression, but a gate that compared nothing cannot pass.
     gate_fails(&empty, &empty, &["- nothing to compare"]);
 
@@ -293,7 +297,11 @@ fn the_gate_fails_when_b_lacks_or_did_not_run_cells() {
     b["decode"].as_array_mut().unwrap().iter_mut().for_each(|c| shift(&mut c["context"]));
     b["config"]["contexts"].as_array_mut().unwrap().iter_mut().for_each(shift);
     let other = write(dir.path(), "other-contexts.json", &b);
-    gate_fails(&a, &other, &["- nothing to compare", "- 8K × 1: only in A"]);
+    gate_fails(
+        &a,
+        &other,
+        &["- no figure to compare: B has total_tps for none of the cells valid in A", "- 8K × 1: only in A"],
+    );
 }
 
 #[test]
@@ -423,6 +431,10 @@ fn with_noise_data_the_diff_shows_intervals_and_tells_noise_from_change() {
     assert!(out.contains("-0.3 % ± 3.0 % within noise"), "{out}");
     assert!(out.contains("± is the 95 % interval of B − A"), "{out}");
     assert!(out.contains("Passed:"), "{out}");
+    // A figure without intervals says why, once for all its cells.
+    let ttft = ok(&diff(&a, &noisy, &["--metric", "ttft_ms_p50"]));
+    let why = "cells): A: 1 request(s); the bootstrap over requests needs at least 10; B: 1 request(s)";
+    assert!(ttft.contains("Not enough data (") && ttft.contains(why), "{ttft}");
     assert!(out.contains("(and worse beyond noise, where both runs have an interval)"), "{out}");
     // Without noise data the same change at 0 % fails the gate, and the diff says why.
     let o = diff(&root().join(FIXTURE), &plain_slightly_slower, &["--fail-on-regression", "0"]);

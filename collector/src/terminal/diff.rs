@@ -124,13 +124,16 @@ pub fn run(args: &DiffArgs) -> Result<u8, DiffError> {
             if !g.regressions.is_empty() {
                 let n = g.regressions.len();
                 why.push(format!(
-                    "{n} regression{} beyond {}",
+                    "{n} regression{} beyond {} or not measured in B",
                     if n == 1 { "" } else { "s" },
                     percent(g.max_worse, false)
                 ));
             }
             if g.compared == 0 {
-                why.push("nothing to compare".to_string());
+                why.push(match g.regressions.is_empty() {
+                    true => "nothing to compare".to_string(),
+                    false => "no figure to compare in B".to_string(),
+                });
             }
             eprintln!("speedmatrix diff: {} ({}); exit 1", why.join(", "), g.column);
             Ok(1)
@@ -343,6 +346,24 @@ fn decode_section(out: &mut String, d: &RunDiff, col: &Column, markup: Markup) {
     if !counted.is_empty() {
         let _ = writeln!(out, "{} of the cells in both runs: {}.\n", col.metric.header(), counted.join(", "));
     }
+    for (why, cells) in not_enough_reasons(d, &col.id()) {
+        let s = if cells == 1 { "" } else { "s" };
+        let _ = writeln!(out, "Not enough data ({cells} cell{s}): {}.\n", clean(&why));
+    }
+}
+
+/// Why cells have "not enough data" on `column`, each distinct reason once with its count of
+/// cells (e.g. windows too short for batch means, or TTFT without repeats).
+fn not_enough_reasons(d: &RunDiff, column: &str) -> Vec<(String, usize)> {
+    let mut out: Vec<(String, usize)> = Vec::new();
+    let notes = d.rows.iter().flat_map(|r| &r.deltas).filter(|x| x.column == column);
+    for why in notes.filter(|x| x.verdict == Some(diff::Verdict::NotEnoughData)).filter_map(|x| x.noise_note.clone()) {
+        match out.iter_mut().find(|(w, _)| *w == why) {
+            Some((_, n)) => *n += 1,
+            None => out.push((why, 1)),
+        }
+    }
+    out
 }
 
 /// Status changes, cells of one run only, prompt-length mismatches: what was not compared.
@@ -405,8 +426,18 @@ fn gate_section(out: &mut String, g: &Gate, noise: bool, markup: Markup) {
              {pct}{beyond}, or B lacks the cell, did not run it, failed it, could not hold it, or has no figure.",
             g.column
         );
-        if g.compared == 0 {
-            let _ = writeln!(out, "- nothing to compare: no cell is valid in A and has {} in both runs", g.column);
+        match (g.compared, g.regressions.is_empty()) {
+            (0, true) => {
+                let _ = writeln!(out, "- nothing to compare: no cell is valid in A and has {} in both runs", g.column);
+            }
+            (0, false) => {
+                let _ = writeln!(
+                    out,
+                    "- no figure to compare: B has {} for none of the cells valid in A, so each counts as a regression:",
+                    g.column
+                );
+            }
+            _ => {}
         }
         for r in &g.regressions {
             let _ = writeln!(out, "- {}", clean(&r.describe()));
