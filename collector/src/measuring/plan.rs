@@ -191,6 +191,18 @@ fn decode_contexts(input: &PlanInput, not_run: &mut Vec<NotRunContext>) -> Resul
     Ok(dedup_sorted(contexts))
 }
 
+/// For a prefill context `t` too long for the server's limit `m` while `max` is asked too and
+/// its row carries the same label (the seed's labels round down to thousands: 32,767 tokens is
+/// "32K"): that the `max` row measures the longest prompt instead.
+fn max_instead(input: &PlanInput, t: u64, m: u64) -> String {
+    let max_label = label(m / K * K).replace(',', "");
+    let asked = input.prefill_contexts.iter().any(|c| matches!(c, ContextArg::Max));
+    match asked && label(t).replace(',', "") == max_label {
+        true => format!("; the max row, also labelled {max_label}, measures the longest prompt ({} tokens)", m - 1),
+        false => String::new(),
+    }
+}
+
 /// The prefill contexts, `max` resolved (the longest prompt the server accepts with
 /// `max_tokens` 1), sorted; those too long kept in `not_run` with the reason.
 fn prefill_contexts(input: &PlanInput, not_run: &mut Vec<NotRunContext>) -> Result<Vec<ContextSize>, PlanError> {
@@ -208,7 +220,11 @@ fn prefill_contexts(input: &PlanInput, not_run: &mut Vec<NotRunContext>) -> Resu
                     PlanPhase::Prefill,
                     label(t),
                     Some(t),
-                    format!("{t} prompt tokens + 1 output token exceed {}", limit_words(input, m)),
+                    format!(
+                        "{t} prompt tokens + 1 output token exceed {}{}",
+                        limit_words(input, m),
+                        max_instead(input, t, m)
+                    ),
                 )),
                 _ => prefill.push(ContextSize { label: label(t), tokens: t }),
             },
