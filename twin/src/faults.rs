@@ -110,7 +110,15 @@ pub enum FaultError {
 /// refused.
 fn parse_stall(spec: &str, dur: &str) -> Result<Duration, FaultError> {
     let bad = |reason: String| FaultError::Duration { spec: spec.to_string(), reason };
-    let d = humantime::parse_duration(dur.trim()).map_err(|e| bad(e.to_string()))?;
+    let d = humantime::parse_duration(dur.trim()).map_err(|e| {
+        // humantime's own words name a character position ("expected number at 0"): say what is
+        // wrong instead.
+        bad(match e {
+            humantime::DurationError::UnknownUnit { unit, .. } => format!("{unit:?} is no time unit"),
+            humantime::DurationError::NumberOverflow => "too long".into(),
+            _ => format!("{:?} is not a whole number with a unit", dur.trim()),
+        })
+    })?;
     if d.is_zero() {
         return Err(bad("a stall of 0 is no stall".into()));
     }
@@ -307,7 +315,12 @@ mod tests {
             assert!(matches!(e, FaultError::Duration { .. }), "{s}: {e:?}");
             let msg = e.to_string();
             assert!(msg.starts_with(&format!("bad --fault `{s}`: DUR must be a duration")), "{msg}");
+            assert!(!msg.contains(" at "), "no parser positions: {msg}");
         }
+        let e = "stall=xyz".parse::<Fault>().unwrap_err().to_string();
+        assert!(e.ends_with("(\"xyz\" is not a whole number with a unit)"), "{e}");
+        let e = "stall=5 parsecs".parse::<Fault>().unwrap_err().to_string();
+        assert!(e.ends_with("(\"parsecs\" is no time unit)"), "{e}");
     }
 
     #[test]

@@ -398,7 +398,7 @@ pub fn parse_slo(value: &str) -> Result<Slo, ShowError> {
         match key.trim() {
             "ttft" if slo.ttft_ms.is_none() => {
                 let d = humantime::parse_duration(v.trim())
-                    .map_err(|e| bad(format!("ttft={v}: not a duration with a unit (2s, 500ms): {e}")))?;
+                    .map_err(|_| bad(format!("ttft={v}: not a duration with a unit (2s, 500ms)")))?;
                 let ms = d.as_secs_f64() * 1000.0;
                 if ms <= 0.0 {
                     return Err(bad("ttft must be more than 0".into()));
