@@ -138,12 +138,24 @@ impl Client {
         }
     }
 
-    async fn send(&self, rb: reqwest::RequestBuilder, url: &str) -> Result<reqwest::Response, HttpError> {
-        let resp = self
-            .auth(rb)
-            .send()
-            .await
-            .map_err(|e| HttpError::Unreachable { url: url.to_string(), message: error_chain(&e) })?;
+    async fn send(
+        &self,
+        rb: reqwest::RequestBuilder,
+        url: &str,
+        limit: Option<Duration>,
+    ) -> Result<reqwest::Response, HttpError> {
+        let rb = match limit {
+            Some(l) => rb.timeout(l),
+            None => rb,
+        };
+        let resp = self.auth(rb).send().await.map_err(|e| {
+            let message = match limit.filter(|_| e.is_timeout()) {
+                // Say how long it waited: "operation timed out" alone does not.
+                Some(l) => format!("no answer within {}: {}", humantime::format_duration(l), error_chain(&e)),
+                None => error_chain(&e),
+            };
+            HttpError::Unreachable { url: url.to_string(), message }
+        })?;
         if resp.status().is_success() {
             return Ok(resp);
         }
@@ -163,7 +175,7 @@ impl Client {
     /// [`HttpError`] for transport failures and non-2xx statuses.
     pub async fn get_text(&self, path: &str) -> Result<String, HttpError> {
         let url = self.url(path);
-        let resp = self.send(self.http.get(&url).timeout(Duration::from_secs(30)), &url).await?;
+        let resp = self.send(self.http.get(&url), &url, Some(GET_TIMEOUT)).await?;
         resp.text().await.map_err(|e| HttpError::Body { url, message: error_chain(&e) })
     }
 
@@ -173,7 +185,7 @@ impl Client {
     /// [`HttpError`]; `Body` when the answer is not JSON.
     pub async fn get_json_and_header(&self, path: &str, header: &str) -> Result<(Value, Option<String>), HttpError> {
         let url = self.url(path);
-        let resp = self.send(self.http.get(&url).timeout(Duration::from_secs(30)), &url).await?;
+        let resp = self.send(self.http.get(&url), &url, Some(GET_TIMEOUT)).await?;
         let value = resp.headers().get(header).and_then(|v| v.to_str().ok()).map(str::to_string);
         let text = resp.text().await.map_err(|e| HttpError::Body { url: url.clone(), message: error_chain(&e) })?;
         let json = serde_json::from_str(&text)
@@ -215,7 +227,7 @@ impl Client {
     /// [`HttpError`]; `Body` when the answer is not JSON.
     pub async fn post_json(&self, path: &str, body: &Value, timeout: Duration) -> Result<Value, HttpError> {
         let url = self.url(path);
-        let resp = self.send(self.http.post(&url).json(body).timeout(timeout), &url).await?;
+        let resp = self.send(self.http.post(&url).json(body), &url, Some(timeout)).await?;
         let text = resp.text().await.map_err(|e| HttpError::Body { url: url.clone(), message: error_chain(&e) })?;
         serde_json::from_str(&text)
             .map_err(|e| HttpError::Body { url, message: format!("not JSON ({e}): {}", excerpt(&text)) })
@@ -319,7 +331,7 @@ impl Client {
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .header(reqwest::header::ACCEPT, "text/event-stream")
             .body(body.clone());
-        let resp = tokio::time::timeout(stall, self.send(request, &url))
+        let resp = tokio::time::timeout(stall, self.send(request, &url, None))
             .await
             .map_err(|_| StreamError::NoHeaders { stall })?
             .map_err(StreamError::Http)?;
@@ -747,9 +759,27 @@ impl ChunkParser {
     }
 }
 
+/// How long a discovery or `/metrics` GET may take before it counts as unanswered.
+const GET_TIMEOUT: Duration = Duration::from_secs(30);
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A server that accepts the connection and never answers: the error says how long it waited.
+    #[tokio::test]
+    async fn a_request_that_gets_no_answer_says_how_long_it_waited() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let _held = tokio::spawn(async move {
+            let (_socket, _) = listener.accept().await.unwrap();
+            std::future::pending::<()>().await;
+        });
+        let client = Client::new(&url, None, 4).unwrap();
+        let e = client.post_json("/tokenize", &serde_json::json!({}), Duration::from_millis(300)).await.unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains("no answer within 300ms"), "{text}");
+    }
 
     #[test]
     fn retry_after_is_read_as_seconds_or_as_an_http_date() {
