@@ -106,7 +106,7 @@ pub fn residual_report(profile: &Profile, run: &Results, notes: &[String]) -> St
     for n in notes {
         out.push_str(&format!("fit: {n}\n"));
     }
-    out.push_str(&twin::replay::residuals(profile, run, &[1, 2, 3]).to_string());
+    out.push_str(&twin::replay::residuals(profile, run, &twin::replay::residual_seeds()).to_string());
     out
 }
 

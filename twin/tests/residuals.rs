@@ -6,26 +6,18 @@
 
 use speedmatrix_schema::{load_results, CellStatus};
 use speedmatrix_twin::profile::SEED_RESULTS;
-use speedmatrix_twin::replay::{residuals, CellResidual, ReplayStatus, Residuals};
+use speedmatrix_twin::replay::{residual_seeds, residuals, CellResidual, ReplayStatus, Residuals};
 use speedmatrix_twin::Profile;
 
 const TOLERANCE: f64 = 0.15;
 
 fn seed_residuals() -> Residuals {
     let seed = load_results(SEED_RESULTS.as_bytes()).unwrap();
-    residuals(&Profile::h200_qwen(), &seed, &[1, 2, 3])
+    residuals(&Profile::h200_qwen(), &seed, &residual_seeds())
 }
 
 fn name(c: &CellResidual) -> String {
     format!("{} × {}", c.label, c.concurrency)
-}
-
-/// Whether the seed's TTFT median of this cell is over requests that started together: its
-/// opening streams (no request finished in its window, so none replaced one) or a lone stream.
-/// Otherwise it mixes in the TTFT of replacement requests, a median of 4 to 32 values that
-/// depends on how the finishing times of a few streams happened to fall.
-fn opening_only(c: &CellResidual) -> bool {
-    c.concurrency == 1 || c.completed.0 == Some(0)
 }
 
 #[test]
@@ -46,19 +38,29 @@ fn residuals_of_the_seed_fit() {
             assert!(p.residual().abs() <= TOLERANCE, "{}: {what} {p:?}", name(c));
         }
         let ttft = c.ttft_ms.unwrap_or_else(|| panic!("{}: no TTFT", name(c)));
-        if opening_only(c) {
+        if !c.ttft_mixed {
+            // Over requests that started together: the opening streams (none finished in the
+            // window, so none was replaced) or a lone stream. The twin's median, ±15 %.
             assert!(ttft.residual().abs() <= TOLERANCE, "{}: TTFT {ttft:?}", name(c));
-        } else {
-            // A single draw of a small mixed median: each within ±55 %, and as a set centred on
-            // the seed (the seed itself has 8K × 2 at 279 ms above 8K × 4 at 222 ms).
-            assert!(ttft.residual().abs() <= 0.55, "{}: TTFT {ttft:?}", name(c));
-            mixed.push(ttft.residual().abs());
+            continue;
         }
+        // The seed's median mixes in the requests that replaced finished ones: a median of 4 to
+        // 32 values that turns on when the few replacements arrived (two within the front
+        // end's spacing of each other queue there), so the seed's value is one draw of a wide
+        // distribution (its 8K × 2, 279 ms, lies above its 8K × 4, 222 ms). No model can put
+        // every such draw within ±15 % of its own median without being tuned to the draws; the
+        // check is that the seed's draw is one the twin gives: inside the twin's 5–95 % range
+        // over the replay seeds, widened by ±15 %.
+        let s = c.ttft_spread.unwrap_or_else(|| panic!("{}: no TTFT spread", name(c)));
+        assert!(s.outside(ttft.run).abs() <= TOLERANCE, "{}: TTFT {ttft:?}, twin 5–95 % {s:?}", name(c));
+        mixed.push(ttft.residual());
     }
-    assert!(valid.iter().filter(|c| opening_only(c)).count() >= 20, "most cells are checked at ±15 %");
+    assert!(valid.iter().filter(|c| !c.ttft_mixed).count() >= 20, "most cells are checked at ±15 %");
+    assert!(mixed.len() >= 15, "the cells of 2 to 16 streams with requests completed: {}", mixed.len());
+    // As a set, the twin's medians of the mixed cells are centred on the seed's draws.
     mixed.sort_by(f64::total_cmp);
     let median = mixed[mixed.len() / 2];
-    assert!(median <= TOLERANCE, "median |TTFT residual| of cells with replacement requests {median}");
+    assert!(median.abs() <= TOLERANCE, "median TTFT residual of the mixed cells {median}");
 }
 
 #[test]
