@@ -475,8 +475,10 @@ pub struct CellResidual {
     pub concurrency: u32,
     /// The run's status.
     pub run_status: CellStatus,
-    /// The twin's.
+    /// The twin's: requests-queued when most replays show the procedure's queue evidence.
     pub twin_status: ReplayStatus,
+    /// Share of the replays with the procedure's queue evidence (`None`: not replayed).
+    pub twin_queued_share: Option<f64>,
     /// Total tok/s (both measured).
     pub total_tps: Option<Pair>,
     /// TTFT median, ms.
@@ -603,6 +605,7 @@ fn replay_measured_cell(
         concurrency: cell.concurrency,
         run_status: cell.status,
         twin_status: ReplayStatus::OverCapacity,
+        twin_queued_share: None,
         total_tps: None,
         ttft_ms: None,
         ttft_spread: None,
@@ -628,6 +631,7 @@ fn replay_measured_cell(
     };
     let queued_votes = replays.iter().filter(|r| r.queued || !r.ready).count();
     out.twin_status = if 2 * queued_votes > replays.len() { ReplayStatus::RequestsQueued } else { ReplayStatus::Valid };
+    out.twin_queued_share = (!replays.is_empty()).then(|| queued_votes as f64 / replays.len() as f64);
     let pair = |run: Option<f64>, twin: Option<f64>| Some(Pair { run: run.filter(|v| *v > 0.0)?, twin: twin? });
     out.total_tps = pair(cell.total_tps, med(&|r| r.total_tps));
     out.ttft_ms = pair(cell.ttft_ms.as_ref().and_then(|d| d.p50), med(&|r| r.ttft_ms));
@@ -689,7 +693,10 @@ impl fmt::Display for Residuals {
             "\ndecode   cell      status (run → twin)     total tok/s          TTFT p50 ms          per-request tok/s    completed  twin TTFT 5–95 % (mixed)"
         )?;
         for c in &self.decode {
-            let status = format!("{} → {}", status_word(c.run_status), c.twin_status.word());
+            let mut status = format!("{} → {}", status_word(c.run_status), c.twin_status.word());
+            if let Some(q) = c.twin_queued_share.filter(|q| *q > 0.0 && *q < 1.0) {
+                status.push_str(&format!(" ({:.0} %)", 100.0 * q));
+            }
             let mark = if c.twin_status.matches(c.run_status) { ' ' } else { '!' };
             let completed = match c.completed.0 {
                 Some(r) => format!("{r:>3} → {:>3}", c.completed.1),
@@ -710,6 +717,9 @@ impl fmt::Display for Residuals {
             Some((r, c)) => format!("{name} {:.1} % ({} × {})", 100.0 * r, c.label, c.concurrency),
             None => format!("{name} —"),
         };
+        if self.decode.iter().any(|c| c.twin_queued_share.is_some_and(|q| q > 0.0 && q < 1.0)) {
+            writeln!(f, "\n(N %): the share of the twin's replays with the procedure's queue evidence")?;
+        }
         if self.decode.iter().any(|c| c.ttft_mixed) {
             writeln!(
                 f,
