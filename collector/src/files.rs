@@ -119,15 +119,32 @@ pub fn read_results(path: &Path) -> Result<Results, FileError> {
 }
 
 /// Serialize `results` and replace `path` with it atomically (temp file in the same folder,
-/// fsync, rename), so a reader — or a crash — never sees half a file.
+/// fsync, rename), so a reader — or a crash — never sees half a file. The JSON is streamed into
+/// the temp file, not built in memory first: a run's file can hold tens of MB of request
+/// samples, and a buffer of that size would stay in the process's memory after every save.
 ///
 /// # Errors
-/// [`FileError::Write`] when the temp file cannot be created, written or renamed.
+/// [`FileError::Write`] when the temp file cannot be created, written or renamed;
+/// [`FileError::Encode`] when `results` cannot be serialized.
 pub fn write_atomic(path: &Path, results: &Results) -> Result<(), FileError> {
-    let mut bytes =
-        serde_json::to_vec_pretty(results).map_err(|source| FileError::Encode { path: path.to_path_buf(), source })?;
-    bytes.push(b'\n');
-    write_bytes_atomic(path, &bytes)
+    let mut encode_error = None;
+    replace_atomically(path, |f| {
+        let mut w = std::io::BufWriter::new(f);
+        serde_json::to_writer_pretty(&mut w, results).map_err(|e| {
+            if e.is_io() {
+                std::io::Error::from(e)
+            } else {
+                encode_error = Some(e);
+                std::io::Error::other("not serializable")
+            }
+        })?;
+        w.write_all(b"\n")?;
+        w.flush()
+    })
+    .map_err(|e| match encode_error.take() {
+        Some(source) => FileError::Encode { path: path.to_path_buf(), source },
+        None => e,
+    })
 }
 
 /// Replace `path` with `bytes` atomically (temp file in the same folder, fsync, rename).
@@ -135,12 +152,21 @@ pub fn write_atomic(path: &Path, results: &Results) -> Result<(), FileError> {
 /// # Errors
 /// [`FileError::Write`] when the temp file cannot be created, written or renamed.
 pub fn write_bytes_atomic(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
+    replace_atomically(path, |f| f.write_all(bytes))
+}
+
+/// Replace `path` with what `fill` writes into a temp file in the same folder (then fsync,
+/// rename); the temp file is removed when anything fails.
+fn replace_atomically(
+    path: &Path,
+    fill: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
+) -> Result<(), FileError> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "results.json".into());
     let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
     let write = || -> std::io::Result<()> {
         let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
+        fill(&mut f)?;
         f.sync_all()?;
         std::fs::rename(&tmp, path)
     };

@@ -52,8 +52,13 @@ impl Publisher {
 
     /// The results as just saved (the clone is made before the channel's lock is taken). A
     /// save comes between rows and cells, so nothing is being measured at that moment: the row
-    /// or cell just saved is no longer "current" (its window would be counted twice).
+    /// or cell just saved is no longer "current" (its window would be counted twice). Without
+    /// a reader (no `--serve`) nothing is copied: a copy of a long run's results would double
+    /// what the process holds. Readers subscribe before the first save.
     pub fn results(&self, r: &Results) {
+        if self.tx.is_closed() {
+            return;
+        }
         let results = Arc::new(r.clone());
         self.tx.send_modify(|s| {
             s.version += 1;
@@ -136,5 +141,21 @@ mod tests {
             p.current(None, vec![8192]);
         }
         assert_eq!(p.tx.borrow().version, 1000);
+    }
+
+    #[test]
+    fn without_a_reader_a_save_copies_nothing() {
+        let empty = Results { decode: vec![], ..results() };
+        let (p, feed) = Publisher::new(&empty);
+        drop(feed);
+        p.results(&results());
+        // The channel still holds the first (empty) results: the saved ones were not copied.
+        assert!(p.tx.borrow().results.decode.is_empty());
+        assert_eq!(p.tx.borrow().version, 0);
+        // A reader makes saves publish again.
+        let _reader = p.subscribe();
+        p.results(&results());
+        assert!(!p.tx.borrow().results.decode.is_empty());
+        assert_eq!(p.tx.borrow().version, 1);
     }
 }
