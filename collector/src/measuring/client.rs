@@ -4,7 +4,9 @@
 //! concurrency of the plan (a pool smaller than the concurrency queues requests in the client).
 //! There is no overall request timeout — a 256K-token prefill may take minutes — only a
 //! *stall* timeout: a stream that sends no bytes at all for that long fails (an SSE comment
-//! such as a `: ping` keep-alive is bytes).
+//! such as a `: ping` keep-alive is bytes, so a long prefill behind keep-alives is alive), and
+//! once its tokens flow, a stream that sends no event for that long fails too (keep-alives
+//! alone then mean a stuck engine behind a proxy).
 //!
 //! [`Client::stream`] runs one streamed completion and returns a [`StreamRecord`]: the time of
 //! every token-carrying chunk on the run's monotonic [`Clock`], how many tokens it carried
@@ -275,11 +277,18 @@ impl Client {
         };
         let mut sse = std::pin::pin!(eventsource_stream::Eventsource::eventsource(watched(resp.bytes_stream(), stall)));
         let mut parser = ChunkParser::default();
+        // Once tokens flow, only events count as life: a stream that then sends nothing but
+        // keep-alive comments (a proxy in front of a stuck engine) stalls like a silent one.
+        let mut token_deadline: Option<tokio::time::Instant> = None;
         loop {
             let next = tokio::select! {
                 n = sse.next() => n,
                 _ = cancelled(&mut cancel) => { rec.cancelled = true; break; }
+                _ = sleep_until_some(token_deadline) => return rec.fail(clock, StreamError::NoTokens { stall }),
             };
+            if !rec.chunks.is_empty() {
+                token_deadline = Some(tokio::time::Instant::now() + stall);
+            }
             let t_ms = clock.now_ms();
             let event = match next {
                 Some(Err(eventsource_stream::EventStreamError::Transport(BodyError::Stalled))) => {
@@ -400,6 +409,15 @@ pub enum StreamError {
         /// `--stall-timeout`.
         stall: Duration,
     },
+    /// Tokens had flowed, then no event arrived for the stall timeout (keep-alive comments at
+    /// most).
+    #[error(
+        "stalled: no token for {stall:?} after the first ones (keep-alive comments do not count once tokens flow)"
+    )]
+    NoTokens {
+        /// `--stall-timeout`.
+        stall: Duration,
+    },
     /// The stream ended after its `finish_reason` but without `data: [DONE]`.
     #[error("stream ended without data: [DONE]")]
     NoDone,
@@ -438,8 +456,9 @@ enum BodyError {
 
 /// The body's bytes with the stall timeout applied to every read: any bytes reset it — an SSE
 /// comment (`: ping`, sent by SGLang and proxies during a long prefill) as much as a token — so
-/// only a server that sends nothing for `stall` fails the stream. The timeout sits under the
-/// SSE parser, which swallows comments.
+/// before its first token only a server that sends nothing for `stall` fails the stream. The
+/// timeout sits under the SSE parser, which swallows comments; [`Client::stream`] adds the
+/// timer on events once tokens flow.
 fn watched(
     body: impl futures_util::Stream<Item = reqwest::Result<bytes::Bytes>> + Unpin,
     stall: Duration,
@@ -453,6 +472,14 @@ fn watched(
             Err(_) => Some((Err(BodyError::Stalled), None)),
         }
     })
+}
+
+/// Until `at`; forever without one.
+async fn sleep_until_some(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
 }
 
 async fn cancelled(rx: &mut watch::Receiver<bool>) {
