@@ -54,6 +54,7 @@ pub async fn measure_cell(s: &mut Session, ctx: &ContextSize, n: u32) -> DecodeC
         None => vec![],
     };
     let rate_limited = crate::measuring::measure::rate_limit_note(records.iter().map(|r| &r.record));
+    let early = crate::measuring::measure::early_stop_note(records.iter().map(|r| &r.record), s.spec.max_tokens);
     let info = &s.info;
     let obs = Observation {
         context: ctx.clone(),
@@ -74,7 +75,7 @@ pub async fn measure_cell(s: &mut Session, ctx: &ContextSize, n: u32) -> DecodeC
     for line in notes {
         s.log(line);
     }
-    if let Some(note) = rate_limited {
+    for note in [rate_limited, early].into_iter().flatten() {
         s.log(format!("note: decode {} × {n}: {note}", ctx.label));
         crate::measuring::measure::add_note(&mut cell.reason, note);
     }
@@ -203,7 +204,7 @@ impl Streams {
         u32::try_from(self.set.len()).unwrap_or(u32::MAX)
     }
 
-    /// Drain: cancel every stream still open and collect all records.
+    /// Drain: cancel every stream still open and collect all records, in id order.
     async fn drain(mut self) -> Vec<CellStream> {
         let _ = self.cancel.send(true);
         while let Some(joined) = self.set.join_next().await {
@@ -211,6 +212,7 @@ impl Streams {
                 self.done.push(CellStream { record, opening });
             }
         }
+        self.done.sort_by_key(|c| c.record.id);
         self.done
     }
 }

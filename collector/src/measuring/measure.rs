@@ -35,6 +35,27 @@ pub fn rate_limit_note<'a>(records: impl IntoIterator<Item = &'a StreamRecord>) 
     ))
 }
 
+/// What a server that ends requests before `max_tokens` with `finish_reason: "stop"` did to
+/// the cell, for its `reason`: every request asks `ignore_eos`, so such a server does not honour
+/// it (a hosted API, a proxy, an engine without the option), and each early stop starts a new
+/// request whose prompt is prefilled inside the window. `None` when no request stopped early.
+pub fn early_stop_note<'a>(records: impl IntoIterator<Item = &'a StreamRecord>, max_tokens: u32) -> Option<String> {
+    let (mut finished, mut stopped) = (0usize, Vec::new());
+    for r in records.into_iter().filter(|r| r.finished()) {
+        finished += 1;
+        let tokens = r.completion_tokens.unwrap_or_else(|| r.chunk_tokens());
+        if r.finish_reason.as_deref() == Some("stop") && tokens < u64::from(max_tokens) {
+            stopped.push(tokens as f64);
+        }
+    }
+    stopped.sort_by(f64::total_cmp);
+    let median = stats::percentile_sorted(&stopped, 50.0)?;
+    Some(format!(
+        "{} of {finished} finished requests stopped before max_tokens ({max_tokens}) with finish_reason \"stop\", after {median:.0} tokens (median): the server does not honour ignore_eos, so part of the window went to new requests' prefill and these figures are not sustained decode",
+        stopped.len()
+    ))
+}
+
 /// `note` added to `reason` (after what it already says).
 pub fn add_note(reason: &mut Option<String>, note: String) {
     *reason = Some(match reason.take() {
@@ -103,8 +124,15 @@ pub fn blank_cell(context: &ContextSize, concurrency: u32) -> DecodeCell {
 /// The cell's figures and status from what was observed, and notes for the log (a collector
 /// near its CPU limit).
 pub fn decode_cell(obs: &Observation) -> (DecodeCell, Vec<String>) {
-    let mut streams = obs.streams.clone();
-    streams.sort_by_key(|c| c.record.id);
+    // In id order; copied only when they are not (a copy of a long window's chunk times is
+    // as large as the window's records).
+    let streams: std::borrow::Cow<'_, [CellStream]> = if obs.streams.is_sorted_by_key(|c| c.record.id) {
+        std::borrow::Cow::Borrowed(&obs.streams)
+    } else {
+        let mut sorted = obs.streams.clone();
+        sorted.sort_by_key(|c| c.record.id);
+        std::borrow::Cow::Owned(sorted)
+    };
     let mut cell = blank_cell(&obs.context, obs.concurrency);
     cell.prompt_tokens = obs.prompt_tokens;
     cell.readiness = obs.readiness.clone();
