@@ -54,6 +54,12 @@ pub struct StreamScript {
     pub empty: bool,
     /// End with `data: [DONE]`.
     pub done: bool,
+    /// After this many tokens, nothing but `: ping` comments (every `keepalive_every`, else
+    /// every 200 ms) until the client gives up: a proxy in front of a stuck engine.
+    pub pings_after: Option<u64>,
+    /// End every request after this many tokens with `finish_reason: "stop"`, whatever
+    /// `max_tokens` and `ignore_eos` say (a server that ignores `ignore_eos`).
+    pub stop_after: Option<u64>,
 }
 
 impl Default for StreamScript {
@@ -68,6 +74,8 @@ impl Default for StreamScript {
             cached_tokens: None,
             empty: false,
             done: true,
+            pings_after: None,
+            stop_after: None,
         }
     }
 }
@@ -498,16 +506,29 @@ async fn complete(State(s): State<Arc<AppState>>, uri: axum::http::Uri, body: By
         }
         let mut sent = 0u64;
         let mut i = 0usize;
-        while !st.empty && sent < max_tokens {
-            let k = u64::from(st.tokens_per_chunk[i % st.tokens_per_chunk.len()]).min(max_tokens - sent).max(1);
+        let (end, why) = match st.stop_after {
+            Some(k) if k < max_tokens => (k, "stop"),
+            _ => (max_tokens, "length"),
+        };
+        while !st.empty && sent < end {
+            if st.pings_after.is_some_and(|p| sent >= p) {
+                let every = st.keepalive_every.unwrap_or(Duration::from_millis(200));
+                loop {
+                    tokio::time::sleep(every).await;
+                    if tx.send(Bytes::from_static(b": ping\n\n")).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            let k = u64::from(st.tokens_per_chunk[i % st.tokens_per_chunk.len()]).min(end - sent).max(1);
             i += 1;
             sent += k;
             let text = "w ".repeat(k as usize);
-            let finish = (sent >= max_tokens).then_some("length");
+            let finish = (sent >= end).then_some(why);
             if tx.send(w.chunk(Some(&text), finish, sent)).await.is_err() {
                 return;
             }
-            if sent < max_tokens {
+            if sent < end {
                 tokio::time::sleep(st.gap).await;
             }
         }
