@@ -1072,18 +1072,30 @@ async fn server_alive(s: &Session) -> Result<bool, ServerGone> {
     Ok(false)
 }
 
-/// After a failed row or cell: `Ok(None)` when the server still answers; `Ok(Some(after))` when
-/// it had stopped answering but answered again within `--server-wait` (a restart: its prefix
-/// cache is gone, so warmed prompts are forgotten); else why the run stops.
-async fn after_failure(s: &mut Session) -> Result<Option<Duration>, ServerGone> {
+/// After a failed row or cell whose reason is `first_try`: `Ok(Some(note))` when it is to be
+/// measured again, with the note for its reason — the server had stopped answering and
+/// answered again within `--server-wait` (a restart: its prefix cache is gone, so warmed
+/// prompts are forgotten), or the first try's connections broke while the server still answers
+/// (a restart faster than this check, a proxy, the network); `Ok(None)` when the server still
+/// answers and the failure was its own answer; else why the run stops. Nothing is measured
+/// again with `--server-wait 0`.
+async fn after_failure(s: &mut Session, first_try: Option<&str>) -> Result<Option<String>, ServerGone> {
     let start = tokio::time::Instant::now();
+    let retry = !s.spec.server_wait.is_zero();
     let gone = match server_alive(s).await {
-        Ok(true) if !s.spec.server_wait.is_zero() => {
+        Ok(true) if retry => {
             s.warm.clear();
-            return Ok(Some(start.elapsed()));
+            return Ok(Some(measured_again(first_try, start.elapsed())));
+        }
+        Ok(false) if retry && first_try.is_some_and(connection_broke) => {
+            s.warm.clear();
+            return Ok(Some(format!(
+                "measured again: the first try's connections broke ({}) while the server still answered (a restart faster than the check, a proxy or the network)",
+                first_try.unwrap_or("error")
+            )));
         }
         Ok(_) => return Ok(None),
-        Err(g) if g.key_refused() || s.spec.server_wait.is_zero() => return Err(g),
+        Err(g) if g.key_refused() || !retry => return Err(g),
         Err(g) => g,
     };
     s.log(format!(
@@ -1097,7 +1109,7 @@ async fn after_failure(s: &mut Session) -> Result<Option<Duration>, ServerGone> 
         match s.client.get_text("/v1/models").await {
             Ok(_) => {
                 s.warm.clear();
-                return Ok(Some(start.elapsed()));
+                return Ok(Some(measured_again(first_try, start.elapsed())));
             }
             Err(e) => last = e,
         }
@@ -1105,10 +1117,17 @@ async fn after_failure(s: &mut Session) -> Result<Option<Duration>, ServerGone> 
     Err(ServerGone { last, waited: Some(s.spec.server_wait) })
 }
 
+/// Whether a failure's reason says the connection broke rather than that the server answered an
+/// error: the words of `StreamError::Broke`, `StreamError::Truncated` and
+/// `HttpError::Unreachable` (unit-tested against them).
+fn connection_broke(reason: &str) -> bool {
+    ["stream broke:", "stream ended early", "cannot reach "].iter().any(|w| reason.contains(w))
+}
+
 /// The reason of a row or cell measured again after the server came back.
 fn measured_again(first_try: Option<&str>, after: Duration) -> String {
     format!(
-        "measured again: the server stopped answering during the first try ({}) and answered again after {:.1} s",
+        "measured again: the server stopped answering during the first try ({}) and answered again {:.1} s after the failure was seen",
         first_try.unwrap_or("error"),
         after.as_secs_f64()
     )
@@ -1159,10 +1178,10 @@ async fn measure_all(s: &mut Session) -> Result<Option<String>, FileError> {
         row.accepted_differences = s.accepted.clone();
         s.log(prefill_line(&row));
         if row.status == CellStatus::Error {
-            match after_failure(s).await {
+            let first_try = row.reason.clone();
+            match after_failure(s, first_try.as_deref()).await {
                 Ok(None) => {}
-                Ok(Some(after)) => {
-                    let note = measured_again(row.reason.as_deref(), after);
+                Ok(Some(note)) => {
                     row = crate::measuring::prefill::measure_prefill(s, &ctx).await;
                     row.accepted_differences = s.accepted.clone();
                     crate::measuring::measure::add_note(&mut row.reason, note);
@@ -1214,10 +1233,10 @@ async fn measure_decode(s: &mut Session, i: usize, (repeat, n): (u32, u32)) -> R
     s.log(decode_line(&cell, (repeat, n)));
     let mut gone = None;
     if cell.status == CellStatus::Error {
-        match after_failure(s).await {
+        let first_try = cell.reason.clone();
+        match after_failure(s, first_try.as_deref()).await {
             Ok(None) => {}
-            Ok(Some(after)) => {
-                let note = measured_again(cell.reason.as_deref(), after);
+            Ok(Some(note)) => {
                 cell = crate::measuring::cell::measure_cell(s, &ctx, c).await;
                 cell.accepted_differences = s.accepted.clone();
                 crate::measuring::measure::add_note(&mut cell.reason, note);
@@ -1240,4 +1259,27 @@ async fn measure_decode(s: &mut Session, i: usize, (repeat, n): (u32, u32)) -> R
     s.save()?;
     s.show(None);
     Ok(gone)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::connection_broke;
+    use crate::measuring::client::{HttpError, StreamError};
+
+    #[test]
+    fn a_broken_connection_is_told_by_the_errors_own_words() {
+        let unreachable = HttpError::Unreachable { url: "http://x/v1".into(), message: "connection refused".into() };
+        for broke in [
+            StreamError::Truncated.to_string(),
+            StreamError::Broke("reset".into()).to_string(),
+            unreachable.to_string(),
+        ] {
+            assert!(connection_broke(&format!("1 of 2 streams failed: {broke}")), "{broke}");
+        }
+        let answered =
+            HttpError::Status { url: "http://x/v1".into(), status: 500, body: "oops".into(), retry_after: None };
+        for own in [StreamError::NoDone.to_string(), answered.to_string()] {
+            assert!(!connection_broke(&own), "{own}");
+        }
+    }
 }
