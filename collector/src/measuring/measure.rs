@@ -56,6 +56,16 @@ pub fn early_stop_note<'a>(records: impl IntoIterator<Item = &'a StreamRecord>, 
     ))
 }
 
+/// The prompt length the server counted for the cell's requests (the median of their
+/// `usage.prompt_tokens`): what the schema's `prompt_tokens` means. The warm stage's count
+/// (`/tokenize`) is the fallback; a server whose `/tokenize` disagrees with its own usage
+/// (newcomer trial: 1,024 by `/tokenize`, 1,324 by usage) gets the number it served.
+fn served_prompt_tokens(streams: &[CellStream]) -> Option<u64> {
+    let mut counted: Vec<u64> = streams.iter().filter_map(|s| s.record.prompt_tokens).collect();
+    counted.sort_unstable();
+    counted.get(counted.len().checked_sub(1)? / 2).copied()
+}
+
 /// `note` added to `reason` (after what it already says).
 pub fn add_note(reason: &mut Option<String>, note: String) {
     *reason = Some(match reason.take() {
@@ -134,7 +144,7 @@ pub fn decode_cell(obs: &Observation) -> (DecodeCell, Vec<String>) {
         std::borrow::Cow::Owned(sorted)
     };
     let mut cell = blank_cell(&obs.context, obs.concurrency);
-    cell.prompt_tokens = obs.prompt_tokens;
+    cell.prompt_tokens = served_prompt_tokens(&streams).or(obs.prompt_tokens);
     cell.readiness = obs.readiness.clone();
     let failures = failures(&streams);
     let Some(w) = obs.window.filter(|_| failures.is_empty()) else {

@@ -297,3 +297,35 @@ fn sample_summarises_a_request() {
     assert_eq!(r.finish_reason, Some(FinishReason::Length));
     assert_eq!(r.e2e_ms, Some(30.0));
 }
+
+#[test]
+fn the_cells_prompt_length_is_what_the_server_counted() {
+    let chunks: Vec<(f64, u32)> = (1..=10).map(|i| (10.0 * f64::from(i), 1)).collect();
+    let mut streams: Vec<CellStream> = (0..3).map(|i| stream(i, 0.0, &chunks, true, true)).collect();
+    // The warm stage counted 1,024 (`/tokenize`); the server's usage says 1,324 (and one
+    // request sent no usage).
+    streams[0].record.prompt_tokens = Some(1324);
+    streams[1].record.prompt_tokens = Some(1324);
+    let (cell, _) = decode_cell(&observation(streams.clone(), 0.0, 200.0));
+    assert_eq!(cell.prompt_tokens, Some(1324));
+    // Without any usage, the warm stage's count stands.
+    for s in &mut streams {
+        s.record.prompt_tokens = None;
+    }
+    assert_eq!(decode_cell(&observation(streams, 0.0, 200.0)).0.prompt_tokens, Some(1024));
+}
+
+#[test]
+fn requests_that_stop_before_max_tokens_are_named() {
+    let chunks: Vec<(f64, u32)> = (1..=4).map(|i| (10.0 * f64::from(i), 1)).collect();
+    let mut stopped = stream(0, 0.0, &chunks, true, true);
+    stopped.record.finish_reason = Some("stop".into());
+    let full = stream(1, 0.0, &chunks, true, true);
+    let records = [stopped.record.clone(), full.record.clone()];
+    let note = early_stop_note(records.iter(), 32).expect("one stopped early");
+    assert!(note.starts_with("1 of 2 finished requests stopped before max_tokens (32)"), "{note}");
+    assert!(note.contains("after 4 tokens (median)"), "{note}");
+    // Ending with "stop" at max_tokens, or with "length", is no early stop.
+    assert_eq!(early_stop_note(records.iter(), 4), None);
+    assert_eq!(early_stop_note([full.record].iter(), 32), None);
+}
