@@ -72,6 +72,14 @@ fn credentials_in_the_url_are_refused_without_echoing_them() {
 }
 
 #[test]
+fn a_scheme_other_than_http_is_named_not_doubled() {
+    let (code, err) = run(&["--url", "ftp://x/", "--quiet"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--url ftp://x/: only http:// and https:// are supported, not ftp://"), "{err}");
+    assert!(!err.contains("http://ftp://"), "no doubled scheme: {err}");
+}
+
+#[test]
 fn an_existing_results_file_is_not_overwritten_without_force() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r.json");

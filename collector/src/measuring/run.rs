@@ -82,6 +82,14 @@ pub enum RunError {
         /// The URL given.
         url: String,
     },
+    /// `--url` with a scheme other than `http://` or `https://` (e.g. `ftp://host/`).
+    #[error("--url {url}: only http:// and https:// are supported, not {scheme}://")]
+    UrlUnsupportedScheme {
+        /// The URL given.
+        url: String,
+        /// Its scheme, as given.
+        scheme: String,
+    },
     /// A temperature that is not a finite number ≥ 0.
     #[error("--temperature {value}: give a finite number ≥ 0, e.g. 0 or 0.7")]
     Temperature {

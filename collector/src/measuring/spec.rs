@@ -221,6 +221,12 @@ fn note(line: &str) {
 /// `--url` without credentials (they would not be sent) and without a trailing `/v1` (people
 /// paste the OpenAI base URL).
 fn base_url(url: &str) -> Result<String, RunError> {
+    // `scheme://…` names a scheme; `localhost:8000` parses as one too, but means a host.
+    if let Some((scheme, _)) = url.split_once("://") {
+        if !scheme.eq_ignore_ascii_case("http") && !scheme.eq_ignore_ascii_case("https") {
+            return Err(RunError::UrlUnsupportedScheme { url: url.to_string(), scheme: scheme.to_string() });
+        }
+    }
     let parsed = reqwest::Url::parse(url).ok().filter(|u| matches!(u.scheme(), "http" | "https"));
     let Some(u) = parsed else {
         return Err(RunError::UrlScheme { url: url.to_string() });
@@ -296,6 +302,16 @@ mod tests {
             assert_eq!(e.to_string(), format!("--url {bare}: give the scheme too, e.g. --url http://{bare}"));
             assert_eq!(crate::CommandError::failure(&e), crate::Failure::BadInput);
         }
+        for other in ["ftp://x/", "ws://gpu-box:8000", "HTTPX://h:1"] {
+            let e = spec(&["--url", other]).err().unwrap();
+            let scheme = other.split("://").next().unwrap();
+            assert_eq!(
+                e.to_string(),
+                format!("--url {other}: only http:// and https:// are supported, not {scheme}://")
+            );
+            assert_eq!(crate::CommandError::failure(&e), crate::Failure::BadInput);
+        }
+        assert!(spec(&["--url", "HTTP://h:1"]).is_ok(), "the scheme's case does not matter");
         let e = spec(&["--url", "https://me:s3cret-pw@gpu-box:8000/v1"]).err().unwrap().to_string();
         assert!(e.starts_with("--url https://<redacted>@gpu-box:8000/v1: credentials"), "{e}");
         assert!(!e.contains("s3cret") && !e.contains("me:") && !e.contains("%3C"), "{e}");
