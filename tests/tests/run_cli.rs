@@ -51,6 +51,10 @@ fn values_that_cannot_measure_anything_are_refused() {
     let (code, err) = run(&["--temperature", "nan"]);
     assert_eq!(code, Some(2));
     assert!(err.contains("--temperature NaN: give a finite number"), "{err}");
+    // A negative value reaches the range check, not clap's "unexpected argument '-1'".
+    let (code, err) = run(&["--temperature", "-1"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("--temperature -1: give a finite number ≥ 0"), "{err}");
     for d in ["1ms", "100y", "inf"] {
         let (code, err) = run(&["--duration", d]);
         assert_eq!(code, Some(2), "{d}: {err}");

@@ -335,6 +335,8 @@ mod tests {
         assert!(e(&["--stall-timeout", "0s"]).contains("--stall-timeout must be longer than 0"));
         assert!(e(&["--contexts", "8k,huge"]).contains("--contexts: 'huge'"));
         assert!(e(&["--temperature=-1"]).contains("--temperature"));
+        assert!(e(&["--temperature", "-1"]).contains("--temperature -1: give a finite number ≥ 0"));
+        assert!(e(&["--temperature", "-0.5"]).contains("--temperature -0.5: give a finite number ≥ 0"));
         assert!(!e(&["--url", "http://u:sekrit@h:1"]).contains("sekrit"));
     }
 }
