@@ -34,8 +34,9 @@ macro_rules! say {
     }};
 }
 
-/// Why `speedmatrix run` could not start, or stopped. Bad flags, an unusable server and a
-/// `--resume` file of another plan are bad input (exit 2); errors while measuring become cell
+/// Why `speedmatrix run` could not start, or stopped. Bad flags (checked before any request:
+/// [`RunSpec::from_args`]), an unusable server and a `--resume` file of another plan are bad
+/// input (exit 2); errors while measuring become cell
 /// statuses instead, and only a results file that cannot be written stops a run (exit 1).
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -90,6 +91,9 @@ pub enum RunError {
         /// Its scheme, as given.
         scheme: String,
     },
+    /// A concurrency of 0.
+    #[error("--concurrency values must be at least 1")]
+    ZeroConcurrency,
     /// A temperature that is not a finite number ≥ 0.
     #[error("--temperature {value}: give a finite number ≥ 0, e.g. 0 or 0.7")]
     Temperature {

@@ -24,7 +24,7 @@ pub struct RunSpec {
     pub contexts: Vec<ContextArg>,
     /// `--prefill-contexts` (empty for `none`).
     pub prefill_contexts: Vec<ContextArg>,
-    /// `--concurrency`.
+    /// `--concurrency`: each at least 1.
     pub concurrency: Vec<u32>,
     /// `--duration`: 1 s … 24 h.
     pub window: Duration,
@@ -50,7 +50,8 @@ pub struct RunSpec {
     /// `--engine`.
     pub engine: Option<EngineKind>,
     /// `-o`, else the `--resume` file, else `results.json`; never an existing file that is not
-    /// the resumed one unless `--force` (or `--dry-run`, which writes nothing).
+    /// the resumed one unless `--force`, always in a folder it can be written to (neither
+    /// checked with `--dry-run`, which writes nothing).
     pub out: PathBuf,
     /// `--resume`.
     pub resume: Option<PathBuf>,
@@ -87,6 +88,9 @@ impl RunSpec {
         if !(Duration::from_secs(1)..=Duration::from_secs(86_400)).contains(&window) {
             return Err(RunError::Window { value: args.duration.clone() });
         }
+        if args.concurrency.contains(&0) {
+            return Err(RunError::ZeroConcurrency);
+        }
         if let Some(t) = args.temperature.filter(|t| !t.is_finite() || *t < 0.0) {
             return Err(RunError::Temperature { value: t });
         }
@@ -99,6 +103,11 @@ impl RunSpec {
         let keys = speedmatrix_schema::resume::keys();
         if let Some(bad) = args.accept_change.iter().find(|k| !keys.contains(&k.as_str())) {
             return Err(RunError::AcceptChangeKey { key: bad.clone(), keys });
+        }
+        let out = out_path(args)?;
+        if !args.dry_run {
+            // The first save comes after discovery and the prompts: fail before them.
+            crate::files::check_writable(&out)?;
         }
         Ok(RunSpec {
             url: base_url(&args.url)?,
@@ -119,7 +128,7 @@ impl RunSpec {
             seed: args.seed,
             kv_budget: args.kv_budget,
             engine: args.engine.map(Into::into),
-            out: out_path(args)?,
+            out,
             resume: args.resume.clone(),
             accept_change: args.accept_change.clone(),
             from_demo: args.from_demo,
@@ -334,6 +343,7 @@ mod tests {
         assert!(e(&["--duration", "0.5s"]).contains("--duration"));
         assert!(e(&["--stall-timeout", "0s"]).contains("--stall-timeout must be longer than 0"));
         assert!(e(&["--contexts", "8k,huge"]).contains("--contexts: 'huge'"));
+        assert_eq!(e(&["--concurrency", "1,0"]), "--concurrency values must be at least 1");
         assert!(e(&["--temperature=-1"]).contains("--temperature"));
         assert!(e(&["--temperature", "-1"]).contains("--temperature -1: give a finite number ≥ 0"));
         assert!(e(&["--temperature", "-0.5"]).contains("--temperature -0.5: give a finite number ≥ 0"));
