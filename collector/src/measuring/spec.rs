@@ -50,8 +50,8 @@ pub struct RunSpec {
     /// `--engine`.
     pub engine: Option<EngineKind>,
     /// `-o`, else the `--resume` file, else `results.json`; never an existing file that is not
-    /// the resumed one unless `--force`, always in a folder it can be written to (neither
-    /// checked with `--dry-run`, which writes nothing).
+    /// the resumed one unless `--force`, always in a folder it can be written to (with
+    /// `--dry-run`, which writes nothing, a note says what the run would refuse).
     pub out: PathBuf,
     /// `--resume`.
     pub resume: Option<PathBuf>,
@@ -104,10 +104,13 @@ impl RunSpec {
         if let Some(bad) = args.accept_change.iter().find(|k| !keys.contains(&k.as_str())) {
             return Err(RunError::AcceptChangeKey { key: bad.clone(), keys });
         }
-        let out = out_path(args)?;
-        if !args.dry_run {
-            // The first save comes after discovery and the prompts: fail before them.
-            crate::files::check_writable(&out)?;
+        let out = out_path(args);
+        if let Err(refused) = out_usable(args, &out) {
+            if !args.dry_run {
+                return Err(refused);
+            }
+            // The dry run writes nothing, so it succeeds; the run it previews would not start.
+            note(&format!("note: without --dry-run the run would stop here: {}", crate::error_line(refused)));
         }
         Ok(RunSpec {
             url: base_url(&args.url)?,
@@ -255,19 +258,24 @@ fn base_url(url: &str) -> Result<String, RunError> {
     })
 }
 
-/// The results file: `-o`, else the `--resume` file, else `results.json`; an existing file
-/// other than the resumed one is refused without `--force`.
-fn out_path(args: &RunArgs) -> Result<PathBuf, RunError> {
-    let out = args.out.clone().or_else(|| args.resume.clone()).unwrap_or_else(|| "results.json".into());
-    let resuming_it = args.resume.as_ref().is_some_and(|r| same_file(r, &out));
-    if out.exists() && !resuming_it && !args.force && !args.dry_run {
-        let what = match crate::files::read_results(&out) {
+/// The results file: `-o`, else the `--resume` file, else `results.json`.
+fn out_path(args: &RunArgs) -> PathBuf {
+    args.out.clone().or_else(|| args.resume.clone()).unwrap_or_else(|| "results.json".into())
+}
+
+/// Whether the run may write its results file `out`: an existing file other than the resumed
+/// one is refused without `--force`, and the folder must take a file (the first save comes
+/// after discovery and the prompts; this fails before them).
+fn out_usable(args: &RunArgs, out: &Path) -> Result<(), RunError> {
+    let resuming_it = args.resume.as_ref().is_some_and(|r| same_file(r, out));
+    if out.exists() && !resuming_it && !args.force {
+        let what = match crate::files::read_results(out) {
             Ok(r) => format!("holds run {} ({:?})", r.run.id, r.run.status).to_lowercase(),
             Err(_) => "exists".to_string(),
         };
-        return Err(RunError::WouldOverwrite { path: out, what });
+        return Err(RunError::WouldOverwrite { path: out.to_path_buf(), what });
     }
-    Ok(out)
+    Ok(crate::files::check_writable(out)?)
 }
 
 /// Whether two paths name the same file.
