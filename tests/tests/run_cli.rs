@@ -103,7 +103,8 @@ fn an_existing_results_file_is_not_overwritten_without_force() {
 fn flags_are_checked_before_the_server_is_asked() {
     // Port 9: nothing answers there, so an error naming the flag was found before any request.
     for extra in [&[][..], &["--dry-run"][..]] {
-        let (code, err) = run(&[&["--url", "http://127.0.0.1:9", "--concurrency", "1,0", "--quiet"][..], extra].concat());
+        let (code, err) =
+            run(&[&["--url", "http://127.0.0.1:9", "--concurrency", "1,0", "--quiet"][..], extra].concat());
         assert_eq!(code, Some(2), "{extra:?}: {err}");
         assert_eq!(err.trim_end(), "error: --concurrency values must be at least 1", "{extra:?}");
     }

@@ -1021,7 +1021,11 @@ fn resume(
 
 /// Which of `--max-tokens` and `--duration` differ from the file's (`max_tokens`, `window_s`),
 /// named with the verb; `None` when both match.
-fn tokens_or_window_differ(file: (Option<u32>, Option<f64>), max_tokens: u32, window: Duration) -> Option<&'static str> {
+fn tokens_or_window_differ(
+    file: (Option<u32>, Option<f64>),
+    max_tokens: u32,
+    window: Duration,
+) -> Option<&'static str> {
     let tokens = file.0 != Some(max_tokens);
     let window = !file.1.is_some_and(|w| (w - window.as_secs_f64()).abs() <= 1e-9);
     match (tokens, window) {
