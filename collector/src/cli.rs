@@ -228,7 +228,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub distinct_prompts: bool,
     /// Sampling temperature sent with every request.
-    #[arg(long)]
+    // A negative number is a value (refused by the range check with its reason), not a flag.
+    #[arg(long, allow_negative_numbers = true)]
     pub temperature: Option<f64>,
     /// Sampling seed sent with every request; also seeds the prompt text.
     #[arg(long)]

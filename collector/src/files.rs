@@ -161,9 +161,7 @@ fn replace_atomically(
     path: &Path,
     fill: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
 ) -> Result<(), FileError> {
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "results.json".into());
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let tmp = temp_beside(path);
     let write = || -> std::io::Result<()> {
         let mut f = std::fs::File::create(&tmp)?;
         fill(&mut f)?;
@@ -174,4 +172,26 @@ fn replace_atomically(
         let _ = std::fs::remove_file(&tmp);
         FileError::Write { path: path.to_path_buf(), source }
     })
+}
+
+/// The temp file [`write_bytes_atomic`] writes before it renames it over `path`: in the same
+/// folder, named after the file and this process.
+fn temp_beside(path: &Path) -> PathBuf {
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "results.json".into());
+    dir.join(format!(".{name}.{}.tmp", std::process::id()))
+}
+
+/// Whether [`write_bytes_atomic`] could write `path` now: its temp file is created in the
+/// folder and removed again (`path` itself is not touched). A command checks this before it
+/// starts work that ends in the file.
+///
+/// # Errors
+/// [`FileError::Write`], the error writing would give (a folder that does not exist, no
+/// permission, a read-only file system).
+pub fn check_writable(path: &Path) -> Result<(), FileError> {
+    let tmp = temp_beside(path);
+    std::fs::File::create(&tmp).map_err(|source| FileError::Write { path: path.to_path_buf(), source })?;
+    let _ = std::fs::remove_file(&tmp);
+    Ok(())
 }

@@ -122,3 +122,36 @@ async fn other_server_shapes_plans() {
     )
     .await;
 }
+
+/// What the run would refuse about `-o` (an existing file, a folder that cannot be written) is
+/// a note in the dry run, which writes nothing and so succeeds (exit 0: README, exit codes).
+#[tokio::test]
+async fn what_the_run_would_refuse_about_o_is_a_note() {
+    let t = twin::start(TwinConfig::new(Profile::tiny()), "127.0.0.1:0").await.expect("twin starts");
+    let dir = tempfile::tempdir().unwrap();
+    let existing = dir.path().join("r.json");
+    std::fs::write(&existing, "precious").unwrap();
+    let unwritable = dir.path().join("no-such-folder").join("r.json");
+    for (out, words) in [
+        (&existing, format!(
+            "note: without --dry-run the run would stop here: -o {0}: the file exists; continue it with --resume {0}, overwrite it with --force, or pick another -o\n",
+            existing.display()
+        )),
+        (&unwritable, format!("note: without --dry-run the run would stop here: cannot write {}: ", unwritable.display())),
+    ] {
+        let o = tokio::process::Command::new(support::BIN)
+            .args(["run", "--dry-run", "--url", &t.url(), "--contexts", "1k", "--concurrency", "1"])
+            .args(["--prefill-contexts", "none", "-o"])
+            .arg(out)
+            .output()
+            .await
+            .expect("run the collector");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "{err}");
+        assert!(err.starts_with(&words), "{err}");
+        assert!(err.contains("plan: estimated wall time"), "the plan is still printed: {err}");
+    }
+    assert_eq!(std::fs::read_to_string(&existing).unwrap(), "precious");
+    assert!(!unwritable.parent().unwrap().exists());
+    t.shutdown().await;
+}

@@ -95,5 +95,5 @@ fn resume_with_only_the_file_completes_every_planned_cell() {
         .unwrap();
     let log = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{log}");
-    assert!(log.contains("--max-tokens or --duration"), "{log}");
+    assert!(log.contains(": --duration differs from the file's; repeat the run's flags ("), "{log}");
 }

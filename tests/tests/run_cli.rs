@@ -51,6 +51,10 @@ fn values_that_cannot_measure_anything_are_refused() {
     let (code, err) = run(&["--temperature", "nan"]);
     assert_eq!(code, Some(2));
     assert!(err.contains("--temperature NaN: give a finite number"), "{err}");
+    // A negative value reaches the range check, not clap's "unexpected argument '-1'".
+    let (code, err) = run(&["--temperature", "-1"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("--temperature -1: give a finite number ≥ 0"), "{err}");
     for d in ["1ms", "100y", "inf"] {
         let (code, err) = run(&["--duration", d]);
         assert_eq!(code, Some(2), "{d}: {err}");
@@ -72,6 +76,14 @@ fn credentials_in_the_url_are_refused_without_echoing_them() {
 }
 
 #[test]
+fn a_scheme_other_than_http_is_named_not_doubled() {
+    let (code, err) = run(&["--url", "ftp://x/", "--quiet"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--url ftp://x/: only http:// and https:// are supported, not ftp://"), "{err}");
+    assert!(!err.contains("http://ftp://"), "no doubled scheme: {err}");
+}
+
+#[test]
 fn an_existing_results_file_is_not_overwritten_without_force() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r.json");
@@ -85,4 +97,32 @@ fn an_existing_results_file_is_not_overwritten_without_force() {
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("the file exists; continue it with --resume") && err.contains("--force"), "{err}");
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "precious");
+}
+
+#[test]
+fn flags_are_checked_before_the_server_is_asked() {
+    // Port 9: nothing answers there, so an error naming the flag was found before any request.
+    for extra in [&[][..], &["--dry-run"][..]] {
+        let (code, err) =
+            run(&[&["--url", "http://127.0.0.1:9", "--concurrency", "1,0", "--quiet"][..], extra].concat());
+        assert_eq!(code, Some(2), "{extra:?}: {err}");
+        assert_eq!(err.trim_end(), "error: --concurrency values must be at least 1", "{extra:?}");
+    }
+}
+
+#[test]
+fn an_output_folder_that_cannot_be_written_is_refused_before_the_server_is_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("no-such-folder").join("r.json");
+    let o = Command::new(support::BIN)
+        .args(["run", "--url", "http://127.0.0.1:9", "--quiet", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    // Exit 1, as when the first save failed: a file that cannot be written (README, exit codes).
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.starts_with(&format!("error: cannot write {}: ", out.display())), "{err}");
+    assert!(!err.contains("cannot reach"), "{err}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "nothing is left behind");
 }

@@ -438,3 +438,30 @@ fn a_run_of_the_twin_says_simulated() {
     let md = stdout(&show(&[path.to_str().unwrap(), "--format", "markdown"]));
     assert!(md.contains("> **Simulated: this run measured the speedmatrix twin"), "{md}");
 }
+
+/// Every `missing` entry is listed under "Missing figures", in file order, in text and Markdown
+/// (a newcomer's file of four, one of them `spec_accept_rate`, read as listing three).
+#[test]
+fn every_missing_entry_is_listed() {
+    let entries = [
+        ("engine.launch_command", "the server is not on this machine; give --launch-command"),
+        ("kv_budget", "a plain OpenAI-compatible endpoint does not report its KV cache"),
+        ("spec_accept_rate", "speculative-decoding counters come only from an engine's /metrics"),
+        ("engine.version", "/version answered HTTP 404"),
+    ];
+    let mut v = fixture_json();
+    v["missing"] = entries.iter().map(|(f, r)| serde_json::json!({"figure": f, "reason": r})).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("four-missing.json");
+    std::fs::write(&path, v.to_string()).unwrap();
+    for format in ["text", "markdown"] {
+        let out = stdout(&show(&[path.to_str().unwrap(), "-f", format]));
+        let (_, section) = out.split_once("Missing figures").expect("a Missing figures section");
+        let section = section.split("Launch command").next().unwrap();
+        let listed: Vec<&str> = section
+            .lines()
+            .filter_map(|l| entries.iter().find(|(f, r)| l.contains(f) && l.contains(r)).map(|(f, _)| *f))
+            .collect();
+        assert_eq!(listed, entries.map(|(f, _)| f), "{format}:\n{section}");
+    }
+}

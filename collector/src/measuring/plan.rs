@@ -12,7 +12,7 @@ use speedmatrix_schema::{Capacity, ContextSize, NotRunContext, PlanPhase};
 pub struct PlanInput {
     /// Decode contexts as asked (`--contexts`).
     pub contexts: Vec<ContextArg>,
-    /// Concurrency levels (`--concurrency`).
+    /// Concurrency levels (`--concurrency`), each at least 1 (`RunSpec::from_args` checks).
     pub concurrency: Vec<u32>,
     /// Prefill contexts as asked (`--prefill-contexts`).
     pub prefill_contexts: Vec<ContextArg>,
@@ -72,9 +72,6 @@ pub enum PlanError {
     /// No asked context fits the server: nothing left to measure.
     #[error("nothing to measure: no asked context fits the server (see the warnings above)")]
     AllDropped,
-    /// A concurrency of 0.
-    #[error("--concurrency values must be at least 1")]
-    ZeroConcurrency,
 }
 
 fn dedup_sorted(mut v: Vec<ContextSize>) -> Vec<ContextSize> {
@@ -88,9 +85,6 @@ fn dedup_sorted(mut v: Vec<ContextSize>) -> Vec<ContextSize> {
 /// # Errors
 /// [`PlanError`] when `max` cannot be resolved or nothing remains to measure.
 pub fn plan(input: &PlanInput) -> Result<Plan, PlanError> {
-    if input.concurrency.contains(&0) {
-        return Err(PlanError::ZeroConcurrency);
-    }
     let mut not_run = Vec::new();
     let contexts = decode_contexts(input, &mut not_run)?;
     let prefill = prefill_contexts(input, &mut not_run)?;

@@ -34,8 +34,9 @@ macro_rules! say {
     }};
 }
 
-/// Why `speedmatrix run` could not start, or stopped. Bad flags, an unusable server and a
-/// `--resume` file of another plan are bad input (exit 2); errors while measuring become cell
+/// Why `speedmatrix run` could not start, or stopped. Bad flags (checked before any request:
+/// [`RunSpec::from_args`]), an unusable server and a `--resume` file of another plan are bad
+/// input (exit 2); errors while measuring become cell
 /// statuses instead, and only a results file that cannot be written stops a run (exit 1).
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -82,6 +83,17 @@ pub enum RunError {
         /// The URL given.
         url: String,
     },
+    /// `--url` with a scheme other than `http://` or `https://` (e.g. `ftp://host/`).
+    #[error("--url {url}: only http:// and https:// are supported, not {scheme}://")]
+    UrlUnsupportedScheme {
+        /// The URL given.
+        url: String,
+        /// Its scheme, as given.
+        scheme: String,
+    },
+    /// A concurrency of 0.
+    #[error("--concurrency values must be at least 1")]
+    ZeroConcurrency,
     /// A temperature that is not a finite number ≥ 0.
     #[error("--temperature {value}: give a finite number ≥ 0, e.g. 0 or 0.7")]
     Temperature {
@@ -105,13 +117,13 @@ pub enum RunError {
     },
     /// `--resume` with a file of another model or plan.
     #[error(
-        "--resume {}: {what} differs from the file's; repeat the run's flags ({flags}), or start a new run with another -o",
+        "--resume {}: {what} from the file's; repeat the run's flags ({flags}), or start a new run with another -o",
         .path.display()
     )]
     ResumeMismatch {
         /// The file.
         path: PathBuf,
-        /// What differs.
+        /// What differs, and that it does ("--duration differs").
         what: &'static str,
         /// The file's matrix flags, to repeat.
         flags: String,
@@ -963,20 +975,20 @@ fn resume(
     let differs =
         |what: &'static str| RunError::ResumeMismatch { path: path.to_path_buf(), what, flags: plan_flags(&r.config) };
     if r.engine.served_model_name.as_deref() != Some(info.model.as_str()) {
-        return Err(differs("the served model"));
+        return Err(differs("the served model differs"));
     }
     if r.config.contexts != plan.contexts
         || r.config.concurrency != plan.concurrency
         || r.config.prefill_contexts != plan.prefill
     {
-        return Err(differs("the plan (contexts, concurrency or prefill contexts)"));
+        return Err(differs("the plan (contexts, concurrency or prefill contexts) differs"));
     }
-    let same_window = r.config.window_s.is_some_and(|w| (w - spec.window.as_secs_f64()).abs() <= 1e-9);
-    if r.config.max_tokens != Some(spec.max_tokens) || !same_window {
-        return Err(differs("--max-tokens or --duration"));
+    let file = (r.config.max_tokens, r.config.window_s);
+    if let Some(what) = tokens_or_window_differ(file, spec.max_tokens, spec.window) {
+        return Err(differs(what));
     }
     if repeats::planned(&r) != spec.repeat {
-        return Err(differs("--repeat"));
+        return Err(differs("--repeat differs"));
     }
     let mut accepted = resume_differences(path, &r, now, &spec.accept_change)?;
     accepted.extend(moved_url(&r, spec));
@@ -1005,6 +1017,23 @@ fn resume(
         }
     }
     Ok((r, accepted))
+}
+
+/// Which of `--max-tokens` and `--duration` differ from the file's (`max_tokens`, `window_s`),
+/// named with the verb; `None` when both match.
+fn tokens_or_window_differ(
+    file: (Option<u32>, Option<f64>),
+    max_tokens: u32,
+    window: Duration,
+) -> Option<&'static str> {
+    let tokens = file.0 != Some(max_tokens);
+    let window = !file.1.is_some_and(|w| (w - window.as_secs_f64()).abs() <= 1e-9);
+    match (tokens, window) {
+        (false, false) => None,
+        (true, false) => Some("--max-tokens differs"),
+        (false, true) => Some("--duration differs"),
+        (true, true) => Some("--max-tokens and --duration differ"),
+    }
 }
 
 /// The header differences between the file being resumed and the server now: an error naming
@@ -1263,8 +1292,20 @@ async fn measure_decode(s: &mut Session, i: usize, (repeat, n): (u32, u32)) -> R
 
 #[cfg(test)]
 mod tests {
-    use super::connection_broke;
+    use super::*;
     use crate::measuring::client::{HttpError, StreamError};
+
+    #[test]
+    fn a_resume_names_which_of_max_tokens_and_duration_differs() {
+        let file = (Some(256), Some(30.0));
+        let secs = Duration::from_secs;
+        assert_eq!(tokens_or_window_differ(file, 256, secs(30)), None);
+        assert_eq!(tokens_or_window_differ(file, 256, secs(10)), Some("--duration differs"));
+        assert_eq!(tokens_or_window_differ(file, 512, secs(30)), Some("--max-tokens differs"));
+        assert_eq!(tokens_or_window_differ(file, 512, secs(10)), Some("--max-tokens and --duration differ"));
+        // A file that does not record one (an import) cannot match it.
+        assert_eq!(tokens_or_window_differ((Some(256), None), 256, secs(30)), Some("--duration differs"));
+    }
 
     #[test]
     fn a_broken_connection_is_told_by_the_errors_own_words() {

@@ -24,7 +24,7 @@ pub struct RunSpec {
     pub contexts: Vec<ContextArg>,
     /// `--prefill-contexts` (empty for `none`).
     pub prefill_contexts: Vec<ContextArg>,
-    /// `--concurrency`.
+    /// `--concurrency`: each at least 1.
     pub concurrency: Vec<u32>,
     /// `--duration`: 1 s … 24 h.
     pub window: Duration,
@@ -50,7 +50,8 @@ pub struct RunSpec {
     /// `--engine`.
     pub engine: Option<EngineKind>,
     /// `-o`, else the `--resume` file, else `results.json`; never an existing file that is not
-    /// the resumed one unless `--force` (or `--dry-run`, which writes nothing).
+    /// the resumed one unless `--force`, always in a folder it can be written to (with
+    /// `--dry-run`, which writes nothing, a note says what the run would refuse).
     pub out: PathBuf,
     /// `--resume`.
     pub resume: Option<PathBuf>,
@@ -87,6 +88,9 @@ impl RunSpec {
         if !(Duration::from_secs(1)..=Duration::from_secs(86_400)).contains(&window) {
             return Err(RunError::Window { value: args.duration.clone() });
         }
+        if args.concurrency.contains(&0) {
+            return Err(RunError::ZeroConcurrency);
+        }
         if let Some(t) = args.temperature.filter(|t| !t.is_finite() || *t < 0.0) {
             return Err(RunError::Temperature { value: t });
         }
@@ -99,6 +103,14 @@ impl RunSpec {
         let keys = speedmatrix_schema::resume::keys();
         if let Some(bad) = args.accept_change.iter().find(|k| !keys.contains(&k.as_str())) {
             return Err(RunError::AcceptChangeKey { key: bad.clone(), keys });
+        }
+        let out = out_path(args);
+        if let Err(refused) = out_usable(args, &out) {
+            if !args.dry_run {
+                return Err(refused);
+            }
+            // The dry run writes nothing, so it succeeds; the run it previews would not start.
+            note(&format!("note: without --dry-run the run would stop here: {}", crate::error_line(refused)));
         }
         Ok(RunSpec {
             url: base_url(&args.url)?,
@@ -119,7 +131,7 @@ impl RunSpec {
             seed: args.seed,
             kv_budget: args.kv_budget,
             engine: args.engine.map(Into::into),
-            out: out_path(args)?,
+            out,
             resume: args.resume.clone(),
             accept_change: args.accept_change.clone(),
             from_demo: args.from_demo,
@@ -221,6 +233,12 @@ fn note(line: &str) {
 /// `--url` without credentials (they would not be sent) and without a trailing `/v1` (people
 /// paste the OpenAI base URL).
 fn base_url(url: &str) -> Result<String, RunError> {
+    // `scheme://…` names a scheme; `localhost:8000` parses as one too, but means a host.
+    if let Some((scheme, _)) = url.split_once("://") {
+        if !scheme.eq_ignore_ascii_case("http") && !scheme.eq_ignore_ascii_case("https") {
+            return Err(RunError::UrlUnsupportedScheme { url: url.to_string(), scheme: scheme.to_string() });
+        }
+    }
     let parsed = reqwest::Url::parse(url).ok().filter(|u| matches!(u.scheme(), "http" | "https"));
     let Some(u) = parsed else {
         return Err(RunError::UrlScheme { url: url.to_string() });
@@ -240,19 +258,24 @@ fn base_url(url: &str) -> Result<String, RunError> {
     })
 }
 
-/// The results file: `-o`, else the `--resume` file, else `results.json`; an existing file
-/// other than the resumed one is refused without `--force`.
-fn out_path(args: &RunArgs) -> Result<PathBuf, RunError> {
-    let out = args.out.clone().or_else(|| args.resume.clone()).unwrap_or_else(|| "results.json".into());
-    let resuming_it = args.resume.as_ref().is_some_and(|r| same_file(r, &out));
-    if out.exists() && !resuming_it && !args.force && !args.dry_run {
-        let what = match crate::files::read_results(&out) {
+/// The results file: `-o`, else the `--resume` file, else `results.json`.
+fn out_path(args: &RunArgs) -> PathBuf {
+    args.out.clone().or_else(|| args.resume.clone()).unwrap_or_else(|| "results.json".into())
+}
+
+/// Whether the run may write its results file `out`: an existing file other than the resumed
+/// one is refused without `--force`, and the folder must take a file (the first save comes
+/// after discovery and the prompts; this fails before them).
+fn out_usable(args: &RunArgs, out: &Path) -> Result<(), RunError> {
+    let resuming_it = args.resume.as_ref().is_some_and(|r| same_file(r, out));
+    if out.exists() && !resuming_it && !args.force {
+        let what = match crate::files::read_results(out) {
             Ok(r) => format!("holds run {} ({:?})", r.run.id, r.run.status).to_lowercase(),
             Err(_) => "exists".to_string(),
         };
-        return Err(RunError::WouldOverwrite { path: out, what });
+        return Err(RunError::WouldOverwrite { path: out.to_path_buf(), what });
     }
-    Ok(out)
+    Ok(crate::files::check_writable(out)?)
 }
 
 /// Whether two paths name the same file.
@@ -296,6 +319,16 @@ mod tests {
             assert_eq!(e.to_string(), format!("--url {bare}: give the scheme too, e.g. --url http://{bare}"));
             assert_eq!(crate::CommandError::failure(&e), crate::Failure::BadInput);
         }
+        for other in ["ftp://x/", "ws://gpu-box:8000", "HTTPX://h:1"] {
+            let e = spec(&["--url", other]).err().unwrap();
+            let scheme = other.split("://").next().unwrap();
+            assert_eq!(
+                e.to_string(),
+                format!("--url {other}: only http:// and https:// are supported, not {scheme}://")
+            );
+            assert_eq!(crate::CommandError::failure(&e), crate::Failure::BadInput);
+        }
+        assert!(spec(&["--url", "HTTP://h:1"]).is_ok(), "the scheme's case does not matter");
         let e = spec(&["--url", "https://me:s3cret-pw@gpu-box:8000/v1"]).err().unwrap().to_string();
         assert!(e.starts_with("--url https://<redacted>@gpu-box:8000/v1: credentials"), "{e}");
         assert!(!e.contains("s3cret") && !e.contains("me:") && !e.contains("%3C"), "{e}");
@@ -318,7 +351,10 @@ mod tests {
         assert!(e(&["--duration", "0.5s"]).contains("--duration"));
         assert!(e(&["--stall-timeout", "0s"]).contains("--stall-timeout must be longer than 0"));
         assert!(e(&["--contexts", "8k,huge"]).contains("--contexts: 'huge'"));
+        assert_eq!(e(&["--concurrency", "1,0"]), "--concurrency values must be at least 1");
         assert!(e(&["--temperature=-1"]).contains("--temperature"));
+        assert!(e(&["--temperature", "-1"]).contains("--temperature -1: give a finite number ≥ 0"));
+        assert!(e(&["--temperature", "-0.5"]).contains("--temperature -0.5: give a finite number ≥ 0"));
         assert!(!e(&["--url", "http://u:sekrit@h:1"]).contains("sekrit"));
     }
 }
