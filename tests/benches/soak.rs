@@ -2,19 +2,21 @@
 //! against twins in this process, its resident memory (RSS, `/proc/PID/status`) and open file
 //! descriptors (`/proc/PID/fd`) sampled every `SOAK_SAMPLE_S` seconds (default 10):
 //!
-//! 1. 1,024 streams for `SOAK_MINUTES` (default 20) in one window on the tiny twin (1K context,
-//!    512 tokens per answer, so streams end and are replaced all the time);
+//! 1. 1,024 streams for `SOAK_MINUTES` (default 20) on the tiny twin (1K context, 512 tokens per
+//!    answer, so streams end and are replaced all the time), as a run of hours is measured: one
+//!    cell repeated in 30-s windows (`--repeat`, the default window); `SOAK_ONE_WINDOW=1` makes it
+//!    one window of `SOAK_MINUTES` instead, which measures the per-window bound below;
 //! 2. then a full seed-shaped matrix (6 contexts × 8 concurrency levels, prefill rows) on the
 //!    h200 twin with `SOAK_WINDOW` windows (default 2s).
 //!
 //! Prints each phase's samples, the RSS slope after warm-up (least squares over the samples
 //! after the first minute, MB per minute), the fd range, the cell errors (there must be none)
 //! and the results file's size per measured request sample (the file grows only by what is
-//! measured). A window keeps every chunk time of its streams until it closes (the figures are
-//! computed from them), so phase 1's RSS grows with the tokens streamed in its one window by
-//! design; phase 2's cells each release theirs.
+//! measured). A window keeps every chunk time of its streams until it closes (the exact
+//! percentiles are computed from them; docs/METHODOLOGY.md, "Memory"), so a single long window's
+//! RSS grows with the tokens it streams, by design; each window releases them when it closes.
 //!
-//! Run: `cargo bench -p speedmatrix-tests --bench soak` (about 25 minutes; `SOAK_MINUTES=2` for a
+//! Run: `cargo bench -p speedmatrix-tests --bench soak` (about 30 minutes; `SOAK_MINUTES=2` for a
 //! quick check).
 
 use speedmatrix_schema::{load_results, CellStatus};
@@ -118,11 +120,16 @@ fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a runtime");
 
     let tiny = rt.block_on(twin::start(TwinConfig::new(Profile::tiny()), "127.0.0.1:0")).expect("the tiny twin");
-    println!("phase 1: 1,024 streams for {minutes} min on the tiny twin (1K context, 512-token answers)");
+    let one_window = std::env::var("SOAK_ONE_WINDOW").is_ok_and(|v| v == "1");
+    let (duration, repeat) = if one_window { (format!("{minutes}m"), 1) } else { ("30s".to_string(), minutes * 2) };
+    println!(
+        "phase 1: 1,024 streams for {minutes} min on the tiny twin (1K context, 512-token answers), {repeat} window(s) of {duration}"
+    );
     let out1 = dir.path().join("soak-1024.json");
-    let duration = format!("{minutes}m");
     let phase1 = ["--contexts", "1k", "--concurrency", "1024", "--prefill-contexts", "none", "--max-tokens", "512"];
-    let child = collector(exe, &tiny.url(), &out1, &[&phase1[..], &["--duration", &duration]].concat());
+    let repeat = repeat.to_string();
+    let child =
+        collector(exe, &tiny.url(), &out1, &[&phase1[..], &["--duration", &duration, "--repeat", &repeat]].concat());
     let (status, samples1) = watch(child, every);
     assert!(status.success(), "phase 1: the collector exited {status}");
     rt.block_on(tiny.shutdown());
