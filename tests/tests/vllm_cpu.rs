@@ -45,10 +45,11 @@ fn start_vllm(dir: &std::path::Path, extra: &[&str]) -> Option<ServerProcess> {
 }
 
 /// The client's count of every token the cell's requests received (server usage in the stream)
-/// against the server's `vllm:generation_tokens_total` over the same span: within 2 %. The
-/// server may count a few more: streams cancelled at the window's end had tokens generated
-/// but not yet sent.
-fn counts_agree(r: &speedmatrix_schema::Results) {
+/// against the server's `vllm:generation_tokens_total` over the same span: within 2 %, or one
+/// engine step's tokens (`step_tokens`: 1 + speculative tokens) per stream, whichever is more.
+/// The server may count a few more: streams cancelled at the window's end had tokens generated
+/// but not yet sent (CI: 128 × 1 with ngram, 179 tokens in the window, the server 4 more).
+fn counts_agree(r: &speedmatrix_schema::Results, step_tokens: u64) {
     for c in &r.decode {
         let name = format!("{} × {}", c.context.label, c.concurrency);
         let client: u64 = c.requests.iter().filter_map(|q| q.output_tokens).sum();
@@ -58,7 +59,8 @@ fn counts_agree(r: &speedmatrix_schema::Results) {
             "{name}: client {client} tokens, server {server} tokens, difference {diff:+} ({:+.2} %)",
             100.0 * diff / client as f64
         );
-        assert!(client > 0 && diff.abs() <= 0.02 * client as f64, "{name}: client {client}, server {server}");
+        let allowed = (0.02 * client as f64).max((u64::from(c.concurrency) * step_tokens) as f64);
+        assert!(client > 0 && diff.abs() <= allowed, "{name}: client {client}, server {server}, allowed ±{allowed}");
     }
 }
 
@@ -164,7 +166,7 @@ fn run_against_real_vllm_on_cpu() {
             assert!(running > 0.9, "{name}: running {running}");
         }
     }
-    counts_agree(&r);
+    counts_agree(&r, 1);
     // The viewer-side table has every row.
     assert_eq!(speedmatrix_schema::table::rows(&r).len(), 6);
     drop(server);
@@ -219,7 +221,7 @@ fn run_against_real_vllm_with_ngram_speculative_decoding_and_an_api_key() {
         eprintln!("{name}: acceptance {rate}, mean accepted length {len}");
     }
     assert!(multi_token_chunks, "ngram speculative decoding sends multi-token chunks");
-    counts_agree(&r);
+    counts_agree(&r, 4);
 }
 
 /// A twin of any run: the fit of a real vLLM CPU run (`speedmatrix simulate --fit`), served by
