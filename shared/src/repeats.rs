@@ -65,15 +65,25 @@ pub fn record(cell: &DecodeCell, repeat: u32) -> CellRepeat {
 /// latest repeat with figures. Its status is the worst of its repeats' (error, then requests
 /// queued, then valid); its reason lists each repeat's reason.
 pub fn fold(prev: &DecodeCell, new: DecodeCell, repeat: u32) -> DecodeCell {
-    let mut records: Vec<CellRepeat> = if repeat > 1 { prev.repeats.clone() } else { vec![] };
+    let mut cell = prev.clone();
+    fold_in_place(&mut cell, new, repeat);
+    cell
+}
+
+/// [`fold`] into `cell` itself: its records and requests are moved, not copied (a cell of many
+/// repeats at high concurrency holds tens of thousands of request samples, and a copy at every
+/// repeat stays in the process's memory).
+pub fn fold_in_place(cell: &mut DecodeCell, mut new: DecodeCell, repeat: u32) {
+    let mut records: Vec<CellRepeat> = if repeat > 1 { std::mem::take(&mut cell.repeats) } else { vec![] };
     records.push(record(&new, repeat));
-    let mut requests = if repeat > 1 { prev.requests.clone() } else { vec![] };
-    requests.extend(new.requests.iter().cloned());
-    let mut cell = if new.status.is_measured() || repeat == 1 { new } else { prev.clone() };
+    let mut requests = if repeat > 1 { std::mem::take(&mut cell.requests) } else { vec![] };
+    requests.append(&mut new.requests);
+    if new.status.is_measured() || repeat == 1 {
+        *cell = new;
+    }
     cell.requests = requests;
     cell.repeats = records;
-    refresh(&mut cell);
-    cell
+    refresh(cell);
 }
 
 /// A cell of a run that failed, to measure again on `--resume`: without its failed repeats

@@ -1275,10 +1275,10 @@ async fn measure_decode(s: &mut Session, i: usize, (repeat, n): (u32, u32)) -> R
         }
     }
     let measured = cell.status.is_measured();
-    s.results.decode[i] = match n {
-        1 => cell,
-        _ => repeats::fold(&s.results.decode[i], cell, repeat),
-    };
+    match n {
+        1 => s.results.decode[i] = cell,
+        _ => repeats::fold_in_place(&mut s.results.decode[i], cell, repeat),
+    }
     if measured {
         s.speculation_from_counters().await;
     }
