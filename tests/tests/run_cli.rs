@@ -83,18 +83,23 @@ fn a_scheme_other_than_http_is_named_not_doubled() {
     assert!(!err.contains("http://ftp://"), "no doubled scheme: {err}");
 }
 
+/// `run -o out` against port 9, where nothing answers: its exit code and stderr.
+fn run_to_dead_port(out: &std::path::Path) -> (Option<i32>, String) {
+    let o = Command::new(support::BIN)
+        .args(["run", "--url", "http://127.0.0.1:9", "--quiet", "-o"])
+        .arg(out)
+        .output()
+        .unwrap();
+    (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
 #[test]
 fn an_existing_results_file_is_not_overwritten_without_force() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r.json");
     std::fs::write(&out, "precious").unwrap();
-    let o = Command::new(support::BIN)
-        .args(["run", "--url", "http://127.0.0.1:9", "--quiet", "-o"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
+    let (code, err) = run_to_dead_port(&out);
+    assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("the file exists; continue it with --resume") && err.contains("--force"), "{err}");
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "precious");
 }
@@ -114,14 +119,9 @@ fn flags_are_checked_before_the_server_is_asked() {
 fn an_output_folder_that_cannot_be_written_is_refused_before_the_server_is_asked() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("no-such-folder").join("r.json");
-    let o = Command::new(support::BIN)
-        .args(["run", "--url", "http://127.0.0.1:9", "--quiet", "-o"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
+    let (code, err) = run_to_dead_port(&out);
     // Exit 1, as when the first save failed: a file that cannot be written (README, exit codes).
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(code, Some(1), "{err}");
     assert!(err.starts_with(&format!("error: cannot write {}: ", out.display())), "{err}");
     assert!(!err.contains("cannot reach"), "{err}");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "nothing is left behind");
