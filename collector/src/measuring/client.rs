@@ -736,6 +736,24 @@ impl ChunkParser {
     /// [`ChunkError::InBand`] for an error object (`{"error": …}`, sent with HTTP 200),
     /// [`ChunkError::NotJson`] for a payload that is not JSON.
     pub fn parse(&mut self, data: &str) -> Result<ParsedChunk, ChunkError> {
+        let Some(f) = crate::measuring::wire::fields(data) else {
+            return self.parse_value(data);
+        };
+        let out = ParsedChunk {
+            content: f.content,
+            finish_reason: f.finish_reason,
+            completion_tokens: f.completion_tokens,
+            prompt_tokens: f.prompt_tokens,
+            id: f.id,
+            cached_tokens: f.cached_tokens,
+            ..ParsedChunk::default()
+        };
+        Ok(self.count(out, f.has_choice, f.has_text))
+    }
+
+    /// [`ChunkParser::parse`] of any payload, through a [`Value`]: what the typed fast path
+    /// (`wire::fields`) leaves to it (errors, llama.cpp's `timings`, odd shapes).
+    fn parse_value(&mut self, data: &str) -> Result<ParsedChunk, ChunkError> {
         let v: Value = serde_json::from_str(data)
             .map_err(|e| ChunkError::NotJson { message: e.to_string(), excerpt: excerpt(data) })?;
         if let Some(err) = v.get("error") {
@@ -768,8 +786,14 @@ impl ChunkParser {
             out.completion_tokens = u.get("completion_tokens").and_then(Value::as_u64);
             out.cached_tokens = u.pointer("/prompt_tokens_details/cached_tokens").and_then(Value::as_u64);
         }
+        Ok(self.count(out, choice.is_some(), has_text))
+    }
+
+    /// The chunk's tokens: the growth of cumulative usage, else 1 for a chunk with text (and
+    /// usage is then not continuous).
+    fn count(&mut self, mut out: ParsedChunk, has_choice: bool, has_text: bool) -> ParsedChunk {
         match out.completion_tokens {
-            Some(total) if choice.is_some() => {
+            Some(total) if has_choice => {
                 out.tokens = u32::try_from(total.saturating_sub(self.last_total)).unwrap_or(u32::MAX);
                 self.last_total = self.last_total.max(total);
             }
@@ -782,7 +806,7 @@ impl ChunkParser {
             }
             None => {}
         }
-        Ok(out)
+        out
     }
 }
 
@@ -792,6 +816,47 @@ const GET_TIMEOUT: Duration = Duration::from_secs(30);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The typed fast path and the `Value` path give the same chunk (and the same parser state)
+    /// on every shape: the common ones (vLLM with continuous usage, SGLang, llama.cpp, the
+    /// final usage chunk) and the odd ones the fast path leaves to the other (errors, `timings`,
+    /// values of unexpected types, escapes, duplicated keys).
+    #[test]
+    fn the_fast_path_and_the_value_path_agree() {
+        let shapes = [
+            r#"{"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}"#,
+            r#"{"id":"c1","choices":[{"index":0,"delta":{"content":"Hi"},"logprobs":null,"finish_reason":null}],"usage":{"prompt_tokens":8,"completion_tokens":1,"total_tokens":9}}"#,
+            r#"{"id":"c1","choices":[{"index":0,"delta":{"content":" there, \"you\" \u00e9"},"finish_reason":"length"}],"usage":{"prompt_tokens":8,"completion_tokens":4,"prompt_tokens_details":{"cached_tokens":6}}}"#,
+            r#"{"id":"c1","choices":[],"usage":{"prompt_tokens":8,"completion_tokens":4}}"#,
+            r#"{"id":"c2","choices":[{"delta":{"reasoning_content":"hm"}}]}"#,
+            r#"{"id":"c2","choices":[{"delta":{"reasoning":"hm"}}]}"#,
+            r#"{"id":"c2","choices":[{"delta":{"tool_calls":[{"index":0}]}}]}"#,
+            r#"{"id":"c2","choices":[{"delta":{"tool_calls":[]}}]}"#,
+            r#"{"choices":[{"text":"x","finish_reason":null}]}"#,
+            r#"{"choices":[{"text":"x"}],"timings":{"prompt_n":5,"prompt_ms":1.5,"predicted_n":1}}"#,
+            r#"{"error":{"message":"boom"}}"#,
+            r#"{"error":null,"choices":[{"delta":{"content":"x"}}]}"#,
+            r#"{"object":"error","message":"flat"}"#,
+            r#"{"id":7,"choices":[{"delta":{"content":"x"}}]}"#,
+            r#"{"choices":[{"delta":{"content":["part"]}}]}"#,
+            r#"{"choices":[{"delta":"x"}]}"#,
+            r#"{"choices":"none","usage":5}"#,
+            r#"{"choices":[{"delta":{"content":"x"}}],"usage":{"completion_tokens":2.0}}"#,
+            r#"{"choices":[{"delta":{"content":"a"}}],"choices":[{"delta":{"content":""}}]}"#,
+            r#"{"choices":[null]}"#,
+            r#"[1,2]"#,
+            r#"not json"#,
+        ];
+        for data in shapes {
+            let (mut fast, mut slow) =
+                (ChunkParser { last_total: 3, ..ChunkParser::default() }, ChunkParser::default());
+            slow.last_total = 3;
+            let a = fast.parse(data);
+            let b = slow.parse_value(data);
+            assert_eq!(format!("{a:?}"), format!("{b:?}"), "{data}");
+            assert_eq!((fast.last_total, fast.continuous_usage), (slow.last_total, slow.continuous_usage), "{data}");
+        }
+    }
 
     /// A server that accepts the connection and never answers: the error says how long it waited.
     #[tokio::test]
