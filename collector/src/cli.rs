@@ -237,7 +237,9 @@ pub struct RunArgs {
     /// KV-cache budget in tokens for the over-capacity rule; replaces what the server reports.
     #[arg(long)]
     pub kv_budget: Option<u64>,
-    /// A stream that sends nothing for this long fails (there is no overall request timeout).
+    /// A stream that sends nothing for this long fails, and so does one whose tokens flowed and
+    /// then stopped for this long with only keep-alive comments (there is no overall request
+    /// timeout).
     #[arg(long, default_value = "120s")]
     pub stall_timeout: String,
     /// When a cell fails and the server stops answering, wait this long for it to answer again
