@@ -22,7 +22,7 @@ use speedmatrix_schema::{load_results, CellStatus, Results, RunStatus};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use support::cli::{diff, json_diff, verdicts};
+use support::cli::{diff, json_diff, json_diff_with, verdicts};
 use support::twin::twin;
 
 const MATRIX: [&str; 14] = [
@@ -174,15 +174,21 @@ fn repeats_give_intervals_that_hold_a_reseeded_twin_within_noise_and_resume_fill
     assert!(text.contains("Repeats") && text.contains("3 per cell, interleaved"), "{text}");
     assert_three_interleaved_repeats(&read(&again).unwrap());
 
-    // Same server, other seed: no cell better or worse on any figure with an interval.
+    // Same server, other seed: no cell better or worse by 1 % or more on any figure with an
+    // interval. Between-repeats intervals cover what varies within a run; two runs of one
+    // server also differ by what is fixed for a run (here the twin's seed; on a real server its
+    // boot, its thermal state), which 3 interleaved repeats do not sample: at the default 0 %
+    // threshold CI once saw 1K × 8 total tok/s −0.15 % "worse" (interval −0.23 … −0.07 %).
+    // 1 % is the equivalence margin this test claims; 5 % slower is still seen below.
+    let same = ["--threshold", "1%"];
     for column in ["total_tps", "ttft_ms_p50", "tpot_ms_p50"] {
-        let d = json_diff(&a, &again, column);
+        let d = json_diff_with(&a, &again, column, &same);
         print_deltas(&d, column);
         let v = verdicts(&d, column);
         assert_eq!(v, ["within_noise"; 2], "{column}");
     }
     for metric in ["total_tps", "ttft_ms_p50", "tpot_ms_p50"] {
-        let gate = diff(&a, &again, &["--fail-on-regression", "0", "--metric", metric]);
+        let gate = diff(&a, &again, &[&["--fail-on-regression", "0", "--metric", metric][..], &same[..]].concat());
         assert_eq!(gate.status.code(), Some(0), "{metric}: {}", String::from_utf8_lossy(&gate.stdout));
     }
 

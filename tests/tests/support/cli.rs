@@ -12,7 +12,12 @@ pub fn diff(a: &Path, b: &Path, args: &[&str]) -> Output {
 
 /// `speedmatrix diff A B -f json --metric METRIC`, parsed (it must exit 0).
 pub fn json_diff(a: &Path, b: &Path, metric: &str) -> Value {
-    let o = diff(a, b, &["-f", "json", "--metric", metric]);
+    json_diff_with(a, b, metric, &[])
+}
+
+/// [`json_diff`] with more flags (`--threshold 1%`).
+pub fn json_diff_with(a: &Path, b: &Path, metric: &str, args: &[&str]) -> Value {
+    let o = diff(a, b, &[&["-f", "json", "--metric", metric][..], args].concat());
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     serde_json::from_slice(&o.stdout).unwrap()
 }
