@@ -53,6 +53,9 @@ pub async fn measure_cell(s: &mut Session, ctx: &ContextSize, n: u32) -> DecodeC
         Some(sc) => sc.finish().await,
         None => vec![],
     };
+    if let Some(m) = scrapes.last().map(|sc| &sc.metrics) {
+        s.spec_latest = m.spec_drafts.zip(m.spec_draft_tokens).or(s.spec_latest);
+    }
     let rate_limited = crate::measuring::measure::rate_limit_note(records.iter().map(|r| &r.record));
     let early = crate::measuring::measure::early_stop_note(records.iter().map(|r| &r.record), s.spec.max_tokens);
     let info = &s.info;

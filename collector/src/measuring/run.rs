@@ -283,6 +283,8 @@ pub struct Session {
     slots_warmed: HashMap<u64, u32>,
     /// The server's speculative-decoding counters (drafts, draft tokens) when the run started.
     spec_start: Option<(f64, f64)>,
+    /// The same counters as the last decode cell's last scrape read them.
+    pub(crate) spec_latest: Option<(f64, f64)>,
     /// NVML readings on their own thread; `None` without GPUs (`hardware.gpu_telemetry_note`).
     pub(crate) gpu: Option<crate::measuring::gpu::Sampler>,
     /// Header differences accepted on `--resume` (`--accept-change`), recorded on every row and
@@ -457,14 +459,14 @@ impl Session {
     /// `engine.speculative_decoding` from the server's counters, where the launch command did
     /// not give it (a server in a container, behind a tunnel, or started some other way): the
     /// draft tokens proposed per draft since the run started
-    /// ([`crate::measuring::launch::speculative_decoding_from_counters`]).
-    pub(crate) async fn speculation_from_counters(&mut self) {
+    /// ([`crate::measuring::launch::speculative_decoding_from_counters`]), read from the last
+    /// cell's own scrapes (no request of its own).
+    pub(crate) fn speculation_from_counters(&mut self) {
         let Some((drafts, tokens)) = self.spec_start.filter(|_| self.results.engine.speculative_decoding.is_none())
         else {
             return;
         };
-        let Some(now) = self.scrape().await else { return };
-        let (Some(d), Some(t)) = (now.metrics.spec_drafts, now.metrics.spec_draft_tokens) else { return };
+        let Some((d, t)) = self.spec_latest else { return };
         self.results.engine.speculative_decoding =
             crate::measuring::launch::speculative_decoding_from_counters(d - drafts, t - tokens);
     }
@@ -587,6 +589,7 @@ async fn start_session(
         cold_ttft: HashMap::new(),
         slots_warmed: HashMap::new(),
         spec_start: None,
+        spec_latest: None,
         gpu,
         accepted,
         started: (std::time::Instant::now(), 0.0),
@@ -1207,8 +1210,7 @@ async fn measure_all(s: &mut Session) -> Result<Option<String>, FileError> {
         row.accepted_differences = s.accepted.clone();
         s.log(prefill_line(&row));
         if row.status == CellStatus::Error {
-            let first_try = row.reason.clone();
-            match after_failure(s, first_try.as_deref()).await {
+            match after_failure(s, row.reason.as_deref()).await {
                 Ok(None) => {}
                 Ok(Some(note)) => {
                     row = crate::measuring::prefill::measure_prefill(s, &ctx).await;
@@ -1262,8 +1264,7 @@ async fn measure_decode(s: &mut Session, i: usize, (repeat, n): (u32, u32)) -> R
     s.log(decode_line(&cell, (repeat, n)));
     let mut gone = None;
     if cell.status == CellStatus::Error {
-        let first_try = cell.reason.clone();
-        match after_failure(s, first_try.as_deref()).await {
+        match after_failure(s, cell.reason.as_deref()).await {
             Ok(None) => {}
             Ok(Some(note)) => {
                 cell = crate::measuring::cell::measure_cell(s, &ctx, c).await;
@@ -1280,7 +1281,7 @@ async fn measure_decode(s: &mut Session, i: usize, (repeat, n): (u32, u32)) -> R
         _ => repeats::fold_in_place(&mut s.results.decode[i], cell, repeat),
     }
     if measured {
-        s.speculation_from_counters().await;
+        s.speculation_from_counters();
     }
     if gone.is_none() {
         s.estimate_corrected();
