@@ -69,9 +69,12 @@ pub enum PlanError {
     /// `max` needs the server's `max_model_len`, which it does not report.
     #[error("the server does not report max_model_len, so 'max' cannot be resolved; give contexts in tokens (e.g. --contexts 8k,32k)")]
     MaxUnknown,
-    /// No asked context fits the server: nothing left to measure.
-    #[error("nothing to measure: no asked context fits the server (see the warnings above)")]
-    AllDropped,
+    /// No asked context fits the server: nothing left to measure; why, context by context.
+    #[error("nothing to measure: no asked context fits the server: {}", .why.join("; "))]
+    AllDropped {
+        /// Each dropped context and its reason (as the plan's warnings word them).
+        why: Vec<String>,
+    },
 }
 
 fn dedup_sorted(mut v: Vec<ContextSize>) -> Vec<ContextSize> {
@@ -94,7 +97,9 @@ pub fn plan(input: &PlanInput) -> Result<Plan, PlanError> {
     concurrency.sort_unstable();
     concurrency.dedup();
     if contexts.is_empty() && prefill.is_empty() {
-        return Err(PlanError::AllDropped);
+        // The plan's warnings are printed only with a plan: the error carries them (newcomer
+        // trial: "see the warnings above" above nothing).
+        return Err(PlanError::AllDropped { why: warnings });
     }
     if input.kv_budget.is_none() && input.slot_context.is_none() && !contexts.is_empty() {
         warnings.push(
@@ -314,7 +319,16 @@ mod tests {
         let p = plan(&PlanInput { contexts: args("512"), max_tokens: 4096, ..input.clone() }).unwrap();
         assert!(p.not_run[0].reason.ends_with("(--max-tokens 1536 or less would fit)"), "{:?}", p.not_run);
         assert!(p.warnings[0].contains("--max-tokens 1536 or less"), "the warning says what to do: {:?}", p.warnings);
-        assert!(matches!(plan(&PlanInput { max_model_len: None, ..input }), Err(PlanError::MaxUnknown)));
+        assert!(matches!(plan(&PlanInput { max_model_len: None, ..input.clone() }), Err(PlanError::MaxUnknown)));
+        // Nothing fits: the error itself says why, context by context (no plan prints its
+        // warnings then).
+        let none = PlanInput { contexts: args("1k"), prefill_contexts: vec![], max_tokens: 4096, ..input };
+        let e = plan(&none).unwrap_err().to_string();
+        assert!(
+            e.starts_with("nothing to measure: no asked context fits the server: decode context 1K not run"),
+            "{e}"
+        );
+        assert!(e.contains("exceed the server's max_model_len 2048"), "{e}");
     }
 
     #[test]
