@@ -116,6 +116,17 @@ fn flags_are_checked_before_the_server_is_asked() {
 }
 
 #[test]
+fn a_folder_as_o_is_refused_before_the_server_is_asked() {
+    // Newcomer trial: it read as "the file exists … overwrite it with --force", and with
+    // --force the run probed the server before "Is a directory".
+    let dir = tempfile::tempdir().unwrap();
+    let (code, err) = run_to_dead_port(dir.path());
+    assert_eq!(code, Some(2), "{err}");
+    let want = format!("error: -o {}: is a folder; give the results file's name, e.g. -o ", dir.path().display());
+    assert!(err.starts_with(&want), "{err}");
+}
+
+#[test]
 fn an_output_folder_that_cannot_be_written_is_refused_before_the_server_is_asked() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("no-such-folder").join("r.json");

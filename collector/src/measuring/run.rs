@@ -103,6 +103,12 @@ pub enum RunError {
     /// A `--launch-command` a shell could not split (not echoed: it may hold secrets).
     #[error("--launch-command: its quotes do not balance; give the command line as a shell would read it")]
     LaunchCommand,
+    /// `-o` names a folder, not a file.
+    #[error("-o {}: is a folder; give the results file's name, e.g. -o {}", .path.display(), .path.join("results.json").display())]
+    OutIsFolder {
+        /// The folder given.
+        path: PathBuf,
+    },
     /// `-o` names an existing file and neither `--resume` nor `--force` says what to do with it.
     #[error(
         "-o {}: the file {what}; continue it with --resume {}, overwrite it with --force, or pick another -o",

@@ -267,6 +267,9 @@ fn out_path(args: &RunArgs) -> PathBuf {
 /// one is refused without `--force`, and the folder must take a file (the first save comes
 /// after discovery and the prompts; this fails before them).
 fn out_usable(args: &RunArgs, out: &Path) -> Result<(), RunError> {
+    if out.is_dir() {
+        return Err(RunError::OutIsFolder { path: out.to_path_buf() });
+    }
     let resuming_it = args.resume.as_ref().is_some_and(|r| same_file(r, out));
     if out.exists() && !resuming_it && !args.force {
         let what = match crate::files::read_results(out) {
