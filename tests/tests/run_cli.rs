@@ -137,3 +137,58 @@ fn an_output_folder_that_cannot_be_written_is_refused_before_the_server_is_asked
     assert!(!err.contains("cannot reach"), "{err}");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "nothing is left behind");
 }
+
+/// `speedmatrix run ARGS` with the open-files limits set to `soft`/`hard` first (`ulimit -n`).
+fn run_with_file_limit(soft: u64, hard: u64, args: &[&str]) -> std::process::Output {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(support::BIN);
+    cmd.arg("run").args(args);
+    // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            let lim = libc::rlimit { rlim_cur: soft as libc::rlim_t, rlim_max: hard as libc::rlim_t };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+    cmd.output().unwrap()
+}
+
+#[test]
+fn a_concurrency_beyond_the_open_files_limit_is_refused_before_the_server_is_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.json");
+    let args = ["--url", "http://127.0.0.1:9", "--concurrency", "1,300", "--quiet", "-o", out.to_str().unwrap()];
+    let o = run_with_file_limit(256, 256, &args);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.starts_with("error: --concurrency 300: the run needs about 364 open files (one per stream, plus 64) and this process may open 256"),
+        "{err}"
+    );
+    assert!(err.contains("ulimit -n 364") && !err.contains("cannot reach"), "{err}");
+    assert!(!out.exists());
+}
+
+#[test]
+fn the_collector_raises_its_own_soft_open_files_limit() {
+    // A soft limit of 64 cannot hold 100 streams; the hard limit can, and the run raises to it.
+    let (_twin, url) = support::twin::twin(&["--profile", "tiny"]);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.json");
+    let args = ["--url", &url, "--contexts", "128", "--prefill-contexts", "none", "--concurrency", "100"];
+    let rest = ["--duration", "1s", "--max-tokens", "32", "--quiet", "-o", out.to_str().unwrap()];
+    let o = run_with_file_limit(64, 4096, &[&args[..], &rest[..]].concat());
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let cell = &r["decode"][0];
+    assert_eq!(cell["concurrency"], 100);
+    assert_eq!(cell["status"], "valid", "{cell:#}");
+    let requests = cell["requests"].as_array().unwrap();
+    assert!(requests.len() >= 100, "every stream opened: {}", requests.len());
+    let failed: Vec<&serde_json::Value> = requests.iter().filter(|q| !q["error"].is_null()).collect();
+    assert!(failed.is_empty(), "no stream failed for want of a file: {failed:?}");
+}

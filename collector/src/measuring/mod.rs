@@ -2,6 +2,7 @@
 //! file. [`run`] sequences it; each other module owns one job:
 //!
 //! - [`spec`]: the flags, checked once into a `RunSpec`;
+//! - [`fdlimit`]: open files for the plan's streams (the soft limit raised, or a clear refusal);
 //! - [`discovery`]: what server this is (`/v1/models`, `/version`, `/metrics`, …);
 //! - [`engine`]: the engine adapters (vLLM, SGLang, llama.cpp, plain OpenAI) — detection, KV
 //!   budget, metric names, stream options, the reasons for figures a server cannot give;
@@ -27,6 +28,7 @@ pub mod cell;
 pub mod client;
 pub mod discovery;
 pub mod engine;
+pub mod fdlimit;
 pub mod gpu;
 pub mod launch;
 pub mod live;

@@ -167,6 +167,9 @@ pub enum RunError {
     /// No plan can be made from the flags and the server.
     #[error(transparent)]
     Plan(#[from] PlanError),
+    /// The plan's streams need more open files than this process may have.
+    #[error(transparent)]
+    OpenFiles(#[from] crate::measuring::fdlimit::TooFewFiles),
     /// Prompts of exact lengths cannot be made (`/tokenize` and the calibration probe failed).
     #[error("cannot build prompts")]
     Prompts(#[source] HttpError),
@@ -500,6 +503,7 @@ impl Session {
 /// As [`run`].
 pub async fn measure(args: &RunArgs) -> Result<u8, RunError> {
     let spec = RunSpec::from_args(&crate::measuring::spec::with_resumed_plan(args)?)?;
+    crate::measuring::fdlimit::ensure(spec.max_concurrency() as u64)?;
     let client = Client::new(&spec.url, spec.api_key.clone(), spec.max_concurrency() + 8).map_err(RunError::Client)?;
     let (info, metrics) = discover(&client, spec.model.as_deref(), spec.kv_budget, spec.engine).await?;
     let plan = plan(&PlanInput {
