@@ -246,14 +246,19 @@ impl Client {
         let StreamCtl { clock, stall, mut cancel, id, events, live_tokens } = ctl;
         let mut rec = StreamRecord { id, sent_ms: clock.now_ms(), ..StreamRecord::default() };
         let resp = loop {
+            let written = SendStamp::new(clock);
             let resp = tokio::select! {
-                r = self.open_stream(path, body, stall) => r,
+                r = self.open_stream(path, body.clone(), &written, stall) => r,
                 _ = cancelled(&mut cancel) => {
                     rec.cancelled = true;
                     rec.ended_ms = Some(clock.now_ms());
                     return rec;
                 }
             };
+            // The request's time counts from when its bytes were written, not from when this
+            // task asked for it: with many streams opening at once, the others' requests are
+            // encoded and written in between.
+            rec.sent_ms = written.ms().unwrap_or(rec.sent_ms);
             match resp {
                 Ok(r) => break r,
                 Err(e) => match short_retry_after(&e).filter(|_| rec.rate_limited.len() < RATE_LIMIT_RETRIES) {
@@ -279,15 +284,18 @@ impl Client {
         let mut parser = ChunkParser::default();
         // Once tokens flow, only events count as life: a stream that then sends nothing but
         // keep-alive comments (a proxy in front of a stuck engine) stalls like a silent one.
-        let mut token_deadline: Option<tokio::time::Instant> = None;
+        // One timer for the whole stream, moved on only when it fires (not at every event).
+        let mut no_tokens = LazyDeadline::new(stall);
+        // One wait for cancellation for the whole stream (not a new one at every event).
+        let mut cancel_wait = std::pin::pin!(cancelled(&mut cancel));
         loop {
             let next = tokio::select! {
                 n = sse.next() => n,
-                _ = cancelled(&mut cancel) => { rec.cancelled = true; break; }
-                _ = sleep_until_some(token_deadline) => return rec.fail(clock, StreamError::NoTokens { stall }),
+                _ = &mut cancel_wait => { rec.cancelled = true; break; }
+                _ = no_tokens.expired(), if no_tokens.armed() => return rec.fail(clock, StreamError::NoTokens { stall }),
             };
             if !rec.chunks.is_empty() {
-                token_deadline = Some(tokio::time::Instant::now() + stall);
+                no_tokens.touch();
             }
             let t_ms = clock.now_ms();
             let event = match next {
@@ -330,7 +338,8 @@ impl Client {
     async fn open_stream(
         &self,
         path: &str,
-        body: &bytes::Bytes,
+        body: bytes::Bytes,
+        written: &SendStamp,
         stall: Duration,
     ) -> Result<reqwest::Response, StreamError> {
         let url = self.url(path);
@@ -339,7 +348,7 @@ impl Client {
             .post(&url)
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .header(reqwest::header::ACCEPT, "text/event-stream")
-            .body(body.clone());
+            .body(reqwest::Body::wrap(written.body(body)));
         let resp = tokio::time::timeout(stall, self.send(request, &url, None))
             .await
             .map_err(|_| StreamError::NoHeaders { stall })?
@@ -350,6 +359,66 @@ impl Client {
             return Err(StreamError::NotSse { content_type });
         }
         Ok(resp)
+    }
+}
+
+/// When a request's bytes were written: the instant the HTTP client first asked its body for
+/// data, which it does as it writes the request (head and body in one flush) — after pool
+/// checkout and any connection set-up, before the server can answer. Shared between the body
+/// (in the connection's task) and the stream's task.
+#[derive(Clone)]
+struct SendStamp {
+    clock: Clock,
+    /// `f64` bits of the run-clock ms; NaN until written.
+    ms: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl SendStamp {
+    fn new(clock: Clock) -> Self {
+        SendStamp { clock, ms: std::sync::Arc::new(std::sync::atomic::AtomicU64::new(f64::NAN.to_bits())) }
+    }
+
+    /// The write instant, once the body was asked for.
+    fn ms(&self) -> Option<f64> {
+        Some(f64::from_bits(self.ms.load(std::sync::atomic::Ordering::Acquire))).filter(|v| v.is_finite())
+    }
+
+    /// A request body of `bytes` that stamps this on its first poll.
+    fn body(&self, bytes: bytes::Bytes) -> StampedBody {
+        StampedBody { len: bytes.len() as u64, bytes: Some(bytes), stamp: self.clone() }
+    }
+}
+
+/// A whole request body that notes, in its [`SendStamp`], when it was first polled. Its exact
+/// size hint makes the client send `Content-Length` (not chunked), as for a plain body.
+struct StampedBody {
+    bytes: Option<bytes::Bytes>,
+    len: u64,
+    stamp: SendStamp,
+}
+
+impl http_body::Body for StampedBody {
+    type Data = bytes::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, Self::Error>>> {
+        let frame = self.bytes.take().map(|b| {
+            let now = self.stamp.clock.now_ms();
+            self.stamp.ms.store(now.to_bits(), std::sync::atomic::Ordering::Release);
+            Ok(http_body::Frame::data(b))
+        });
+        std::task::Poll::Ready(frame)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.bytes.is_none()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::SizeHint::with_exact(if self.bytes.is_some() { self.len } else { 0 })
     }
 }
 
@@ -459,26 +528,109 @@ enum BodyError {
 /// before its first token only a server that sends nothing for `stall` fails the stream. The
 /// timeout sits under the SSE parser, which swallows comments; [`Client::stream`] adds the
 /// timer on events once tokens flow.
-fn watched(
-    body: impl futures_util::Stream<Item = reqwest::Result<bytes::Bytes>> + Unpin,
-    stall: Duration,
-) -> impl futures_util::Stream<Item = Result<bytes::Bytes, BodyError>> {
-    futures_util::stream::unfold(Some(body), move |body| async move {
-        let mut body = body?;
-        match tokio::time::timeout(stall, body.next()).await {
-            Ok(Some(Ok(b))) => Some((Ok(b), Some(body))),
-            Ok(Some(Err(e))) => Some((Err(BodyError::Transport(e)), None)),
-            Ok(None) => None,
-            Err(_) => Some((Err(BodyError::Stalled), None)),
-        }
-    })
+fn watched<B>(body: B, stall: Duration) -> Watched<B>
+where
+    B: futures_util::Stream<Item = reqwest::Result<bytes::Bytes>> + Unpin,
+{
+    Watched { body: Some(body), idle: LazyDeadline::armed_now(stall) }
 }
 
-/// Until `at`; forever without one.
-async fn sleep_until_some(at: Option<tokio::time::Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
+/// [`watched`]'s stream: the body, and one timer for its stall timeout.
+struct Watched<B> {
+    /// `None` once the body ended or failed.
+    body: Option<B>,
+    idle: LazyDeadline,
+}
+
+impl<B> futures_util::Stream for Watched<B>
+where
+    B: futures_util::Stream<Item = reqwest::Result<bytes::Bytes>> + Unpin,
+{
+    type Item = Result<bytes::Bytes, BodyError>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        use std::task::Poll;
+        let this = &mut *self;
+        let Some(body) = this.body.as_mut() else { return Poll::Ready(None) };
+        match std::pin::Pin::new(body).poll_next(cx) {
+            Poll::Ready(Some(Ok(b))) => {
+                this.idle.touch();
+                return Poll::Ready(Some(Ok(b)));
+            }
+            Poll::Ready(Some(Err(e))) => {
+                this.body = None;
+                return Poll::Ready(Some(Err(BodyError::Transport(e))));
+            }
+            Poll::Ready(None) => {
+                this.body = None;
+                return Poll::Ready(None);
+            }
+            Poll::Pending => {}
+        }
+        match this.idle.poll_expired(cx) {
+            Poll::Ready(()) => {
+                this.body = None;
+                Poll::Ready(Some(Err(BodyError::Stalled)))
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+/// A deadline `limit` after the last [`LazyDeadline::touch`], kept by one timer that is moved
+/// on only when it fires early: touching costs a clock read, not a timer registration, which
+/// matters at one touch per streamed chunk on thousands of streams.
+struct LazyDeadline {
+    limit: Duration,
+    /// The last touch; `None` until the first (not armed).
+    last: Option<tokio::time::Instant>,
+    timer: std::pin::Pin<Box<tokio::time::Sleep>>,
+}
+
+impl LazyDeadline {
+    /// Not armed until the first touch.
+    fn new(limit: Duration) -> Self {
+        LazyDeadline { limit, last: None, timer: Box::pin(tokio::time::sleep(limit)) }
+    }
+
+    /// Armed from now.
+    fn armed_now(limit: Duration) -> Self {
+        let mut d = LazyDeadline::new(limit);
+        d.touch();
+        d
+    }
+
+    fn armed(&self) -> bool {
+        self.last.is_some()
+    }
+
+    fn touch(&mut self) {
+        self.last = Some(tokio::time::Instant::now());
+    }
+
+    /// Ready once `limit` has passed since the last touch (never while not armed).
+    fn poll_expired(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        use std::future::Future;
+        let Some(last) = self.last else { return std::task::Poll::Pending };
+        loop {
+            if self.timer.as_mut().poll(cx).is_pending() {
+                return std::task::Poll::Pending;
+            }
+            let due = last + self.limit;
+            if tokio::time::Instant::now() >= due {
+                return std::task::Poll::Ready(());
+            }
+            // Fired for an earlier touch: wait for the deadline of the last one.
+            self.timer.as_mut().reset(due);
+        }
+    }
+
+    /// [`LazyDeadline::poll_expired`] as a future.
+    fn expired(&mut self) -> impl std::future::Future<Output = ()> + '_ {
+        std::future::poll_fn(move |cx| self.poll_expired(cx))
     }
 }
 
