@@ -10,6 +10,10 @@
 //! collector's TTFT p50 with the truth from the twin's trace (first token chunk written −
 //! request arrival).
 //!
+//! `PROFILE=h200` runs the same against the h200-shaped twin, whose engine answers all running
+//! streams in lock-step steps (every stream's chunk of a step leaves in one burst): the TTFT
+//! error under a burst.
+//!
 //! Run: `cargo bench -p speedmatrix-tests --bench collector_cpu` (needs `taskset`, util-linux).
 
 use serde_json::Value;
@@ -22,8 +26,9 @@ fn main() {
     let dir = std::env::temp_dir().join(format!("collector-cpu-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let trace = dir.join("trace.jsonl");
+    let profile = std::env::var("PROFILE").unwrap_or_else(|_| "tiny".into());
     let mut twin = Command::new("taskset")
-        .args(["-c", "1", exe, "simulate", "--profile", "tiny", "--port", "0", "--trace"])
+        .args(["-c", "1", exe, "simulate", "--profile", &profile, "--port", "0", "--trace"])
         .arg(&trace)
         .stdout(Stdio::piped())
         .spawn()
@@ -33,7 +38,7 @@ fn main() {
     let url = line.trim().strip_prefix("listening on ").expect("`listening on URL`").to_string();
 
     println!(
-        "collector on CPU 0, twin on CPU 1; tiny profile, 128-token prompts, 512-token outputs, {seconds} s windows"
+        "collector on CPU 0, twin on CPU 1; {profile} profile, 128-token prompts, 512-token outputs, {seconds} s windows"
     );
     println!("| streams | output tokens | tok/s | collector CPU (% of a core) | µs CPU per token | TTFT p50 (ms) |");
     println!("|---:|---:|---:|---:|---:|---:|");
