@@ -39,9 +39,9 @@ mod reader;
 
 use emitter::{Emitted, Timing};
 use serde_json::Value;
+use std::io::Read;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -61,7 +61,11 @@ fn main() {
         let itl = args.get(2).and_then(|v| v.parse().ok()).unwrap_or(10);
         let listener = listen();
         println!("listening on http://{}", listener.local_addr().unwrap());
-        let timing = Timing { ttft: Duration::from_millis(50), itl: Duration::from_millis(itl), lockstep: args.get(3).is_some() };
+        let timing = Timing {
+            ttft: Duration::from_millis(50),
+            itl: Duration::from_millis(itl),
+            lockstep: args.get(3).is_some(),
+        };
         let _e = emitter::start(listener, timing);
         std::thread::park();
         return;
@@ -94,7 +98,10 @@ fn harness() {
     let rows = rows();
     let listener = listen();
     let addr = listener.local_addr().unwrap();
-    let e = emitter::start(listener, Timing { ttft: Duration::from_millis(50), itl: Duration::from_millis(10), lockstep: false });
+    let e = emitter::start(
+        listener,
+        Timing { ttft: Duration::from_millis(50), itl: Duration::from_millis(10), lockstep: false },
+    );
     let dir = std::env::temp_dir().join(format!("side-by-side-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let skip_peers = std::env::var("PEERS").as_deref() == Ok("0");
@@ -112,11 +119,20 @@ fn harness() {
     println!("| streams | ITL | client | CPU µs per token | × reader | TTFT p50 ms | p50 error | TTFT p99 ms | p99 error | reported tok/s | delivered tok/s | reported vs delivered | RSS MB | note |");
     println!("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
     for row in rows {
-        e.set_timing(Timing { ttft: Duration::from_millis(50), itl: Duration::from_millis(row.itl_ms), lockstep: row.lockstep });
-        let floor = measure(&e, || reader_command(addr, row, seconds), |out, started, _| reader_figures(&e, out, started));
+        e.set_timing(Timing {
+            ttft: Duration::from_millis(50),
+            itl: Duration::from_millis(row.itl_ms),
+            lockstep: row.lockstep,
+        });
+        let floor =
+            measure(&e, || reader_command(addr, row, seconds), |out, started, _| reader_figures(&e, out, started));
         print_row(row, "bare reader", &floor, &floor);
         let dir_sm = dir.join(format!("sm-{}-{}", row.streams, row.lockstep));
-        let sm = measure(&e, || speedmatrix_command(addr, row, seconds, &dir_sm), |_, started, _| speedmatrix_figures(&e, &dir_sm, started));
+        let sm = measure(
+            &e,
+            || speedmatrix_command(addr, row, seconds, &dir_sm),
+            |_, started, _| speedmatrix_figures(&e, &dir_sm, started),
+        );
         print_row(row, "speedmatrix", &sm, &floor);
         if let Some(v) = &vllm {
             let file = dir.join(format!("vllm-{}-{}.json", row.streams, row.lockstep));
@@ -144,8 +160,17 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
 /// The rows: 1, 32, 128 streams at 10 ms ITL; 512 at 25 ms, 2,048 at 100 ms and 8,192 at 400 ms
 /// (≈ 20,000 tok/s, what one emitter core writes on time); then 128 streams in lock-step.
 fn rows() -> Vec<Row> {
-    let all = [(1, 10, false), (32, 10, false), (128, 10, false), (512, 25, false), (2048, 100, false), (8192, 400, false), (128, 10, true)];
-    let want: Option<Vec<String>> = std::env::var("ROWS").ok().map(|v| v.split(',').map(|s| s.trim().to_string()).collect());
+    let all = [
+        (1, 10, false),
+        (32, 10, false),
+        (128, 10, false),
+        (512, 25, false),
+        (2048, 100, false),
+        (8192, 400, false),
+        (128, 10, true),
+    ];
+    let want: Option<Vec<String>> =
+        std::env::var("ROWS").ok().map(|v| v.split(',').map(|s| s.trim().to_string()).collect());
     all.iter()
         .map(|&(streams, itl_ms, lockstep)| Row { streams, itl_ms, lockstep })
         .filter(|r| {
@@ -174,14 +199,20 @@ fn pin_to_cpu(cpu: usize) {
 }
 
 fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg").unwrap_or_default().split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Run a client to its end while sampling its CPU time and the emitter's token count, then read
 /// its figures (`figures(stdout, started, token chunks the emitter wrote meanwhile)`).
 fn measure(e: &Emitted, command: impl Fn() -> Command, figures: impl Fn(&str, Instant, u64) -> Measured) -> Measured {
     let started = Instant::now();
-    let mut child = command().stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start a client under taskset");
+    let mut child =
+        command().stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start a client under taskset");
     let pid = child.id();
     // Read its output as it comes: a client that writes more than a pipe holds would block.
     let drain = |mut pipe: Box<dyn std::io::Read + Send>| {
@@ -272,7 +303,9 @@ fn reader_figures(e: &Emitted, stdout: &str, started: Instant) -> Measured {
 /// The emitter's own TTFT p50 (first token written − request read) over a client's requests:
 /// above 50 ms where a burst of requests kept its threads waiting for the CPU.
 fn server_ttft_words(e: &Emitted, started: Instant) -> String {
-    percentile(&mut e.ttfts_since(started), 50.0).map(|t| format!("server-side TTFT p50 {t:.2} ms; ")).unwrap_or_default()
+    percentile(&mut e.ttfts_since(started), 50.0)
+        .map(|t| format!("server-side TTFT p50 {t:.2} ms; "))
+        .unwrap_or_default()
 }
 
 /// How late the reader read each first token after the emitter wrote it (matched by id).
@@ -297,7 +330,14 @@ fn lateness_words(late: &mut [f64]) -> String {
 fn speedmatrix_command(addr: SocketAddr, row: Row, seconds: f64, dir: &Path) -> Command {
     std::fs::create_dir_all(dir).unwrap();
     let mut c = Command::new("taskset");
-    c.args(["-c", &client_cpus(), env!("CARGO_BIN_EXE_speedmatrix-under-test"), "run", "--url", &format!("http://{addr}")]);
+    c.args([
+        "-c",
+        &client_cpus(),
+        env!("CARGO_BIN_EXE_speedmatrix-under-test"),
+        "run",
+        "--url",
+        &format!("http://{addr}"),
+    ]);
     c.args(["--contexts", "128", "--prefill-contexts", "none", "--concurrency", &row.streams.to_string()]);
     c.args(["--duration", &format!("{seconds}s"), "--max-tokens", &MAX_TOKENS.to_string(), "--quiet", "-o"]);
     c.arg(dir.join("run.json"));
@@ -305,14 +345,16 @@ fn speedmatrix_command(addr: SocketAddr, row: Row, seconds: f64, dir: &Path) -> 
 }
 
 fn speedmatrix_figures(e: &Emitted, dir: &Path, started: Instant) -> Measured {
-    let r: Value = std::fs::read(dir.join("run.json")).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or(Value::Null);
+    let r: Value =
+        std::fs::read(dir.join("run.json")).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or(Value::Null);
     let c = &r["decode"][0];
     let (start, end) = (c["window_start_ms"].as_f64(), c["window_end_ms"].as_f64());
     let delivered = speedmatrix_clock(e, c, started).zip(start.zip(end)).map(|(offset_ms, (s, t))| {
         let to_unix = |ms: f64| ((ms + offset_ms) * 1000.0) as u64;
         e.between_unix_us(to_unix(s), to_unix(t)) as f64 / ((t - s) / 1000.0)
     });
-    let status = c["status"].as_str().map(|s| if s == "valid" { String::new() } else { format!("{s}: {}; ", c["reason"]) });
+    let status =
+        c["status"].as_str().map(|s| if s == "valid" { String::new() } else { format!("{s}: {}; ", c["reason"]) });
     let late = speedmatrix_clock(e, c, started).map(|offset| read_lateness(e, c, offset, started)).unwrap_or_default();
     Measured {
         cpu_us_per_token: None,
@@ -379,11 +421,26 @@ fn vllm_bench() -> Option<Vllm> {
 fn vllm_command(v: &Vllm, addr: SocketAddr, row: Row, file: &Path) -> Command {
     let (prompts, output) = vllm_load(row);
     let mut c = Command::new("taskset");
-    c.args(["-c", &client_cpus()]).arg(&v.python).args(["-c", VLLM_BENCH, "--backend", "openai", "--base-url", &format!("http://{addr}")]);
+    c.args(["-c", &client_cpus()]).arg(&v.python).args([
+        "-c",
+        VLLM_BENCH,
+        "--backend",
+        "openai",
+        "--base-url",
+        &format!("http://{addr}"),
+    ]);
     c.args(["--endpoint", "/v1/completions", "--model", "fixed", "--tokenizer"]).arg(&v.tokenizer);
     c.args(["--dataset-name", "random", "--random-input-len", "128", "--random-output-len", &output.to_string()]);
     c.args(["--ignore-eos", "--num-prompts", &prompts.to_string(), "--max-concurrency", &row.streams.to_string()]);
-    c.args(["--percentile-metrics", "ttft,tpot,itl", "--metric-percentiles", "50,99", "--disable-tqdm", "--save-result", "--save-detailed"]);
+    c.args([
+        "--percentile-metrics",
+        "ttft,tpot,itl",
+        "--metric-percentiles",
+        "50,99",
+        "--disable-tqdm",
+        "--save-result",
+        "--save-detailed",
+    ]);
     c.arg("--result-dir").arg(file.parent().unwrap()).arg("--result-filename").arg(file.file_name().unwrap());
     c.env("VLLM_TARGET_DEVICE", "cpu").env("HF_HUB_OFFLINE", "1").env("TRANSFORMERS_OFFLINE", "1");
     c
@@ -422,9 +479,14 @@ fn vllm_figures(file: &Path, row: Row, sent: u64) -> Measured {
 
 fn print_row(row: Row, client: &str, m: &Measured, floor: &Measured) {
     let f = |x: Option<f64>, d: usize| x.map(|x| format!("{x:.d$}")).unwrap_or_else(|| "—".into());
-    let err = |x: Option<f64>, r: Option<f64>| x.zip(r).map(|(x, r)| format!("{:+.2}", x - r)).unwrap_or_else(|| "—".into());
+    let err =
+        |x: Option<f64>, r: Option<f64>| x.zip(r).map(|(x, r)| format!("{:+.2}", x - r)).unwrap_or_else(|| "—".into());
     let ratio = m.cpu_us_per_token.zip(floor.cpu_us_per_token).map(|(a, b)| a / b);
-    let vs = m.reported_tps.zip(m.delivered_tps).map(|(r, d)| format!("{:+.2} %", (r / d - 1.0) * 100.0)).unwrap_or_else(|| "—".into());
+    let vs = m
+        .reported_tps
+        .zip(m.delivered_tps)
+        .map(|(r, d)| format!("{:+.2} %", (r / d - 1.0) * 100.0))
+        .unwrap_or_else(|| "—".into());
     let itl = format!("{} ms{}", row.itl_ms, if row.lockstep { " lock-step" } else { "" });
     println!(
         "| {} | {itl} | {client} | {} | {} | {} | {} | {} | {} | {} | {} | {vs} | {} | {} |",

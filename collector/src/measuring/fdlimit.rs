@@ -53,6 +53,8 @@ pub fn ensure(streams: u64) -> Result<Option<u64>, TooFewFiles> {
     if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
         return Ok(None);
     }
+    // `rlim_t` is u64 on Linux and narrower on some other systems.
+    #[allow(clippy::unnecessary_cast)]
     let (soft, hard) = (lim.rlim_cur as u64, lim.rlim_max as u64);
     match soft_limit_for(streams, soft, hard)? {
         None => Ok(Some(soft)),
@@ -95,6 +97,9 @@ mod tests {
         assert_eq!(e, TooFewFiles { streams: 8192, need: 8256, hard: 4096 });
         let text = e.to_string();
         assert!(text.starts_with("--concurrency 8192: the run needs about 8256 open files"), "{text}");
-        assert!(text.contains("may open 4096") && text.contains("ulimit -n 8256") && text.contains("lower --concurrency"), "{text}");
+        assert!(
+            text.contains("may open 4096") && text.contains("ulimit -n 8256") && text.contains("lower --concurrency"),
+            "{text}"
+        );
     }
 }

@@ -235,7 +235,8 @@ fn stream(out: &mut TcpStream, e: &Emitted, v: &serde_json::Value, chat: bool, a
     let id = format!("cmpl-{number}");
     let (prompt, n) = (prompt_tokens(v), v["max_tokens"].as_u64().unwrap_or(16).max(1));
     let so = &v["stream_options"];
-    let (each, last) = (so["continuous_usage_stats"].as_bool() == Some(true), so["include_usage"].as_bool() == Some(true));
+    let (each, last) =
+        (so["continuous_usage_stats"].as_bool() == Some(true), so["include_usage"].as_bool() == Some(true));
     let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n";
     if out.write_all(head.as_bytes()).is_err() {
         return false;
@@ -286,7 +287,10 @@ fn first_token_at(e: &Emitted, t: Timing, arrived: Instant) -> Instant {
 }
 
 fn usage(prompt: u64, completion: u64) -> String {
-    format!("{{\"prompt_tokens\":{prompt},\"total_tokens\":{},\"completion_tokens\":{completion}}}", prompt + completion)
+    format!(
+        "{{\"prompt_tokens\":{prompt},\"total_tokens\":{},\"completion_tokens\":{completion}}}",
+        prompt + completion
+    )
 }
 
 fn chunk(out: &mut TcpStream, data: &[u8]) -> bool {

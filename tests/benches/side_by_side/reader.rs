@@ -106,7 +106,8 @@ pub fn run(addr: SocketAddr, streams: usize, seconds: f64, max_tokens: u32) -> R
         let (start, start_unix_us) = (Instant::now(), unix_us());
         let deadline = start + Duration::from_secs_f64(seconds);
         let clock = (start, start_unix_us);
-        let tasks: Vec<_> = conns.into_iter().map(|c| tokio::spawn(one_stream(addr, c, req, deadline, clock))).collect();
+        let tasks: Vec<_> =
+            conns.into_iter().map(|c| tokio::spawn(one_stream(addr, c, req, deadline, clock))).collect();
         let (mut opening_ttft_ms, mut ttft_ms, mut first_reads, mut tokens) = (Vec::new(), Vec::new(), Vec::new(), 0);
         for t in tasks {
             let (mut t_ms, mut reads, n) = t.await.unwrap();
@@ -116,7 +117,15 @@ pub fn run(addr: SocketAddr, streams: usize, seconds: f64, max_tokens: u32) -> R
             tokens += n;
         }
         let window_s = deadline.duration_since(start).as_secs_f64();
-        Report { opening_ttft_ms, ttft_ms, first_reads, tokens, window_s, start_unix_us, end_unix_us: start_unix_us + (window_s * 1e6) as u64 }
+        Report {
+            opening_ttft_ms,
+            ttft_ms,
+            first_reads,
+            tokens,
+            window_s,
+            start_unix_us,
+            end_unix_us: start_unix_us + (window_s * 1e6) as u64,
+        }
     })
 }
 
