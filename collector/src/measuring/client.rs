@@ -245,40 +245,9 @@ impl Client {
     pub async fn stream(&self, path: &str, body: &bytes::Bytes, ctl: StreamCtl) -> StreamRecord {
         let StreamCtl { clock, stall, mut cancel, id, events, live_tokens } = ctl;
         let mut rec = StreamRecord { id, sent_ms: clock.now_ms(), ..StreamRecord::default() };
-        let resp = loop {
-            let written = SendStamp::new(clock);
-            let resp = tokio::select! {
-                r = self.open_stream(path, body.clone(), &written, stall) => r,
-                _ = cancelled(&mut cancel) => {
-                    rec.cancelled = true;
-                    rec.ended_ms = Some(clock.now_ms());
-                    return rec;
-                }
-            };
-            // The request's time counts from when its bytes were written, not from when this
-            // task asked for it: with many streams opening at once, the others' requests are
-            // encoded and written in between.
-            rec.sent_ms = written.ms().unwrap_or(rec.sent_ms);
-            match resp {
-                Ok(r) => break r,
-                Err(e) => match short_retry_after(&e).filter(|_| rec.rate_limited.len() < RATE_LIMIT_RETRIES) {
-                    // Rate limited with a short `Retry-After`: wait as asked, then send the
-                    // request again; its times count from the new send.
-                    Some(wait) => {
-                        rec.rate_limited.push(wait);
-                        tokio::select! {
-                            _ = tokio::time::sleep(Duration::from_secs(wait)) => {}
-                            _ = cancelled(&mut cancel) => {
-                                rec.cancelled = true;
-                                rec.ended_ms = Some(clock.now_ms());
-                                return rec;
-                            }
-                        }
-                        rec.sent_ms = clock.now_ms();
-                    }
-                    None => return rec.fail(clock, e),
-                },
-            }
+        let resp = match self.answered(path, body, (clock, stall), &mut cancel, &mut rec).await {
+            Some(r) => r,
+            None => return rec,
         };
         let mut sse = std::pin::pin!(eventsource_stream::Eventsource::eventsource(watched(resp.bytes_stream(), stall)));
         let mut parser = ChunkParser::default();
@@ -331,6 +300,57 @@ impl Client {
         rec.continuous_usage = parser.continuous_usage;
         rec.ended_ms = Some(clock.now_ms());
         rec
+    }
+
+    /// Send the request until it is answered with an event stream: again after a short
+    /// `Retry-After` (HTTP 429), at most [`RATE_LIMIT_RETRIES`] times, with `rec.sent_ms` the
+    /// last send's write. `None` when it was cancelled or failed; `rec` then says which.
+    async fn answered(
+        &self,
+        path: &str,
+        body: &bytes::Bytes,
+        (clock, stall): (Clock, Duration),
+        cancel: &mut watch::Receiver<bool>,
+        rec: &mut StreamRecord,
+    ) -> Option<reqwest::Response> {
+        loop {
+            let written = SendStamp::new(clock);
+            let resp = tokio::select! {
+                r = self.open_stream(path, body.clone(), &written, stall) => r,
+                _ = cancelled(cancel) => {
+                    rec.cancelled = true;
+                    rec.ended_ms = Some(clock.now_ms());
+                    return None;
+                }
+            };
+            // The request's time counts from when its bytes were written, not from when this
+            // task asked for it: with many streams opening at once, the others' requests are
+            // encoded and written in between.
+            rec.sent_ms = written.ms().unwrap_or(rec.sent_ms);
+            match resp {
+                Ok(r) => return Some(r),
+                Err(e) => match short_retry_after(&e).filter(|_| rec.rate_limited.len() < RATE_LIMIT_RETRIES) {
+                    // Rate limited with a short `Retry-After`: wait as asked, then send the
+                    // request again; its times count from the new send.
+                    Some(wait) => {
+                        rec.rate_limited.push(wait);
+                        tokio::select! {
+                            _ = tokio::time::sleep(Duration::from_secs(wait)) => {}
+                            _ = cancelled(cancel) => {
+                                rec.cancelled = true;
+                                rec.ended_ms = Some(clock.now_ms());
+                                return None;
+                            }
+                        }
+                        rec.sent_ms = clock.now_ms();
+                    }
+                    None => {
+                        rec.fail_in_place(clock, e);
+                        return None;
+                    }
+                },
+            }
+        }
     }
 
     /// POST a streamed request and wait, at most `stall`, for its response headers: an SSE
@@ -742,9 +762,14 @@ pub struct StreamRecord {
 
 impl StreamRecord {
     fn fail(mut self, clock: Clock, why: StreamError) -> StreamRecord {
+        self.fail_in_place(clock, why);
+        self
+    }
+
+    /// [`StreamRecord::fail`] on a borrowed record.
+    fn fail_in_place(&mut self, clock: Clock, why: StreamError) {
         self.error = Some(why.to_string());
         self.ended_ms = Some(clock.now_ms());
-        self
     }
 
     /// Why a stream that ended without `data: [DONE]` failed.
