@@ -41,34 +41,27 @@ pub fn soft_limit_for(streams: u64, soft: u64, hard: u64) -> Result<Option<u64>,
     Ok(Some(hard.min(need.saturating_mul(2).max(65_536))))
 }
 
-/// Raise this process's soft open-files limit for a run of `streams` streams. Returns the
-/// limit now in force. Where the limits cannot be read (not Linux-like), nothing is changed and
-/// `None` is returned: the streams' own errors then say what failed.
+/// Raise this process's soft open-files limit for a run of `streams` streams. Where the limits
+/// cannot be read or set, nothing is changed: the streams' own errors then say what failed.
 ///
 /// # Errors
 /// [`TooFewFiles`] when the hard limit is below the need.
-pub fn ensure(streams: u64) -> Result<Option<u64>, TooFewFiles> {
+pub fn ensure(streams: u64) -> Result<(), TooFewFiles> {
     let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: getrlimit writes the struct it is given.
     if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
-        return Ok(None);
+        return Ok(());
     }
     // `rlim_t` is u64 on Linux and narrower on some other systems.
     #[allow(clippy::unnecessary_cast)]
     let (soft, hard) = (lim.rlim_cur as u64, lim.rlim_max as u64);
-    match soft_limit_for(streams, soft, hard)? {
-        None => Ok(Some(soft)),
-        Some(new) => {
-            let want = libc::rlimit { rlim_cur: new as libc::rlim_t, rlim_max: lim.rlim_max };
-            // SAFETY: setrlimit reads the struct it is given; raising the soft limit up to the
-            // hard one needs no privilege.
-            if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &want) } == 0 {
-                Ok(Some(new))
-            } else {
-                Ok(Some(soft))
-            }
-        }
+    if let Some(new) = soft_limit_for(streams, soft, hard)? {
+        let want = libc::rlimit { rlim_cur: new as libc::rlim_t, rlim_max: lim.rlim_max };
+        // SAFETY: setrlimit reads the struct it is given; raising the soft limit up to the hard
+        // one needs no privilege.
+        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &want) };
     }
+    Ok(())
 }
 
 #[cfg(test)]
