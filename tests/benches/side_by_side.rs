@@ -37,8 +37,9 @@ mod emitter;
 #[path = "side_by_side/reader.rs"]
 mod reader;
 
-use emitter::{Emitted, Timing};
+use emitter::{Emitted, Served, Timing};
 use serde_json::Value;
+use std::collections::HashMap;
 use std::io::Read;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -303,19 +304,18 @@ fn reader_figures(e: &Emitted, stdout: &str, started: Instant) -> Measured {
 /// The emitter's own TTFT p50 (first token written − request read) over a client's requests:
 /// above 50 ms where a burst of requests kept its threads waiting for the CPU.
 fn server_ttft_words(e: &Emitted, started: Instant) -> String {
-    percentile(&mut e.ttfts_since(started), 50.0)
-        .map(|t| format!("server-side TTFT p50 {t:.2} ms; "))
-        .unwrap_or_default()
+    let mut ttfts: Vec<f64> = e.served_since(started).values().map(emitter::Served::ttft_ms).collect();
+    percentile(&mut ttfts, 50.0).map(|t| format!("server-side TTFT p50 {t:.2} ms; ")).unwrap_or_default()
 }
 
 /// How late the reader read each first token after the emitter wrote it (matched by id).
 fn reader_lateness(e: &Emitted, v: &Value, started: Instant) -> String {
-    let written = e.first_written_unix_ms_since(started);
+    let served = e.served_since(started);
     let mut late: Vec<f64> = v["first_reads"]
         .as_array()
         .into_iter()
         .flatten()
-        .filter_map(|r| Some(r[1].as_f64()? / 1000.0 - written.get(&r[0].as_u64()?)?))
+        .filter_map(|r| Some(r[1].as_f64()? / 1000.0 - served.get(&r[0].as_u64()?)?.first_ms))
         .collect();
     lateness_words(&mut late)
 }
@@ -349,13 +349,15 @@ fn speedmatrix_figures(e: &Emitted, dir: &Path, started: Instant) -> Measured {
         std::fs::read(dir.join("run.json")).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or(Value::Null);
     let c = &r["decode"][0];
     let (start, end) = (c["window_start_ms"].as_f64(), c["window_end_ms"].as_f64());
-    let delivered = speedmatrix_clock(e, c, started).zip(start.zip(end)).map(|(offset_ms, (s, t))| {
+    let served = e.served_since(started);
+    let offset = speedmatrix_clock(&served, c);
+    let delivered = offset.zip(start.zip(end)).map(|(offset_ms, (s, t))| {
         let to_unix = |ms: f64| ((ms + offset_ms) * 1000.0) as u64;
         e.between_unix_us(to_unix(s), to_unix(t)) as f64 / ((t - s) / 1000.0)
     });
     let status =
         c["status"].as_str().map(|s| if s == "valid" { String::new() } else { format!("{s}: {}; ", c["reason"]) });
-    let late = speedmatrix_clock(e, c, started).map(|offset| read_lateness(e, c, offset, started)).unwrap_or_default();
+    let late = offset.map(|offset| read_lateness(&served, c, offset)).unwrap_or_default();
     Measured {
         cpu_us_per_token: None,
         ttft_p50: c["ttft_ms"]["p50"].as_f64(),
@@ -369,16 +371,14 @@ fn speedmatrix_figures(e: &Emitted, dir: &Path, started: Instant) -> Measured {
 
 /// How late the collector stamped each opening stream's first token after the emitter wrote it
 /// (per request, matched by response id, on the emitter's clock): p50 / p99 in words.
-fn read_lateness(e: &Emitted, cell: &Value, offset_ms: f64, started: Instant) -> String {
-    let written = e.first_written_unix_ms_since(started);
+fn read_lateness(served: &HashMap<u64, Served>, cell: &Value, offset_ms: f64) -> String {
     let mut late: Vec<f64> = cell["requests"]
         .as_array()
         .into_iter()
         .flatten()
         .filter_map(|q| {
-            let id = q["response_id"].as_str()?.strip_prefix("cmpl-")?.parse::<u64>().ok()?;
             let stamped = q["start_ms"].as_f64()? + q["ttft_ms"].as_f64()? + offset_ms;
-            Some(stamped - written.get(&id)?)
+            Some(stamped - served.get(&response_number(q)?)?.first_ms)
         })
         .collect();
     lateness_words(&mut late)
@@ -386,16 +386,17 @@ fn read_lateness(e: &Emitted, cell: &Value, offset_ms: f64, started: Instant) ->
 
 /// The run clock's offset onto the Unix clock, in ms: each request's `start_ms` against the
 /// emitter's arrival of the same response id; the fastest request bounds the transit.
-fn speedmatrix_clock(e: &Emitted, cell: &Value, started: Instant) -> Option<f64> {
-    let arrivals = e.arrivals_unix_ms_since(started);
+fn speedmatrix_clock(served: &HashMap<u64, Served>, cell: &Value) -> Option<f64> {
     cell["requests"]
         .as_array()?
         .iter()
-        .filter_map(|q| {
-            let id = q["response_id"].as_str()?.strip_prefix("cmpl-")?.parse::<u64>().ok()?;
-            Some(arrivals.get(&id)? - q["start_ms"].as_f64()?)
-        })
+        .filter_map(|q| Some(served.get(&response_number(q)?)?.arrival_ms - q["start_ms"].as_f64()?))
         .reduce(f64::min)
+}
+
+/// The emitter's id number of a request sample's `response_id` (`cmpl-N`).
+fn response_number(q: &Value) -> Option<u64> {
+    q["response_id"].as_str()?.strip_prefix("cmpl-")?.parse().ok()
 }
 
 /// The CPU vLLM's Python and the model's folder, when setup installed them.

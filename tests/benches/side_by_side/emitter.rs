@@ -16,6 +16,22 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+/// One streamed request as the emitter saw it, ms since the Unix epoch.
+#[derive(Clone, Copy, Debug)]
+pub struct Served {
+    /// The request was read.
+    pub arrival_ms: f64,
+    /// Its first token chunk was written.
+    pub first_ms: f64,
+}
+
+impl Served {
+    /// The emitter's own TTFT, ms.
+    pub fn ttft_ms(&self) -> f64 {
+        self.first_ms - self.arrival_ms
+    }
+}
+
 /// When each stream's tokens leave.
 #[derive(Clone, Copy, Debug)]
 pub struct Timing {
@@ -51,28 +67,18 @@ impl Emitted {
         self.per_ms[a.min(b)..b].iter().map(|c| u64::from(c.load(Ordering::Relaxed))).sum()
     }
 
-    /// Server-side TTFTs (ms) of the requests that arrived since `since`.
-    pub fn ttfts_since(&self, since: Instant) -> Vec<f64> {
+    /// Every streamed request that arrived since `since`, by id number: when it arrived and
+    /// when its first token chunk was written (ms since the Unix epoch).
+    pub fn served_since(&self, since: Instant) -> std::collections::HashMap<u64, Served> {
         let from = since.saturating_duration_since(self.start).as_micros() as u64;
-        let all = self.ttfts.lock().unwrap();
-        all.iter().filter(|(_, arrival, _)| *arrival >= from).map(|(_, _, t)| *t as f64 / 1000.0).collect()
-    }
-
-    /// The arrival (ms since the Unix epoch) of every request that arrived since `since`, by id.
-    pub fn arrivals_unix_ms_since(&self, since: Instant) -> std::collections::HashMap<u64, f64> {
-        let from = since.saturating_duration_since(self.start).as_micros() as u64;
-        let all = self.ttfts.lock().unwrap();
         let unix_ms = |us: u64| (self.start_unix_us + us) as f64 / 1000.0;
-        all.iter().filter(|(_, arrival, _)| *arrival >= from).map(|(id, arrival, _)| (*id, unix_ms(*arrival))).collect()
-    }
-
-    /// When the first token chunk of every request that arrived since `since` was written (ms
-    /// since the Unix epoch), by id.
-    pub fn first_written_unix_ms_since(&self, since: Instant) -> std::collections::HashMap<u64, f64> {
-        let from = since.saturating_duration_since(self.start).as_micros() as u64;
         let all = self.ttfts.lock().unwrap();
-        let unix_ms = |us: u64| (self.start_unix_us + us) as f64 / 1000.0;
-        all.iter().filter(|(_, a, _)| *a >= from).map(|(id, a, t)| (*id, unix_ms(a + t))).collect()
+        all.iter()
+            .filter(|(_, arrival, _)| *arrival >= from)
+            .map(|&(id, arrival, ttft)| {
+                (id, Served { arrival_ms: unix_ms(arrival), first_ms: unix_ms(arrival + ttft) })
+            })
+            .collect()
     }
 
     /// Set the timing of the requests that arrive from now on.
