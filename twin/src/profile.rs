@@ -17,7 +17,9 @@
 //!   happened to arrive (two within the front end's spacing of each other queue there), so it
 //!   is checked against the twin's 5–95 % range over the seeds, widened by ±15 %; no
 //!   deterministic model puts every such draw within ±15 % of its median without being tuned
-//!   to the draws (see [`crate::replay`]).
+//!   to the draws: a replay of the twin itself, measured the seed's way and judged against the
+//!   twin's own medians, has every mixed median within ±15 % in 2 % of draws (the table's last
+//!   line; see [`crate::replay`]).
 //! - `tiny` is small and fast for tests and the lag benchmark: 32,768-token context, a
 //!   4M-token KV cache, 1,024 running requests at most, prefill at 200K tok/s, decode steps of
 //!   `2 + 0.1·B + 0.5·S/10⁶` ms, no front-end cost, no speculative decoding, outputs handed out

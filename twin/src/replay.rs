@@ -32,7 +32,11 @@
 //! 8K × 2, above its own 8K × 4). The run's figure there is one draw, so [`residuals`] replays
 //! each cell with every seed given and records the twin's 5–95 % range ([`Spread`]); the
 //! residual test checks a mixed median against that range (widened by the tolerance), every
-//! other figure against the twin's median.
+//! other figure against the twin's median. How many mixed medians lie beyond ±15 % of the
+//! twin's median is a draw too: [`Residuals::mixed_ttft_misses`] counts the run's and, from the
+//! replays, how many a draw of the twin itself would put beyond its own median (for the seed:
+//! the run 6 of 21, the twin 3.3 expected, 6 or more in 8 % of draws, none in 2 %); the test
+//! requires the run's count to be one the twin's draws give in at least 5 %.
 
 use crate::engine::{synthetic_hashes, Engine, Submit};
 use crate::profile::Profile;
@@ -485,6 +489,9 @@ pub struct CellResidual {
     pub ttft_ms: Option<Pair>,
     /// The twin's TTFT median over the replay seeds, 5–95 %.
     pub ttft_spread: Option<Spread>,
+    /// The twin's TTFT median of each replay seed, ms (the draws behind
+    /// [`CellResidual::ttft_spread`]).
+    pub ttft_draws: Vec<f64>,
     /// Whether the run's TTFT median mixes in requests that replaced finished ones (the seed's
     /// tool, a cell of several streams with requests completed in its window, or no count):
     /// one draw of a small median, compared with [`CellResidual::ttft_spread`].
@@ -508,6 +515,42 @@ pub struct Residuals {
     pub decode: Vec<CellResidual>,
     /// Replay seeds per cell.
     pub seeds: usize,
+}
+
+/// The residual check's tolerance: a figure of the twin within ±15 % of the run's.
+pub const TOLERANCE: f64 = 0.15;
+
+/// [`Residuals::mixed_ttft_misses`]: mixed TTFT medians beyond a tolerance of the twin's median.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MixedMisses {
+    /// Valid cells with a mixed TTFT median.
+    pub cells: usize,
+    /// Of them, those whose run median lies beyond the tolerance.
+    pub run: usize,
+    /// Per cell, the share of the twin's replay seeds whose median lies beyond it.
+    pub twin_shares: Vec<f64>,
+}
+
+impl MixedMisses {
+    /// The number of cells a draw of the twin itself puts beyond the tolerance, on average.
+    pub fn twin_expected(&self) -> f64 {
+        self.twin_shares.iter().sum()
+    }
+
+    /// The chance that a draw of the twin puts `k` or more cells beyond the tolerance (the
+    /// cells taken as independent: a Poisson-binomial tail).
+    pub fn twin_at_least(&self, k: usize) -> f64 {
+        let mut dist = vec![1.0];
+        for &q in &self.twin_shares {
+            let mut next = vec![0.0; dist.len() + 1];
+            for (i, p) in dist.iter().enumerate() {
+                next[i] += p * (1.0 - q);
+                next[i + 1] += p * q;
+            }
+            dist = next;
+        }
+        dist.iter().skip(k).sum()
+    }
 }
 
 /// The replay seeds of a residual table: 20, enough for a mixed median's 5–95 % range (the
@@ -540,6 +583,32 @@ impl Residuals {
             .filter(|c| c.run_status == CellStatus::Valid && c.ttft_mixed)
             .filter_map(|c| Some((c.ttft_spread?.outside(c.ttft_ms?.run).abs(), c)))
             .max_by(|a, b| a.0.total_cmp(&b.0))
+    }
+
+    /// Valid cells whose run TTFT median is mixed ([`CellResidual::ttft_mixed`]) and paired.
+    fn mixed_cells(&self) -> impl Iterator<Item = (&CellResidual, Pair)> {
+        self.decode
+            .iter()
+            .filter(|c| c.run_status == CellStatus::Valid && c.ttft_mixed)
+            .filter_map(|c| Some((c, c.ttft_ms?)))
+    }
+
+    /// Of the valid cells with a mixed TTFT median: how many the run puts more than `tolerance`
+    /// from the twin's median, and how many of them a draw of the twin itself would, on average
+    /// (per cell, the share of its replay seeds whose median lies that far from the median over
+    /// all of them, summed), with the number of such cells. The second figure is what a model
+    /// that is exactly right would score against a server whose draws spread as the twin's do.
+    pub fn mixed_ttft_misses(&self, tolerance: f64) -> MixedMisses {
+        let mut m = MixedMisses { cells: 0, run: 0, twin_shares: Vec::new() };
+        for (c, p) in self.mixed_cells() {
+            m.cells += 1;
+            m.run += usize::from(p.residual().abs() > tolerance);
+            if !c.ttft_draws.is_empty() {
+                let off = c.ttft_draws.iter().filter(|d| (*d / p.twin - 1.0).abs() > tolerance).count();
+                m.twin_shares.push(off as f64 / c.ttft_draws.len() as f64);
+            }
+        }
+        m
     }
 
     /// Largest |residual| of the prefill rows.
@@ -609,6 +678,7 @@ fn replay_measured_cell(
         total_tps: None,
         ttft_ms: None,
         ttft_spread: None,
+        ttft_draws: Vec::new(),
         ttft_mixed: procedure == Procedure::LlmInferenceBench
             && cell.concurrency > 1
             && cell.completed_requests != Some(0),
@@ -635,7 +705,8 @@ fn replay_measured_cell(
     let pair = |run: Option<f64>, twin: Option<f64>| Some(Pair { run: run.filter(|v| *v > 0.0)?, twin: twin? });
     out.total_tps = pair(cell.total_tps, med(&|r| r.total_tps));
     out.ttft_ms = pair(cell.ttft_ms.as_ref().and_then(|d| d.p50), med(&|r| r.ttft_ms));
-    out.ttft_spread = spread(replays.iter().filter_map(|r| r.ttft_ms).collect());
+    out.ttft_draws = replays.iter().filter_map(|r| r.ttft_ms).collect();
+    out.ttft_spread = spread(out.ttft_draws.clone());
     out.per_request_tps = pair(cell.per_request_tps.as_ref().and_then(|d| d.p50), med(&|r| r.per_request_tps));
     out.completed.1 = med(&|r| Some(r.completed as f64)).map_or(0, |v| v.round() as u64);
     Some(out)
@@ -745,6 +816,21 @@ impl fmt::Display for Residuals {
                 c.label,
                 c.concurrency
             )?;
+            let m = self.mixed_ttft_misses(TOLERANCE);
+            writeln!(
+                f,
+                "mixed TTFT medians beyond ±{tol:.0} % of the twin's median: the run's {} of {}; a draw of the \
+                 twin itself, against its own median: {:.1} of {} expected, {} or more in {:.0} % of draws, none in \
+                 {:.0} %",
+                m.run,
+                m.cells,
+                m.twin_expected(),
+                m.cells,
+                m.run,
+                100.0 * m.twin_at_least(m.run),
+                100.0 * (1.0 - m.twin_at_least(1)),
+                tol = 100.0 * TOLERANCE
+            )?;
         }
         Ok(())
     }
@@ -757,5 +843,22 @@ fn status_word(s: CellStatus) -> &'static str {
         CellStatus::OverCapacity => "over capacity",
         CellStatus::Error => "error",
         CellStatus::NotRun => "not run",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MixedMisses;
+
+    #[test]
+    fn the_chance_of_k_or_more_misses_is_a_poisson_binomial_tail() {
+        let m = MixedMisses { cells: 3, run: 1, twin_shares: vec![0.5, 0.5, 0.0] };
+        assert!((m.twin_expected() - 1.0).abs() < 1e-12);
+        for (k, want) in [(0, 1.0), (1, 0.75), (2, 0.25), (3, 0.0)] {
+            assert!((m.twin_at_least(k) - want).abs() < 1e-12, "P(≥ {k}) = {}", m.twin_at_least(k));
+        }
+        let none = MixedMisses { cells: 0, run: 0, twin_shares: vec![] };
+        assert_eq!(none.twin_at_least(0), 1.0);
+        assert_eq!(none.twin_at_least(1), 0.0);
     }
 }
