@@ -228,12 +228,15 @@ fn run_against_real_vllm_with_ngram_speculative_decoding_and_an_api_key() {
 /// the twin and measured by the collector with the same matrix. Called by
 /// [`run_against_real_vllm_on_cpu`] with its run, so CI starts one vLLM for both.
 ///
-/// - Prefill rows and every valid cell's TTFT p50: within ±20 % of the real run.
-/// - Total tok/s: within ±5 % of the fit's own replay (the twin server, measured over TCP,
-///   does what its model says). Against the real run the tok/s residual is printed, not
-///   asserted: on these 2 shared cores a real 1-stream cell of 4 s holds ~50 tokens and moves
-///   by more than 20 % between cells (in one CI run the 1,536-token cell decoded faster than
-///   the 128-token one: 14.2 vs 10.2 tok/s), which no step model can follow.
+/// - Prefill rows, and every valid cell's TTFT p50 and total tok/s: within ±20 % of the real
+///   run (the bar for a twin of any run).
+/// - Total tok/s also within ±5 % of the fit's own replay: the twin server, measured over TCP,
+///   does what its model says, so a miss against the real run is the fit's (the replay's
+///   residual, printed with it), not the server's. Three runs on a quiet 2-core machine: tok/s
+///   −4.3 … +6.2 % of the real run, TTFT p50 −2.7 … +3.9 % (before the fit refined the
+///   spacing by replay, four runs: TTFT p50 of the 8-stream cells +7.0 … +17.6 %). A real run whose cells contradict
+///   each other (a CI machine once decoded the 1,536-token cell faster than the 128-token one,
+///   14.2 vs 10.2 tok/s) is one no step model follows, and the check says so.
 fn the_twin_of_the_run_reproduces_it(real: &speedmatrix_schema::Results, dir: &std::path::Path) {
     let fit = speedmatrix_twin::fit::fit(real).expect("the run has prefill rows and decode cells");
     eprintln!("fit assumed: {:?}", fit.notes);
@@ -258,7 +261,7 @@ fn the_twin_of_the_run_reproduces_it(real: &speedmatrix_schema::Results, dir: &s
         ));
         ok
     };
-    let (mut ok, mut printed) = (true, vec![]);
+    let mut ok = true;
     for (t, r) in measured.prefill.iter().zip(&real.prefill) {
         ok &=
             check(format!("prefill {} TTFT ms vs real", r.context.label), t.ttft_ms.unwrap(), r.ttft_ms.unwrap(), 0.20);
@@ -277,13 +280,9 @@ fn the_twin_of_the_run_reproduces_it(real: &speedmatrix_schema::Results, dir: &s
             .and_then(|c| c.total_tps)
             .expect("the replay has the cell");
         ok &= check(format!("{name} total tok/s vs the replay"), t.total_tps.unwrap(), replayed.twin, 0.05);
-        let (twin, run) = (t.total_tps.unwrap(), r.total_tps.unwrap());
-        printed.push(format!(
-            "{name} total tok/s vs real (printed): twin {twin:.1} vs {run:.1} ({:+.1} %)",
-            100.0 * (twin / run - 1.0)
-        ));
+        let what = format!("{name} total tok/s vs real (the fit's replay {:+.1} %)", 100.0 * replayed.residual());
+        ok &= check(what, t.total_tps.unwrap(), r.total_tps.unwrap(), 0.20);
     }
-    lines.extend(printed);
     eprintln!("{}", lines.join("\n"));
     assert!(ok, "the twin is off:\n{}", lines.join("\n"));
     assert!(real.decode.iter().any(|c| c.status == valid), "no valid cell to compare");

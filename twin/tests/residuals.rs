@@ -125,3 +125,28 @@ fn the_decode_cells_ttft_grows_as_in_the_seed() {
     assert!((ttft("251K", 16) - 4_089.0).abs() < 0.15 * 4_089.0);
     assert!((ttft("8K", 1) - 196.0).abs() < 0.15 * 196.0);
 }
+
+/// A real vLLM 0.32 CPU run (SmolLM2-135M, 2 cores, `run_against_real_vllm_on_cpu`'s matrix,
+/// kept with `SPEEDMATRIX_KEEP_RUN`): its 8-stream TTFT is the opening burst's median, and the
+/// spacing's stage estimate replayed it 17.4 % high (the engine's prefills and decode steps
+/// between first tokens counted twice); the fit refines the spacing by replay.
+#[test]
+fn the_fit_of_a_real_cpu_run_replays_its_cells() {
+    let text = include_str!("../../tests/fixtures/vllm-cpu-smollm2-135m.json");
+    let run = load_results(text.as_bytes()).unwrap();
+    let fit = speedmatrix_twin::fit::fit(&run).unwrap();
+    let r = residuals(&fit.profile, &run, &[1, 2, 3]);
+    println!("{r}");
+    assert_eq!(r.decode.len(), 4);
+    for c in &r.decode {
+        assert_eq!(c.twin_status, ReplayStatus::Valid, "{}", name(c));
+        assert!(!c.ttft_mixed, "speedmatrix's TTFT median is over the opening streams");
+        let ttft = c.ttft_ms.unwrap();
+        assert!(ttft.residual().abs() <= 0.05, "{}: TTFT {ttft:?}", name(c));
+        let tps = c.total_tps.unwrap();
+        assert!(tps.residual().abs() <= 0.10, "{}: total tok/s {tps:?}", name(c));
+    }
+    for p in &r.prefill {
+        assert!(p.ttft_ms.residual().abs() <= 0.01, "prefill {}: {:?}", p.label, p.ttft_ms);
+    }
+}
