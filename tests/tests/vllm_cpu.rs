@@ -234,9 +234,10 @@ fn run_against_real_vllm_with_ngram_speculative_decoding_and_an_api_key() {
 ///   does what its model says, so a miss against the real run is the fit's (the replay's
 ///   residual, printed with it), not the server's. Three runs on a quiet 2-core machine: tok/s
 ///   −4.3 … +6.2 % of the real run, TTFT p50 −2.7 … +3.9 % (before the fit refined the
-///   spacing by replay, four runs: TTFT p50 of the 8-stream cells +7.0 … +17.6 %). A real run whose cells contradict
-///   each other (a CI machine once decoded the 1,536-token cell faster than the 128-token one,
-///   14.2 vs 10.2 tok/s) is one no step model follows, and the check says so.
+///   spacing by replay, four runs: the 8-stream cells' TTFT p50 +7.0 … +17.6 %). A real run
+///   whose cells contradict each other (a CI machine once decoded the 1,536-token cell faster
+///   than the 128-token one, 14.2 vs 10.2 tok/s) is one no step model follows, and the check
+///   says so.
 fn the_twin_of_the_run_reproduces_it(real: &speedmatrix_schema::Results, dir: &std::path::Path) {
     let fit = speedmatrix_twin::fit::fit(real).expect("the run has prefill rows and decode cells");
     eprintln!("fit assumed: {:?}", fit.notes);
