@@ -808,6 +808,13 @@ impl fmt::Display for Residuals {
             worst("per-request tok/s", self.worst(|c| c.per_request_tps)),
             self.worst_prefill().map_or("—".into(), |r| format!("{:.1} %", 100.0 * r)),
         )?;
+        self.write_mixed_lines(f)
+    }
+}
+
+impl Residuals {
+    /// The table's last lines: how the run's mixed TTFT medians lie against the twin's draws.
+    fn write_mixed_lines(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if let Some((r, c)) = self.worst_mixed_ttft() {
             writeln!(
                 f,
