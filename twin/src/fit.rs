@@ -106,9 +106,8 @@ pub fn fit(results: &Results) -> Result<Fit, FitError> {
         p.cost.prefill_knots = prefill_knots(&p, results, &mut notes);
     }
     p.frontend.contention_per_running = contention(&p, procedure, results);
-    // The spacing's stage estimate leaves out the engine's time between first tokens, and the
-    // contention moves the opening streams too: refine the spacing by replay, then the
-    // contention once more for it.
+    // The spacing's stage estimate counts the engine's time between first tokens as the front
+    // end's, and the contention moves the opening streams too: refine it by replay, last.
     refine_spacing(&mut p, procedure, results);
     notes.dedup();
     Ok(Fit { profile: p, notes })
@@ -382,10 +381,11 @@ fn frontend(p: &Profile, procedure: Procedure, decode: &[DecodeCell]) -> Fronten
 /// Step 4, refined: where the replay's TTFT median of a context's cells of 2 or more streams
 /// whose median is over the opening streams only is more than 2 % off the run's on average
 /// (mean log ratio), that context's spacing is moved until it is within 0.5 % (at most six
-/// more replays per cell). The stage
-/// estimate `(median − lone) ÷ (rank − 1)` counts every millisecond between first tokens as
-/// the front end's; the engine's own prefills and the decode steps of the streams already
-/// running take some of it (a CPU vLLM run's 8-stream TTFT replayed 17 % high without this).
+/// more replays per cell; the best spacing seen is kept, so it never ends further off than
+/// the estimate). The stage estimate `(median − lone) ÷ (rank − 1)` counts every millisecond
+/// between first tokens as the front end's; the engine's own prefills and the decode steps of
+/// the streams already running take some of it (a CPU vLLM run's 8-stream TTFT replayed 17 %
+/// high without this).
 fn refine_spacing(p: &mut Profile, procedure: Procedure, r: &Results) {
     for knot in 0..p.frontend.spacing_knots.len() {
         let len = p.frontend.spacing_knots[knot].0;
