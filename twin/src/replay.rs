@@ -630,7 +630,7 @@ pub fn residuals(profile: &Profile, results: &Results, seeds: &[u64]) -> Residua
         .prefill
         .iter()
         .filter_map(|row| {
-            let ttft = row.ttft_ms?;
+            let ttft = row.ttft_ms.filter(|t| *t > 0.0)?;
             let tokens = prompt_tokens(row.prompt_tokens, row.context.tokens);
             Some(PrefillResidual {
                 label: row.context.label.clone(),
@@ -761,7 +761,9 @@ impl fmt::Display for Residuals {
         }
         writeln!(
             f,
-            "\ndecode   cell      status (run → twin)     total tok/s          TTFT p50 ms          per-request tok/s    completed  twin TTFT 5–95 % (mixed)"
+            "\ndecode (the twin's figure and its residual; !: the twin's status differs from the run's; completed: \
+             requests finished in the window, run → twin)\n\
+             \x20        cell      status (run → twin)     total tok/s          TTFT p50 ms          per-request tok/s    completed  twin TTFT 5–95 % (mixed)"
         )?;
         for c in &self.decode {
             let mut status = format!("{} → {}", status_word(c.run_status), c.twin_status.word());
@@ -789,7 +791,7 @@ impl fmt::Display for Residuals {
             None => format!("{name} —"),
         };
         if self.decode.iter().any(|c| c.twin_queued_share.is_some_and(|q| q > 0.0 && q < 1.0)) {
-            writeln!(f, "\n(N %): the share of the twin's replays with the procedure's queue evidence")?;
+            writeln!(f, "\n(N %): the share of the twin's replays that show the run's kind of queue evidence")?;
         }
         if self.decode.iter().any(|c| c.ttft_mixed) {
             writeln!(
@@ -827,19 +829,29 @@ impl Residuals {
             writeln!(
                 f,
                 "mixed TTFT medians beyond ±{tol:.0} % of the twin's median: the run's {} of {}; a draw of the \
-                 twin itself, against its own median: {:.1} of {} expected, {} or more in {:.0} % of draws, none in \
-                 {:.0} %",
+                 twin itself, against its own median: {:.1} of {} expected, {} or more in {} of draws, every one \
+                 within ±{tol:.0} % in {}\n(the twin's draws scatter that much too; a run count far above theirs \
+                 means the model misses, not the draw)",
                 m.run,
                 m.cells,
                 m.twin_expected(),
                 m.cells,
                 m.run,
-                100.0 * m.twin_at_least(m.run),
-                100.0 * (1.0 - m.twin_at_least(1)),
+                share_text(m.twin_at_least(m.run)),
+                share_text(1.0 - m.twin_at_least(1)),
                 tol = 100.0 * TOLERANCE
             )?;
         }
         Ok(())
+    }
+}
+
+/// A share as a percentage, `< 1 %` or `> 99 %` at the ends rather than a rounded 0 or 100.
+fn share_text(p: f64) -> String {
+    match p {
+        p if p > 0.0 && p < 0.01 => "< 1 %".into(),
+        p if p < 1.0 && p > 0.99 => "> 99 %".into(),
+        p => format!("{:.0} %", 100.0 * p),
     }
 }
 
