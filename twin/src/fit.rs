@@ -7,12 +7,16 @@
 //!
 //! 1. **Identity and limits** from the engine section: served name, model, version,
 //!    `max_model_len`, speculative tokens (`speculative_decoding` or the launch command),
-//!    `--max-num-batched-tokens`, `--no-enable-prefix-caching`, `max_running_requests`. A step's
-//!    outputs are handed out 0.03 ms apart per request (vLLM's API server turns each request's
-//!    output into an SSE chunk in turn: 4 ms for 128 streams); no results file shows it.
+//!    `--max-num-batched-tokens`, `--no-enable-prefix-caching`, `max_running_requests` (else
+//!    `--max-num-seqs`). A step's outputs are handed out 0.03 ms apart per request (vLLM's API
+//!    server turns each request's output into an SSE chunk in turn: 4 ms for 128 streams); no
+//!    results file shows it.
 //! 2. **KV budget**: the recorded budget; else one that the plan's rule
 //!    `N × (context + max_tokens) > budget` turns into exactly the file's over-capacity cells
 //!    (the geometric middle of the allowed range, rounded to a power-of-two multiple).
+//!    Either way, at least one request the server took: `max_model_len`, the longest prefill
+//!    row, each measured cell's prompt + `max_tokens` (vLLM does not start without room for
+//!    one `max_model_len` request; a smaller budget would hold a request forever), with a note.
 //! 3. **Decode steps**: every valid cell gives a step time `N × m ÷ total tok/s` (`m` the
 //!    tokens a request emits per step with speculative decoding, `1 + α + … + α^K`) at a
 //!    batch of N whose contexts sum to `N × (prompt + max_tokens ÷ 2)`; the step model
@@ -86,6 +90,7 @@ pub fn fit(results: &Results) -> Result<Fit, FitError> {
     let mut notes = Vec::new();
     let mut p = identity(results, &mut notes);
     p.kv_tokens = kv_budget(results, p.block_size, &mut notes);
+    p.kv_tokens = kv_floor(results, &p, p.kv_tokens, &mut notes);
     let cells: Vec<&DecodeCell> = results
         .decode
         .iter()
@@ -102,14 +107,15 @@ pub fn fit(results: &Results) -> Result<Fit, FitError> {
     // Front end and prefill depend on each other only through a lone warm request's engine
     // time (a few ms): two passes settle it.
     for _ in 0..2 {
-        p.frontend = frontend(&p, procedure, &results.decode);
+        p.frontend = frontend(&p, procedure, &results.decode, &mut notes);
         p.cost.prefill_knots = prefill_knots(&p, results, &mut notes);
     }
     p.frontend.contention_per_running = contention(&p, procedure, results);
     // The spacing's stage estimate counts the engine's time between first tokens as the front
     // end's, and the contention moves the opening streams too: refine it by replay, last.
     refine_spacing(&mut p, procedure, results);
-    notes.dedup();
+    let mut seen = std::collections::HashSet::new();
+    notes.retain(|n| seen.insert(n.clone()));
     Ok(Fit { profile: p, notes })
 }
 
@@ -147,11 +153,16 @@ fn identity(r: &Results, notes: &mut Vec<String>) -> Profile {
             m
         }
     };
-    let max_num_seqs = e.max_running_requests.map(|m| m as usize).unwrap_or_else(|| {
-        notes.push("max_num_seqs not recorded: 1,024 (vLLM's default on large GPUs)".into());
-        1024
-    });
-    let max_batched_tokens = flag_number(launch, "max-num-batched-tokens").unwrap_or_else(|| {
+    let max_num_seqs = e
+        .max_running_requests
+        .map(|m| m as usize)
+        .or_else(|| flag_number(launch, "max-num-seqs").map(|m| m as usize))
+        .filter(|m| *m > 0)
+        .unwrap_or_else(|| {
+            notes.push("max_num_seqs not recorded: 1,024 (vLLM's default on large GPUs)".into());
+            1024
+        });
+    let max_batched_tokens = flag_number(launch, "max-num-batched-tokens").filter(|m| *m > 0).unwrap_or_else(|| {
         notes.push("max_num_batched_tokens not in the launch command: 8,192 (vLLM's default for the OpenAI server on large GPUs)".into());
         8192
     });
@@ -212,6 +223,27 @@ fn per_token_acceptance(rate: f64, k: u32) -> f64 {
 }
 
 /// Step 2: the KV budget.
+/// The KV budget at least what one request of the run took: vLLM does not start when its KV
+/// cache cannot hold one `max_model_len` request, and every prefill row and measured cell's
+/// request was served. A budget below that (recorded as 0, or bounded only by small cells)
+/// would leave the twin holding a request it can never schedule; it is raised, with a note.
+fn kv_floor(r: &Results, p: &Profile, budget: u64, notes: &mut Vec<String>) -> u64 {
+    let prefill = r.prefill.iter().filter(|row| row.status == CellStatus::Valid);
+    let rows = prefill.map(|row| row.prompt_tokens.unwrap_or(row.context.tokens) + 1);
+    let cells = r.decode.iter().filter(|c| c.status.is_measured()).map(|c| c.context.tokens + u64::from(max_tokens(r)));
+    let floor = rows.chain(cells).chain([u64::from(p.max_model_len)]).max().unwrap_or(0);
+    let block = u64::from(p.block_size.max(1));
+    let floor = floor.div_ceil(block) * block;
+    if budget >= floor {
+        return budget;
+    }
+    notes.push(format!(
+        "KV budget {budget} tokens holds less than one request the server took (max_model_len or the longest \
+         measured request): {floor} tokens"
+    ));
+    floor
+}
+
 fn kv_budget(r: &Results, block: u32, notes: &mut Vec<String>) -> u64 {
     if let Some(b) = r.engine.kv_budget_tokens {
         return b / u64::from(block) * u64::from(block);
@@ -346,7 +378,7 @@ fn opening_only(procedure: Procedure, c: &DecodeCell) -> bool {
 }
 
 /// Step 4 (stages; the contention is fitted later by replay).
-fn frontend(p: &Profile, procedure: Procedure, decode: &[DecodeCell]) -> FrontendModel {
+fn frontend(p: &Profile, procedure: Procedure, decode: &[DecodeCell], notes: &mut Vec<String>) -> FrontendModel {
     let ttft = |c: &DecodeCell| c.ttft_ms.as_ref().and_then(|d| d.p50).filter(|_| c.status.is_measured());
     let mut contexts: Vec<(u32, f64)> = decode
         .iter()
@@ -367,6 +399,13 @@ fn frontend(p: &Profile, procedure: Procedure, decode: &[DecodeCell]) -> Fronten
             ranks += median_rank(procedure, c.concurrency) - 1.0;
         }
         if ranks > 0.0 {
+            if sum < 0.0 {
+                notes.push(format!(
+                    "{len}-token prompts: the run's TTFT with several streams is below its 1-stream TTFT \
+                     ({lone:.0} ms); the twin's streams cannot start sooner together than alone, so those \
+                     cells replay high"
+                ));
+            }
             serial.push((len, (sum / ranks).max(0.0)));
         }
     }
@@ -592,6 +631,62 @@ mod tests {
             assert_eq!(over, c.status == CellStatus::OverCapacity, "{} × {}", c.context.label, c.concurrency);
         }
         assert_eq!(budget % 16, 0);
+    }
+
+    fn cpu_run() -> Results {
+        let text = include_str!("../../tests/fixtures/vllm-cpu-smollm2-135m.json");
+        speedmatrix_schema::load_results(text.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn max_num_seqs_comes_from_a_vllm_launch_command() {
+        let mut r = cpu_run();
+        assert_eq!(fit(&r).unwrap().profile.max_num_seqs, 1024, "vLLM's default when nothing says");
+        let launch = r.engine.launch_command.take().unwrap();
+        r.engine.launch_command = Some(format!("{launch} --max-num-seqs 4"));
+        let f = fit(&r).unwrap();
+        assert_eq!(f.profile.max_num_seqs, 4);
+        assert!(!f.notes.iter().any(|n| n.contains("max_num_seqs")), "{:?}", f.notes);
+    }
+
+    #[test]
+    fn a_kv_budget_below_one_request_is_raised_to_what_the_server_took() {
+        // Recorded as 0 or 992 tokens while the run served 2,048-token requests: the twin
+        // would hold every request forever. vLLM starts only with room for max_model_len.
+        for recorded in [0, 992] {
+            let mut r = cpu_run();
+            r.engine.kv_budget_tokens = Some(recorded);
+            let f = fit(&r).unwrap();
+            assert_eq!(f.profile.kv_tokens, 2048, "{recorded}");
+            assert!(f.notes.iter().any(|n| n.contains(&format!("KV budget {recorded} tokens"))), "{:?}", f.notes);
+        }
+        // Estimated from one small cell, without a recorded budget: at least the longest prefill row.
+        let mut r = seed();
+        r.engine.kv_budget_tokens = None;
+        r.decode.retain(|c| c.context.tokens == 8192 && c.concurrency == 1);
+        assert!(fit(&r).unwrap().profile.kv_tokens >= 262_144);
+        // The seed's own budget is far above the floor and unchanged by it.
+        let f = fit(&seed()).unwrap();
+        assert!(!f.notes.iter().any(|n| n.contains("holds less than one request")), "{:?}", f.notes);
+    }
+
+    #[test]
+    fn streams_together_faster_than_alone_are_named() {
+        let mut r = cpu_run();
+        let lone = r.decode.iter().find(|c| c.context.tokens == 128 && c.concurrency == 1).unwrap().clone();
+        let eight = r.decode.iter_mut().find(|c| c.context.tokens == 128 && c.concurrency == 8).unwrap();
+        eight.ttft_ms = lone.ttft_ms.map(|mut d| {
+            d.p50 = d.p50.map(|t| t / 2.0);
+            d.min = None;
+            d
+        });
+        let f = fit(&r).unwrap();
+        assert!(
+            f.notes.iter().any(|n| n.starts_with("128-token prompts: the run's TTFT with several streams")),
+            "{:?}",
+            f.notes
+        );
+        assert!(!fit(&cpu_run()).unwrap().notes.iter().any(|n| n.contains("several streams")));
     }
 
     #[test]
