@@ -458,7 +458,7 @@ fn refine_spacing(p: &mut Profile, procedure: Procedure, r: &Results) {
         // A stage estimate whose replay is within 2 % on average is kept as it is (the seed's:
         // −0.8 … +0.7 %); one further off is moved to within 0.5 %.
         let best = match log_error(start) {
-            Some(e) if e.abs() > 0.02 => secant_root(&mut log_error, start, 0.005, 6).unwrap_or(start),
+            Some(e) if e.abs() > 0.02 => secant_root(&mut log_error, (start, e), 0.005, 6),
             _ => start,
         };
         p.frontend.spacing_knots[knot].1 = best;
@@ -466,25 +466,26 @@ fn refine_spacing(p: &mut Profile, procedure: Procedure, r: &Results) {
 }
 
 /// A root of `f` (a spacing where the replay's mean log ratio is 0) by the secant method from
-/// `x0` and a second point 10 % away, kept non-negative; stops within `tolerance` or after
-/// `evaluations`, giving the best point seen (`None`: `f` never gave a value).
-fn secant_root(f: &mut impl FnMut(f64) -> Option<f64>, x0: f64, tolerance: f64, evaluations: usize) -> Option<f64> {
-    let mut seen: Vec<(f64, f64)> = Vec::new();
-    let mut x = x0.max(0.0);
+/// `first` (a point and its value, already evaluated) and a second point 10 % away, kept
+/// non-negative; stops within `tolerance` or after `evaluations` more, giving the best point
+/// seen.
+fn secant_root(f: &mut impl FnMut(f64) -> Option<f64>, first: (f64, f64), tolerance: f64, evaluations: usize) -> f64 {
+    let mut seen = vec![first];
     for _ in 0..evaluations {
-        let Some(y) = f(x) else { break };
-        seen.push((x, y));
-        if y.abs() <= tolerance {
+        let &[.., (x1, y1)] = seen.as_slice() else { break };
+        if y1.abs() <= tolerance {
             break;
         }
-        x = match seen.as_slice() {
-            [.., (x1, y1), (x2, y2)] if (y2 - y1).abs() > 1e-12 => (x2 - y2 * (x2 - x1) / (y2 - y1)).max(0.0),
+        let x = match seen.as_slice() {
+            [.., (x0, y0), _] if (y1 - y0).abs() > 1e-12 => (x1 - y1 * (x1 - x0) / (y1 - y0)).max(0.0),
             // The first step, or a flat stretch: 10 % against the sign of the error (a longer
             // spacing makes the later streams' first tokens later).
-            _ => (x * if y > 0.0 { 0.9 } else { 1.1 }).max(0.5),
+            _ => (x1 * if y1 > 0.0 { 0.9 } else { 1.1 }).max(0.5),
         };
+        let Some(y) = f(x) else { break };
+        seen.push((x, y));
     }
-    seen.iter().min_by(|a, b| a.1.abs().total_cmp(&b.1.abs())).map(|s| s.0)
+    seen.iter().min_by(|a, b| a.1.abs().total_cmp(&b.1.abs())).map_or(first.0, |s| s.0)
 }
 
 /// Engine time of a lone warm request: its uncached tail (and one prefilled token).

@@ -487,9 +487,7 @@ pub struct CellResidual {
     pub total_tps: Option<Pair>,
     /// TTFT median, ms.
     pub ttft_ms: Option<Pair>,
-    /// The twin's TTFT median over the replay seeds, 5–95 %.
-    pub ttft_spread: Option<Spread>,
-    /// The twin's TTFT median of each replay seed, ms (the draws behind
+    /// The twin's TTFT median of each replay seed, ms (its 5–95 % range:
     /// [`CellResidual::ttft_spread`]).
     pub ttft_draws: Vec<f64>,
     /// Whether the run's TTFT median mixes in requests that replaced finished ones (the seed's
@@ -500,6 +498,13 @@ pub struct CellResidual {
     pub per_request_tps: Option<Pair>,
     /// Requests completed in the window: the run's (when recorded) and the twin's.
     pub completed: (Option<u64>, u64),
+}
+
+impl CellResidual {
+    /// The twin's TTFT median over the replay seeds, 5–95 % (`None`: not replayed).
+    pub fn ttft_spread(&self) -> Option<Spread> {
+        spread(self.ttft_draws.clone())
+    }
 }
 
 /// Every prefill row and decode cell of a run, replayed on a profile.
@@ -581,7 +586,7 @@ impl Residuals {
         self.decode
             .iter()
             .filter(|c| c.run_status == CellStatus::Valid && c.ttft_mixed)
-            .filter_map(|c| Some((c.ttft_spread?.outside(c.ttft_ms?.run).abs(), c)))
+            .filter_map(|c| Some((c.ttft_spread()?.outside(c.ttft_ms?.run).abs(), c)))
             .max_by(|a, b| a.0.total_cmp(&b.0))
     }
 
@@ -677,7 +682,6 @@ fn replay_measured_cell(
         twin_queued_share: None,
         total_tps: None,
         ttft_ms: None,
-        ttft_spread: None,
         ttft_draws: Vec::new(),
         ttft_mixed: procedure == Procedure::LlmInferenceBench
             && cell.concurrency > 1
@@ -706,7 +710,6 @@ fn replay_measured_cell(
     out.total_tps = pair(cell.total_tps, med(&|r| r.total_tps));
     out.ttft_ms = pair(cell.ttft_ms.as_ref().and_then(|d| d.p50), med(&|r| r.ttft_ms));
     out.ttft_draws = replays.iter().filter_map(|r| r.ttft_ms).collect();
-    out.ttft_spread = spread(out.ttft_draws.clone());
     out.per_request_tps = pair(cell.per_request_tps.as_ref().and_then(|d| d.p50), med(&|r| r.per_request_tps));
     out.completed.1 = med(&|r| Some(r.completed as f64)).map_or(0, |v| v.round() as u64);
     Some(out)
@@ -721,7 +724,7 @@ fn spread(mut v: Vec<f64>) -> Option<Spread> {
 
 /// A mixed median's column: the twin's 5–95 % range and where the run's value lies.
 fn spread_text(c: &CellResidual) -> String {
-    let (Some(s), Some(p)) = (c.ttft_spread.filter(|_| c.ttft_mixed), c.ttft_ms) else {
+    let (Some(s), Some(p)) = (c.ttft_spread().filter(|_| c.ttft_mixed), c.ttft_ms) else {
         return String::new();
     };
     let range = format!("{:.0}–{:.0}", s.p5, s.p95);

@@ -49,7 +49,7 @@ fn residuals_of_the_seed_fit() {
         // every such draw within ±15 % of its own median without being tuned to the draws; the
         // check is that the seed's draw is one the twin gives: inside the twin's 5–95 % range
         // over the replay seeds, widened by ±15 %.
-        let s = c.ttft_spread.unwrap_or_else(|| panic!("{}: no TTFT spread", name(c)));
+        let s = c.ttft_spread().unwrap_or_else(|| panic!("{}: no TTFT spread", name(c)));
         assert!(s.outside(ttft.run).abs() <= TOLERANCE, "{}: TTFT {ttft:?}, twin 5–95 % {s:?}", name(c));
         mixed.push(ttft.residual());
     }
