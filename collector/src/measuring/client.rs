@@ -253,18 +253,17 @@ impl Client {
         let mut parser = ChunkParser::default();
         // Once tokens flow, only events count as life: a stream that then sends nothing but
         // keep-alive comments (a proxy in front of a stuck engine) stalls like a silent one.
-        // One timer for the whole stream, moved on only when it fires (not at every event).
-        let mut no_tokens = LazyDeadline::new(stall);
+        let mut token_deadline: Option<tokio::time::Instant> = None;
         // One wait for cancellation for the whole stream (not a new one at every event).
         let mut cancel_wait = std::pin::pin!(cancelled(&mut cancel));
         loop {
             let next = tokio::select! {
                 n = sse.next() => n,
                 _ = &mut cancel_wait => { rec.cancelled = true; break; }
-                _ = no_tokens.expired(), if no_tokens.armed() => return rec.fail(clock, StreamError::NoTokens { stall }),
+                _ = sleep_until_some(token_deadline) => return rec.fail(clock, StreamError::NoTokens { stall }),
             };
             if !rec.chunks.is_empty() {
-                no_tokens.touch();
+                token_deadline = Some(tokio::time::Instant::now() + stall);
             }
             let t_ms = clock.now_ms();
             let event = match next {
@@ -317,11 +316,7 @@ impl Client {
             let written = SendStamp::new(clock);
             let resp = tokio::select! {
                 r = self.open_stream(path, body.clone(), &written, stall) => r,
-                _ = cancelled(cancel) => {
-                    rec.cancelled = true;
-                    rec.ended_ms = Some(clock.now_ms());
-                    return None;
-                }
+                _ = cancelled(cancel) => return rec.cancel_in_place(clock),
             };
             // The request's time counts from when its bytes were written, not from when this
             // task asked for it: with many streams opening at once, the others' requests are
@@ -336,11 +331,7 @@ impl Client {
                         rec.rate_limited.push(wait);
                         tokio::select! {
                             _ = tokio::time::sleep(Duration::from_secs(wait)) => {}
-                            _ = cancelled(cancel) => {
-                                rec.cancelled = true;
-                                rec.ended_ms = Some(clock.now_ms());
-                                return None;
-                            }
+                            _ = cancelled(cancel) => return rec.cancel_in_place(clock),
                         }
                         rec.sent_ms = clock.now_ms();
                     }
@@ -548,109 +539,26 @@ enum BodyError {
 /// before its first token only a server that sends nothing for `stall` fails the stream. The
 /// timeout sits under the SSE parser, which swallows comments; [`Client::stream`] adds the
 /// timer on events once tokens flow.
-fn watched<B>(body: B, stall: Duration) -> Watched<B>
-where
-    B: futures_util::Stream<Item = reqwest::Result<bytes::Bytes>> + Unpin,
-{
-    Watched { body: Some(body), idle: LazyDeadline::armed_now(stall) }
-}
-
-/// [`watched`]'s stream: the body, and one timer for its stall timeout.
-struct Watched<B> {
-    /// `None` once the body ended or failed.
-    body: Option<B>,
-    idle: LazyDeadline,
-}
-
-impl<B> futures_util::Stream for Watched<B>
-where
-    B: futures_util::Stream<Item = reqwest::Result<bytes::Bytes>> + Unpin,
-{
-    type Item = Result<bytes::Bytes, BodyError>;
-
-    fn poll_next(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Self::Item>> {
-        use std::task::Poll;
-        let this = &mut *self;
-        let Some(body) = this.body.as_mut() else { return Poll::Ready(None) };
-        match std::pin::Pin::new(body).poll_next(cx) {
-            Poll::Ready(Some(Ok(b))) => {
-                this.idle.touch();
-                return Poll::Ready(Some(Ok(b)));
-            }
-            Poll::Ready(Some(Err(e))) => {
-                this.body = None;
-                return Poll::Ready(Some(Err(BodyError::Transport(e))));
-            }
-            Poll::Ready(None) => {
-                this.body = None;
-                return Poll::Ready(None);
-            }
-            Poll::Pending => {}
+fn watched(
+    body: impl futures_util::Stream<Item = reqwest::Result<bytes::Bytes>> + Unpin,
+    stall: Duration,
+) -> impl futures_util::Stream<Item = Result<bytes::Bytes, BodyError>> {
+    futures_util::stream::unfold(Some(body), move |body| async move {
+        let mut body = body?;
+        match tokio::time::timeout(stall, body.next()).await {
+            Ok(Some(Ok(b))) => Some((Ok(b), Some(body))),
+            Ok(Some(Err(e))) => Some((Err(BodyError::Transport(e)), None)),
+            Ok(None) => None,
+            Err(_) => Some((Err(BodyError::Stalled), None)),
         }
-        match this.idle.poll_expired(cx) {
-            Poll::Ready(()) => {
-                this.body = None;
-                Poll::Ready(Some(Err(BodyError::Stalled)))
-            }
-            Poll::Pending => Poll::Pending,
-        }
-    }
+    })
 }
 
-/// A deadline `limit` after the last [`LazyDeadline::touch`], kept by one timer that is moved
-/// on only when it fires early: touching costs a clock read, not a timer registration, which
-/// matters at one touch per streamed chunk on thousands of streams.
-struct LazyDeadline {
-    limit: Duration,
-    /// The last touch; `None` until the first (not armed).
-    last: Option<tokio::time::Instant>,
-    timer: std::pin::Pin<Box<tokio::time::Sleep>>,
-}
-
-impl LazyDeadline {
-    /// Not armed until the first touch.
-    fn new(limit: Duration) -> Self {
-        LazyDeadline { limit, last: None, timer: Box::pin(tokio::time::sleep(limit)) }
-    }
-
-    /// Armed from now.
-    fn armed_now(limit: Duration) -> Self {
-        let mut d = LazyDeadline::new(limit);
-        d.touch();
-        d
-    }
-
-    fn armed(&self) -> bool {
-        self.last.is_some()
-    }
-
-    fn touch(&mut self) {
-        self.last = Some(tokio::time::Instant::now());
-    }
-
-    /// Ready once `limit` has passed since the last touch (never while not armed).
-    fn poll_expired(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
-        use std::future::Future;
-        let Some(last) = self.last else { return std::task::Poll::Pending };
-        loop {
-            if self.timer.as_mut().poll(cx).is_pending() {
-                return std::task::Poll::Pending;
-            }
-            let due = last + self.limit;
-            if tokio::time::Instant::now() >= due {
-                return std::task::Poll::Ready(());
-            }
-            // Fired for an earlier touch: wait for the deadline of the last one.
-            self.timer.as_mut().reset(due);
-        }
-    }
-
-    /// [`LazyDeadline::poll_expired`] as a future.
-    fn expired(&mut self) -> impl std::future::Future<Output = ()> + '_ {
-        std::future::poll_fn(move |cx| self.poll_expired(cx))
+/// Until `at`; forever without one.
+async fn sleep_until_some(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -764,6 +672,13 @@ impl StreamRecord {
     fn fail(mut self, clock: Clock, why: StreamError) -> StreamRecord {
         self.fail_in_place(clock, why);
         self
+    }
+
+    /// Cancelled before it was answered (`None`: no response to read).
+    fn cancel_in_place<T>(&mut self, clock: Clock) -> Option<T> {
+        self.cancelled = true;
+        self.ended_ms = Some(clock.now_ms());
+        None
     }
 
     /// [`StreamRecord::fail`] on a borrowed record.
