@@ -126,7 +126,7 @@ pub fn is_server(argv: &[String]) -> bool {
         || first.starts_with("VLLM::")
         || joined.contains("sglang.launch_server")
         || (program == "sglang" && argv.iter().any(|a| a == "serve"))
-        || (program.starts_with("speedmatrix") && argv.get(1).is_some_and(|a| a == "simulate"))
+        || (program.starts_with("speedmatrix") && argv.get(1).is_some_and(|a| a == "simulate" || a == "demo"))
         || [
             "llama-server",
             "ollama",
@@ -410,6 +410,7 @@ mod tests {
         assert!(is_server(&argv("/x/target/debug/speedmatrix simulate --port 9000")));
         assert!(is_server(&argv("/x/target/debug/speedmatrix-under-test simulate --port 9000")));
         assert!(!is_server(&argv("/x/speedmatrix/bin/other simulate")), "a folder of that name is no binary");
+        assert!(is_server(&argv("speedmatrix demo -o /tmp/d")), "the demo serves its twin in-process");
         assert!(!is_server(&argv("speedmatrix run --url http://x")));
         assert!(!is_server(&argv("ssh -L 8000:h:8000 bastion")));
     }

@@ -261,7 +261,11 @@ fn judge(owner: u32, listening: SocketAddr, target: SocketAddr) -> Found {
         };
     }
     let argv = crate::measuring::launch::argv_of(root).unwrap_or(argv);
-    let what = if known { "" } else { ", not a known inference server, serving the probe itself" };
+    let what = match (known, owner == me) {
+        (_, true) => ", this process (the twin serves in it)",
+        (true, false) => "",
+        (false, false) => ", not a known inference server, serving the probe itself",
+    };
     Found::Local { root, argv, pids, evidence: format!("{name} (PID {owner}) listens on {listening}{what}") }
 }
 

@@ -136,7 +136,7 @@ pub fn run(args: &DemoArgs) -> Result<u8, DemoError> {
     crate::site::publish::write_site(&site, &site_dir)?;
     crate::site::publish::remove_stale(&site, &site_dir)?;
     eprintln!(
-        "demo: published the demo run and the seed run to {} (upload it as it is to publish)",
+        "demo: published the demo run and the seed run to {} (upload it as it is to publish); serving it until Ctrl-C",
         site_dir.display()
     );
     crate::site::serve::run(&ServeArgs { paths: vec![site_dir], port: args.port, watch: None })?;
