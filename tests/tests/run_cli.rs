@@ -31,6 +31,17 @@ fn unreachable_server_names_the_flag() {
 }
 
 #[test]
+fn https_to_a_plain_http_server_names_the_http_url() {
+    // Newcomer trial: `--url https://` to vLLM (plain HTTP unless started with --ssl-certfile)
+    // gave rustls' "InvalidContentType" and "is the server running?".
+    let (_twin, url) = support::twin::twin(&["--profile", "tiny"]);
+    let https = url.replacen("http://", "https://", 1);
+    let (code, err) = run(&["--url", &https, "--quiet"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains(&format!("the server answers plain HTTP, not TLS: use --url {url}")), "{err}");
+}
+
+#[test]
 fn bad_flag_values_are_named() {
     let (code, err) = run(&["--duration", "soon"]);
     assert_eq!(code, Some(2));
@@ -41,6 +52,17 @@ fn bad_flag_values_are_named() {
     let (code, err) = run(&["--stall-timeout", "0s"]);
     assert_eq!(code, Some(2));
     assert!(err.contains("--stall-timeout must be longer than 0"), "{err}");
+}
+
+#[test]
+fn a_bare_small_context_is_taken_as_tokens_with_a_note() {
+    // Newcomer trial: `--contexts 8` ran 8-token prompts without a word.
+    let (code, err) =
+        run(&["--url", "http://127.0.0.1:9", "--contexts", "8,16k", "--prefill-contexts", "64", "--quiet"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("note: --contexts 8 is 8 tokens; for 8,192 tokens write 8k\n"), "{err}");
+    assert!(err.contains("note: --prefill-contexts 64 is 64 tokens; for 65,536 tokens write 64k\n"), "{err}");
+    assert!(!err.contains("16k is"), "a suffixed size gets no note: {err}");
 }
 
 #[test]

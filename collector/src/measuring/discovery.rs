@@ -55,7 +55,7 @@ impl ServerInfo {
 #[derive(Debug, thiserror::Error)]
 pub enum DiscoverError {
     /// Nothing answered at the URL.
-    #[error("{0} — is the server running, and is --url right?")]
+    #[error("{0} — {hint}", hint = unreachable_hint(.0))]
     Unreachable(HttpError),
     /// The server wants a (different) API key.
     #[error(
@@ -82,6 +82,22 @@ pub enum DiscoverError {
         /// The URL asked.
         url: String,
     },
+}
+
+/// What to try when nothing answered: an `https://` URL whose server answered in plain HTTP (the
+/// TLS handshake read an HTTP response: rustls' "InvalidContentType") gets the `http://` URL;
+/// anything else, the usual question.
+fn unreachable_hint(e: &HttpError) -> String {
+    let HttpError::Unreachable { url, message } = e else { return String::new() };
+    let plain = message.contains("InvalidContentType") || message.contains("wrong version number");
+    match reqwest::Url::parse(url).ok().filter(|u| plain && u.scheme() == "https") {
+        Some(u) => format!(
+            "the server answers plain HTTP, not TLS: use --url http://{}{}",
+            u.host().map(|h| h.to_string()).unwrap_or_default(),
+            u.port().map(|p| format!(":{p}")).unwrap_or_default()
+        ),
+        None => "is the server running, and is --url right?".into(),
+    }
 }
 
 fn classify(e: HttpError) -> DiscoverError {

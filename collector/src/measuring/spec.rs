@@ -6,7 +6,8 @@
 use crate::cli::RunArgs;
 use crate::measuring::engine::EngineKind;
 use crate::measuring::run::RunError;
-use speedmatrix_schema::context::{parse_context, ContextArg};
+use speedmatrix_schema::context::{parse_context, ContextArg, K};
+use speedmatrix_schema::registry::{format_number, Style};
 use speedmatrix_schema::{Endpoint, KvBudgetSource};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -299,7 +300,17 @@ fn context_flags(flag: &'static str, values: &[String]) -> Result<Vec<ContextArg
     if values.len() == 1 && values[0].trim().eq_ignore_ascii_case("none") {
         return Ok(vec![]);
     }
+    for n in values.iter().filter_map(|v| bare_under_100(v)) {
+        let thousands = format_number((n * K) as f64, Style::Fixed(0));
+        note(&format!("note: {flag} {n} is {n} tokens; for {thousands} tokens write {n}k"));
+    }
     values.iter().map(|v| parse_context(v).map_err(|source| RunError::Context { flag, source })).collect()
+}
+
+/// A bare number under 100 (`8`, `64`): too short a prompt for a speed test, so most likely
+/// meant as thousands (`8k`). It is taken as written, with a note.
+fn bare_under_100(v: &str) -> Option<u64> {
+    v.trim().parse::<u64>().ok().filter(|n| (1..100).contains(n))
 }
 
 #[cfg(test)]
