@@ -38,6 +38,13 @@ pub enum FileError {
         #[source]
         source: LoadError,
     },
+    /// Another tool's result file where a results file belongs: the `import` command that
+    /// converts it.
+    #[error("{hint}")]
+    OtherTool {
+        /// The message, with the command.
+        hint: String,
+    },
     /// A file (a results file, a report) could not be written.
     #[error("cannot write {}", .path.display())]
     Write {
@@ -61,7 +68,10 @@ pub enum FileError {
 impl CommandError for FileError {
     fn failure(&self) -> Failure {
         match self {
-            FileError::Read { .. } | FileError::TooLarge { .. } | FileError::Invalid { .. } => Failure::BadInput,
+            FileError::Read { .. }
+            | FileError::TooLarge { .. }
+            | FileError::Invalid { .. }
+            | FileError::OtherTool { .. } => Failure::BadInput,
             FileError::Write { .. } | FileError::Encode { .. } => Failure::Working,
         }
     }
@@ -105,9 +115,21 @@ pub fn read_capped(path: &Path, what: &'static str) -> Result<Vec<u8>, FileError
 /// As [`read_capped`]; [`FileError::Invalid`] when it is not a valid results file.
 pub fn read_results_bytes(path: &Path) -> Result<(Vec<u8>, Results), FileError> {
     let bytes = read_capped(path, "results file")?;
-    let results = speedmatrix_schema::load_results(&bytes)
-        .map_err(|source| FileError::Invalid { name: display_name(path), source })?;
+    let results = speedmatrix_schema::load_results(&bytes).map_err(|source| {
+        let name = display_name(path);
+        match (&source, foreign_format(&bytes)) {
+            (LoadError::NotResults(_), Some(from)) => {
+                FileError::OtherTool { hint: crate::import::import_hint(&name, from) }
+            }
+            _ => FileError::Invalid { name, source },
+        }
+    })?;
     Ok((bytes, results))
+}
+
+/// Which other tool's result file `bytes` is, if it is one `import` reads.
+fn foreign_format(bytes: &[u8]) -> Option<crate::cli::ImportFrom> {
+    serde_json::from_slice(bytes).ok().as_ref().and_then(crate::import::detect)
 }
 
 /// Read and validate a results file; `-` reads standard input.

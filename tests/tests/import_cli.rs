@@ -245,3 +245,30 @@ fn llm_inference_bench_context_0_row_is_kept_and_nothing_is_invented() {
     let p = load_results(&std::fs::read(&plain).unwrap()).unwrap();
     assert!(p.run.id.starts_with("import-") && p.run.id != r.run.id, "{} vs {}", p.run.id, r.run.id);
 }
+
+/// Newcomer trial: another tool's file given to `show`, `simulate --fit` or `diff` read "not a
+/// speedmatrix results file" with no way forward. It names the `import` command instead.
+#[test]
+fn another_tools_file_where_a_results_file_belongs_names_the_import_command() {
+    for (file, from) in [("benchmark_results.json", "llm-inference-bench"), ("vllm-bench-c1.json", "vllm-bench")] {
+        let path = fixture(file).display().to_string();
+        let want = format!(
+            "not a speedmatrix results file; convert it first: speedmatrix import {path} --from {from} -o RUN.json"
+        );
+        for args in [vec!["show", path.as_str()], vec!["simulate", "--fit", path.as_str(), "--residuals"]] {
+            let (code, _, err) = speedmatrix(&args);
+            assert_eq!(code, Some(2), "{args:?}: {err}");
+            assert!(err.contains(&want), "{args:?}: {err}");
+        }
+    }
+    // A JSON file of no known shape keeps the plain message.
+    let dir = tempfile::tempdir().unwrap();
+    let other = dir.path().join("other.json");
+    std::fs::write(&other, r#"{"completed": 3}"#).unwrap();
+    let (code, _, err) = speedmatrix(&["show", other.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("not a speedmatrix results file: no \"schema\"") && !err.contains("speedmatrix import"),
+        "{err}"
+    );
+}

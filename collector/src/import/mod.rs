@@ -143,6 +143,25 @@ fn what(from: ImportFrom) -> &'static str {
     }
 }
 
+/// The format of another tool's result file, by the fields each always has; `None` for
+/// anything else. Used to point a file given where a results file belongs to `import`.
+pub fn detect(json: &Value) -> Option<ImportFrom> {
+    let has = |p: &str| json.pointer(p).is_some();
+    if has("/metadata/context_lengths") && has("/results") {
+        Some(ImportFrom::LlmInferenceBench)
+    } else if has("/completed") && (has("/request_throughput") || has("/backend")) {
+        Some(ImportFrom::VllmBench)
+    } else {
+        None
+    }
+}
+
+/// `speedmatrix import FILE --from F -o RUN.json`: the command that converts `file`, given
+/// where a results file belongs.
+pub fn import_hint(name: &str, from: ImportFrom) -> String {
+    format!("{name} is {}, not a speedmatrix results file; convert it first: speedmatrix import {name} --from {} -o RUN.json", what(from), flag(from))
+}
+
 /// The `--from` value of a format.
 fn flag(from: ImportFrom) -> &'static str {
     match from {
