@@ -1,7 +1,7 @@
 //! Fuzzing (property tests) of every parser of outside input in the collector: the SSE framing
 //! with the chunk parser, the Prometheus text parser, the launch-command redactor and the
 //! `run` flags. Case counts are bounded for the normal test run; `PROPTEST_CASES=N` gives the
-//! long form (README: "Fuzzing").
+//! long form (docs/ARCHITECTURE.md, "Tests").
 
 use crate::measuring::client::{ChunkError, ChunkParser};
 use crate::measuring::launch::{redact_argv, scrub, REDACTED};

@@ -37,7 +37,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 /// Exit codes of `speedmatrix run` besides 0 (done), 1 ([`Failure::Working`]) and 2
-/// ([`Failure::BadInput`]); README lists them all.
+/// ([`Failure::BadInput`]); docs/CLI.md lists them all.
 pub mod exit {
     /// The run is complete and its file valid, but some prefill rows or decode cells are
     /// errors (their `reason` says why): a script can tell that from a clean run.

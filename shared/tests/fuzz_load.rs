@@ -2,7 +2,7 @@
 //! a panic; any file it accepts survives a write → load round trip unchanged.
 //!
 //! Case counts are bounded for the normal test run (see `cases`); `PROPTEST_CASES=N` raises
-//! them for the long form (README: "Fuzzing"). Native only: it reads the fixtures from disk.
+//! them for the long form (docs/ARCHITECTURE.md, "Tests"). Native only: it reads the fixtures from disk.
 #![cfg(not(target_arch = "wasm32"))]
 
 use proptest::prelude::*;

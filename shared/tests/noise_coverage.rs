@@ -8,7 +8,7 @@
 //! - the bootstrap interval of a median over requests, on skewed (log-normal) request times.
 //!
 //! Each case runs thousands of trials from its own seed. Case counts are bounded for the normal
-//! test run; `PROPTEST_CASES=N` raises them (the long form, see README).
+//! test run; `PROPTEST_CASES=N` raises them (the long form, see docs/ARCHITECTURE.md, "Tests").
 
 #![cfg(not(target_arch = "wasm32"))]
 

@@ -574,7 +574,7 @@ async fn faults_make_error_cells_and_legal_sse_stays_valid() {
             collect(&handle.url(), &out, &[&args[..], &["--max-tokens", max_tokens, "--stall-timeout", "1s"]].concat())
                 .await;
         handle.shutdown().await;
-        // A run with error cells completes, and says so with its exit code (README).
+        // A run with error cells completes, and says so with its exit code (docs/CLI.md, "Exit codes").
         let want = if expect.is_some() { 3 } else { 0 };
         assert_eq!(code, Some(want), "{fault}: {err}");
         let r = read(&out);

@@ -124,7 +124,7 @@ async fn other_server_shapes_plans() {
 }
 
 /// What the run would refuse about `-o` (an existing file, a folder that cannot be written) is
-/// a note in the dry run, which writes nothing and so succeeds (exit 0: README, exit codes).
+/// a note in the dry run, which writes nothing and so succeeds (exit 0: docs/CLI.md, "Exit codes").
 #[tokio::test]
 async fn what_the_run_would_refuse_about_o_is_a_note() {
     let t = twin::start(TwinConfig::new(Profile::tiny()), "127.0.0.1:0").await.expect("twin starts");

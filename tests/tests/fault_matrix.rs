@@ -2,7 +2,7 @@
 //! server process or socket on loopback — a scripted server (`support::scripted`) or the twin in
 //! its own process (`speedmatrix simulate`). Each ends with a results file that loads, whose
 //! measured cells are intact, whose fault cell says why, and whose run status and exit code are
-//! the ones README's fault table documents.
+//! the ones the fault matrix of docs/CLI.md documents.
 //!
 //! Faults the twin injects inside a stream (in-band error, stall, no `[DONE]`, truncation,
 //! keep-alives, split frames) are covered by `collector_twin.rs`; server shapes (HTML with
@@ -21,7 +21,7 @@ use support::scripted::{self, Failing, Script};
 /// These run the collector in real time: one at a time.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// Exit codes (README, "Exit codes").
+/// Exit codes (docs/CLI.md, "Exit codes").
 const EXIT_FAILED: i32 = 1;
 const EXIT_CELL_ERRORS: i32 = 3;
 

@@ -153,7 +153,7 @@ fn an_output_folder_that_cannot_be_written_is_refused_before_the_server_is_asked
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("no-such-folder").join("r.json");
     let (code, err) = run_to_dead_port(&out);
-    // Exit 1, as when the first save failed: a file that cannot be written (README, exit codes).
+    // Exit 1, as when the first save failed: a file that cannot be written (docs/CLI.md, "Exit codes").
     assert_eq!(code, Some(1), "{err}");
     assert!(err.starts_with(&format!("error: cannot write {}: ", out.display())), "{err}");
     assert!(!err.contains("cannot reach"), "{err}");

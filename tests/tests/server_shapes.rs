@@ -15,7 +15,7 @@ use support::scripted::{self, Answer, Script, StreamScript};
 /// These run the collector in real time: one at a time.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// The exit code of a complete run in which some cells are errors (README, "Exit codes").
+/// The exit code of a complete run in which some cells are errors (docs/CLI.md, "Exit codes").
 const EXIT_CELL_ERRORS: i32 = 3;
 
 /// SSE comments (`: ping`) are bytes from the server: during a prefill longer than

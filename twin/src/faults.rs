@@ -331,7 +331,7 @@ mod tests {
         assert_eq!(draw(&f, 7, 3), draw(&f, 7, 3));
     }
 
-    /// `PROPTEST_CASES` if set (the long form, README: "Fuzzing"), else `default`.
+    /// `PROPTEST_CASES` if set (the long form, docs/ARCHITECTURE.md, "Tests"), else `default`.
     fn cases(default: u32) -> proptest::prelude::ProptestConfig {
         let n = std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(default);
         proptest::prelude::ProptestConfig { cases: n, failure_persistence: None, ..Default::default() }

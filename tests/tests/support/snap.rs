@@ -5,7 +5,7 @@
 //! stays byte for byte under test: loopback ports (`127.0.0.1:[port]`), a test's temporary
 //! folder (`[tmp]`), the binary's own version where a file records it (`speedmatrix
 //! [version]`), and Unix timestamps the twin writes (`"created":[unix time]`). Snapshots live in
-//! `tests/tests/snapshots/`; README says how to review them.
+//! `tests/tests/snapshots/`; docs/ARCHITECTURE.md ("Tests") says how to review them.
 
 use std::path::Path;
 
