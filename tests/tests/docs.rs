@@ -1,6 +1,9 @@
 //! The docs a clone reads stay true to the code: docs/METHODOLOGY.md defines every metric of the
-//! registry and every cell status, docs/ARCHITECTURE.md and METHODOLOGY.md name only files that
-//! exist, and README links both.
+//! registry and every cell status; docs/CLI.md has every flag of every command's `--help` in
+//! that command's section; docs/ARCHITECTURE.md names every module of every crate's `src/`; the
+//! docs name only files that exist; README links them.
+
+mod support;
 
 use speedmatrix_schema::registry::{DERIVED, METRICS};
 use speedmatrix_schema::CellStatus;
@@ -53,7 +56,7 @@ fn repo_paths(text: &str) -> Vec<String> {
 
 #[test]
 fn docs_name_files_that_exist() {
-    for doc in ["docs/ARCHITECTURE.md", "docs/METHODOLOGY.md"] {
+    for doc in ["docs/ARCHITECTURE.md", "docs/METHODOLOGY.md", "docs/CLI.md", "README.md"] {
         let paths = repo_paths(&read(doc));
         assert!(paths.len() >= 5, "{doc}: {paths:?}");
         for p in paths {
@@ -63,9 +66,128 @@ fn docs_name_files_that_exist() {
 }
 
 #[test]
-fn readme_links_both_docs() {
+fn readme_links_the_docs() {
     let readme = read("README.md");
-    for doc in ["docs/ARCHITECTURE.md", "docs/METHODOLOGY.md"] {
+    for doc in ["docs/ARCHITECTURE.md", "docs/METHODOLOGY.md", "docs/CLI.md", "BENCHMARKS.md"] {
         assert!(readme.contains(&format!("]({doc}")), "README.md does not link {doc}");
     }
+}
+
+/// The `--help` of `speedmatrix` with `args` (none: the top level).
+fn help(args: &[&str]) -> String {
+    let o = std::process::Command::new(support::BIN).args(args).arg("--help").output().expect("run speedmatrix --help");
+    assert!(o.status.success(), "speedmatrix {} --help: {}", args.join(" "), String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout).expect("help is UTF-8")
+}
+
+/// The commands the top-level help lists (its `Commands:` block), without clap's `help`.
+fn commands(top: &str) -> Vec<String> {
+    top.lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        // A command's line is indented by two; its wrapped description further.
+        .filter(|l| l.starts_with("  ") && !l[2..].starts_with(' '))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .map(str::to_string)
+        .collect()
+}
+
+/// The flags a clap help defines: `-o`, `--out` from its option lines (`  -o, --out <OUT>`,
+/// `      --url <URL>`), not the flags its descriptions mention (indented further).
+fn flags(help: &str) -> Vec<String> {
+    let is_flag = |w: &&str| {
+        w.starts_with('-')
+            && !w.trim_start_matches('-').is_empty()
+            && w.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+    };
+    let mut found = vec![];
+    for line in help.lines() {
+        let indent = line.len() - line.trim_start().len();
+        if indent > 6 || !line.trim_start().starts_with('-') {
+            continue;
+        }
+        let head = line.trim_start().split("  ").next().unwrap_or_default();
+        found.extend(head.split([',', ' ', '=', '[', '<']).filter(is_flag).map(str::to_string));
+    }
+    found
+}
+
+/// The section of `doc` under the heading `## {title}`, up to the next `## ` heading.
+fn section<'a>(doc: &'a str, title: &str) -> Option<&'a str> {
+    let heading = format!("\n## {title}\n");
+    let start = doc.find(&heading)? + heading.len();
+    let rest = &doc[start..];
+    Some(&rest[..rest.find("\n## ").unwrap_or(rest.len())])
+}
+
+/// Whether `text` names `flag` as a whole word (`-o` is not named by `--out`, nor `--url` by
+/// `--url-base`).
+fn names_flag(text: &str, flag: &str) -> bool {
+    let part = |c: char| c.is_ascii_alphanumeric() || c == '-';
+    text.match_indices(flag).any(|(i, _)| {
+        !text[..i].chars().next_back().is_some_and(part) && !text[i + flag.len()..].chars().next().is_some_and(part)
+    })
+}
+
+/// Flags every command's help has; docs/CLI.md describes them once, in the top-level section.
+const GLOBAL: [&str; 4] = ["-h", "--help", "-V", "--version"];
+
+#[test]
+fn cli_doc_has_every_flag_of_every_command() {
+    let doc = read("docs/CLI.md");
+    let top = help(&[]);
+    let cmds = commands(&top);
+    assert!(cmds.len() >= 10 && cmds.iter().any(|c| c == "run"), "commands of `speedmatrix --help`: {cmds:?}");
+    let mut missing = vec![];
+    for (title, cmd) in std::iter::once(("speedmatrix".to_string(), None))
+        .chain(cmds.iter().map(|c| (format!("speedmatrix {c}"), Some(c.as_str()))))
+    {
+        let Some(text) = section(&doc, &title) else {
+            missing.push(format!("no section `## {title}`"));
+            continue;
+        };
+        let h = match cmd {
+            None => top.clone(),
+            Some(c) => help(&[c]),
+        };
+        let fl = flags(&h);
+        assert!(cmd.is_none() || !fl.is_empty(), "no flags read from `{title} --help`:\n{h}");
+        for f in fl.iter().filter(|f| cmd.is_none() || !GLOBAL.contains(&f.as_str())) {
+            if !names_flag(text, f) {
+                missing.push(format!("`{f}` of `{title} --help` is not in its section `## {title}`"));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "docs/CLI.md lacks:\n{}", missing.join("\n"));
+}
+
+/// Every `.rs` file under `dir`, as a path relative to the repository root.
+fn rust_files(dir: &Path, out: &mut Vec<String>) {
+    for entry in std::fs::read_dir(root().join(dir)).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let name = entry.expect("directory entry").file_name();
+        let rel = dir.join(&name);
+        if root().join(&rel).is_dir() {
+            rust_files(&rel, out);
+        } else if rel.extension().is_some_and(|e| e == "rs") {
+            out.push(rel.to_string_lossy().replace('\\', "/"));
+        }
+    }
+}
+
+#[test]
+fn architecture_names_every_module() {
+    let doc = read("docs/ARCHITECTURE.md");
+    let mut files = vec![];
+    for src in ["collector/src", "shared/src", "twin/src", "viewer/src"] {
+        rust_files(Path::new(src), &mut files);
+    }
+    assert!(files.len() > 50, "{files:?}");
+    files.sort();
+    let missing: Vec<&String> = files.iter().filter(|f| !doc.contains(&format!("`{f}`"))).collect();
+    assert!(
+        missing.is_empty(),
+        "docs/ARCHITECTURE.md does not name these modules (a row `| `PATH` | its job |` in its crate's table under \"The modules\"): {missing:?}"
+    );
 }
