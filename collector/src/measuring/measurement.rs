@@ -77,6 +77,8 @@ pub(crate) trait Row {
     /// Its status.
     fn status(&self) -> CellStatus;
     /// Its reason (a failure's cause, notes).
+    fn reason(&self) -> Option<&str>;
+    /// Its reason, to add a note to.
     fn reason_mut(&mut self) -> &mut Option<String>;
     /// The header differences accepted on `--resume`, recorded on it.
     fn accept(&mut self, accepted: &[AcceptedDifference]);
@@ -85,6 +87,9 @@ pub(crate) trait Row {
 impl Row for PrefillRow {
     fn status(&self) -> CellStatus {
         self.status
+    }
+    fn reason(&self) -> Option<&str> {
+        self.reason.as_deref()
     }
     fn reason_mut(&mut self) -> &mut Option<String> {
         &mut self.reason
@@ -97,6 +102,9 @@ impl Row for PrefillRow {
 impl Row for DecodeCell {
     fn status(&self) -> CellStatus {
         self.status
+    }
+    fn reason(&self) -> Option<&str> {
+        self.reason.as_deref()
     }
     fn reason_mut(&mut self) -> &mut Option<String> {
         &mut self.reason

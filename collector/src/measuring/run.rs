@@ -274,8 +274,7 @@ async fn measure_one<M: Measurement>(s: &mut Session, m: &M) -> Result<Option<St
     s.log(m.line(&row));
     let mut gone = None;
     if row.status() == CellStatus::Error {
-        let first_try = row.reason_mut().clone();
-        match after_failure(s, first_try.as_deref()).await {
+        match after_failure(s, row.reason()).await {
             Ok(None) => {}
             Ok(Some(note)) => {
                 row = take(m, s).await;

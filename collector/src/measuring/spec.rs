@@ -456,6 +456,30 @@ mod tests {
     }
 
     #[test]
+    fn a_resumed_file_gives_the_flags_left_out_as_values() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/round1/twin-tiny.json");
+        let argv =
+            ["speedmatrix", "run", "--dry-run", "--resume", path, "--max-tokens", "7", "-o", "/nonexistent/r.json"];
+        let crate::cli::Command::Run(mut a) = crate::cli::Cli::try_parse_from(argv).unwrap().command else {
+            unreachable!("a run command")
+        };
+        a.given = Some(["dry_run", "resume", "max_tokens", "out"].map(String::from).to_vec());
+        let s = RunSpec::from_args(&a).unwrap();
+        let r = crate::files::read_results(Path::new(path)).unwrap();
+        assert_eq!(s.window, Duration::from_secs(2), "window_s 2.0");
+        assert_eq!(s.stall, Duration::from_secs(120));
+        assert_eq!(s.max_tokens, 7, "a flag given stays");
+        assert_eq!(s.concurrency, r.config.concurrency);
+        let tokens = |v: &[ContextSize]| v.iter().map(|c| ContextArg::Tokens(c.tokens)).collect::<Vec<_>>();
+        assert_eq!((s.contexts, s.prefill_contexts), (tokens(&r.config.contexts), tokens(&r.config.prefill_contexts)));
+        assert_eq!(s.model.as_deref(), Some("tiny"));
+        assert_eq!(s.url.as_str(), "http://127.0.0.1:8000", "the file has no URL: the flag's default");
+        // Without knowing which flags were given (arguments built in code), nothing is taken.
+        a.given = None;
+        assert_eq!(RunSpec::from_args(&a).unwrap().window, Duration::from_secs(30));
+    }
+
+    #[test]
     fn bad_flags_are_named() {
         // As the edge prints it: the error and its causes.
         let e = |a: &[&str]| crate::error_line(spec(a).unwrap_err());
