@@ -358,7 +358,7 @@ proptest! {
 // ---------------------------------------------------------------------------------------------
 // `run` flags: any value gets the value or an error naming the flag; never a panic.
 
-fn run_spec(extra: &[String]) -> Option<Result<crate::measuring::spec::RunSpec, crate::measuring::run::RunError>> {
+fn run_spec(extra: &[String]) -> Option<Result<crate::measuring::spec::RunSpec, crate::measuring::error::RunError>> {
     use clap::Parser;
     let base = ["speedmatrix", "run", "--dry-run", "-o", "/nonexistent-dir/fuzz.json"].map(String::from);
     let cli = crate::cli::Cli::try_parse_from(base.iter().chain(extra)).ok()?;

@@ -3,19 +3,22 @@
 //! queue empty, or the limit), **window** (a fixed length, finished streams replaced at once,
 //! closed at its deadline), **drain** (cancel and collect). Each stage returns what it saw; the
 //! [`Observation`] they make together goes to [`crate::measuring::measure::decode_cell`], the
-//! one pure function that turns it into figures and a status.
+//! one pure function that turns it into figures and a status. [`DecodeAt`] is the cell as a
+//! [`Measurement`]: its window stage is open + ready + window.
 //!
 //! `/metrics` is read by a [`Scraper`] task of its own: no stage awaits a scrape while streams
 //! run, so a slow exporter delays neither a replacement stream nor the window's close.
 
 use crate::measuring::client::{request_body, FirstToken, StreamCtl, StreamRecord};
+use crate::measuring::error::CellError;
 use crate::measuring::measure::{decode_cell, CellStream, Observation, WindowTimes};
+use crate::measuring::measurement::Measurement;
 use crate::measuring::prompt::Prompt;
-use crate::measuring::run::{CellError, Session};
-use crate::measuring::scrape::{scrape_once, Scraper};
+use crate::measuring::scrape::Scraper;
+use crate::measuring::session::Session;
 use speedmatrix_schema::progress::{Current, Measuring, Phase};
 use speedmatrix_schema::stats::round3;
-use speedmatrix_schema::{ContextSize, DecodeCell, Readiness, ReadinessOutcome};
+use speedmatrix_schema::{CellStatus, ContextSize, DecodeCell, Readiness, ReadinessOutcome};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -23,39 +26,134 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
-/// Measure one decode cell of `n` streams at `ctx`.
-pub async fn measure_cell(s: &mut Session, ctx: &ContextSize, n: u32) -> DecodeCell {
-    let warmed = match warm(s, ctx, n).await {
-        Ok(w) => w,
-        Err(reason) => {
-            let mut cell = crate::measuring::measure::blank_cell(ctx, n);
-            cell.status = speedmatrix_schema::CellStatus::Error;
-            cell.reason = Some(reason.to_string());
-            return cell;
+/// Decode cell `index` of the results: `concurrency` streams at `context`, repeat `repeat.0`
+/// of `repeat.1`.
+pub struct DecodeAt {
+    /// Its place in `results.decode`.
+    pub index: usize,
+    /// Its context.
+    pub context: ContextSize,
+    /// Its streams.
+    pub concurrency: u32,
+    /// Which repeat this is, of how many (`--repeat`).
+    pub repeat: (u32, u32),
+}
+
+/// What is still open when the window closes: the streams and the scraper, with what the ready
+/// and window stages saw (no window when a stream failed before it).
+pub struct DecodeOpen {
+    streams: Streams,
+    scraper: Option<Scraper>,
+    readiness: Readiness,
+    window: Option<WindowSeen>,
+}
+
+/// What the drain collected: every stream's record (in id order) and the `/metrics` readings.
+pub struct DecodeSeen {
+    records: Vec<CellStream>,
+    scrapes: Vec<crate::measuring::scrape::Scrape>,
+    readiness: Readiness,
+    window: Option<WindowSeen>,
+}
+
+impl Measurement for DecodeAt {
+    type Warmed = Warmed;
+    type Open = DecodeOpen;
+    type Seen = DecodeSeen;
+    type Row = DecodeCell;
+
+    fn current(&self) -> Current {
+        Current {
+            measuring: Measuring::Decode { context: self.context.clone(), concurrency: self.concurrency },
+            phase: Phase::WarmUp,
+            window_elapsed_s: None,
+            live_tps: None,
+            streams_running: None,
         }
-    };
-    // The counters before any stream opens (awaited: nothing is being measured yet).
-    let before = match s.has_metrics {
-        true => scrape_once(&s.client, s.clock).await,
-        false => None,
-    };
-    let mut scraper = s.has_metrics.then(|| Scraper::start(s.client.clone(), s.clock, before));
-    let mut streams = Streams::open(s, &warmed, n);
-    s.show(Some(live_state(ctx, n, Phase::Readiness, None, None, n)));
-    let readiness = ready(s, &mut streams, scraper.as_mut(), &warmed, n).await;
-    let window = match readiness.outcome {
-        ReadinessOutcome::Failed => None,
-        _ => Some(window(s, &mut streams, scraper.as_ref(), ctx, n).await),
-    };
-    s.show(Some(live_state(ctx, n, Phase::Drain, window.as_ref().map(|w| w.elapsed_s), None, streams.running())));
-    let records = streams.drain().await;
-    let scrapes = match scraper {
-        Some(sc) => sc.finish().await,
-        None => vec![],
-    };
-    if let Some(m) = scrapes.last().map(|sc| &sc.metrics) {
-        s.spec_latest = m.spec_drafts.zip(m.spec_draft_tokens).or(s.spec_latest);
     }
+
+    fn name(&self) -> String {
+        format!("decode {} × {}", self.context.label, self.concurrency)
+    }
+
+    async fn warm(&self, s: &mut Session) -> Result<Warmed, CellError> {
+        warm_up(s, &self.context, self.concurrency).await
+    }
+
+    /// Open the streams, wait until they are ready, then the window.
+    async fn window(&self, s: &mut Session, warmed: &Warmed) -> DecodeOpen {
+        let (ctx, n) = (&self.context, self.concurrency);
+        // The counters before any stream opens (awaited: nothing is being measured yet).
+        let before = s.scrape().await;
+        let mut scraper = s.has_metrics.then(|| Scraper::start(s.client.clone(), s.clock, before));
+        let mut streams = Streams::open(s, warmed, n);
+        s.show(Some(live_state(ctx, n, Phase::Readiness, None, None, n)));
+        let readiness = ready(s, &mut streams, scraper.as_mut(), warmed, n).await;
+        let window = match readiness.outcome {
+            ReadinessOutcome::Failed => None,
+            _ => Some(run_window(s, &mut streams, scraper.as_ref(), ctx, n).await),
+        };
+        DecodeOpen { streams, scraper, readiness, window }
+    }
+
+    async fn drain(&self, s: &mut Session, open: DecodeOpen) -> DecodeSeen {
+        let DecodeOpen { streams, scraper, readiness, window } = open;
+        let elapsed = window.as_ref().map(|w| w.elapsed_s);
+        s.show(Some(live_state(&self.context, self.concurrency, Phase::Drain, elapsed, None, streams.running())));
+        let records = streams.drain().await;
+        let scrapes = match scraper {
+            Some(sc) => sc.finish().await,
+            None => vec![],
+        };
+        if let Some(m) = scrapes.last().map(|sc| &sc.metrics) {
+            s.spec_latest = m.spec_drafts.zip(m.spec_draft_tokens).or(s.spec_latest);
+        }
+        DecodeSeen { records, scrapes, readiness, window }
+    }
+
+    fn figures(&self, s: &mut Session, warmed: Warmed, seen: DecodeSeen) -> DecodeCell {
+        decode_figures(s, &self.context, self.concurrency, warmed, seen)
+    }
+
+    fn not_started(&self, why: &CellError) -> DecodeCell {
+        let mut cell = crate::measuring::measure::blank_cell(&self.context, self.concurrency);
+        cell.status = CellStatus::Error;
+        cell.reason = Some(why.to_string());
+        cell
+    }
+
+    fn line(&self, cell: &DecodeCell) -> String {
+        let (repeat, n) = self.repeat;
+        let which = if n > 1 { format!(" (repeat {repeat} of {n})") } else { String::new() };
+        format!(
+            "decode {:>6} × {:>3}{which}: {} · {} tok/s · TTFT p50 {} ms{}",
+            cell.context.label,
+            cell.concurrency,
+            cell.status.label(),
+            cell.total_tps.map_or("—".into(), |v| format!("{v:.1}")),
+            cell.ttft_ms.and_then(|d| d.p50).map_or("—".into(), |v| format!("{v:.0}")),
+            cell.reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default()
+        )
+    }
+
+    /// The cell in its place (folded into the cell's other repeats when the run repeats cells);
+    /// a measured cell's scrapes update the speculative-decoding figure.
+    fn record(&self, s: &mut Session, cell: DecodeCell) {
+        let measured = cell.status.is_measured();
+        match self.repeat {
+            (_, 1) => s.results.decode[self.index] = cell,
+            (repeat, _) => speedmatrix_schema::repeats::fold_in_place(&mut s.results.decode[self.index], cell, repeat),
+        }
+        if measured {
+            s.speculation_from_counters();
+        }
+    }
+}
+
+/// The cell from what its stages saw: the observation → figures and status
+/// ([`decode_cell`]), with the notes on rate limits and early stops.
+fn decode_figures(s: &mut Session, ctx: &ContextSize, n: u32, warmed: Warmed, seen: DecodeSeen) -> DecodeCell {
+    let DecodeSeen { records, scrapes, readiness, window } = seen;
     let rate_limited = crate::measuring::measure::rate_limit_note(records.iter().map(|r| &r.record));
     let early = crate::measuring::measure::early_stop_note(records.iter().map(|r| &r.record), s.spec.max_tokens);
     let info = &s.info;
@@ -117,7 +215,7 @@ pub struct Warmed {
 /// Warm: the cell's prompts in the server's prefix cache (one warm-up request each, unless the
 /// prefill row already sent it; on a server with per-slot caches, the shared prompt in every
 /// slot the streams take), their bodies serialized, and one idle connection per stream.
-async fn warm(s: &mut Session, ctx: &ContextSize, n: u32) -> Result<Warmed, CellError> {
+async fn warm_up(s: &mut Session, ctx: &ContextSize, n: u32) -> Result<Warmed, CellError> {
     let count = if s.spec.distinct_prompts { n as usize } else { 1 };
     let mut prompts = Vec::with_capacity(count);
     for i in 0..count {
@@ -301,7 +399,7 @@ struct WindowSeen {
 /// Window: from now for `--duration`, streams that finish are replaced at once; the deadline
 /// comes first in every wait, and nothing in the loop awaits anything but the streams. The
 /// close is measured (`closed_ms`), then the streams are cancelled.
-async fn window(s: &Session, st: &mut Streams, scraper: Option<&Scraper>, ctx: &ContextSize, n: u32) -> WindowSeen {
+async fn run_window(s: &Session, st: &mut Streams, scraper: Option<&Scraper>, ctx: &ContextSize, n: u32) -> WindowSeen {
     if let Some(g) = &s.gpu {
         g.take(); // readings before the window do not count
     }
@@ -326,7 +424,7 @@ async fn window(s: &Session, st: &mut Streams, scraper: Option<&Scraper>, ctx: &
                 let secs = (s.clock.now_ms() - start_ms) / 1000.0;
                 let tokens = st.live.load(Ordering::Relaxed) - live_at_start;
                 let tps = tokens as f64 / secs.max(1e-3);
-                // Publishing never awaits (see crate::measuring::live).
+                // Publishing never awaits (see crate::measuring::live_state).
                 s.show(Some(live_state(ctx, n, Phase::Window, Some(secs), Some(tps), st.running())));
             }
         }

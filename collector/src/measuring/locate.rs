@@ -196,12 +196,10 @@ impl Found {
     }
 }
 
-/// Where the server at `url` runs (module docs). Never fails: what cannot be read makes the
-/// answer remote or unknown, with the reason in the evidence.
-pub fn locate(url: &str) -> Found {
-    let Ok(u) = reqwest::Url::parse(url) else {
-        return Found::Unknown { evidence: format!("{url} is not a URL") };
-    };
+/// Where the server at `url` (the run's parsed `--url`) runs (module docs). Never fails: what
+/// cannot be read makes the answer remote or unknown, with the reason in the evidence.
+pub fn locate(u: &reqwest::Url) -> Found {
+    let url = u.as_str().trim_end_matches('/');
     let (Some(host), Some(port)) = (u.host_str(), u.port_or_known_default()) else {
         return Found::Unknown { evidence: format!("{url} names no host and port") };
     };
@@ -426,7 +424,8 @@ mod tests {
                 std::thread::sleep(Duration::from_millis(200));
             }
         });
-        let found = locate(&format!("http://127.0.0.1:{port}"));
+        let url = |s: &str| reqwest::Url::parse(s).unwrap();
+        let found = locate(&url(&format!("http://127.0.0.1:{port}")));
         match &found {
             Found::Local { root, evidence, .. } => {
                 assert_eq!(*root, std::process::id(), "{evidence}");
@@ -435,8 +434,8 @@ mod tests {
             other => panic!("expected local, got {other:?}"),
         }
         let _ = t.join();
-        assert!(matches!(locate("http://10.255.255.1:8000"), Found::Remote { .. }), "not this machine");
+        assert!(matches!(locate(&url("http://10.255.255.1:8000")), Found::Remote { .. }), "not this machine");
         let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        assert!(matches!(locate(&format!("http://127.0.0.1:{free}")), Found::Unknown { .. }), "nothing listens");
+        assert!(matches!(locate(&url(&format!("http://127.0.0.1:{free}"))), Found::Unknown { .. }), "nothing listens");
     }
 }

@@ -1,7 +1,17 @@
 //! Measuring a server: everything `speedmatrix run` does between the flags and the results
 //! file. [`run`] sequences it; each other module owns one job:
 //!
-//! - [`spec`]: the flags, checked once into a `RunSpec`;
+//! - [`spec`]: the flags, checked once into a `RunSpec` (with `--resume`, merged with the
+//!   file's values);
+//! - [`error`]: why a run could not start or stopped (`RunError`), why a row or cell could not
+//!   start (`CellError`);
+//! - [`session`]: what every measurement shares — the server's client and facts, the prompts,
+//!   warm-ups and request bodies, the results held, the log, the progress bar and live state;
+//! - [`measurement`]: one measurement's life cycle (warm → window → drain → figures), which
+//!   a prefill row and a decode cell (and future kinds) implement;
+//! - [`header`]: a fresh results file — its engine header, config, host facts, GPU selection;
+//! - [`resume`]: whether a `--resume` file may be continued (same plan, same server);
+//! - [`recovery`]: after a failed row or cell — does the server still answer, or come back?
 //! - [`fdlimit`]: open files for the plan's streams (the soft limit raised, or a clear refusal);
 //! - [`discovery`]: what server this is (`/v1/models`, `/version`, `/metrics`, …);
 //! - [`engine`]: the engine adapters (vLLM, SGLang, llama.cpp, plain OpenAI) — detection, KV
@@ -13,7 +23,7 @@
 //! - [`prometheus`]: `/metrics` text (Prometheus 0.0.4, OpenMetrics) → samples;
 //! - [`prefill`]: one cold prefill row (and how cold it really was);
 //! - [`cell`]: one decode cell in stages — warm, open, ready, window, drain;
-//! - [`live`]: the run's live state (results so far, the row or cell being measured) in a
+//! - [`live_state`]: the run's live state (results so far, the row or cell being measured) in a
 //!   watch channel, for the terminal bar and the live page;
 //! - [`scrape`]: `/metrics` read by a task of its own, off the measuring path;
 //! - [`measure`]: a cell's observation → its figures and status (pure);
@@ -24,23 +34,38 @@
 //! - [`launch`]: the server's launch command (secrets redacted) and the host's CPU, OS, name;
 //! - [`selfcheck`]: the collector's own CPU use (is the client the bottleneck?).
 
+/// `eprintln!` that never panics: a closed stderr (`run … 2>&1 | head`) must not stop a run
+/// half-way and leave its file `running`; the lines are lost, the measurements are not.
+macro_rules! say {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($t)*);
+    }};
+}
+
 pub mod cell;
 pub mod client;
 pub mod discovery;
 pub mod engine;
+pub mod error;
 pub mod fdlimit;
 pub mod gpu;
+pub mod header;
 pub mod launch;
-pub mod live;
+pub mod live_state;
 pub mod locate;
 pub mod measure;
+pub mod measurement;
 pub mod plan;
 pub mod prefill;
 pub mod prometheus;
 pub mod prompt;
+pub mod recovery;
+pub mod resume;
 pub mod run;
 pub mod scrape;
 pub mod selfcheck;
 pub mod series;
+pub mod session;
 pub mod spec;
 pub mod wire;

@@ -1,12 +1,21 @@
-//! One prefill row: a cold `max_tokens: 1` request at one context (docs/METHODOLOGY.md,
-//! "Prefill"), which also warms the prefix cache for that context's decode cells. The row says
-//! how cold it really was: the prompt tokens the server served from its prefix cache, from the
-//! request's `usage.prompt_tokens_details`, else llama.cpp's `timings.cache_n`, else the growth
-//! of the server's prefix-cache hit counter around the request; above the registry's threshold
-//! the row carries a warning.
+//! One prefill row ([`PrefillAt`]): a cold `max_tokens: 1` request at one context
+//! (docs/METHODOLOGY.md, "Prefill"), which also warms the prefix cache for that context's decode
+//! cells. The row says how cold it really was: the prompt tokens the server served from its
+//! prefix cache, from the request's `usage.prompt_tokens_details`, else llama.cpp's
+//! `timings.cache_n`, else the growth of the server's prefix-cache hit counter around the
+//! request; above the registry's threshold the row carries a warning.
+//!
+//! As a [`Measurement`]: warm builds the prompt (nothing is sent: the row is cold), the window
+//! is the one request between two `/metrics` readings, the drain has nothing left open.
 
+use crate::measuring::client::StreamRecord;
+use crate::measuring::error::CellError;
 use crate::measuring::measure::{counter_delta, sample};
-use crate::measuring::run::Session;
+use crate::measuring::measurement::Measurement;
+use crate::measuring::prompt::Prompt;
+use crate::measuring::scrape::Scrape;
+use crate::measuring::session::Session;
+use speedmatrix_schema::progress::{Current, Measuring, Phase};
 use speedmatrix_schema::stats::round3;
 use speedmatrix_schema::status::cached_prefill_warning;
 use speedmatrix_schema::{CachedTokensSource, CellStatus, ContextSize, PrefillRow};
@@ -15,20 +24,88 @@ use speedmatrix_schema::{CachedTokensSource, CellStatus, ContextSize, PrefillRow
 pub const UNCOUNTED_PROMPT: &str =
     "prompt tokens and prompt tok/s unknown: the server has no /tokenize and its stream carried no usage.prompt_tokens";
 
-/// Measure the prefill row of `ctx`.
-pub async fn measure_prefill(s: &mut Session, ctx: &ContextSize) -> PrefillRow {
+/// The prefill row `index` of the results, at `context`.
+pub struct PrefillAt {
+    /// Its place in `results.prefill`.
+    pub index: usize,
+    /// Its context.
+    pub context: ContextSize,
+}
+
+/// What the window saw: the request's record between the counters before and after it.
+pub struct PrefillSeen {
+    before: Option<Scrape>,
+    record: StreamRecord,
+    after: Option<Scrape>,
+}
+
+impl Measurement for PrefillAt {
+    type Warmed = Prompt;
+    type Open = PrefillSeen;
+    type Seen = PrefillSeen;
+    type Row = PrefillRow;
+
+    fn current(&self) -> Current {
+        Current {
+            measuring: Measuring::Prefill { context: self.context.clone() },
+            phase: Phase::Prefill,
+            window_elapsed_s: None,
+            live_tps: None,
+            streams_running: Some(1),
+        }
+    }
+
+    fn name(&self) -> String {
+        format!("prefill {}", self.context.label)
+    }
+
+    async fn warm(&self, s: &mut Session) -> Result<Prompt, CellError> {
+        s.build_prompt(&format!("context {}", self.context.label), &self.context).await
+    }
+
+    async fn window(&self, s: &mut Session, prompt: &Prompt) -> PrefillSeen {
+        let before = s.scrape().await;
+        let record = s.single(&prompt.text, 1).await;
+        let after = s.scrape().await;
+        PrefillSeen { before, record, after }
+    }
+
+    async fn drain(&self, _: &mut Session, seen: PrefillSeen) -> PrefillSeen {
+        seen // one request, already complete
+    }
+
+    fn figures(&self, s: &mut Session, prompt: Prompt, seen: PrefillSeen) -> PrefillRow {
+        prefill_row(s, &self.context, prompt, seen)
+    }
+
+    fn not_started(&self, why: &CellError) -> PrefillRow {
+        let mut row = PrefillRow::new(self.context.clone(), CellStatus::Error, Some(why.to_string()));
+        row.completed_requests = Some(0);
+        row
+    }
+
+    fn line(&self, row: &PrefillRow) -> String {
+        format!(
+            "prefill {:>6}: {} · prompt {} tok/s · TTFT {} ms{}",
+            row.context.label,
+            row.status.label(),
+            row.prompt_tps.map_or("—".into(), |v| format!("{v:.0}")),
+            row.ttft_ms.map_or("—".into(), |v| format!("{v:.0}")),
+            row.reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default()
+        )
+    }
+
+    fn record(&self, s: &mut Session, row: PrefillRow) {
+        s.results.prefill[self.index] = row;
+    }
+}
+
+/// The row of `ctx` from its request: prompt tok/s and TTFT, how many prompt tokens were
+/// cached, the warnings; a measured row's prompt is the context's warmed one.
+fn prefill_row(s: &mut Session, ctx: &ContextSize, prompt: Prompt, seen: PrefillSeen) -> PrefillRow {
+    let PrefillSeen { before, record: rec, after } = seen;
     let mut row = PrefillRow::new(ctx.clone(), CellStatus::Error, None);
     row.completed_requests = Some(0);
-    let prompt = match s.build_prompt(&format!("context {}", ctx.label), ctx).await {
-        Ok(p) => p,
-        Err(e) => {
-            row.reason = Some(e.to_string());
-            return row;
-        }
-    };
-    let before = s.scrape().await;
-    let rec = s.single(&prompt.text, 1).await;
-    let after = s.scrape().await;
     let weights: Vec<f64> = rec.chunks.iter().map(|c| f64::from(c.tokens)).collect();
     row.requests.push(sample(&rec, &weights, true, None));
     row.prompt_tokens = rec.prompt_tokens.or(prompt.tokens);

@@ -1,22 +1,24 @@
 //! `speedmatrix run`'s flags, checked once: [`RunSpec::from_args`] turns the raw [`RunArgs`]
-//! into values ready to use (durations, contexts, the results path, the API key) or the first
-//! bad flag as a [`RunError`] (bad input, exit 2) that names it. Nothing downstream parses a
+//! into values ready to use (durations, contexts, the server's URL, the results path, the API
+//! key, the live page's port) or the first bad flag as a [`RunError`] (bad input, exit 2) that
+//! names it. With `--resume FILE`, the flags the command line leaves out take FILE's values,
+//! merged as values ([`FromFile`]), never as flag text read again. Nothing downstream parses a
 //! flag again.
 
 use crate::cli::RunArgs;
 use crate::measuring::engine::EngineKind;
-use crate::measuring::run::RunError;
-use speedmatrix_schema::context::{parse_context, ContextArg, K};
+use crate::measuring::error::RunError;
+use speedmatrix_schema::context::{parse_context, ContextArg, ContextError, K};
 use speedmatrix_schema::registry::{format_number, Style};
-use speedmatrix_schema::{Endpoint, KvBudgetSource};
+use speedmatrix_schema::{ContextSize, Endpoint, KvBudgetSource, PromptSharing};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// A validated `speedmatrix run`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunSpec {
-    /// Base URL without a trailing `/v1` or `/`.
-    pub url: String,
+    /// `--url`: the base URL without a trailing `/v1` or `/`.
+    pub url: ServerUrl,
     /// `--api-key` / `SPEEDMATRIX_API_KEY`, else `OPENAI_API_KEY`; never empty.
     pub api_key: Option<String>,
     /// `--model`.
@@ -63,6 +65,8 @@ pub struct RunSpec {
     pub from_demo: bool,
     /// `--dry-run`.
     pub dry_run: bool,
+    /// `--serve`: the port of the live page (0: the system picks one).
+    pub serve: Option<u16>,
     /// `--label`.
     pub label: Option<String>,
     /// `--notes`.
@@ -79,64 +83,95 @@ pub struct RunSpec {
     pub gpu_count: Option<u32>,
 }
 
+/// The server's base URL: the text as given (without a trailing `/v1` or `/`; the results
+/// file and the HTTP client use it as it is), and the URL it parses to (its host and port, for
+/// finding the server's socket and redacting the host).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerUrl {
+    text: String,
+    parsed: reqwest::Url,
+}
+
+impl ServerUrl {
+    /// The base URL as given, e.g. `http://127.0.0.1:8000`.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// The parsed URL (scheme `http` or `https`, no credentials).
+    pub fn url(&self) -> &reqwest::Url {
+        &self.parsed
+    }
+
+    /// Its host (`127.0.0.1`, `gpu-box`, `[::1]`), if it names one.
+    pub fn host(&self) -> Option<&str> {
+        self.parsed.host_str()
+    }
+}
+
+impl std::fmt::Display for ServerUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
 impl RunSpec {
-    /// Check every flag of `args`.
+    /// Check every flag of `args` (with `--resume`, those it leaves out take the file's values).
     ///
     /// # Errors
-    /// [`RunError`] naming the first bad flag and what to write instead.
+    /// [`RunError`] naming the first bad flag and what to write instead; the `--resume` file
+    /// cannot be read.
     pub fn from_args(args: &RunArgs) -> Result<RunSpec, RunError> {
-        let window = duration_flag("--duration", &args.duration)?;
-        if !(Duration::from_secs(1)..=Duration::from_secs(86_400)).contains(&window) {
-            return Err(RunError::Window { value: args.duration.clone() });
-        }
-        if args.concurrency.contains(&0) {
+        let file = FromFile::read(args)?;
+        let window = window(args, &file)?;
+        let concurrency = file.concurrency.clone().unwrap_or_else(|| args.concurrency.clone());
+        if concurrency.contains(&0) {
             return Err(RunError::ZeroConcurrency);
         }
-        if let Some(t) = args.temperature.filter(|t| !t.is_finite() || *t < 0.0) {
+        let temperature = file.temperature.unwrap_or(args.temperature);
+        if let Some(t) = temperature.filter(|t| !t.is_finite() || *t < 0.0) {
             return Err(RunError::Temperature { value: t });
         }
         if args.launch_command.as_deref().is_some_and(|l| shlex::split(l).is_none()) {
             return Err(RunError::LaunchCommand);
         }
-        if !args.accept_change.is_empty() && args.resume.is_none() {
-            return Err(RunError::AcceptChangeWithoutResume);
-        }
-        let keys = speedmatrix_schema::resume::keys();
-        if let Some(bad) = args.accept_change.iter().find(|k| !keys.contains(&k.as_str())) {
-            return Err(RunError::AcceptChangeKey { key: bad.clone(), keys });
-        }
+        let accept_change = accept_change(args)?;
         let out = out_path(args);
         if let Err(refused) = out_usable(args, &out) {
             if !args.dry_run {
                 return Err(refused);
             }
             // The dry run writes nothing, so it succeeds; the run it previews would not start.
-            note(&format!("note: without --dry-run the run would stop here: {}", crate::error_line(refused)));
+            say!("note: without --dry-run the run would stop here: {}", crate::error_line(refused));
         }
         Ok(RunSpec {
-            url: base_url(&args.url)?,
+            url: base_url(file.url.as_deref().unwrap_or(&args.url))?,
             api_key: args.api_key.clone().or_else(|| std::env::var("OPENAI_API_KEY").ok()).filter(|k| !k.is_empty()),
-            model: args.model.clone(),
-            contexts: context_flags("--contexts", &args.contexts)?,
-            prefill_contexts: context_flags("--prefill-contexts", &args.prefill_contexts)?,
-            concurrency: args.concurrency.clone(),
+            model: file.model.clone().or_else(|| args.model.clone()),
+            contexts: contexts("--contexts", file.contexts.as_deref(), &args.contexts)?,
+            prefill_contexts: contexts("--prefill-contexts", file.prefill_contexts.as_deref(), &args.prefill_contexts)?,
+            concurrency,
             window,
-            stall: duration_flag("--stall-timeout", &args.stall_timeout)?,
+            stall: match file.stall_timeout_s {
+                Some(s) => file_duration("--stall-timeout", s)?,
+                None => duration_flag("--stall-timeout", &args.stall_timeout)?,
+            },
             server_wait: humantime::parse_duration(args.server_wait.trim())
                 .map_err(|_| RunError::NotADuration { flag: "--server-wait", value: args.server_wait.clone() })?,
-            max_tokens: args.max_tokens,
-            repeat: args.repeat,
-            endpoint: args.endpoint.into(),
-            distinct_prompts: args.distinct_prompts,
-            temperature: args.temperature,
-            seed: args.seed,
-            kv_budget: args.kv_budget,
+            max_tokens: file.max_tokens.unwrap_or(args.max_tokens),
+            repeat: file.repeat.unwrap_or(args.repeat),
+            endpoint: file.endpoint.unwrap_or_else(|| args.endpoint.into()),
+            distinct_prompts: file.distinct_prompts.unwrap_or(args.distinct_prompts),
+            temperature,
+            seed: file.seed.unwrap_or(args.seed),
+            kv_budget: file.kv_budget.or(args.kv_budget),
             engine: args.engine.map(Into::into),
             out,
             resume: args.resume.clone(),
-            accept_change: args.accept_change.clone(),
+            accept_change,
             from_demo: args.from_demo,
             dry_run: args.dry_run,
+            serve: args.serve,
             label: args.label.clone(),
             notes: args.notes.clone(),
             quiet: args.quiet,
@@ -153,87 +188,142 @@ impl RunSpec {
     }
 }
 
-/// `run --resume FILE`: the flags of the file's plan that the command line does not give are
-/// taken from FILE — contexts, concurrency, prefill contexts, window, max tokens, repeats, endpoint,
-/// prompt sharing, temperature, seed, stall timeout, the served model, the server's URL and a
-/// KV budget that came from `--kv-budget` —
-/// so `--resume FILE` alone continues the run. A flag given explicitly stays, and the resume
-/// check decides whether it may differ from the file. Without `--resume`, or when which flags
-/// were given is not known, the arguments stay as they are.
-///
-/// # Errors
-/// The file cannot be read as a results file.
-pub fn with_resumed_plan(args: &RunArgs) -> Result<RunArgs, RunError> {
-    let mut a = args.clone();
-    let (Some(path), Some(given)) = (&args.resume, &args.given) else { return Ok(a) };
-    let r = crate::files::read_results(path)?;
-    let c = &r.config;
-    let unset = |id: &str| !given.iter().any(|g| g == id);
-    let tokens = |v: &[speedmatrix_schema::ContextSize]| match v.is_empty() {
-        true => vec!["none".to_string()],
-        false => v.iter().map(|x| x.tokens.to_string()).collect(),
-    };
-    let ms = |s: f64| format!("{}ms", (s * 1000.0).round());
-    let mut taken: Vec<&str> = vec![];
-    let mut take = |id: &'static str, flag: &'static str, set: &mut dyn FnMut()| {
-        if unset(id) {
-            set();
-            taken.push(flag);
-        }
-    };
-    take("contexts", "--contexts", &mut || a.contexts = tokens(&c.contexts));
-    take("concurrency", "--concurrency", &mut || a.concurrency = c.concurrency.clone());
-    take("prefill_contexts", "--prefill-contexts", &mut || a.prefill_contexts = tokens(&c.prefill_contexts));
-    if let Some(window) = c.window_s {
-        take("duration", "--duration", &mut || a.duration = ms(window));
-    }
-    if let Some(max_tokens) = c.max_tokens {
-        take("max_tokens", "--max-tokens", &mut || a.max_tokens = max_tokens);
-    }
-    if let Some(n) = c.repeats {
-        take("repeat", "--repeat", &mut || a.repeat = n);
-    }
-    if let Some(e) = c.endpoint {
-        let arg = match e {
-            Endpoint::Chat => crate::cli::EndpointArg::Chat,
-            Endpoint::Completions => crate::cli::EndpointArg::Completions,
-        };
-        take("endpoint", "--endpoint", &mut || a.endpoint = arg);
-    }
-    if let Some(sharing) = c.prompt_sharing {
-        let distinct = sharing == speedmatrix_schema::PromptSharing::Distinct;
-        take("distinct_prompts", "--distinct-prompts", &mut || a.distinct_prompts = distinct);
-    }
-    take("temperature", "--temperature", &mut || a.temperature = c.temperature);
-    take("seed", "--seed", &mut || a.seed = c.seed);
-    if let Some(stall) = c.stall_timeout_s {
-        take("stall_timeout", "--stall-timeout", &mut || a.stall_timeout = ms(stall));
-    }
-    if let Some(model) = &r.engine.served_model_name {
-        take("model", "--model", &mut || a.model = Some(model.clone()));
-    }
-    if let Some(url) = &c.server_url {
-        take("url", "--url", &mut || a.url = url.clone());
-    }
-    // A budget the user gave (the server did not): the plan's over-capacity cells depend on it.
-    if let (Some(budget), Some(KvBudgetSource::Flag)) = (r.engine.kv_budget_tokens, r.engine.kv_budget_source) {
-        take("kv_budget", "--kv-budget", &mut || a.kv_budget = Some(budget));
-    }
-    if !taken.is_empty() {
-        note(&format!("note: --resume {}: {} from the file", path.display(), taken.join(", ")));
-    }
-    Ok(a)
+/// `run --resume FILE`: the values FILE's header gives for the flags the command line does not
+/// — contexts, concurrency, prefill contexts, window, max tokens, repeats, endpoint, prompt
+/// sharing, temperature, seed, stall timeout, the served model, the server's URL and a KV
+/// budget that came from `--kv-budget` — so `--resume FILE` alone continues the run. A flag
+/// given explicitly stays (its field here is `None`), and the resume check decides whether it
+/// may differ from the file. Without `--resume`, or when which flags were given is not known
+/// (arguments built in code), every field is `None`. The values are the file's, checked as the
+/// flags are by [`RunSpec::from_args`].
+#[derive(Debug, Default)]
+struct FromFile {
+    contexts: Option<Vec<ContextSize>>,
+    concurrency: Option<Vec<u32>>,
+    prefill_contexts: Option<Vec<ContextSize>>,
+    window_s: Option<f64>,
+    max_tokens: Option<u32>,
+    repeat: Option<u32>,
+    endpoint: Option<Endpoint>,
+    distinct_prompts: Option<bool>,
+    temperature: Option<Option<f64>>,
+    seed: Option<Option<u64>>,
+    stall_timeout_s: Option<f64>,
+    model: Option<String>,
+    url: Option<String>,
+    kv_budget: Option<u64>,
 }
 
-/// `eprintln!` that never panics on a closed stderr (see `run`).
-fn note(line: &str) {
-    use std::io::Write as _;
-    let _ = writeln!(std::io::stderr(), "{line}");
+impl FromFile {
+    /// The values of the `--resume` file for the flags `args` leaves out; a note names them.
+    ///
+    /// # Errors
+    /// The file cannot be read as a results file.
+    fn read(args: &RunArgs) -> Result<FromFile, RunError> {
+        let (Some(path), Some(given)) = (&args.resume, &args.given) else { return Ok(FromFile::default()) };
+        let r = crate::files::read_results(path)?;
+        let (c, e) = (&r.config, &r.engine);
+        let mut taken: Vec<&str> = vec![];
+        // Whether flag `id` (`flag` on the command line) is taken from the file.
+        let mut take = |id: &str, flag: &'static str| {
+            let unset = !given.iter().any(|g| g == id);
+            if unset {
+                taken.push(flag);
+            }
+            unset
+        };
+        // In the order the note names them; `filter` asks only where the file has a value.
+        let file = FromFile {
+            contexts: take("contexts", "--contexts").then(|| c.contexts.clone()),
+            concurrency: take("concurrency", "--concurrency").then(|| c.concurrency.clone()),
+            prefill_contexts: take("prefill_contexts", "--prefill-contexts").then(|| c.prefill_contexts.clone()),
+            window_s: c.window_s.filter(|_| take("duration", "--duration")),
+            max_tokens: c.max_tokens.filter(|_| take("max_tokens", "--max-tokens")),
+            repeat: c.repeats.filter(|_| take("repeat", "--repeat")),
+            endpoint: c.endpoint.filter(|_| take("endpoint", "--endpoint")),
+            distinct_prompts: c
+                .prompt_sharing
+                .map(|s| s == PromptSharing::Distinct)
+                .filter(|_| take("distinct_prompts", "--distinct-prompts")),
+            temperature: take("temperature", "--temperature").then_some(c.temperature),
+            seed: take("seed", "--seed").then_some(c.seed),
+            stall_timeout_s: c.stall_timeout_s.filter(|_| take("stall_timeout", "--stall-timeout")),
+            model: e.served_model_name.clone().filter(|_| take("model", "--model")),
+            url: c.server_url.clone().filter(|_| take("url", "--url")),
+            // A budget the user gave (the server did not): the plan's over-capacity cells depend
+            // on it.
+            kv_budget: match (e.kv_budget_tokens, e.kv_budget_source) {
+                (Some(budget), Some(KvBudgetSource::Flag)) => Some(budget).filter(|_| take("kv_budget", "--kv-budget")),
+                _ => None,
+            },
+        };
+        if !taken.is_empty() {
+            say!("note: --resume {}: {} from the file", path.display(), taken.join(", "));
+        }
+        Ok(file)
+    }
+}
+
+/// `--duration`, or the `--resume` file's window: 1 s … 24 h.
+fn window(args: &RunArgs, file: &FromFile) -> Result<Duration, RunError> {
+    let (window, value) = match file.window_s {
+        Some(s) => (file_duration("--duration", s)?, file_millis(s)),
+        None => (duration_flag("--duration", &args.duration)?, args.duration.clone()),
+    };
+    if !(Duration::from_secs(1)..=Duration::from_secs(86_400)).contains(&window) {
+        return Err(RunError::Window { value });
+    }
+    Ok(window)
+}
+
+/// `--accept-change`: only with `--resume`, and only keys of compared header fields.
+fn accept_change(args: &RunArgs) -> Result<Vec<String>, RunError> {
+    if !args.accept_change.is_empty() && args.resume.is_none() {
+        return Err(RunError::AcceptChangeWithoutResume);
+    }
+    let keys = speedmatrix_schema::resume::keys();
+    if let Some(bad) = args.accept_change.iter().find(|k| !keys.contains(&k.as_str())) {
+        return Err(RunError::AcceptChangeKey { key: bad.clone(), keys });
+    }
+    Ok(args.accept_change.clone())
+}
+
+/// A duration of the `--resume` file, in seconds, as the flag `flag`: whole milliseconds, more
+/// than 0.
+fn file_duration(flag: &'static str, secs: f64) -> Result<Duration, RunError> {
+    let ms = (secs * 1000.0).round();
+    if !(0.0..=u64::MAX as f64).contains(&ms) || ms.is_sign_negative() {
+        return Err(RunError::NotADuration { flag, value: file_millis(secs) });
+    }
+    let d = Duration::from_millis(ms as u64);
+    if d.is_zero() {
+        return Err(RunError::ZeroDuration { flag });
+    }
+    Ok(d)
+}
+
+/// How an error names a duration of the `--resume` file: its whole milliseconds, `30000ms`.
+fn file_millis(secs: f64) -> String {
+    format!("{}ms", (secs * 1000.0).round())
+}
+
+/// `--contexts` or `--prefill-contexts` (`flag`): the `--resume` file's contexts when it gives
+/// them, else the flag's values.
+fn contexts(flag: &'static str, file: Option<&[ContextSize]>, values: &[String]) -> Result<Vec<ContextArg>, RunError> {
+    let Some(sizes) = file else { return context_flags(flag, values) };
+    for n in sizes.iter().map(|c| c.tokens).filter(|n| (1..100).contains(n)) {
+        small_context_note(flag, n);
+    }
+    let zero = |c: &ContextSize| c.tokens == 0;
+    if let Some(c) = sizes.iter().find(|c| zero(c)) {
+        return Err(RunError::Context { flag, source: ContextError::Zero(c.tokens.to_string()) });
+    }
+    Ok(sizes.iter().map(|c| ContextArg::Tokens(c.tokens)).collect())
 }
 
 /// `--url` without credentials (they would not be sent) and without a trailing `/v1` (people
-/// paste the OpenAI base URL).
-fn base_url(url: &str) -> Result<String, RunError> {
+/// paste the OpenAI base URL), parsed once.
+fn base_url(url: &str) -> Result<ServerUrl, RunError> {
     // `scheme://…` names a scheme; `localhost:8000` parses as one too, but means a host.
     if let Some((scheme, _)) = url.split_once("://") {
         if !scheme.eq_ignore_ascii_case("http") && !scheme.eq_ignore_ascii_case("https") {
@@ -241,22 +331,23 @@ fn base_url(url: &str) -> Result<String, RunError> {
         }
     }
     let parsed = reqwest::Url::parse(url).ok().filter(|u| matches!(u.scheme(), "http" | "https"));
-    let Some(u) = parsed else {
+    let Some(parsed) = parsed else {
         return Err(RunError::UrlScheme { url: url.to_string() });
     };
-    if !u.username().is_empty() || u.password().is_some() {
+    if !parsed.username().is_empty() || parsed.password().is_some() {
         // Written by hand: the URL type would percent-encode the marker.
         let rest = url.split_once('@').map_or("", |(_, rest)| rest);
-        return Err(RunError::UrlCredentials { url: format!("{}://<redacted>@{rest}", u.scheme()) });
+        return Err(RunError::UrlCredentials { url: format!("{}://<redacted>@{rest}", parsed.scheme()) });
     }
     let url = url.trim_end_matches('/');
-    Ok(match url.strip_suffix("/v1") {
+    let text = match url.strip_suffix("/v1") {
         Some(base) => {
-            note(&format!("note: --url {url}: using {base} (speedmatrix adds /v1 itself)"));
+            say!("note: --url {url}: using {base} (speedmatrix adds /v1 itself)");
             base.to_string()
         }
         None => url.to_string(),
-    })
+    };
+    Ok(ServerUrl { text, parsed })
 }
 
 /// The results file: `-o`, else the `--resume` file, else `results.json`.
@@ -301,10 +392,16 @@ fn context_flags(flag: &'static str, values: &[String]) -> Result<Vec<ContextArg
         return Ok(vec![]);
     }
     for n in values.iter().filter_map(|v| bare_under_100(v)) {
-        let thousands = format_number((n * K) as f64, Style::Fixed(0));
-        note(&format!("note: {flag} {n} is {n} tokens; for {thousands} tokens write {n}k"));
+        small_context_note(flag, n);
     }
     values.iter().map(|v| parse_context(v).map_err(|source| RunError::Context { flag, source })).collect()
+}
+
+/// The note on a context of `n` tokens under 100: measured as written, but most likely meant
+/// as thousands.
+fn small_context_note(flag: &str, n: u64) {
+    let thousands = format_number((n * K) as f64, Style::Fixed(0));
+    say!("note: {flag} {n} is {n} tokens; for {thousands} tokens write {n}k");
 }
 
 /// A bare number under 100 (`8`, `64`): too short a prompt for a speed test, so most likely
@@ -351,11 +448,35 @@ mod tests {
     #[test]
     fn flags_become_values_once() {
         let s = spec(&["--url", "http://h:1/v1/", "--duration", "10s", "--prefill-contexts", "none"]).unwrap();
-        assert_eq!(s.url, "http://h:1");
+        assert_eq!(s.url.as_str(), "http://h:1");
         assert_eq!((s.window, s.stall), (Duration::from_secs(10), Duration::from_secs(120)));
         assert!(s.prefill_contexts.is_empty());
         assert_eq!(s.contexts.len(), 6);
         assert_eq!(s.out, PathBuf::from("results.json"));
+    }
+
+    #[test]
+    fn a_resumed_file_gives_the_flags_left_out_as_values() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/round1/twin-tiny.json");
+        let argv =
+            ["speedmatrix", "run", "--dry-run", "--resume", path, "--max-tokens", "7", "-o", "/nonexistent/r.json"];
+        let crate::cli::Command::Run(mut a) = crate::cli::Cli::try_parse_from(argv).unwrap().command else {
+            unreachable!("a run command")
+        };
+        a.given = Some(["dry_run", "resume", "max_tokens", "out"].map(String::from).to_vec());
+        let s = RunSpec::from_args(&a).unwrap();
+        let r = crate::files::read_results(Path::new(path)).unwrap();
+        assert_eq!(s.window, Duration::from_secs(2), "window_s 2.0");
+        assert_eq!(s.stall, Duration::from_secs(120));
+        assert_eq!(s.max_tokens, 7, "a flag given stays");
+        assert_eq!(s.concurrency, r.config.concurrency);
+        let tokens = |v: &[ContextSize]| v.iter().map(|c| ContextArg::Tokens(c.tokens)).collect::<Vec<_>>();
+        assert_eq!((s.contexts, s.prefill_contexts), (tokens(&r.config.contexts), tokens(&r.config.prefill_contexts)));
+        assert_eq!(s.model.as_deref(), Some("tiny"));
+        assert_eq!(s.url.as_str(), "http://127.0.0.1:8000", "the file has no URL: the flag's default");
+        // Without knowing which flags were given (arguments built in code), nothing is taken.
+        a.given = None;
+        assert_eq!(RunSpec::from_args(&a).unwrap().window, Duration::from_secs(30));
     }
 
     #[test]

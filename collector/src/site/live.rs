@@ -6,14 +6,14 @@
 //! than server-sent events).
 //!
 //! - [`serve_run`] (`run --serve [PORT]`): the state the measuring code publishes
-//!   ([`crate::measuring::live`]), served by a thread of its own with its own runtime, so
+//!   ([`crate::measuring::live_state`]), served by a thread of its own with its own runtime, so
 //!   nothing a client does (a reload, a second tab, a connection that never reads) can take
 //!   time from the measuring task;
 //! - [`serve_watch`] (`serve --watch RUN.json`): a results file another process writes, read
 //!   again whenever its size, modification time or inode changes (the collector replaces it
 //!   atomically; a save that does not load is skipped until the next change).
 
-use crate::measuring::live::{Feed, Snapshot};
+use crate::measuring::live_state::{Feed, Snapshot};
 use crate::site::publish::{viewer_site, Site};
 use crate::site::serve::{from_memory, stop_signal, uncached, ServeError};
 use axum::extract::{Request, State};
