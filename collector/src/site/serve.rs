@@ -196,7 +196,7 @@ pub(crate) async fn stop_signal() {
 }
 
 /// Run `serve` until Ctrl-C or SIGTERM, then stop cleanly (exit code 0). `serve --watch` is
-/// [`crate::site::live::serve_watch`]'s.
+/// [`crate::site::live_page::serve_watch`]'s.
 ///
 /// # Errors
 /// [`ServeError`]: bad input for bad paths or runs; a failure while working when the port
