@@ -119,7 +119,7 @@ pub fn read_results_bytes(path: &Path) -> Result<(Vec<u8>, Results), FileError> 
         let name = display_name(path);
         match (&source, foreign_format(&bytes)) {
             (LoadError::NotResults(_), Some(from)) => {
-                FileError::OtherTool { hint: crate::import::import_hint(&name, from) }
+                FileError::OtherTool { hint: crate::import::formats::import_hint(&name, from) }
             }
             _ => FileError::Invalid { name, source },
         }
@@ -129,7 +129,7 @@ pub fn read_results_bytes(path: &Path) -> Result<(Vec<u8>, Results), FileError> 
 
 /// Which other tool's result file `bytes` is, if it is one `import` reads.
 fn foreign_format(bytes: &[u8]) -> Option<crate::cli::ImportFrom> {
-    serde_json::from_slice(bytes).ok().as_ref().and_then(crate::import::detect)
+    serde_json::from_slice(bytes).ok().as_ref().and_then(crate::import::formats::detect)
 }
 
 /// Read and validate a results file; `-` reads standard input.

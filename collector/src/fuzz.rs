@@ -3,9 +3,9 @@
 //! `run` flags. Case counts are bounded for the normal test run; `PROPTEST_CASES=N` gives the
 //! long form (docs/ARCHITECTURE.md, "Tests").
 
-use crate::measuring::client::{ChunkError, ChunkParser};
 use crate::measuring::launch::{redact_argv, scrub, REDACTED};
 use crate::measuring::prometheus;
+use crate::measuring::wire::{ChunkError, ChunkParser};
 use proptest::prelude::*;
 
 /// `PROPTEST_CASES` if set, else `default`.

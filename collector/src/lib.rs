@@ -81,10 +81,16 @@ pub fn run(cli: cli::Cli) -> ExitCode {
     match cli.command {
         Command::Run(args) => finish(measuring::run::run(&args)),
         Command::Show(args) => finish(terminal::show::run(&args).map(|()| 0)),
-        Command::Diff(args) => finish(terminal::diff::run(&args)),
+        Command::Diff(args) => finish(terminal::compare::run(&args)),
         Command::Publish(args) => finish(site::publish::run(&args).map(|()| 0)),
-        Command::Report(args) => finish(site::report::run(&args).map(|()| 0)),
-        Command::Serve(args) => finish(site::serve::run(&args).map(|()| 0)),
+        Command::Report(args) => finish(site::single_file::run(&args).map(|()| 0)),
+        Command::Serve(args) => finish(
+            match &args.watch {
+                Some(path) => site::live_page::serve_watch(path, args.port),
+                None => site::serve::run(&args),
+            }
+            .map(|()| 0),
+        ),
         Command::Schema => finish(print_json(&speedmatrix_schema::json_schema()).map(|()| 0)),
         Command::Simulate(args) => finish(simulate::run(&args).map(|()| 0)),
         Command::Demo(args) => finish(site::demo::run(&args)),

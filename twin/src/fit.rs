@@ -36,10 +36,11 @@
 //! 5. **Prefill**: each prefill row's cold TTFT minus the front end is the engine's time to
 //!    compute that prompt; prompt tok/s knots follow.
 
-use crate::profile::{CostModel, FrontendModel, Profile};
+use crate::profile::{CostModel, FrontendModel, Profile, UnknownProfile};
 use crate::replay::{replay_cell, CellPlan, Procedure};
 use speedmatrix_schema::{CellStatus, DecodeCell, Results};
 use std::fmt;
+use std::sync::OnceLock;
 
 /// A fitted profile and what the fit had to assume.
 #[derive(Debug, Clone, PartialEq)]
@@ -117,6 +118,32 @@ pub fn fit(results: &Results) -> Result<Fit, FitError> {
     let mut seen = std::collections::HashSet::new();
     notes.retain(|n| seen.insert(n.clone()));
     Ok(Fit { profile: p, notes })
+}
+
+// The named profiles, one of which is a fit: here, so that `profile` does not depend on the fit.
+impl Profile {
+    /// Look a profile up by name.
+    pub fn by_name(name: &str) -> Result<Profile, UnknownProfile> {
+        match name {
+            "h200-qwen3.5-122b" | "h200" => Ok(Profile::h200_qwen()),
+            "tiny" => Ok(Profile::tiny()),
+            other => Err(UnknownProfile(other.to_string())),
+        }
+    }
+
+    /// The H200 / Qwen3.5-122B profile: the fit of the seed run (computed once per process).
+    pub fn h200_qwen() -> Profile {
+        static FITTED: OnceLock<Profile> = OnceLock::new();
+        FITTED
+            .get_or_init(|| {
+                let seed = speedmatrix_schema::load_results(crate::profile::SEED_RESULTS.as_bytes())
+                    .expect("the embedded seed fixture is a valid results file");
+                let mut p = fit(&seed).expect("the seed fixture has what a fit needs").profile;
+                p.name = "h200-qwen3.5-122b".into();
+                p
+            })
+            .clone()
+    }
 }
 
 /// The run's `max_tokens` ([`fit`] refuses a file without it).

@@ -3,7 +3,8 @@
 //! A profile says what the twin announces (model, version, `max_model_len`, KV budget) and how
 //! its engine spends time: the front end's per-request work, prefill chunks and decode steps
 //! (see [`crate::engine`] for how they are scheduled). Profiles are not typed in here: they are
-//! fitted to a measured run by [`crate::fit`].
+//! fitted to a measured run by [`crate::fit`], which also has [`Profile::by_name`] and
+//! [`Profile::h200_qwen`].
 //!
 //! - `h200-qwen3.5-122b` is the fit of the seed run (`tests/fixtures/h200-qwen3.5-122b-vllm.json`,
 //!   Qwen3.5-122B-A10B GPTQ-Int4 under vLLM 0.26 on 2 × H200 NVL with MTP), built when first
@@ -24,8 +25,6 @@
 //!   4M-token KV cache, 1,024 running requests at most, prefill at 200K tok/s, decode steps of
 //!   `2 + 0.1·B + 0.5·S/10⁶` ms, no front-end cost, no speculative decoding, outputs handed out
 //!   0.02 ms apart.
-
-use std::sync::OnceLock;
 
 /// Linear interpolation between `(x, y)` knots sorted by `x`, flat outside them; 0 without
 /// knots.
@@ -197,29 +196,6 @@ pub struct UnknownProfile(pub String);
 pub const SEED_RESULTS: &str = include_str!("../../tests/fixtures/h200-qwen3.5-122b-vllm.json");
 
 impl Profile {
-    /// Look a profile up by name.
-    pub fn by_name(name: &str) -> Result<Profile, UnknownProfile> {
-        match name {
-            "h200-qwen3.5-122b" | "h200" => Ok(Profile::h200_qwen()),
-            "tiny" => Ok(Profile::tiny()),
-            other => Err(UnknownProfile(other.to_string())),
-        }
-    }
-
-    /// The H200 / Qwen3.5-122B profile: the fit of the seed run (computed once per process).
-    pub fn h200_qwen() -> Profile {
-        static FITTED: OnceLock<Profile> = OnceLock::new();
-        FITTED
-            .get_or_init(|| {
-                let seed = speedmatrix_schema::load_results(SEED_RESULTS.as_bytes())
-                    .expect("the embedded seed fixture is a valid results file");
-                let mut p = crate::fit::fit(&seed).expect("the seed fixture has what a fit needs").profile;
-                p.name = "h200-qwen3.5-122b".into();
-                p
-            })
-            .clone()
-    }
-
     /// A small, fast profile for tests and benchmarks.
     pub fn tiny() -> Profile {
         Profile {

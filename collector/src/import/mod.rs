@@ -7,12 +7,14 @@
 //! not map is listed in `import.unmapped` with its value or why; figures the source lacks are
 //! listed in `missing`. Nothing is invented: a figure the source does not give stays `null`.
 
+pub mod formats;
 pub mod llm_inference_bench;
 pub mod vllm_bench;
 
 use crate::cli::{ImportArgs, ImportFrom};
 use crate::files::FileError;
 use crate::{CommandError, Failure};
+use formats::{flag, what};
 use serde_json::Value;
 use speedmatrix_schema::{Distribution, LoadError, Results, UnmappedField};
 
@@ -132,41 +134,6 @@ impl CommandError for ImportError {
             ImportError::Read(e) | ImportError::Write(e) => e.failure(),
             _ => Failure::BadInput,
         }
-    }
-}
-
-/// The file a format reads, in words.
-fn what(from: ImportFrom) -> &'static str {
-    match from {
-        ImportFrom::LlmInferenceBench => "llm-inference-bench's benchmark_results.json",
-        ImportFrom::VllmBench => "a `vllm bench serve --save-result` file",
-    }
-}
-
-/// The format of another tool's result file, by the fields each always has; `None` for
-/// anything else. Used to point a file given where a results file belongs to `import`.
-pub fn detect(json: &Value) -> Option<ImportFrom> {
-    let has = |p: &str| json.pointer(p).is_some();
-    if has("/metadata/context_lengths") && has("/results") {
-        Some(ImportFrom::LlmInferenceBench)
-    } else if has("/completed") && (has("/request_throughput") || has("/backend")) {
-        Some(ImportFrom::VllmBench)
-    } else {
-        None
-    }
-}
-
-/// `speedmatrix import FILE --from F -o RUN.json`: the command that converts `file`, given
-/// where a results file belongs.
-pub fn import_hint(name: &str, from: ImportFrom) -> String {
-    format!("{name} is {}, not a speedmatrix results file; convert it first: speedmatrix import {name} --from {} -o RUN.json", what(from), flag(from))
-}
-
-/// The `--from` value of a format.
-fn flag(from: ImportFrom) -> &'static str {
-    match from {
-        ImportFrom::LlmInferenceBench => "llm-inference-bench",
-        ImportFrom::VllmBench => "vllm-bench",
     }
 }
 

@@ -113,6 +113,18 @@ pub fn scrub(line: &str, secret: Option<&str>) -> String {
     }
 }
 
+/// The file name of a program: `/usr/bin/ssh` → `ssh`; `python3 -m litellm` → `litellm`.
+pub fn program_name(argv: &[String]) -> String {
+    let base = |s: &str| s.rsplit('/').next().unwrap_or(s).to_string();
+    let first = argv.first().map(|a| base(a)).unwrap_or_default();
+    let interpreted = first.starts_with("python") || first == "node" || first == "uv" || first == "uvx";
+    match argv.iter().position(|a| a == "-m") {
+        Some(i) if interpreted => argv.get(i + 1).map_or(first, |m| m.split('.').next().unwrap_or(m).to_string()),
+        _ if interpreted => argv.iter().skip(1).find(|a| !a.starts_with('-')).map_or(first, |a| base(a)),
+        _ => first,
+    }
+}
+
 /// Whether an argument vector launches an LLM server we know: vLLM, SGLang, llama.cpp, the twin,
 /// and other engines people serve OpenAI APIs with (Ollama, TGI, LMDeploy, TensorRT-LLM,
 /// mistral.rs, llamafile, KoboldCpp, Aphrodite, MLC LLM, LocalAI, llama-cpp-python). vLLM's
@@ -120,7 +132,7 @@ pub fn scrub(line: &str, secret: Option<&str>) -> String {
 /// whatever name its binary was built, e.g. `speedmatrix-under-test`.
 pub fn is_server(argv: &[String]) -> bool {
     let joined = argv.join(" ");
-    let program = crate::measuring::locate::program_name(argv);
+    let program = program_name(argv);
     let first = argv.first().map(String::as_str).unwrap_or_default();
     (joined.contains("vllm") && (argv.iter().any(|a| a == "serve") || joined.contains("api_server")))
         || first.starts_with("VLLM::")

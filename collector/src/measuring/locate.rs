@@ -21,6 +21,7 @@ use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
 use std::time::Duration;
 
+use crate::measuring::launch::program_name;
 use speedmatrix_schema::ServerPlace;
 
 /// One socket of `/proc/net/tcp` or `/proc/net/tcp6`.
@@ -133,18 +134,6 @@ const FORWARDERS: [&str; 30] = [
     "session-manager-plugin",
     "litellm",
 ];
-
-/// The file name of a program: `/usr/bin/ssh` → `ssh`; `python3 -m litellm` → `litellm`.
-pub fn program_name(argv: &[String]) -> String {
-    let base = |s: &str| s.rsplit('/').next().unwrap_or(s).to_string();
-    let first = argv.first().map(|a| base(a)).unwrap_or_default();
-    let interpreted = first.starts_with("python") || first == "node" || first == "uv" || first == "uvx";
-    match argv.iter().position(|a| a == "-m") {
-        Some(i) if interpreted => argv.get(i + 1).map_or(first, |m| m.split('.').next().unwrap_or(m).to_string()),
-        _ if interpreted => argv.iter().skip(1).find(|a| !a.starts_with('-')).map_or(first, |a| base(a)),
-        _ => first,
-    }
-}
 
 /// Whether a program is a tunnel or proxy ([`FORWARDERS`]).
 pub fn is_forwarder(argv: &[String]) -> bool {

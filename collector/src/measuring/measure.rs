@@ -9,6 +9,7 @@
 //! and the TTFT of the streams that opened the cell is reported apart from the TTFT of
 //! replacement streams started inside the window.
 
+pub use crate::measuring::client::CellStream;
 use crate::measuring::client::StreamRecord;
 use crate::measuring::discovery::Metrics;
 use crate::measuring::gpu;
@@ -72,15 +73,6 @@ pub fn add_note(reason: &mut Option<String>, note: String) {
         Some(r) => format!("{r}; {note}"),
         None => note,
     });
-}
-
-/// A record plus whether its stream opened the cell (vs. replaced a finished one).
-#[derive(Debug, Clone)]
-pub struct CellStream {
-    /// What the stream saw.
-    pub record: StreamRecord,
-    /// True for the N streams that opened the cell.
-    pub opening: bool,
 }
 
 /// When a decode window opened, was due to close and really closed, ms on the run clock.

@@ -19,7 +19,8 @@
 //! - [`plan`]: flags + server → the cells to measure (pure);
 //! - [`prompt`]: prompts of exact token counts (`/tokenize`, varied prose);
 //! - [`client`]: HTTP and SSE, one record per streamed request;
-//! - [`wire`]: the fields of a streamed chunk the measurement reads, typed and borrowed;
+//! - [`wire`]: a streamed chunk's payload → its tokens, finish reason, usage (`ChunkParser`: a
+//!   typed, borrowed fast path, a `Value` fallback);
 //! - [`prometheus`]: `/metrics` text (Prometheus 0.0.4, OpenMetrics) → samples;
 //! - [`prefill`]: one cold prefill row (and how cold it really was);
 //! - [`cell`]: one decode cell in stages — warm, open, ready, window, drain;

@@ -4,7 +4,7 @@
 //! it. Buckets follow the window's convention: bucket `i` holds what arrived in
 //! `(start + i s, start + (i + 1) s]`; only whole buckets are kept.
 
-use crate::measuring::measure::CellStream;
+use crate::measuring::client::CellStream;
 use crate::measuring::scrape::Scrape;
 use speedmatrix_schema::stats::round3;
 use speedmatrix_schema::WindowSeries;

@@ -195,15 +195,13 @@ pub(crate) async fn stop_signal() {
     }
 }
 
-/// Run `serve` until Ctrl-C or SIGTERM, then stop cleanly (exit code 0).
+/// Run `serve` until Ctrl-C or SIGTERM, then stop cleanly (exit code 0). `serve --watch` is
+/// [`crate::site::live_page::serve_watch`]'s.
 ///
 /// # Errors
 /// [`ServeError`]: bad input for bad paths or runs; a failure while working when the port
 /// cannot be bound.
 pub fn run(args: &ServeArgs) -> Result<(), ServeError> {
-    if let Some(path) = &args.watch {
-        return crate::site::live::serve_watch(path, args.port);
-    }
     let app = router(source(&args.paths)?);
     crate::runtime().map_err(ServeError::Runtime)?.block_on(async move {
         let listen = |source| ServeError::Listen { port: args.port, source };

@@ -3,8 +3,8 @@
 //!
 //! - [`show`]: `speedmatrix show FILE` — header cards, prefill table, decode matrix (text,
 //!   Markdown) or the full measurement table (CSV, JSON);
-//! - [`diff`]: `speedmatrix diff A.json B.json` — header differences and the delta matrix
+//! - [`compare`]: `speedmatrix diff A.json B.json` — header differences and the delta matrix
 //!   (text, Markdown, JSON) and the regression gate.
 
-pub mod diff;
+pub mod compare;
 pub mod show;

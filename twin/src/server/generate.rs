@@ -5,12 +5,12 @@
 
 use super::chunks::Writer;
 use super::engine_loop::{Delivery, EngineCmd};
+use super::guard::Guard;
 use super::requests::{plan, Plan};
 use super::stream::{full_response, stream_response};
 use super::{error, hex_id, unix_now, AppState, Endpoint};
 use crate::engine::{block_hashes, Submit};
 use crate::faults;
-use crate::trace::RequestRecord;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -27,61 +27,6 @@ pub(super) async fn chat_completions(State(state): State<Arc<AppState>>, body: B
 /// `POST /v1/completions`.
 pub(super) async fn completions(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
     generate(state, Endpoint::Completions, body).await
-}
-
-/// Aborts the engine request and writes the trace line when the response ends or is dropped
-/// (client gone).
-pub(super) struct Guard {
-    state: Arc<AppState>,
-    /// The request's trace line, filled in as it goes.
-    pub(super) record: RequestRecord,
-    engine_id: Option<u64>,
-    /// The engine delivered the last output.
-    pub(super) finished: bool,
-}
-
-impl Guard {
-    /// A guard for request `n`, arrived at `arrival_ms`, that has done nothing yet.
-    fn new(state: Arc<AppState>, ep: Endpoint, n: u64, id: String, arrival_ms: f64) -> Guard {
-        let endpoint = match ep {
-            Endpoint::Chat => "chat",
-            Endpoint::Completions => "completions",
-        };
-        let record = RequestRecord {
-            request: n,
-            id,
-            endpoint,
-            arrival_ms,
-            status: 200,
-            outcome: "complete",
-            ..Default::default()
-        };
-        Guard { state, record, engine_id: None, finished: false }
-    }
-}
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        if let Some(id) = self.engine_id {
-            if !self.finished {
-                let _ = self.state.engine_tx.send(EngineCmd::Abort(id));
-                if self.record.outcome == "complete" {
-                    self.record.outcome = "disconnected";
-                }
-            }
-        }
-        if self.record.status == 200 {
-            let reason = if self.finished && self.record.outcome == "complete" {
-                self.record.finish_reason.unwrap_or("stop")
-            } else {
-                "abort"
-            };
-            if let Ok(mut m) = self.state.metrics.lock() {
-                *m.success.entry(reason).or_insert(0) += 1;
-            }
-        }
-        self.state.trace.write(&self.record);
-    }
 }
 
 async fn generate(state: Arc<AppState>, ep: Endpoint, body: Bytes) -> Response {

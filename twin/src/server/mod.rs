@@ -10,12 +10,14 @@
 //! - `requests`: the checks of a request body and the plan of a generation request;
 //! - `info`: health, version, models, tokenize and SGLang's server info;
 //! - `generate`: the two generation routes, from arrival to the trace line;
+//! - `guard`: what ends a generation request — abort in the engine, `/metrics`, trace line;
 //! - `chunks`: the JSON of each streamed chunk and of a full answer;
 //! - `stream`: the SSE writer and the full response, with the faults applied.
 
 mod chunks;
 mod engine_loop;
 mod generate;
+mod guard;
 mod info;
 mod metrics;
 mod requests;

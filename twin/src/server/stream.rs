@@ -5,7 +5,7 @@
 
 use super::chunks::Writer;
 use super::engine_loop::Delivery;
-use super::generate::Guard;
+use super::guard::Guard;
 use super::{error, error_value, json_response, AppState, Endpoint};
 use crate::faults::{FaultKind, Struck};
 use crate::trace::ChunkRecord;

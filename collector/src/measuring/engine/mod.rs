@@ -217,7 +217,7 @@ pub(crate) fn models_max_len(p: &Probes) -> Option<u64> {
 pub(crate) fn common_missing(p: &Probes, facts: &Facts) -> Vec<MissingFigure> {
     let mut out = Vec::new();
     let miss = |figure: &str, reason: String| MissingFigure { figure: figure.into(), reason };
-    let unparsed = p.metrics.ok().and_then(|t| crate::measuring::discovery::Metrics::parse(t).err());
+    let unparsed = p.metrics.ok().and_then(|t| crate::measuring::prometheus::parse(t).err());
     let metrics_why = match (p.metrics.why(), unparsed) {
         (Some(why), _) => Some(why.to_string()),
         (None, Some(e)) => Some(format!("could not be parsed as Prometheus text ({e})")),

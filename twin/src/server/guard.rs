@@ -1,0 +1,64 @@
+//! A generation request's guard: when the response ends or is dropped (the client left), it
+//! aborts the request in the engine, counts it in `/metrics` and writes its trace line. The
+//! route ([`super::generate`]) makes it; the writer ([`super::stream`]) fills it in.
+
+use super::engine_loop::EngineCmd;
+use super::{AppState, Endpoint};
+use crate::trace::RequestRecord;
+use std::sync::Arc;
+
+/// Aborts the engine request and writes the trace line when the response ends or is dropped
+/// (client gone).
+pub(super) struct Guard {
+    state: Arc<AppState>,
+    /// The request's trace line, filled in as it goes.
+    pub(super) record: RequestRecord,
+    /// The engine's id of the request, once submitted.
+    pub(super) engine_id: Option<u64>,
+    /// The engine delivered the last output.
+    pub(super) finished: bool,
+}
+
+impl Guard {
+    /// A guard for request `n`, arrived at `arrival_ms`, that has done nothing yet.
+    pub(super) fn new(state: Arc<AppState>, ep: Endpoint, n: u64, id: String, arrival_ms: f64) -> Guard {
+        let endpoint = match ep {
+            Endpoint::Chat => "chat",
+            Endpoint::Completions => "completions",
+        };
+        let record = RequestRecord {
+            request: n,
+            id,
+            endpoint,
+            arrival_ms,
+            status: 200,
+            outcome: "complete",
+            ..Default::default()
+        };
+        Guard { state, record, engine_id: None, finished: false }
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if let Some(id) = self.engine_id {
+            if !self.finished {
+                let _ = self.state.engine_tx.send(EngineCmd::Abort(id));
+                if self.record.outcome == "complete" {
+                    self.record.outcome = "disconnected";
+                }
+            }
+        }
+        if self.record.status == 200 {
+            let reason = if self.finished && self.record.outcome == "complete" {
+                self.record.finish_reason.unwrap_or("stop")
+            } else {
+                "abort"
+            };
+            if let Ok(mut m) = self.state.metrics.lock() {
+                *m.success.entry(reason).or_insert(0) += 1;
+            }
+        }
+        self.state.trace.write(&self.record);
+    }
+}
