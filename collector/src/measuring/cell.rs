@@ -9,9 +9,10 @@
 //! `/metrics` is read by a [`Scraper`] task of its own: no stage awaits a scrape while streams
 //! run, so a slow exporter delays neither a replacement stream nor the window's close.
 
+use crate::measuring::client::CellStream;
 use crate::measuring::client::{request_body, FirstToken, StreamCtl, StreamRecord};
 use crate::measuring::error::CellError;
-use crate::measuring::measure::{decode_cell, CellStream, Observation, WindowTimes};
+use crate::measuring::measure::{decode_cell, Observation, WindowTimes};
 use crate::measuring::measurement::Measurement;
 use crate::measuring::prompt::Prompt;
 use crate::measuring::scrape::Scraper;

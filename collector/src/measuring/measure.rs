@@ -9,7 +9,7 @@
 //! and the TTFT of the streams that opened the cell is reported apart from the TTFT of
 //! replacement streams started inside the window.
 
-pub use crate::measuring::client::CellStream;
+use crate::measuring::client::CellStream;
 use crate::measuring::client::StreamRecord;
 use crate::measuring::discovery::Metrics;
 use crate::measuring::gpu;

@@ -70,7 +70,7 @@ pub async fn measure(args: &RunArgs) -> Result<u8, RunError> {
     s.spec_start = metrics.as_ref().and_then(|m| Some((m.spec_drafts?, m.spec_draft_tokens?)));
     // The URL first, then the measuring; the page is served off the measuring path.
     let server = match s.spec.serve {
-        Some(port) => Some(crate::site::live::serve_run(port, s.live.subscribe()).map_err(RunError::Serve)?),
+        Some(port) => Some(crate::site::live_page::serve_run(port, s.live.subscribe()).map_err(RunError::Serve)?),
         None => None,
     };
     let e = remaining(&s.results, &[]);

@@ -15,7 +15,3 @@ pub mod live_page;
 pub mod publish;
 pub mod serve;
 pub mod single_file;
-
-// `measuring/run.rs` still names `site::live` (another branch rewrites run.rs); the lead drops
-// this alias once it names `site::live_page`.
-pub use live_page as live;
