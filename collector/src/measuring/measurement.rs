@@ -84,35 +84,26 @@ pub(crate) trait Row {
     fn accept(&mut self, accepted: &[AcceptedDifference]);
 }
 
-impl Row for PrefillRow {
-    fn status(&self) -> CellStatus {
-        self.status
-    }
-    fn reason(&self) -> Option<&str> {
-        self.reason.as_deref()
-    }
-    fn reason_mut(&mut self) -> &mut Option<String> {
-        &mut self.reason
-    }
-    fn accept(&mut self, accepted: &[AcceptedDifference]) {
-        self.accepted_differences = accepted.to_vec();
-    }
+/// [`Row`] for a results-file entry with `status`, `reason` and `accepted_differences` fields.
+macro_rules! row_of {
+    ($($entry:ty),+) => {$(
+        impl Row for $entry {
+            fn status(&self) -> CellStatus {
+                self.status
+            }
+            fn reason(&self) -> Option<&str> {
+                self.reason.as_deref()
+            }
+            fn reason_mut(&mut self) -> &mut Option<String> {
+                &mut self.reason
+            }
+            fn accept(&mut self, accepted: &[AcceptedDifference]) {
+                self.accepted_differences = accepted.to_vec();
+            }
+        }
+    )+};
 }
-
-impl Row for DecodeCell {
-    fn status(&self) -> CellStatus {
-        self.status
-    }
-    fn reason(&self) -> Option<&str> {
-        self.reason.as_deref()
-    }
-    fn reason_mut(&mut self) -> &mut Option<String> {
-        &mut self.reason
-    }
-    fn accept(&mut self, accepted: &[AcceptedDifference]) {
-        self.accepted_differences = accepted.to_vec();
-    }
-}
+row_of!(PrefillRow, DecodeCell);
 
 /// Take one measurement: warm, window, drain, figures; the row stamped with the accepted
 /// header differences (not yet recorded).
