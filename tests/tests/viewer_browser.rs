@@ -551,7 +551,7 @@ fn a_published_site_works_from_a_sub_path_and_copies_the_launch_command() {
     });
 }
 
-/// The chart ids of the seed fixture, in page order (viewer/src/chart_model.rs).
+/// The chart ids of the seed fixture, in page order (viewer/src/model/chart_spec.rs).
 const CHARTS: [&str; 5] = ["prefill-tps", "prefill-ttft", "decode-total", "decode-ttft", "pareto"];
 
 /// Per chart: its canvas' bitmap size, CSS width, devicePixelRatio, and how many pixels differ

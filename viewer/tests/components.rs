@@ -4,7 +4,7 @@
 #![cfg(target_arch = "wasm32")]
 
 use leptos::prelude::*;
-use speedmatrix_viewer::components::Report;
+use speedmatrix_viewer::view::run_report::Report;
 use std::sync::Arc;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_test::*;
@@ -137,7 +137,7 @@ async fn a_seed_cell_opens_a_panel_that_says_its_series_and_intervals_are_unavai
     assert!(host.query_selector("#cell-panel").unwrap().is_none(), "no panel before a click");
     open_cell(&host, "8K", 128).await;
     assert_eq!(text(&host, "#cell-panel-title"), "8K context · 128 at once");
-    use speedmatrix_viewer::cell_detail::{NO_NOISE, NO_REQUESTS, NO_SERIES};
+    use speedmatrix_viewer::model::cell_detail::{NO_NOISE, NO_REQUESTS, NO_SERIES};
     assert_eq!(text(&host, "#cell-series-missing"), NO_SERIES);
     assert_eq!(text(&host, "#cell-intervals-missing"), NO_NOISE);
     assert_eq!(text(&host, "#cell-ttft-missing"), NO_REQUESTS);

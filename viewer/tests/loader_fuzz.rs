@@ -10,7 +10,7 @@
 
 use leptos::prelude::*;
 use serde_json::Value;
-use speedmatrix_viewer::components::Report;
+use speedmatrix_viewer::view::run_report::Report;
 use std::sync::Arc;
 use wasm_bindgen_test::*;
 

@@ -1,6 +1,6 @@
 //! What the page shows, as plain data: header cards, the prefill table, the heatmap grid and
 //! the all-measurements table with its sorting and filters. Pure functions of a [`Results`]
-//! (no DOM), so they are unit-tested without a page (CI runs them on wasm32 in headless Chromium); [`crate::components`] turns them into elements.
+//! (no DOM), so they are unit-tested without a page (CI runs them on wasm32 in headless Chromium); `view::run_report` turns them into elements.
 //!
 //! Numbers are always written by the registry ([`speedmatrix_schema::registry`]); status words
 //! come from [`CellStatus::label`]; nothing here parses or validates a file.
@@ -694,7 +694,7 @@ mod tests {
     }
 
     fn seed() -> Results {
-        let bytes = include_bytes!("../../tests/fixtures/h200-qwen3.5-122b-vllm.json");
+        let bytes = include_bytes!("../../../tests/fixtures/h200-qwen3.5-122b-vllm.json");
         speedmatrix_schema::load_results(bytes).expect("the seed fixture loads")
     }
 

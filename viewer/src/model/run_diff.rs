@@ -2,7 +2,7 @@
 //! matched measurement with its sorting. Pure functions of a
 //! [`RunDiff`](speedmatrix_schema::diff::RunDiff) (the comparison itself is
 //! `speedmatrix_schema::diff`, the same as `speedmatrix diff`), unit-tested (in the browser by CI);
-//! [`crate::diff`] turns them into elements.
+//! `view::diff_page` turns them into elements.
 
 use speedmatrix_schema::diff::{percent, signed_delta, Delta, DeltaInterval, RowDiff, RunDiff, Verdict};
 use speedmatrix_schema::registry::{self, Column};
@@ -13,21 +13,14 @@ use std::cmp::Ordering;
 /// The placeholder for a figure that is not there.
 pub const DASH: &str = "—";
 
-/// What a delta-heatmap cell says.
+/// What a delta-heatmap cell says: the [`Verdict`] on its figure (shared's, the same as
+/// `speedmatrix diff`), or why its figures are not compared. The cases besides a verdict are
+/// facts about the cell, not about a figure (shared lists them in [`RunDiff::only_in_a`],
+/// [`RunDiff::only_in_b`] and [`RunDiff::status_changes`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DeltaKind {
-    /// Better by at least the threshold.
-    Better,
-    /// Worse by at least the threshold.
-    Worse,
-    /// Within the threshold.
-    Same,
-    /// Changed, but the metric has no direction.
-    Changed,
-    /// Both runs have an interval, and the change is not told apart from noise.
-    WithinNoise,
-    /// A run has no interval of this figure (too few requests, too short a window).
-    NotEnoughData,
+pub enum CellKind {
+    /// Both runs have the figure, with the same status: its verdict.
+    Verdict(Verdict),
     /// Both runs have the cell with different statuses.
     StatusChange,
     /// Only A has the cell.
@@ -40,22 +33,22 @@ pub enum DeltaKind {
     Absent,
 }
 
-impl DeltaKind {
-    /// The CSS class suffix and test id: `better`, `worse`, `same`, `changed`, `status`,
-    /// `only-a`, `only-b`, `none`, `absent`.
+impl CellKind {
+    /// The CSS class suffix and test id: `better`, `worse`, `same`, `changed`, `noise`,
+    /// `no-data`, `status`, `only-a`, `only-b`, `none`, `absent`.
     pub fn id(self) -> &'static str {
         match self {
-            DeltaKind::Better => "better",
-            DeltaKind::Worse => "worse",
-            DeltaKind::Same => "same",
-            DeltaKind::Changed => "changed",
-            DeltaKind::WithinNoise => "noise",
-            DeltaKind::NotEnoughData => "no-data",
-            DeltaKind::StatusChange => "status",
-            DeltaKind::OnlyA => "only-a",
-            DeltaKind::OnlyB => "only-b",
-            DeltaKind::NoFigure => "none",
-            DeltaKind::Absent => "absent",
+            CellKind::Verdict(Verdict::Better) => "better",
+            CellKind::Verdict(Verdict::Worse) => "worse",
+            CellKind::Verdict(Verdict::Same) => "same",
+            CellKind::Verdict(Verdict::Changed) => "changed",
+            CellKind::Verdict(Verdict::WithinNoise) => "noise",
+            CellKind::Verdict(Verdict::NotEnoughData) => "no-data",
+            CellKind::StatusChange => "status",
+            CellKind::OnlyA => "only-a",
+            CellKind::OnlyB => "only-b",
+            CellKind::NoFigure => "none",
+            CellKind::Absent => "absent",
         }
     }
 
@@ -63,37 +56,37 @@ impl DeltaKind {
     /// ≠ changed, ⇄ status change, A / B for one run only.
     pub fn mark(self) -> &'static str {
         match self {
-            DeltaKind::Better => "▲",
-            DeltaKind::Worse => "▼",
-            DeltaKind::Same => "=",
-            DeltaKind::Changed => "≠",
-            DeltaKind::WithinNoise => "≈",
-            DeltaKind::NotEnoughData => "?",
-            DeltaKind::StatusChange => "⇄",
-            DeltaKind::OnlyA => "A",
-            DeltaKind::OnlyB => "B",
-            DeltaKind::NoFigure | DeltaKind::Absent => "",
+            CellKind::Verdict(Verdict::Better) => "▲",
+            CellKind::Verdict(Verdict::Worse) => "▼",
+            CellKind::Verdict(Verdict::Same) => "=",
+            CellKind::Verdict(Verdict::Changed) => "≠",
+            CellKind::Verdict(Verdict::WithinNoise) => "≈",
+            CellKind::Verdict(Verdict::NotEnoughData) => "?",
+            CellKind::StatusChange => "⇄",
+            CellKind::OnlyA => "A",
+            CellKind::OnlyB => "B",
+            CellKind::NoFigure | CellKind::Absent => "",
         }
     }
 
     /// What it means, for the legend.
     pub fn meaning(self) -> &'static str {
         match self {
-            DeltaKind::Better => "better than A by at least the threshold",
-            DeltaKind::Worse => "worse than A by at least the threshold",
-            DeltaKind::Same => "within the threshold (noise)",
-            DeltaKind::Changed => "changed; this metric is neither better nor worse when higher",
-            DeltaKind::WithinNoise => {
+            CellKind::Verdict(Verdict::Better) => "better than A by at least the threshold",
+            CellKind::Verdict(Verdict::Worse) => "worse than A by at least the threshold",
+            CellKind::Verdict(Verdict::Same) => "within the threshold (noise)",
+            CellKind::Verdict(Verdict::Changed) => "changed; this metric is neither better nor worse when higher",
+            CellKind::Verdict(Verdict::WithinNoise) => {
                 "within noise: the 95 % interval of B − A holds no change, or the false-alarm control did not keep it"
             }
-            DeltaKind::NotEnoughData => {
+            CellKind::Verdict(Verdict::NotEnoughData) => {
                 "not enough data: a run has too few requests or too short a window for an interval"
             }
-            DeltaKind::StatusChange => "the status differs (e.g. valid → over capacity); the figures are not compared",
-            DeltaKind::OnlyA => "only in A (the baseline)",
-            DeltaKind::OnlyB => "only in B (the candidate)",
-            DeltaKind::NoFigure => "no figure in one of the runs",
-            DeltaKind::Absent => "in neither run",
+            CellKind::StatusChange => "the status differs (e.g. valid → over capacity); the figures are not compared",
+            CellKind::OnlyA => "only in A (the baseline)",
+            CellKind::OnlyB => "only in B (the candidate)",
+            CellKind::NoFigure => "no figure in one of the runs",
+            CellKind::Absent => "in neither run",
         }
     }
 }
@@ -106,7 +99,7 @@ pub struct DeltaCell {
     /// Concurrency of the column.
     pub concurrency: u32,
     /// What it says.
-    pub kind: DeltaKind,
+    pub kind: CellKind,
     /// The big line: `+20.0 %`, `Valid → Over capacity`, `only in A`, a status word, or `—`.
     pub main: String,
     /// The small line: `6,342.6 → 7,611.1` when both figures exist.
@@ -130,18 +123,6 @@ pub fn delta_colour(better: bool, rel: f64, threshold: f64) -> (String, bool) {
     let (lo, hi) = if better { ((209, 240, 218), (22, 122, 60)) } else { ((253, 219, 212), (178, 34, 24)) };
     let mix = |a: u8, b: u8| (f64::from(a) + (f64::from(b) - f64::from(a)) * t).round() as u8;
     (format!("rgb({}, {}, {})", mix(lo.0, hi.0), mix(lo.1, hi.1), mix(lo.2, hi.2)), t > 0.45)
-}
-
-/// The heatmap kind of a verdict.
-pub fn kind_of(v: Verdict) -> DeltaKind {
-    match v {
-        Verdict::Better => DeltaKind::Better,
-        Verdict::Worse => DeltaKind::Worse,
-        Verdict::Same => DeltaKind::Same,
-        Verdict::Changed => DeltaKind::Changed,
-        Verdict::WithinNoise => DeltaKind::WithinNoise,
-        Verdict::NotEnoughData => DeltaKind::NotEnoughData,
-    }
 }
 
 /// The interval of B − A as " ± 1.2 %" (of A; in the metric's unit when A is 0); empty
@@ -169,12 +150,12 @@ pub fn verdict_rule(d: &RunDiff) -> String {
 }
 
 /// The kinds the delta heatmap's legend explains.
-pub fn legend_kinds(noise: bool) -> Vec<DeltaKind> {
-    let mut k = vec![DeltaKind::Better, DeltaKind::Worse, DeltaKind::Same];
+pub fn legend_kinds(noise: bool) -> Vec<CellKind> {
+    let mut k: Vec<CellKind> = [Verdict::Better, Verdict::Worse, Verdict::Same].map(CellKind::Verdict).into();
     if noise {
-        k.extend([DeltaKind::WithinNoise, DeltaKind::NotEnoughData]);
+        k.extend([Verdict::WithinNoise, Verdict::NotEnoughData].map(CellKind::Verdict));
     }
-    k.extend([DeltaKind::StatusChange, DeltaKind::OnlyA, DeltaKind::OnlyB]);
+    k.extend([CellKind::StatusChange, CellKind::OnlyA, CellKind::OnlyB]);
     k
 }
 
@@ -187,7 +168,7 @@ pub fn delta_cell(r: Option<&RowDiff>, col: &Column, threshold: f64, context: &s
     let mut cell = DeltaCell {
         context: context.to_string(),
         concurrency,
-        kind: DeltaKind::Absent,
+        kind: CellKind::Absent,
         main: DASH.into(),
         detail: None,
         background: None,
@@ -205,17 +186,17 @@ pub fn delta_cell(r: Option<&RowDiff>, col: &Column, threshold: f64, context: &s
     });
     match (r.status_a, r.status_b) {
         (Some(_), None) => {
-            cell.kind = DeltaKind::OnlyA;
+            cell.kind = CellKind::OnlyA;
             cell.main = "only in A".into();
             cell.detail = ab;
         }
         (None, Some(_)) => {
-            cell.kind = DeltaKind::OnlyB;
+            cell.kind = CellKind::OnlyB;
             cell.main = "only in B".into();
             cell.detail = ab;
         }
         _ if r.status_changed() => {
-            cell.kind = DeltaKind::StatusChange;
+            cell.kind = CellKind::StatusChange;
             cell.main = format!("{} → {}", status_words(r.status_a), status_words(r.status_b));
             cell.detail = ab;
         }
@@ -224,7 +205,7 @@ pub fn delta_cell(r: Option<&RowDiff>, col: &Column, threshold: f64, context: &s
                 cell.main = d.rel.map(|x| percent(x, true)).unwrap_or_else(|| signed_delta(col, abs));
                 cell.main.push_str(&plus_minus(d, col));
                 cell.detail = ab;
-                cell.kind = kind_of(verdict);
+                cell.kind = CellKind::Verdict(verdict);
                 if let (Verdict::Better | Verdict::Worse, Some(rel)) = (verdict, d.rel) {
                     let (bg, light) = delta_colour(verdict == Verdict::Better, rel, threshold);
                     cell.background = Some(bg);
@@ -232,7 +213,7 @@ pub fn delta_cell(r: Option<&RowDiff>, col: &Column, threshold: f64, context: &s
                 }
             }
             None => {
-                cell.kind = DeltaKind::NoFigure;
+                cell.kind = CellKind::NoFigure;
                 cell.main = match (r.status_a, delta.and_then(|d| d.not_comparable.as_ref())) {
                     (_, Some(_)) => "not comparable".into(),
                     (Some(s), None) if !s.is_measured() => s.label().to_string(),
@@ -429,7 +410,7 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     fn seed() -> Results {
-        let bytes = include_bytes!("../../tests/fixtures/h200-qwen3.5-122b-vllm.json");
+        let bytes = include_bytes!("../../../tests/fixtures/h200-qwen3.5-122b-vllm.json");
         speedmatrix_schema::load_results(bytes).expect("the seed fixture loads")
     }
 
@@ -460,23 +441,28 @@ mod tests {
         let c = at("8K", 128);
         assert_eq!(
             (c.kind, c.main.as_str(), c.detail.as_deref()),
-            (DeltaKind::Better, "+20.0 %", Some("6,342.6 → 7,611.1"))
+            (CellKind::Verdict(Verdict::Better), "+20.0 %", Some("6,342.6 → 7,611.1"))
         );
         assert!(c.background.as_deref().unwrap().starts_with("rgb("));
         let w = at("8K", 1);
-        assert_eq!((w.kind, w.main.as_str()), (DeltaKind::Worse, "-40.0 %"));
+        assert_eq!((w.kind, w.main.as_str()), (CellKind::Verdict(Verdict::Worse), "-40.0 %"));
         assert_ne!(w.background, c.background);
-        assert_eq!(at("8K", 2).kind, DeltaKind::Same);
+        assert_eq!(at("8K", 2).kind, CellKind::Verdict(Verdict::Same));
         assert_eq!(at("8K", 2).background, None, "no colour within the threshold");
         let s = at("64K", 64);
-        assert_eq!((s.kind, s.main.as_str()), (DeltaKind::StatusChange, "Valid → Over capacity"));
-        assert_eq!((at("64K", 128).kind, at("64K", 128).main.as_str()), (DeltaKind::NoFigure, "Over capacity"));
-        assert!(g.iter().find(|r| r.0 == "128K").unwrap().1.iter().all(|c| c.kind == DeltaKind::OnlyA));
-        let marks: Vec<&str> =
-            [DeltaKind::Better, DeltaKind::Worse, DeltaKind::StatusChange, DeltaKind::OnlyA, DeltaKind::OnlyB]
-                .iter()
-                .map(|k| k.mark())
-                .collect();
+        assert_eq!((s.kind, s.main.as_str()), (CellKind::StatusChange, "Valid → Over capacity"));
+        assert_eq!((at("64K", 128).kind, at("64K", 128).main.as_str()), (CellKind::NoFigure, "Over capacity"));
+        assert!(g.iter().find(|r| r.0 == "128K").unwrap().1.iter().all(|c| c.kind == CellKind::OnlyA));
+        let marks: Vec<&str> = [
+            CellKind::Verdict(Verdict::Better),
+            CellKind::Verdict(Verdict::Worse),
+            CellKind::StatusChange,
+            CellKind::OnlyA,
+            CellKind::OnlyB,
+        ]
+        .iter()
+        .map(|k| k.mark())
+        .collect();
         assert_eq!(marks, ["▲", "▼", "⇄", "A", "B"]);
     }
 
@@ -487,10 +473,10 @@ mod tests {
         let d = diff(&seed(), &b, DEFAULT_THRESHOLD);
         let g = delta_grid(&d, &column("output_tokens").unwrap());
         let c = g.iter().find(|r| r.0 == "8K").unwrap().1.iter().find(|c| c.concurrency == 128).unwrap();
-        assert_eq!((c.kind, c.main.as_str()), (DeltaKind::NoFigure, "not comparable"));
+        assert_eq!((c.kind, c.main.as_str()), (CellKind::NoFigure, "not comparable"));
         let t = delta_grid(&d, &column("total_tps").unwrap());
         let c = t.iter().find(|r| r.0 == "8K").unwrap().1.iter().find(|c| c.concurrency == 128).unwrap();
-        assert_eq!(c.kind, DeltaKind::Same, "rates still compare");
+        assert_eq!(c.kind, CellKind::Verdict(Verdict::Same), "rates still compare");
     }
 
     /// `r` with a total tok/s interval (standard error 1 %, 9 df) on every measured cell.
@@ -522,16 +508,16 @@ mod tests {
             |ctx: &str, n: u32| g.iter().find(|r| r.0 == ctx).unwrap().1.iter().find(|c| c.concurrency == n).unwrap();
         // +20 %, ± √(1 + 1.2²) · 1 % · t(~17 df) ≈ 3.3 % of A: better.
         let c = at("8K", 128);
-        assert_eq!((c.kind, c.main.as_str()), (DeltaKind::Better, "+20.0 % ± 3.3 %"));
+        assert_eq!((c.kind, c.main.as_str()), (CellKind::Verdict(Verdict::Better), "+20.0 % ± 3.3 %"));
         // Unchanged cells (± √2 · 1 % · t(18 df) ≈ 3.0 %): within noise, no colour, ± shown.
         let same = at("8K", 2);
         assert_eq!(
             (same.kind, same.main.as_str(), same.background.as_deref()),
-            (DeltaKind::WithinNoise, "0.0 % ± 3.0 %", None)
+            (CellKind::Verdict(Verdict::WithinNoise), "0.0 % ± 3.0 %", None)
         );
         assert_eq!(same.kind.id(), "noise");
         assert!(verdict_rule(&d).contains("± is the 95 % interval of B − A"), "{}", verdict_rule(&d));
-        assert!(legend_kinds(true).contains(&DeltaKind::WithinNoise));
+        assert!(legend_kinds(true).contains(&CellKind::Verdict(Verdict::WithinNoise)));
         // The table: Δ and Δ % with ±.
         let lines = diff_lines(&d);
         let l =

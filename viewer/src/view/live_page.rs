@@ -8,13 +8,14 @@
 //! stops once the run's status is final; a run that failed or was interrupted says why.
 //! docs/ARCHITECTURE.md, "The live path", says why polling rather than server-sent events.
 
-use crate::app::{metric_from_url, page_view_state};
-use crate::components::Report;
-use crate::sources::js_error_text;
+use crate::model::live_feed::{parse, LiveDoc};
+use crate::view::browser::js_error_text;
+use crate::view::run_report::Report;
+use crate::view::view_state::{metric_from_url, page_view_state};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
-use speedmatrix_schema::progress::{progress, Current, Live, Measuring};
-use speedmatrix_schema::{load_results, Results, RunStatus};
+use speedmatrix_schema::progress::{progress, Current, Measuring};
+use speedmatrix_schema::{Results, RunStatus};
 use std::sync::Arc;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
@@ -27,30 +28,6 @@ pub fn live_url() -> Option<String> {
     let doc = web_sys::window()?.document()?;
     let meta = doc.query_selector("meta[name=\"speedmatrix-live\"]").ok()??;
     meta.get_attribute("content").filter(|c| !c.is_empty())
-}
-
-/// One state of the run as `/live.json` gives it.
-#[derive(Debug, Clone, PartialEq)]
-struct LiveDoc {
-    /// Whether the measuring process itself serves the page (`run --serve`), rather than a
-    /// file being followed (`serve --watch`).
-    measuring: bool,
-    live: Live,
-    results: Arc<Results>,
-}
-
-/// Parse `/live.json`: its `results` go through the schema crate's loader like any file.
-fn parse(bytes: &[u8]) -> Result<LiveDoc, String> {
-    let mut v: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| format!("live.json: {e}"))?;
-    let results = v.get_mut("results").map(serde_json::Value::take).ok_or("live.json: no results")?;
-    let text = serde_json::to_vec(&results).map_err(|e| e.to_string())?;
-    let results = load_results(&text).map_err(|e| e.to_string())?;
-    let live = match v.get_mut("live").map(serde_json::Value::take) {
-        Some(l) => serde_json::from_value(l).map_err(|e| format!("live.json: live: {e}"))?,
-        None => Live::default(),
-    };
-    let measuring = v.get("measuring").and_then(serde_json::Value::as_bool).unwrap_or(false);
-    Ok(LiveDoc { measuring, live, results: Arc::new(results) })
 }
 
 /// What one poll gave.
@@ -151,7 +128,11 @@ pub fn LivePage(
     Effect::new(move |_| {
         let title = match doc.get() {
             Some(d) => {
-                format!("{} — {}", progress(&d.results, Some(&d.live)).time_text(), crate::report::title(&d.results))
+                format!(
+                    "{} — {}",
+                    progress(&d.results, Some(&d.live)).time_text(),
+                    crate::model::run_report::title(&d.results)
+                )
             }
             None => "speedmatrix live".into(),
         };
@@ -262,36 +243,4 @@ fn mark_current_cell(doc: RwSignal<Option<LiveDoc>>, results: RwSignal<Option<Ar
             }
         });
     });
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    // On wasm32 (how CI runs them: in headless Chromium) `#[test]` is wasm-bindgen-test's.
-    #[cfg(target_arch = "wasm32")]
-    use wasm_bindgen_test::wasm_bindgen_test as test;
-
-    const RUN: &str = include_str!("../../tests/fixtures/round1/twin-tiny.json");
-
-    #[test]
-    fn a_live_document_goes_through_the_loader_and_keeps_its_live_state() {
-        let text = format!(
-            r#"{{"version":3,"measuring":true,"live":{{"current":{{"measuring":{{"kind":"decode","context":{{"label":"8K","tokens":8192}},"concurrency":8}},"phase":"window","window_elapsed_s":1.5,"live_tps":99.0,"streams_running":8}},"warm":[8192]}},"results":{RUN}}}"#
-        );
-        let d = parse(text.as_bytes()).unwrap();
-        assert!(d.measuring);
-        assert_eq!(d.live.warm, vec![8192]);
-        let c = d.live.current.unwrap();
-        assert_eq!((c.phase, c.streams_running), (speedmatrix_schema::progress::Phase::Window, Some(8)));
-        assert_eq!(*d.results, load_results(RUN.as_bytes()).unwrap());
-    }
-
-    #[test]
-    fn a_broken_live_document_says_what_is_wrong() {
-        assert_eq!(parse(br#"{"version":1}"#).unwrap_err(), "live.json: no results");
-        assert!(parse(b"not json").unwrap_err().starts_with("live.json: "));
-        // Results the loader refuses give the loader's own message.
-        let bad = parse(br#"{"version":1,"results":{"schema":"other"}}"#).unwrap_err();
-        assert_eq!(bad, load_results(br#"{"schema":"other"}"#).unwrap_err().to_string());
-    }
 }

@@ -1,10 +1,10 @@
 //! What the site's front page shows, as plain data: the run table of `runs/index.json` — its
 //! columns, sorting, filters (kept in the URL) and the link that compares the picked runs.
-//! Pure and unit-tested (on wasm32 in headless Chromium by CI); [`crate::app`] draws it. The figures come from the index
+//! Pure and unit-tested (on wasm32 in headless Chromium by CI); `view::report_page::run_table` draws it. The figures come from the index
 //! ([`speedmatrix_schema::site::Headline`]), written by `speedmatrix publish`.
 
 use speedmatrix_schema::registry;
-use speedmatrix_schema::site::RunIndexEntry;
+use speedmatrix_schema::site::{RunIndex, RunIndexEntry};
 use std::cmp::Ordering;
 
 /// The placeholder for what an entry does not know.
@@ -221,17 +221,42 @@ pub fn order_param(sort: Option<(&str, bool)>) -> Option<String> {
 }
 
 /// Where comparing the picked runs (their URLs, in pick order) goes: the diff view for two
-/// (`?a=…&b=…`), the comparison of many for three to [`crate::multi::MAX_RUNS`]
+/// (`?a=…&b=…`), the comparison of many for three to [`crate::model::multi_run::MAX_RUNS`]
 /// (`?compare=…&compare=…`); `None` for fewer than two or more than the most.
 pub fn compare_href(urls: &[String]) -> Option<String> {
     let enc = js_free_encode;
     match urls.len() {
         2 => Some(format!("?a={}&b={}", enc(&urls[0]), enc(&urls[1]))),
-        n if (3..=crate::multi::MAX_RUNS).contains(&n) => {
+        n if (3..=crate::model::multi_run::MAX_RUNS).contains(&n) => {
             Some(format!("?{}", urls.iter().map(|u| format!("compare={}", enc(u))).collect::<Vec<_>>().join("&")))
         }
         _ => None,
     }
+}
+
+/// The runs of a site's index as (label, `runs/FILE`): the label with its start time when
+/// the index has one (the run picker and the diff view's side pickers).
+pub fn index_runs(index: RunIndex) -> Vec<(String, String)> {
+    index
+        .runs
+        .into_iter()
+        .map(|r| {
+            let label = picker_label(&r.label, r.started_at.as_deref(), r.simulated);
+            (label, r.file)
+        })
+        .collect()
+}
+
+/// The run picker's label of an index entry: marked when the run is simulated.
+pub fn picker_label(label: &str, started_at: Option<&str>, simulated: bool) -> String {
+    let mut out = label.to_string();
+    if let Some(s) = started_at {
+        out.push_str(&format!(" · {}", crate::model::run_report::short_time(s)));
+    }
+    if simulated {
+        out.push_str(" · Simulated");
+    }
+    out
 }
 
 /// Percent-encode a URL for a query value: everything but letters, digits and `-._~/`.
@@ -256,8 +281,11 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     fn entries() -> Vec<RunIndexEntry> {
-        let (seed, import, tiny) =
-            (crate::multi::tests::seed(), crate::multi::tests::import(), crate::multi::tests::tiny());
+        let (seed, import, tiny) = (
+            crate::model::multi_run::tests::seed(),
+            crate::model::multi_run::tests::import(),
+            crate::model::multi_run::tests::tiny(),
+        );
         vec![entry_for(&seed, "seed.json"), entry_for(&import, "import.json"), entry_for(&tiny, "tiny.json")]
     }
 
@@ -341,5 +369,11 @@ mod tests {
         );
         assert!(compare_href(&u(12)).is_some());
         assert_eq!(compare_href(&u(13)), None);
+    }
+
+    #[test]
+    fn picker_marks_simulated_runs() {
+        assert_eq!(picker_label("H200", Some("2026-01-01T00:00:00Z"), false), "H200 · 2026-01-01 00:00 UTC");
+        assert_eq!(picker_label("twin", None, true), "twin · Simulated");
     }
 }

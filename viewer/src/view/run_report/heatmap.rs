@@ -4,10 +4,10 @@
 //! table, its cells and the metric options are also drawn by the diff view.
 
 use super::cell_panel::CellPanel;
-use crate::app::ViewState;
-use crate::cell_detail::CellKey;
-use crate::report::{self, HeatCell};
-use crate::sources;
+use crate::model::cell_detail::CellKey;
+use crate::model::run_report::{self, HeatCell};
+use crate::view::browser;
+use crate::view::view_state::ViewState;
 use leptos::prelude::*;
 use speedmatrix_schema::registry::{column, Column};
 use speedmatrix_schema::{CellStatus, PrefillMode, Results};
@@ -81,7 +81,7 @@ pub(crate) fn heat_cell(c: HeatCell) -> impl IntoView {
     let background = c.background();
     let tip = match (status, &c.reason) {
         (Some(s), Some(why)) => Some(format!("{}: {why}", s.label())),
-        (Some(s), None) if s != CellStatus::Valid => Some(format!("{}: {}", s.label(), report::status_meaning(s))),
+        (Some(s), None) if s != CellStatus::Valid => Some(format!("{}: {}", s.label(), run_report::status_meaning(s))),
         _ => None,
     };
     // Why the figure is empty goes after the status' reason (a queued cell may have both).
@@ -94,9 +94,9 @@ pub(crate) fn heat_cell(c: HeatCell) -> impl IntoView {
     let spoken = c.spoken();
     let main = match (status, c.value) {
         (_, Some(v)) => v,
-        (None, None) => report::DASH.to_string(),
-        (Some(s), None) if s.is_measured() => report::DASH.to_string(),
-        (Some(s), None) => format!("{} {}", report::status_mark(s), s.label()),
+        (None, None) => run_report::DASH.to_string(),
+        (Some(s), None) if s.is_measured() => run_report::DASH.to_string(),
+        (Some(s), None) => format!("{} {}", run_report::status_mark(s), s.label()),
     };
     let status_line = status.filter(|s| *s != CellStatus::Valid && s.is_measured());
     view! {
@@ -110,7 +110,7 @@ pub(crate) fn heat_cell(c: HeatCell) -> impl IntoView {
             aria-label=spoken
         >
             <span class="hm-value">{main}</span>
-            {status_line.map(|s| view! { <span class="hm-status">{report::status_mark(s)} " " {s.label()}</span> })}
+            {status_line.map(|s| view! { <span class="hm-status">{run_report::status_mark(s)} " " {s.label()}</span> })}
             {c.note.map(|n| view! { <span class="hm-status cell-note">{n}</span> })}
             {empty.map(|e| view! { <span class="hm-status hm-empty">{e}</span> })}
             {c.ttft.map(|t| view! { <span class="hm-ttft">{t}</span> })}
@@ -126,12 +126,12 @@ pub(super) fn DecodeHeatmap(r: Arc<Results>, metric: RwSignal<String>, view: Vie
     if r.decode.is_empty() {
         return None;
     }
-    let total = column(report::DEFAULT_METRIC).expect("total_tps is in the registry");
-    let options = report::heatmap_metrics();
+    let total = column(run_report::DEFAULT_METRIC).expect("total_tps is in the registry");
+    let options = run_report::heatmap_metrics();
     let selected = Memo::new(move |_| column(&metric.get()).filter(|c| options.contains(c)).unwrap_or(total));
-    let choices: Vec<(String, String, bool)> = report::heatmap_metrics()
+    let choices: Vec<(String, String, bool)> = run_report::heatmap_metrics()
         .iter()
-        .map(|c| (c.id(), report::metric_option_label(c), report::has_decode_data(&r, c)))
+        .map(|c| (c.id(), run_report::metric_option_label(c), run_report::has_decode_data(&r, c)))
         .collect();
     let warmup_note = r.config.prefill_mode == Some(PrefillMode::DecodeWarmup);
     let statuses_present: Vec<CellStatus> =
@@ -141,7 +141,7 @@ pub(super) fn DecodeHeatmap(r: Arc<Results>, metric: RwSignal<String>, view: Vie
             <h2>"Sustained decode"</h2>
             <div class="section-bar">
                 <p class="section-sub">
-                    {move || report::metric_option_label(&selected.get())}
+                    {move || run_report::metric_option_label(&selected.get())}
                     " · rows are context length, columns are simultaneous requests"
                 </p>
                 <label class="metric-picker">
@@ -150,7 +150,7 @@ pub(super) fn DecodeHeatmap(r: Arc<Results>, metric: RwSignal<String>, view: Vie
                         id="heatmap-metric"
                         on:change=move |ev| {
                             let id = event_target_value(&ev);
-                            sources::push_query(&[("metric", (id != report::DEFAULT_METRIC).then(|| id.clone()))]);
+                            browser::push_query(&[("metric", (id != run_report::DEFAULT_METRIC).then(|| id.clone()))]);
                             metric.set(id);
                         }
                     >
@@ -197,7 +197,7 @@ fn open_cell(r: &Results, ev: &web_sys::Event, cell: RwSignal<Option<CellKey>>) 
     let label = td.get_attribute("data-context").unwrap_or_default();
     let Some(n) = td.get_attribute("data-concurrency").and_then(|v| v.parse().ok()) else { return false };
     let Some(key) = CellKey::from_label(r, &label, n).filter(|k| k.find(r).is_some()) else { return false };
-    sources::push_query(&[("cell", Some(key.param()))]);
+    browser::push_query(&[("cell", Some(key.param()))]);
     cell.set(Some(key));
     true
 }
@@ -205,8 +205,8 @@ fn open_cell(r: &Results, ev: &web_sys::Event, cell: RwSignal<Option<CellKey>>) 
 /// The heatmap of the selected metric and its colour scale (redrawn when the metric changes).
 fn heatmap_and_legend(r: Arc<Results>, selected: Memo<Column>) -> impl IntoView {
     move || {
-        let h = report::heatmap(&r, &selected.get());
-        let (lo, hi) = h.scale_ends.clone().unwrap_or_else(|| (report::DASH.into(), report::DASH.into()));
+        let h = run_report::heatmap(&r, &selected.get());
+        let (lo, hi) = h.scale_ends.clone().unwrap_or_else(|| (run_report::DASH.into(), run_report::DASH.into()));
         let direction = match (h.darker_is_better, h.log_scale) {
             (Some(_), true) => "darker is better · logarithmic scale",
             (Some(_), false) => "darker is better",
@@ -218,7 +218,7 @@ fn heatmap_and_legend(r: Arc<Results>, selected: Memo<Column>) -> impl IntoView 
             <div class="legend" id="heatmap-legend">
                 <div class="scale">
                     <span class="scale-lo">{lo}</span>
-                    <span class="scale-bar" style:background=report::scale_gradient()></span>
+                    <span class="scale-bar" style:background=run_report::scale_gradient()></span>
                     <span class="scale-hi">{hi}</span>
                     <span class="scale-dir">{direction}</span>
                 </div>
@@ -238,10 +238,10 @@ fn status_marks(present: &[CellStatus]) -> impl IntoView {
                     let present = present.contains(&s);
                     view! {
                         <li class:absent=!present>
-                            <span class=format!("swatch st-{}", s.id())>{report::status_mark(s)}</span>
+                            <span class=format!("swatch st-{}", s.id())>{run_report::status_mark(s)}</span>
                             <b>{s.label()} ":"</b>
                             " "
-                            {report::status_meaning(s)}
+                            {run_report::status_meaning(s)}
                         </li>
                     }
                 })

@@ -6,26 +6,25 @@
 //!   and metric options are shared with the diff view);
 //! - `cell_panel`: the detail panel of the heatmap cell opened (its window, requests, repeats
 //!   and intervals);
-//! - `chart_view`: the charts, each with its readout, table mirror and PNG;
+//! - the charts, each with its readout, table mirror and PNG ([`crate::view::chart_view`]);
 //! - `measurements`: the all-measurements table with its sort and filters.
 //!
-//! What each section shows is computed by [`crate::report`] (pure, tested natively); these
+//! What each section shows is computed by [`crate::model::run_report`] (pure, unit-tested); these
 //! components only turn it into elements. Every string from a results file is inserted as
 //! text, never as HTML.
 
 mod cell_panel;
-mod chart_view;
 mod header;
 mod heatmap;
 mod measurements;
 mod prefill;
 
-pub(crate) use chart_view::charts_section;
 pub(crate) use heatmap::{heat_cell, matrix_table, metric_options};
 
-use crate::app::ViewState;
-use crate::report;
-use crate::sources;
+use crate::model::run_report;
+use crate::view::browser;
+use crate::view::chart_view;
+use crate::view::view_state::ViewState;
 use leptos::prelude::*;
 use speedmatrix_schema::Results;
 use std::sync::Arc;
@@ -47,7 +46,7 @@ pub fn Report(
     // A link to a section (`#decode`, `#all`) scrolls there once the report is drawn.
     request_animation_frame(|| {
         // For the render benchmark (tests/benches/viewer_render.rs): the report is in the DOM.
-        sources::mark("speedmatrix-report");
+        browser::mark("speedmatrix-report");
         let hash = window().location().hash().unwrap_or_default();
         if let Some(el) =
             hash.strip_prefix('#').filter(|h| !h.is_empty()).and_then(|id| document().get_element_by_id(id))
@@ -58,9 +57,9 @@ pub fn Report(
     view! {
         <article class="report">
             <p class="eyebrow">"Speed test matrix"</p>
-            <h1 id="run-title">{report::title(&r)}</h1>
-            <p class="subtitle" id="run-subtitle">{report::subtitle(&r)}</p>
-            <crate::simulated::SimulatedBanner r=r.clone() />
+            <h1 id="run-title">{run_report::title(&r)}</h1>
+            <p class="subtitle" id="run-subtitle">{run_report::subtitle(&r)}</p>
+            <crate::view::simulated_marks::SimulatedBanner r=r.clone() />
             {notes.map(|n| view! {
                 <details class="run-notes">
                     <summary>"Notes"</summary>

@@ -1,15 +1,15 @@
 //! The detail panel of one decode cell, under the heatmap: opened by a click on a cell (or
 //! Enter / Space on a focused one), closed by its button, kept in the URL (`?cell=8192x128`) so
-//! a link reopens it. What it shows comes from [`crate::cell_detail`]: the cell's intervals,
+//! a link reopens it. What it shows comes from [`crate::model::cell_detail`]: the cell's intervals,
 //! its repeats and their spread, and for the window picked (the latest repeat first) its
 //! per-second charts, its requests' TTFTs and its errors — or the words saying the file has none.
 
-use super::chart_view::ChartView;
-use crate::app::ViewState;
-use crate::cell_detail::{self, CellKey, IntervalLine, RepeatLine};
-use crate::chart_model::ChartSpec;
-use crate::report;
-use crate::sources;
+use crate::model::cell_detail::{self, CellKey, IntervalLine, RepeatLine};
+use crate::model::chart_spec::ChartSpec;
+use crate::model::run_report;
+use crate::view::browser;
+use crate::view::chart_view::ChartView;
+use crate::view::view_state::ViewState;
 use leptos::prelude::*;
 use speedmatrix_schema::{DecodeCell, Results};
 use std::sync::Arc;
@@ -26,10 +26,10 @@ fn panel(r: Arc<Results>, key: CellKey, view: ViewState) -> Option<impl IntoView
     let windows = cell_detail::windows(c).len();
     let picked = RwSignal::new(windows.saturating_sub(1));
     let close = move |_| {
-        sources::push_query(&[("cell", None)]);
+        browser::push_query(&[("cell", None)]);
         view.cell.set(None);
     };
-    let status = format!("{} {}", report::status_mark(c.status), c.status.label());
+    let status = format!("{} {}", run_report::status_mark(c.status), c.status.label());
     let r_window = r.clone();
     Some(view! {
         <section class="cell-panel" id="cell-panel" data-cell=key.param() aria-labelledby="cell-panel-title">
@@ -147,7 +147,7 @@ fn window_view(r: &Results, key: CellKey, i: usize, view: ViewState) -> Option<i
     let c = key.find(r)?;
     let windows = cell_detail::windows(c);
     let w = windows.get(i).or(windows.last())?;
-    let stem = report::file_stem(r);
+    let stem = run_report::file_stem(r);
     let chart = |spec: Result<ChartSpec, &'static str>, missing: &'static str| match spec {
         Ok(spec) => view! { <ChartView spec=spec view=view stem=stem.clone() /> }.into_any(),
         Err(why) => view! { <p class="unavailable" id=missing>{why}</p> }.into_any(),

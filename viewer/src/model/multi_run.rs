@@ -3,10 +3,10 @@
 //! every context, one dash pattern each — and per-user tok/s against total tok/s per GPU with
 //! each run's Pareto frontier), the capacity at the reader's SLO, and every run's figure per
 //! cell side by side. Pure functions of the runs, unit-tested (on wasm32 in headless Chromium by
-//! CI); [`crate::multi_view`] turns them into elements. Per-GPU figures, the SLO and the frontiers are
+//! CI); `view::multi_run_page` turns them into elements. Per-GPU figures, the SLO and the frontiers are
 //! `speedmatrix_schema`'s (`derived`, `slo`, `frontier`), as in `speedmatrix show --slo`.
 
-use crate::chart_model::{
+use crate::model::chart_spec::{
     all_x, all_y, axis, col, level_axis, ChartSpec, Frontier, Guide, LegendEntry, Marker, Point, Series, Stroke,
     TickStyle,
 };
@@ -453,13 +453,13 @@ pub fn cell_table(runs: &[Run<'_>], id: &str, price: Option<f64>) -> Vec<CellRow
                     let cell =
                         r.results.decode.iter().find(|c| c.context.tokens == tokens && c.concurrency == concurrency);
                     let Some(c) = cell else {
-                        return Figure { text: crate::report::DASH.into(), status: None, value: None };
+                        return Figure { text: crate::model::run_report::DASH.into(), status: None, value: None };
                     };
                     let value = derived::cell_value(c, id, *basis).filter(|v| v.is_finite());
                     let text = match value {
                         Some(v) if c.status.is_measured() => metric_text(id, v),
                         _ if !c.status.is_measured() => c.status.label().to_string(),
-                        _ => crate::report::DASH.into(),
+                        _ => crate::model::run_report::DASH.into(),
                     };
                     Figure { text, status: Some(c.status), value }
                 })
@@ -505,7 +505,7 @@ pub const CAPACITY_COLUMNS: [(&str, &str); 6] = [
 /// Each run's capacity at `slo`, one row per run and planned context ([`capacity`]); the cost
 /// column needs `price` (per GPU-hour).
 pub fn capacity_rows(runs: &[Run<'_>], slo: &Slo, price: Option<f64>) -> Vec<CapacityRow> {
-    let dash = || crate::report::DASH.to_string();
+    let dash = || crate::model::run_report::DASH.to_string();
     let mut out = Vec::new();
     for (ri, run) in runs.iter().enumerate() {
         let gpus = derived::gpu_count(run.results).ok();
@@ -546,15 +546,15 @@ pub(crate) mod tests {
     }
 
     pub(crate) fn seed() -> Results {
-        load(include_bytes!("../../tests/fixtures/h200-qwen3.5-122b-vllm.json"))
+        load(include_bytes!("../../../tests/fixtures/h200-qwen3.5-122b-vllm.json"))
     }
 
     pub(crate) fn import() -> Results {
-        load(include_bytes!("../../tests/fixtures/round1/import-llm-inference-bench.json"))
+        load(include_bytes!("../../../tests/fixtures/round1/import-llm-inference-bench.json"))
     }
 
     pub(crate) fn tiny() -> Results {
-        load(include_bytes!("../../tests/fixtures/round1/twin-tiny.json"))
+        load(include_bytes!("../../../tests/fixtures/round1/twin-tiny.json"))
     }
 
     #[test]

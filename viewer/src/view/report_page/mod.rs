@@ -1,9 +1,8 @@
 //! The report page: its shell ([`App`]: the top bar, notices, the run shown, the drop overlay,
-//! the footer) and what it keeps while it runs. A loaded run is drawn by
-//! [`crate::components::Report`].
+//! the footer) and what it keeps while it runs; its view state is [`crate::view::view_state`]. A loaded run is drawn by
+//! [`crate::view::run_report::Report`].
 //!
 //! - `runs`: which runs exist and where each stands (boot, fetch, local files);
-//! - `view_state`: sort, filters and columns in the URL, the theme, the viewport ([`ViewState`]);
 //! - `topbar`: the run picker, the theme picker and the compare link;
 //! - `run_table`: the site's runs as a sortable, filterable table with picks to compare (the
 //!   front page of a site of two runs or more; the picked run's report follows it);
@@ -16,14 +15,10 @@ mod files;
 mod run_table;
 mod runs;
 mod topbar;
-mod view_state;
 
-pub(crate) use runs::index_runs;
-pub use view_state::ViewState;
-pub(crate) use view_state::{metric_from_url, page_view_state};
-
-use crate::components::Report;
-use crate::report;
+use crate::model::run_report;
+use crate::view::run_report::Report;
+use crate::view::view_state::{metric_from_url, page_view_state, ViewState};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 use runs::{Entry, EntryState, State};
@@ -45,7 +40,7 @@ pub fn App() -> impl IntoView {
     files::listen_for_drops(state);
     Effect::new(move |_| {
         let title = match state.current().map(|e| e.state) {
-            Some(EntryState::Loaded(r)) => format!("{} — speedmatrix", report::title(&r)),
+            Some(EntryState::Loaded(r)) => format!("{} — speedmatrix", run_report::title(&r)),
             _ => "speedmatrix report".to_string(),
         };
         document().set_title(&title);

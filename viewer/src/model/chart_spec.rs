@@ -1,6 +1,7 @@
 //! What the charts show, as plain data: series of points with a status and a readout, axis
 //! ranges, the Pareto frontier, the table mirror and the hover hit test. Pure functions of one
-//! or more [`Results`] (no DOM, no canvas), unit-tested (in the browser by CI); [`crate::charts`] draws them.
+//! or more [`Results`] (no DOM, no canvas), unit-tested (in the browser by CI);
+//! `view::chart_canvas` draws them and `view::chart_view` puts them on the page.
 //!
 //! Every chart is built from a list of runs, each with a [`Stroke`], so a second run can be
 //! overlaid on the first (run A solid, run B dashed): see [`charts`].
@@ -477,9 +478,9 @@ fn decode_series(run: &RunRef<'_>, palette: &[u64], x: Option<&Column>, y: &Colu
                             (v, xc.display(v))
                         }
                     };
-                    let iv = crate::report::interval_of(c, y);
+                    let iv = crate::model::run_report::interval_of(c, y);
                     let y_text = match iv {
-                        Some(iv) => format!("{} {}", y.display(yv), crate::report::plus_minus(iv, y)),
+                        Some(iv) => format!("{} {}", y.display(yv), crate::model::run_report::plus_minus(iv, y)),
                         None => y.display(yv),
                     };
                     Some(Point {
@@ -608,7 +609,7 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     fn seed() -> Results {
-        load_results(include_bytes!("../../tests/fixtures/h200-qwen3.5-122b-vllm.json")).expect("valid seed fixture")
+        load_results(include_bytes!("../../../tests/fixtures/h200-qwen3.5-122b-vllm.json")).expect("valid seed fixture")
     }
 
     #[test]

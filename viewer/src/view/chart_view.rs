@@ -1,22 +1,22 @@
-//! The charts section: each chart of [`chart_model::charts`] drawn on a canvas by
-//! [`crate::charts`] (redrawn on theme, width or devicePixelRatio change), with a readout that
+//! The charts section: each chart of [`chart_spec::charts`] drawn on a canvas by
+//! [`crate::view::chart_canvas`] (redrawn on theme, width or devicePixelRatio change), with a readout that
 //! follows the pointer or the arrow keys, a table mirror of its points and a PNG download.
 
-use crate::app::ViewState;
-use crate::chart_model::{self, ChartSpec, RunRef};
-use crate::charts;
-use crate::report;
-use crate::sources;
+use crate::model::chart_spec::{self, ChartSpec, RunRef};
+use crate::model::run_report;
+use crate::view::browser;
+use crate::view::chart_canvas;
+use crate::view::view_state::ViewState;
 use leptos::prelude::*;
 use speedmatrix_schema::{CellStatus, Results};
 use std::sync::Arc;
 
-/// The charts of the run (see [`chart_model::charts`]), each with a hover and keyboard readout,
+/// The charts of the run (see [`chart_spec::charts`]), each with a hover and keyboard readout,
 /// a table mirror and a PNG download.
 #[component]
-pub(super) fn Charts(r: Arc<Results>, view: ViewState) -> impl IntoView {
-    let specs = chart_model::charts(&[RunRef::single(&r)]);
-    charts_section("charts", "Charts", "", specs, view, report::file_stem(&r))
+pub(crate) fn Charts(r: Arc<Results>, view: ViewState) -> impl IntoView {
+    let specs = chart_spec::charts(&[RunRef::single(&r)]);
+    charts_section("charts", "Charts", "", specs, view, run_report::file_stem(&r))
 }
 
 /// A section of charts: title, a line saying how to read them (`lead`, then the marks of the
@@ -71,7 +71,7 @@ const CHART_HEIGHT: f64 = 340.0;
 /// the keyboard is on.
 #[derive(Clone, Copy)]
 struct Readout {
-    hits: StoredValue<Vec<charts::Hit>>,
+    hits: StoredValue<Vec<chart_canvas::Hit>>,
     text: RwSignal<String>,
     cursor: StoredValue<Option<usize>>,
 }
@@ -127,8 +127,8 @@ fn draw_on_change(spec: Arc<ChartSpec>, canvas: NodeRef<leptos::html::Canvas>, v
         let Some(c) = canvas.get() else { return };
         // The bitmap covers the canvas' content box exactly (CSS pixels × ratio): no resampling.
         let width = f64::from(c.client_width()).max(280.0);
-        let palette = charts::palette(dark);
-        match charts::draw(&c, &spec, &palette, width, CHART_HEIGHT, dpr) {
+        let palette = chart_canvas::palette(dark);
+        match chart_canvas::draw(&c, &spec, &palette, width, CHART_HEIGHT, dpr) {
             Ok(d) => {
                 let points: Vec<String> = d.hits.iter().map(|h| format!("{:.1},{:.1}", h.x, h.y)).collect();
                 let legend = d.legend.map(|l| l.attr()).unwrap_or_default();
@@ -146,7 +146,7 @@ fn draw_on_change(spec: Arc<ChartSpec>, canvas: NodeRef<leptos::html::Canvas>, v
                     let _ = c.set_attribute(name, &value);
                 }
                 readout.hits.set_value(d.hits);
-                sources::mark("speedmatrix-chart");
+                browser::mark("speedmatrix-chart");
             }
             Err(e) => readout.text.set(format!("The chart could not be drawn: {e}")),
         }
@@ -169,7 +169,7 @@ pub(crate) fn ChartView(spec: ChartSpec, view: ViewState, stem: String) -> impl 
         let x = f64::from(ev.client_x()) - rect.left() - f64::from(c.client_left());
         let y = f64::from(ev.client_y()) - rect.top() - f64::from(c.client_top());
         let pts: Vec<(f64, f64)> = readout.hits.with_value(|h| h.iter().map(|h| (h.x, h.y)).collect());
-        if let Some(i) = chart_model::nearest(&pts, x, y, 24.0) {
+        if let Some(i) = chart_spec::nearest(&pts, x, y, 24.0) {
             readout.say(&s_move, i);
         }
     };
@@ -184,7 +184,7 @@ pub(crate) fn ChartView(spec: ChartSpec, view: ViewState, stem: String) -> impl 
     let png = move |_| {
         if let Some(c) = canvas.get_untracked() {
             if let Ok(url) = c.to_data_url() {
-                sources::download_url(&png_name, &url);
+                browser::download_url(&png_name, &url);
             }
         }
     };

@@ -7,16 +7,18 @@
 //! metric (`?metric=`) and the threshold (`?threshold=5`) live in the URL.
 //!
 //! The comparison is `speedmatrix_schema::diff` (the same as `speedmatrix diff`); what the
-//! view shows is computed by [`crate::compare`] (pure). Every string from a file is inserted as
+//! view shows is computed by [`crate::model::run_diff`] (pure). Every string from a file is inserted as
 //! text, never as HTML.
 
-use crate::app::{index_runs, metric_from_url, page_view_state, ViewState};
-use crate::chart_model::{self, RunRef, Stroke};
-use crate::compare::{self, DeltaCell, LINE_COLUMNS};
-use crate::components::{charts_section, heat_cell, matrix_table, metric_options};
-use crate::report;
-use crate::simulated::SimulatedMark;
-use crate::sources::{self, Fetched};
+use crate::model::chart_spec::{self, RunRef, Stroke};
+use crate::model::run_diff::{self, DeltaCell, LINE_COLUMNS};
+use crate::model::run_index::index_runs;
+use crate::model::run_report;
+use crate::view::browser::{self, Fetched};
+use crate::view::chart_view::charts_section;
+use crate::view::run_report::{heat_cell, matrix_table, metric_options};
+use crate::view::simulated_marks::SimulatedMark;
+use crate::view::view_state::{metric_from_url, page_view_state, ViewState};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 use speedmatrix_schema::diff::{diff_with, parse_percent, percent, HeaderChange, RunDiff, TALLY_KEYS};
@@ -27,7 +29,7 @@ use std::sync::Arc;
 
 /// Whether the page URL asks for the diff view (`?a=`, `?b=` or `?compare`).
 pub fn requested() -> bool {
-    ["a", "b", "compare"].iter().any(|p| sources::query(p).is_some())
+    ["a", "b", "compare"].iter().any(|p| browser::query(p).is_some())
 }
 
 /// One side of the comparison.
@@ -56,7 +58,7 @@ fn side_from(name: String, bytes: Result<Vec<u8>, String>) -> Side {
 fn load_url(side: RwSignal<Side>, url: String) {
     side.set(Side::Loading(url.clone()));
     spawn_local(async move {
-        let state = match sources::fetch_bytes(&url).await {
+        let state = match browser::fetch_bytes(&url).await {
             Fetched::Body(bytes) => side_from(url.clone(), Ok(bytes)),
             Fetched::NotFound => Side::Failed(url.clone(), "HTTP 404 Not Found".into()),
             Fetched::Failed(e) => Side::Failed(url.clone(), e),
@@ -74,24 +76,24 @@ pub fn DiffPage() -> impl IntoView {
     let b = RwSignal::new(Side::Empty);
     let index: RwSignal<Vec<(String, String)>> = RwSignal::new(Vec::new());
     let metric = RwSignal::new(metric_from_url());
-    let threshold = RwSignal::new(sources::query("threshold").and_then(|t| parse_percent(&t).ok()));
-    let embedded = sources::embedded_runs();
+    let threshold = RwSignal::new(browser::query("threshold").and_then(|t| parse_percent(&t).ok()));
+    let embedded = browser::embedded_runs();
     if let [(name_a, bytes_a), (name_b, bytes_b)] = embedded.as_slice() {
         // A one-file report of two runs: both are in the page.
         a.set(side_from(name_a.clone(), Ok(bytes_a.clone())));
         b.set(side_from(name_b.clone(), Ok(bytes_b.clone())));
     } else {
-        if let Some(u) = sources::query("a") {
+        if let Some(u) = browser::query("a") {
             load_url(a, u);
         }
-        if let Some(u) = sources::query("b") {
+        if let Some(u) = browser::query("b") {
             load_url(b, u);
         }
     }
     let protocol = web_sys::window().and_then(|w| w.location().protocol().ok()).unwrap_or_default();
     if protocol != "file:" && embedded.is_empty() {
         spawn_local(async move {
-            if let Fetched::Body(bytes) = sources::fetch_bytes("runs/index.json").await {
+            if let Fetched::Body(bytes) = browser::fetch_bytes("runs/index.json").await {
                 if let Ok(ix) = load_index(&bytes) {
                     index
                         .set(index_runs(ix).into_iter().map(|(label, file)| (label, format!("runs/{file}"))).collect());
@@ -102,7 +104,7 @@ pub fn DiffPage() -> impl IntoView {
     Effect::new(move |_| {
         let title = match (a.get(), b.get()) {
             (Side::Loaded(_, x), Side::Loaded(_, y)) => {
-                format!("{} vs {} — speedmatrix diff", report::title(&x), report::title(&y))
+                format!("{} vs {} — speedmatrix diff", run_report::title(&x), run_report::title(&y))
             }
             _ => "speedmatrix diff".to_string(),
         };
@@ -150,7 +152,7 @@ fn side_status(name: &'static str, s: Side) -> impl IntoView {
     let (class, text) = match s {
         Side::Empty => ("empty", "not picked yet".to_string()),
         Side::Loading(u) => ("loading", format!("loading {u}…")),
-        Side::Loaded(u, r) => ("loaded", format!("{} ({u})", report::title(&r))),
+        Side::Loaded(u, r) => ("loaded", format!("{} ({u})", run_report::title(&r))),
         Side::Failed(u, e) => ("failed", format!("could not load {u}: {e}")),
     };
     view! {
@@ -173,9 +175,9 @@ fn SidePicker(
         let input: web_sys::HtmlInputElement = event_target(&ev);
         let Some(file) = input.files().and_then(|f| f.get(0)) else { return };
         input.set_value("");
-        sources::set_query(param, None);
+        browser::set_query(param, None);
         spawn_local(async move {
-            let bytes = sources::file_bytes(&file).await;
+            let bytes = browser::file_bytes(&file).await;
             side.set(side_from(file.name(), bytes.map_err(|e| format!("cannot read the file: {e}"))));
         });
     };
@@ -197,7 +199,7 @@ fn SidePicker(
                                 on:change=move |ev| {
                                     let url = event_target_value(&ev);
                                     if !url.is_empty() {
-                                        sources::set_query(param, Some(&url));
+                                        browser::set_query(param, Some(&url));
                                         load_url(side, url);
                                     }
                                 }
@@ -241,16 +243,20 @@ pub fn DiffView(
     let view = view.unwrap_or_else(ViewState::detached);
     let (a2, b2) = (a.clone(), b.clone());
     let d = Memo::new(move |_| diff_with(&a2, &b2, threshold.get()));
-    let total = column(report::DEFAULT_METRIC).expect("total_tps is in the registry");
-    let options = report::heatmap_metrics();
+    let total = column(run_report::DEFAULT_METRIC).expect("total_tps is in the registry");
+    let options = run_report::heatmap_metrics();
     let selected = Memo::new(move |_| column(&metric.get()).filter(|c| options.contains(c)).unwrap_or(total));
-    let choices: Vec<(String, String, bool)> = report::heatmap_metrics()
+    let choices: Vec<(String, String, bool)> = run_report::heatmap_metrics()
         .iter()
         .map(|c| {
-            (c.id(), report::metric_option_label(c), report::has_decode_data(&a, c) || report::has_decode_data(&b, c))
+            (
+                c.id(),
+                run_report::metric_option_label(c),
+                run_report::has_decode_data(&a, c) || run_report::has_decode_data(&b, c),
+            )
         })
         .collect();
-    let (ta, tb) = (report::title(&a), report::title(&b));
+    let (ta, tb) = (run_report::title(&a), run_report::title(&b));
     let (ida, idb) = (a.run.id.clone(), b.run.id.clone());
     view! {
         <article class="report diff-report">
@@ -288,7 +294,7 @@ fn controls(
                     id="diff-metric"
                     on:change=move |ev| {
                         let id = event_target_value(&ev);
-                        sources::set_query("metric", (id != report::DEFAULT_METRIC).then_some(id.as_str()));
+                        browser::set_query("metric", (id != run_report::DEFAULT_METRIC).then_some(id.as_str()));
                         metric.set(id);
                     }
                 >
@@ -309,11 +315,11 @@ fn controls(
                     on:change=move |ev| {
                         let text = event_target_value(&ev);
                         if text.trim().is_empty() {
-                            sources::set_query("threshold", None);
+                            browser::set_query("threshold", None);
                             threshold.set(None);
                         } else if let Ok(t) = parse_percent(&text) {
                             let pct = format!("{}", (t * 1000.0).round() / 10.0);
-                            sources::set_query("threshold", Some(pct.as_str()));
+                            browser::set_query("threshold", Some(pct.as_str()));
                             threshold.set(Some(t));
                         }
                     }
@@ -337,16 +343,16 @@ fn controls(
 fn side_by_side(a: Arc<Results>, b: Arc<Results>, d: Memo<RunDiff>, selected: Memo<Column>) -> impl IntoView {
     move || {
         let col = selected.get();
-        let range = report::value_range(&[&a, &b], &col);
+        let range = run_report::value_range(&[&a, &b], &col);
         let (contexts, levels) = d.with(|d| (d.contexts.clone(), d.concurrency.clone()));
-        let ha = report::heatmap_on(&a, &col, range, &contexts, &levels);
-        let hb = report::heatmap_on(&b, &col, range, &contexts, &levels);
-        let (lo, hi) = ha.scale_ends.clone().unwrap_or_else(|| (report::DASH.into(), report::DASH.into()));
+        let ha = run_report::heatmap_on(&a, &col, range, &contexts, &levels);
+        let hb = run_report::heatmap_on(&b, &col, range, &contexts, &levels);
+        let (lo, hi) = ha.scale_ends.clone().unwrap_or_else(|| (run_report::DASH.into(), run_report::DASH.into()));
         view! {
             <section class="section" id="diff-side">
                 <h2>"A and B side by side"</h2>
                 <p class="section-sub">
-                    {report::metric_option_label(&col)}
+                    {run_report::metric_option_label(&col)}
                     " · one colour scale for both runs · rows are context length, columns are simultaneous requests"
                 </p>
                 <div class="side-by-side">
@@ -362,7 +368,7 @@ fn side_by_side(a: Arc<Results>, b: Arc<Results>, d: Memo<RunDiff>, selected: Me
                 <div class="legend">
                     <div class="scale">
                         <span class="scale-lo">{lo}</span>
-                        <span class="scale-bar" style:background=report::scale_gradient()></span>
+                        <span class="scale-bar" style:background=run_report::scale_gradient()></span>
                         <span class="scale-hi">{hi}</span>
                         <span class="scale-dir">"darker is better (or higher)"</span>
                     </div>
@@ -376,15 +382,15 @@ fn side_by_side(a: Arc<Results>, b: Arc<Results>, d: Memo<RunDiff>, selected: Me
 fn what_changed(d: Memo<RunDiff>, selected: Memo<Column>) -> impl IntoView {
     move || {
         let col = selected.get();
-        let grid = d.with(|d| compare::delta_grid(d, &col));
+        let grid = d.with(|d| run_diff::delta_grid(d, &col));
         let concurrency = d.with(|d| d.concurrency.clone());
-        let rule = d.with(compare::verdict_rule);
-        let kinds = d.with(|d| compare::legend_kinds(d.noise.is_some()));
+        let rule = d.with(run_diff::verdict_rule);
+        let kinds = d.with(|d| run_diff::legend_kinds(d.noise.is_some()));
         view! {
             <section class="section" id="delta">
                 <h2>"What changed"</h2>
                 <p class="section-sub">
-                    {report::metric_option_label(&col)}
+                    {run_report::metric_option_label(&col)}
                     " · B against A · "
                     <span id="delta-rule">{rule}</span>
                 </p>
@@ -408,19 +414,19 @@ fn what_changed(d: Memo<RunDiff>, selected: Memo<Column>) -> impl IntoView {
 }
 
 /// The report's charts with both runs drawn on the same axes: A solid, B dashed, one colour per
-/// context (see [`chart_model::charts`]); each with its readout, table mirror and PNG.
+/// context (see [`chart_spec::charts`]); each with its readout, table mirror and PNG.
 #[component]
 fn OverlaidCharts(a: Arc<Results>, b: Arc<Results>, view: ViewState) -> impl IntoView {
-    let specs = chart_model::charts(&[
+    let specs = chart_spec::charts(&[
         RunRef { name: "A", results: &a, stroke: Stroke::Solid },
         RunRef { name: "B", results: &b, stroke: Stroke::Dashed },
     ]);
-    let stem = format!("{}-vs-{}", report::file_stem(&a), report::file_stem(&b));
+    let stem = format!("{}-vs-{}", run_report::file_stem(&a), run_report::file_stem(&b));
     let lead = "A (baseline) solid, B (candidate) dashed; one colour per context. ";
     charts_section("diff-charts", "Charts, A and B overlaid", lead, specs, view, stem)
 }
 
-fn matrix(id: &'static str, h: report::Heatmap) -> impl IntoView {
+fn matrix(id: &'static str, h: run_report::Heatmap) -> impl IntoView {
     matrix_table(id, "heatmap compact", &h.concurrency, h.rows, heat_cell)
 }
 
@@ -449,7 +455,7 @@ fn header_panel(changes: &[HeaderChange]) -> impl IntoView {
     let body = if changes.is_empty() {
         view! { <p class="note">"None: same hardware, engine, model, launch command and plan."</p> }.into_any()
     } else {
-        let none = || report::DASH.to_string();
+        let none = || run_report::DASH.to_string();
         view! {
             <div class="table-wrap">
                 <table class="measurements header-diff">
@@ -518,13 +524,13 @@ fn not_compared(d: &RunDiff) -> impl IntoView {
 /// Every matched measurement, sortable by any column.
 #[component]
 fn MatchedTable(d: Memo<RunDiff>, selected: Memo<Column>) -> impl IntoView {
-    let lines = Memo::new(move |_| d.with(compare::diff_lines));
+    let lines = Memo::new(move |_| d.with(run_diff::diff_lines));
     let sort: RwSignal<Option<(&'static str, bool)>> = RwSignal::new(None);
     let changes_only = RwSignal::new(false);
     let this_metric = RwSignal::new(false);
     let order = Signal::derive(move || {
         let col = this_metric.get().then(|| selected.get().id());
-        lines.with(|l| compare::line_order(l, sort.get(), changes_only.get(), col.as_deref()))
+        lines.with(|l| run_diff::line_order(l, sort.get(), changes_only.get(), col.as_deref()))
     });
     view! {
         <section class="section" id="diff-all">
@@ -601,7 +607,7 @@ fn line_headers(sort: RwSignal<Option<(&'static str, bool)>>) -> impl IntoView {
 }
 
 /// The rows of the matched-measurement table, in `order`, each classed by its verdict.
-fn line_rows(lines: Memo<Vec<compare::DiffLine>>, order: Signal<Vec<usize>>) -> impl IntoView {
+fn line_rows(lines: Memo<Vec<run_diff::DiffLine>>, order: Signal<Vec<usize>>) -> impl IntoView {
     move || {
         lines.with(|ls| {
             order
@@ -614,7 +620,7 @@ fn line_rows(lines: Memo<Vec<compare::DiffLine>>, order: Signal<Vec<usize>>) -> 
                             {LINE_COLUMNS
                                 .iter()
                                 .map(|&(id, _)| {
-                                    view! { <td class:num=numeric_line_column(id) data-col=id>{compare::line_text(l, id)}</td> }
+                                    view! { <td class:num=numeric_line_column(id) data-col=id>{run_diff::line_text(l, id)}</td> }
                                 })
                                 .collect_view()}
                         </tr>

@@ -3,8 +3,8 @@
 
 use super::files::FileButton;
 use super::runs::State;
-use super::view_state::THEME_KEY;
-use crate::sources;
+use crate::view::browser;
+use crate::view::view_state::THEME_KEY;
 use leptos::prelude::*;
 
 /// The bar; `theme` is the theme choice (`""` = the system's, `light`, `dark`).
@@ -27,7 +27,7 @@ fn ThemePicker(theme: RwSignal<String>) -> impl IntoView {
     let on_theme = move |ev: web_sys::Event| {
         let v = event_target_value(&ev);
         let v = if v == "light" || v == "dark" { v } else { String::new() };
-        sources::store(THEME_KEY, (!v.is_empty()).then_some(v.as_str()));
+        browser::store(THEME_KEY, (!v.is_empty()).then_some(v.as_str()));
         theme.set(v);
     };
     view! {

@@ -2,17 +2,17 @@
 //! cards of what the file lacks and why, the downloads (CSV, JSON) and the launch command with
 //! its copy button.
 
-use crate::report;
-use crate::sources;
+use crate::model::run_report;
+use crate::view::browser;
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 use speedmatrix_schema::{export, Results};
 use std::sync::Arc;
 
-/// The summary cards ([`report::cards`]), each a titled list of items.
+/// The summary cards ([`run_report::cards`]), each a titled list of items.
 #[component]
 pub(super) fn Cards(r: Arc<Results>) -> impl IntoView {
-    let cards = report::cards(&r);
+    let cards = run_report::cards(&r);
     view! {
         <div class="cards">
             {cards
@@ -28,7 +28,7 @@ pub(super) fn Cards(r: Arc<Results>) -> impl IntoView {
                                     .map(|(k, v)| {
                                         // Times read short, to the minute; the full value on hover.
                                         let (shown, full) = if matches!(k, "Started" | "Finished") {
-                                            (report::short_time(&v), Some(v))
+                                            (run_report::short_time(&v), Some(v))
                                         } else {
                                             (v, None)
                                         };
@@ -77,7 +77,7 @@ pub(super) fn LaunchCommand(cmd: String) -> impl IntoView {
         let text = text.clone();
         let el: Option<web_sys::Element> = pre.get().map(Into::into);
         spawn_local(async move {
-            label.set(sources::copy_text(&text, el).await);
+            label.set(browser::copy_text(&text, el).await);
         });
     };
     view! {
@@ -95,14 +95,14 @@ pub(super) fn LaunchCommand(cmd: String) -> impl IntoView {
 /// --format csv`) and the run's JSON.
 #[component]
 pub(super) fn Exports(r: Arc<Results>) -> impl IntoView {
-    let stem = report::file_stem(&r);
+    let stem = run_report::file_stem(&r);
     let (r_csv, stem_csv) = (r.clone(), stem.clone());
-    let csv = move |_| sources::download_text(&format!("{stem_csv}.csv"), "text/csv", &export::to_csv(&r_csv));
+    let csv = move |_| browser::download_text(&format!("{stem_csv}.csv"), "text/csv", &export::to_csv(&r_csv));
     let json = move |_| {
         // Results serialize as the schema writes them; the file reads back with load_results.
         if let Ok(mut text) = serde_json::to_string_pretty(&*r) {
             text.push('\n');
-            sources::download_text(&format!("{stem}.json"), "application/json", &text);
+            browser::download_text(&format!("{stem}.json"), "application/json", &text);
         }
     };
     view! {

@@ -4,11 +4,11 @@
 //! (fonts, strokes, marks, margins) is scaled by the same ratio, so charts stay crisp on HiDPI
 //! screens; the component redraws when the ratio or the width changes.
 //!
-//! Call [`draw`] with a spec from [`crate::chart_model::charts`]; to overlay a second run, build
-//! the spec from two [`crate::chart_model::RunRef`]s (A solid, B dashed): the drawing code
+//! Call [`draw`] with a spec from [`crate::model::chart_spec::charts`]; to overlay a second run, build
+//! the spec from two [`crate::model::chart_spec::RunRef`]s (A solid, B dashed): the drawing code
 //! follows each series' [`Stroke`] and colour index, nothing else changes.
 
-use crate::chart_model::{
+use crate::model::chart_spec::{
     compact, legend_layout, tokens_text, Axis, ChartSpec, Frontier, Guide, LegendEntry, Marker, Series, Stroke,
     TickStyle, DASH_PATTERNS,
 };
@@ -33,7 +33,7 @@ pub struct Palette {
     pub grid: RGBColor,
     /// Axis lines.
     pub axis: RGBColor,
-    /// Series colours, indexed by [`crate::chart_model::Series::colour`] (modulo the length).
+    /// Series colours, indexed by [`crate::model::chart_spec::Series::colour`] (modulo the length).
     pub series: [RGBColor; 12],
 }
 

@@ -1,18 +1,18 @@
-//! The comparison of many runs (`?compare=URL&compare=URL…`, 2 … [`multi::MAX_RUNS`]): each
+//! The comparison of many runs (`?compare=URL&compare=URL…`, 2 … [`multi_run::MAX_RUNS`]): each
 //! run fetched and validated, then a key of the runs (one colour each), the controls kept in
 //! the URL (the context drawn, the SLO's TTFT limit and per-user floor, a GPU-hour price, the
 //! side-by-side table's figure), the overlaid charts with each run's capacity at the SLO marked,
 //! the capacity table and every run's figure per cell side by side.
 //!
-//! What it shows is computed by [`crate::multi`] (pure); this module only turns it into
+//! What it shows is computed by [`crate::model::multi_run`] (pure); this module only turns it into
 //! elements. Every string from a file is inserted as text, never as HTML.
 
-use crate::app::{page_view_state, ViewState};
-use crate::components::charts_section;
-use crate::multi::{self, ContextChoice, Run, CAPACITY_COLUMNS, MAX_RUNS, TABLE_METRICS};
-use crate::report;
-use crate::simulated::SimulatedMark;
-use crate::sources::{self, Fetched};
+use crate::model::multi_run::{self, ContextChoice, Run, CAPACITY_COLUMNS, MAX_RUNS, TABLE_METRICS};
+use crate::model::run_report;
+use crate::view::browser::{self, Fetched};
+use crate::view::chart_view::charts_section;
+use crate::view::simulated_marks::SimulatedMark;
+use crate::view::view_state::{page_view_state, ViewState};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 use speedmatrix_schema::slo::Slo;
@@ -22,7 +22,7 @@ use std::sync::Arc;
 /// The runs the URL asks to compare (`compare`, non-empty values, in order); the page is this
 /// view when there are at least two.
 pub fn requested_runs() -> Vec<String> {
-    sources::query_all("compare").into_iter().filter(|u| !u.trim().is_empty()).collect()
+    browser::query_all("compare").into_iter().filter(|u| !u.trim().is_empty()).collect()
 }
 
 /// Whether the URL asks for the comparison of many runs.
@@ -42,7 +42,7 @@ enum Slot {
 }
 
 async fn fetch_run(url: &str) -> Slot {
-    match sources::fetch_bytes(url).await {
+    match browser::fetch_bytes(url).await {
         Fetched::Body(bytes) => match load_results(&bytes) {
             Ok(r) => Slot::Loaded(Arc::new(r)),
             Err(e) => Slot::Failed(e.to_string()),
@@ -114,7 +114,7 @@ fn SlotList(slots: RwSignal<Vec<(String, Slot)>>) -> impl IntoView {
                         .map(|(u, s)| {
                             let (class, text) = match s {
                                 Slot::Loading => ("loading", format!("loading {u}…")),
-                                Slot::Loaded(r) => ("loaded", format!("{} ({u})", report::title(&r))),
+                                Slot::Loaded(r) => ("loaded", format!("{} ({u})", run_report::title(&r))),
                                 Slot::Failed(e) => ("failed", format!("could not load {u}: {e}")),
                             };
                             view! { <li class=format!("side side-{class}")>{text}</li> }
@@ -126,7 +126,7 @@ fn SlotList(slots: RwSignal<Vec<(String, Slot)>>) -> impl IntoView {
     }
 }
 
-/// The controls' state, each kept in the URL (see [`multi::MULTI_PARAMS`]).
+/// The controls' state, each kept in the URL (see [`multi_run::MULTI_PARAMS`]).
 #[derive(Clone, Copy)]
 struct Controls {
     context: RwSignal<ContextChoice>,
@@ -137,17 +137,17 @@ struct Controls {
 
 impl Controls {
     fn from_url(default_context: Option<u64>) -> Controls {
-        let context = sources::query("context")
+        let context = browser::query("context")
             .and_then(|v| ContextChoice::parse(&v))
             .or(default_context.map(ContextChoice::One))
             .unwrap_or(ContextChoice::All);
-        let figure = sources::query("figure")
+        let figure = browser::query("figure")
             .filter(|f| TABLE_METRICS.contains(&f.as_str()))
             .unwrap_or_else(|| "total_tps".into());
         Controls {
             context: RwSignal::new(context),
-            slo: RwSignal::new(multi::slo_from_query(sources::query)),
-            price: RwSignal::new(multi::price_from(sources::query("price"))),
+            slo: RwSignal::new(multi_run::slo_from_query(browser::query)),
+            price: RwSignal::new(multi_run::price_from(browser::query("price"))),
             figure: RwSignal::new(figure),
         }
     }
@@ -164,8 +164,8 @@ pub fn MultiView(
 ) -> impl IntoView {
     let view = view.unwrap_or_else(ViewState::detached);
     // For the render benchmark (tests/benches/viewer_render.rs): the comparison is in the DOM.
-    request_animation_frame(|| sources::mark("speedmatrix-compare"));
-    let names: Vec<String> = runs.iter().map(|(_, r)| report::title(r)).collect();
+    request_animation_frame(|| browser::mark("speedmatrix-compare"));
+    let names: Vec<String> = runs.iter().map(|(_, r)| run_report::title(r)).collect();
     let runs = Arc::new(runs);
     let names = Arc::new(names);
     let list = {
@@ -176,18 +176,18 @@ pub fn MultiView(
     };
     let default = {
         let l = list();
-        multi::default_context(&as_runs(&l))
+        multi_run::default_context(&as_runs(&l))
     };
     let controls = Controls::from_url(default);
     let contexts: Vec<(String, String)> = {
         let l = list();
-        multi::contexts(&as_runs(&l)).into_iter().map(|c| (c.tokens.to_string(), c.label)).collect()
+        multi_run::contexts(&as_runs(&l)).into_iter().map(|c| (c.tokens.to_string(), c.label)).collect()
     };
     let charts = {
         let list = list.clone();
         move || {
             let l = list();
-            let specs = multi::charts(&as_runs(&l), controls.context.get(), &controls.slo.get());
+            let specs = multi_run::charts(&as_runs(&l), controls.context.get(), &controls.slo.get());
             charts_section("cmp-charts", "Charts", "One colour per run. ", specs, view, "comparison".into())
         }
     };
@@ -216,7 +216,8 @@ fn RunKey(runs: Arc<Vec<(String, Arc<Results>)>>, names: Arc<Vec<String>>, dark:
         .zip(names.iter())
         .enumerate()
         .map(|(i, ((url, r), name))| {
-            let colour = move || crate::charts::css_colour(&crate::charts::palette(dark.get()), i);
+            let colour =
+                move || crate::view::chart_canvas::css_colour(&crate::view::chart_canvas::palette(dark.get()), i);
             let href = format!("./?run={}", url);
             view! {
                 <li class="cmp-run" data-run=i.to_string()>
@@ -239,21 +240,21 @@ fn ControlsBar(controls: Controls, contexts: Vec<(String, String)>) -> impl Into
     let now = context.get_untracked().param();
     let on_context = move |ev: web_sys::Event| {
         if let Some(c) = ContextChoice::parse(&event_target_value(&ev)) {
-            sources::set_query("context", Some(&c.param()));
+            browser::set_query("context", Some(&c.param()));
             context.set(c);
         }
     };
     let on_bound = move |key: &'static str| {
         move |ev: web_sys::Event| {
             let text = event_target_value(&ev);
-            sources::set_query(key, Some(text.trim()));
-            slo.set(multi::with_bound(slo.get_untracked(), key, &text));
+            browser::set_query(key, Some(text.trim()));
+            slo.set(multi_run::with_bound(slo.get_untracked(), key, &text));
         }
     };
     let on_price = move |ev: web_sys::Event| {
         let text = event_target_value(&ev);
-        let p = multi::price_from(Some(text.clone()));
-        sources::set_query("price", p.map(|_| text.trim()));
+        let p = multi_run::price_from(Some(text.clone()));
+        browser::set_query("price", p.map(|_| text.trim()));
         price.set(p);
     };
     let s = slo.get_untracked();
@@ -276,11 +277,11 @@ fn ControlsBar(controls: Controls, contexts: Vec<(String, String)>) -> impl Into
                 <legend>"Your SLO (medians; empty = no limit)"</legend>
                 <label>
                     "TTFT ≤ (ms) "
-                    <input id="slo-ttft" type="number" min="0" step="any" value=multi::bound_text(s.ttft_ms) on:change=on_bound("ttft") />
+                    <input id="slo-ttft" type="number" min="0" step="any" value=multi_run::bound_text(s.ttft_ms) on:change=on_bound("ttft") />
                 </label>
                 <label>
                     "Per-user ≥ (tok/s) "
-                    <input id="slo-tps" type="number" min="0" step="any" value=multi::bound_text(s.per_user_tps) on:change=on_bound("tps") />
+                    <input id="slo-tps" type="number" min="0" step="any" value=multi_run::bound_text(s.per_user_tps) on:change=on_bound("tps") />
                 </label>
             </fieldset>
             <label>
@@ -310,7 +311,7 @@ fn CapacityTable(
     let rows = move || {
         let l = list();
         let runs = as_runs(&l);
-        multi::capacity_rows(&runs, &controls.slo.get(), controls.price.get())
+        multi_run::capacity_rows(&runs, &controls.slo.get(), controls.price.get())
             .into_iter()
             .map(|row| {
                 let name = l[row.run].0.clone();
@@ -351,7 +352,7 @@ fn CapacityTable(
 /// The side-by-side table's rows: per cell (context, then concurrency), each run's figure `id`
 /// with its cell's status as a class.
 fn side_rows(l: &[(String, Arc<Results>)], id: &str, price: Option<f64>) -> impl IntoView {
-    multi::cell_table(&as_runs(l), id, price)
+    multi_run::cell_table(&as_runs(l), id, price)
         .into_iter()
         .map(|row| {
             let figures = row
@@ -391,7 +392,7 @@ fn SideBySide(
     };
     let gaps = move || {
         let l = list();
-        multi::table_gaps(&as_runs(&l), &figure.get(), controls.price.get())
+        multi_run::table_gaps(&as_runs(&l), &figure.get(), controls.price.get())
             .into_iter()
             .map(|(i, why)| view! { <li>{format!("{}: {why}", l[i].0)}</li> })
             .collect_view()
@@ -399,7 +400,7 @@ fn SideBySide(
     let on_figure = move |ev: web_sys::Event| {
         let v = event_target_value(&ev);
         if TABLE_METRICS.contains(&v.as_str()) {
-            sources::set_query("figure", Some(&v));
+            browser::set_query("figure", Some(&v));
             figure.set(v);
         }
     };
@@ -414,7 +415,7 @@ fn SideBySide(
                         .iter()
                         .map(|id| {
                             let selected = *id == now;
-                            view! { <option value=*id selected=selected>{multi::metric_label(id)}</option> }
+                            view! { <option value=*id selected=selected>{multi_run::metric_label(id)}</option> }
                         })
                         .collect_view()}
                 </select>

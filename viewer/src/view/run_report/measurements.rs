@@ -3,9 +3,9 @@
 //! status, with the registry's other columns on demand. Sort, filters and columns live in the
 //! URL ([`ViewState`]).
 
-use crate::app::ViewState;
-use crate::report::{self, Filters, SortKey, TableColumn};
-use crate::sources;
+use crate::model::run_report::{self, Filters, SortKey, TableColumn};
+use crate::view::browser;
+use crate::view::view_state::ViewState;
 use leptos::prelude::*;
 use speedmatrix_schema::table::{rows, Phase};
 use speedmatrix_schema::{CellStatus, Results};
@@ -17,10 +17,11 @@ pub(super) fn AllMeasurements(r: Arc<Results>, view: ViewState) -> impl IntoView
     let all_columns = view.all_columns;
     let filters = view.filters;
     let r_cols = r.clone();
-    let cols = Memo::new(move |_| report::table_columns(&r_cols, all_columns.get()));
-    let keys = Memo::new(move |_| cols.with(|cs| report::sort_keys(cs, &view.sort.get())));
+    let cols = Memo::new(move |_| run_report::table_columns(&r_cols, all_columns.get()));
+    let keys = Memo::new(move |_| cols.with(|cs| run_report::sort_keys(cs, &view.sort.get())));
     let r_order = r.clone();
-    let order = Signal::derive(move || cols.with(|cs| report::table_order(&r_order, cs, &keys.get(), &filters.get())));
+    let order =
+        Signal::derive(move || cols.with(|cs| run_report::table_order(&r_order, cs, &keys.get(), &filters.get())));
     view! {
         <section class="section" id="all">
             <h2>"All measurements"</h2>
@@ -46,7 +47,7 @@ pub(super) fn AllMeasurements(r: Arc<Results>, view: ViewState) -> impl IntoView
 fn filter_bar(r: &Results, view: ViewState, order: Signal<Vec<usize>>) -> impl IntoView {
     let (all_columns, filters) = (view.all_columns, view.filters);
     let total = rows(r).len();
-    let (contexts, levels, statuses) = report::filter_choices(r);
+    let (contexts, levels, statuses) = run_report::filter_choices(r);
     let phase_choices = vec![
         (Phase::Prefill.id().to_string(), Phase::Prefill.label().to_string()),
         (Phase::Decode.id().to_string(), Phase::Decode.label().to_string()),
@@ -79,7 +80,7 @@ fn filter_bar(r: &Results, view: ViewState, order: Signal<Vec<usize>>) -> impl I
                         let all = event_target_checked(&ev);
                         view.sort.set(Vec::new());
                         all_columns.set(all);
-                        sources::push_query(&[("sort", None), ("columns", all.then(|| "all".to_string()))]);
+                        browser::push_query(&[("sort", None), ("columns", all.then(|| "all".to_string()))]);
                     }
                 />
                 " every column"
@@ -100,15 +101,16 @@ fn filter_select(
     param: &'static str,
 ) -> impl IntoView {
     // The option shown as selected follows the filter (a permalink or back/forward sets it).
-    let current =
-        move || filters.with(|f| report::filter_params(f).into_iter().find(|(k, _)| *k == param).and_then(|(_, v)| v));
+    let current = move || {
+        filters.with(|f| run_report::filter_params(f).into_iter().find(|(k, _)| *k == param).and_then(|(_, v)| v))
+    };
     view! {
         <label class="filter">
             {label} " "
             <select id=id on:change=move |ev| {
                 let v = event_target_value(&ev);
                 filters.update(|f| set(f, &v));
-                sources::push_query(&filters.with_untracked(report::filter_params));
+                browser::push_query(&filters.with_untracked(run_report::filter_params));
             }>
                 <option value="" selected=move || current().is_none()>"All"</option>
                 {choices
@@ -151,9 +153,9 @@ fn header_cells(cols: Memo<Vec<TableColumn>>, keys: Memo<Vec<SortKey>>, view: Vi
                             on:click=move |ev: web_sys::MouseEvent| {
                                 let shift = ev.shift_key();
                                 let mut k = keys.get_untracked();
-                                report::click_sort(&mut k, i, shift);
-                                let ids = cols.with_untracked(|cs| report::sort_ids(cs, &k));
-                                sources::push_query(&[("sort", report::encode_sort(&ids))]);
+                                run_report::click_sort(&mut k, i, shift);
+                                let ids = cols.with_untracked(|cs| run_report::sort_ids(cs, &k));
+                                browser::push_query(&[("sort", run_report::encode_sort(&ids))]);
                                 view.sort.set(ids);
                             }
                         >
@@ -187,7 +189,7 @@ fn body_rows(r: Arc<Results>, cols: Memo<Vec<TableColumn>>, order: Signal<Vec<us
                                 let empty = c.empty_why(&row, &r);
                                 let explained = empty.is_some();
                                 let text = match &empty {
-                                    Some(e) => format!("{} {}", report::DASH, e.short),
+                                    Some(e) => format!("{} {}", run_report::DASH, e.short),
                                     None => c.text(&row),
                                 };
                                 let title = match c {

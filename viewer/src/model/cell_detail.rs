@@ -1,15 +1,15 @@
 //! One decode cell in detail, for the panel under the heatmap: its window second by second
 //! (tok/s, streams decoding, the server's running / waiting gauges), its requests' TTFTs
 //! against when they were sent, its repeats and their spread, and its intervals. Pure (no DOM):
-//! chart specs for the charts' own view ([`crate::chart_model`], [`crate::charts`]) and the
-//! panel's texts, unit-tested on wasm32 in headless Chromium.
+//! chart specs ([`crate::model::chart_spec`], drawn by the charts' own view) and the panel's
+//! texts (drawn by `view::run_report::cell_panel`), unit-tested on wasm32 in headless Chromium.
 //!
 //! What the file does not give comes back as the words that say so (`Err(text)`), never as a
 //! zero or an empty chart: a file without samples (the seed run, round-1 files) has no
 //! per-second series and no noise data.
 
-use crate::chart_model::{all_x, all_y, axis, col, ChartSpec, LegendEntry, Point, Series, Stroke, TickStyle};
-use crate::report;
+use crate::model::chart_spec::{all_x, all_y, axis, col, ChartSpec, LegendEntry, Point, Series, Stroke, TickStyle};
+use crate::model::run_report;
 use speedmatrix_schema::registry::{self, column, Column, Style, INTERVAL_FIGURES};
 use speedmatrix_schema::{CellStatus, DecodeCell, Interval, IntervalMethod, RequestSample, Results, WindowSeries};
 
@@ -348,7 +348,7 @@ pub struct RepeatLine {
 
 /// `v` in the style of the metric `id`, or a dash.
 fn figure(id: &str, v: Option<f64>) -> String {
-    v.map(|v| col(id).display(v)).unwrap_or_else(|| report::DASH.into())
+    v.map(|v| col(id).display(v)).unwrap_or_else(|| run_report::DASH.into())
 }
 
 /// The repeats of the cell, one row each (none for a cell measured once).
@@ -362,7 +362,7 @@ pub fn repeat_lines(c: &DecodeCell) -> Vec<RepeatLine> {
             total_tps: figure("total_tps", r.total_tps),
             ttft_p50: figure("ttft_ms", r.ttft_ms.and_then(|d| d.p50)),
             tpot_p50: figure("tpot_ms", r.tpot_ms.and_then(|d| d.p50)),
-            window_start: r.window_start_ms.map(|ms| seconds(ms / 1000.0)).unwrap_or_else(|| report::DASH.into()),
+            window_start: r.window_start_ms.map(|ms| seconds(ms / 1000.0)).unwrap_or_else(|| run_report::DASH.into()),
         })
         .collect()
 }
@@ -377,7 +377,7 @@ pub fn spread_lines(c: &DecodeCell) -> Vec<String> {
             let d = |v: f64| col.display(v);
             Some(format!(
                 "{}: mean {}, sd {}, {} – {} over {} repeats",
-                report::metric_option_label(&col),
+                run_report::metric_option_label(&col),
                 d(f.mean),
                 d(f.sd),
                 d(f.min),
@@ -413,7 +413,12 @@ fn method_words(iv: &Interval) -> String {
 /// An interval for people: "1,234.5 ± 1.2 % (95 % interval, batch means over 12 batches)".
 pub fn interval_text(iv: &Interval, col: &Column) -> String {
     let level = registry::format_number(iv.level * 100.0, Style::Fixed(0));
-    format!("{} {} ({level} % interval, {})", col.display(iv.estimate), report::plus_minus(iv, col), method_words(iv))
+    format!(
+        "{} {} ({level} % interval, {})",
+        col.display(iv.estimate),
+        run_report::plus_minus(iv, col),
+        method_words(iv)
+    )
 }
 
 /// The cell's interval of each figure that can have one, or for a figure without one the
@@ -433,7 +438,7 @@ pub fn interval_lines(c: &DecodeCell) -> Result<Vec<IntervalLine>, &'static str>
                 Ok(iv) => (interval_text(iv, &col), true),
                 Err(_) => (format!("no interval: {}", missing_reason(c, f.column)), false),
             };
-            Some(IntervalLine { figure: f.column, label: report::metric_option_label(&col), text, available })
+            Some(IntervalLine { figure: f.column, label: run_report::metric_option_label(&col), text, available })
         })
         .collect();
     Ok(lines)
@@ -454,7 +459,7 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     fn seed() -> Results {
-        speedmatrix_schema::load_results(include_bytes!("../../tests/fixtures/h200-qwen3.5-122b-vllm.json"))
+        speedmatrix_schema::load_results(include_bytes!("../../../tests/fixtures/h200-qwen3.5-122b-vllm.json"))
             .expect("the seed fixture loads")
     }
 
@@ -580,7 +585,7 @@ mod tests {
             (lines[1].repeat, lines[1].total_tps.as_str(), lines[1].window_start.as_str()),
             (2, "110.0", "9.0 s")
         );
-        assert_eq!(lines[0].ttft_p50, report::DASH, "a figure the repeat lacks is a dash");
+        assert_eq!(lines[0].ttft_p50, run_report::DASH, "a figure the repeat lacks is a dash");
         let iv = Interval {
             estimate: 105.0,
             low: 100.0,

@@ -2,22 +2,22 @@
 //! `runs/index.json` with its GPU, engine, model, date, whether it was simulated and its
 //! headline figures; sortable by any column, filtered by words, GPU, engine, model and
 //! simulated or not (sort and filters kept in the URL); a checkbox per run to pick 2 … 12 to
-//! compare. What it shows is [`crate::run_index`] (pure); the picked run's report follows.
+//! compare. What it shows is [`crate::model::run_index`] (pure); the picked run's report follows.
 
 use super::runs::State;
-use crate::run_index::{self, IndexFilters, COLUMNS};
-use crate::sources;
+use crate::model::run_index::{self, IndexFilters, COLUMNS};
+use crate::view::browser;
 use leptos::prelude::*;
 
 /// The table, when the site's index lists two runs or more.
 #[component]
 pub(super) fn RunTable(state: State) -> impl IntoView {
-    let sort = RwSignal::new(sources::query("order").and_then(|v| run_index::parse_order(&v)));
-    let filters = RwSignal::new(IndexFilters::from_query(sources::query));
+    let sort = RwSignal::new(browser::query("order").and_then(|v| run_index::parse_order(&v)));
+    let filters = RwSignal::new(IndexFilters::from_query(browser::query));
     let picked: RwSignal<Vec<usize>> = RwSignal::new(Vec::new());
     let set_filters = move |f: IndexFilters| {
         for (k, v) in f.params() {
-            sources::set_query(k, v.as_deref());
+            browser::set_query(k, v.as_deref());
         }
         filters.set(f);
     };
@@ -25,10 +25,10 @@ pub(super) fn RunTable(state: State) -> impl IntoView {
         let entries = state.index.get();
         (entries.len() > 1).then(|| {
             // For the render benchmark (tests/benches/viewer_render.rs): the table is in the DOM.
-            request_animation_frame(|| sources::mark("speedmatrix-index"));
+            request_animation_frame(|| browser::mark("speedmatrix-index"));
             let [gpus, engines, models] = run_index::choices(&entries);
             view! {
-                <details class="section run-index" id="runs" open=sources::query("show").is_none()>
+                <details class="section run-index" id="runs" open=browser::query("show").is_none()>
                     <summary><h2>{format!("Runs of this site ({})", entries.len())}</h2></summary>
                     <FilterBar filters=filters set_filters=set_filters gpus=gpus engines=engines models=models />
                     <ComparePicked state=state picked=picked />
@@ -139,7 +139,7 @@ fn TableHead(sort: RwSignal<Option<(&'static str, bool)>>) -> impl IntoView {
                                 Some((s, true)) if s == id => Some((id, false)),
                                 _ => Some((id, true)),
                             };
-                            sources::set_query("order", run_index::order_param(next).as_deref());
+                            browser::set_query("order", run_index::order_param(next).as_deref());
                             sort.set(next);
                         };
                         let class = if run_index::numeric(id) { "num" } else { "" };
@@ -239,7 +239,7 @@ fn ComparePicked(state: State, picked: RwSignal<Vec<usize>>) -> impl IntoView {
             }
             None => view! {
                 <p class="compare-picked hint" id="compare-hint">
-                    {format!("Pick 2 to {} runs to compare them ({} picked).", crate::multi::MAX_RUNS, files.len())}
+                    {format!("Pick 2 to {} runs to compare them ({} picked).", crate::model::multi_run::MAX_RUNS, files.len())}
                 </p>
             }
             .into_any(),

@@ -2,11 +2,12 @@
 //! site's `runs/index.json`, else a `results.json` beside the page), opened from local files,
 //! fetched when first shown, validated by the schema crate's loader.
 
-use crate::report;
-use crate::sources::{self, Fetched};
+use crate::model::run_index::index_runs;
+use crate::model::run_report;
+use crate::view::browser::{self, Fetched};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
-use speedmatrix_schema::site::{load_index, RunIndex, RunIndexEntry};
+use speedmatrix_schema::site::{load_index, RunIndexEntry};
 use speedmatrix_schema::{load_results, Results};
 use std::sync::Arc;
 
@@ -59,19 +60,6 @@ fn entry_state(bytes: &[u8]) -> EntryState {
     }
 }
 
-/// The runs of a site's index as (label, `runs/FILE`): the label with its start time when
-/// the index has one (the run picker and the diff view's side pickers).
-pub(crate) fn index_runs(index: RunIndex) -> Vec<(String, String)> {
-    index
-        .runs
-        .into_iter()
-        .map(|r| {
-            let label = crate::simulated::picker_label(&r.label, r.started_at.as_deref(), r.simulated);
-            (label, r.file)
-        })
-        .collect()
-}
-
 impl State {
     /// A state with no runs yet, booting, showing `metric` in the heatmap.
     pub(super) fn new(metric: String) -> State {
@@ -95,13 +83,13 @@ impl State {
     /// Show run `i` and record it in the URL (`?show=SOURCE`) as a new history entry.
     pub(super) fn pick(self, i: usize) {
         let source = self.entries.with_untracked(|e| e.get(i).map(|x| x.source.clone()));
-        sources::push_query(&[("show", source)]);
+        browser::push_query(&[("show", source)]);
         self.select(i);
     }
 
     /// Show the run the URL names (`?show=`), else the first.
     pub(super) fn select_from_url(self) {
-        let want = sources::query("show");
+        let want = browser::query("show");
         let i = self.entries.with_untracked(|e| e.iter().position(|x| Some(&x.source) == want.as_ref()).unwrap_or(0));
         if self.entries.with_untracked(|e| !e.is_empty()) {
             self.select(i);
@@ -115,7 +103,7 @@ impl State {
         let Some((true, Some(url))) = pending else { return };
         self.entries.update(|e| e[i].state = EntryState::Loading);
         spawn_local(async move {
-            let state = match sources::fetch_bytes(&url).await {
+            let state = match browser::fetch_bytes(&url).await {
                 Fetched::Body(bytes) => entry_state(&bytes),
                 Fetched::NotFound => EntryState::Failed("HTTP 404 Not Found".into()),
                 Fetched::Failed(e) => EntryState::Failed(e),
@@ -123,7 +111,7 @@ impl State {
             self.entries.update(|e| {
                 if let EntryState::Loaded(r) = &state {
                     if e[i].label == e[i].source {
-                        e[i].label = report::title(r);
+                        e[i].label = run_report::title(r);
                     }
                 }
                 e[i].state = state;
@@ -138,7 +126,7 @@ impl State {
             Err(e) => EntryState::Failed(format!("cannot read the file: {e}")),
         };
         let label = match &state {
-            EntryState::Loaded(r) => format!("{} ({name})", report::title(r)),
+            EntryState::Loaded(r) => format!("{} ({name})", run_report::title(r)),
             _ => name.clone(),
         };
         let mut index = 0;
@@ -155,7 +143,7 @@ impl State {
         for i in 0..files.length() {
             if let Some(file) = files.get(i) {
                 spawn_local(async move {
-                    let bytes = sources::file_bytes(&file).await;
+                    let bytes = browser::file_bytes(&file).await;
                     self.add_local(file.name(), bytes);
                 });
             }
@@ -169,9 +157,9 @@ impl State {
 
 /// Find the runs: `?run=URL` (repeatable), else `runs/index.json`, else `results.json`.
 pub(super) async fn boot(state: State) {
-    let runs = sources::query_all("run");
+    let runs = browser::query_all("run");
     let protocol = web_sys::window().and_then(|w| w.location().protocol().ok()).unwrap_or_default();
-    let embedded = sources::embedded_runs();
+    let embedded = browser::embedded_runs();
     if !embedded.is_empty() {
         // A one-file report: its run is in the page.
         for (name, bytes) in embedded {
@@ -185,7 +173,7 @@ pub(super) async fn boot(state: State) {
         state.entries.set(entries);
         state.select_from_url();
     } else if protocol != "file:" && !boot_from_index(state).await {
-        match sources::fetch_bytes("results.json").await {
+        match browser::fetch_bytes("results.json").await {
             Fetched::Body(bytes) => state.add_local("results.json".into(), Ok(bytes)),
             Fetched::NotFound => {}
             Fetched::Failed(e) => state.notice(format!("results.json: {e}")),
@@ -197,7 +185,7 @@ pub(super) async fn boot(state: State) {
 /// The runs of the site's `runs/index.json`; false when it has none (absent, empty or
 /// broken — the last two with a notice).
 async fn boot_from_index(state: State) -> bool {
-    match sources::fetch_bytes("runs/index.json").await {
+    match browser::fetch_bytes("runs/index.json").await {
         Fetched::Body(bytes) => match load_index(&bytes) {
             Ok(index) if !index.runs.is_empty() => {
                 state.index.set(index.runs.clone());
@@ -205,7 +193,7 @@ async fn boot_from_index(state: State) -> bool {
                     .into_iter()
                     .map(|(label, file)| Entry {
                         label,
-                        url: Some(sources::resolve(&file, "runs/index.json")),
+                        url: Some(browser::resolve(&file, "runs/index.json")),
                         source: format!("runs/{file}"),
                         state: EntryState::Pending,
                     })

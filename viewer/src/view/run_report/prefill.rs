@@ -1,7 +1,7 @@
 //! The prefill section: one row per context with prompt tok/s (and a bar scaled to the best),
 //! TTFT, and the prompt length when the file records it.
 
-use crate::report;
+use crate::model::run_report;
 use leptos::prelude::*;
 use speedmatrix_schema::Results;
 use std::sync::Arc;
@@ -9,7 +9,7 @@ use std::sync::Arc;
 /// Prefill: context, prompt tok/s (with a bar), TTFT.
 #[component]
 pub(super) fn PrefillTable(r: Arc<Results>) -> impl IntoView {
-    let lines = report::prefill_lines(&r);
+    let lines = run_report::prefill_lines(&r);
     let with_tokens = r.prefill.iter().any(|p| p.prompt_tokens.is_some());
     (!lines.is_empty()).then(|| {
         view! {

@@ -1,0 +1,11 @@
+//! What the page shows, as plain data: pure functions of one or more results files (no DOM, no
+//! Leptos), unit-tested on wasm32 in headless Chromium (scripts/test.sh). Nothing here refers to
+//! the view; each file's view is named in its own docs and in the crate's table.
+
+pub mod cell_detail;
+pub mod chart_spec;
+pub mod live_feed;
+pub mod multi_run;
+pub mod run_diff;
+pub mod run_index;
+pub mod run_report;
