@@ -7,7 +7,7 @@
 //! - [`measuring`]: `speedmatrix run` — discovery, engine adapters, plan, prompts, client,
 //!   window maths, GPU telemetry, launch command (one module each);
 //! - [`terminal`]: `show` and `diff` — renderings of results files;
-//! - [`site`]: `publish`, `serve` and `demo` — the static results site;
+//! - [`site`]: `publish`, `serve`, `report` and `demo` — the static results site and the one-file report;
 //! - [`import`]: `speedmatrix import FILE… --from llm-inference-bench|vllm-bench` — other tools' results;
 //! - [`simulate`]: `speedmatrix simulate` — the flags of the twin (crate `speedmatrix-twin`);
 //! - [`files`]: files on disk: size-capped reading of every user file, atomic writing of

@@ -63,7 +63,7 @@ pub enum Flavor {
     Vllm,
     /// SGLang: `/get_server_info` (`max_total_num_tokens`, `max_running_requests`, `version`),
     /// no `/version`, `sglang:*` metrics, `reasoning_content` deltas, flat error bodies
-    /// (`{"object": "error", "message": …}`), `owned_by: "sglang"`.
+    /// (`{"object": "error", "message": …}`); `/v1/models` says `owned_by: "speedmatrix-twin"` in every flavor.
     Sglang,
 }
 
