@@ -185,7 +185,10 @@ fn architecture_names_every_module() {
     }
     assert!(files.len() > 50, "{files:?}");
     files.sort();
-    let missing: Vec<&String> = files.iter().filter(|f| !doc.contains(&format!("`{f}`"))).collect();
+    // A row of its own, with its job: a mention elsewhere in the text does not count.
+    let rows: Vec<&str> =
+        doc.lines().filter_map(|l| l.strip_prefix("| `")?.split_once("` |").map(|(p, _)| p)).collect();
+    let missing: Vec<&String> = files.iter().filter(|f| !rows.contains(&f.as_str())).collect();
     assert!(
         missing.is_empty(),
         "docs/ARCHITECTURE.md does not name these modules (a row `| `PATH` | its job |` in its crate's table under \"The modules\"): {missing:?}"
