@@ -3,7 +3,7 @@
 //! written here, atomically. Parsing, migration and validation are
 //! `speedmatrix_schema::load_results`; this module adds the file name and the disk.
 
-use crate::{CommandError, Failure};
+use crate::command::{CommandError, Failure};
 use speedmatrix_schema::load::MAX_FILE_BYTES;
 use speedmatrix_schema::{LoadError, Results};
 use std::io::{Read, Write};

@@ -377,7 +377,7 @@ proptest! {
         value in prop_oneof![r"[0-9kKmaxnoe.,smhd +\-]{0,20}", "\\PC{0,20}"],
     ) {
         if let Some(Err(e)) = run_spec(&[flag.to_string(), value.clone()]) {
-            let line = crate::error_line(e);
+            let line = crate::command::error_line(e);
             prop_assert!(line.contains(flag) || line.contains(flag.trim_start_matches('-')), "{} {:?}: {}", flag, value, line);
         }
     }
@@ -521,8 +521,8 @@ proptest! {
                     prop_assert!(loaded.is_ok(), "an imported run that does not load: {:?}", loaded.err());
                 }
                 Err(e) => {
-                    prop_assert!(!matches!(e, crate::import::ImportError::Invalid(_)), "{}", crate::error_line(e));
-                    let line = crate::error_line(e);
+                    prop_assert!(!matches!(e, crate::import::ImportError::Invalid(_)), "{}", crate::command::error_line(e));
+                    let line = crate::command::error_line(e);
                     prop_assert!(!line.contains('\n') && !line.is_empty(), "{line}");
                 }
             }

@@ -3,7 +3,7 @@
 //! (`--residuals`, and before serving a fit), then serve until Ctrl-C or SIGTERM.
 
 use crate::cli::{FlavorArg, ReasoningFieldArg, SimulateArgs};
-use crate::{CommandError, Failure};
+use crate::command::{CommandError, Failure};
 use speedmatrix_schema::Results;
 use speedmatrix_twin::faults::FaultError;
 use speedmatrix_twin::fit::FitError;
@@ -189,7 +189,7 @@ pub fn run(args: &SimulateArgs) -> Result<(), SimulateError> {
         }
         eprint!("{report}");
     }
-    crate::runtime().map_err(SimulateError::Runtime)?.block_on(async {
+    crate::command::runtime().map_err(SimulateError::Runtime)?.block_on(async {
         let addr = format!("{}:{}", args.host, args.port);
         let twin = twin::start(cfg, &addr).await.map_err(SimulateError::Start)?;
         // Install the signal handlers before announcing the address, so a Ctrl-C sent right
@@ -316,7 +316,7 @@ mod tests {
         assert!(tiny.to_string().contains("--fit RUN.json"), "{tiny}");
         let missing = fitted_profile(&args(&["--fit", "/nonexistent/run.json"])).err().unwrap();
         assert_eq!(missing.failure(), Failure::BadInput);
-        let line = crate::error_line(missing);
+        let line = crate::command::error_line(missing);
         assert!(line.starts_with("--fit: ") && line.contains("/nonexistent/run.json"), "{line}");
         let path = std::env::temp_dir().join(format!("speedmatrix-no-prefill-{}.json", std::process::id()));
         let mut run = speedmatrix_schema::load_results(twin::profile::SEED_RESULTS.as_bytes()).unwrap();
@@ -326,7 +326,7 @@ mod tests {
         let e = fitted_profile(&args(&["--fit", path.to_str().unwrap()])).err().unwrap();
         let _ = std::fs::remove_file(&path);
         assert_eq!(e.failure(), Failure::BadInput);
-        let line = crate::error_line(e);
+        let line = crate::command::error_line(e);
         assert!(line.contains("--prefill-contexts"), "{line}");
     }
 
@@ -345,7 +345,7 @@ mod tests {
         ] {
             let e = config_from_args(&args(bad)).unwrap_err();
             assert_eq!(e.failure(), Failure::BadInput, "{bad:?}");
-            let text = crate::error_line(e);
+            let text = crate::command::error_line(e);
             assert!(text.contains(bad[0]), "the message names the flag {}: {text}", bad[0]);
         }
     }

@@ -12,8 +12,8 @@ pub mod llm_inference_bench;
 pub mod vllm_bench;
 
 use crate::cli::{ImportArgs, ImportFrom};
+use crate::command::{CommandError, Failure};
 use crate::files::FileError;
-use crate::{CommandError, Failure};
 use formats::{flag, what};
 use serde_json::Value;
 use speedmatrix_schema::{Distribution, LoadError, Results, UnmappedField};

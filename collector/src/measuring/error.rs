@@ -3,11 +3,11 @@
 //! variants are bad flags, raised by [`crate::measuring::spec`]; the `--resume` ones by
 //! [`crate::measuring::resume`].
 
+use crate::command::{CommandError, Failure};
 use crate::files::FileError;
 use crate::measuring::client::HttpError;
 use crate::measuring::discovery::DiscoverError;
 use crate::measuring::plan::PlanError;
-use crate::{CommandError, Failure};
 use speedmatrix_schema::context::ContextError;
 use std::path::PathBuf;
 

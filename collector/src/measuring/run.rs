@@ -26,14 +26,14 @@ use speedmatrix_schema::{CellStatus, ContextSize, RunStatus};
 pub use crate::measuring::error::RunError;
 
 /// Run `speedmatrix run` to completion and return the exit code: 0 done, 3 done with error
-/// cells, 1 failed (the server died), 130 / 143 interrupted ([`crate::exit`]).
+/// cells, 1 failed (the server died), 130 / 143 interrupted ([`crate::command::exit`]).
 ///
 /// # Errors
 /// [`RunError`] when the run cannot start (bad flags, unreachable server, 401, unknown model, a
 /// `--resume` file of another plan) or its file cannot be written. Errors while measuring become
 /// cell statuses, not process errors.
 pub fn run(args: &RunArgs) -> Result<u8, RunError> {
-    crate::runtime().map_err(RunError::Runtime)?.block_on(measure(args))
+    crate::command::runtime().map_err(RunError::Runtime)?.block_on(measure(args))
 }
 
 /// The whole run inside an existing tokio runtime (what [`run`] and `demo` call): discovery,
@@ -81,8 +81,8 @@ pub async fn measure(args: &RunArgs) -> Result<u8, RunError> {
     s.save()?;
     let stopped = tokio::select! {
         r = measure_all(&mut s) => r?.map(|cause| (RunStatus::Failed, cause, 1)),
-        _ = tokio::signal::ctrl_c() => Some((RunStatus::Interrupted, "interrupted by Ctrl-C".to_string(), crate::exit::INTERRUPTED)),
-        _ = terminated() => Some((RunStatus::Interrupted, "stopped by SIGTERM".to_string(), crate::exit::TERMINATED)),
+        _ = tokio::signal::ctrl_c() => Some((RunStatus::Interrupted, "interrupted by Ctrl-C".to_string(), crate::command::exit::INTERRUPTED)),
+        _ = terminated() => Some((RunStatus::Interrupted, "stopped by SIGTERM".to_string(), crate::command::exit::TERMINATED)),
     };
     let code = finish(&mut s, stopped)?;
     if let Some(server) = server {
@@ -159,7 +159,7 @@ fn finish(s: &mut Session, stopped: Option<(RunStatus, String, u8)>) -> Result<u
     }
     Ok(match stopped {
         Some((_, _, code)) => code,
-        None if errors > 0 => crate::exit::CELL_ERRORS,
+        None if errors > 0 => crate::command::exit::CELL_ERRORS,
         None => 0,
     })
 }

@@ -142,7 +142,7 @@ impl RunSpec {
                 return Err(refused);
             }
             // The dry run writes nothing, so it succeeds; the run it previews would not start.
-            say!("note: without --dry-run the run would stop here: {}", crate::error_line(refused));
+            say!("note: without --dry-run the run would stop here: {}", crate::command::error_line(refused));
         }
         Ok(RunSpec {
             url: base_url(file.url.as_deref().unwrap_or(&args.url))?,
@@ -428,7 +428,7 @@ mod tests {
         for bare in ["127.0.0.1:8000", "localhost:8000", "gpu-box/v1"] {
             let e = spec(&["--url", bare]).err().unwrap();
             assert_eq!(e.to_string(), format!("--url {bare}: give the scheme too, e.g. --url http://{bare}"));
-            assert_eq!(crate::CommandError::failure(&e), crate::Failure::BadInput);
+            assert_eq!(crate::command::CommandError::failure(&e), crate::command::Failure::BadInput);
         }
         for other in ["ftp://x/", "ws://gpu-box:8000", "HTTPX://h:1"] {
             let e = spec(&["--url", other]).err().unwrap();
@@ -437,7 +437,7 @@ mod tests {
                 e.to_string(),
                 format!("--url {other}: only http:// and https:// are supported, not {scheme}://")
             );
-            assert_eq!(crate::CommandError::failure(&e), crate::Failure::BadInput);
+            assert_eq!(crate::command::CommandError::failure(&e), crate::command::Failure::BadInput);
         }
         assert!(spec(&["--url", "HTTP://h:1"]).is_ok(), "the scheme's case does not matter");
         let e = spec(&["--url", "https://me:s3cret-pw@gpu-box:8000/v1"]).err().unwrap().to_string();
@@ -482,7 +482,7 @@ mod tests {
     #[test]
     fn bad_flags_are_named() {
         // As the edge prints it: the error and its causes.
-        let e = |a: &[&str]| crate::error_line(spec(a).unwrap_err());
+        let e = |a: &[&str]| crate::command::error_line(spec(a).unwrap_err());
         assert!(e(&["--duration", "0.5s"]).contains("--duration"));
         assert!(e(&["--stall-timeout", "0s"]).contains("--stall-timeout must be longer than 0"));
         assert!(e(&["--contexts", "8k,huge"]).contains("--contexts: 'huge'"));

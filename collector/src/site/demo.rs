@@ -5,10 +5,10 @@
 //! (embedded in the binary) as a static site, and serves that site until Ctrl-C.
 
 use crate::cli::{DemoArgs, RunArgs, ServeArgs};
+use crate::command::{CommandError, Failure};
 use crate::measuring::run::RunError;
 use crate::site::publish::SiteError;
 use crate::site::serve::ServeError;
-use crate::{CommandError, Failure};
 use clap::Parser;
 use speedmatrix_twin::{self as twin, Profile, TwinConfig};
 use std::path::PathBuf;
@@ -117,7 +117,7 @@ pub fn run(args: &DemoArgs) -> Result<u8, DemoError> {
     let seed_run = out.join("seed-h200-qwen3.5-122b-vllm.json");
     std::fs::write(&seed_run, SEED_RUN).map_err(|source| DemoError::Write { path: seed_run.clone(), source })?;
 
-    let rt = crate::runtime().map_err(DemoError::Runtime)?;
+    let rt = crate::command::runtime().map_err(DemoError::Runtime)?;
     let code = rt.block_on(async {
         let twin = twin::start(TwinConfig::new(Profile::h200_qwen()), "127.0.0.1:0").await.map_err(DemoError::Twin)?;
         eprintln!("demo: the twin (h200-qwen3.5-122b profile) listens on {}; measuring (about a minute)…", twin.url());
@@ -127,7 +127,7 @@ pub fn run(args: &DemoArgs) -> Result<u8, DemoError> {
     })?;
     drop(rt);
     // A complete run with error cells is still published: the page shows each error's reason.
-    if code != 0 && code != crate::exit::CELL_ERRORS {
+    if code != 0 && code != crate::command::exit::CELL_ERRORS {
         return Ok(code);
     }
 

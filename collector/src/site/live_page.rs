@@ -217,11 +217,11 @@ pub fn serve_watch(path: &Path, port: u16) -> Result<(), ServeError> {
     });
     let app = router(feed, Arc::new(live_site()?));
     let path = path.to_path_buf();
-    crate::runtime().map_err(ServeError::Runtime)?.block_on(async move {
+    crate::command::runtime().map_err(ServeError::Runtime)?.block_on(async move {
         let listen = |source| ServeError::Listen { port, source };
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await.map_err(listen)?;
         let bound = listener.local_addr().map_err(listen)?.port();
-        crate::print_out(&format!("listening on http://127.0.0.1:{bound} (following {})\n", path.display()))?;
+        crate::command::print_out(&format!("listening on http://127.0.0.1:{bound} (following {})\n", path.display()))?;
         tokio::spawn(follow(path, tx, stamp0));
         axum::serve(listener, app).with_graceful_shutdown(stop_signal()).await.map_err(ServeError::Stopped)
     })

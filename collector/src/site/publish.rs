@@ -3,8 +3,8 @@
 //! listing them. `serve` uses the same site model in memory.
 
 use crate::cli::PublishArgs;
+use crate::command::{CommandError, Failure, OutputError};
 use crate::files::FileError;
-use crate::{CommandError, Failure, OutputError};
 use speedmatrix_schema::site::{entry_for, RunIndex};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -382,7 +382,7 @@ pub fn run(args: &PublishArgs) -> Result<(), SiteError> {
     let stale = remove_stale(&site, &args.out)?;
     let n = runs.len();
     let Changes { added, kept, replaced, removed } = changes;
-    Ok(crate::print_out(&format!(
+    Ok(crate::command::print_out(&format!(
         "published {n} run{} to {} ({added} added, {replaced} replaced, {kept} kept, {removed} removed; {} files, \
          {stale} stale removed); upload the folder as it is, or look at it with `speedmatrix serve {}`\n",
         if n == 1 { "" } else { "s" },

@@ -10,8 +10,8 @@
 //! so), so a request path is looked up as it is, and anything else is not found.
 
 use crate::cli::ServeArgs;
+use crate::command::{CommandError, Failure, OutputError};
 use crate::site::publish::{build_site, viewer_site, Site, SiteError};
-use crate::{CommandError, Failure, OutputError};
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, Method, StatusCode};
@@ -203,11 +203,11 @@ pub(crate) async fn stop_signal() {
 /// cannot be bound.
 pub fn run(args: &ServeArgs) -> Result<(), ServeError> {
     let app = router(source(&args.paths)?);
-    crate::runtime().map_err(ServeError::Runtime)?.block_on(async move {
+    crate::command::runtime().map_err(ServeError::Runtime)?.block_on(async move {
         let listen = |source| ServeError::Listen { port: args.port, source };
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", args.port)).await.map_err(listen)?;
         let port = listener.local_addr().map_err(listen)?.port();
-        crate::print_out(&format!("listening on http://127.0.0.1:{port}\n"))?;
+        crate::command::print_out(&format!("listening on http://127.0.0.1:{port}\n"))?;
         axum::serve(listener, app).with_graceful_shutdown(stop_signal()).await.map_err(ServeError::Stopped)
     })
 }

@@ -9,9 +9,9 @@
 //! elements, each with its file name in `data-name`.
 
 use crate::cli::ReportArgs;
+use crate::command::{CommandError, Failure};
 use crate::files::FileError;
 use crate::site::publish::viewer_files;
-use crate::{CommandError, Failure};
 use base64::Engine as _;
 use std::path::{Path, PathBuf};
 

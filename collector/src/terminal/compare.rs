@@ -7,10 +7,10 @@
 //! files, renders and applies `--fail-on-regression`.
 
 use crate::cli::{DiffArgs, DiffFormat};
+use crate::command::{CommandError, Failure, OutputError};
 use crate::files::FileError;
 use crate::terminal::show::{heading, Grid, Markup};
 use crate::text::clean;
-use crate::{CommandError, Failure, OutputError};
 use speedmatrix_schema::diff::{
     self, gate, percent, signed_delta, CellRef, Gate, PercentError, RowDiff, RunDiff, TALLY_KEYS,
 };
@@ -113,10 +113,10 @@ pub fn run(args: &DiffArgs) -> Result<u8, DiffError> {
     match args.format {
         DiffFormat::Json => {
             let tally = d.tally(&opts.metric.id());
-            crate::print_json(&JsonDiff { diff: &d, metric: opts.metric.id(), tally, gate: gate.as_ref() })?;
+            crate::command::print_json(&JsonDiff { diff: &d, metric: opts.metric.id(), tally, gate: gate.as_ref() })?;
         }
-        DiffFormat::Text => crate::print_out(&render(&d, &opts, gate.as_ref(), Markup::Text))?,
-        DiffFormat::Markdown => crate::print_out(&render(&d, &opts, gate.as_ref(), Markup::Markdown))?,
+        DiffFormat::Text => crate::command::print_out(&render(&d, &opts, gate.as_ref(), Markup::Text))?,
+        DiffFormat::Markdown => crate::command::print_out(&render(&d, &opts, gate.as_ref(), Markup::Markdown))?,
     }
     match gate {
         Some(g) if !g.passed() => {

@@ -5,9 +5,9 @@
 //! Rendering is pure (`render_*` return a `String`); [`run`] reads the file and prints.
 
 use crate::cli::{ShowArgs, ShowFormat};
+use crate::command::{CommandError, Failure, OutputError};
 use crate::files::FileError;
 use crate::text::clean;
-use crate::{CommandError, Failure, OutputError};
 use comfy_table::{presets, CellAlignment, Table};
 use speedmatrix_schema::registry::{self, metric};
 use speedmatrix_schema::site::run_title;
@@ -62,15 +62,15 @@ pub fn run(args: &ShowArgs) -> Result<(), ShowError> {
     let results = crate::files::read_results(&args.file)?;
     if let Some(slo) = slo {
         let markup = if args.format == ShowFormat::Markdown { Markup::Markdown } else { Markup::Text };
-        return Ok(crate::print_out(&render_capacity(&results, &slo, markup))?);
+        return Ok(crate::command::print_out(&render_capacity(&results, &slo, markup))?);
     }
     let out = match args.format {
         ShowFormat::Text => render_report(&results, args.all, Markup::Text),
         ShowFormat::Markdown => render_report(&results, args.all, Markup::Markdown),
         ShowFormat::Csv => export::to_csv(&results),
-        ShowFormat::Json => return Ok(crate::print_json(&export::to_json_rows(&results))?),
+        ShowFormat::Json => return Ok(crate::command::print_json(&export::to_json_rows(&results))?),
     };
-    Ok(crate::print_out(&out)?)
+    Ok(crate::command::print_out(&out)?)
 }
 
 /// Text or Markdown.
