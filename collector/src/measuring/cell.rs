@@ -64,13 +64,7 @@ impl Measurement for DecodeAt {
     type Row = DecodeCell;
 
     fn current(&self) -> Current {
-        Current {
-            measuring: Measuring::Decode { context: self.context.clone(), concurrency: self.concurrency },
-            phase: Phase::WarmUp,
-            window_elapsed_s: None,
-            live_tps: None,
-            streams_running: None,
-        }
+        live_state(&self.context, self.concurrency, Phase::WarmUp, None, None, None)
     }
 
     fn name(&self) -> String {
@@ -88,7 +82,7 @@ impl Measurement for DecodeAt {
         let before = s.scrape().await;
         let mut scraper = s.has_metrics.then(|| Scraper::start(s.client.clone(), s.clock, before));
         let mut streams = Streams::open(s, warmed, n);
-        s.show(Some(live_state(ctx, n, Phase::Readiness, None, None, n)));
+        s.show(Some(live_state(ctx, n, Phase::Readiness, None, None, Some(n))));
         let readiness = ready(s, &mut streams, scraper.as_mut(), warmed, n).await;
         let window = match readiness.outcome {
             ReadinessOutcome::Failed => None,
@@ -100,7 +94,7 @@ impl Measurement for DecodeAt {
     async fn drain(&self, s: &mut Session, open: DecodeOpen) -> DecodeSeen {
         let DecodeOpen { streams, scraper, readiness, window } = open;
         let elapsed = window.as_ref().map(|w| w.elapsed_s);
-        s.show(Some(live_state(&self.context, self.concurrency, Phase::Drain, elapsed, None, streams.running())));
+        s.show(Some(live_state(&self.context, self.concurrency, Phase::Drain, elapsed, None, Some(streams.running()))));
         let records = streams.drain().await;
         let scrapes = match scraper {
             Some(sc) => sc.finish().await,
@@ -184,21 +178,22 @@ fn decode_figures(s: &mut Session, ctx: &ContextSize, n: u32, warmed: Warmed, se
     cell
 }
 
-/// The live state of this cell for the terminal bar and the live page.
+/// The live state of this cell for the terminal bar and the live page (`streams`: how many
+/// run now; none while warming up).
 fn live_state(
     ctx: &ContextSize,
     n: u32,
     phase: Phase,
     window_elapsed_s: Option<f64>,
     live_tps: Option<f64>,
-    streams: u32,
+    streams: Option<u32>,
 ) -> Current {
     Current {
         measuring: Measuring::Decode { context: ctx.clone(), concurrency: n },
         phase,
         window_elapsed_s,
         live_tps,
-        streams_running: Some(streams),
+        streams_running: streams,
     }
 }
 
@@ -412,7 +407,7 @@ async fn run_window(s: &Session, st: &mut Streams, scraper: Option<&Scraper>, ct
     let deadline_ms = start_ms + s.spec.window.as_secs_f64() * 1000.0;
     let deadline = tokio::time::Instant::from_std(s.clock.instant_at(deadline_ms));
     let live_at_start = st.live.load(Ordering::Relaxed);
-    s.show(Some(live_state(ctx, n, Phase::Window, Some(0.0), None, st.running())));
+    s.show(Some(live_state(ctx, n, Phase::Window, Some(0.0), None, Some(st.running()))));
     let mut tick =
         tokio::time::interval_at(tokio::time::Instant::now() + Duration::from_millis(500), Duration::from_millis(500));
     loop {
@@ -426,7 +421,7 @@ async fn run_window(s: &Session, st: &mut Streams, scraper: Option<&Scraper>, ct
                 let tokens = st.live.load(Ordering::Relaxed) - live_at_start;
                 let tps = tokens as f64 / secs.max(1e-3);
                 // Publishing never awaits (see crate::measuring::live_state).
-                s.show(Some(live_state(ctx, n, Phase::Window, Some(secs), Some(tps), st.running())));
+                s.show(Some(live_state(ctx, n, Phase::Window, Some(secs), Some(tps), Some(st.running()))));
             }
         }
     }
