@@ -34,15 +34,20 @@ fn plan_flags(c: &Config) -> String {
 /// Load a results file to continue: same model, same plan; unmeasured cells run again. The
 /// server must be the one the header describes (`now` is the header made from the server
 /// reached now); a difference is refused unless `--accept-change` names it, and accepted ones
-/// are returned to be recorded on every row and cell measured now.
+/// are returned to be recorded on every row and cell measured now. `file` is the file as the
+/// spec read it; read from `path` when the spec did not.
 pub(crate) fn resume(
     path: &Path,
+    file: Option<Results>,
     info: &ServerInfo,
     plan: &Plan,
     spec: &RunSpec,
     now: &Results,
 ) -> Result<(Results, Vec<AcceptedDifference>), RunError> {
-    let mut r = crate::files::read_results(path)?;
+    let mut r = match file {
+        Some(r) => r,
+        None => crate::files::read_results(path)?,
+    };
     let differs =
         |what: &'static str| RunError::ResumeMismatch { path: path.to_path_buf(), what, flags: plan_flags(&r.config) };
     if r.engine.served_model_name.as_deref() != Some(info.model.as_str()) {

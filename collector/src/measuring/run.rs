@@ -92,12 +92,17 @@ pub async fn measure(args: &RunArgs) -> Result<u8, RunError> {
 }
 
 /// The results file (fresh, or the `--resume` one) and everything the measuring needs.
-async fn start_session(spec: RunSpec, server: (Client, ServerInfo, bool), plan: &Plan) -> Result<Session, RunError> {
+async fn start_session(
+    mut spec: RunSpec,
+    server: (Client, ServerInfo, bool),
+    plan: &Plan,
+) -> Result<Session, RunError> {
     let host = header::host_facts(&spec);
     // The header the server gives now: the new file's, or what `--resume` compares with.
     let fresh = header::fresh_results(&server.1, plan, &spec, &host);
+    let file = spec.resumed.take();
     let (mut results, accepted) = match &spec.resume {
-        Some(path) => crate::measuring::resume::resume(path, &server.1, plan, &spec, &fresh)?,
+        Some(path) => crate::measuring::resume::resume(path, file, &server.1, plan, &spec, &fresh)?,
         None => (fresh, vec![]),
     };
     results.run.status = RunStatus::Running;

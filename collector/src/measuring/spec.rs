@@ -10,7 +10,7 @@ use crate::measuring::engine::EngineKind;
 use crate::measuring::error::RunError;
 use speedmatrix_schema::context::{parse_context, ContextArg, ContextError, K};
 use speedmatrix_schema::registry::{format_number, Style};
-use speedmatrix_schema::{ContextSize, Endpoint, KvBudgetSource, PromptSharing};
+use speedmatrix_schema::{ContextSize, Endpoint, KvBudgetSource, PromptSharing, Results};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -58,6 +58,9 @@ pub struct RunSpec {
     pub out: PathBuf,
     /// `--resume`.
     pub resume: Option<PathBuf>,
+    /// The `--resume` file as it was read for the flags it fills in (so it is read once);
+    /// `None` without `--resume`, or when which flags were given is not known.
+    pub resumed: Option<Results>,
     /// `--accept-change`: header fields (keys of `speedmatrix_schema::resume::keys`) that may
     /// differ on `--resume`; empty without `--resume`.
     pub accept_change: Vec<String>,
@@ -122,7 +125,7 @@ impl RunSpec {
     /// [`RunError`] naming the first bad flag and what to write instead; the `--resume` file
     /// cannot be read.
     pub fn from_args(args: &RunArgs) -> Result<RunSpec, RunError> {
-        let file = FromFile::read(args)?;
+        let (file, resumed) = FromFile::read(args)?;
         let window = window(args, &file)?;
         let concurrency = file.concurrency.clone().unwrap_or_else(|| args.concurrency.clone());
         if concurrency.contains(&0) {
@@ -168,6 +171,7 @@ impl RunSpec {
             engine: args.engine.map(Into::into),
             out,
             resume: args.resume.clone(),
+            resumed,
             accept_change,
             from_demo: args.from_demo,
             dry_run: args.dry_run,
@@ -215,12 +219,13 @@ struct FromFile {
 }
 
 impl FromFile {
-    /// The values of the `--resume` file for the flags `args` leaves out; a note names them.
+    /// The values of the `--resume` file for the flags `args` leaves out (a note names them),
+    /// and the file as read.
     ///
     /// # Errors
     /// The file cannot be read as a results file.
-    fn read(args: &RunArgs) -> Result<FromFile, RunError> {
-        let (Some(path), Some(given)) = (&args.resume, &args.given) else { return Ok(FromFile::default()) };
+    fn read(args: &RunArgs) -> Result<(FromFile, Option<Results>), RunError> {
+        let (Some(path), Some(given)) = (&args.resume, &args.given) else { return Ok((FromFile::default(), None)) };
         let r = crate::files::read_results(path)?;
         let (c, e) = (&r.config, &r.engine);
         let mut taken: Vec<&str> = vec![];
@@ -260,7 +265,7 @@ impl FromFile {
         if !taken.is_empty() {
             say!("note: --resume {}: {} from the file", path.display(), taken.join(", "));
         }
-        Ok(file)
+        Ok((file, Some(r)))
     }
 }
 
