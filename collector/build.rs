@@ -1,5 +1,5 @@
 //! Embed the built viewer in the `speedmatrix` binary: every file of the workspace's `dist/`
-//! (or of `$SPEEDMATRIX_DIST_DIR`, which CI points at a fresh trunk build) becomes an
+//! (or of `$SPEEDMATRIX_DIST_DIR`, which CI points at a fresh build by scripts/build-viewer.sh) becomes an
 //! `include_bytes!` entry of `DIST_FILES`, so `publish` and `serve` need no wasm toolchain.
 //! `dist/SOURCE_HASH` (build metadata) is left out.
 

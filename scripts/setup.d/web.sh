@@ -1,18 +1,17 @@
 #!/usr/bin/env bash
 # Install the viewer's build and browser-test tools, idempotently (anything present at the right
 # version is skipped):
-#   - trunk 0.21.14 (0.22 needs a newer rustc)                       ~7 min cold on 2 cores
-#   - wasm-bindgen-cli, exactly the wasm-bindgen version of Cargo.lock ~2 min cold
+#   - wasm-bindgen-cli, exactly the wasm-bindgen version of Cargo.lock ~3-5 min cold on 2 cores
+#     (scripts/build-viewer.sh calls it directly: no bundler such as trunk is needed)
 #   - wasm-opt from npm binaryen@132.0.0 (never Debian's binaryen 108: it yields a blank page)
 #   - chromium + chromium-driver (apt) for the browser tests and screenshots
 # Cargo-installed tools go to $1 (default $SPEEDMATRIX_CACHE/tools, i.e. ~/.cache/speedmatrix/tools):
-# bin/ holds trunk and wasm-bindgen, npm/node_modules/.bin holds wasm-opt. scripts/web-env.sh
+# bin/ holds wasm-bindgen and wasm-bindgen-test-runner, npm/node_modules/.bin holds wasm-opt. scripts/web-env.sh
 # puts both on PATH.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 tools="${1:-${SPEEDMATRIX_CACHE:-$HOME/.cache/speedmatrix}/tools}"
-TRUNK_VERSION=0.21.14
 BINARYEN_VERSION=132.0.0
 # shellcheck source=../web-env.sh
 . "$root/scripts/web-env.sh"
@@ -32,18 +31,11 @@ cargo_install() {
   rm -rf "$build"
 }
 
-if [ "$(version_of trunk)" = "$TRUNK_VERSION" ]; then
-  say "trunk $TRUNK_VERSION present"
-else
-  say "installing trunk $TRUNK_VERSION (about 7 minutes on 2 cores)"
-  cargo_install trunk --version "$TRUNK_VERSION" --locked
-fi
-
 if [ "$(version_of wasm-bindgen)" = "$WB_VERSION" ]; then
   say "wasm-bindgen $WB_VERSION present"
 else
   # No --locked: the crate's own lockfile pins a dependency version the registry lacks.
-  say "installing wasm-bindgen-cli $WB_VERSION (about 2 minutes on 2 cores)"
+  say "installing wasm-bindgen-cli $WB_VERSION (about 4 minutes on 2 cores)"
   cargo_install wasm-bindgen-cli --version "$WB_VERSION" --force
 fi
 
@@ -64,4 +56,4 @@ else
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium chromium-driver >/dev/null
 fi
-say "ok: trunk $(version_of trunk), wasm-bindgen $(version_of wasm-bindgen), $(wasm-opt --version), $(chromium --version 2>/dev/null)"
+say "ok: wasm-bindgen $(version_of wasm-bindgen), $(wasm-opt --version), $(chromium --version 2>/dev/null)"

@@ -1,7 +1,7 @@
 //! # speedmatrix-viewer
 //!
-//! The report page of speedmatrix: a Leptos CSR app that trunk builds into the repository's
-//! `dist/` (see `viewer/Trunk.toml`), which the `speedmatrix` binary embeds for `publish` and
+//! The report page of speedmatrix: a Leptos CSR app that scripts/build-viewer.sh builds into the repository's
+//! `dist/` (cargo, wasm-bindgen, wasm-opt), which the `speedmatrix` binary embeds for `publish` and
 //! `serve`.
 //!
 //! Two layers, one direction:

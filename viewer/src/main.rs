@@ -1,4 +1,4 @@
-//! The viewer's entry point (trunk builds this binary for `wasm32-unknown-unknown`).
+//! The viewer's entry point (scripts/build-viewer.sh builds this binary for `wasm32-unknown-unknown`).
 
 fn main() {
     speedmatrix_viewer::mount();

@@ -317,7 +317,7 @@ pub fn write_site(site: &Site, out: &Path) -> Result<(), SiteError> {
     Ok(())
 }
 
-/// Whether a top-level file name is one of the viewer's built assets (trunk names them
+/// Whether a top-level file name is one of the viewer's built assets (scripts/build-viewer.sh names them
 /// `NAME-HASH.js`, `NAME-HASH_bg.wasm`, `NAME-HASH.css` with a 16-digit hex hash), so an
 /// older build's copy may be deleted when the site is rewritten.
 pub fn is_viewer_asset(name: &str) -> bool {

@@ -93,7 +93,7 @@ pub struct EmbeddedRun {
 /// inlined, the wasm as base64 (decoded and instantiated by the inlined script), and the runs.
 ///
 /// # Errors
-/// A one-line reason when the viewer files are not the shape trunk writes (no `index.html`, a
+/// A one-line reason when the viewer files are not the shape scripts/build-viewer.sh writes (no `index.html`, a
 /// stylesheet, script or wasm it names is absent).
 pub fn one_file_report(files: &[(&str, &[u8])], runs: &[EmbeddedRun]) -> Result<String, String> {
     let file = |name: &str| files.iter().find(|(p, _)| *p == name).map(|(_, b)| *b);
@@ -106,7 +106,7 @@ pub fn one_file_report(files: &[(&str, &[u8])], runs: &[EmbeddedRun]) -> Result<
     let body = index[head_end..].to_string();
     let mut out = String::with_capacity(2_000_000);
     for line in index[..head_end].split_inclusive('\n') {
-        // trunk writes one tag per line for styles; the module script spans lines up to </script>.
+        // build-viewer.sh writes one tag per line for styles; the module script spans lines up to </script>.
         if let Some(href) = attr(line, "rel=\"stylesheet\"", "href") {
             let css = text(href.trim_start_matches("./"))?;
             out.push_str(&format!("<style>\n{}\n</style>\n", css.replace("</style", "<\\/style")));
