@@ -70,7 +70,7 @@ collect_background() {
     [ -f "$f" ] || continue
     n="${f%.name}"; name="$(cat "$f")"; status="$(cat "$n.status" 2>/dev/null || echo FAILED)"; t="$(cat "$n.time" 2>/dev/null || echo 0)"
     printf '\n== %s (in the background)\n' "$name"
-    tail -n 60 "$n.log"
+    tail -n 150 "$n.log"
     printf -- '-- %s: %s (%d s)\n' "$name" "$status" "$t"
     if [ "$status" = ok ]; then passed+=("$name"); else failed+=("$name"); fi
     times+=("$(printf '%5d s  %s (background)' "$t" "$name")")
@@ -180,7 +180,7 @@ step "clippy and rustc lints of the native build (warnings are errors)" no_warni
 
 # The Rust suites run under cargo-nextest (scripts/setup.d/nextest.sh installs it): every test in
 # its own process, side by side within the limits of .config/nextest.toml. The suites that start
-# a real server on CPU run apart (such a server takes every core), after everything else.
+# a real server on CPU run in a second nextest beside the first, one server at a time.
 alone='binary(vllm_cpu) | binary(llamacpp_cpu)'
 nextest() {
   cargo nextest run --workspace --exclude speedmatrix-viewer --locked "${FULL[@]}" --no-fail-fast "$@"
@@ -198,9 +198,18 @@ real_servers() {
   nextest -E "$alone"
 }
 cargo_test_rest() { other_suites 2>&1 | tee "$logs/cargo-test.log"; return "${PIPESTATUS[0]}"; }
-cargo_test_servers() { real_servers 2>&1 | tee "$logs/cargo-test-servers.log"; return "${PIPESTATUS[0]}"; }
+cargo_test_servers() {
+  real_servers >"$logs/cargo-test-servers.log" 2>&1
+  local status=$?
+  grep -vE '^ +(PASS|Compiling|Finished)' "$logs/cargo-test-servers.log" | tail -n 120
+  return $status
+}
+# The real servers' suites (one server at a time) run beside the others, as soon as the servers
+# are installed: every suite must hold on a busy machine.
+(bg_step "Rust suites with a real vLLM and llama.cpp on CPU (cargo nextest, one server at a time)" cargo_test_servers
+ touch "$logs/servers-tests.done") &
 step "Rust test suites (cargo nextest: the workspace, every other suite)" cargo_test_rest
-step "Rust suites with a real vLLM and llama.cpp on CPU (cargo nextest, alone)" cargo_test_servers
+wait_for "$logs/servers-tests.done" "the real servers' suites (running beside)"
 
 wait_for "$logs/web.done" "the web line (the viewer's build and tests, in the background)"
 wait_for "$logs/servers.done" "the real servers' installs"
