@@ -168,9 +168,13 @@ fn status_of(records: &[CellRepeat]) -> (CellStatus, Option<String>) {
     (worst, (!reasons.is_empty()).then(|| reasons.join("; ")))
 }
 
-/// The mean of `v`; `None` when empty.
+/// The mean of `v`, kept within `v`'s extremes; `None` when empty. A sum divided can round
+/// past them: the mean of three 2.806 is 2.8059999999999996, and a TPOT p50 below the min
+/// 2.806 of the same repeats made a file the loader refuses (min ≤ p50).
 fn mean(v: &[f64]) -> Option<f64> {
-    (!v.is_empty()).then(|| noise::mean(v))
+    let (lo, hi) = v.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+    let m = noise::mean(v);
+    (!v.is_empty()).then_some(if lo <= hi { m.clamp(lo, hi) } else { m })
 }
 
 /// The spread of one figure over two or more repeats.
@@ -324,6 +328,17 @@ mod tests {
         let mut once = err;
         once.repeats.clear();
         assert_eq!(without_failed(&once), None, "a cell of a run without repeats");
+    }
+
+    #[test]
+    fn a_mean_over_equal_repeats_is_their_value_and_the_folded_distribution_loads() {
+        // 2.806 × 3 sums to 8.418 and divides to 2.8059999999999996.
+        assert!(noise::mean(&[2.806; 3]) < 2.806);
+        assert_eq!(mean(&[2.806; 3]), Some(2.806));
+        let d = Distribution { p50: Some(2.806), min: Some(2.806), max: Some(2.806), count: Some(8), ..dist(2.806) };
+        let m = mean_distribution(&[&d, &d, &d]).unwrap();
+        assert_eq!((m.min, m.p50), (Some(2.806), Some(2.806)));
+        assert!(m.min <= m.p50 && m.p50 <= m.p90, "{m:?}");
     }
 
     #[test]

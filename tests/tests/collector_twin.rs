@@ -15,7 +15,7 @@ use collect::{collect, read};
 use serde_json::Value;
 use speedmatrix_schema::stats::percentile_sorted;
 use speedmatrix_schema::{load_results, CachedTokensSource, CellStatus, DecodeCell, Results, TokenCountSource};
-use speedmatrix_twin::{self as twin, Profile, ReasoningField, TwinConfig};
+use speedmatrix_twin::{self as twin, replay, Profile, ReasoningField, TwinConfig};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -87,16 +87,31 @@ struct Truth {
     multi_token_chunks: usize,
 }
 
-fn truth(cell: &DecodeCell, trace: &HashMap<String, TraceRequest>) -> Truth {
+/// Client clock − twin clock, ms, from every request of the run the trace has. send − arrival
+/// = offset − transit, and transit ≥ 0, so the request that arrived fastest gives the offset (to
+/// within its own transit, µs on loopback when the machine is idle; the more requests, the more
+/// likely one of them went through while it was busy).
+fn clock_offset(r: &Results, trace: &HashMap<String, TraceRequest>) -> f64 {
+    let requests = r.prefill.iter().flat_map(|p| &p.requests).chain(r.decode.iter().flat_map(|c| &c.requests));
+    requests
+        .filter_map(|q| trace.get(q.response_id.as_deref()?).map(|t| q.start_ms - t.arrival_ms))
+        .fold(f64::MIN, f64::max)
+}
+
+/// One request's true TTFT: from the moment the collector sent it (on the twin's clock) to the
+/// moment the twin wrote its first token's bytes.
+fn true_ttft(q: &speedmatrix_schema::RequestSample, trace: &HashMap<String, TraceRequest>, offset: f64) -> f64 {
+    let t = &trace[q.response_id.as_deref().expect("a measured request records its id")];
+    t.chunks[0].0 - (q.start_ms - offset)
+}
+
+fn truth(cell: &DecodeCell, trace: &HashMap<String, TraceRequest>, offset: f64) -> Truth {
     // A request cancelled at the close before its first chunk has no id (and no token).
     for r in cell.requests.iter().filter(|r| r.response_id.is_none()) {
         assert_eq!(r.chunks, Some(0), "a request with chunks records its id: {r:?}");
     }
     let matched: Vec<(&speedmatrix_schema::RequestSample, &TraceRequest)> =
         cell.requests.iter().filter_map(|r| r.response_id.as_deref().map(|id| (r, &trace[id]))).collect();
-    // Client clock − twin clock. send − arrival = offset − transit, and transit ≥ 0, so the
-    // request that arrived fastest gives the offset (to within its own transit, µs on loopback).
-    let offset = matched.iter().map(|(r, t)| r.start_ms - t.arrival_ms).fold(f64::MIN, f64::max);
     let w0 = cell.window_start_ms.unwrap() - offset;
     let w1 = cell.window_end_ms.expect("the real close instant is recorded") - offset;
     let inside = |t: f64| t > w0 && t <= w1;
@@ -143,10 +158,51 @@ fn truth(cell: &DecodeCell, trace: &HashMap<String, TraceRequest>) -> Truth {
     }
 }
 
-/// `measured` within max(1 ms, 1 %) of `truth`.
+/// `measured` within max(1 ms, 1 %) of `truth`. Against the trace only, never against a model:
+/// what is left is how late the collector reads what the twin wrote, and how far the clock
+/// offset is off (the fastest request's transit). Measured under `yes > /dev/null` ×2 on 2 cores
+/// (load average 4–10), 8 runs of 8K × 128: TTFT p50 +0.3 … +8.7 ms of ~10,250 ms (± 102 ms),
+/// ITL p50 +0.05 … +0.35 ms of ~14.8 ms (± 1 ms), total tok/s −0.14 … +0.32 % (± 1 %).
 fn close_ms(what: &str, measured: f64, truth: f64) {
     let tol = (truth.abs() * 0.01).max(1.0);
     assert!((measured - truth).abs() <= tol, "{what}: measured {measured:.3} ms, truth {truth:.3} ms (± {tol:.3})");
+}
+
+/// The lines of a comparison and whether each held: every line is printed, and the test fails
+/// after the last with the whole table (so one failure shows every figure beside it).
+#[derive(Default)]
+struct Table {
+    lines: Vec<String>,
+    off: usize,
+}
+
+impl Table {
+    fn line(&mut self, ok: bool, text: String) {
+        self.off += usize::from(!ok);
+        self.lines.push(format!("{text}{}", if ok { "" } else { "  ← off" }));
+    }
+
+    /// `value` within `pct` % of `reference`.
+    fn pct(&mut self, what: String, value: f64, against: &str, reference: f64, pct: f64) {
+        let rel = 100.0 * (value / reference - 1.0);
+        self.line(rel.abs() <= pct, format!("{what} {value:.1}, {against} {reference:.1} ({rel:+.2} %, ± {pct} %)"));
+    }
+
+    /// A measured time within max(10 ms, 1 %) of the trace's. The floor is the collector's worst
+    /// TTFT error against the trace measured under `yes > /dev/null` ×2 on 2 cores, any cell:
+    /// +8.7 ms (8K × 128's median; [`close_ms`]), +6.3 ms at 64K × 16, ≤ 1.1 ms for a lone
+    /// stream or a prefill row.
+    fn ms(&mut self, what: String, measured: f64, truth: f64) {
+        let tol = (truth.abs() * 0.01).max(10.0);
+        let d = measured - truth;
+        self.line(d.abs() <= tol, format!("{what} {measured:.3}, trace {truth:.3} ({d:+.3} ms, ± {tol:.3})"));
+    }
+
+    fn assert_all(&self, what: &str) {
+        let text = self.lines.join("\n");
+        eprintln!("{text}");
+        assert_eq!(self.off, 0, "{what}: {} figure(s) off\n{text}", self.off);
+    }
 }
 
 /// `measured` within `pct` % of `truth`.
@@ -210,7 +266,7 @@ async fn eight_k_by_128(reasoning: Option<ReasoningField>, extra: &[&str]) -> (D
         let spec = r.engine.speculative_decoding.as_deref();
         assert_eq!(spec, Some("2 tokens per draft (Prometheus: draft tokens ÷ drafts)"), "MTP with 2 tokens");
     }
-    let t = truth(&cell, &trace);
+    let t = truth(&cell, &trace, clock_offset(&r, &trace));
     eprintln!(
         "8K × 128 (reasoning {reasoning:?}, {extra:?}): measured {cell:?}\ntruth {t:?}",
         cell = (cell.total_tps, cell.ttft_ms, cell.itl_ms, cell.token_count_source)
@@ -223,7 +279,9 @@ async fn eight_k_by_128(reasoning: Option<ReasoningField>, extra: &[&str]) -> (D
     assert!(t.multi_token_chunks > 100, "the h200 profile sends multi-token chunks");
     let (itl_n, gaps_n) = (cell.itl_ms.unwrap().count.unwrap(), cell.chunk_gap_ms.unwrap().count.unwrap());
     assert!(itl_n as f64 > 1.3 * gaps_n as f64, "ITL per token ({itl_n}) vs chunk gaps ({gaps_n})");
-    // The window closed at its deadline, measured (not defined as deadline − start).
+    // The window closed at its deadline, measured (not defined as deadline − start). 12 runs of
+    // this cell, 8 of them under `yes > /dev/null` ×2 on 2 cores (load average 4–10): 0.4 …
+    // 1.9 ms, once 8.0 ms (under the hog); bound 25 ms.
     let late = close_late_ms(&r, &cell);
     eprintln!("close instant − deadline: {late:.3} ms");
     assert!((0.0..=25.0).contains(&late), "the window closed {late:.3} ms after its deadline");
@@ -250,7 +308,8 @@ async fn the_openai_adapter_matches_the_vllm_adapter_and_the_trace_under_mtp() {
     let (openai, to) = eight_k_by_128(None, &["--engine", "openai"]).await;
     let tps = |c: &DecodeCell, t: &Truth| c.total_tps.unwrap() / t.total_tps;
     close_pct("total tok/s ÷ trace, openai vs vllm adapter", tps(&openai, &to), tps(&vllm, &tv), 1.0);
-    // ITL p50 is ~15 ms: the adapters' errors against their traces within 0.5 ms of each other.
+    // ITL p50 is ~15 ms: the adapters' errors against their traces within 0.5 ms of each other
+    // (each +0.05 … +0.35 ms under `yes > /dev/null` ×2, see `close_ms`).
     let itl = |c: &DecodeCell, t: &Truth| c.itl_ms.unwrap().p50.unwrap() - t.itl_p50;
     let (eo, ev) = (itl(&openai, &to), itl(&vllm, &tv));
     assert!((eo - ev).abs() <= 0.5, "ITL p50 − trace: openai adapter {eo:+.3} ms, vllm adapter {ev:+.3} ms");
@@ -278,7 +337,7 @@ async fn without_per_chunk_usage_chunk_counts_are_reconciled_with_the_final_usag
         (cell.token_count_source, cell.token_count_reconciled),
         (Some(TokenCountSource::FinalUsage), Some(true))
     );
-    let t = truth(cell, &trace);
+    let t = truth(cell, &trace, clock_offset(&r, &trace));
     eprintln!("final usage: measured {:?} / {:?} / {:?}\ntruth {t:?}", cell.total_tps, cell.tpot_ms, cell.itl_ms);
     assert!(t.multi_token_chunks > 100, "MTP sends multi-token chunks");
     close_pct("total tok/s", cell.total_tps.unwrap(), t.total_tps, 2.0);
@@ -308,7 +367,7 @@ async fn without_any_usage_the_count_is_marked_approximate() {
         (cell.token_count_source, cell.token_count_reconciled),
         (Some(TokenCountSource::ChunkCount), Some(false))
     );
-    let t = truth(cell, &trace);
+    let t = truth(cell, &trace, clock_offset(&r, &trace));
     assert!(
         cell.total_tps.unwrap() < 0.8 * t.total_tps,
         "a lower bound under MTP: {:?} vs {}",
@@ -331,67 +390,84 @@ async fn matches_the_trace_with_reasoning() {
 }
 
 /// The round-1 seed subset (8K, 64K and `max` × 1, 16 and 128 streams, prefill at the same
-/// contexts), one context per test so the three run side by side: each cell's total tok/s and
-/// TTFT p50 within 15 % of the seed, the seed's over-capacity cells over capacity here too.
+/// contexts), one context per test so the three run side by side. Two checks, each where load
+/// cannot move it:
+///
+/// - The twin's model against the seed, in simulated time (`replay`): each prefill row and decode
+///   cell replayed as `speedmatrix run` measures it (the run's prompts, streams, 5-s window and
+///   `max_tokens`): prompt tok/s, total tok/s and TTFT p50 within 15 % of the seed; the seed's
+///   over-capacity cells over capacity in the run's plan. Deterministic: an idle and a busy
+///   machine give the same figures.
+/// - The collector against what the twin really did: the subset measured over TCP from the
+///   real-time twin with `--trace`, each figure against the trace ([`truth`]). A busy CPU makes
+///   the real-time twin late against its own model — when this test compared that run with the
+///   seed, CI failed at load ~5 on a TTFT 15.6 % above the seed's (±15 %) — and the trace records
+///   that lateness, so the comparison keeps only the collector's own error.
 async fn reproduces_the_seed_at(context: &str) {
     let _one_at_a_time = SERIAL.lock().await;
     let dir = tempfile::tempdir().unwrap();
-    let handle = twin::start(TwinConfig::new(Profile::h200_qwen()), "127.0.0.1:0").await.unwrap();
-    let out = dir.path().join("subset.json");
-    let args = [
-        "--contexts",
-        context,
-        "--concurrency",
-        "1,16,128",
-        "--prefill-contexts",
-        context,
-        // 5 s windows: the tok/s of every cell is steady within 1 s of the window's open, and
-        // its TTFT is that of the opening streams (checked against the seed or the model).
-        "--duration",
-        "5s",
-    ];
-    let (code, err) = collect(&handle.url(), &out, &args).await;
-    handle.shutdown().await;
-    assert_eq!(code, Some(0), "{err}");
-
+    // 5 s windows: the tok/s of every cell is steady within 1 s of the window's open, and its
+    // TTFT is that of the opening streams.
+    let args = ["--contexts", context, "--concurrency", "1,16,128", "--prefill-contexts", context, "--duration", "5s"];
+    let (r, trace) = run_on_h200(dir.path(), "subset", None, &[], &args).await;
     let seed = load_results(&std::fs::read(root().join(FIXTURE)).unwrap()).unwrap();
-    let r = read(&out);
     assert!(
         !r.prefill.is_empty() && r.decode.len() == 3,
         "{context}: {} prefill rows, {} cells",
         r.prefill.len(),
         r.decode.len()
     );
-    let mut table = vec![];
+    let offset = clock_offset(&r, &trace);
+    let mut table = Table::default();
     for p in &r.prefill {
         let s = seed.prefill.iter().find(|s| s.context.label == p.context.label).unwrap();
-        let (mine, theirs) = (p.prompt_tps.unwrap(), s.prompt_tps.unwrap());
-        table.push(format!(
-            "prefill {:>5}: twin {mine:>8.0} seed {theirs:>8.0} ({:+.1} %)",
-            p.context.label,
-            100.0 * (mine / theirs - 1.0)
-        ));
-        assert!((mine / theirs - 1.0).abs() <= 0.15, "{}", table.last().unwrap());
+        let tokens = p.prompt_tokens.unwrap() as u32;
+        let model = f64::from(tokens) / (replay::cold_ttft_ms(&Profile::h200_qwen(), tokens) / 1000.0);
+        table.pct(
+            format!("prefill {:>5} prompt tok/s: model", p.context.label),
+            model,
+            "seed",
+            s.prompt_tps.unwrap(),
+            15.0,
+        );
+        let truth = p50(p.requests.iter().map(|q| true_ttft(q, &trace, offset)).collect());
+        table.ms(format!("prefill {:>5} TTFT ms: measured", p.context.label), p.ttft_ms.unwrap(), truth);
     }
     for c in &r.decode {
+        let name = format!("decode {:>5} × {:>3}", c.context.label, c.concurrency);
         let s =
             seed.decode.iter().find(|s| s.context.label == c.context.label && s.concurrency == c.concurrency).unwrap();
         if s.status == CellStatus::OverCapacity {
-            assert_eq!(c.status, CellStatus::OverCapacity, "{} × {}", c.context.label, c.concurrency);
+            assert_eq!(c.status, CellStatus::OverCapacity, "{name}");
             continue;
         }
-        assert!(c.status.is_measured(), "{} × {}: {:?}", c.context.label, c.concurrency, c.reason);
-        let (mine, theirs) = (c.total_tps.unwrap(), s.total_tps.unwrap());
-        table.push(format!(
-            "decode {:>5} × {:>3}: twin {mine:>8.1} seed {theirs:>8.1} ({:+.1} %)",
-            c.context.label,
-            c.concurrency,
-            100.0 * (mine / theirs - 1.0)
-        ));
-        assert!((mine / theirs - 1.0).abs() <= 0.15, "{}", table.last().unwrap());
-        ttft_checks(c, s, &mut table);
+        assert!(c.status.is_measured(), "{name}: {:?}", c.reason);
+        // Simulated time: the model measured the collector's way, against the seed.
+        let plan = replay::CellPlan {
+            prompt_len: c.prompt_tokens.unwrap() as u32,
+            concurrency: c.concurrency as usize,
+            window_ms: 5000.0,
+            max_tokens: r.config.max_tokens.unwrap(),
+        };
+        let model = replay::replay_cell(&Profile::h200_qwen(), replay::Procedure::Speedmatrix, plan, 1);
+        assert!(model.ready, "{name}: the replay never had every stream decoding");
+        table.pct(format!("{name} total tok/s: model"), model.total_tps.unwrap(), "seed", s.total_tps.unwrap(), 15.0);
+        // The seed's TTFT median is over requests that started together — a lone stream, or
+        // opening streams none of which finished in its window — wherever that is what the
+        // collector measures (its N opening streams). Where the seed's median mixes in the
+        // requests that replaced finished ones (8K × 16: all 16 finished inside its 30 s window)
+        // the residual test checks the model against it (`twin/tests/residuals.rs`: the seed's
+        // value within the twin's 5–95 % range over 20 replay seeds, ±15 %).
+        let seed_ttft = s.ttft_ms.as_ref().and_then(|d| d.p50).unwrap();
+        if c.concurrency == 1 || s.completed_requests == Some(0) {
+            table.pct(format!("{name} TTFT p50 ms: model"), model.ttft_ms.unwrap(), "seed", seed_ttft, 15.0);
+        }
+        // Real time: the collector against the trace.
+        let t = truth(c, &trace, offset);
+        table.pct(format!("{name} total tok/s: measured"), c.total_tps.unwrap(), "trace", t.total_tps, 1.0);
+        table.ms(format!("{name} TTFT p50 ms: measured"), c.ttft_ms.unwrap().p50.unwrap(), t.ttft_p50);
     }
-    eprintln!("{}", table.join("\n"));
+    table.assert_all(context);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -419,41 +495,6 @@ async fn the_dry_run_marks_the_seeds_over_capacity_cells() {
     assert_eq!(dry_code, Some(0), "{dry}");
     let over: Vec<&str> = dry.lines().filter_map(|l| l.strip_prefix("plan: over capacity (not run): ")).collect();
     assert_eq!(over, ["64K × 128", "128K × 64", "128K × 128", "251K × 32", "251K × 64", "251K × 128"]);
-}
-
-/// The TTFT median of a cell measured over TCP. Against the seed wherever the seed's median is
-/// over requests that started together — a lone stream, or opening streams none of which
-/// finished in its window — since that is what the collector measures (the N opening streams).
-/// Where the seed's median mixes in the requests that replaced finished ones (8K × 16: all 16
-/// finished inside its 30 s window), a 5 s window has no such requests: there the collector's
-/// figure is checked against the twin's own model measured the collector's way, in simulated
-/// time — and the model against the seed's mixed median by the residual test
-/// (`twin/tests/residuals.rs`: the seed's value within the twin's 5–95 % range over 20 replay
-/// seeds, ±15 %).
-fn ttft_checks(c: &DecodeCell, seed: &DecodeCell, table: &mut Vec<String>) {
-    use speedmatrix_twin::replay::{replay_cell, CellPlan, Procedure};
-    let measured = c.ttft_ms.as_ref().and_then(|d| d.p50).expect("TTFT measured");
-    let seed_ttft = seed.ttft_ms.as_ref().and_then(|d| d.p50).unwrap();
-    let plan = CellPlan {
-        prompt_len: c.prompt_tokens.unwrap() as u32,
-        concurrency: c.concurrency as usize,
-        window_ms: c.window_s.unwrap() * 1000.0,
-        max_tokens: 4096,
-    };
-    let model = replay_cell(&Profile::h200_qwen(), Procedure::Speedmatrix, plan, 1).ttft_ms.unwrap();
-    let comparable = c.concurrency == 1 || seed.completed_requests == Some(0);
-    let (want, against) = if comparable { (seed_ttft, "seed") } else { (model, "model") };
-    table.push(format!(
-        "  TTFT p50 twin {measured:>8.0} ms, {against} {want:>8.0} ms ({:+.1} %); seed {seed_ttft:.0} ms, model {model:.0} ms",
-        100.0 * (measured / want - 1.0)
-    ));
-    assert!(
-        (measured / want - 1.0).abs() <= 0.15,
-        "{} × {}: {}",
-        c.context.label,
-        c.concurrency,
-        table.last().unwrap()
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,20 +1,23 @@
-//! `run --repeat N` end to end against the twin (`speedmatrix simulate --profile tiny`, a real
-//! server process on loopback per run) measured by the real binary: a small matrix (1K context
-//! × 1 and 8 streams, 3-s windows), every cell measured 3 times.
+//! `run --repeat N` end to end against the twin (`speedmatrix simulate --profile tiny
+//! --no-prefix-cache`, a real server process on loopback per run) measured by the real binary: a
+//! small matrix (16K context × 1 and 8 streams, 3-s windows), every cell measured 3 times.
 //!
-//! - Two runs with different twin `--seed` (its acceptance and scheduling noise): the file holds
-//!   3 repeats per valid cell, measured interleaved (every cell's repeat k before any cell's
-//!   repeat k + 1); total tok/s, TTFT p50 and TPOT p50 have intervals between repeats; the diff
-//!   calls no cell better or worse on any of the three, and `--fail-on-regression 0` passes.
+//! - Two runs with different twin `--seed`: the file holds 3 repeats per valid cell, measured
+//!   interleaved (every cell's repeat k before any cell's repeat k + 1); total tok/s, TTFT p50
+//!   and TPOT p50 have intervals between repeats; the diff calls no cell better or worse on any
+//!   of the three by the margins of [`SAME`], and `--fail-on-regression 0` passes.
 //! - A third run interrupted with SIGINT in its second pass, then resumed: another `--repeat`
 //!   is refused; the resume (N from the file) measures only the missing repeats and keeps the
 //!   ones measured before.
-//! - A twin slowed by 5 % (`--time-scale 0.95`), also `--repeat 3`: worse on total tok/s and TPOT
-//!   p50 in every cell (the intervals between repeats are narrow enough to see it).
+//! - A twin slowed by 10 % (`--time-scale 0.9`), also `--repeat 3`: worse on total tok/s and
+//!   TPOT p50 in every cell.
 //! - The dry run counts the repeats; `--repeat 0` is refused naming the flag.
 //!
-//! The four runs go side by side (each against its own twin, under the same load at the same
-//! moments). Timing-sensitive: run it under the heavy lock.
+//! Immune to load by the matrix's shape: no stream ends inside a window (4,096 tokens at ~2–3 ms
+//! each outlast 3 s), so no replacement's real-time start moves tok/s or TPOT; each cold 16K
+//! prefill (no prefix cache) puts ~85 ms (one stream) to ~390 ms (eight) of the twin's schedule
+//! into TTFT against the few ms a busy CPU adds ([`SAME`] gives the measurement). The four runs
+//! go side by side (each against its own twin, under the same load at the same moments).
 
 mod support;
 
@@ -25,22 +28,34 @@ use std::time::{Duration, Instant};
 use support::cli::{diff, json_diff, json_diff_with, verdicts};
 use support::twin::twin;
 
-const MATRIX: [&str; 14] = [
+const MATRIX: [&str; 12] = [
     "--contexts",
-    "1k",
+    "16k",
     "--concurrency",
     "1,8",
     "--prefill-contexts",
     "none",
     "--duration",
     "3s",
-    "--max-tokens",
-    "256",
     "--seed",
     "7",
     "--repeat",
     "3",
 ];
+
+/// The twin of every run: tiny, every prefill cold.
+const TWIN: [&str; 3] = ["--profile", "tiny", "--no-prefix-cache"];
+
+/// The least change the same-server diff may call better or worse, per figure (`--threshold`):
+/// above what load does between two runs of one server, far below the slower twin's 10 % on
+/// tok/s and TPOT. Measured with this matrix, four runs side by side as here, under
+/// `yes > /dev/null` ×2 on 2 cores beside other workers (load average 4.5–21.8), two
+/// same-server pairs in each of 10 trials: worst |change| total tok/s 0.14 %, TPOT p50 0.16 %,
+/// TTFT p50 4.8 % (the lone stream's ~85 ms TTFT moved by up to 4 ms) — margins 1 %, 1 %, 10 %;
+/// the slower twin −9.9 % tok/s, +11.0 % TPOT, p ≤ 2e-5. (The old matrix, 1K prompts served from
+/// the prefix cache and 256-token streams replaced inside the window, moved total tok/s by 1.3 %
+/// and TTFT p50 — 1 to 30 ms — by up to 355 %.)
+const SAME: [(&str, &str); 3] = [("total_tps", "1%"), ("ttft_ms_p50", "10%"), ("tpot_ms_p50", "1%")];
 
 fn read(path: &Path) -> Option<Results> {
     load_results(&std::fs::read(path).ok()?).ok()
@@ -54,7 +69,7 @@ fn collector(url: &str, out: &Path) -> Command {
 
 /// Measure the matrix against a fresh tiny twin started with `twin_args`; the results file.
 fn measure(dir: &Path, name: &str, twin_args: &[&str]) -> PathBuf {
-    let (_twin, url) = twin(&[&["--profile", "tiny"], twin_args].concat());
+    let (_twin, url) = twin(&[&TWIN[..], twin_args].concat());
     let out = dir.join(format!("{name}.json"));
     let o = collector(&url, &out).output().expect("run the collector");
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
@@ -69,7 +84,7 @@ fn repeat_lines(log: &str) -> Vec<String> {
 /// A run interrupted with SIGINT once a cell has two repeats in the file, then resumed with the
 /// file alone: (the interrupted file, the resumed file, the resume's log).
 fn interrupted_and_resumed(dir: &Path) -> (Results, Results, String) {
-    let (_twin, url) = twin(&["--profile", "tiny", "--seed", "3"]);
+    let (_twin, url) = twin(&[&TWIN[..], &["--seed", "3"]].concat());
     let out = dir.join("resumed.json");
     let dry = collector(&url, &out).arg("--dry-run").output().unwrap();
     let plan = String::from_utf8_lossy(&dry.stderr).to_string();
@@ -162,7 +177,7 @@ fn repeats_give_intervals_that_hold_a_reseeded_twin_within_noise_and_resume_fill
     let (a, again, slower, (stopped, resumed, log)) = std::thread::scope(|s| {
         let a = s.spawn(|| measure(dir.path(), "a", &["--seed", "1"]));
         let again = s.spawn(|| measure(dir.path(), "again", &["--seed", "2"]));
-        let slower = s.spawn(|| measure(dir.path(), "slower", &["--seed", "4", "--time-scale", "0.95"]));
+        let slower = s.spawn(|| measure(dir.path(), "slower", &["--seed", "4", "--time-scale", "0.9"]));
         let resumed = s.spawn(|| interrupted_and_resumed(dir.path()));
         (a.join().unwrap(), again.join().unwrap(), slower.join().unwrap(), resumed.join().unwrap())
     });
@@ -174,25 +189,23 @@ fn repeats_give_intervals_that_hold_a_reseeded_twin_within_noise_and_resume_fill
     assert!(text.contains("Repeats") && text.contains("3 per cell, interleaved"), "{text}");
     assert_three_interleaved_repeats(&read(&again).unwrap());
 
-    // Same server, other seed: no cell better or worse by 1 % or more on any figure with an
-    // interval. Between-repeats intervals cover what varies within a run; two runs of one
-    // server also differ by what is fixed for a run (here the twin's seed; on a real server its
-    // boot, its thermal state), which 3 interleaved repeats do not sample: at the default 0 %
-    // threshold CI once saw 1K × 8 total tok/s −0.15 % "worse" (interval −0.23 … −0.07 %).
-    // 1 % is the equivalence margin this test claims; 5 % slower is still seen below.
-    let same = ["--threshold", "1%"];
-    for column in ["total_tps", "ttft_ms_p50", "tpot_ms_p50"] {
-        let d = json_diff_with(&a, &again, column, &same);
+    // Same server, other seed: no cell better or worse by its figure's margin ([`SAME`]).
+    // Between-repeats intervals cover what varies within a run; two runs of one server also
+    // differ by what is fixed for a run (on a real server its boot, its thermal state; here the
+    // load each twin met), which 3 interleaved repeats do not sample: at the default 0 %
+    // threshold CI once saw 1K × 8 total tok/s −0.15 % "worse" (interval −0.23 … −0.07 %). The
+    // margin is the equivalence this test claims, each above what load was measured to do.
+    for (column, margin) in SAME {
+        let d = json_diff_with(&a, &again, column, &["--threshold", margin]);
         print_deltas(&d, column);
         let v = verdicts(&d, column);
-        assert_eq!(v, ["within_noise"; 2], "{column}");
-    }
-    for metric in ["total_tps", "ttft_ms_p50", "tpot_ms_p50"] {
-        let gate = diff(&a, &again, &[&["--fail-on-regression", "0", "--metric", metric][..], &same[..]].concat());
-        assert_eq!(gate.status.code(), Some(0), "{metric}: {}", String::from_utf8_lossy(&gate.stdout));
+        assert_eq!(v, ["within_noise"; 2], "{column} at ± {margin}");
+        let gate = diff(&a, &again, &["--fail-on-regression", "0", "--metric", column, "--threshold", margin]);
+        assert_eq!(gate.status.code(), Some(0), "{column}: {}", String::from_utf8_lossy(&gate.stdout));
     }
 
-    // The intervals are narrow enough to see a change: 5 % slower is worse in tok/s and TPOT.
+    // The intervals are narrow enough to see a change: 10 % slower is worse in tok/s and TPOT
+    // (at the default 0 % threshold, by the test alone; load moves neither by 0.2 %).
     for column in ["total_tps", "tpot_ms_p50"] {
         let v = verdicts(&json_diff(&a, &slower, column), column);
         assert_eq!(v, ["worse"; 2], "{column}");
