@@ -9,9 +9,15 @@ use speedmatrix_twin::profile::SEED_RESULTS;
 use speedmatrix_twin::replay::{residual_seeds, residuals, CellResidual, ReplayStatus, Residuals, TOLERANCE};
 use speedmatrix_twin::Profile;
 
-fn seed_residuals() -> Residuals {
-    let seed = load_results(SEED_RESULTS.as_bytes()).unwrap();
-    residuals(&Profile::h200_qwen(), &seed, &residual_seeds())
+/// The seed's residual table, computed once per process: plain `cargo test` runs this file's
+/// tests in one process, which then replays the seed once instead of three times (cargo-nextest
+/// runs each test in its own process, side by side).
+fn seed_residuals() -> &'static Residuals {
+    static TABLE: std::sync::OnceLock<Residuals> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        let seed = load_results(SEED_RESULTS.as_bytes()).unwrap();
+        residuals(&Profile::h200_qwen(), &seed, &residual_seeds())
+    })
 }
 
 fn name(c: &CellResidual) -> String {
