@@ -22,6 +22,7 @@ pub mod dom;
 pub mod estimate;
 pub mod scripted;
 pub mod server;
+pub mod shape;
 pub mod snap;
 pub mod twin;
 
