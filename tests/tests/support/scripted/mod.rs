@@ -1,12 +1,12 @@
 //! Scripted OpenAI-compatible servers on 127.0.0.1 for server shapes the twin does not have:
 //! keep-alive comments during a long prefill, `/metrics` in other exporters' text or slow to
-//! answer, an HTML chat endpoint, empty streams, streams without `[DONE]`, a server that runs
-//! only K requests at once and lets the rest wait with no gauge to say so, usage that reports
-//! cached prompt tokens; and faults: error answers for some decode requests (429 with
-//! `Retry-After`, a proxy's HTML 502), a key revoked mid-run, response headers that come late,
-//! a context limit below the advertised `max_model_len`; live vLLM gauges whose running count
-//! leaves out requests still in the server's front end (or held by a gateway in front of it)
-//! while its own queue reads 0.
+//! answer (always, or while streams are open), an HTML chat endpoint, empty streams, streams
+//! without `[DONE]`, a server that runs only K requests at once and lets the rest wait with no
+//! gauge to say so, usage that reports cached prompt tokens; and faults: error answers for some
+//! decode requests (429 with `Retry-After`, a proxy's HTML 502), a key revoked mid-run, response
+//! headers that come late, a context limit below the advertised `max_model_len`; live vLLM
+//! gauges whose running count leaves out requests still in the server's front end (or held by
+//! a gateway in front of it) while its own queue reads 0.
 //!
 //! Each is a real axum server on a loopback socket, answering what discovery and the prompt
 //! builder ask (`/v1/models`, `/tokenize`, `/metrics`, `/version` → 404) and streaming
@@ -135,6 +135,9 @@ pub struct Script {
     pub metrics_content_type: &'static str,
     /// How long `/metrics` takes to answer (a slow exporter).
     pub metrics_delay: Duration,
+    /// [`Script::metrics_delay`] only while a completion stream is open (an exporter on the
+    /// event loop of busy streams): `/metrics` answers at once before and after the streams.
+    pub metrics_slow_while_streaming: bool,
     /// What completions answer.
     pub answer: Answer,
     /// How streams are written.
@@ -172,6 +175,7 @@ impl Default for Script {
             metrics: None,
             metrics_content_type: "text/plain; version=0.0.4; charset=utf-8",
             metrics_delay: Duration::ZERO,
+            metrics_slow_while_streaming: false,
             answer: Answer::Stream,
             stream: StreamScript::default(),
             max_running: None,
@@ -196,19 +200,22 @@ struct AppState {
     running: Option<Arc<Semaphore>>,
     /// Streams admitted and not yet ended (the live running gauge).
     admitted: Arc<std::sync::atomic::AtomicI64>,
+    /// Streamed answers being written: from their response headers until their task wrote the
+    /// last chunk (or found the client gone).
+    streaming: Arc<std::sync::atomic::AtomicI64>,
 }
 
-/// Counts one admitted stream in the live running gauge until dropped.
-struct Admitted(Arc<std::sync::atomic::AtomicI64>);
+/// Counts one stream in a count (admitted, open) until dropped.
+struct Counted(Arc<std::sync::atomic::AtomicI64>);
 
-impl Admitted {
-    fn new(count: &Arc<std::sync::atomic::AtomicI64>) -> Admitted {
+impl Counted {
+    fn new(count: &Arc<std::sync::atomic::AtomicI64>) -> Counted {
         count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        Admitted(count.clone())
+        Counted(count.clone())
     }
 }
 
-impl Drop for Admitted {
+impl Drop for Counted {
     fn drop(&mut self) {
         self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
     }
@@ -246,6 +253,7 @@ pub async fn start(script: Script) -> Scripted {
         decodes: Default::default(),
         running,
         admitted: Default::default(),
+        streaming: Default::default(),
     });
     let app = Router::new()
         .route("/v1/models", get(routes::models))

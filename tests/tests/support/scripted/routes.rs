@@ -33,9 +33,12 @@ pub(super) async fn models(State(s): State<Arc<AppState>>) -> Response {
     .into_response()
 }
 
-/// `/metrics` after [`super::Script::metrics_delay`]: live vLLM gauges, the script's text, or 404.
+/// `/metrics` after [`super::Script::metrics_delay`] (only while streams are open, when
+/// [`super::Script::metrics_slow_while_streaming`]): live vLLM gauges, the script's text, or 404.
 pub(super) async fn metrics(State(s): State<Arc<AppState>>) -> Response {
-    tokio::time::sleep(s.script.metrics_delay).await;
+    if !s.script.metrics_slow_while_streaming || s.streaming.load(Ordering::SeqCst) > 0 {
+        tokio::time::sleep(s.script.metrics_delay).await;
+    }
     if s.script.live_gauges {
         return live_gauges(&s);
     }

@@ -7,7 +7,7 @@
 //! each stage as the [`super::StreamScript`] says.
 
 use super::routes::{prompt_tokens, revoked, unauthorized};
-use super::{Admitted, Answer, AppState, StreamScript};
+use super::{Answer, AppState, Counted, StreamScript};
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{header, StatusCode, Uri};
@@ -198,8 +198,10 @@ fn stream(s: &AppState, chat: bool, v: &Value, reset: bool) -> Response {
     let gate = Gate { places: s.running.clone(), admit_delay: s.script.admit_delay, admitted: s.admitted.clone() };
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(16);
     let tx = Sender { tx, reset, sent: 0 };
+    let open = Counted::new(&s.streaming);
     tokio::spawn(async move {
         let _ = write(tx, plan, gate).await;
+        drop(open);
     });
     let body = futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|b| (b, rx)) });
     ([(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], Body::from_stream(body))
@@ -212,7 +214,7 @@ async fn write(mut tx: Sender, plan: Plan, gate: Gate) -> Result<(), ()> {
     let st = &plan.script;
     let _place = wait_for_place(&mut tx, gate.places, st.keepalive_every).await?;
     tokio::time::sleep(gate.admit_delay).await;
-    let _running = Admitted::new(&gate.admitted);
+    let _running = Counted::new(&gate.admitted);
     prefill(&mut tx, st).await?;
     let w = &plan.writer;
     if w.chat {
