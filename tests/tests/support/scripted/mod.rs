@@ -165,6 +165,10 @@ pub struct Script {
     /// A streamed request spends this long in the front end (tokenizing, routing) before it is
     /// admitted and counts as running.
     pub admit_delay: Duration,
+    /// The engine runs a stream only until it has sent this many tokens and the front end
+    /// streams the rest (output processing behind a finished engine): the live running gauge
+    /// counts the stream only until then. `None`: until the stream ends.
+    pub engine_tokens: Option<u64>,
 }
 
 impl Default for Script {
@@ -186,6 +190,7 @@ impl Default for Script {
             no_tokenize: false,
             live_gauges: false,
             admit_delay: Duration::ZERO,
+            engine_tokens: None,
         }
     }
 }

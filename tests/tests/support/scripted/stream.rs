@@ -165,6 +165,8 @@ struct Plan {
     writer: Writer,
     script: StreamScript,
     max_tokens: u64,
+    /// The stream leaves the live running gauge after this many tokens ([`super::Script::engine_tokens`]).
+    engine_tokens: Option<u64>,
     /// A final usage chunk (the script has one and the request asked `include_usage`).
     final_usage: bool,
 }
@@ -193,6 +195,7 @@ fn stream(s: &AppState, chat: bool, v: &Value, reset: bool) -> Response {
         writer,
         script: st.clone(),
         max_tokens: v["max_tokens"].as_u64().unwrap_or(16),
+        engine_tokens: s.script.engine_tokens,
         final_usage: st.final_usage && so["include_usage"].as_bool() == Some(true),
     };
     let gate = Gate { places: s.running.clone(), admit_delay: s.script.admit_delay, admitted: s.admitted.clone() };
@@ -214,7 +217,7 @@ async fn write(mut tx: Sender, plan: Plan, gate: Gate) -> Result<(), ()> {
     let st = &plan.script;
     let _place = wait_for_place(&mut tx, gate.places, st.keepalive_every).await?;
     tokio::time::sleep(gate.admit_delay).await;
-    let _running = Counted::new(&gate.admitted);
+    let mut running = Some(Counted::new(&gate.admitted));
     prefill(&mut tx, st).await?;
     let w = &plan.writer;
     if w.chat {
@@ -222,7 +225,7 @@ async fn write(mut tx: Sender, plan: Plan, gate: Gate) -> Result<(), ()> {
                           "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": null}]});
         tx.send(Bytes::from(format!("data: {role}\n\n"))).await?;
     }
-    let sent = tokens(&mut tx, &plan).await?;
+    let sent = tokens(&mut tx, &plan, &mut running).await?;
     end(&mut tx, &plan, sent).await
 }
 
@@ -262,8 +265,9 @@ async fn prefill(tx: &mut Sender, st: &StreamScript) -> Result<(), ()> {
 
 /// The token chunks, [`StreamScript::gap`] apart, until `max_tokens` (or the script's early
 /// stop); none for an empty stream. Returns the tokens sent. After
-/// [`StreamScript::pings_after`] tokens, only keep-alives until the client gives up.
-async fn tokens(tx: &mut Sender, plan: &Plan) -> Result<u64, ()> {
+/// [`StreamScript::pings_after`] tokens, only keep-alives until the client gives up. `running`
+/// (the stream's place in the live running gauge) is let go after the engine's tokens.
+async fn tokens(tx: &mut Sender, plan: &Plan, running: &mut Option<Counted>) -> Result<u64, ()> {
     let st = &plan.script;
     let (end, why) = match st.stop_after {
         Some(k) if k < plan.max_tokens => (k, "stop"),
@@ -280,6 +284,9 @@ async fn tokens(tx: &mut Sender, plan: &Plan) -> Result<u64, ()> {
         let text = "w ".repeat(k as usize);
         let finish = (sent >= end).then_some(why);
         tx.send(plan.writer.chunk(Some(&text), finish, sent)).await?;
+        if plan.engine_tokens.is_some_and(|k| sent >= k) {
+            running.take();
+        }
         if sent < end {
             tokio::time::sleep(st.gap).await;
         }
