@@ -9,7 +9,7 @@
 use super::collect::collect;
 use super::scripted::{self, Script};
 use serde_json::Value;
-use speedmatrix_schema::{load_results, CellStatus, Results, RunStatus};
+use speedmatrix_schema::{load_results, CellStatus, DecodeCell, Results, RunStatus};
 use std::fmt::Debug;
 use std::path::PathBuf;
 
@@ -173,8 +173,34 @@ fn verdict(o: &Outcome, prefill: &[Cell], decode: &[Cell], c: &mut Checks) {
     c.eq("decode cells", r.decode.len(), decode.len());
     for (cell_, want) in r.decode.iter().zip(decode) {
         let at = format!("decode {} × {}", cell_.context.label, cell_.concurrency);
+        let before = c.0.len();
         cell(c, &at, cell_.status, cell_.reason.as_deref(), want);
+        if c.0.len() > before {
+            c.0.push(format!("{at}: {}", timeline(cell_)));
+        }
     }
+}
+
+/// What a decode cell's requests say about time, for a cell whose status was not the one
+/// expected: how long they waited for a first token, and how long the collector took from a
+/// stream's end to its replacement's send (the client view counts neither as running).
+fn timeline(cell: &DecodeCell) -> String {
+    let (w0, w1) = (cell.window_start_ms.unwrap_or(f64::NAN), cell.window_end_ms.unwrap_or(f64::NAN));
+    let q = &cell.requests;
+    let ends: Vec<f64> = q.iter().filter_map(|q| q.e2e_ms.map(|e| q.start_ms + e)).collect();
+    let (mut longest, mut in_window) = (0.0_f64, 0.0);
+    for r in q.iter().filter(|r| r.opening == Some(false)) {
+        let Some(end) = ends.iter().copied().filter(|e| *e <= r.start_ms).reduce(f64::max) else { continue };
+        longest = longest.max(r.start_ms - end);
+        if r.start_ms > w0 && r.start_ms <= w1 {
+            in_window += r.start_ms - end.max(w0);
+        }
+    }
+    let ttft = q.iter().filter_map(|r| r.ttft_ms).fold(0.0, f64::max);
+    format!(
+        "window {w0:.0}–{w1:.0} ms, {} requests, longest TTFT {ttft:.0} ms, longest end → next send {longest:.1} ms ({in_window:.1} ms in sum inside the window)",
+        q.len()
+    )
 }
 
 /// One row's or cell's status and reason against `want`.
