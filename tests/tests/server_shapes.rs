@@ -3,489 +3,604 @@
 //! by other exporters, an HTML chat endpoint, streams without `[DONE]` or without any token, a
 //! server that queues with no gauge to say so, a context limit below the asked contexts,
 //! usage that reports cached prompt tokens. The figures must match what the server really
-//! sent; each test is named after the shape it guards.
+//! sent.
+//!
+//! The suite is a table: each row (a function in [`table`]) is one server shape — its script,
+//! the collector's flags, the rule it guards and the verdict expected (`support::shape::Shape`)
+//! — and [`shapes!`] gives every row a test of its own name, which `support::shape::run` runs
+//! (start → collect → read → check). To add a shape, write its row in [`table`] and add its name
+//! to the list in [`shapes!`].
+//!
+//! Timing. The rows run the collector in real time, side by side and beside whatever else the
+//! machine runs, so no verdict may hang on how soon a busy CPU wakes a timer: every row whose
+//! verdict depends on time says under "Load:" which pause would change it — 0.75 s or more,
+//! 2.4 s for the stall timeouts — or why none can. One rule cannot be shielded that way: the
+//! client view of the queue counts the collector's own turnaround between a stream's end and
+//! its replacement's send as not running, so the row whose streams must end often holds while
+//! turnarounds average under 5 % of a stream. On a 2-core machine with both cores hogged and
+//! other suites running, the worst seen: a close 340 ms late, a stream silent for 2 s, a
+//! turnaround of 125 ms (780 ms once, with all rows at once in one `cargo test` process).
 
 mod support;
 
-use speedmatrix_schema::{CachedTokensSource, CellStatus, KvBudgetSource, PlanPhase, RunStatus, TokenCountSource};
-use std::time::Duration;
-use support::collect::{collect, read};
-use support::scripted::{self, Answer, Script, StreamScript};
-
-/// These run the collector in real time: one at a time.
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+use support::shape::run;
 
 /// The exit code of a complete run in which some cells are errors (docs/CLI.md, "Exit codes").
 const EXIT_CELL_ERRORS: i32 = 3;
 
-/// SSE comments (`: ping`) are bytes from the server: during a prefill longer than
-/// `--stall-timeout` they keep the stream alive, as SGLang and many proxies send them.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn keepalive_comments_during_a_long_prefill_are_not_a_stall() {
-    let _one = SERIAL.lock().await;
-    let dir = tempfile::tempdir().unwrap();
-    let server = scripted::start(Script {
-        stream: StreamScript {
-            prefill: Duration::from_millis(2500),
-            keepalive_every: Some(Duration::from_millis(200)),
-            ..StreamScript::default()
-        },
-        ..Script::default()
-    })
-    .await;
-    let out = dir.path().join("run.json");
-    let args = ["--contexts", "256", "--concurrency", "1", "--prefill-contexts", "256", "--duration", "1s"];
-    let (code, err) =
-        collect(&server.url, &out, &[&args[..], &["--max-tokens", "400", "--stall-timeout", "1s"]].concat()).await;
-    assert_eq!(code, Some(0), "{err}");
-    let r = read(&out);
-    let row = &r.prefill[0];
-    assert_eq!(row.status, CellStatus::Valid, "{:?}", row.reason);
-    assert!(row.ttft_ms.unwrap() >= 2500.0, "TTFT is the prefill behind the keep-alives: {:?}", row.ttft_ms);
-    let cell = &r.decode[0];
-    assert!(cell.status.is_measured(), "{:?}: {:?}", cell.status, cell.reason);
-    assert!(cell.ttft_ms.unwrap().p50.unwrap() >= 2500.0, "{cell:?}");
+/// One test per row of [`table`], named after it: nextest lists and runs each shape on its own.
+/// No lock holds them one at a time (plain `cargo test` runs them side by side too): their
+/// verdicts do not depend on having the machine to themselves (see "Timing" above).
+macro_rules! shapes {
+    ($($name:ident),* $(,)?) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $name() {
+            run(stringify!($name), table::$name()).await;
+        }
+    )*};
 }
 
-/// vLLM's names in the text other exporters write: Prometheus 0.0.4 without `# TYPE`/`# HELP`
-/// (untyped samples), with timestamps, and OpenMetrics (`_total` under a `counter` family,
-/// `# EOF`). Each gives the KV budget, so the over-capacity rule applies.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn prometheus_text_as_specified_gives_the_kv_budget() {
-    let _one = SERIAL.lock().await;
-    let dir = tempfile::tempdir().unwrap();
-    let untyped = "vllm:num_requests_running{model_name=\"scripted\"} 0\n\
-                   vllm:num_requests_waiting{model_name=\"scripted\"} 0\n\
-                   vllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\"256\",engine=\"0\"} 1\n\
-                   vllm:generation_tokens_total{model_name=\"scripted\"} 12\n";
-    let timestamps = "# HELP vllm:num_requests_running Running.\n\
-                      vllm:num_requests_running{model_name=\"scripted\"} 0 1700000000000\n\
-                      vllm:num_requests_waiting{model_name=\"scripted\"} 0 1700000000000\n\
-                      vllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\"256\"} 1.0 1700000000000\n";
-    let openmetrics = "# TYPE vllm:num_requests_running gauge\n\
-                       vllm:num_requests_running{model_name=\"scripted\"} 0.0\n\
-                       # TYPE vllm:generation_tokens counter\n\
-                       # HELP vllm:generation_tokens Generation tokens.\n\
-                       vllm:generation_tokens_total{model_name=\"scripted\"} 12.0\n\
-                       vllm:generation_tokens_created{model_name=\"scripted\"} 1.7e9\n\
-                       # TYPE vllm:cache_config_info gauge\n\
-                       vllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\"256\"} 1.0\n\
-                       # EOF\n";
-    let shapes = [
-        ("untyped", untyped, "text/plain; version=0.0.4"),
-        ("timestamps", timestamps, "text/plain; version=0.0.4"),
-        ("openmetrics", openmetrics, "application/openmetrics-text; version=1.0.0; charset=utf-8"),
-    ];
-    for (name, text, content_type) in shapes {
-        let server = scripted::start(Script {
-            metrics: Some(text.into()),
-            metrics_content_type: content_type,
-            ..Script::default()
-        })
-        .await;
-        let out = dir.path().join(format!("{name}.json"));
-        let args = ["--contexts", "256", "--concurrency", "1,32", "--prefill-contexts", "none", "--duration", "1s"];
-        let (code, err) = collect(&server.url, &out, &[&args[..], &["--max-tokens", "64"]].concat()).await;
-        assert_eq!(code, Some(0), "{name}: {err}");
-        let r = read(&out);
-        assert_eq!(r.engine.name.as_deref(), Some("vllm"), "{name}: detected from the metric names");
-        assert_eq!(
-            (r.engine.kv_budget_tokens, r.engine.kv_budget_source),
-            (Some(4096), Some(KvBudgetSource::NumGpuBlocks)),
-            "{name}: {:?}",
-            r.missing
-        );
-        assert!(!r.missing.iter().any(|m| m.figure == "kv_budget"), "{name}: {:?}", r.missing);
-        // 32 × (256 + 64) = 10,240 > 4,096.
-        assert_eq!(r.decode[1].status, CellStatus::OverCapacity, "{name}");
-        assert!(r.decode[0].status.is_measured(), "{name}: {:?}", r.decode[0].reason);
-        assert!(r.decode[0].server.is_some(), "{name}: the window's scrapes were read");
+shapes! {
+    keepalive_comments_during_a_long_prefill_are_not_a_stall,
+    prometheus_text_as_specified_gives_the_kv_budget_untyped,
+    prometheus_text_as_specified_gives_the_kv_budget_with_timestamps,
+    prometheus_text_as_specified_gives_the_kv_budget_openmetrics,
+    unparsable_metrics_are_reported_with_the_parsers_reason,
+    an_html_chat_endpoint_gives_error_cells_and_a_distinct_exit_code,
+    streams_without_done_give_the_distinct_exit_code,
+    every_engine_asks_for_usage_on_every_chunk,
+    short_streams_on_a_server_without_a_queue_are_valid,
+    a_server_that_runs_k_of_n_without_gauges_is_requests_queued,
+    a_running_gauge_below_n_with_the_queue_gauge_at_0_is_no_queue,
+    a_queue_in_front_of_the_engine_is_requests_queued_though_its_queue_gauge_reads_0,
+    empty_streams_are_errors_not_a_queue,
+    contexts_that_do_not_fit_stay_in_the_file_as_not_run,
+    a_prefill_row_served_from_cache_says_so,
+    a_readiness_timeout_is_recorded_on_the_cell,
+    a_slow_metrics_endpoint_delays_neither_replacements_nor_the_close,
+    a_prefill_row_without_a_prompt_count_says_why_its_rate_is_null,
+    keepalive_comments_after_the_first_tokens_do_not_hide_a_stuck_stream,
+    a_server_that_ignores_ignore_eos_is_named_in_the_cells_reason,
+}
+
+/// The shapes, one function per row.
+mod table {
+    use super::support;
+    use super::support::shape::{is, measured, valid_without_reason, with, Cell, Outcome, Reason, Shape, Status};
+    use super::EXIT_CELL_ERRORS;
+    use speedmatrix_schema::{CachedTokensSource, CellStatus, KvBudgetSource, PlanPhase, TokenCountSource};
+    use std::time::Duration;
+    use support::scripted::{Answer, Script, StreamScript};
+
+    /// SSE comments (`: ping`) are bytes from the server: during a prefill longer than
+    /// `--stall-timeout` they keep the stream alive, as SGLang and many proxies send them.
+    /// Load: a ping every 100 ms against a 2.5-s stall timeout, so a false stall needs a pause
+    /// of 2.4 s; the 3-s prefill outlasts the timeout, and a busy CPU only makes it longer.
+    pub fn keepalive_comments_during_a_long_prefill_are_not_a_stall() -> Shape {
+        Shape {
+            rule: "keep-alive comments during a prefill longer than --stall-timeout keep the stream alive",
+            script: Script {
+                stream: StreamScript {
+                    prefill: Duration::from_millis(3000),
+                    keepalive_every: Some(Duration::from_millis(100)),
+                    ..StreamScript::default()
+                },
+                ..Script::default()
+            },
+            args: "--contexts 256 --concurrency 1 --prefill-contexts 256 --duration 1s --max-tokens 400 --stall-timeout 2.5s",
+            exit: 0,
+            prefill: vec![is(CellStatus::Valid)],
+            decode: vec![measured()],
+            check: Some(|o, c| {
+                let ttft = o.results.prefill[0].ttft_ms.unwrap();
+                c.that(ttft >= 3000.0, || format!("TTFT is the prefill behind the keep-alives: {ttft}"));
+                let cell = &o.results.decode[0];
+                let p50 = cell.ttft_ms.as_ref().unwrap().p50.unwrap();
+                c.that(p50 >= 3000.0, || format!("the decode cell's TTFT p50 is the prefill: {p50}"));
+            }),
+        }
     }
-}
 
-/// When `/metrics` really is not Prometheus text, `missing` says so with the parser's reason
-/// instead of claiming the server lacks a metric.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn unparsable_metrics_are_reported_with_the_parsers_reason() {
-    let _one = SERIAL.lock().await;
-    let dir = tempfile::tempdir().unwrap();
-    let broken = "vllm:num_requests_running{model_name=\"scripted\"} 0\nvllm:cache_config_info{block_size=\"16\" 1\n";
-    let server = scripted::start(Script { metrics: Some(broken.into()), ..Script::default() }).await;
-    let out = dir.path().join("run.json");
-    let args = ["--contexts", "256", "--concurrency", "1", "--prefill-contexts", "none", "--duration", "1s"];
-    let (code, err) = collect(&server.url, &out, &[&args[..], &["--max-tokens", "32"]].concat()).await;
-    assert_eq!(code, Some(0), "{err}");
-    let r = read(&out);
-    let kv = r.missing.iter().find(|m| m.figure == "kv_budget").expect("the KV budget is missing");
-    assert!(kv.reason.contains("could not be parsed"), "{kv:?}");
-    assert!(kv.reason.contains("line 2"), "the parser's reason names the place: {kv:?}");
-    assert!(!kv.reason.contains("has no vllm:cache_config_info"), "{kv:?}");
-}
-
-/// A proxy whose chat endpoint answers an HTML page with HTTP 200: every cell is an error; the
-/// file is complete and the exit code says that cells failed.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_html_chat_endpoint_gives_error_cells_and_a_distinct_exit_code() {
-    let _one = SERIAL.lock().await;
-    let dir = tempfile::tempdir().unwrap();
-    let server = scripted::start(Script { answer: Answer::Html, ..Script::default() }).await;
-    let out = dir.path().join("run.json");
-    let args = ["--contexts", "256", "--concurrency", "1,2", "--prefill-contexts", "256", "--duration", "1s"];
-    let (code, err) = collect(&server.url, &out, &args).await;
-    assert_eq!(code, Some(EXIT_CELL_ERRORS), "{err}");
-    let r = read(&out);
-    assert_eq!(r.run.status, RunStatus::Complete);
-    assert!(r.prefill.iter().all(|p| p.status == CellStatus::Error), "{:?}", r.prefill);
-    for c in &r.decode {
-        assert_eq!(c.status, CellStatus::Error, "{:?}", c.reason);
-        assert!(c.reason.as_deref().unwrap_or_default().contains("text/html"), "{:?}", c.reason);
+    /// vLLM's names in the text other exporters write: Prometheus 0.0.4 without `# TYPE`/`# HELP`
+    /// (untyped samples). It gives the KV budget, so the over-capacity rule applies.
+    pub fn prometheus_text_as_specified_gives_the_kv_budget_untyped() -> Shape {
+        let untyped = "vllm:num_requests_running{model_name=\"scripted\"} 0\n\
+                       vllm:num_requests_waiting{model_name=\"scripted\"} 0\n\
+                       vllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\"256\",engine=\"0\"} 1\n\
+                       vllm:generation_tokens_total{model_name=\"scripted\"} 12\n";
+        prometheus(untyped, "text/plain; version=0.0.4")
     }
-}
 
-/// Streams that end without `data: [DONE]` (a proxy that drops the terminator): error cells,
-/// complete file, the distinct exit code.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn streams_without_done_give_the_distinct_exit_code() {
-    let _one = SERIAL.lock().await;
-    let dir = tempfile::tempdir().unwrap();
-    let server = scripted::start(Script {
-        stream: StreamScript { done: false, ..StreamScript::default() },
-        ..Script::default()
-    })
-    .await;
-    let out = dir.path().join("run.json");
-    let args = ["--contexts", "256", "--concurrency", "1", "--prefill-contexts", "none", "--duration", "1s"];
-    let (code, err) = collect(&server.url, &out, &[&args[..], &["--max-tokens", "16"]].concat()).await;
-    assert_eq!(code, Some(EXIT_CELL_ERRORS), "{err}");
-    let r = read(&out);
-    assert_eq!(r.run.status, RunStatus::Complete);
-    assert_eq!(r.decode[0].status, CellStatus::Error);
-    assert!(r.decode[0].reason.as_deref().unwrap_or_default().contains("[DONE]"), "{:?}", r.decode[0].reason);
-}
-
-/// Usage on every chunk is asked of every engine, the plain OpenAI one too: servers that do not
-/// know `continuous_usage_stats` ignore it, and those that do count multi-token chunks right.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_engine_asks_for_usage_on_every_chunk() {
-    let _one = SERIAL.lock().await;
-    let dir = tempfile::tempdir().unwrap();
-    let server = scripted::start(Script::default()).await;
-    let out = dir.path().join("run.json");
-    let args = ["--contexts", "256", "--concurrency", "1", "--prefill-contexts", "256", "--duration", "1s"];
-    let (code, err) =
-        collect(&server.url, &out, &[&args[..], &["--max-tokens", "32", "--engine", "openai"]].concat()).await;
-    assert_eq!(code, Some(0), "{err}");
-    let bodies = server.bodies();
-    assert!(!bodies.is_empty());
-    for b in &bodies {
-        assert_eq!(b["stream_options"]["include_usage"], true, "{b}");
-        assert_eq!(b["stream_options"]["continuous_usage_stats"], true, "{b}");
+    /// The same names with timestamps after the values (Prometheus 0.0.4, `# HELP` only).
+    pub fn prometheus_text_as_specified_gives_the_kv_budget_with_timestamps() -> Shape {
+        let timestamps = "# HELP vllm:num_requests_running Running.\n\
+                          vllm:num_requests_running{model_name=\"scripted\"} 0 1700000000000\n\
+                          vllm:num_requests_waiting{model_name=\"scripted\"} 0 1700000000000\n\
+                          vllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\"256\"} 1.0 1700000000000\n";
+        prometheus(timestamps, "text/plain; version=0.0.4")
     }
-    let r = read(&out);
-    assert_eq!(r.decode[0].token_count_source, Some(TokenCountSource::ContinuousUsage));
-}
 
-/// No queue, streams that end often (short answers): each replacement's own start (its TTFT) is
-/// no queue, so the cells are valid — at one stream and at four.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn short_streams_on_a_server_without_a_queue_are_valid() {
-    let _one = SERIAL.lock().await;
-    let dir = tempfile::tempdir().unwrap();
-    let server = scripted::start(Script {
-        stream: StreamScript { prefill: Duration::from_millis(60), ..StreamScript::default() },
-        ..Script::default()
-    })
-    .await;
-    let out = dir.path().join("run.json");
-    let args = ["--contexts", "256", "--concurrency", "1,4", "--prefill-contexts", "256", "--duration", "2s"];
-    let (code, err) = collect(&server.url, &out, &[&args[..], &["--max-tokens", "16"]].concat()).await;
-    assert_eq!(code, Some(0), "{err}");
-    let r = read(&out);
-    for c in &r.decode {
-        assert_eq!(c.status, CellStatus::Valid, "{} streams: {:?}", c.concurrency, c.reason);
-        assert!(c.completed_requests.unwrap() >= 5, "streams ended often: {:?}", c.completed_requests);
-        assert!(c.ttft_in_window_ms.is_some_and(|d| d.count.unwrap() > 0), "replacements started in the window");
+    /// The same names as OpenMetrics: `_total` under a `counter` family, `_created`, `# EOF`.
+    pub fn prometheus_text_as_specified_gives_the_kv_budget_openmetrics() -> Shape {
+        let openmetrics = "# TYPE vllm:num_requests_running gauge\n\
+                           vllm:num_requests_running{model_name=\"scripted\"} 0.0\n\
+                           # TYPE vllm:generation_tokens counter\n\
+                           # HELP vllm:generation_tokens Generation tokens.\n\
+                           vllm:generation_tokens_total{model_name=\"scripted\"} 12.0\n\
+                           vllm:generation_tokens_created{model_name=\"scripted\"} 1.7e9\n\
+                           # TYPE vllm:cache_config_info gauge\n\
+                           vllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\"256\"} 1.0\n\
+                           # EOF\n";
+        prometheus(openmetrics, "application/openmetrics-text; version=1.0.0; charset=utf-8")
     }
-}
 
-/// A server without gauges that runs only 2 of 4 streams at once: the other two wait for a
-/// free place before their first token. The client sees the queue.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_server_that_runs_k_of_n_without_gauges_is_requests_queued() {
-    let _one = SERIAL.lock().await;
-    let dir = tempfile::tempdir().unwrap();
-    let server = scripted::start(Script { max_running: Some(2), ..Script::default() }).await;
-    let out = dir.path().join("run.json");
-    let args = ["--contexts", "256", "--concurrency", "2,4", "--prefill-contexts", "256", "--duration", "4s"];
-    let (code, err) = collect(&server.url, &out, &[&args[..], &["--max-tokens", "300"]].concat()).await;
-    assert_eq!(code, Some(0), "{err}");
-    let r = read(&out);
-    assert_eq!(r.decode[0].status, CellStatus::Valid, "2 of 2 run at once: {:?}", r.decode[0].reason);
-    let four = &r.decode[1];
-    assert_eq!(four.status, CellStatus::RequestsQueued, "{:?}", four.reason);
-    assert!(four.reason.as_deref().unwrap().contains("of 4 streams were running (client view"), "{:?}", four.reason);
-}
-
-/// vLLM's running gauge counts a request only once the engine admits it: with short outputs a
-/// good share of every request is spent in the front end (here 250 ms of tokenizing before a
-/// ~13 ms stream), so the gauge reads well below N while the engine's queue reads 0 and every
-/// stream starts at once. That is no queue: the cells are valid. (With 90 ms before a 25 ms
-/// stream of five timer waits, a CI machine loaded by the real-vLLM test stretched each wait
-/// enough that the gauge read 3.4 of 4: the shape was gone, not the rule broken. At 30 ms the
-/// gauge read running in about half the 2-Hz samples.)
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_running_gauge_below_n_with_the_queue_gauge_at_0_is_no_queue() {
-    let _one = SERIAL.lock().await;
-    let dir = tempfile::tempdir().unwrap();
-    let server = scripted::start(Script {
-        live_gauges: true,
-        admit_delay: Duration::from_millis(250),
-        stream: StreamScript {
-            prefill: Duration::from_millis(5),
-            gap: Duration::from_millis(2),
-            ..StreamScript::default()
-        },
-        ..Script::default()
-    })
-    .await;
-    let out = dir.path().join("run.json");
-    let args = ["--contexts", "256", "--concurrency", "1,4", "--prefill-contexts", "none", "--duration", "3s"];
-    let (code, err) = collect(&server.url, &out, &[&args[..], &["--max-tokens", "5"]].concat()).await;
-    assert_eq!(code, Some(0), "{err}");
-    for c in &read(&out).decode {
-        let running = c.server.as_ref().and_then(|s| s.running_avg).expect("the live gauge was read");
-        let n = f64::from(c.concurrency);
-        assert!(running < 0.8 * n, "the shape: the gauge leaves out the front end ({running} of {n})");
-        assert_eq!((c.status, c.reason.as_deref()), (CellStatus::Valid, None), "{} streams", c.concurrency);
+    /// A server whose `/metrics` answers `text` as `content_type`: vLLM detected, the KV budget
+    /// of 256 blocks of 16 read, and the 32-stream cell over capacity (32 × (256 + 64) = 10,240 >
+    /// 4,096).
+    fn prometheus(text: &str, content_type: &'static str) -> Shape {
+        Shape {
+            rule: "vLLM's metrics in any exporter's text give the engine and the KV budget",
+            script: Script { metrics: Some(text.into()), metrics_content_type: content_type, ..Script::default() },
+            args: "--contexts 256 --concurrency 1,32 --prefill-contexts none --duration 1s --max-tokens 64",
+            exit: 0,
+            prefill: vec![],
+            decode: vec![measured(), is(CellStatus::OverCapacity)],
+            check: Some(|o, c| {
+                let r = &o.results;
+                c.eq("engine (detected from the metric names)", r.engine.name.as_deref(), Some("vllm"));
+                c.eq(
+                    "KV budget",
+                    (r.engine.kv_budget_tokens, r.engine.kv_budget_source),
+                    (Some(4096), Some(KvBudgetSource::NumGpuBlocks)),
+                );
+                c.that(!r.missing.iter().any(|m| m.figure == "kv_budget"), || format!("missing: {:?}", r.missing));
+                c.that(r.decode[0].server.is_some(), || "the window's scrapes were read".into());
+            }),
+        }
     }
-}
 
-/// The other side of that rule: a gateway in front of the engine runs 2 of 4 streams and holds
-/// the rest, so the engine's gauges read running 2, waiting 0. The client sees the queue (the
-/// held streams wait long for their first token).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_queue_in_front_of_the_engine_is_requests_queued_though_its_queue_gauge_reads_0() {
-    let _one = SERIAL.lock().await;
-    let dir = tempfile::tempdir().unwrap();
-    let server = scripted::start(Script { live_gauges: true, max_running: Some(2), ..Script::default() }).await;
-    let out = dir.path().join("run.json");
-    let args = ["--contexts", "256", "--concurrency", "4", "--prefill-contexts", "256", "--duration", "4s"];
-    let (code, err) = collect(&server.url, &out, &[&args[..], &["--max-tokens", "300"]].concat()).await;
-    assert_eq!(code, Some(0), "{err}");
-    let c = &read(&out).decode[0];
-    assert_eq!(c.server.as_ref().and_then(|s| s.waiting_max), Some(0.0), "the engine's queue gauge read 0");
-    assert_eq!(c.status, CellStatus::RequestsQueued, "{:?}", c.reason);
-    assert!(c.reason.as_deref().unwrap().contains("of 4 streams were running (client view"), "{:?}", c.reason);
-}
-
-/// A server that answers every request with an empty stream (finish_reason, usage 0, [DONE]):
-/// nothing was measured, so the cell is an error, not a queue at 0 tok/s.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn empty_streams_are_errors_not_a_queue() {
-    let _one = SERIAL.lock().await;
-    let dir = tempfile::tempdir().unwrap();
-    let server = scripted::start(Script {
-        stream: StreamScript { empty: true, ..StreamScript::default() },
-        ..Script::default()
-    })
-    .await;
-    let out = dir.path().join("run.json");
-    let args = ["--contexts", "256", "--concurrency", "2", "--prefill-contexts", "none", "--duration", "1s"];
-    let (code, err) = collect(&server.url, &out, &args).await;
-    assert_eq!(code, Some(EXIT_CELL_ERRORS), "{err}");
-    let r = read(&out);
-    let c = &r.decode[0];
-    assert_eq!(c.status, CellStatus::Error, "{:?}", c.reason);
-    assert!(c.reason.as_deref().unwrap().contains("finished without a token"), "{:?}", c.reason);
-    assert!(c.total_tps.is_none());
-}
-
-/// Contexts that do not fit the server's `max_model_len` are in the results file as not run,
-/// with the reason, and `show` lists them.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn contexts_that_do_not_fit_stay_in_the_file_as_not_run() {
-    let _one = SERIAL.lock().await;
-    let dir = tempfile::tempdir().unwrap();
-    let server = scripted::start(Script { max_model_len: 4096, ..Script::default() }).await;
-    let out = dir.path().join("run.json");
-    let args = ["--contexts", "1k,8k", "--concurrency", "1", "--prefill-contexts", "1k,16k", "--duration", "1s"];
-    let (code, err) = collect(&server.url, &out, &[&args[..], &["--max-tokens", "64"]].concat()).await;
-    assert_eq!(code, Some(0), "{err}");
-    let r = read(&out);
-    let not_run: Vec<(PlanPhase, &str, Option<u64>)> =
-        r.config.not_run_contexts.iter().map(|n| (n.phase, n.label.as_str(), n.tokens)).collect();
-    assert_eq!(not_run, [(PlanPhase::Decode, "8K", Some(8192)), (PlanPhase::Prefill, "16K", Some(16384))]);
-    assert!(r.config.not_run_contexts.iter().all(|n| n.reason.contains("max_model_len 4096")), "{:?}", r.config);
-    let shown = std::process::Command::new(support::BIN).arg("show").arg(&out).output().unwrap();
-    let text = String::from_utf8_lossy(&shown.stdout);
-    assert!(text.contains("Contexts not run") && text.contains("decode context 8K"), "{text}");
-    assert!(text.contains("prefill context 16K"), "{text}");
-    if let Some(dom) = support::dom::rendered_dom(&out) {
-        assert!(dom.contains("Contexts not run") && dom.contains("decode context 8K"), "the page lists them too");
+    /// When `/metrics` really is not Prometheus text, `missing` says so with the parser's reason
+    /// instead of claiming the server lacks a metric.
+    pub fn unparsable_metrics_are_reported_with_the_parsers_reason() -> Shape {
+        let broken =
+            "vllm:num_requests_running{model_name=\"scripted\"} 0\nvllm:cache_config_info{block_size=\"16\" 1\n";
+        Shape {
+            rule: "an unparsable /metrics is reported in missing with the parser's reason and line",
+            script: Script { metrics: Some(broken.into()), ..Script::default() },
+            args: "--contexts 256 --concurrency 1 --prefill-contexts none --duration 1s --max-tokens 32",
+            exit: 0,
+            prefill: vec![],
+            decode: vec![measured()],
+            check: Some(|o, c| {
+                let Some(kv) = o.results.missing.iter().find(|m| m.figure == "kv_budget") else {
+                    return c.that(false, || format!("the KV budget is not in missing: {:?}", o.results.missing));
+                };
+                c.that(kv.reason.contains("could not be parsed"), || format!("{kv:?}"));
+                c.that(kv.reason.contains("line 2"), || format!("the parser's reason names the place: {kv:?}"));
+                c.that(!kv.reason.contains("has no vllm:cache_config_info"), || format!("{kv:?}"));
+            }),
+        }
     }
-}
 
-/// A prefill row the server served from its prefix cache (a proxy's cache, a server that
-/// caches across runs) says so: `cached_tokens` from the usage details, a warning on the row,
-/// in `show` and on the page.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_prefill_row_served_from_cache_says_so() {
-    let _one = SERIAL.lock().await;
-    let dir = tempfile::tempdir().unwrap();
-    let server = scripted::start(Script {
-        stream: StreamScript { cached_tokens: Some(1000), ..StreamScript::default() },
-        ..Script::default()
-    })
-    .await;
-    let out = dir.path().join("run.json");
-    let args = ["--contexts", "1k", "--concurrency", "1", "--prefill-contexts", "1k", "--duration", "1s"];
-    let (code, err) = collect(&server.url, &out, &[&args[..], &["--max-tokens", "32"]].concat()).await;
-    assert_eq!(code, Some(0), "{err}");
-    assert!(err.contains("warning: prefill 1K: served from cache"), "{err}");
-    let r = read(&out);
-    let row = &r.prefill[0];
-    assert_eq!(row.status, CellStatus::Valid);
-    assert_eq!((row.cached_tokens, row.cached_tokens_source), (Some(1000), Some(CachedTokensSource::Usage)));
-    assert!(row.reason.as_deref().unwrap().starts_with("served from cache: 1,000 of 1,024 prompt tokens"), "{row:?}");
-    let shown = std::process::Command::new(support::BIN).arg("show").arg(&out).output().unwrap();
-    assert!(String::from_utf8_lossy(&shown.stdout).contains("⚠ served from cache"));
-    if let Some(dom) = support::dom::rendered_dom(&out) {
-        assert!(dom.contains("served from cache"), "the page says so too");
+    /// A proxy whose chat endpoint answers an HTML page with HTTP 200: every cell is an error;
+    /// the file is complete and the exit code says that cells failed.
+    pub fn an_html_chat_endpoint_gives_error_cells_and_a_distinct_exit_code() -> Shape {
+        Shape {
+            rule: "an HTML answer with HTTP 200 is an error in every cell, exit 3, the file complete",
+            script: Script { answer: Answer::Html, ..Script::default() },
+            args: "--contexts 256 --concurrency 1,2 --prefill-contexts 256 --duration 1s",
+            exit: EXIT_CELL_ERRORS,
+            prefill: vec![is(CellStatus::Error)],
+            decode: vec![with(CellStatus::Error, &["text/html"]), with(CellStatus::Error, &["text/html"])],
+            check: None,
+        }
     }
-}
 
-/// A server that gets not all streams decoding within the readiness limit: the cell records
-/// how readiness ended and says why it is queued, instead of passing as valid.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_readiness_timeout_is_recorded_on_the_cell() {
-    let _one = SERIAL.lock().await;
-    let dir = tempfile::tempdir().unwrap();
-    // One place; the second stream waits behind keep-alives (alive, never stalled).
-    let server = scripted::start(Script {
-        max_running: Some(1),
-        stream: StreamScript { keepalive_every: Some(Duration::from_millis(200)), ..StreamScript::default() },
-        ..Script::default()
-    })
-    .await;
-    let out = dir.path().join("run.json");
-    let args = ["--contexts", "256", "--concurrency", "2", "--prefill-contexts", "256", "--duration", "1s"];
-    let (code, err) =
-        collect(&server.url, &out, &[&args[..], &["--max-tokens", "600", "--stall-timeout", "2s"]].concat()).await;
-    assert_eq!(code, Some(0), "{err}");
-    let raw: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
-    assert_eq!(raw["decode"][0]["readiness"]["outcome"], "timed_out", "{}", raw["decode"][0]);
-    assert_eq!(raw["decode"][0]["readiness"]["streams_producing"], 1);
-    let c = &read(&out).decode[0];
-    assert_eq!(c.status, CellStatus::RequestsQueued, "{:?}", c.reason);
-    assert!(c.reason.as_deref().unwrap().contains("readiness timed out"), "{:?}", c.reason);
-}
-
-/// A `/metrics` that takes 700 ms to answer: scrapes run on their own, so replacement streams
-/// still start as soon as one ends and the window closes at its deadline.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_slow_metrics_endpoint_delays_neither_replacements_nor_the_close() {
-    let _one = SERIAL.lock().await;
-    let dir = tempfile::tempdir().unwrap();
-    let gauges = "vllm:num_requests_running 1\nvllm:num_requests_waiting 0\n";
-    let server = scripted::start(Script {
-        metrics: Some(gauges.into()),
-        metrics_delay: Duration::from_millis(700),
-        ..Script::default()
-    })
-    .await;
-    let out = dir.path().join("run.json");
-    let args = ["--contexts", "256", "--concurrency", "1", "--prefill-contexts", "none", "--duration", "3s"];
-    let (code, err) = collect(&server.url, &out, &[&args[..], &["--max-tokens", "16"]].concat()).await;
-    assert_eq!(code, Some(0), "{err}");
-    let raw: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
-    let cell = &raw["decode"][0];
-    let late = cell["window_end_ms"].as_f64().expect("the close instant is recorded")
-        - cell["window_start_ms"].as_f64().unwrap()
-        - 3000.0;
-    assert!((0.0..25.0).contains(&late), "the window closed {late:.1} ms after its deadline");
-    // Each replacement was sent right after the stream before it ended ([DONE] follows the
-    // last token within a millisecond here).
-    let requests = read(&out).decode[0].requests.clone();
-    let ends: Vec<f64> = requests.iter().filter_map(|q| q.e2e_ms.map(|e| q.start_ms + e)).collect();
-    let mut worst: f64 = 0.0;
-    for q in requests.iter().filter(|q| q.opening == Some(false)) {
-        let before = ends.iter().copied().filter(|e| *e <= q.start_ms).fold(f64::MIN, f64::max);
-        worst = worst.max(q.start_ms - before);
+    /// Streams that end without `data: [DONE]` (a proxy that drops the terminator): error
+    /// cells, complete file, the distinct exit code.
+    pub fn streams_without_done_give_the_distinct_exit_code() -> Shape {
+        Shape {
+            rule: "a stream that ends without [DONE] is an error, exit 3, the file complete",
+            script: Script { stream: StreamScript { done: false, ..StreamScript::default() }, ..Script::default() },
+            args: "--contexts 256 --concurrency 1 --prefill-contexts none --duration 1s --max-tokens 16",
+            exit: EXIT_CELL_ERRORS,
+            prefill: vec![],
+            decode: vec![with(CellStatus::Error, &["[DONE]"])],
+            check: None,
+        }
     }
-    assert!(requests.len() > 10, "streams ended and were replaced: {}", requests.len());
-    assert!(worst < 50.0, "a replacement started {worst:.1} ms after the stream it replaced ended");
-}
 
-/// A plain OpenAI-compatible server with no `/tokenize` and no usage in its streams (usage only
-/// in non-streamed answers, which size the prompts): the prefill row's prompt length is not
-/// known, so its prompt tok/s is null and the row says why — never a guess from the estimate;
-/// the decode cell is counted from chunks and marked so.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_prefill_row_without_a_prompt_count_says_why_its_rate_is_null() {
-    let _one = SERIAL.lock().await;
-    let dir = tempfile::tempdir().unwrap();
-    let server = scripted::start(Script {
-        no_tokenize: true,
-        stream: StreamScript { per_chunk_usage: false, final_usage: false, ..StreamScript::default() },
-        ..Script::default()
-    })
-    .await;
-    let out = dir.path().join("run.json");
-    let args = ["--contexts", "1k", "--concurrency", "1", "--prefill-contexts", "1k", "--duration", "1s"];
-    let (code, err) = collect(&server.url, &out, &[&args[..], &["--max-tokens", "32"]].concat()).await;
-    assert_eq!(code, Some(0), "{err}");
-    let r = read(&out);
-    let row = &r.prefill[0];
-    assert_eq!(row.status, CellStatus::Valid, "{:?}", row.reason);
-    assert!(row.ttft_ms.is_some(), "TTFT is the client's clock: {row:?}");
-    assert_eq!((row.prompt_tokens, row.prompt_tps), (None, None), "no count, no rate: {row:?}");
-    let why = row.reason.as_deref().unwrap_or_default();
-    assert!(why.contains("prompt tok/s unknown") && why.contains("/tokenize"), "{row:?}");
-    assert_eq!(r.decode[0].token_count_source, Some(TokenCountSource::ChunkCount), "{:?}", r.decode[0]);
-}
+    /// Usage on every chunk is asked of every engine, the plain OpenAI one too: servers that do
+    /// not know `continuous_usage_stats` ignore it, and those that do count multi-token chunks
+    /// right.
+    pub fn every_engine_asks_for_usage_on_every_chunk() -> Shape {
+        Shape {
+            rule: "every request asks include_usage and continuous_usage_stats, whatever the engine",
+            script: Script::default(),
+            args: "--contexts 256 --concurrency 1 --prefill-contexts 256 --duration 1s --max-tokens 32 --engine openai",
+            exit: 0,
+            prefill: vec![is(CellStatus::Valid)],
+            decode: vec![measured()],
+            check: Some(|o, c| {
+                c.that(!o.bodies.is_empty(), || "the server received requests".into());
+                for b in &o.bodies {
+                    c.eq("include_usage", &b["stream_options"]["include_usage"], &serde_json::json!(true));
+                    c.eq(
+                        "continuous_usage_stats",
+                        &b["stream_options"]["continuous_usage_stats"],
+                        &serde_json::json!(true),
+                    );
+                }
+                c.eq(
+                    "token count source",
+                    o.results.decode[0].token_count_source,
+                    Some(TokenCountSource::ContinuousUsage),
+                );
+            }),
+        }
+    }
 
-/// A proxy in front of a stuck engine: 5 tokens, then nothing but `: ping` comments. Keep-alives
-/// keep a stream alive before its first token (a long prefill), not once tokens flow: the cell
-/// is an error that says no token came for the stall timeout, not a valid cell at a trickle.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn keepalive_comments_after_the_first_tokens_do_not_hide_a_stuck_stream() {
-    let _one = SERIAL.lock().await;
-    let dir = tempfile::tempdir().unwrap();
-    let server = scripted::start(Script {
-        stream: StreamScript { pings_after: Some(5), ..StreamScript::default() },
-        ..Script::default()
-    })
-    .await;
-    let out = dir.path().join("run.json");
-    let args = ["--contexts", "256", "--concurrency", "1", "--prefill-contexts", "none", "--duration", "3s"];
-    let (code, err) =
-        collect(&server.url, &out, &[&args[..], &["--max-tokens", "64", "--stall-timeout", "1s"]].concat()).await;
-    assert_eq!(code, Some(EXIT_CELL_ERRORS), "{err}");
-    let c = &read(&out).decode[0];
-    assert_eq!(c.status, CellStatus::Error, "{:?}", c.reason);
-    assert!(c.reason.as_deref().unwrap_or("").contains("no token for 1s"), "{:?}", c.reason);
-}
+    /// No queue, streams that end often (short answers): each replacement's own start (its
+    /// TTFT) is no queue, so the cells are valid — at one stream and at four.
+    /// Load: one timer wait per stream (a 400-ms prefill, then the 16 tokens in one chunk), so a
+    /// busy CPU stretches a stream by one late wake-up: the 3-s window holds 5 completions unless
+    /// streams take 600 ms on average, and a replacement's TTFT counts as queued only past the
+    /// 1.2-s start allowance (3 × the cold TTFT). The rule counts the collector's own turnaround
+    /// (a stream's end → its replacement's send) as not running, and these streams must end
+    /// often: the cells stay valid while turnarounds average under 20 ms (5 % of a stream). On a
+    /// 2-core machine with both cores hogged: ≤ 3 ms a turnaround with nextest's 6 tests at once;
+    /// with all 20 rows at once in one process (`cargo test -- --test-threads 20`) 14 ms, and
+    /// once a single stall of 780 ms that no window this short absorbs.
+    pub fn short_streams_on_a_server_without_a_queue_are_valid() -> Shape {
+        Shape {
+            rule: "a replacement stream's own start (its TTFT) is no queue",
+            script: Script {
+                stream: StreamScript {
+                    prefill: Duration::from_millis(400),
+                    tokens_per_chunk: vec![16],
+                    ..StreamScript::default()
+                },
+                ..Script::default()
+            },
+            args: "--contexts 256 --concurrency 1,4 --prefill-contexts 256 --duration 3s --max-tokens 16",
+            exit: 0,
+            prefill: vec![is(CellStatus::Valid)],
+            decode: vec![is(CellStatus::Valid), is(CellStatus::Valid)],
+            check: Some(|o, c| {
+                for cell in &o.results.decode {
+                    let n = cell.concurrency;
+                    let done = cell.completed_requests.unwrap_or(0);
+                    c.that(done >= 5, || format!("{n} streams: streams ended often: {done} completed"));
+                    let started = cell.ttft_in_window_ms.as_ref().and_then(|d| d.count).unwrap_or(0);
+                    c.that(started > 0, || format!("{n} streams: replacements started in the window"));
+                }
+            }),
+        }
+    }
 
-/// A server that ignores `ignore_eos` (a hosted API, a proxy): every request ends after 4 of
-/// the 32 asked tokens with `finish_reason: "stop"`. The cell is measured as what it is, and its
-/// reason says the figures are not sustained decode and why.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_server_that_ignores_ignore_eos_is_named_in_the_cells_reason() {
-    let _one = SERIAL.lock().await;
-    let dir = tempfile::tempdir().unwrap();
-    let server = scripted::start(Script {
-        stream: StreamScript { stop_after: Some(4), ..StreamScript::default() },
-        ..Script::default()
-    })
-    .await;
-    let out = dir.path().join("run.json");
-    let args = ["--contexts", "256", "--concurrency", "2", "--prefill-contexts", "none", "--duration", "1s"];
-    let (code, err) = collect(&server.url, &out, &[&args[..], &["--max-tokens", "32"]].concat()).await;
-    assert_eq!(code, Some(0), "{err}");
-    let c = &read(&out).decode[0];
-    assert!(c.status.is_measured(), "{:?}", c.reason);
-    let reason = c.reason.as_deref().unwrap_or("");
-    assert!(reason.contains("stopped before max_tokens (32)"), "{reason}");
-    assert!(reason.contains("after 4 tokens (median)"), "{reason}");
-    assert!(reason.contains("does not honour ignore_eos"), "{reason}");
+    /// A server without gauges that runs only 2 of 4 streams at once: the other two wait for a
+    /// free place before their first token. The client sees the queue.
+    /// Load: a stream lasts 3 s (300 tokens), longer than the 2.5-s window, and a busy CPU only
+    /// makes it longer: no stream of the 2-stream cell ends inside its window (no turnaround to
+    /// count). In the 4-stream cell the two held streams wait through the whole window, queued
+    /// from the start allowance on (1 s, or 3 × the cold TTFT): the cell reads 2.8 of 4, and
+    /// would reach 3.8 only if the cold TTFT (~20 ms) were stretched past 750 ms.
+    pub fn a_server_that_runs_k_of_n_without_gauges_is_requests_queued() -> Shape {
+        Shape {
+            rule: "streams waiting for a place before their first token are a queue (client view)",
+            script: Script { max_running: Some(2), ..Script::default() },
+            args: "--contexts 256 --concurrency 2,4 --prefill-contexts 256 --duration 2.5s --max-tokens 300",
+            exit: 0,
+            prefill: vec![is(CellStatus::Valid)],
+            decode: vec![
+                is(CellStatus::Valid),
+                with(CellStatus::RequestsQueued, &["of 4 streams were running (client view"]),
+            ],
+            check: None,
+        }
+    }
+
+    /// vLLM's running gauge counts a request only while its engine runs it: a request in the
+    /// front end — tokenized before the engine admits it, or streamed out after the engine is
+    /// done with it — is not counted. Here each stream spends 300 ms in the front end, is in the
+    /// engine for its first token only, and the front end streams the other 29 over 2.9 s: the
+    /// gauge reads well below N while the engine's queue reads 0 and every stream runs all
+    /// along. That is no queue: the cells are valid.
+    /// Load: this row failed on loaded machines while its streams were short (90 ms, then 250 ms
+    /// of front end before ~13 ms in the engine): timer waits stretched until the gauge read 3.4
+    /// of 4, and the collector's turnaround between streams — not running in the client view —
+    /// passed 5 % of the window (0.9 of 1, 2.7 of 4). Now the streams outlast the 2-s window, and
+    /// a busy CPU only makes them longer: no stream ends or starts inside it, so neither a late
+    /// first token nor a slow turnaround can be in it; the gauge leaves a stream as its first
+    /// chunk is written, so it reads 0.8 × N only if 4 in 5 scrapes catch that instant.
+    pub fn a_running_gauge_below_n_with_the_queue_gauge_at_0_is_no_queue() -> Shape {
+        Shape {
+            rule: "a running gauge below N with the queue gauge at 0 in every scrape is no queue",
+            script: Script {
+                live_gauges: true,
+                admit_delay: Duration::from_millis(300),
+                engine_tokens: Some(1),
+                stream: StreamScript {
+                    prefill: Duration::ZERO,
+                    gap: Duration::from_millis(100),
+                    ..StreamScript::default()
+                },
+                ..Script::default()
+            },
+            args: "--contexts 256 --concurrency 1,4 --prefill-contexts none --duration 2s --max-tokens 30",
+            exit: 0,
+            prefill: vec![],
+            decode: vec![valid_without_reason(), valid_without_reason()],
+            check: Some(|o, c| {
+                for cell in &o.results.decode {
+                    let n = f64::from(cell.concurrency);
+                    let Some(running) = cell.server.as_ref().and_then(|s| s.running_avg) else {
+                        c.that(false, || format!("{n} streams: the live gauge was not read"));
+                        continue;
+                    };
+                    c.that(running < 0.8 * n, || {
+                        format!("the shape: the gauge leaves out the front end ({running} of {n})")
+                    });
+                }
+            }),
+        }
+    }
+
+    /// The other side of that rule: a gateway in front of the engine runs 2 of 4 streams and
+    /// holds the rest, so the engine's gauges read running 2, waiting 0. The client sees the
+    /// queue (the held streams wait long for their first token).
+    /// Load: as in the 4-stream cell of `a_server_that_runs_k_of_n_without_gauges…`: the held
+    /// streams wait through the whole 2.5-s window; the cold TTFT would have to pass 750 ms.
+    pub fn a_queue_in_front_of_the_engine_is_requests_queued_though_its_queue_gauge_reads_0() -> Shape {
+        Shape {
+            rule: "a queue in front of the engine is a queue though the engine's queue gauge reads 0",
+            script: Script { live_gauges: true, max_running: Some(2), ..Script::default() },
+            args: "--contexts 256 --concurrency 4 --prefill-contexts 256 --duration 2.5s --max-tokens 300",
+            exit: 0,
+            prefill: vec![is(CellStatus::Valid)],
+            decode: vec![with(CellStatus::RequestsQueued, &["of 4 streams were running (client view"])],
+            check: Some(|o, c| {
+                let waiting = o.results.decode[0].server.as_ref().and_then(|s| s.waiting_max);
+                c.eq("the engine's queue gauge (max)", waiting, Some(0.0));
+            }),
+        }
+    }
+
+    /// A server that answers every request with an empty stream (finish_reason, usage 0,
+    /// [DONE]): nothing was measured, so the cell is an error, not a queue at 0 tok/s.
+    pub fn empty_streams_are_errors_not_a_queue() -> Shape {
+        Shape {
+            rule: "streams that finish without a token are an error, not a queue at 0 tok/s",
+            script: Script { stream: StreamScript { empty: true, ..StreamScript::default() }, ..Script::default() },
+            args: "--contexts 256 --concurrency 2 --prefill-contexts none --duration 1s",
+            exit: EXIT_CELL_ERRORS,
+            prefill: vec![],
+            decode: vec![with(CellStatus::Error, &["finished without a token"])],
+            check: Some(|o, c| {
+                let tps = o.results.decode[0].total_tps;
+                c.eq("total tok/s", tps, None);
+            }),
+        }
+    }
+
+    /// Contexts that do not fit the server's `max_model_len` are in the results file as not
+    /// run, with the reason, and `show` lists them.
+    pub fn contexts_that_do_not_fit_stay_in_the_file_as_not_run() -> Shape {
+        Shape {
+            rule: "contexts over max_model_len stay in the file as not run, with the reason, and show lists them",
+            script: Script { max_model_len: 4096, ..Script::default() },
+            args: "--contexts 1k,8k --concurrency 1 --prefill-contexts 1k,16k --duration 1s --max-tokens 64",
+            exit: 0,
+            prefill: vec![is(CellStatus::Valid)],
+            decode: vec![measured()],
+            check: Some(|o, c| {
+                let r = &o.results;
+                let not_run: Vec<(PlanPhase, &str, Option<u64>)> =
+                    r.config.not_run_contexts.iter().map(|n| (n.phase, n.label.as_str(), n.tokens)).collect();
+                let want = [(PlanPhase::Decode, "8K", Some(8192)), (PlanPhase::Prefill, "16K", Some(16384))];
+                c.eq("contexts not run", not_run.as_slice(), want.as_slice());
+                let why = r.config.not_run_contexts.iter().all(|n| n.reason.contains("max_model_len 4096"));
+                c.that(why, || format!("each says why: {:?}", r.config.not_run_contexts));
+                let text = show(o);
+                c.that(text.contains("Contexts not run") && text.contains("decode context 8K"), || text.clone());
+                c.that(text.contains("prefill context 16K"), || text.clone());
+                if let Some(dom) = support::dom::rendered_dom(&o.out) {
+                    let listed = dom.contains("Contexts not run") && dom.contains("decode context 8K");
+                    c.that(listed, || "the page lists them too".into());
+                }
+            }),
+        }
+    }
+
+    /// A prefill row the server served from its prefix cache (a proxy's cache, a server that
+    /// caches across runs) says so: `cached_tokens` from the usage details, a warning on the
+    /// row, in `show` and on the page.
+    pub fn a_prefill_row_served_from_cache_says_so() -> Shape {
+        Shape {
+            rule: "a prefill row served from the prefix cache says so (file, warning, show, page)",
+            script: Script {
+                stream: StreamScript { cached_tokens: Some(1000), ..StreamScript::default() },
+                ..Script::default()
+            },
+            args: "--contexts 1k --concurrency 1 --prefill-contexts 1k --duration 1s --max-tokens 32",
+            exit: 0,
+            prefill: vec![Cell {
+                status: Status::Is(CellStatus::Valid),
+                reason: Reason::StartsWith("served from cache: 1,000 of 1,024 prompt tokens"),
+            }],
+            decode: vec![measured()],
+            check: Some(|o, c| {
+                let warned = o.stderr.contains("warning: prefill 1K: served from cache");
+                c.that(warned, || "stderr warns: warning: prefill 1K: served from cache".into());
+                let row = &o.results.prefill[0];
+                c.eq(
+                    "cached tokens",
+                    (row.cached_tokens, row.cached_tokens_source),
+                    (Some(1000), Some(CachedTokensSource::Usage)),
+                );
+                let text = show(o);
+                c.that(text.contains("⚠ served from cache"), || format!("show says so: {text}"));
+                if let Some(dom) = support::dom::rendered_dom(&o.out) {
+                    c.that(dom.contains("served from cache"), || "the page says so too".into());
+                }
+            }),
+        }
+    }
+
+    /// A server that gets not all streams decoding within the readiness limit: the cell
+    /// records how readiness ended and says why it is queued, instead of passing as valid.
+    /// One place; the second stream waits behind keep-alives (alive, never stalled).
+    /// Load: the waiting stream pings every 100 ms against the 2.5-s stall timeout (the readiness
+    /// limit too), so a false stall needs a 2.4-s pause; the running stream (600 tokens, 6 s)
+    /// outlasts the limit and the 1-s window by 2.5 s, and a busy CPU only makes it longer.
+    pub fn a_readiness_timeout_is_recorded_on_the_cell() -> Shape {
+        Shape {
+            rule: "a readiness timeout is recorded on the cell and makes it requests queued",
+            script: Script {
+                max_running: Some(1),
+                stream: StreamScript { keepalive_every: Some(Duration::from_millis(100)), ..StreamScript::default() },
+                ..Script::default()
+            },
+            args: "--contexts 256 --concurrency 2 --prefill-contexts 256 --duration 1s --max-tokens 600 --stall-timeout 2.5s",
+            exit: 0,
+            prefill: vec![is(CellStatus::Valid)],
+            decode: vec![with(CellStatus::RequestsQueued, &["readiness timed out"])],
+            check: Some(|o, c| {
+                let readiness = &o.raw["decode"][0]["readiness"];
+                c.eq("readiness outcome", &readiness["outcome"], &serde_json::json!("timed_out"));
+                c.eq("streams producing at the timeout", &readiness["streams_producing"], &serde_json::json!(1));
+            }),
+        }
+    }
+
+    /// A `/metrics` that is slow while streams run (6 s an answer; an exporter on the busy
+    /// streams' event loop): scrapes run on their own, so replacement streams still start as
+    /// soon as one ends and the window closes at its deadline.
+    /// Load: the bounds come from the scrape, not from the CPU. The scrape sent as the streams
+    /// open answers 6 s later, about 2 s after the window's close (readiness waits 2 s for a
+    /// fresh reading, the window is 2 s): a collector that waited for it would close about 2 s
+    /// late and start no replacement inside the window, where ~90 start (16 tokens in one
+    /// chunk, ~20 ms a stream). So a close under 1 s late and replacements under 1 s after
+    /// their predecessor's end pass on any machine that does not stall the collector for 1 s.
+    pub fn a_slow_metrics_endpoint_delays_neither_replacements_nor_the_close() -> Shape {
+        Shape {
+            rule: "a slow /metrics delays neither replacement streams nor the window's close",
+            script: Script {
+                metrics: Some("vllm:num_requests_running 1\nvllm:num_requests_waiting 0\n".into()),
+                metrics_delay: Duration::from_secs(6),
+                metrics_slow_while_streaming: true,
+                stream: StreamScript { tokens_per_chunk: vec![16], ..StreamScript::default() },
+                ..Script::default()
+            },
+            args: "--contexts 256 --concurrency 1 --prefill-contexts none --duration 2s --max-tokens 16",
+            exit: 0,
+            prefill: vec![],
+            decode: vec![measured()],
+            check: Some(|o, c| {
+                let cell = &o.raw["decode"][0];
+                let (Some(start), Some(end)) = (cell["window_start_ms"].as_f64(), cell["window_end_ms"].as_f64())
+                else {
+                    return c.that(false, || format!("the window's open and close are recorded: {cell}"));
+                };
+                let late = end - start - 2000.0;
+                c.that((0.0..1000.0).contains(&late), || format!("the window closed {late:.1} ms after its deadline"));
+                // Each replacement was sent right after the stream before it ended ([DONE]
+                // follows the last token within a millisecond here).
+                let requests = &o.results.decode[0].requests;
+                let ends: Vec<f64> = requests.iter().filter_map(|q| q.e2e_ms.map(|e| q.start_ms + e)).collect();
+                let mut worst: f64 = 0.0;
+                for q in requests.iter().filter(|q| q.opening == Some(false)) {
+                    let before = ends.iter().copied().filter(|e| *e <= q.start_ms).fold(f64::MIN, f64::max);
+                    worst = worst.max(q.start_ms - before);
+                }
+                c.that(requests.len() > 10, || format!("streams ended and were replaced: {}", requests.len()));
+                c.that(worst < 1000.0, || {
+                    format!("a replacement started {worst:.1} ms after the stream it replaced ended")
+                });
+            }),
+        }
+    }
+
+    /// A plain OpenAI-compatible server with no `/tokenize` and no usage in its streams (usage
+    /// only in non-streamed answers, which size the prompts): the prefill row's prompt length
+    /// is not known, so its prompt tok/s is null and the row says why — never a guess from the
+    /// estimate; the decode cell is counted from chunks and marked so.
+    pub fn a_prefill_row_without_a_prompt_count_says_why_its_rate_is_null() -> Shape {
+        Shape {
+            rule: "a prefill row without a prompt count has no prompt tok/s and says why",
+            script: Script {
+                no_tokenize: true,
+                stream: StreamScript { per_chunk_usage: false, final_usage: false, ..StreamScript::default() },
+                ..Script::default()
+            },
+            args: "--contexts 1k --concurrency 1 --prefill-contexts 1k --duration 1s --max-tokens 32",
+            exit: 0,
+            prefill: vec![with(CellStatus::Valid, &["prompt tok/s unknown", "/tokenize"])],
+            decode: vec![measured()],
+            check: Some(|o, c| {
+                let row = &o.results.prefill[0];
+                c.that(row.ttft_ms.is_some(), || format!("TTFT is the client's clock: {row:?}"));
+                c.eq("prompt tokens and tok/s (no count, no rate)", (row.prompt_tokens, row.prompt_tps), (None, None));
+                c.eq("token count source", o.results.decode[0].token_count_source, Some(TokenCountSource::ChunkCount));
+            }),
+        }
+    }
+
+    /// A proxy in front of a stuck engine: 5 tokens, then nothing but `: ping` comments.
+    /// Keep-alives keep a stream alive before its first token (a long prefill), not once tokens
+    /// flow: the cell is an error that says no token came for the stall timeout, not a valid
+    /// cell at a trickle.
+    /// Load: pings every 100 ms, so the byte stall (2.5 s, another error) cannot come before the
+    /// token stall unless the first ping is 2.4 s late; the token stall comes ~2.6 s after the
+    /// window opened, 2.4 s before its 5-s close (a close first would cancel the stream and hide
+    /// the error).
+    pub fn keepalive_comments_after_the_first_tokens_do_not_hide_a_stuck_stream() -> Shape {
+        Shape {
+            rule: "once tokens flowed, keep-alives alone are a stall",
+            script: Script {
+                stream: StreamScript {
+                    pings_after: Some(5),
+                    keepalive_every: Some(Duration::from_millis(100)),
+                    ..StreamScript::default()
+                },
+                ..Script::default()
+            },
+            args: "--contexts 256 --concurrency 1 --prefill-contexts none --duration 5s --max-tokens 64 --stall-timeout 2.5s",
+            exit: EXIT_CELL_ERRORS,
+            prefill: vec![],
+            decode: vec![with(CellStatus::Error, &["no token for 2.5s"])],
+            check: None,
+        }
+    }
+
+    /// A server that ignores `ignore_eos` (a hosted API, a proxy): every request ends after 4
+    /// of the 32 asked tokens with `finish_reason: "stop"`. The cell is measured as what it is,
+    /// and its reason says the figures are not sustained decode and why.
+    pub fn a_server_that_ignores_ignore_eos_is_named_in_the_cells_reason() -> Shape {
+        Shape {
+            rule: "early stops despite ignore_eos are named in the cell's reason",
+            script: Script {
+                stream: StreamScript { stop_after: Some(4), ..StreamScript::default() },
+                ..Script::default()
+            },
+            args: "--contexts 256 --concurrency 2 --prefill-contexts none --duration 1s --max-tokens 32",
+            exit: 0,
+            prefill: vec![],
+            decode: vec![Cell {
+                status: Status::Measured,
+                reason: Reason::Has(&[
+                    "stopped before max_tokens (32)",
+                    "after 4 tokens (median)",
+                    "does not honour ignore_eos",
+                ]),
+            }],
+            check: None,
+        }
+    }
+
+    /// `speedmatrix show` of the run's results file.
+    fn show(o: &Outcome) -> String {
+        let shown = std::process::Command::new(support::BIN).arg("show").arg(&o.out).output().unwrap();
+        String::from_utf8_lossy(&shown.stdout).into_owned()
+    }
 }

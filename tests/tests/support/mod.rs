@@ -1,18 +1,44 @@
-//! The end-to-end tests' shared harness, declared by each test file as `mod support;`:
+//! The end-to-end tests' shared harness, declared by each test file as `mod support;` (each
+//! file uses part of it, so unused items are expected). One module a job, and the suites that
+//! use it:
 //!
-//! - [`BIN`]: the `speedmatrix` binary under test;
-//! - [`browser`]: `speedmatrix serve`, chromedriver + headless Chromium, DOM polling;
-//! - [`cli`]: `speedmatrix diff` (its JSON, its verdicts) and `publish` as the tests call them;
-//! - [`collect`]: `speedmatrix run` against a server URL and the results file it wrote;
-//! - [`dom`]: the page a results file renders, as Chromium's `--dump-dom`;
-//! - [`estimate`]: a run's printed wall-time estimates against its measured wall time;
-//! - [`scripted`]: small scripted OpenAI-compatible servers for shapes the twin lacks;
-//! - [`server`]: real servers (vLLM, llama.cpp) started, watched and killed;
-//! - [`snap`]: settings and placeholders of the snapshot tests (insta);
-//! - [`twin`]: the twin in its own process on loopback;
-//! - [`skip`]: a test that cannot run here says why (and fails under `CI=true`).
+//! - [`BIN`]: the `speedmatrix` binary under test — most suites;
+//! - [`browser`]: `speedmatrix serve`, chromedriver + headless Chromium, DOM polling — the
+//!   `*_browser.rs` suites;
+//! - [`cli`]: `speedmatrix diff` (its JSON, its verdicts) and `publish` as the tests call them —
+//!   `noise_twin`, `repeat_twin`, `site_browser`, `viewer_browser`;
+//! - [`collect`]: `speedmatrix run --quiet -o OUT` against a server URL and the results file it
+//!   wrote — `collector_twin`, `engines_twin`, `fault_matrix`, `live_browser`, [`shape`];
+//! - [`dom`]: the page a results file renders, as Chromium's `--dump-dom` — `import_cli`,
+//!   `llamacpp_cpu`, `server_shapes`;
+//! - [`estimate`]: a run's printed wall-time estimates against its measured wall time —
+//!   `demo_cli`, `estimate_twin`;
+//! - [`scripted`]: small scripted OpenAI-compatible servers for shapes the twin lacks
+//!   (`scripted/mod.rs`: the script and `start`; `scripted/routes.rs`: `/v1/models`, `/metrics`,
+//!   `/tokenize`; `scripted/stream.rs`: the completion endpoints) — `server_shapes`,
+//!   `fault_matrix`;
+//! - [`server`]: real servers (vLLM, llama.cpp) started, watched and killed — `vllm_cpu`,
+//!   `llamacpp_cpu`, [`browser`];
+//! - [`shape`]: a server shape as a table row (scripted server, flags, the rule it guards, the
+//!   verdict expected) and the runner that checks it and names every mismatch —
+//!   `server_shapes`;
+//! - [`snap`]: settings and placeholders of the snapshot tests (insta) — `diff_cli`,
+//!   `dry_run_cli`, `import_cli`, `show_cli`, `twin_wire`;
+//! - [`twin`]: the twin in its own process on loopback — `estimate_twin`, `noise_twin`,
+//!   `repeat_twin`, `resume_twin`, `collector_faults`, `provenance`, `run_cli`, `cell_browser`,
+//!   `live_browser`;
+//! - [`skip`]: a test that cannot run here says why (and fails under `CI=true`) — the suites
+//!   that need a real server, Chromium or the seed page.
 //!
-//! Each test file uses part of it, so unused items are expected.
+//! `tcp_relay.rs` here is no module but the `tcp-relay` binary (`tests/Cargo.toml`), a
+//! tunnel's stand-in for `provenance`.
+//!
+//! To add a server shape: write its row in `server_shapes.rs` (a function in its `table` that
+//! returns a [`shape::Shape`]; a new knob of the server goes into [`scripted::Script`] or
+//! [`scripted::StreamScript`], off by default so that no other shape changes) and add the
+//! row's name to the list in its `shapes!`, which gives the row a test of that name. A row
+//! whose verdict depends on time says in its doc which pause would change it (see
+//! `server_shapes.rs`, "Timing").
 #![allow(dead_code)]
 
 pub mod browser;
@@ -22,6 +48,7 @@ pub mod dom;
 pub mod estimate;
 pub mod scripted;
 pub mod server;
+pub mod shape;
 pub mod snap;
 pub mod twin;
 

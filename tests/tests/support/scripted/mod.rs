@@ -1,0 +1,281 @@
+//! Scripted OpenAI-compatible servers on 127.0.0.1 for server shapes the twin does not have:
+//! keep-alive comments during a long prefill, `/metrics` in other exporters' text or slow to
+//! answer (always, or while streams are open), an HTML chat endpoint, empty streams, streams
+//! without `[DONE]`, a server that runs only K requests at once and lets the rest wait with no
+//! gauge to say so, usage that reports cached prompt tokens; and faults: error answers for some
+//! decode requests (429 with `Retry-After`, a proxy's HTML 502), a key revoked mid-run, response
+//! headers that come late, a context limit below the advertised `max_model_len`; live vLLM
+//! gauges whose running count leaves out requests still in the server's front end (or held by
+//! a gateway in front of it) while its own queue reads 0.
+//!
+//! Each is a real axum server on a loopback socket, answering what discovery and the prompt
+//! builder ask (`/v1/models`, `/tokenize`, `/metrics`, `/version` → 404) and streaming
+//! completions as its [`Script`] says. It keeps every request body it received, so a test can
+//! check what the collector asked for.
+//!
+//! Here: the script ([`Script`], [`StreamScript`], [`Failing`]) and [`start`]; `routes.rs`
+//! answers `/v1/models`, `/metrics` and `/tokenize`; `stream.rs` the completion endpoints.
+
+mod routes;
+mod stream;
+
+use axum::routing::{get, post};
+use axum::Router;
+use serde_json::{json, Value};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::Semaphore;
+
+/// What the chat and completions endpoints answer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Answer {
+    /// An SSE stream shaped by [`Script::stream`].
+    Stream,
+    /// A proxy's HTML page with HTTP 200 (a login page, an error page served as success).
+    Html,
+}
+
+/// How every stream is written.
+#[derive(Debug, Clone)]
+pub struct StreamScript {
+    /// Tokens per SSE chunk, cycled (`[1, 3]`: one, three, one, three … as under MTP).
+    pub tokens_per_chunk: Vec<u32>,
+    /// Time between chunks.
+    pub gap: Duration,
+    /// Before the first token (the prefill).
+    pub prefill: Duration,
+    /// `: ping` comments at this interval during the prefill (SGLang, proxies).
+    pub keepalive_every: Option<Duration>,
+    /// Cumulative `usage` on every chunk when the request asks `continuous_usage_stats`.
+    pub per_chunk_usage: bool,
+    /// A final usage chunk when the request asks `include_usage`.
+    pub final_usage: bool,
+    /// `usage.prompt_tokens_details.cached_tokens` in every usage object, when set.
+    pub cached_tokens: Option<u64>,
+    /// No token at all: a role chunk, a `finish_reason` chunk, usage with 0 completion tokens.
+    pub empty: bool,
+    /// End with `data: [DONE]`.
+    pub done: bool,
+    /// After this many tokens, nothing but `: ping` comments (every `keepalive_every`, else
+    /// every 200 ms) until the client gives up: a proxy in front of a stuck engine.
+    pub pings_after: Option<u64>,
+    /// End every request after this many tokens with `finish_reason: "stop"`, whatever
+    /// `max_tokens` and `ignore_eos` say (a server that ignores `ignore_eos`).
+    pub stop_after: Option<u64>,
+}
+
+impl Default for StreamScript {
+    fn default() -> Self {
+        StreamScript {
+            tokens_per_chunk: vec![1],
+            gap: Duration::from_millis(10),
+            prefill: Duration::from_millis(20),
+            keepalive_every: None,
+            per_chunk_usage: true,
+            final_usage: true,
+            cached_tokens: None,
+            empty: false,
+            done: true,
+            pings_after: None,
+            stop_after: None,
+        }
+    }
+}
+
+/// Decode requests (`max_tokens` > 1, numbered from 1 in order of arrival) `from ..
+/// from + count` answer `status` with `body` instead of a stream.
+#[derive(Debug, Clone)]
+pub struct Failing {
+    /// The first decode request that fails (1-based).
+    pub from: usize,
+    /// How many fail.
+    pub count: usize,
+    /// The HTTP status.
+    pub status: u16,
+    /// The `Content-Type` of the body.
+    pub content_type: &'static str,
+    /// The body.
+    pub body: String,
+    /// A `Retry-After` header (seconds), when set.
+    pub retry_after: Option<u64>,
+    /// A `Retry-After` header as an HTTP date this far after the answer, when set (gateways and
+    /// CDNs write the date form).
+    pub retry_after_date: Option<Duration>,
+    /// Instead of `status`: stream normally, then cut the connection after 3 chunks (a reset
+    /// mid-stream: no `finish_reason`, no `[DONE]`).
+    pub reset_mid_stream: bool,
+}
+
+impl Default for Failing {
+    fn default() -> Self {
+        Failing {
+            from: 1,
+            count: 1,
+            status: 500,
+            content_type: "application/json",
+            body: json!({"object": "error", "message": "Internal Server Error", "type": "InternalServerError", "code": 500})
+                .to_string(),
+            retry_after: None,
+            retry_after_date: None,
+            reset_mid_stream: false,
+        }
+    }
+}
+
+/// A scripted server.
+#[derive(Debug, Clone)]
+pub struct Script {
+    /// The served model name.
+    pub model: String,
+    /// `max_model_len` in `/v1/models`.
+    pub max_model_len: u64,
+    /// The `/metrics` body; `None` answers 404.
+    pub metrics: Option<String>,
+    /// The `/metrics` content type.
+    pub metrics_content_type: &'static str,
+    /// How long `/metrics` takes to answer (a slow exporter).
+    pub metrics_delay: Duration,
+    /// [`Script::metrics_delay`] only while a completion stream is open (an exporter on the
+    /// event loop of busy streams): `/metrics` answers at once before and after the streams.
+    pub metrics_slow_while_streaming: bool,
+    /// What completions answer.
+    pub answer: Answer,
+    /// How streams are written.
+    pub stream: StreamScript,
+    /// Requests beyond this many wait (before their first token) until one ends; no gauge says
+    /// so (a server without `/metrics` that queues).
+    pub max_running: Option<usize>,
+    /// Some decode requests fail (see [`Failing`]).
+    pub failing: Option<Failing>,
+    /// After this many completion requests the API key is revoked: every endpoint answers 401.
+    pub revoke_after: Option<usize>,
+    /// Completions wait this long before their response headers (a slow proxy or gateway).
+    pub header_delay: Duration,
+    /// The real context limit: a prompt + `max_tokens` above it gets vLLM's 400 "maximum
+    /// context length" answer, whatever `/v1/models` advertises.
+    pub context_limit: Option<u64>,
+    /// `/tokenize` answers 404 (a plain OpenAI-compatible server): the collector sizes prompts
+    /// with non-streamed probe requests, which this server answers with their usage.
+    pub no_tokenize: bool,
+    /// `/metrics` answers live vLLM gauges (instead of [`Script::metrics`]):
+    /// `vllm:num_requests_running` counts the streams admitted and not yet ended, and
+    /// `vllm:num_requests_waiting` is always 0 — the engine's own queue is empty; requests held
+    /// by [`Script::max_running`] wait in front of it, as behind a gateway.
+    pub live_gauges: bool,
+    /// A streamed request spends this long in the front end (tokenizing, routing) before it is
+    /// admitted and counts as running.
+    pub admit_delay: Duration,
+    /// The engine runs a stream only until it has sent this many tokens and the front end
+    /// streams the rest (output processing behind a finished engine): the live running gauge
+    /// counts the stream only until then. `None`: until the stream ends.
+    pub engine_tokens: Option<u64>,
+}
+
+impl Default for Script {
+    fn default() -> Self {
+        Script {
+            model: "scripted".into(),
+            max_model_len: 32_768,
+            metrics: None,
+            metrics_content_type: "text/plain; version=0.0.4; charset=utf-8",
+            metrics_delay: Duration::ZERO,
+            metrics_slow_while_streaming: false,
+            answer: Answer::Stream,
+            stream: StreamScript::default(),
+            max_running: None,
+            failing: None,
+            revoke_after: None,
+            header_delay: Duration::ZERO,
+            context_limit: None,
+            no_tokenize: false,
+            live_gauges: false,
+            admit_delay: Duration::ZERO,
+            engine_tokens: None,
+        }
+    }
+}
+
+/// What every handler of one server shares.
+struct AppState {
+    script: Script,
+    /// Every completion request's JSON body, in order of arrival.
+    bodies: Mutex<Vec<Value>>,
+    /// Decode requests (`max_tokens` > 1) received.
+    decodes: std::sync::atomic::AtomicUsize,
+    running: Option<Arc<Semaphore>>,
+    /// Streams admitted and not yet ended (the live running gauge).
+    admitted: Arc<std::sync::atomic::AtomicI64>,
+    /// Streamed answers being written: from their response headers until their task wrote the
+    /// last chunk (or found the client gone).
+    streaming: Arc<std::sync::atomic::AtomicI64>,
+}
+
+/// Counts one stream in a count (admitted, open) until dropped.
+struct Counted(Arc<std::sync::atomic::AtomicI64>);
+
+impl Counted {
+    fn new(count: &Arc<std::sync::atomic::AtomicI64>) -> Counted {
+        count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Counted(count.clone())
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// A running scripted server; stops when dropped.
+pub struct Scripted {
+    /// `http://127.0.0.1:PORT`.
+    pub url: String,
+    state: Arc<AppState>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Scripted {
+    /// The JSON bodies of every completion request received so far.
+    pub fn bodies(&self) -> Vec<Value> {
+        self.state.bodies.lock().map(|b| b.clone()).unwrap_or_default()
+    }
+}
+
+impl Drop for Scripted {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// Start `script` on a free loopback port (inside the caller's tokio runtime).
+pub async fn start(script: Script) -> Scripted {
+    let running = script.max_running.map(|k| Arc::new(Semaphore::new(k)));
+    let state = Arc::new(AppState {
+        script,
+        bodies: Mutex::new(vec![]),
+        decodes: Default::default(),
+        running,
+        admitted: Default::default(),
+        streaming: Default::default(),
+    });
+    let app = Router::new()
+        .route("/v1/models", get(routes::models))
+        .route("/metrics", get(routes::metrics))
+        .route("/tokenize", post(routes::tokenize))
+        .route("/v1/chat/completions", post(stream::complete))
+        .route("/v1/completions", post(stream::complete))
+        .with_state(state.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1:0");
+    let url = format!("http://{}", listener.local_addr().expect("a local address"));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app)
+            .with_graceful_shutdown(async {
+                let _ = stopped.await;
+            })
+            .await;
+    });
+    Scripted { url, state, stop: Some(stop) }
+}

@@ -1,0 +1,80 @@
+//! The scripted server's small endpoints: `/v1/models`, `/metrics` (a fixed text, live vLLM
+//! gauges or 404, as slow as the script says) and `/tokenize`; and what every endpoint shares —
+//! a revoked key's 401 and this server's prompt token count.
+
+use super::AppState;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{json, Value};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// Whether the key was revoked (see [`super::Script::revoke_after`]).
+pub(super) fn revoked(s: &AppState) -> bool {
+    s.script.revoke_after.is_some_and(|k| s.bodies.lock().map(|b| b.len()).unwrap_or(0) >= k)
+}
+
+/// A revoked key's answer.
+pub(super) fn unauthorized() -> Response {
+    (StatusCode::UNAUTHORIZED, axum::Json(json!({"error": "Unauthorized"}))).into_response()
+}
+
+/// `/v1/models`: the one served model with its `max_model_len`.
+pub(super) async fn models(State(s): State<Arc<AppState>>) -> Response {
+    if revoked(&s) {
+        return unauthorized();
+    }
+    let m = &s.script;
+    axum::Json(
+        json!({"object": "list", "data": [{"id": m.model, "object": "model", "max_model_len": m.max_model_len}]}),
+    )
+    .into_response()
+}
+
+/// `/metrics` after [`super::Script::metrics_delay`] (only while streams are open, when
+/// [`super::Script::metrics_slow_while_streaming`]): live vLLM gauges, the script's text, or 404.
+pub(super) async fn metrics(State(s): State<Arc<AppState>>) -> Response {
+    if !s.script.metrics_slow_while_streaming || s.streaming.load(Ordering::SeqCst) > 0 {
+        tokio::time::sleep(s.script.metrics_delay).await;
+    }
+    if s.script.live_gauges {
+        return live_gauges(&s);
+    }
+    match &s.script.metrics {
+        Some(text) => ([(header::CONTENT_TYPE, s.script.metrics_content_type)], text.clone()).into_response(),
+        None => (StatusCode::NOT_FOUND, "Not Found").into_response(),
+    }
+}
+
+/// vLLM's running gauge (the streams admitted and not yet ended) and its queue gauge, always 0
+/// (see [`super::Script::live_gauges`]).
+fn live_gauges(s: &AppState) -> Response {
+    let running = s.admitted.load(Ordering::SeqCst);
+    let m = &s.script.model;
+    let text = format!(
+        "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{{model_name=\"{m}\"}} {running}\n\
+         # TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{{model_name=\"{m}\"}} 0\n"
+    );
+    ([(header::CONTENT_TYPE, s.script.metrics_content_type)], text).into_response()
+}
+
+/// Tokens of a prompt, as this server counts them: one per 4 characters (rounded up) plus a
+/// small chat-template overhead.
+pub(super) fn prompt_tokens(body: &Value) -> u64 {
+    let text = match body.get("messages") {
+        Some(m) => m.as_array().into_iter().flatten().filter_map(|x| x["content"].as_str()).collect::<String>(),
+        None => body["prompt"].as_str().unwrap_or_default().to_string(),
+    };
+    (text.chars().count() as u64).div_ceil(4) + if body.get("messages").is_some() { 5 } else { 0 }
+}
+
+/// `/tokenize`: the prompt's [`prompt_tokens`], or 404 (see [`super::Script::no_tokenize`]).
+pub(super) async fn tokenize(State(s): State<Arc<AppState>>, body: Bytes) -> Response {
+    if s.script.no_tokenize {
+        return (StatusCode::NOT_FOUND, axum::Json(json!({"detail": "Not Found"}))).into_response();
+    }
+    let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    axum::Json(json!({"count": prompt_tokens(&v)})).into_response()
+}
