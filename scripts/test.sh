@@ -13,8 +13,8 @@
 # web line: Chromium, wasm-bindgen-cli and wasm-opt, the fresh viewer build, the wasm32 build of
 # the viewer with its lints, and its tests in Chromium, in a target folder of its own so that
 # cargo's lock never makes the other lines wait, and (3) the native line: one build of every
-# target, its lints, then the test suites (which wait for Chromium, and for the servers before
-# their own suites). The test suites must hold on a busy machine (README, "Tests"): the web
+# target, its lints, then the test suites (which wait for Chromium) and, beside them once the
+# servers are installed, the real servers' suites. The test suites must hold on a busy machine (README, "Tests"): the web
 # line's compiling runs beside them on purpose.
 #
 # One build serves the lints and the tests: clippy-driver is the compiler of the workspace's
@@ -199,11 +199,13 @@ cargo_test_servers() {
   grep -vE '^ +(PASS|Compiling|Finished)' "$logs/cargo-test-servers.log" | tail -n 120
   return $status
 }
-# The real servers' suites run after the others, one server at a time, once the servers are
-# installed. Beside the other suites they failed their consistency checks on a loaded 2-core
-# machine (a CPU vLLM's window closed late, usage lagged): until they are load-proof, apart.
+# The real servers' suites run beside the others, in a nextest of their own that starts once the
+# servers are installed (one server at a time: .config/nextest.toml's `real-server` group). Their
+# checks hold on a loaded machine (tests/tests/vllm_cpu.rs says how; run under two `yes` hogs).
+(bg_step "Rust suites with a real vLLM and llama.cpp on CPU (cargo nextest, one server at a time, beside the rest)" \
+  cargo_test_servers; touch "$logs/server-suites.done") &
 step "Rust test suites (cargo nextest: the workspace, every other suite)" cargo_test_rest
-step "Rust suites with a real vLLM and llama.cpp on CPU (cargo nextest, one server at a time)" cargo_test_servers
+wait_for "$logs/server-suites.done" "the real servers' suites (running beside the rest)"
 
 wait_for "$logs/web.done" "the web line (the viewer's build and tests, in the background)"
 wait_for "$logs/servers.done" "the real servers' installs"
