@@ -161,6 +161,25 @@ step "rustfmt" cargo fmt --all --check
 
 # Lints ride on the build (see the top): clippy-driver compiles the workspace's crates.
 export RUSTC_WORKSPACE_WRAPPER="${RUSTC_WORKSPACE_WRAPPER:-$(clippy_driver)}"
+# The real servers' suites run beside everything else, in a nextest of their own that starts
+# once the servers are installed (one server at a time: .config/nextest.toml's `real-server`
+# group). It builds just their two test binaries (`--test`), so on a warm machine they start
+# before the native build below has built the other suites, and they end no later than the rest.
+# Their checks hold on a loaded machine (tests/tests/vllm_cpu.rs says how; run under two `yes`).
+real_servers() {
+  wait_for "$logs/servers.done" "the real servers (installed in the background)"
+  cargo nextest run --workspace --exclude speedmatrix-viewer --locked "${FULL[@]}" --no-fail-fast \
+    --test vllm_cpu --test llamacpp_cpu
+}
+cargo_test_servers() {
+  real_servers >"$logs/cargo-test-servers.log" 2>&1
+  local status=$?
+  grep -vE '^ +(PASS|Compiling|Finished)' "$logs/cargo-test-servers.log" | tail -n 120
+  return $status
+}
+(bg_step "Rust suites with a real vLLM and llama.cpp on CPU (cargo nextest, one server at a time, beside the rest)" \
+  cargo_test_servers; touch "$logs/server-suites.done") &
+
 # The native build: every suite, the benches and the binaries, in the profile the tests run in.
 native_build() {
   { cargo nextest run --workspace --exclude speedmatrix-viewer --locked "${FULL[@]}" --no-run \
@@ -175,7 +194,7 @@ step "clippy and rustc lints of the native build (warnings are errors)" no_warni
 
 # The Rust suites run under cargo-nextest (scripts/setup.d/nextest.sh installs it): every test in
 # its own process, side by side within the limits of .config/nextest.toml. The suites that start
-# a real server on CPU run in a second nextest after the first, one server at a time.
+# a real server on CPU run in a nextest of their own (below), beside this one.
 alone='binary(vllm_cpu) | binary(llamacpp_cpu)'
 nextest() {
   cargo nextest run --workspace --exclude speedmatrix-viewer --locked "${FULL[@]}" --no-fail-fast "$@"
@@ -188,22 +207,7 @@ other_suites() {
   cargo test --workspace --exclude speedmatrix-viewer --locked --doc --quiet || status=1
   return $status
 }
-real_servers() {
-  wait_for "$logs/servers.done" "the real servers (installed in the background)"
-  nextest -E "$alone"
-}
 cargo_test_rest() { other_suites 2>&1 | tee "$logs/cargo-test.log"; return "${PIPESTATUS[0]}"; }
-cargo_test_servers() {
-  real_servers >"$logs/cargo-test-servers.log" 2>&1
-  local status=$?
-  grep -vE '^ +(PASS|Compiling|Finished)' "$logs/cargo-test-servers.log" | tail -n 120
-  return $status
-}
-# The real servers' suites run beside the others, in a nextest of their own that starts once the
-# servers are installed (one server at a time: .config/nextest.toml's `real-server` group). Their
-# checks hold on a loaded machine (tests/tests/vllm_cpu.rs says how; run under two `yes` hogs).
-(bg_step "Rust suites with a real vLLM and llama.cpp on CPU (cargo nextest, one server at a time, beside the rest)" \
-  cargo_test_servers; touch "$logs/server-suites.done") &
 step "Rust test suites (cargo nextest: the workspace, every other suite)" cargo_test_rest
 wait_for "$logs/server-suites.done" "the real servers' suites (running beside the rest)"
 
@@ -217,11 +221,12 @@ printf 'steps, by wall time (%d s in all; the background lines ran beside the re
 printf '  %s\n' "${times[@]}"
 # nextest prints "PASS [   1.234s] (n/N) BINARY-ID TEST" for every test (status-level = pass):
 # each suite's time is the sum of its tests' times (they run side by side, so the suites'
-# times add up to more than the wall time).
+# times add up to more than the wall time). A slow test's line comes again at the end: counted once.
 suite_times() {
   cat "$logs"/cargo-test*.log 2>/dev/null \
-    | sed -nE 's/^ *(PASS|FAIL|SLOW|TIMEOUT|SIGSEGV|SIGABRT|ABORT|LEAK[A-Z-]*) \[ *([0-9.]+)s\] (\( *[0-9]+\/ *[0-9]+\) )?([^ ]+) .*/\4 \2/p' \
-    | awk '{t[$1]+=$2; n[$1]++} END {for (b in t) printf "  %7.1f s  %3d tests  %s\n", t[b], n[b], b}' | sort -rn
+    | sed -nE 's/^ *(PASS|FAIL|SLOW|TIMEOUT|SIGSEGV|SIGABRT|ABORT|LEAK[A-Z-]*) \[ *([0-9.]+)s\] (\( *[0-9]+\/ *[0-9]+\) )?([^ ]+) (.*)/\4 \2 \5/p' \
+    | awk '!seen[$1 " " $3 " " $4 " " $5]++ {t[$1]+=$2; n[$1]++} END {for (b in t) printf "  %7.1f s  %3d tests  %s\n", t[b], n[b], b}' \
+    | sort -rn
 }
 printf 'test suites, by the sum of their tests'"'"' times:\n'
 suite_times
