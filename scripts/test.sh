@@ -114,9 +114,13 @@ fresh_viewer() {
 # One build for the viewer's lints (and the schema crate's, which it compiles) and its tests:
 # clippy-driver as their compiler (see the top). Then its unit and component tests run in
 # headless Chromium via wasm-bindgen-test-runner.
+# The dependencies unoptimised here (the native build's are at opt-level 2, Cargo.toml): the
+# viewer's tests take seconds either way, and a cold build of leptos & co. took 886 s of a cold
+# run's 2,107 s at opt-level 2, beside the other lines.
 web_cargo_test() {
   CARGO_TARGET_DIR="$web_target" RUSTC_WORKSPACE_WRAPPER="$(clippy_driver)" \
-    cargo test -p speedmatrix-viewer --target wasm32-unknown-unknown --locked "$@"
+    cargo test -p speedmatrix-viewer --target wasm32-unknown-unknown --locked \
+    --config 'profile.dev.package."*".opt-level=0' "$@"
 }
 wasm_build() {
   web_cargo_test --no-run >"$logs/wasm-build.log" 2>&1

@@ -30,7 +30,10 @@ cargo_install() {
   # A private build folder, removed afterwards (the CI target cache is not the place for tools).
   local build
   build="$(mktemp -d)"
-  CARGO_TARGET_DIR="$build" cargo install --root "$tools" "$@"
+  # At opt-level 1: the tools' output does not depend on it, their run takes seconds either way,
+  # and wasm-bindgen-cli's cold build at the release profile's opt-level 3 took 623 s beside
+  # the other lines of a cold run.
+  CARGO_TARGET_DIR="$build" CARGO_PROFILE_RELEASE_OPT_LEVEL=1 cargo install --root "$tools" "$@"
   rm -rf "$build"
 }
 
