@@ -246,8 +246,9 @@ fn run_against_real_vllm_with_ngram_speculative_decoding_and_an_api_key() {
 /// [`run_against_real_vllm_on_cpu`] with its run, so CI starts one vLLM for both.
 ///
 /// - Every valid cell of the real run is valid when the twin serves the fit.
-/// - Total tok/s within ±5 % of the fit's own replay: the twin server, measured over TCP, does
-///   what its model says (the bound's measurement is with the check).
+/// - Total tok/s within ±5 % (and one token per stream) of the fit's own replay: the twin
+///   server, measured over TCP, does what its model says (the bound's measurement is with the
+///   check).
 /// - How near the fit comes to this run (prefill TTFT, TTFT p50, total tok/s; ±20 % is the
 ///   issue's bar for a twin of any run) is printed, not asserted: that residual is a property of
 ///   the real run as much as of the fit, and the real run shares 2 cores with whatever else the
@@ -309,7 +310,11 @@ fn the_twin_of_the_run_reproduces_it(real: &speedmatrix_schema::Results, dir: &s
             .find(|c| c.tokens as u64 == r.context.tokens && c.concurrency == r.concurrency)
             .and_then(|c| c.total_tps)
             .expect("the replay has the cell");
-        ok &= check(format!("{name} total tok/s vs the replay"), twin_tps(t), replayed.twin, 0.05, true);
+        // ±5 %, and one token per stream: where each stream's tokens fall against the window's
+        // edges moves the count by up to one token a stream (under two `yes` hogs the real run
+        // gave 15 tokens in a 1-stream window, and the twin's 16 were +6.5 %).
+        let slack = 0.05 + f64::from(r.concurrency) / (replayed.twin * WINDOW_S);
+        ok &= check(format!("{name} total tok/s vs the replay"), twin_tps(t), replayed.twin, slack, true);
         let what = format!("{name} total tok/s vs real (the fit's replay {:+.1} %)", 100.0 * replayed.residual());
         check(what, twin_tps(t), r.total_tps.unwrap(), 0.20, false);
     }
