@@ -722,6 +722,7 @@ mod table {
             check: Some(|o, c| {
                 let estimate = support::estimate::estimate_in(&o.stderr, "plan: estimated wall time");
                 let wall = o.wall.as_secs_f64();
+                eprintln!("hung /metrics: the run took {wall:.1} s against its estimate of {estimate:?} s");
                 c.that(estimate.is_some_and(|e| (wall - e).abs() <= 0.2 * e), || {
                     format!("the run took {wall:.1} s against its estimate of {estimate:?} s (20 % allowed)")
                 });
@@ -818,7 +819,8 @@ mod table {
     /// decode cell and `show --all` say so with both counts (round 2: only the terminal did).
     pub fn a_prompt_length_off_its_target_is_written_into_the_file() -> Shape {
         Shape {
-            rule: "a prompt more than 1 % off its target is noted in the file and by show --all, with /tokenize's count",
+            rule:
+                "a prompt more than 1 % off its target is noted in the file and by show --all, with /tokenize's count",
             script: Script { usage_prompt_extra: 300, ..Script::default() },
             args: "--contexts 1k --concurrency 1 --prefill-contexts 1k --duration 1s --max-tokens 32",
             exit: 0,
