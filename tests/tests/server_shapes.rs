@@ -703,10 +703,12 @@ mod table {
     /// (round 2: a 12-s plan took 5 min, 30 s a wait, and the server figures went null with no
     /// reason). Nothing waits for it: the run keeps its estimate, and `missing` says once why
     /// the server figures are null.
-    /// Load: the run's wall time against the plan's estimate (12 s: three 3-s windows with
-    /// their assumed readiness, one prefill row). Measured: 11.0 s alone, 11.6 s beside two CPU
-    /// hogs (the 1-s wait for the first unanswered reading included); the bound is the issue's
-    /// 20 %, which a busy machine would have to stretch the run by 1.4 s to break.
+    /// Load: the run's wall time against the plan's estimate (printed "≈ 11 s": three 3-s
+    /// windows with their assumed readiness, one prefill row). Measured on 2 cores: 10.3 s
+    /// with other suites running, 10.6 s beside two `yes` hogs and the other suites (the 1-s
+    /// wait for the first unanswered reading included; round 2's collector took minutes). The
+    /// bound is the 20 % (8.8–13.2 s), which a busy machine would have to stretch the
+    /// run by 2.6 s to break.
     pub fn a_metrics_endpoint_that_never_answers_holds_nothing() -> Shape {
         Shape {
             rule: "a /metrics that accepts and never answers holds nothing: the run keeps its estimate and says why",
