@@ -300,7 +300,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub gpu_count: Option<u32>,
     /// The server's engine, when detection (from /props, /get_server_info, /metrics) picks
-    /// wrongly; `openai` measures from the stream alone.
+    /// wrongly; `openai` measures from the stream alone (its /metrics is not read).
     #[arg(long, value_enum)]
     pub engine: Option<EngineArg>,
 }

@@ -74,6 +74,33 @@ pub fn decode_max(max_model_len: u64, max_tokens: u64) -> Option<u64> {
     (rounded > 0).then_some(rounded)
 }
 
+/// How far a prompt's real length may be from its context's target before its row or cell
+/// says so (a share of the target).
+pub const PROMPT_SLACK: f64 = 0.01;
+
+/// The note a row or cell carries when its prompt's real length (`served`: the server's usage,
+/// else its `/tokenize` count) is more than [`PROMPT_SLACK`] off `target`; when the prompt was
+/// sized with `/tokenize` to `sized` tokens and the server's usage says otherwise, the note
+/// names both. `None` when the length is unknown or close enough.
+pub fn prompt_length_note(target: u64, served: Option<u64>, sized: Option<u64>) -> Option<String> {
+    let served = served?;
+    let off = (served as f64 - target as f64).abs() / (target.max(1) as f64);
+    if off <= PROMPT_SLACK {
+        return None;
+    }
+    let fmt = crate::registry::format_int;
+    let disagree = sized
+        .filter(|s| *s != served)
+        .map(|s| format!(" (/tokenize counted {}: the server's tokenizer endpoint disagrees with its usage)", fmt(s)));
+    Some(format!(
+        "the prompt has {} tokens, {:.1} % off the target {}{}: the figures are for that length",
+        fmt(served),
+        off * 100.0,
+        fmt(target),
+        disagree.unwrap_or_default()
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,5 +123,18 @@ mod tests {
         assert_eq!(label(8000), "8,000");
         assert_eq!(decode_max(4096, 4096), None);
         assert_eq!(decode_max(2048, 256), Some(768), "small servers round to 128");
+    }
+
+    #[test]
+    fn a_prompt_off_its_target_is_noted_with_both_counts() {
+        assert_eq!(prompt_length_note(1024, Some(1030), Some(1030)), None, "within 1 %");
+        assert_eq!(prompt_length_note(1024, None, Some(1024)), None);
+        let n = prompt_length_note(1024, Some(1324), Some(1024)).unwrap();
+        assert!(
+            n.starts_with("the prompt has 1,324 tokens, 29.3 % off the target 1,024 (/tokenize counted 1,024"),
+            "{n}"
+        );
+        let n = prompt_length_note(8192, Some(7000), Some(7000)).unwrap();
+        assert!(!n.contains("/tokenize"), "{n}");
     }
 }

@@ -19,6 +19,8 @@
 //! - [`command_line`]: a launch command split like a shell and read flag by flag.
 //! - [`context`]: context sizes (`8k` = 8,192 tokens, `max`).
 //! - [`status`]: the cell status rules (over capacity, requests queued, …).
+//! - [`endings`]: how requests ended: finish reasons that are completed requests, requests the
+//!   server cut short, output lengths against `max_tokens`.
 //! - [`summary`]: a run's subtitle and header cards, as the terminal and the page show them.
 //! - [`progress`]: where a run stands for a person (the terminal bar and the live page).
 //! - [`resume`]: a resumed run's header against the server it reaches now.
@@ -38,6 +40,7 @@ pub mod command_line;
 pub mod context;
 pub mod derived;
 pub mod diff;
+pub mod endings;
 pub mod estimate;
 pub mod export;
 pub mod frontier;

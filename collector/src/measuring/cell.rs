@@ -80,7 +80,8 @@ impl Measurement for DecodeAt {
         let (ctx, n) = (&self.context, self.concurrency);
         // The counters before any stream opens (awaited: nothing is being measured yet).
         let before = s.scrape().await;
-        let mut scraper = s.has_metrics.then(|| Scraper::start(s.client.clone(), s.clock, before));
+        let mut scraper =
+            s.has_metrics.then(|| Scraper::start(s.client.clone(), s.clock, s.metrics_health.clone(), before));
         let mut streams = Streams::open(s, warmed, n);
         s.show(Some(live_state(ctx, n, Phase::Readiness, None, None, Some(n))));
         let readiness = ready(s, &mut streams, scraper.as_mut(), warmed, n).await;
@@ -149,8 +150,11 @@ impl Measurement for DecodeAt {
 /// ([`decode_cell`]), with the notes on rate limits and early stops.
 fn decode_figures(s: &mut Session, ctx: &ContextSize, n: u32, warmed: Warmed, seen: DecodeSeen) -> DecodeCell {
     let DecodeSeen { records, scrapes, readiness, window } = seen;
+    let prompt_note = warmed.prompt_note.clone();
     let rate_limited = crate::measuring::measure::rate_limit_note(records.iter().map(|r| &r.record));
     let early = crate::measuring::measure::early_stop_note(records.iter().map(|r| &r.record), s.spec.max_tokens);
+    let endings = crate::measuring::endings::verdict(records.iter().map(|r| &r.record), s.spec.max_tokens);
+    s.outputs_measured(records.iter().map(|r| &r.record));
     let info = &s.info;
     let obs = Observation {
         context: ctx.clone(),
@@ -167,9 +171,16 @@ fn decode_figures(s: &mut Session, ctx: &ContextSize, n: u32, warmed: Warmed, se
         cores: crate::measuring::selfcheck::cores(),
         gpu: window.and_then(|w| w.gpu),
     };
-    let (mut cell, notes) = decode_cell(&obs);
+    let (cell, notes) = decode_cell(&obs);
     for line in notes {
         s.log(line);
+    }
+    for note in endings.error.iter().chain(&endings.notes) {
+        s.log(format!("note: decode {} × {n}: {note}", ctx.label));
+    }
+    let mut cell = crate::measuring::endings::apply(cell, endings);
+    if let Some(note) = &prompt_note {
+        crate::measuring::measure::add_note(&mut cell.reason, note.clone());
     }
     for note in [rate_limited, early].into_iter().flatten() {
         s.log(format!("note: decode {} × {n}: {note}", ctx.label));
@@ -206,6 +217,9 @@ pub struct Warmed {
     pub bodies: Vec<bytes::Bytes>,
     /// TTFT of the context's cold (first) request, ms.
     pub cold_ttft_ms: Option<f64>,
+    /// The note on the prompt's real length, when it is off its context
+    /// ([`Session::prompt_check`]).
+    pub prompt_note: Option<String>,
 }
 
 /// Warm: the cell's prompts in the server's prefix cache (one warm-up request each, unless the
@@ -217,14 +231,14 @@ async fn warm_up(s: &mut Session, ctx: &ContextSize, n: u32) -> Result<Warmed, C
     for i in 0..count {
         prompts.push(s.warm_prompt(ctx, i).await?);
     }
-    s.prompt_check(ctx, prompts[0].tokens);
+    let prompt_note = s.prompt_note(ctx);
     if count == 1 {
         s.warm_slots(ctx, &prompts[0], n).await?;
     }
     let bodies = prompts.iter().map(|p| request_body(&s.body(&p.text, s.spec.max_tokens))).collect();
     // One idle connection per stream, so no stream pays connection set-up inside its TTFT.
     s.client.warm_connections(n as usize).await;
-    Ok(Warmed { prompts, bodies, cold_ttft_ms: s.cold_ttft(ctx) })
+    Ok(Warmed { prompts, bodies, cold_ttft_ms: s.cold_ttft(ctx), prompt_note })
 }
 
 /// The streams of one cell: spawned, watched, replaced and collected.
@@ -333,7 +347,9 @@ async fn ready(s: &Session, st: &mut Streams, mut scraper: Option<&mut Scraper>,
     let outcome = loop {
         if producing.len() >= need {
             let g = *grace.get_or_insert_with(|| tokio::time::Instant::now() + 4 * crate::measuring::scrape::EVERY);
-            if queue_empty == Some(true) || (queue_empty.is_none() && tokio::time::Instant::now() >= g) {
+            // A /metrics that stopped answering is not waited for (its failure is noted).
+            let gone = scraper.as_deref().is_none_or(|sc| !sc.answering());
+            if queue_empty == Some(true) || (queue_empty.is_none() && (gone || tokio::time::Instant::now() >= g)) {
                 break ReadinessOutcome::Ready;
             }
         }

@@ -170,8 +170,16 @@ impl Client {
     /// # Errors
     /// [`HttpError`] for transport failures and non-2xx statuses.
     pub async fn get_text(&self, path: &str) -> Result<String, HttpError> {
+        self.get_text_within(path, GET_TIMEOUT).await
+    }
+
+    /// `GET path` → body text, answered in full within `limit` (`/metrics`).
+    ///
+    /// # Errors
+    /// [`HttpError`] for transport failures, no answer within `limit` and non-2xx statuses.
+    pub async fn get_text_within(&self, path: &str, limit: Duration) -> Result<String, HttpError> {
         let url = self.url(path);
-        let resp = self.send(self.http.get(&url), &url, Some(GET_TIMEOUT)).await?;
+        let resp = self.send(self.http.get(&url), &url, Some(limit)).await?;
         resp.text().await.map_err(|e| HttpError::Body { url, message: error_chain(&e) })
     }
 
@@ -243,7 +251,12 @@ impl Client {
             Some(r) => r,
             None => return rec,
         };
-        let mut sse = std::pin::pin!(eventsource_stream::Eventsource::eventsource(watched(resp.bytes_stream(), stall)));
+        let decoding = match Decoding::of(&resp) {
+            Ok(d) => d,
+            Err(e) => return rec.fail(clock, e),
+        };
+        let body = decoded(watched(resp.bytes_stream(), stall), decoding);
+        let mut sse = std::pin::pin!(eventsource_stream::Eventsource::eventsource(body));
         let mut parser = ChunkParser::default();
         // Once tokens flow, only events count as life: a stream that then sends nothing but
         // keep-alive comments (a proxy in front of a stuck engine) stalls like a silent one.
@@ -361,7 +374,12 @@ impl Client {
         let content_type =
             resp.headers().get(reqwest::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
         if !content_type.contains("event-stream") {
-            return Err(StreamError::NotSse { content_type });
+            // A success status with an error body ("model overloaded"): the server's own words.
+            let body = tokio::time::timeout(stall, resp.text()).await.ok().and_then(Result::ok).unwrap_or_default();
+            return Err(match crate::measuring::wire::error_message(&body) {
+                Some(message) => StreamError::ErrorBody { content_type, message },
+                None => StreamError::NotSse { content_type },
+            });
         }
         Ok(resp)
     }
@@ -477,6 +495,20 @@ pub enum StreamError {
         /// The answer's `Content-Type`.
         content_type: String,
     },
+    /// A success status whose body is an error object instead of a stream.
+    #[error("the server answered with an error instead of a stream (content-type {content_type:?}): {message}")]
+    ErrorBody {
+        /// The answer's `Content-Type`.
+        content_type: String,
+        /// The server's own message.
+        message: String,
+    },
+    /// A body compressed in a way the collector does not decode.
+    #[error("the server compressed the stream with Content-Encoding {encoding:?}, which speedmatrix does not decode (it decodes gzip and deflate); turn compression off for event streams at the server or proxy")]
+    Encoding {
+        /// The `Content-Encoding`.
+        encoding: String,
+    },
     /// Nothing arrived for the stall timeout.
     #[error("stalled: no data for {stall:?}")]
     Stalled {
@@ -526,6 +558,9 @@ enum BodyError {
     /// The connection failed.
     #[error("{}", error_chain(.0))]
     Transport(reqwest::Error),
+    /// A compressed body that does not decode.
+    #[error("the compressed body does not decode: {0}")]
+    Decode(String),
 }
 
 /// The body's bytes with the stall timeout applied to every read: any bytes reset it — an SSE
@@ -546,6 +581,53 @@ fn watched(
             Err(_) => Some((Err(BodyError::Stalled), None)),
         }
     })
+}
+
+/// How a streamed body is encoded (`Content-Encoding`), and its decoder: gzip and deflate are
+/// decoded as the bytes arrive (a proxy may compress an event stream unasked).
+enum Decoding {
+    Identity,
+    Gzip(Box<flate2::write::GzDecoder<Vec<u8>>>),
+    Deflate(Box<flate2::write::ZlibDecoder<Vec<u8>>>),
+}
+
+impl Decoding {
+    /// The decoding of `resp`'s body; [`StreamError::Encoding`] for one not decoded here.
+    fn of(resp: &reqwest::Response) -> Result<Decoding, StreamError> {
+        let encoding = resp.headers().get(reqwest::header::CONTENT_ENCODING).and_then(|v| v.to_str().ok());
+        match encoding.map(|e| e.trim().to_ascii_lowercase()).as_deref() {
+            None | Some("" | "identity") => Ok(Decoding::Identity),
+            Some("gzip" | "x-gzip") => Ok(Decoding::Gzip(Box::new(flate2::write::GzDecoder::new(vec![])))),
+            Some("deflate") => Ok(Decoding::Deflate(Box::new(flate2::write::ZlibDecoder::new(vec![])))),
+            Some(other) => Err(StreamError::Encoding { encoding: other.to_string() }),
+        }
+    }
+
+    /// The decoded bytes of the next piece of the body (possibly none yet).
+    fn feed(&mut self, b: bytes::Bytes) -> Result<bytes::Bytes, BodyError> {
+        use std::io::Write;
+        fn run<W: Write>(d: &mut W, b: &[u8], out: impl FnOnce(&mut W) -> Vec<u8>) -> std::io::Result<Vec<u8>> {
+            d.write_all(b)?;
+            d.flush()?;
+            Ok(out(d))
+        }
+        let decoded = match self {
+            Decoding::Identity => return Ok(b),
+            Decoding::Gzip(d) => run(d.as_mut(), &b, |d| std::mem::take(d.get_mut())),
+            Decoding::Deflate(d) => run(d.as_mut(), &b, |d| std::mem::take(d.get_mut())),
+        };
+        decoded.map(bytes::Bytes::from).map_err(|e| BodyError::Decode(e.to_string()))
+    }
+}
+
+/// `body` decoded as `decoding` says; a body that does not decode ends with
+/// [`BodyError::Decode`].
+fn decoded(
+    body: impl futures_util::Stream<Item = Result<bytes::Bytes, BodyError>>,
+    mut decoding: Decoding,
+) -> impl futures_util::Stream<Item = Result<bytes::Bytes, BodyError>> {
+    body.map(move |piece| piece.and_then(|b| decoding.feed(b)))
+        .filter(|piece| std::future::ready(!matches!(piece, Ok(b) if b.is_empty())))
 }
 
 /// Until `at`; forever without one.
@@ -736,9 +818,23 @@ impl StreamRecord {
         self.chunks.first().map(|c| c.t_ms - self.sent_ms)
     }
 
-    /// Whether the request finished normally (finish_reason and `[DONE]`, no error).
+    /// Whether the request finished normally: the server ended it ([`StreamRecord::ended_by_server`])
+    /// as a completed request (`stop`, `length` or an engine's equivalent,
+    /// [`speedmatrix_schema::endings::completes`]). A request the server cut short (`abort`,
+    /// `error`, no finish reason) is no completed request.
     pub fn finished(&self) -> bool {
-        self.error.is_none() && !self.cancelled && self.done && self.finish_reason.is_some()
+        self.ended_by_server() && self.finish_reason.as_deref().is_some_and(speedmatrix_schema::endings::completes)
+    }
+
+    /// Whether the server ended the request: `data: [DONE]` arrived, no error, not cancelled by
+    /// the collector (whatever its finish reason, or none).
+    pub fn ended_by_server(&self) -> bool {
+        self.error.is_none() && !self.cancelled && self.done
+    }
+
+    /// Output tokens: the server's usage, else the counted chunks.
+    pub fn output_tokens(&self) -> u64 {
+        self.completion_tokens.unwrap_or_else(|| self.chunk_tokens())
     }
 
     /// Output tokens counted from the chunks.

@@ -23,6 +23,8 @@ pub struct ServerInfo {
     pub facts: Facts,
     /// Why `/metrics` is not usable, when it is not.
     pub metrics_note: Option<String>,
+    /// Which model was chosen and why, when `/v1/models` lists several and `--model` chose none.
+    pub model_note: Option<String>,
     /// Set when the server says it is the speedmatrix twin (a simulation, not a real engine).
     pub simulated: Option<Simulated>,
 }
@@ -115,6 +117,10 @@ async fn probe_json(client: &Client, path: &str) -> Probe<Value> {
     }
 }
 
+/// The longest discovery waits for `/metrics` (the server is idle then; one that accepts the
+/// connection and never answers must not hold the run's start for long).
+pub const METRICS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 fn probe_failure(e: &HttpError) -> String {
     match e {
         HttpError::Status { status, .. } => format!("answered HTTP {status}"),
@@ -143,6 +149,7 @@ pub async fn discover(
         .filter(|d| !d.is_empty())
         .ok_or_else(|| DiscoverError::NoModels { url: format!("{}/v1/models", client.base()) })?;
     let ids: Vec<&str> = data.iter().filter_map(|m| m.get("id").and_then(Value::as_str)).collect();
+    let model_given = model;
     let entry = match model {
         Some(want) => data
             .iter()
@@ -151,10 +158,21 @@ pub async fn discover(
         None => &data[0],
     };
     let model = entry.get("id").and_then(Value::as_str).unwrap_or_default().to_string();
+    let model_note = (model_given.is_none() && ids.len() > 1).then(|| {
+        format!(
+            "/v1/models lists {} models ({}); measured {model}, the first listed (--model picks another)",
+            ids.len(),
+            ids.join(", ")
+        )
+    });
     let root = entry.get("root").and_then(Value::as_str).map(str::to_string);
-    let metrics_text = match client.get_text("/metrics").await {
-        Ok(t) => Probe::Got(t),
-        Err(e) => Probe::Failed(probe_failure(&e)),
+    let metrics_text = match engine {
+        // "From the stream alone" (`--engine openai`): its /metrics is not read at all.
+        Some(EngineKind::OpenAi) => Probe::Failed("not read: --engine openai measures from the stream alone".into()),
+        _ => match client.get_text_within("/metrics", METRICS_TIMEOUT).await {
+            Ok(t) => Probe::Got(t),
+            Err(e) => Probe::Failed(probe_failure(&e)),
+        },
     };
     let props = probe_json(client, "/props").await;
     let mut probes = Probes {
@@ -186,8 +204,8 @@ pub async fn discover(
         facts.missing.retain(|m| m.figure != "kv_budget");
     }
     let simulated = simulation(twin_header, &mut facts.version);
-    let info =
-        ServerInfo { kind, model, root: root.or_else(|| facts.model_path.clone()), facts, metrics_note, simulated };
+    let root = root.or_else(|| facts.model_path.clone());
+    let info = ServerInfo { kind, model, root, facts, metrics_note, model_note, simulated };
     Ok((info, metrics))
 }
 

@@ -28,6 +28,14 @@ fn new_run_id() -> String {
     s.chars().rev().collect()
 }
 
+/// `run.notes`: the user's `--notes`, then the collector's note on the model it chose when the
+/// server lists several (`model: …`), one per line.
+fn run_notes(user: Option<&str>, model: Option<&str>) -> Option<String> {
+    let model = model.map(|m| format!("model: {m}"));
+    let lines: Vec<&str> = user.into_iter().chain(model.as_deref()).collect();
+    (!lines.is_empty()).then(|| lines.join("\n"))
+}
+
 /// A new results file for `plan`: every prefill row and decode cell planned (`not_run`, or
 /// `over_capacity` with the shortfall), the contexts that do not fit (`not_run_contexts`), the
 /// header from discovery and the host.
@@ -58,7 +66,7 @@ pub(crate) fn fresh_results(info: &ServerInfo, plan: &Plan, spec: &RunSpec, host
             status: RunStatus::Running,
             reason: None,
             label: spec.label.clone(),
-            notes: spec.notes.clone(),
+            notes: run_notes(spec.notes.as_deref(), info.model_note.as_deref()),
         },
         hardware: host.hardware.clone(),
         engine: engine_header(info, host),

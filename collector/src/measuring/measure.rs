@@ -227,7 +227,7 @@ fn failures(streams: &[CellStream]) -> Vec<String> {
         .iter()
         .filter_map(|s| {
             let r = &s.record;
-            let why = match (&r.error, r.finished() && r.chunks.is_empty()) {
+            let why = match (&r.error, r.ended_by_server() && r.chunks.is_empty()) {
                 (Some(e), _) => e.clone(),
                 (None, true) => format!(
                     "the stream finished without a token (finish_reason {}, usage {} completion tokens)",

@@ -28,6 +28,8 @@
 //!   watch channel, for the terminal bar and the live page;
 //! - [`scrape`]: `/metrics` read by a task of its own, off the measuring path;
 //! - [`measure`]: a cell's observation → its figures and status (pure);
+//! - [`endings`]: how a row's or cell's requests ended (finish reasons, output lengths against
+//!   `max_tokens`) applied to it, and the over-capacity rule with the measured lengths;
 //! - [`series`]: a cell's window as per-second buckets, the evidence of its intervals (pure);
 //! - [`gpu`]: NVML GPU inventory and per-window power, energy, utilization, clocks;
 //! - [`locate`]: where the server runs — the process that owns the URL's listening socket, or
@@ -47,6 +49,7 @@ macro_rules! say {
 pub mod cell;
 pub mod client;
 pub mod discovery;
+pub mod endings;
 pub mod engine;
 pub mod error;
 pub mod fdlimit;

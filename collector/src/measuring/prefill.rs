@@ -109,7 +109,7 @@ fn prefill_row(s: &mut Session, ctx: &ContextSize, prompt: Prompt, seen: Prefill
     let weights: Vec<f64> = rec.chunks.iter().map(|c| f64::from(c.tokens)).collect();
     row.requests.push(sample(&rec, &weights, true, None));
     row.prompt_tokens = rec.prompt_tokens.or(prompt.tokens);
-    s.prompt_check(ctx, row.prompt_tokens);
+    let prompt_note = s.prompt_check(ctx, row.prompt_tokens, prompt.tokens);
     let from_metrics = match (before, after) {
         (Some(a), Some(b)) => counter_delta(&[a.clone(), b.clone()], |m| m.prefix_hits, a.t_ms, b.t_ms),
         _ => None,
@@ -146,5 +146,25 @@ fn prefill_row(s: &mut Session, ctx: &ContextSize, prompt: Prompt, seen: Prefill
             s.warmed(ctx, 0, prompt, Some(ttft));
         }
     }
+    ended(s, &mut row, &rec);
+    if let Some(note) = prompt_note {
+        crate::measuring::measure::add_note(&mut row.reason, note);
+    }
     row
+}
+
+/// How the row's request ended, against its `max_tokens: 1`: cut short by the server (the row
+/// an error), or running past it (a note; the over-capacity rule learns the length).
+fn ended(s: &mut Session, row: &mut PrefillRow, rec: &crate::measuring::client::StreamRecord) {
+    s.outputs_measured([rec]);
+    let v = crate::measuring::endings::verdict([rec], 1);
+    for note in v.error.iter().chain(&v.notes) {
+        s.log(format!("note: prefill {}: {note}", row.context.label));
+    }
+    if let Some(why) = v.error.filter(|_| row.status.is_measured()) {
+        (row.status, row.ttft_ms, row.prompt_tps, row.reason) = (CellStatus::Error, None, None, Some(why));
+    }
+    for note in v.notes {
+        crate::measuring::measure::add_note(&mut row.reason, note);
+    }
 }

@@ -205,6 +205,9 @@ fn print_plan(info: &ServerInfo, plan: &Plan, spec: &RunSpec) {
     if let Some(note) = &info.metrics_note {
         say!("note: {note}");
     }
+    if let Some(note) = &info.model_note {
+        say!("note: {note}");
+    }
     for w in &plan.warnings {
         say!("warning: {w}");
     }
@@ -261,6 +264,10 @@ async fn measure_all(s: &mut Session) -> Result<Option<String>, FileError> {
             if repeats::measured(c) != pass - 1 || repeats::left(c, n) == 0 {
                 continue;
             }
+            if over_capacity_now(s, index) {
+                continue;
+            }
+            let c = &s.results.decode[index];
             let cell = DecodeAt { index, context: c.context.clone(), concurrency: c.concurrency, repeat: (pass, n) };
             if let Some(cause) = measure_one(s, &cell).await? {
                 return Ok(Some(cause));
@@ -268,6 +275,23 @@ async fn measure_all(s: &mut Session) -> Result<Option<String>, FileError> {
         }
     }
     Ok(None)
+}
+
+/// Whether decode cell `index` is over capacity now that a server ran past `--max-tokens`
+/// (the rule counts the longest output measured): then it is recorded so, with the reason,
+/// and saved.
+fn over_capacity_now(s: &mut Session, index: usize) -> bool {
+    let cell = &s.results.decode[index];
+    let budget = s.info.plan_kv_budget();
+    let Some((cap, why)) =
+        crate::measuring::endings::over_capacity_now(cell, s.longest_output, s.spec.max_tokens, budget)
+    else {
+        return false;
+    };
+    s.log(format!("plan: over capacity (not run): {} × {}: {why}", cell.context.label, cell.concurrency));
+    let cell = &mut s.results.decode[index];
+    (cell.status, cell.capacity, cell.reason) = (CellStatus::OverCapacity, Some(cap), Some(why));
+    true
 }
 
 /// Take one measurement (measured again once when the server stopped answering and came back,
@@ -290,6 +314,7 @@ async fn measure_one<M: Measurement>(s: &mut Session, m: &M) -> Result<Option<St
         }
     }
     m.record(s, row);
+    s.note_metrics_health();
     if gone.is_none() {
         s.estimate_corrected();
     }

@@ -29,6 +29,15 @@ pub struct Session {
     pub(crate) info: ServerInfo,
     /// `/metrics` answered Prometheus text at discovery: scrape it during cells.
     pub(crate) has_metrics: bool,
+    /// Whether `/metrics` answers now; nothing waits for it while it fails.
+    pub(crate) metrics_health: crate::measuring::scrape::Health,
+    /// The failure of `/metrics` was said on the terminal.
+    metrics_failure_said: bool,
+    /// The longest output any request of the run produced, tokens, once one ran past
+    /// `--max-tokens` (the over-capacity rule then counts it instead).
+    pub(crate) longest_output: Option<u64>,
+    /// Per context (tokens): the note on its prompt's real length ([`Session::prompt_check`]).
+    prompt_notes: HashMap<u64, String>,
     prompts: PromptBuilder,
     /// The results file as measured so far (saved after every row and cell).
     pub(crate) results: Results,
@@ -96,6 +105,10 @@ impl Session {
                 Endpoint::Completions => "/v1/completions",
             },
             has_metrics,
+            metrics_health: Default::default(),
+            metrics_failure_said: false,
+            longest_output: None,
+            prompt_notes: HashMap::new(),
             client,
             clock,
             info,
@@ -215,12 +228,35 @@ impl Session {
         self.client.stream(self.path, &request_body(&self.body(prompt, max_tokens)), ctl).await
     }
 
-    /// One `/metrics` reading, awaited (only between measurements), when the server has one.
+    /// One `/metrics` reading, awaited (only between measurements, at most
+    /// [`crate::measuring::scrape::HOLD_TIMEOUT`]), when the server has one that answers.
     pub(crate) async fn scrape(&self) -> Option<crate::measuring::scrape::Scrape> {
         match self.has_metrics {
-            true => crate::measuring::scrape::scrape_once(&self.client, self.clock).await,
+            true => crate::measuring::scrape::hold_scrape(&self.client, self.clock, &self.metrics_health).await,
             false => None,
         }
+    }
+
+    /// Keep the longest output of `records` when it ran past `--max-tokens` (see
+    /// [`Session::longest_output`]).
+    pub(crate) fn outputs_measured<'a>(&mut self, records: impl IntoIterator<Item = &'a StreamRecord>) {
+        let ended = crate::measuring::endings::ended(records);
+        if let Some(l) = speedmatrix_schema::endings::longest_past(&ended, self.spec.max_tokens) {
+            self.longest_output = Some(self.longest_output.map_or(l, |o| o.max(l)));
+        }
+    }
+
+    /// After a measurement: when `/metrics` failed, the results file's `missing` says so (one
+    /// entry, kept up to date) and the terminal once.
+    pub(crate) fn note_metrics_health(&mut self) {
+        let Some(entry) = self.metrics_health.missing() else { return };
+        if !self.metrics_failure_said {
+            self.metrics_failure_said = true;
+            self.log(format!("note: {}", entry.reason));
+        }
+        let prefix = crate::measuring::scrape::MISSING_PREFIX;
+        self.results.missing.retain(|m| !(m.figure == entry.figure && m.reason.starts_with(prefix)));
+        self.results.missing.push(entry);
     }
 
     /// A prompt of `ctx` for the stream `tag` describes, of exact length where the server can
@@ -255,6 +291,7 @@ impl Session {
         if let Some(e) = rec.error {
             return Err(CellError::WarmUp(e));
         }
+        self.prompt_check(ctx, rec.prompt_tokens.or(p.tokens), p.tokens);
         let p = Prompt { tokens: rec.prompt_tokens.or(p.tokens), ..p };
         self.warmed(ctx, i, p.clone(), rec.ttft_ms());
         Ok(p)
@@ -294,18 +331,25 @@ impl Session {
             crate::measuring::launch::speculative_decoding_from_counters(d - drafts, t - tokens);
     }
 
-    /// Warn when a prompt's real length is more than 1 % off its context.
-    pub(crate) fn prompt_check(&self, ctx: &ContextSize, real: Option<u64>) {
-        if let Some(real) = real {
-            let off = (real as f64 - ctx.tokens as f64).abs() / ctx.tokens as f64;
-            if off > 0.01 {
-                self.log(format!(
-                    "warning: context {} prompt has {real} tokens, {:.1} % off the target {}",
-                    ctx.label,
-                    off * 100.0,
-                    ctx.tokens
-                ));
-            }
+    /// The note of a context whose prompt's real length (`served`) is more than 1 % off its
+    /// target (naming `/tokenize`'s count `sized` when the server's usage disagrees with it),
+    /// warned once per context and kept for its rows and cells
+    /// ([`speedmatrix_schema::context::prompt_length_note`]).
+    pub(crate) fn prompt_check(
+        &mut self,
+        ctx: &ContextSize,
+        served: Option<u64>,
+        sized: Option<u64>,
+    ) -> Option<String> {
+        let note = speedmatrix_schema::context::prompt_length_note(ctx.tokens, served, sized)?;
+        if self.prompt_notes.insert(ctx.tokens, note.clone()).is_none() {
+            self.log(format!("warning: context {}: {note}", ctx.label));
         }
+        Some(note)
+    }
+
+    /// The prompt-length note of a context, once its prompt was sent ([`Session::prompt_check`]).
+    pub(crate) fn prompt_note(&self, ctx: &ContextSize) -> Option<String> {
+        self.prompt_notes.get(&ctx.tokens).cloned()
     }
 }

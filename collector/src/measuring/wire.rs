@@ -175,6 +175,25 @@ fn server_timings(t: &Value) -> Option<speedmatrix_schema::ServerTimings> {
     })
 }
 
+/// The server's own message in an error body — OpenAI's `{"error": {"message": …}}`, a bare
+/// `{"error": "…"}`, the flat `{"object": "error", "message": …}` of vLLM and SGLang, FastAPI's
+/// `{"detail": …}` — cut to an excerpt; `None` when `body` is no JSON error.
+pub fn error_message(body: &str) -> Option<String> {
+    let v: Value = serde_json::from_str(body.trim()).ok()?;
+    let msg = match (v.get("error"), v.get("object").and_then(Value::as_str), v.get("detail")) {
+        (Some(e), _, _) => e.get("message").and_then(Value::as_str).map(str::to_string).unwrap_or_else(|| match e {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        }),
+        (None, Some("error"), _) => {
+            v.get("message").and_then(Value::as_str).map_or_else(|| v.to_string(), str::to_string)
+        }
+        (None, _, Some(d)) => d.as_str().map_or_else(|| d.to_string(), str::to_string),
+        _ => return None,
+    };
+    Some(excerpt(&msg))
+}
+
 /// Turns `data:` payloads of one stream into token counts (stateful: usage is cumulative).
 ///
 /// A chunk's tokens are the growth of `usage.completion_tokens` since the previous chunk
@@ -415,6 +434,18 @@ mod tests {
         let c = p.parse(r#"{"choices":[{"text":"hello"}]}"#).unwrap();
         assert_eq!(c.tokens, 1);
         assert!(!p.continuous_usage);
+    }
+
+    #[test]
+    fn an_error_body_gives_the_servers_own_message() {
+        let openai = r#"{"error": {"message": "model overloaded", "type": "server_error", "code": 503}}"#;
+        assert_eq!(error_message(openai).as_deref(), Some("model overloaded"));
+        assert_eq!(error_message(r#"{"error": "model overloaded"}"#).as_deref(), Some("model overloaded"));
+        let flat = r#"{"object": "error", "message": "The engine is overloaded", "code": 503}"#;
+        assert_eq!(error_message(flat).as_deref(), Some("The engine is overloaded"));
+        assert_eq!(error_message(r#"{"detail": "Not Found"}"#).as_deref(), Some("Not Found"));
+        assert_eq!(error_message(r#"{"choices": []}"#), None);
+        assert_eq!(error_message("<html>"), None);
     }
 
     #[test]

@@ -96,6 +96,8 @@ pub struct Outcome {
     pub raw: Value,
     /// The JSON bodies of every completion request the server received.
     pub bodies: Vec<Value>,
+    /// How long the collector's process ran, start to exit.
+    pub wall: std::time::Duration,
 }
 
 /// The mismatches found so far.
@@ -124,7 +126,9 @@ pub async fn run(name: &str, shape: Shape) {
     let server = scripted::start(shape.script).await;
     let out = dir.path().join("run.json");
     let args: Vec<&str> = shape.args.split_whitespace().collect();
+    let started = std::time::Instant::now();
     let (code, stderr) = collect(&server.url, &out, &args).await;
+    let wall = started.elapsed();
     let bodies = server.bodies();
     drop(server);
     let mut c = Checks::default();
@@ -132,7 +136,7 @@ pub async fn run(name: &str, shape: Shape) {
     match load(&out) {
         Err(why) => c.0.push(why),
         Ok((results, raw)) => {
-            let o = Outcome { code, stderr: stderr.clone(), out, results, raw, bodies };
+            let o = Outcome { code, stderr: stderr.clone(), out, results, raw, bodies, wall };
             verdict(&o, &shape.prefill, &shape.decode, &mut c);
             if let Some(check) = shape.check {
                 let checked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(&o, &mut c)));

@@ -6,7 +6,9 @@
 //! decode requests (429 with `Retry-After`, a proxy's HTML 502), a key revoked mid-run, response
 //! headers that come late, a context limit below the advertised `max_model_len`; live vLLM
 //! gauges whose running count leaves out requests still in the server's front end (or held by
-//! a gateway in front of it) while its own queue reads 0.
+//! a gateway in front of it) while its own queue reads 0; finish reasons that cut requests short
+//! (`abort`, `error`), a server that ignores `max_tokens` either way, a `/metrics` that accepts
+//! and never answers, gzip-encoded event streams, an error object with HTTP 200.
 //!
 //! Each is a real axum server on a loopback socket, answering what discovery and the prompt
 //! builder ask (`/v1/models`, `/tokenize`, `/metrics`, `/version` → 404) and streaming
@@ -33,6 +35,9 @@ pub enum Answer {
     Stream,
     /// A proxy's HTML page with HTTP 200 (a login page, an error page served as success).
     Html,
+    /// An OpenAI error object with HTTP 200 (`{"error": {"message": "model overloaded"}}`), to
+    /// decode requests (`max_tokens` > 1) only.
+    JsonError,
 }
 
 /// How every stream is written.
@@ -62,6 +67,15 @@ pub struct StreamScript {
     /// End every request after this many tokens with `finish_reason: "stop"`, whatever
     /// `max_tokens` and `ignore_eos` say (a server that ignores `ignore_eos`).
     pub stop_after: Option<u64>,
+    /// End every request after this many tokens with this `finish_reason` (`"abort"`,
+    /// `"error"`, `"length"`), whatever `max_tokens` says.
+    pub end_after: Option<(u64, &'static str)>,
+    /// Run every request to this many tokens (`finish_reason: "length"`), whatever `max_tokens`
+    /// says, the prefill probe's `max_tokens: 1` included (a server that ignores it).
+    pub run_to: Option<u64>,
+    /// Compress the event stream with gzip (`Content-Encoding: gzip`, a sync flush per frame),
+    /// as a proxy may do unasked.
+    pub gzip: bool,
 }
 
 impl Default for StreamScript {
@@ -78,6 +92,9 @@ impl Default for StreamScript {
             done: true,
             pings_after: None,
             stop_after: None,
+            end_after: None,
+            run_to: None,
+            gzip: false,
         }
     }
 }
@@ -169,6 +186,14 @@ pub struct Script {
     /// streams the rest (output processing behind a finished engine): the live running gauge
     /// counts the stream only until then. `None`: until the stream ends.
     pub engine_tokens: Option<u64>,
+    /// `/metrics` answers this many requests (discovery's), then accepts every later one and
+    /// never answers (an exporter stuck behind a lock).
+    pub metrics_hang_after: Option<usize>,
+    /// Models `/v1/models` lists after [`Script::model`] (a server that serves several).
+    pub more_models: &'static [&'static str],
+    /// Tokens the stream's `usage.prompt_tokens` counts beyond `/tokenize`'s count (a server
+    /// whose tokenizer endpoint disagrees with its own usage).
+    pub usage_prompt_extra: u64,
 }
 
 impl Default for Script {
@@ -191,6 +216,9 @@ impl Default for Script {
             live_gauges: false,
             admit_delay: Duration::ZERO,
             engine_tokens: None,
+            metrics_hang_after: None,
+            more_models: &[],
+            usage_prompt_extra: 0,
         }
     }
 }
@@ -203,6 +231,8 @@ struct AppState {
     /// Decode requests (`max_tokens` > 1) received.
     decodes: std::sync::atomic::AtomicUsize,
     running: Option<Arc<Semaphore>>,
+    /// `/metrics` requests received.
+    metrics_asked: std::sync::atomic::AtomicUsize,
     /// Streams admitted and not yet ended (the live running gauge).
     admitted: Arc<std::sync::atomic::AtomicI64>,
     /// Streamed answers being written: from their response headers until their task wrote the
@@ -256,6 +286,7 @@ pub async fn start(script: Script) -> Scripted {
         script,
         bodies: Mutex::new(vec![]),
         decodes: Default::default(),
+        metrics_asked: Default::default(),
         running,
         admitted: Default::default(),
         streaming: Default::default(),

@@ -21,21 +21,26 @@ pub(super) fn unauthorized() -> Response {
     (StatusCode::UNAUTHORIZED, axum::Json(json!({"error": "Unauthorized"}))).into_response()
 }
 
-/// `/v1/models`: the one served model with its `max_model_len`.
+/// `/v1/models`: the served model (and [`super::Script::more_models`]) with its `max_model_len`.
 pub(super) async fn models(State(s): State<Arc<AppState>>) -> Response {
     if revoked(&s) {
         return unauthorized();
     }
     let m = &s.script;
-    axum::Json(
-        json!({"object": "list", "data": [{"id": m.model, "object": "model", "max_model_len": m.max_model_len}]}),
-    )
-    .into_response()
+    let names = std::iter::once(m.model.as_str()).chain(m.more_models.iter().copied());
+    let data: Vec<Value> =
+        names.map(|id| json!({"id": id, "object": "model", "max_model_len": m.max_model_len})).collect();
+    axum::Json(json!({"object": "list", "data": data})).into_response()
 }
 
 /// `/metrics` after [`super::Script::metrics_delay`] (only while streams are open, when
 /// [`super::Script::metrics_slow_while_streaming`]): live vLLM gauges, the script's text, or 404.
 pub(super) async fn metrics(State(s): State<Arc<AppState>>) -> Response {
+    let asked = s.metrics_asked.fetch_add(1, Ordering::SeqCst);
+    if s.script.metrics_hang_after.is_some_and(|k| asked >= k) {
+        // Accepted, read, never answered (see `Script::metrics_hang_after`).
+        std::future::pending::<()>().await;
+    }
     if !s.script.metrics_slow_while_streaming || s.streaming.load(Ordering::SeqCst) > 0 {
         tokio::time::sleep(s.script.metrics_delay).await;
     }

@@ -71,6 +71,8 @@ struct Sender {
     tx: mpsc::Sender<Result<Bytes, std::io::Error>>,
     reset: bool,
     sent: usize,
+    /// Every frame gzip-compressed with a sync flush (see `StreamScript::gzip`).
+    gzip: Option<flate2::write::GzEncoder<Vec<u8>>>,
 }
 
 impl Sender {
@@ -82,6 +84,14 @@ impl Sender {
         if b.starts_with(b"data: {") {
             self.sent += 1;
         }
+        let b = match self.gzip.as_mut() {
+            Some(z) => {
+                use std::io::Write;
+                z.write_all(&b).and_then(|_| z.flush()).map_err(|_| ())?;
+                Bytes::from(std::mem::take(z.get_mut()))
+            }
+            None => b,
+        };
         self.tx.send(Ok(b)).await.map_err(|_| ())
     }
 }
@@ -138,6 +148,10 @@ pub(super) async fn complete(State(s): State<Arc<AppState>>, uri: Uri, body: Byt
         Refused::ResetMidStream => true,
         Refused::No => false,
     };
+    if s.script.answer == Answer::JsonError && v["max_tokens"].as_u64().unwrap_or(16) > 1 {
+        let body = json!({"error": {"message": "model overloaded", "type": "server_error", "code": 503}});
+        return axum::Json(body).into_response();
+    }
     if s.script.answer == Answer::Html {
         let page = "<!DOCTYPE html><html><head><title>Sign in</title></head><body>Please sign in.</body></html>";
         return ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], page).into_response();
@@ -187,7 +201,7 @@ fn stream(s: &AppState, chat: bool, v: &Value, reset: bool) -> Response {
     let writer = Writer {
         chat,
         id: format!("scripted-{n}"),
-        prompt: prompt_tokens(v),
+        prompt: prompt_tokens(v) + s.script.usage_prompt_extra,
         cached: st.cached_tokens,
         per_chunk_usage: st.per_chunk_usage && so["continuous_usage_stats"].as_bool() == Some(true),
     };
@@ -200,15 +214,21 @@ fn stream(s: &AppState, chat: bool, v: &Value, reset: bool) -> Response {
     };
     let gate = Gate { places: s.running.clone(), admit_delay: s.script.admit_delay, admitted: s.admitted.clone() };
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(16);
-    let tx = Sender { tx, reset, sent: 0 };
+    let gzip = st.gzip.then(|| flate2::write::GzEncoder::new(vec![], flate2::Compression::fast()));
+    let tx = Sender { tx, reset, sent: 0, gzip };
     let open = Counted::new(&s.streaming);
     tokio::spawn(async move {
         let _ = write(tx, plan, gate).await;
         drop(open);
     });
     let body = futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|b| (b, rx)) });
-    ([(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], Body::from_stream(body))
-        .into_response()
+    let mut r =
+        ([(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], Body::from_stream(body))
+            .into_response();
+    if st.gzip {
+        r.headers_mut().insert(header::CONTENT_ENCODING, header::HeaderValue::from_static("gzip"));
+    }
+    r
 }
 
 /// One stream, start to end: a free place, the front end, the prefill, the tokens, the end.
@@ -269,8 +289,10 @@ async fn prefill(tx: &mut Sender, st: &StreamScript) -> Result<(), ()> {
 /// (the stream's place in the live running gauge) is let go after the engine's tokens.
 async fn tokens(tx: &mut Sender, plan: &Plan, running: &mut Option<Counted>) -> Result<u64, ()> {
     let st = &plan.script;
-    let (end, why) = match st.stop_after {
-        Some(k) if k < plan.max_tokens => (k, "stop"),
+    let (end, why) = match (st.end_after, st.run_to, st.stop_after) {
+        (Some((k, why)), _, _) => (k, why),
+        (None, Some(k), _) => (k, "length"),
+        (None, None, Some(k)) if k < plan.max_tokens => (k, "stop"),
         _ => (plan.max_tokens, "length"),
     };
     let (mut sent, mut i) = (0u64, 0usize);
