@@ -19,6 +19,8 @@
 //! - [`command_line`]: a launch command split like a shell and read flag by flag.
 //! - [`context`]: context sizes (`8k` = 8,192 tokens, `max`).
 //! - [`status`]: the cell status rules (over capacity, requests queued, …).
+//! - [`tokens`]: which source a decode cell's token count uses, checked against the cell's
+//!   other evidence (text chunks, per-chunk and final usage, the server counter).
 //! - [`summary`]: a run's subtitle and header cards, as the terminal and the page show them.
 //! - [`progress`]: where a run stands for a person (the terminal bar and the live page).
 //! - [`resume`]: a resumed run's header against the server it reaches now.
@@ -55,6 +57,7 @@ pub mod stats;
 pub mod status;
 pub mod summary;
 pub mod table;
+pub mod tokens;
 
 pub use load::{load_results, LoadError};
 pub use model::*;
