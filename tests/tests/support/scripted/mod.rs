@@ -6,7 +6,8 @@
 //! decode requests (429 with `Retry-After`, a proxy's HTML 502), a key revoked mid-run, response
 //! headers that come late, a context limit below the advertised `max_model_len`; live vLLM
 //! gauges whose running count leaves out requests still in the server's front end (or held by
-//! a gateway in front of it) while its own queue reads 0.
+//! a gateway in front of it) while its own queue reads 0; usage that is not a running total
+//! (stuck at 1, each chunk's own count) beside a true output-token counter.
 //!
 //! Each is a real axum server on a loopback socket, answering what discovery and the prompt
 //! builder ask (`/v1/models`, `/tokenize`, `/metrics`, `/version` → 404) and streaming
@@ -62,6 +63,21 @@ pub struct StreamScript {
     /// End every request after this many tokens with `finish_reason: "stop"`, whatever
     /// `max_tokens` and `ignore_eos` say (a server that ignores `ignore_eos`).
     pub stop_after: Option<u64>,
+    /// What `usage.completion_tokens` holds on each chunk ([`StreamScript::per_chunk_usage`]).
+    pub chunk_usage_count: UsageCount,
+    /// What `usage.completion_tokens` holds in the final usage chunk.
+    pub final_usage_count: UsageCount,
+}
+
+/// What a usage object's `completion_tokens` holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UsageCount {
+    /// The running total: every token sent so far (what OpenAI's API means).
+    Total,
+    /// 1, whatever was sent (the shape of sglang#7084: a prefill/decode-disaggregated server).
+    One,
+    /// The tokens of this chunk only (of the last chunk, in the final usage).
+    Own,
 }
 
 impl Default for StreamScript {
@@ -78,6 +94,8 @@ impl Default for StreamScript {
             done: true,
             pings_after: None,
             stop_after: None,
+            chunk_usage_count: UsageCount::Total,
+            final_usage_count: UsageCount::Total,
         }
     }
 }
@@ -169,6 +187,10 @@ pub struct Script {
     /// streams the rest (output processing behind a finished engine): the live running gauge
     /// counts the stream only until then. `None`: until the stream ends.
     pub engine_tokens: Option<u64>,
+    /// `/metrics` answers vLLM's output-token counter, `vllm:generation_tokens_total`: every
+    /// token this server wrote in a stream, as it wrote it (with the live gauges when
+    /// [`Script::live_gauges`]; alone otherwise).
+    pub generation_counter: bool,
 }
 
 impl Default for Script {
@@ -191,6 +213,7 @@ impl Default for Script {
             live_gauges: false,
             admit_delay: Duration::ZERO,
             engine_tokens: None,
+            generation_counter: false,
         }
     }
 }
@@ -208,6 +231,8 @@ struct AppState {
     /// Streamed answers being written: from their response headers until their task wrote the
     /// last chunk (or found the client gone).
     streaming: Arc<std::sync::atomic::AtomicI64>,
+    /// Tokens written in streams so far (the generation counter).
+    generated: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// Counts one stream in a count (admitted, open) until dropped.
@@ -259,6 +284,7 @@ pub async fn start(script: Script) -> Scripted {
         running,
         admitted: Default::default(),
         streaming: Default::default(),
+        generated: Default::default(),
     });
     let app = Router::new()
         .route("/v1/models", get(routes::models))
