@@ -21,6 +21,8 @@
 //! - [`status`]: the cell status rules (over capacity, requests queued, …).
 //! - [`endings`]: how requests ended: finish reasons that are completed requests, requests the
 //!   server cut short, output lengths against `max_tokens`.
+//! - [`tokens`]: which source a decode cell's token count uses, checked against the cell's
+//!   other evidence (text chunks, per-chunk and final usage, the server counter).
 //! - [`summary`]: a run's subtitle and header cards, as the terminal and the page show them.
 //! - [`progress`]: where a run stands for a person (the terminal bar and the live page).
 //! - [`resume`]: a resumed run's header against the server it reaches now.
@@ -58,6 +60,7 @@ pub mod stats;
 pub mod status;
 pub mod summary;
 pub mod table;
+pub mod tokens;
 
 pub use load::{load_results, LoadError};
 pub use model::*;

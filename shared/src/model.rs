@@ -1037,6 +1037,11 @@ pub struct DecodeCell {
     /// every chunk carried its usage, or in files that did not record it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_count_reconciled: Option<bool>,
+    /// What the token count was checked against: every source's count over the cell's
+    /// requests and each disagreement beyond the sources' slack (`docs/METHODOLOGY.md`, "Where
+    /// tokens are counted from"). `null` in files that did not record it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_count_check: Option<TokenCheck>,
     /// Requests that finished inside the window (client), count.
     #[serde(default)]
     pub completed_requests: Option<u64>,
@@ -1095,6 +1100,54 @@ pub struct DecodeCell {
     /// The spread over repeats of each headline figure; empty without two measured repeats.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub repeat_spread: Vec<FigureSpread>,
+    /// Figures of this cell its sources could not give, and why (e.g. ITL percentiles where
+    /// no chunk's token count was reported). Empty when nothing is missing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<MissingFigure>,
+}
+
+/// A decode cell's output-token sources side by side, over the cell's requests (opening and
+/// replacement, the whole of each): what [`crate::tokens::decide`] compared.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct TokenCheck {
+    /// Chunks that carried text (content, reasoning or a tool call), tokens: each is at least
+    /// one token, so no source may count fewer (client).
+    pub text_chunks: u64,
+    /// The growth of per-chunk usage, summed over the requests that carried usage on every
+    /// chunk, tokens (server usage); `null` when none did.
+    #[serde(default)]
+    pub chunk_usage: Option<u64>,
+    /// The final `usage.completion_tokens`, summed over the requests that finished with one,
+    /// tokens (server usage); `null` when none did.
+    #[serde(default)]
+    pub final_usage: Option<u64>,
+    /// Text chunks of the requests behind `final_usage`, tokens (client): its lower bound.
+    #[serde(default)]
+    pub final_usage_text_chunks: Option<u64>,
+    /// The server's output-token counter over the whole cell, tokens (Prometheus; as
+    /// `server.generation_tokens`); `null` without a counter that grows while requests stream.
+    #[serde(default)]
+    pub server_counter: Option<u64>,
+    /// Every disagreement beyond the sources' slack; empty when the sources agree.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub disagreements: Vec<TokenDisagreement>,
+}
+
+/// One token source that disagreed with the cell's other evidence.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct TokenDisagreement {
+    /// The source that disagreed.
+    pub source: TokenCountSource,
+    /// `true` when it was set aside (it counts what cannot be: fewer tokens than text chunks, a
+    /// running total that does not grow); `false` when it was only noted.
+    pub rejected: bool,
+    /// What was seen, e.g. "final usage 12 tokens for 1,536 text chunks in 12 of 12 finished
+    /// requests".
+    pub reason: String,
 }
 
 /// One measurement (repeat) of a decode cell, compact: its window, headline figures, counts
@@ -1270,6 +1323,7 @@ impl DecodeCell {
             output_tokens: None,
             token_count_source: None,
             token_count_reconciled: None,
+            token_count_check: None,
             completed_requests: None,
             avg_active_requests: None,
             max_active_requests: None,
@@ -1285,6 +1339,7 @@ impl DecodeCell {
             intervals: None,
             repeats: vec![],
             repeat_spread: vec![],
+            missing: vec![],
         }
     }
 }

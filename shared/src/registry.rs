@@ -147,7 +147,7 @@ pub static METRICS: &[Metric] = &[
     m("tpot_ms", "TPOT", Unit::Ms, Style::Fixed(1), Some(false), D,
       "Time per output token per request: (last − first token time) ÷ (output tokens − 1) (client clock, server usage)."),
     m("itl_ms", "Time between tokens", Unit::Ms, Style::Fixed(1), Some(false), D,
-      "Inter-token latency: each chunk gap divided over the tokens it carries (client clock, server usage)."),
+      "Inter-token latency: each chunk gap divided over the tokens it carries (client clock, server usage); percentiles only where each chunk's tokens are known, else the mean alone."),
     m("chunk_gap_ms", "Chunk gap", Unit::Ms, Style::Fixed(1), Some(false), D,
       "Raw gap between token-carrying SSE chunks (client clock)."),
     m("e2e_ms", "E2E latency", Unit::Ms, Style::Fixed(0), Some(false), D,

@@ -189,6 +189,7 @@ mod tests {
             output_tokens: Some(1),
             token_count_source: None,
             token_count_reconciled: None,
+            token_count_check: None,
             completed_requests: Some(1),
             avg_active_requests: Some(1.0),
             max_active_requests: Some(1.0),
@@ -204,6 +205,7 @@ mod tests {
             intervals: None,
             repeats: vec![],
             repeat_spread: vec![],
+            missing: vec![],
         };
         let row = PrefillRow {
             context: crate::context::size(8192),

@@ -71,6 +71,12 @@ shapes! {
     the_openai_engine_does_not_read_metrics,
     the_model_chosen_among_several_is_named,
     a_prompt_length_off_its_target_is_written_into_the_file,
+    final_usage_stuck_at_1_gives_way_to_the_token_counter,
+    usage_stuck_at_1_on_every_chunk_gives_way_to_the_token_counter,
+    usage_stuck_at_1_without_a_counter_is_no_valid_figure,
+    per_chunk_usage_holding_each_chunks_own_count_gives_way_to_the_final_usage,
+    speculative_chunks_with_final_usage_only_have_no_itl_percentiles,
+    speculative_chunks_with_only_a_token_counter_have_no_itl_percentiles,
 }
 
 /// The shapes, one function per row.
@@ -80,7 +86,7 @@ mod table {
     use super::EXIT_CELL_ERRORS;
     use speedmatrix_schema::{CachedTokensSource, CellStatus, KvBudgetSource, PlanPhase, TokenCountSource};
     use std::time::Duration;
-    use support::scripted::{Answer, Script, StreamScript};
+    use support::scripted::{Answer, Script, StreamScript, UsageCount};
 
     /// SSE comments (`: ping`) are bytes from the server: during a prefill longer than
     /// `--stall-timeout` they keep the stream alive, as SGLang and many proxies send them.
@@ -837,6 +843,253 @@ mod table {
                 c.that(text.contains("the prompt has 1,324 tokens"), || format!("show --all says so: {text}"));
             }),
         }
+    }
+
+    /// Output tokens per in-window chunk of the decode cell: the tokens each chunk carried on
+    /// average. The chunks are the gaps (a chunk after its stream's previous one) and the first
+    /// chunks of the replacement streams started inside the window (their TTFTs; one whose
+    /// first chunk came after the close is counted too, within a chunk or two). `None` without
+    /// figures.
+    fn tokens_per_chunk(o: &Outcome) -> Option<f64> {
+        let cell = &o.results.decode[0];
+        let gaps = cell.chunk_gap_ms.as_ref()?.count?;
+        let firsts = cell.ttft_in_window_ms.as_ref().and_then(|d| d.count).unwrap_or(0);
+        Some(cell.output_tokens? as f64 / (gaps + firsts) as f64)
+    }
+
+    /// The decode cell counted from `source` at `truth` tokens per chunk (± `tolerance`), its
+    /// check in the file with every `rejected` source set aside, and what it says of ITL: with
+    /// `itl_percentiles` false, only the mean (with `missing` saying why) and the chunk gaps.
+    fn counted(
+        o: &Outcome,
+        c: &mut support::shape::Checks,
+        source: TokenCountSource,
+        truth: f64,
+        tolerance: f64,
+        rejected: &[TokenCountSource],
+        itl_percentiles: bool,
+    ) {
+        let cell = &o.results.decode[0];
+        c.eq("token count source", cell.token_count_source, Some(source));
+        let per_chunk = tokens_per_chunk(o);
+        eprintln!(
+            "total tok/s {:?}, output tokens {:?}, tokens per chunk {per_chunk:?} (truth {truth}), check {:?}",
+            cell.total_tps, cell.output_tokens, cell.token_count_check
+        );
+        let near = per_chunk.is_some_and(|t| (t - truth).abs() <= tolerance * truth);
+        c.that(near, || format!("tokens per chunk {per_chunk:?}, the truth {truth} (± {:.0} %)", tolerance * 100.0));
+        let check = cell.token_count_check.as_ref();
+        let set_aside: Vec<TokenCountSource> = check
+            .map(|k| k.disagreements.iter().filter(|d| d.rejected).map(|d| d.source).collect())
+            .unwrap_or_default();
+        c.eq("sources set aside (token_count_check)", set_aside.as_slice(), rejected);
+        let itl = cell.itl_ms.as_ref();
+        c.that(itl.and_then(|d| d.mean).is_some(), || format!("ITL keeps its mean: {itl:?}"));
+        c.that(cell.chunk_gap_ms.as_ref().and_then(|d| d.p50).is_some(), || "chunk gaps are given".into());
+        let p50 = itl.and_then(|d| d.p50);
+        let named = cell.missing.iter().any(|m| m.figure == "itl_ms" && m.reason.contains("chunk_gap_ms"));
+        if itl_percentiles {
+            c.that(p50.is_some() && !named, || format!("ITL per token is known: {itl:?}, {:?}", cell.missing));
+        } else {
+            c.that(p50.is_none(), || format!("no ITL percentile made up by spreading: {itl:?}"));
+            c.that(named, || format!("missing says why ITL has no percentiles: {:?}", cell.missing));
+            let rows: serde_json::Value =
+                serde_json::from_str(&show_args(o, &["--format", "json"])).unwrap_or_default();
+            let decode = rows.as_array().and_then(|r| r.iter().find(|x| x["phase"] == "decode"));
+            let shown = decode.and_then(|r| r.get("itl_ms_p50")).cloned();
+            c.eq("show's ITL p50 (--format json)", shown, Some(serde_json::Value::Null));
+        }
+    }
+
+    /// Usage stuck at 1 in the final usage only (the shape of sglang#7084 without per-chunk
+    /// usage): 1 token for 64 text chunks cannot be, so the final usage is set aside and the
+    /// server's own token counter counts (one token a chunk here). Before, the cell read about a
+    /// token per request: a valid cell at 1–2 % of the real tok/s.
+    /// Load: none on the verdict; the counter is read between scrapes, so tokens per chunk are
+    /// compared within 20 % of 1 (set-aside usage gave ~0.03).
+    pub fn final_usage_stuck_at_1_gives_way_to_the_token_counter() -> Shape {
+        Shape {
+            rule: "a final usage below the text chunks is set aside; the token counter counts",
+            script: Script {
+                generation_counter: true,
+                stream: StreamScript {
+                    per_chunk_usage: false,
+                    final_usage_count: UsageCount::One,
+                    ..StreamScript::default()
+                },
+                ..Script::default()
+            },
+            args: "--contexts 256 --concurrency 2 --prefill-contexts none --duration 2s --max-tokens 64",
+            exit: 0,
+            prefill: vec![],
+            decode: vec![Cell {
+                status: Status::Measured,
+                reason: Reason::Has(&["final usage below the text chunks", "counted from the server's token counter"]),
+            }],
+            check: Some(|o, c| {
+                let rejected = [TokenCountSource::FinalUsage];
+                counted(o, c, TokenCountSource::ServerCounter, 1.0, 0.2, &rejected, false);
+            }),
+        }
+    }
+
+    /// Usage stuck at 1 on every chunk and in the final usage (sglang#7084: a
+    /// prefill/decode-disaggregated server; a benchmark counted 10 output tokens for 10
+    /// requests): a running total that does not grow on a text chunk is none, so both usages
+    /// are set aside and the token counter counts. Before, the cell was valid at about a
+    /// token per request.
+    /// Load: as `final_usage_stuck_at_1_gives_way_to_the_token_counter`.
+    pub fn usage_stuck_at_1_on_every_chunk_gives_way_to_the_token_counter() -> Shape {
+        Shape {
+            rule: "per-chunk usage that does not grow on a text chunk is set aside; the token counter counts",
+            script: Script {
+                generation_counter: true,
+                stream: StreamScript {
+                    chunk_usage_count: UsageCount::One,
+                    final_usage_count: UsageCount::One,
+                    ..StreamScript::default()
+                },
+                ..Script::default()
+            },
+            args: "--contexts 256 --concurrency 2 --prefill-contexts none --duration 2s --max-tokens 64",
+            exit: 0,
+            prefill: vec![],
+            decode: vec![Cell {
+                status: Status::Measured,
+                reason: Reason::Has(&["per-chunk usage did not grow", "counted from the server's token counter"]),
+            }],
+            check: Some(|o, c| {
+                let rejected = [TokenCountSource::ContinuousUsage, TokenCountSource::FinalUsage];
+                counted(o, c, TokenCountSource::ServerCounter, 1.0, 0.2, &rejected, false);
+            }),
+        }
+    }
+
+    /// The same server without `/metrics`: every count it reports contradicts its stream and
+    /// nothing else counts, so the cell claims no figure — an error that says why and what the
+    /// text chunks give as a lower bound.
+    pub fn usage_stuck_at_1_without_a_counter_is_no_valid_figure() -> Shape {
+        Shape {
+            rule: "where every reported count contradicts the stream and nothing else counts, the cell is not valid",
+            script: Script {
+                stream: StreamScript {
+                    chunk_usage_count: UsageCount::One,
+                    final_usage_count: UsageCount::One,
+                    ..StreamScript::default()
+                },
+                ..Script::default()
+            },
+            args: "--contexts 256 --concurrency 2 --prefill-contexts none --duration 1s --max-tokens 64",
+            exit: EXIT_CELL_ERRORS,
+            prefill: vec![],
+            decode: vec![with(
+                CellStatus::Error,
+                &["no token count to trust", "per-chunk usage did not grow", "at least"],
+            )],
+            check: Some(|o, c| {
+                let cell = &o.results.decode[0];
+                c.eq("total tok/s", cell.total_tps, None);
+                let check = cell.token_count_check.as_ref();
+                c.that(check.is_some_and(|k| k.text_chunks > 64), || format!("the file keeps the check: {check:?}"));
+            }),
+        }
+    }
+
+    /// Per-chunk usage that holds each chunk's own count (1 or 3 tokens, MTP) instead of the
+    /// running total, and a true final usage: the per-chunk usage is set aside, the final usage
+    /// counts (2 tokens a chunk), and with no chunk's own count known ITL keeps only its mean.
+    /// Before, the cell was valid at about half the real tok/s.
+    /// Load: the final usage counts only once a request finished in the cell: a request is 8
+    /// chunks (16 tokens) 10 ms apart, so the 2-s window holds many unless a busy CPU stretches
+    /// each gap past 200 ms (with 64-token requests one run beside two hogs and other suites
+    /// finished none, and the cell rightly said no count could be trusted). The final usage is
+    /// exact (16 tokens in 8 chunks), so tokens per chunk are within 10 % of 2 (the first
+    /// chunk of each stream in the window has no gap).
+    pub fn per_chunk_usage_holding_each_chunks_own_count_gives_way_to_the_final_usage() -> Shape {
+        Shape {
+            rule: "per-chunk usage that is each chunk's own count is set aside; the final usage counts",
+            script: Script {
+                stream: StreamScript {
+                    tokens_per_chunk: vec![1, 3],
+                    chunk_usage_count: UsageCount::Own,
+                    ..StreamScript::default()
+                },
+                ..Script::default()
+            },
+            args: "--contexts 256 --concurrency 2 --prefill-contexts none --duration 2s --max-tokens 16",
+            exit: 0,
+            prefill: vec![],
+            decode: vec![Cell {
+                status: Status::Measured,
+                reason: Reason::Has(&["per-chunk usage did not grow", "counted from each request's final usage"]),
+            }],
+            check: Some(|o, c| {
+                let rejected = [TokenCountSource::ContinuousUsage];
+                counted(o, c, TokenCountSource::FinalUsage, 2.0, 0.1, &rejected, false);
+            }),
+        }
+    }
+
+    /// Speculative chunks (1 and 3 tokens, sglang#12064's shape) with usage in the final chunk
+    /// only: tok/s, TPOT and ITL's mean follow the final usage, but no chunk's own count is
+    /// known, so ITL has no percentiles (spreading the mean over the chunks made a 3-token
+    /// step three gaps of step ÷ 2: p50 +36 %), and `show` prints none.
+    /// Load: as `per_chunk_usage_holding_each_chunks_own_count_gives_way_to_the_final_usage`
+    /// (16-token requests, so requests finish inside the window).
+    pub fn speculative_chunks_with_final_usage_only_have_no_itl_percentiles() -> Shape {
+        Shape {
+            rule: "ITL percentiles only where each chunk's tokens are known",
+            script: Script {
+                stream: StreamScript {
+                    tokens_per_chunk: vec![1, 3],
+                    per_chunk_usage: false,
+                    ..StreamScript::default()
+                },
+                ..Script::default()
+            },
+            args: "--contexts 256 --concurrency 2 --prefill-contexts none --duration 2s --max-tokens 16",
+            exit: 0,
+            prefill: vec![],
+            decode: vec![measured()],
+            check: Some(|o, c| {
+                counted(o, c, TokenCountSource::FinalUsage, 2.0, 0.1, &[], false);
+                // The mean is exact: the gaps over the tokens, half a chunk gap at 2 tokens a chunk.
+                let cell = &o.results.decode[0];
+                let itl = cell.itl_ms.as_ref().and_then(|d| d.mean).unwrap_or(f64::NAN);
+                let gap = cell.chunk_gap_ms.as_ref().and_then(|d| d.mean).unwrap_or(f64::NAN);
+                c.that((2.0 * itl / gap - 1.0).abs() <= 0.1, || format!("ITL mean {itl} is half the chunk gap {gap}"));
+            }),
+        }
+    }
+
+    /// Speculative chunks with no usage at all and the server's token counter: the counter
+    /// counts, and ITL keeps only its mean.
+    /// Load: the counter is read between scrapes: tokens per chunk within 20 % of 2.
+    pub fn speculative_chunks_with_only_a_token_counter_have_no_itl_percentiles() -> Shape {
+        Shape {
+            rule: "ITL percentiles only where each chunk's tokens are known (counter only)",
+            script: Script {
+                generation_counter: true,
+                stream: StreamScript {
+                    tokens_per_chunk: vec![1, 3],
+                    per_chunk_usage: false,
+                    final_usage: false,
+                    ..StreamScript::default()
+                },
+                ..Script::default()
+            },
+            args: "--contexts 256 --concurrency 2 --prefill-contexts none --duration 2s --max-tokens 64",
+            exit: 0,
+            prefill: vec![],
+            decode: vec![measured()],
+            check: Some(|o, c| counted(o, c, TokenCountSource::ServerCounter, 2.0, 0.2, &[], false)),
+        }
+    }
+
+    /// `speedmatrix show` of the run's results file with `args`.
+    fn show_args(o: &Outcome, args: &[&str]) -> String {
+        let shown = std::process::Command::new(support::BIN).arg("show").arg(&o.out).args(args).output().unwrap();
+        String::from_utf8_lossy(&shown.stdout).into_owned()
     }
 
     /// `speedmatrix show` of the run's results file.

@@ -724,6 +724,10 @@ pub struct StreamRecord {
     pub completion_tokens: Option<u64>,
     /// Whether every token chunk carried cumulative usage (`continuous_usage_stats`).
     pub continuous_usage: bool,
+    /// Chunks that carried text (content, reasoning or a tool call): at least one token each.
+    pub text_chunks: u64,
+    /// Text chunks whose usage did not grow (usage that is not a running total).
+    pub usage_stalls: u64,
     /// `finish_reason` of the choice, when sent.
     pub finish_reason: Option<String>,
     /// The completion's `id` as the server sent it.
@@ -805,6 +809,8 @@ impl StreamRecord {
         if p.tokens == 0 {
             return false;
         }
+        self.text_chunks += u64::from(p.text);
+        self.usage_stalls += u64::from(p.stalled);
         let first = self.chunks.is_empty();
         if p.content && self.first_content_ms.is_none() {
             self.first_content_ms = Some(t_ms);

@@ -18,9 +18,10 @@ use crate::measuring::series;
 use speedmatrix_schema::noise;
 use speedmatrix_schema::stats::{self, round3};
 use speedmatrix_schema::status::{decode_status, Evidence};
+use speedmatrix_schema::tokens::{self, ChunkUsage, StreamCount, StreamTokens};
 use speedmatrix_schema::{
-    CellStatus, ContextSize, DecodeCell, Distribution, FinishReason, Readiness, RequestSample, ServerFigures,
-    TokenCountSource,
+    CellStatus, ContextSize, DecodeCell, Distribution, FinishReason, MissingFigure, Readiness, RequestSample,
+    ServerFigures, TokenCountSource,
 };
 
 /// What HTTP 429 with a short `Retry-After` did to these requests, for the row's or cell's
@@ -141,22 +142,23 @@ pub fn decode_cell(obs: &Observation) -> (DecodeCell, Vec<String>) {
     let failures = failures(&streams);
     let Some(w) = obs.window.filter(|_| failures.is_empty()) else {
         // A stream failed: no throughput is claimed; what the requests saw is kept.
-        let counted = count_tokens(&streams, None, None);
+        let counted = count_tokens(&streams, None, None, None);
         cell.status = CellStatus::Error;
         cell.reason =
             Some(decode_status(&Evidence { failures: &failures, ..Evidence::default() }).1.unwrap_or_default());
         let at = obs.window.map(|w| (w.start_ms, w.closed_ms));
-        cell.requests = samples(&streams, &counted.weights, at);
+        cell.requests = samples(&streams, &counted, at);
         cell.ttft_ms = distribution(&ttfts(&streams, true));
         return (cell, vec![]);
     };
     let (w0, w1) = (w.start_ms, w.closed_ms);
     let server_tokens =
         if obs.live_counter { counter_delta(&obs.scrapes, |m| m.generation_tokens, w0, w1) } else { None };
-    let counted = count_tokens(&streams, server_tokens, Some((w0, w1)));
+    let server = server_figures(&obs.scrapes, w0, w1, obs.live_counter);
+    let cell_counter = server.as_ref().and_then(|s| s.generation_tokens);
+    let counted = count_tokens(&streams, server_tokens, cell_counter, Some((w0, w1)));
     let allowance = speedmatrix_schema::status::start_allowance_ms(obs.cold_ttft_ms);
     let f = window_figures(&streams, &counted.weights, w0, w1, allowance);
-    let server = server_figures(&obs.scrapes, w0, w1, obs.live_counter);
     let waiting: Vec<f64> =
         obs.scrapes.iter().filter(|s| s.t_ms >= w0 && s.t_ms <= w1).filter_map(|s| s.metrics.waiting).collect();
     let readiness_timeout = readiness_note(obs.readiness.as_ref());
@@ -175,10 +177,19 @@ pub fn decode_cell(obs: &Observation) -> (DecodeCell, Vec<String>) {
     }
     cell.status = status;
     cell.reason = reason;
-    cell.requests = samples(&streams, &counted.weights, Some((w0, w1)));
+    cell.requests = samples(&streams, &counted, Some((w0, w1)));
     cell.ttft_ms = f.ttft_ms;
+    cell.token_count_check = Some(counted.check.clone());
     if status == CellStatus::Error {
         return (cell, vec![]);
+    }
+    if let Some(note) = &counted.note {
+        if counted.trusted {
+            add_note(&mut cell.reason, note.clone());
+        } else {
+            untrusted(&mut cell, note, &f);
+            return (cell, vec![]);
+        }
     }
     fill_window_figures(&mut cell, &f, &counted, w);
     cell.series = series::window_series(&streams, &counted.weights, &obs.scrapes, w0, w1);
@@ -200,6 +211,40 @@ pub fn decode_cell(obs: &Observation) -> (DecodeCell, Vec<String>) {
     (cell, notes)
 }
 
+/// A cell whose every reported token count contradicts its stream: an error that says why and
+/// what the lower bound (its text chunks) gives, no figures claimed.
+fn untrusted(cell: &mut DecodeCell, note: &str, f: &WindowFigures) {
+    cell.status = CellStatus::Error;
+    let reason = format!(
+        "no token count to trust: {note}; at least {} tokens arrived in the window (at least {:.1} tok/s), the true count is unknown",
+        f.output_tokens,
+        f.output_tokens as f64 / f.window_s.max(f64::MIN_POSITIVE)
+    );
+    cell.reason = Some(match cell.reason.take() {
+        Some(r) => format!("{reason}; {r}"),
+        None => reason,
+    });
+}
+
+/// ITL where the chunks' own token counts are not known: only its mean (the window's gaps over
+/// its tokens) and count are kept, and `missing` says why the rest is null; `chunk_gap_ms` has
+/// the gaps between chunks.
+fn itl_mean_only(
+    d: Option<Distribution>,
+    source: TokenCountSource,
+    missing: &mut Vec<MissingFigure>,
+) -> Option<Distribution> {
+    let d = d?;
+    missing.push(MissingFigure {
+        figure: "itl_ms".into(),
+        reason: format!(
+            "percentiles, min and max: no chunk's token count was reported (counted from {}), so the gaps cannot be divided over each chunk's tokens; chunk_gap_ms has the gaps between chunks, the mean is exact",
+            speedmatrix_schema::tokens::source_words(source)
+        ),
+    });
+    Some(Distribution { p50: None, p90: None, p99: None, min: None, max: None, ..d })
+}
+
 /// The window's client figures into the cell.
 fn fill_window_figures(cell: &mut DecodeCell, f: &WindowFigures, counted: &TokenCount, w: WindowTimes) {
     cell.window_s = Some(round3(f.window_s));
@@ -213,7 +258,7 @@ fn fill_window_figures(cell: &mut DecodeCell, f: &WindowFigures, counted: &Token
     cell.ttft_in_window_ms = f.ttft_in_window_ms;
     cell.ttft_content_ms = f.ttft_content_ms;
     cell.tpot_ms = f.tpot_ms;
-    cell.itl_ms = f.itl_ms;
+    cell.itl_ms = if counted.per_chunk { f.itl_ms } else { itl_mean_only(f.itl_ms, counted.source, &mut cell.missing) };
     cell.chunk_gap_ms = f.chunk_gap_ms;
     cell.e2e_ms = f.e2e_ms;
     cell.completed_requests = Some(f.completed_requests);
@@ -275,70 +320,83 @@ fn cpu_note(cell: &mut DecodeCell, obs: &Observation) -> Vec<String> {
     vec![format!("warning: {} × {}: {note}", cell.context.label, cell.concurrency)]
 }
 
-/// How a cell's output tokens were counted: the source, whether chunk counts were reconciled
-/// with a real count, and every stream's tokens per chunk (fractional when reconciled).
+/// How a cell's output tokens were counted: the decision of
+/// [`speedmatrix_schema::tokens::decide`] and every stream's tokens per chunk.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TokenCount {
     /// Where the count came from.
     pub source: TokenCountSource,
-    /// `Some(true)` when chunk counts were reconciled, `Some(false)` when they could not be
-    /// (approximate), `None` when every chunk carried its usage.
+    /// `Some(true)` when chunk counts were reconciled with a real count, `Some(false)` when they
+    /// could not be (approximate), `None` when every chunk carried its usage.
     pub reconciled: Option<bool>,
     /// Per stream (same order as the streams), tokens of each chunk.
     pub weights: Vec<Vec<f64>>,
+    /// Whether each chunk's own token count is known (ITL per token may be given).
+    pub per_chunk: bool,
+    /// Whether the count deserves trust (else the cell is not valid).
+    pub trusted: bool,
+    /// The server's usage may stand for a request's output tokens (none of it was set aside).
+    pub usage_trusted: bool,
+    /// The disagreements in words for the cell's reason, when any.
+    pub note: Option<String>,
+    /// The sources side by side, for the results file.
+    pub check: speedmatrix_schema::TokenCheck,
 }
 
-/// Count the tokens of every chunk (docs/METHODOLOGY.md, "Token counts"):
-/// - usage on every chunk (`continuous_usage_stats`): exact, per chunk;
-/// - else each request with a final `usage.completion_tokens` has those tokens spread evenly
-///   over its chunks, and requests without one (cancelled when the window closed) get the
-///   tokens per chunk of those with one;
-/// - else, with `server_tokens` (the server's live counter over the window), the window's
-///   chunks are scaled to it;
-/// - else one token per chunk (approximate).
-pub fn count_tokens(streams: &[CellStream], server_tokens: Option<f64>, window: Option<(f64, f64)>) -> TokenCount {
-    let exact = |s: &CellStream| s.record.continuous_usage || s.record.chunks.is_empty();
-    let per_chunk = |s: &CellStream, w: f64| vec![w; s.record.chunks.len()];
-    let usage_of = |s: &CellStream| s.record.completion_tokens.filter(|_| !s.record.chunks.is_empty());
-    if streams.iter().all(exact) {
-        let weights = streams.iter().map(|s| s.record.chunks.iter().map(|c| f64::from(c.tokens)).collect()).collect();
-        return TokenCount { source: TokenCountSource::ContinuousUsage, reconciled: None, weights };
+/// What one stream says about its tokens, for the rule in `speedmatrix_schema::tokens`.
+fn stream_tokens(s: &CellStream, window: Option<(f64, f64)>) -> StreamTokens {
+    let r = &s.record;
+    let inside = |t: f64| window.is_some_and(|(a, b)| t > a && t <= b);
+    let in_window = r.chunks.iter().filter(|c| inside(c.t_ms));
+    let (window_chunks, window_tokens) = in_window.fold((0, 0), |(n, t), c| (n + 1, t + u64::from(c.tokens)));
+    let reported = r.chunk_tokens().saturating_sub(r.usage_stalls);
+    StreamTokens {
+        chunks: r.chunks.len() as u64,
+        text_chunks: r.text_chunks,
+        chunk_usage: r.continuous_usage.then_some(ChunkUsage { total: reported, stalls: r.usage_stalls }),
+        final_usage: r.completion_tokens.filter(|_| r.finished()),
+        window_chunks,
+        window_usage: if r.continuous_usage { window_tokens } else { 0 },
     }
-    let (mut tokens, mut chunks) = (0u64, 0usize);
-    for s in streams.iter().filter(|s| !exact(s)) {
-        if let Some(t) = usage_of(s) {
-            tokens += t;
-            chunks += s.record.chunks.len();
-        }
-    }
-    let inside = |s: &CellStream| match window {
-        Some((a, b)) => s.record.chunks.iter().filter(|c| c.t_ms > a && c.t_ms <= b).count(),
-        None => 0,
-    };
-    let (source, reconciled, ratio) = if chunks > 0 {
-        (TokenCountSource::FinalUsage, true, tokens as f64 / chunks as f64)
-    } else {
-        let unreconciled: usize = streams.iter().filter(|s| !exact(s)).map(inside).sum();
-        let exact_tokens: f64 = streams
-            .iter()
-            .filter(|s| exact(s))
-            .flat_map(|s| s.record.chunks.iter().filter(|c| window.is_some_and(|(a, b)| c.t_ms > a && c.t_ms <= b)))
-            .map(|c| f64::from(c.tokens))
-            .sum();
-        match server_tokens.map(|t| t - exact_tokens).filter(|t| *t > 0.0 && unreconciled > 0) {
-            Some(t) => (TokenCountSource::ServerCounter, true, t / unreconciled as f64),
-            None => (TokenCountSource::ChunkCount, false, 1.0),
-        }
-    };
+}
+
+/// Count the tokens of every chunk: the source is decided by
+/// [`speedmatrix_schema::tokens::decide`] (docs/METHODOLOGY.md, "Where tokens are counted
+/// from") from each stream's evidence, the server counter's growth over the window
+/// (`server_tokens`) and over the whole cell (`cell_counter`); this spreads each stream's
+/// count over its chunks as decided.
+pub fn count_tokens(
+    streams: &[CellStream],
+    server_tokens: Option<f64>,
+    cell_counter: Option<u64>,
+    window: Option<(f64, f64)>,
+) -> TokenCount {
+    let evidence: Vec<StreamTokens> = streams.iter().map(|s| stream_tokens(s, window)).collect();
+    let d = tokens::decide(&evidence, tokens::Counter { cell: cell_counter, window: server_tokens });
     let weights = streams
         .iter()
-        .map(|s| match (exact(s), usage_of(s)) {
-            (true, _) => s.record.chunks.iter().map(|c| f64::from(c.tokens)).collect(),
-            (false, Some(t)) => per_chunk(s, t as f64 / s.record.chunks.len() as f64),
-            (false, None) => per_chunk(s, ratio),
+        .zip(&d.streams)
+        .map(|(s, how)| {
+            let n = s.record.chunks.len();
+            match how {
+                StreamCount::PerChunk => s.record.chunks.iter().map(|c| f64::from(c.tokens)).collect(),
+                StreamCount::Spread(t) => vec![*t as f64 / n.max(1) as f64; n],
+                StreamCount::Ratio => vec![d.ratio; n],
+            }
         })
         .collect();
-    TokenCount { source, reconciled: Some(reconciled), weights }
+    TokenCount {
+        source: d.source,
+        reconciled: d.reconciled,
+        weights,
+        per_chunk: d.per_chunk,
+        trusted: d.trusted,
+        usage_trusted: !d.check.disagreements.iter().any(|x| {
+            x.rejected && matches!(x.source, TokenCountSource::ContinuousUsage | TokenCountSource::FinalUsage)
+        }),
+        note: d.note(),
+        check: d.check,
+    }
 }
 
 /// The client-side figures of one decode window.
@@ -509,9 +567,20 @@ fn in_flight(
     (area / (w1 - w0).max(f64::MIN_POSITIVE), max.max(0) as u64)
 }
 
-/// Every request's summary, with its counted tokens.
-fn samples(streams: &[CellStream], weights: &[Vec<f64>], window: Option<(f64, f64)>) -> Vec<RequestSample> {
-    streams.iter().zip(weights).map(|(s, w)| sample(&s.record, w, s.opening, window)).collect()
+/// Every request's summary, with its counted tokens (its own usage only where the server's
+/// usage was not set aside).
+fn samples(streams: &[CellStream], counted: &TokenCount, window: Option<(f64, f64)>) -> Vec<RequestSample> {
+    streams
+        .iter()
+        .zip(&counted.weights)
+        .map(|(s, w)| {
+            let mut q = sample(&s.record, w, s.opening, window);
+            if !counted.usage_trusted {
+                q.output_tokens = (!s.record.chunks.is_empty()).then(|| w.iter().sum::<f64>().round() as u64);
+            }
+            q
+        })
+        .collect()
 }
 
 /// One request's summary for the results file; `weights` are its chunks' tokens.

@@ -157,6 +157,11 @@ pub struct ParsedChunk {
     pub timings: Option<speedmatrix_schema::ServerTimings>,
     /// `usage.prompt_tokens_details.cached_tokens`: prompt tokens served from the prefix cache.
     pub cached_tokens: Option<u64>,
+    /// It carried text (content, reasoning or a tool call): at least one token.
+    pub text: bool,
+    /// It carried text and usage, and the usage did not grow (not a running total): counted as
+    /// one token, the least its text can be.
+    pub stalled: bool,
 }
 
 /// llama.cpp's `timings` object → [`speedmatrix_schema::ServerTimings`].
@@ -295,11 +300,16 @@ impl ChunkParser {
     }
 
     /// The chunk's tokens: the growth of cumulative usage, else 1 for a chunk with text (and
-    /// usage is then not continuous).
+    /// usage is then not continuous). A chunk with text whose usage did not grow counts as 1
+    /// and is marked `stalled`: usage that is not a running total (each chunk's own count, or
+    /// stuck at 1) must not hide the chunks that prove it wrong.
     fn count(&mut self, mut out: ParsedChunk, has_choice: bool, has_text: bool) -> ParsedChunk {
+        out.text = has_text;
         match out.completion_tokens {
             Some(total) if has_choice => {
-                out.tokens = u32::try_from(total.saturating_sub(self.last_total)).unwrap_or(u32::MAX);
+                let grown = total.saturating_sub(self.last_total);
+                out.stalled = grown == 0 && has_text;
+                out.tokens = if out.stalled { 1 } else { u32::try_from(grown).unwrap_or(u32::MAX) };
                 self.last_total = self.last_total.max(total);
             }
             // The final usage-only chunk (`choices: []`) adds no tokens and moves no time.
@@ -392,6 +402,29 @@ mod tests {
         let c = p.parse(r#"{"choices":[{"delta":{"content":""}}],"usage":{"completion_tokens":6}}"#).unwrap();
         assert_eq!((a.tokens, b.tokens, c.tokens), (1, 3, 2));
         assert!(p.continuous_usage);
+    }
+
+    /// Usage that is not a running total (stuck at 1, sglang#7084; or each chunk's own count):
+    /// a text chunk on which it did not grow is still a token, and a stall the cell can see.
+    #[test]
+    fn text_chunks_whose_usage_does_not_grow_count_one_and_are_stalls() {
+        let mut p = ChunkParser::default();
+        let chunk =
+            |n: u64| format!(r#"{{"choices":[{{"delta":{{"content":"w"}}}}],"usage":{{"completion_tokens":{n}}}}}"#);
+        let a = p.parse(&chunk(1)).unwrap();
+        let b = p.parse(&chunk(1)).unwrap();
+        assert_eq!((a.tokens, a.stalled, a.text), (1, false, true));
+        assert_eq!((b.tokens, b.stalled, b.text), (1, true, true));
+        // Each chunk's own count: 3 after 1 grows by 2, then 1 and 3 again do not grow.
+        let mut p = ChunkParser::default();
+        let counts: Vec<(u32, bool)> =
+            [1, 3, 1, 3].iter().map(|&n| p.parse(&chunk(n)).map(|c| (c.tokens, c.stalled)).unwrap()).collect();
+        assert_eq!(counts, [(1, false), (2, false), (1, true), (1, true)]);
+        assert!(p.continuous_usage, "usage came on every chunk; the cell decides what it is worth");
+        // A chunk without text whose usage did not grow is nothing (a finish chunk).
+        let f =
+            p.parse(r#"{"choices":[{"delta":{},"finish_reason":"length"}],"usage":{"completion_tokens":3}}"#).unwrap();
+        assert_eq!((f.tokens, f.stalled), (0, false));
     }
 
     #[test]

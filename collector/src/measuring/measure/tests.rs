@@ -35,7 +35,7 @@ fn without_chunk_usage(mut s: CellStream, final_usage: Option<u64>) -> CellStrea
 }
 
 fn weights_of(streams: &[CellStream]) -> Vec<Vec<f64>> {
-    count_tokens(streams, None, None).weights
+    count_tokens(streams, None, None, None).weights
 }
 
 fn scrape(t_ms: f64, generation: f64) -> Scrape {
@@ -117,7 +117,7 @@ fn final_usage_reconciles_chunk_counts_and_sets_the_rate_of_cancelled_streams() 
         without_chunk_usage(stream(0, 0.0, &done, true, true), Some(12)),
         without_chunk_usage(stream(1, 0.0, &open, false, true), None),
     ];
-    let c = count_tokens(&s, None, Some((0.0, 200.0)));
+    let c = count_tokens(&s, None, None, Some((0.0, 200.0)));
     assert_eq!((c.source, c.reconciled), (TokenCountSource::FinalUsage, Some(true)));
     assert_eq!(c.weights, [vec![2.0; 6], vec![2.0; 4]]);
     let f = window_figures(&s, &c.weights, 0.0, 200.0, 1000.0);
@@ -137,7 +137,7 @@ fn fractional_tokens_per_chunk_number_the_tokens() {
     // 3 chunks that carried 4 tokens: 4/3 tokens each; the ITL values number 4 − 4/3 after the
     // first chunk, rounded on the running total (3 values: 1.33 → 1, 2.67 → 3, 4 → 4).
     let s = vec![without_chunk_usage(stream(0, 0.0, &[(10.0, 1), (20.0, 1), (30.0, 1)], true, true), Some(4))];
-    let c = count_tokens(&s, None, None);
+    let c = count_tokens(&s, None, None, None);
     let f = window_figures(&s, &c.weights, 0.0, 100.0, 1000.0);
     assert_eq!(f.output_tokens, 4);
     let itl = f.itl_ms.unwrap();
@@ -151,10 +151,10 @@ fn without_any_usage_the_server_counter_scales_the_chunks_else_they_are_approxim
     let chunks: Vec<(f64, u32)> = (1..=10).map(|i| (10.0 * f64::from(i), 1)).collect();
     let s = vec![without_chunk_usage(stream(0, 0.0, &chunks, false, true), None)];
     // The counter grew by 30 tokens over the window (0, 100]: 3 tokens per counted chunk.
-    let c = count_tokens(&s, Some(30.0), Some((0.0, 100.0)));
+    let c = count_tokens(&s, Some(30.0), None, Some((0.0, 100.0)));
     assert_eq!((c.source, c.reconciled), (TokenCountSource::ServerCounter, Some(true)));
     assert_eq!(c.weights[0], vec![3.0; 10]);
-    let c = count_tokens(&s, None, Some((0.0, 100.0)));
+    let c = count_tokens(&s, None, None, Some((0.0, 100.0)));
     assert_eq!((c.source, c.reconciled), (TokenCountSource::ChunkCount, Some(false)));
     assert_eq!(c.weights[0], vec![1.0; 10]);
 }
@@ -328,4 +328,91 @@ fn requests_that_stop_before_max_tokens_are_named() {
     // Ending with "stop" at max_tokens, or with "length", is no early stop.
     assert_eq!(early_stop_note(records.iter(), 4), None);
     assert_eq!(early_stop_note([full.record].iter(), 32), None);
+}
+
+/// A stream as a server whose usage is stuck at 1 sends it (sglang#7084): usage on every
+/// chunk, growing on the first only; the parser counts each later text chunk as one token, a
+/// stall of the running total.
+fn stuck_at_one(mut s: CellStream) -> CellStream {
+    let n = s.record.chunks.len() as u64;
+    for c in &mut s.record.chunks {
+        c.tokens = 1;
+    }
+    s.record.text_chunks = n;
+    s.record.usage_stalls = n.saturating_sub(1);
+    s.record.completion_tokens = Some(1);
+    s
+}
+
+#[test]
+fn usage_stuck_at_one_gives_way_to_the_server_counter_else_the_cell_is_not_valid() {
+    // Two streams, 1 token every 10 ms from 20 ms on, 80 chunks each; the counter saw them all.
+    let chunks = |from: f64| -> Vec<(f64, u32)> { (0..80).map(|i| (from + 10.0 * f64::from(i), 1)).collect() };
+    let s = vec![
+        stuck_at_one(stream(0, 0.0, &chunks(20.0), true, true)),
+        stuck_at_one(stream(1, 0.0, &chunks(25.0), false, true)),
+    ];
+    let mut obs = observation(s, 100.0, 600.0);
+    obs.scrapes = vec![scrape(0.0, 0.0), scrape(100.0, 20.0), scrape(600.0, 120.0), scrape(900.0, 160.0)];
+    obs.live_counter = true;
+    let (cell, _) = decode_cell(&obs);
+    assert!(cell.status.is_measured(), "{:?}", cell.reason);
+    assert_eq!(cell.token_count_source, Some(TokenCountSource::ServerCounter));
+    assert_eq!(cell.output_tokens, Some(100), "the counter's 100 tokens over the window's 100 chunks");
+    let reason = cell.reason.unwrap();
+    assert!(reason.contains("per-chunk usage did not grow on 158 of 160 text chunks (2 of 2 requests)"), "{reason}");
+    assert!(
+        reason.contains("final usage below the text chunks in 1 of 1 finished requests (e.g. 1 tokens for 80 chunks)")
+    );
+    assert!(reason.ends_with("counted from the server's token counter"), "{reason}");
+    let check = cell.token_count_check.unwrap();
+    assert_eq!(
+        (check.text_chunks, check.chunk_usage, check.final_usage, check.server_counter),
+        (160, Some(2), Some(1), Some(160))
+    );
+    // No chunk's own count: ITL keeps its mean only, and says why.
+    let itl = cell.itl_ms.unwrap();
+    assert_eq!((itl.p50, itl.min, itl.mean), (None, None, Some(10.0)));
+    assert!(cell.missing.iter().any(|m| m.figure == "itl_ms" && m.reason.contains("chunk_gap_ms")));
+    // The requests carry the counted tokens, not the usage of 1.
+    assert_eq!(cell.requests[0].output_tokens, Some(80));
+    // Without the counter nothing counts but the lower bound: an error that says so.
+    obs.live_counter = false;
+    let (cell, _) = decode_cell(&obs);
+    assert_eq!(cell.status, CellStatus::Error);
+    let reason = cell.reason.unwrap();
+    assert!(
+        reason.starts_with("no token count to trust: token counts disagree: per-chunk usage did not grow"),
+        "{reason}"
+    );
+    assert!(reason.contains("at least 100 tokens arrived in the window (at least 200.0 tok/s)"), "{reason}");
+    assert_eq!(cell.total_tps, None);
+}
+
+#[test]
+fn final_usage_under_multi_token_chunks_keeps_only_the_itl_mean() {
+    // 1- and 3-token chunks every 10 ms, final usage only: 64 tokens in 32 chunks each.
+    let chunks: Vec<(f64, u32)> = (0..32).map(|i| (20.0 + 10.0 * f64::from(i), 1)).collect();
+    let text = |mut s: CellStream| {
+        s.record.text_chunks = s.record.chunks.len() as u64;
+        s
+    };
+    let s = vec![
+        text(without_chunk_usage(stream(0, 0.0, &chunks, true, true), Some(64))),
+        text(without_chunk_usage(stream(1, 0.0, &chunks[..20], false, true), None)),
+    ];
+    let (cell, _) = decode_cell(&observation(s, 0.0, 400.0));
+    assert_eq!(cell.token_count_source, Some(TokenCountSource::FinalUsage));
+    assert_eq!(cell.output_tokens, Some(104), "32 + 20 chunks at 2 tokens each");
+    assert!(!cell.reason.as_deref().unwrap_or_default().contains("token counts"), "{:?}", cell.reason);
+    let itl = cell.itl_ms.unwrap();
+    assert_eq!((itl.p50, itl.p90, itl.p99, itl.max), (None, None, None, None));
+    assert_eq!(itl.mean, Some(5.0), "each 10-ms gap over 2 tokens, on average");
+    assert_eq!(cell.chunk_gap_ms.unwrap().p50, Some(10.0));
+    // With one token a chunk, reported by every request, each chunk's count is known.
+    let one: Vec<(f64, u32)> = (0..32).map(|i| (20.0 + 10.0 * f64::from(i), 1)).collect();
+    let s = vec![text(without_chunk_usage(stream(0, 0.0, &one, true, true), Some(32)))];
+    let (cell, _) = decode_cell(&observation(s, 0.0, 400.0));
+    assert_eq!(cell.itl_ms.unwrap().p50, Some(10.0));
+    assert!(cell.missing.is_empty());
 }

@@ -9,6 +9,8 @@
 //! a gateway in front of it) while its own queue reads 0; finish reasons that cut requests short
 //! (`abort`, `error`), a server that ignores `max_tokens` either way, a `/metrics` that accepts
 //! and never answers, gzip-encoded event streams, an error object with HTTP 200.
+//! a gateway in front of it) while its own queue reads 0; usage that is not a running total
+//! (stuck at 1, each chunk's own count) beside a true output-token counter.
 //!
 //! Each is a real axum server on a loopback socket, answering what discovery and the prompt
 //! builder ask (`/v1/models`, `/tokenize`, `/metrics`, `/version` → 404) and streaming
@@ -76,6 +78,21 @@ pub struct StreamScript {
     /// Compress the event stream with gzip (`Content-Encoding: gzip`, a sync flush per frame),
     /// as a proxy may do unasked.
     pub gzip: bool,
+    /// What `usage.completion_tokens` holds on each chunk ([`StreamScript::per_chunk_usage`]).
+    pub chunk_usage_count: UsageCount,
+    /// What `usage.completion_tokens` holds in the final usage chunk.
+    pub final_usage_count: UsageCount,
+}
+
+/// What a usage object's `completion_tokens` holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UsageCount {
+    /// The running total: every token sent so far (what OpenAI's API means).
+    Total,
+    /// 1, whatever was sent (the shape of sglang#7084: a prefill/decode-disaggregated server).
+    One,
+    /// The tokens of this chunk only (of the last chunk, in the final usage).
+    Own,
 }
 
 impl Default for StreamScript {
@@ -95,6 +112,8 @@ impl Default for StreamScript {
             end_after: None,
             run_to: None,
             gzip: false,
+            chunk_usage_count: UsageCount::Total,
+            final_usage_count: UsageCount::Total,
         }
     }
 }
@@ -194,6 +213,10 @@ pub struct Script {
     /// Tokens the stream's `usage.prompt_tokens` counts beyond `/tokenize`'s count (a server
     /// whose tokenizer endpoint disagrees with its own usage).
     pub usage_prompt_extra: u64,
+    /// `/metrics` answers vLLM's output-token counter, `vllm:generation_tokens_total`: every
+    /// token this server wrote in a stream, as it wrote it (with the live gauges when
+    /// [`Script::live_gauges`]; alone otherwise).
+    pub generation_counter: bool,
 }
 
 impl Default for Script {
@@ -219,6 +242,7 @@ impl Default for Script {
             metrics_hang_after: None,
             more_models: &[],
             usage_prompt_extra: 0,
+            generation_counter: false,
         }
     }
 }
@@ -238,6 +262,8 @@ struct AppState {
     /// Streamed answers being written: from their response headers until their task wrote the
     /// last chunk (or found the client gone).
     streaming: Arc<std::sync::atomic::AtomicI64>,
+    /// Tokens written in streams so far (the generation counter).
+    generated: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// Counts one stream in a count (admitted, open) until dropped.
@@ -290,6 +316,7 @@ pub async fn start(script: Script) -> Scripted {
         running,
         admitted: Default::default(),
         streaming: Default::default(),
+        generated: Default::default(),
     });
     let app = Router::new()
         .route("/v1/models", get(routes::models))

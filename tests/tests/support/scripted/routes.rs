@@ -44,7 +44,7 @@ pub(super) async fn metrics(State(s): State<Arc<AppState>>) -> Response {
     if !s.script.metrics_slow_while_streaming || s.streaming.load(Ordering::SeqCst) > 0 {
         tokio::time::sleep(s.script.metrics_delay).await;
     }
-    if s.script.live_gauges {
+    if s.script.live_gauges || s.script.generation_counter {
         return live_gauges(&s);
     }
     match &s.script.metrics {
@@ -54,14 +54,24 @@ pub(super) async fn metrics(State(s): State<Arc<AppState>>) -> Response {
 }
 
 /// vLLM's running gauge (the streams admitted and not yet ended) and its queue gauge, always 0
-/// (see [`super::Script::live_gauges`]).
+/// (see [`super::Script::live_gauges`]), and its output-token counter (see
+/// [`super::Script::generation_counter`]), each as the script says.
 fn live_gauges(s: &AppState) -> Response {
     let running = s.admitted.load(Ordering::SeqCst);
     let m = &s.script.model;
-    let text = format!(
-        "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{{model_name=\"{m}\"}} {running}\n\
-         # TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{{model_name=\"{m}\"}} 0\n"
-    );
+    let mut text = String::new();
+    if s.script.live_gauges {
+        text += &format!(
+            "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{{model_name=\"{m}\"}} {running}\n\
+             # TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{{model_name=\"{m}\"}} 0\n"
+        );
+    }
+    if s.script.generation_counter {
+        let generated = s.generated.load(Ordering::SeqCst);
+        text += &format!(
+            "# TYPE vllm:generation_tokens counter\nvllm:generation_tokens_total{{model_name=\"{m}\"}} {generated}\n"
+        );
+    }
     ([(header::CONTENT_TYPE, s.script.metrics_content_type)], text).into_response()
 }
 

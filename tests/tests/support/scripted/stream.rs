@@ -7,13 +7,13 @@
 //! each stage as the [`super::StreamScript`] says.
 
 use super::routes::{prompt_tokens, revoked, unauthorized};
-use super::{Answer, AppState, Counted, StreamScript};
+use super::{Answer, AppState, Counted, StreamScript, UsageCount};
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{header, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
@@ -103,6 +103,18 @@ struct Writer {
     prompt: u64,
     cached: Option<u64>,
     per_chunk_usage: bool,
+    /// What each chunk's usage holds.
+    chunk_count: UsageCount,
+}
+
+/// `completion_tokens` as `count` says, after `sent` tokens of which the last chunk carried
+/// `own`.
+fn reported(count: UsageCount, sent: u64, own: u64) -> u64 {
+    match count {
+        UsageCount::Total => sent,
+        UsageCount::One => 1,
+        UsageCount::Own => own,
+    }
 }
 
 impl Writer {
@@ -115,7 +127,8 @@ impl Writer {
         u
     }
 
-    fn chunk(&self, text: Option<&str>, finish: Option<&str>, sent: u64) -> Bytes {
+    /// A chunk with `text` (and `own` tokens) after `sent` tokens in all.
+    fn chunk(&self, text: Option<&str>, finish: Option<&str>, sent: u64, own: u64) -> Bytes {
         let choice = if self.chat {
             let delta = match text {
                 Some(t) => json!({"content": t}),
@@ -127,7 +140,7 @@ impl Writer {
         };
         let mut v = json!({"id": self.id, "object": "chat.completion.chunk", "choices": [choice]});
         if self.per_chunk_usage {
-            v["usage"] = self.usage(sent);
+            v["usage"] = self.usage(reported(self.chunk_count, sent, own));
         }
         Bytes::from(format!("data: {v}\n\n"))
     }
@@ -183,6 +196,8 @@ struct Plan {
     engine_tokens: Option<u64>,
     /// A final usage chunk (the script has one and the request asked `include_usage`).
     final_usage: bool,
+    /// The server's output-token counter ([`super::Script::generation_counter`]).
+    generated: Arc<AtomicU64>,
 }
 
 /// What a stream waits for before it counts as running: a place among `max_running`, the
@@ -204,6 +219,7 @@ fn stream(s: &AppState, chat: bool, v: &Value, reset: bool) -> Response {
         prompt: prompt_tokens(v) + s.script.usage_prompt_extra,
         cached: st.cached_tokens,
         per_chunk_usage: st.per_chunk_usage && so["continuous_usage_stats"].as_bool() == Some(true),
+        chunk_count: st.chunk_usage_count,
     };
     let plan = Plan {
         writer,
@@ -211,6 +227,7 @@ fn stream(s: &AppState, chat: bool, v: &Value, reset: bool) -> Response {
         max_tokens: v["max_tokens"].as_u64().unwrap_or(16),
         engine_tokens: s.script.engine_tokens,
         final_usage: st.final_usage && so["include_usage"].as_bool() == Some(true),
+        generated: s.generated.clone(),
     };
     let gate = Gate { places: s.running.clone(), admit_delay: s.script.admit_delay, admitted: s.admitted.clone() };
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(16);
@@ -245,8 +262,8 @@ async fn write(mut tx: Sender, plan: Plan, gate: Gate) -> Result<(), ()> {
                           "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": null}]});
         tx.send(Bytes::from(format!("data: {role}\n\n"))).await?;
     }
-    let sent = tokens(&mut tx, &plan, &mut running).await?;
-    end(&mut tx, &plan, sent).await
+    let (sent, last) = tokens(&mut tx, &plan, &mut running).await?;
+    end(&mut tx, &plan, sent, last).await
 }
 
 /// Wait for a free place when the server runs only so many at once (no gauge says so), with
@@ -284,10 +301,10 @@ async fn prefill(tx: &mut Sender, st: &StreamScript) -> Result<(), ()> {
 }
 
 /// The token chunks, [`StreamScript::gap`] apart, until `max_tokens` (or the script's early
-/// stop); none for an empty stream. Returns the tokens sent. After
+/// stop); none for an empty stream. Returns the tokens sent and the last chunk's. After
 /// [`StreamScript::pings_after`] tokens, only keep-alives until the client gives up. `running`
 /// (the stream's place in the live running gauge) is let go after the engine's tokens.
-async fn tokens(tx: &mut Sender, plan: &Plan, running: &mut Option<Counted>) -> Result<u64, ()> {
+async fn tokens(tx: &mut Sender, plan: &Plan, running: &mut Option<Counted>) -> Result<(u64, u64), ()> {
     let st = &plan.script;
     let (end, why) = match (st.end_after, st.run_to, st.stop_after) {
         (Some((k, why)), _, _) => (k, why),
@@ -295,7 +312,7 @@ async fn tokens(tx: &mut Sender, plan: &Plan, running: &mut Option<Counted>) -> 
         (None, None, Some(k)) if k < plan.max_tokens => (k, "stop"),
         _ => (plan.max_tokens, "length"),
     };
-    let (mut sent, mut i) = (0u64, 0usize);
+    let (mut sent, mut i, mut last) = (0u64, 0usize, 0u64);
     while !st.empty && sent < end {
         if st.pings_after.is_some_and(|p| sent >= p) {
             return pings_forever(tx, st.keepalive_every.unwrap_or(Duration::from_millis(200))).await;
@@ -303,9 +320,11 @@ async fn tokens(tx: &mut Sender, plan: &Plan, running: &mut Option<Counted>) -> 
         let k = u64::from(st.tokens_per_chunk[i % st.tokens_per_chunk.len()]).min(end - sent).max(1);
         i += 1;
         sent += k;
+        last = k;
         let text = "w ".repeat(k as usize);
         let finish = (sent >= end).then_some(why);
-        tx.send(plan.writer.chunk(Some(&text), finish, sent)).await?;
+        plan.generated.fetch_add(k, Ordering::SeqCst);
+        tx.send(plan.writer.chunk(Some(&text), finish, sent, k)).await?;
         if plan.engine_tokens.is_some_and(|k| sent >= k) {
             running.take();
         }
@@ -313,27 +332,28 @@ async fn tokens(tx: &mut Sender, plan: &Plan, running: &mut Option<Counted>) -> 
             tokio::time::sleep(st.gap).await;
         }
     }
-    Ok(sent)
+    Ok((sent, last))
 }
 
 /// Keep-alives every `every`, and nothing else, until the client goes away (a proxy in front
 /// of a stuck engine).
-async fn pings_forever(tx: &mut Sender, every: Duration) -> Result<u64, ()> {
+async fn pings_forever(tx: &mut Sender, every: Duration) -> Result<(u64, u64), ()> {
     loop {
         tokio::time::sleep(every).await;
         tx.send(Bytes::from_static(PING)).await?;
     }
 }
 
-/// The end of a stream after `sent` tokens: an empty stream's `finish_reason` chunk, the final
-/// usage chunk, `data: [DONE]` — each as the script says.
-async fn end(tx: &mut Sender, plan: &Plan, sent: u64) -> Result<(), ()> {
+/// The end of a stream after `sent` tokens (`last` in its last chunk): an empty stream's
+/// `finish_reason` chunk, the final usage chunk, `data: [DONE]` — each as the script says.
+async fn end(tx: &mut Sender, plan: &Plan, sent: u64, last: u64) -> Result<(), ()> {
     let (st, w) = (&plan.script, &plan.writer);
     if st.empty {
-        tx.send(w.chunk(None, Some("length"), 0)).await?;
+        tx.send(w.chunk(None, Some("length"), 0, 0)).await?;
     }
     if plan.final_usage {
-        let u = json!({"id": w.id, "object": "chat.completion.chunk", "choices": [], "usage": w.usage(sent)});
+        let usage = w.usage(reported(st.final_usage_count, sent, last));
+        let u = json!({"id": w.id, "object": "chat.completion.chunk", "choices": [], "usage": usage});
         tx.send(Bytes::from(format!("data: {u}\n\n"))).await?;
     }
     if st.done {
