@@ -108,11 +108,13 @@ proptest! {
         // Every read one byte long: the hardest split.
         let bytewise: Vec<usize> = (1..bytes.len()).collect();
         prop_assert_eq!(&read(&bytes, &bytewise), &whole);
-        // Token counts: with usage on every text chunk they are the usage deltas; a chunk
-        // without usage counts 1 token if it carries text.
+        // Token counts: with usage on every text chunk they are the usage deltas, except that a
+        // chunk with text whose usage did not grow counts 1 (a stall: its text is at least one
+        // token); a chunk without usage counts 1 token if it carries text.
         let all_usage = frames.iter().all(|f| !matches!(f, Frame::Chunk { usage: false, .. }));
         if all_usage {
             let want: Vec<u32> = frames.iter().filter_map(|f| match f {
+                Frame::Chunk { tokens: 0, text, .. } if !text.is_empty() => Some(1),
                 Frame::Chunk { tokens, .. } => Some(*tokens),
                 Frame::Comment(_) => None,
             }).chain([0]).collect();
