@@ -29,6 +29,10 @@ cd "$root"
 # panic locations, not by this machine's home folder (scripts/test.sh compares a fresh build
 # with the committed dist/ byte for byte).
 export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS="--remap-path-prefix=${CARGO_HOME:-$HOME/.cargo}=/cargo"
+# And never with clippy-driver as the workspace's compiler (scripts/test.sh's lint builds set
+# RUSTC_WORKSPACE_WRAPPER): it changes the wasm, and a dist/ built under it differed from CI's
+# fresh build (stop 40).
+unset RUSTC_WORKSPACE_WRAPPER
 cargo build --locked --offline -p speedmatrix-viewer --bin speedmatrix-viewer \
   --target wasm32-unknown-unknown --profile wasm-release
 wasm-bindgen --target web --no-typescript --out-dir "$work" --out-name speedmatrix-viewer \
