@@ -838,8 +838,7 @@ mod table {
                 reason: Reason::Has(&["the prompt has 1,324 tokens, 29.3 % off the target 1,024"]),
             }],
             check: Some(|o, c| {
-                let shown = std::process::Command::new(support::BIN).args(["show", "--all"]).arg(&o.out).output();
-                let text = shown.map(|s| String::from_utf8_lossy(&s.stdout).into_owned()).unwrap_or_default();
+                let text = show_args(o, &["--all"]);
                 c.that(text.contains("the prompt has 1,324 tokens"), || format!("show --all says so: {text}"));
             }),
         }
@@ -1094,7 +1093,6 @@ mod table {
 
     /// `speedmatrix show` of the run's results file.
     fn show(o: &Outcome) -> String {
-        let shown = std::process::Command::new(support::BIN).arg("show").arg(&o.out).output().unwrap();
-        String::from_utf8_lossy(&shown.stdout).into_owned()
+        show_args(o, &[])
     }
 }
