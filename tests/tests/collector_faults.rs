@@ -88,19 +88,28 @@ fn sigkill_leaves_a_whole_file_that_resume_completes_and_a_hand_edited_one_is_re
 fn a_save_that_fails_stops_the_run_naming_the_file_and_keeps_the_last_good_one() {
     let (_twin, url) = twin(&[]);
     let dir = tempfile::tempdir().unwrap();
-    // The same plan measured once without a limit: its complete file's size. A file-size limit
-    // just under it lets the plan-only save and the first cell's through and fails the last
-    // (a cell adds kilobytes; the limit is whole KiB), as a disk filling up would.
+    // The same plan measured once without a limit: the file's size after its first cell and
+    // when complete. A file-size limit halfway between lets the plan-only save and the first
+    // cell's through and fails the last, as a disk filling up would. (Halfway, not just under
+    // the complete size: two runs' files differ by tens of bytes, a cell adds kilobytes.)
     let probe = dir.path().join("probe.json");
-    let o = Command::new(support::BIN)
+    let run = Command::new(support::BIN)
         .args(["run", "--url", &url, "-o", probe.to_str().unwrap(), "--quiet"])
         .args(PLAN)
-        .output()
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
+    first_cell_landed(&probe);
+    let first = std::fs::metadata(&probe).unwrap().len();
+    let o = run.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let full = std::fs::metadata(&probe).unwrap().len();
     std::fs::remove_file(&probe).unwrap();
-    let limit_kib = (full - 1) / 1024;
+    let limit_kib = (first + full) / 2 / 1024;
+    assert!(
+        limit_kib * 1024 > first + 512 && limit_kib * 1024 + 512 < full,
+        "a limit of {limit_kib} KiB must leave room on both sides of the first cell's save ({first} B) and the last ({full} B)"
+    );
     let out = dir.path().join("run.json");
     let script = format!(
         "trap '' XFSZ; ulimit -f {limit_kib}; exec \"$0\" run --url {url} -o {} --quiet {}",
