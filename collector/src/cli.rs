@@ -207,6 +207,23 @@ pub struct RunArgs {
     /// Concurrency levels (matrix columns): simultaneous streams.
     #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16,32,64,128")]
     pub concurrency: Vec<u32>,
+    /// Open-loop request rates (requests/s) of rate cells at each context, e.g. `0.5,1,2,4`:
+    /// requests arrive on a schedule that does not wait for the server, and their latencies
+    /// count from their scheduled instants. Without --concurrency, only rate cells are measured.
+    #[arg(long, value_delimiter = ',', value_name = "RPS")]
+    pub rates: Vec<String>,
+    /// How the arrivals of rate cells are spaced: `poisson`, `constant` or `gamma:CV` (CV: the
+    /// gaps' coefficient of variation, above 1 burstier than Poisson). Seeded by --seed.
+    #[arg(long, default_value = "poisson", value_name = "PROCESS")]
+    pub arrival: String,
+    /// Rate cells: keep at most N requests open; a request due while N are open waits for one
+    /// to end (its latencies still count from its scheduled instant) and the cell says so.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_in_flight: Option<u32>,
+    /// Rate cells: measure the higher rates of a context after one was saturated (by default
+    /// they are not run, saying why).
+    #[arg(long)]
+    pub keep_going: bool,
     /// Prefill contexts (one cold request each); `none` for no prefill rows.
     #[arg(long, value_delimiter = ',', default_value = "8k,16k,32k,64k,128k,max")]
     pub prefill_contexts: Vec<String>,

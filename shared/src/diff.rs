@@ -771,6 +771,8 @@ impl Regression {
                     CellStatus::Error => "B's measurement failed",
                     CellStatus::OverCapacity => "B's server could not hold it",
                     CellStatus::NotRun => "B did not measure it",
+                    CellStatus::Saturated => "B's server did not keep up with the rate",
+                    CellStatus::ClientLimited => "B's client did not send on schedule",
                     CellStatus::Valid | CellStatus::RequestsQueued => "B measured it",
                 };
                 format!("{}: Valid → {} ({why})", cell.describe(), to.label())

@@ -179,8 +179,19 @@ pub fn remaining(r: &Results, warm: &[u64]) -> Estimate {
         .decode
         .iter()
         .map(|c| f64::from(crate::repeats::left(c, n)) * (readiness.0.at(c.concurrency) + window_s + DRAIN_S))
-        .sum();
+        .sum::<f64>()
+        + rates_s(r, window_s, &prompt_s);
     Estimate { total_s: prefill_s + warmup_s + decode_s, prefill_s, warmup_s, decode_s, prompt_tps, readiness }
+}
+
+/// The rate cells still to measure: each a warm-up (its first request: a cold prefill, then
+/// about half a window of decode), the window, and a drain (at most a window; half assumed).
+fn rates_s(r: &Results, window_s: f64, prompt_s: &dyn Fn(u64) -> f64) -> f64 {
+    r.rates
+        .iter()
+        .filter(|c| c.status == CellStatus::NotRun && c.reason.as_deref() == Some("pending"))
+        .map(|c| prompt_s(c.context.tokens) + 2.0 * window_s + DRAIN_S)
+        .sum()
 }
 
 #[cfg(test)]

@@ -38,6 +38,7 @@
 
 #![warn(missing_docs)]
 
+pub mod arrivals;
 pub mod command_line;
 pub mod context;
 pub mod derived;
@@ -50,6 +51,7 @@ pub mod load;
 pub mod model;
 pub mod noise;
 pub mod progress;
+pub mod rate;
 pub mod registry;
 pub mod repeats;
 pub mod resume;
@@ -68,7 +70,7 @@ pub use model::*;
 /// The value of the top-level `schema` field of every speedmatrix results file.
 pub const SCHEMA_NAME: &str = "speedmatrix-results";
 /// The schema version this build writes, and the newest it reads.
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// The JSON Schema (draft 2020-12) of [`Results`], generated from the Rust types and tightened
 /// with the rules the loader enforces that types alone cannot say: every number is ≥ 0,

@@ -282,6 +282,7 @@ pub fn migrate(mut value: Value) -> Result<Value, LoadError> {
         value = match v {
             1 => v1_to_v2(value)?,
             2 => v2_to_v3(value),
+            3 => v3_to_v4(value),
             _ => value,
         };
         v += 1;
@@ -296,6 +297,13 @@ pub fn migrate(mut value: Value) -> Result<Value, LoadError> {
 /// that a build that predates repeats refuses a file with them as newer ("upgrade speedmatrix")
 /// instead of as a malformed file.
 fn v2_to_v3(value: Value) -> Value {
+    value
+}
+
+/// Schema v3 → v4: v4 adds open-loop rate cells (`rates`, `config.rates`, the statuses
+/// `saturated` and `client_limited`, `requests[].send_lag_ms`), all optional; a v3 file has
+/// none and means the same in v4. The version moves for the reason of [`v2_to_v3`].
+fn v3_to_v4(value: Value) -> Value {
     value
 }
 
@@ -735,15 +743,19 @@ mod tests {
     }
 
     #[test]
-    fn a_v2_file_is_a_v3_file_of_one_repeat() {
+    fn a_v2_file_is_a_v4_file_of_one_repeat_and_no_rate_cells() {
         let mut v: Value =
             serde_json::from_slice(include_bytes!("../../tests/fixtures/round1/twin-tiny.json")).unwrap();
         v = migrate(v).unwrap();
-        assert_eq!(v["schema_version"], 3);
+        assert_eq!(v["schema_version"], 4);
         let mut v2 = v.clone();
         v2["schema_version"] = 2.into();
         let r = load_results(&serde_json::to_vec(&v2).unwrap()).unwrap();
-        assert_eq!(r.schema_version, 3);
+        assert_eq!(r.schema_version, 4);
+        assert!(r.rates.is_empty() && r.config.rates.is_empty());
+        let mut v3 = v.clone();
+        v3["schema_version"] = 3.into();
+        assert_eq!(load_results(&serde_json::to_vec(&v3).unwrap()).unwrap(), r, "a v3 file means the same in v4");
         assert_eq!(crate::repeats::planned(&r), 1);
         assert!(r.decode.iter().all(|c| c.repeats.is_empty()));
     }
@@ -786,7 +798,7 @@ mod tests {
         let e = load_results(br#"{"schema":"speedmatrix-results","schema_version":7}"#).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "written by a newer speedmatrix (v7); upgrade speedmatrix (this build reads schema v1…v3)"
+            "written by a newer speedmatrix (v7); upgrade speedmatrix (this build reads schema v1…v4)"
         );
         let e = load_results(br#"{"schema":"speedmatrix-results","schema_version":0}"#).unwrap_err();
         assert!(e.to_string().starts_with("at schema_version:"), "{e}");

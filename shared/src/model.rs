@@ -37,6 +37,11 @@ pub struct Results {
     pub prefill: Vec<PrefillRow>,
     /// Sustained-decode cells, in plan order (context-major, then concurrency).
     pub decode: Vec<DecodeCell>,
+    /// Open-loop rate cells (`--rates`), in plan order (context-major, then rate): requests
+    /// arrive on a schedule that does not wait for the server. Absent before schema v4 and in
+    /// runs without `--rates`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rates: Vec<RateCell>,
     /// The machine the collector ran on: its CPU bounds the client's own figures (the
     /// self-check `client_cpu_pct`). For a server on that machine it is the same host as
     /// [`Results::hardware`]; for a remote one it is not the server's hardware. `null` in files
@@ -530,6 +535,9 @@ pub struct Config {
     /// the matrix; `null` means once (files before repeats, and runs of one repeat).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repeats: Option<u32>,
+    /// Offered request rates of the rate cells, requests/s (plan: `--rates`); absent without.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rates: Vec<f64>,
 }
 
 /// A context asked for (`--contexts`, `--prefill-contexts`) that the plan could not hold.
@@ -578,13 +586,24 @@ pub enum CellStatus {
     Error,
     /// Planned but not measured (interrupted, excluded).
     NotRun,
+    /// A rate cell whose server did not keep up with the offered rate: the requests in flight
+    /// grew through the window beyond their noise, or requests of the window were still
+    /// unanswered when the drain ended. `reason` and `saturation` hold the evidence.
+    Saturated,
+    /// A rate cell whose client did not send on schedule: the send lag (scheduled instant →
+    /// request sent) was large enough to change the offered load, or `--max-in-flight` held
+    /// requests back. The figures are kept (latencies count from the scheduled instants);
+    /// `reason` has the lag.
+    ClientLimited,
 }
 
 impl CellStatus {
     /// Every status, in display order.
-    pub const ALL: [CellStatus; 5] = [
+    pub const ALL: [CellStatus; 7] = [
         CellStatus::Valid,
         CellStatus::RequestsQueued,
+        CellStatus::Saturated,
+        CellStatus::ClientLimited,
         CellStatus::OverCapacity,
         CellStatus::Error,
         CellStatus::NotRun,
@@ -598,6 +617,8 @@ impl CellStatus {
             CellStatus::OverCapacity => "over_capacity",
             CellStatus::Error => "error",
             CellStatus::NotRun => "not_run",
+            CellStatus::Saturated => "saturated",
+            CellStatus::ClientLimited => "client_limited",
         }
     }
 
@@ -609,12 +630,18 @@ impl CellStatus {
             CellStatus::OverCapacity => "Over capacity",
             CellStatus::Error => "Error",
             CellStatus::NotRun => "Not run",
+            CellStatus::Saturated => "Saturated",
+            CellStatus::ClientLimited => "Client-limited",
         }
     }
 
-    /// Whether the cell's figures were measured (valid or requests queued).
+    /// Whether the cell's figures were measured (valid, requests queued, and for rate cells
+    /// saturated or client-limited).
     pub fn is_measured(self) -> bool {
-        matches!(self, CellStatus::Valid | CellStatus::RequestsQueued)
+        matches!(
+            self,
+            CellStatus::Valid | CellStatus::RequestsQueued | CellStatus::Saturated | CellStatus::ClientLimited
+        )
     }
 }
 
@@ -705,8 +732,12 @@ pub enum FinishReason {
 #[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RequestSample {
-    /// When the request was sent, ms from the run start (client clock).
+    /// When the request was sent, ms from the run start (client clock). In a rate cell: its
+    /// scheduled instant, from which its TTFT and E2E latency count.
     pub start_ms: f64,
+    /// Rate cells: scheduled instant → request sent, ms (client clock). Absent in decode cells.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_lag_ms: Option<f64>,
     /// The `id` the server gave the completion (e.g. `chatcmpl-…`), to match its logs or a trace.
     #[serde(default)]
     pub response_id: Option<String>,
@@ -1342,4 +1373,215 @@ impl DecodeCell {
             missing: vec![],
         }
     }
+}
+
+/// How a rate cell's arrivals are spaced (plan).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum ArrivalProcess {
+    /// Exponential gaps (a Poisson process): independent arrivals, the default.
+    Poisson,
+    /// Equal gaps of 1 ÷ rate.
+    Constant,
+    /// Gamma-distributed gaps with mean 1 ÷ rate and the coefficient of variation `cv`:
+    /// burstier than Poisson above 1, smoother below.
+    Gamma,
+}
+
+/// A rate cell's arrival schedule, as planned: the process and the seed it is drawn from (the
+/// same seed gives the same arrival instants against any server).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct Arrival {
+    /// The process (plan).
+    pub process: ArrivalProcess,
+    /// Coefficient of variation of the gaps, for `gamma` (plan).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cv: Option<f64>,
+    /// The seed of the schedule (plan: `--seed`, else 0).
+    pub seed: u64,
+}
+
+/// Why a rate cell is (or is not) saturated: the evidence the rule in docs/METHODOLOGY.md
+/// ("Open-loop rate cells") reads.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct Saturation {
+    /// Requests in flight when the window opened (client clock).
+    pub in_flight_start: u64,
+    /// Requests in flight when the window closed (client clock).
+    pub in_flight_end: u64,
+    /// The growth the rule allows as noise: 3 × √(2 × mean in flight) + 2, and at least 5 % of
+    /// the requests scheduled in the window.
+    pub growth_allowed: f64,
+    /// The server's waiting-queue gauge at the first and last reading inside the window
+    /// (Prometheus); absent without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<(f64, f64)>,
+    /// Completions in the window ÷ requests scheduled in it.
+    #[serde(default)]
+    pub achieved_share: Option<f64>,
+    /// Requests scheduled in the window and not finished when the drain ended.
+    pub unfinished: u64,
+}
+
+/// One open-loop measurement: requests at one context arriving at a set rate, on a schedule
+/// that does not wait for the server (docs/METHODOLOGY.md, "Open-loop rate cells"). Every
+/// request's TTFT and E2E latency count from its scheduled instant, so a client or connection
+/// that falls behind cannot hide the server's queue (no coordinated omission).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct RateCell {
+    /// Target context (row of the matrix).
+    pub context: ContextSize,
+    /// The prompts' real length, tokens (median server usage).
+    #[serde(default)]
+    pub prompt_tokens: Option<u64>,
+    /// Offered request rate, requests/s (plan).
+    pub rate_rps: f64,
+    /// How arrivals are spaced (plan).
+    pub arrival: Arrival,
+    /// `--max-in-flight`: the most requests the client keeps open (plan); absent: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_in_flight: Option<u32>,
+    /// Valid, saturated, client-limited, error or not run.
+    pub status: CellStatus,
+    /// Why the status, and notes.
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// Warm-up before the window: from the first scheduled request until it finished, s
+    /// (client clock).
+    #[serde(default)]
+    pub warmup_s: Option<f64>,
+    /// The window's real length, s (client clock).
+    #[serde(default)]
+    pub window_s: Option<f64>,
+    /// When the window opened, ms from the run start (client clock).
+    #[serde(default)]
+    pub window_start_ms: Option<f64>,
+    /// The drain after the window (requests of the window finishing), s (client clock).
+    #[serde(default)]
+    pub drain_s: Option<f64>,
+    /// Requests scheduled inside the window ÷ its length, requests/s (plan, on the client
+    /// clock's window).
+    #[serde(default)]
+    pub offered_rps: Option<f64>,
+    /// Requests that finished inside the window ÷ its length, requests/s (client clock).
+    #[serde(default)]
+    pub achieved_rps: Option<f64>,
+    /// Requests scheduled inside the window (plan).
+    #[serde(default)]
+    pub scheduled_requests: Option<u64>,
+    /// Requests that finished inside the window (client clock).
+    #[serde(default)]
+    pub completed_requests: Option<u64>,
+    /// Output tokens that arrived inside the window ÷ its length, tok/s.
+    #[serde(default)]
+    pub total_tps: Option<f64>,
+    /// Output tokens that arrived inside the window.
+    #[serde(default)]
+    pub output_tokens: Option<u64>,
+    /// Where the output-token count came from.
+    #[serde(default)]
+    pub token_count_source: Option<TokenCountSource>,
+    /// TTFT of the requests scheduled in the window, from their scheduled instants, ms.
+    #[serde(default)]
+    pub ttft_ms: Option<Distribution>,
+    /// TPOT of the requests scheduled in the window, ms.
+    #[serde(default)]
+    pub tpot_ms: Option<Distribution>,
+    /// ITL of the requests scheduled in the window, ms (per token; only where each chunk's
+    /// token count is known).
+    #[serde(default)]
+    pub itl_ms: Option<Distribution>,
+    /// E2E latency of the requests scheduled in the window, from their scheduled instants, ms.
+    #[serde(default)]
+    pub e2e_ms: Option<Distribution>,
+    /// Send lag of the requests scheduled in the window: scheduled instant → request sent, ms
+    /// (client clock).
+    #[serde(default)]
+    pub send_lag_ms: Option<Distribution>,
+    /// Requests of the window that `--max-in-flight` held back (their latencies still count
+    /// from their scheduled instants).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_back: Option<u64>,
+    /// Time-weighted mean of requests in flight in the window (client clock).
+    #[serde(default)]
+    pub avg_in_flight: Option<f64>,
+    /// Most requests in flight at once in the window (client clock).
+    #[serde(default)]
+    pub max_in_flight_seen: Option<u64>,
+    /// The saturation rule's evidence.
+    #[serde(default)]
+    pub saturation: Option<Saturation>,
+    /// Prometheus figures over the window.
+    #[serde(default)]
+    pub server: Option<ServerFigures>,
+    /// The collector's CPU use over the window, % of one core (client).
+    #[serde(default)]
+    pub client_cpu_pct: Option<f64>,
+    /// Header differences accepted on `--resume` (see [`AcceptedDifference`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub accepted_differences: Vec<AcceptedDifference>,
+    /// Every request of the cell (warm-up, window, drain), in schedule order.
+    #[serde(default)]
+    pub requests: Vec<RequestSample>,
+    /// Why a figure of this cell is null.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<MissingFigure>,
+}
+
+impl RateCell {
+    /// A cell of the plan without figures yet.
+    pub fn new(context: ContextSize, rate_rps: f64, arrival: Arrival, max_in_flight: Option<u32>) -> RateCell {
+        RateCell {
+            context,
+            prompt_tokens: None,
+            rate_rps,
+            arrival,
+            max_in_flight,
+            status: CellStatus::NotRun,
+            reason: Some("pending".into()),
+            warmup_s: None,
+            window_s: None,
+            window_start_ms: None,
+            drain_s: None,
+            offered_rps: None,
+            achieved_rps: None,
+            scheduled_requests: None,
+            completed_requests: None,
+            total_tps: None,
+            output_tokens: None,
+            token_count_source: None,
+            ttft_ms: None,
+            tpot_ms: None,
+            itl_ms: None,
+            e2e_ms: None,
+            send_lag_ms: None,
+            held_back: None,
+            avg_in_flight: None,
+            max_in_flight_seen: None,
+            saturation: None,
+            server: None,
+            client_cpu_pct: None,
+            accepted_differences: vec![],
+            requests: vec![],
+            missing: vec![],
+        }
+    }
+
+    /// "2 req/s" — the rate as people read it.
+    pub fn rate_label(&self) -> String {
+        rate_label(self.rate_rps)
+    }
+}
+
+/// A request rate in words: `0.5 req/s`, `2 req/s`.
+pub fn rate_label(rps: f64) -> String {
+    let text = format!("{rps:.3}");
+    format!("{} req/s", text.trim_end_matches('0').trim_end_matches('.'))
 }

@@ -57,6 +57,13 @@ pub enum Measuring {
         /// Its streams N.
         concurrency: u32,
     },
+    /// An open-loop rate cell.
+    Rate {
+        /// Its context.
+        context: ContextSize,
+        /// Its offered rate in words, e.g. "2 req/s".
+        rate: String,
+    },
 }
 
 impl Measuring {
@@ -65,6 +72,7 @@ impl Measuring {
         match self {
             Measuring::Prefill { context } => format!("prefill {}", context.label),
             Measuring::Decode { context, concurrency } => format!("decode {} × {concurrency}", context.label),
+            Measuring::Rate { context, rate } => format!("rate {} at {rate}", context.label),
         }
     }
 }

@@ -865,6 +865,8 @@ fn status_word(s: CellStatus) -> &'static str {
         CellStatus::OverCapacity => "over capacity",
         CellStatus::Error => "error",
         CellStatus::NotRun => "not run",
+        CellStatus::Saturated => "saturated",
+        CellStatus::ClientLimited => "client-limited",
     }
 }
 

@@ -168,6 +168,7 @@ pub fn convert(src: &Source, converted_by: &str) -> Result<Results, ImportError>
         config,
         prefill,
         decode,
+        rates: vec![],
         client: None,
         missing,
         import: Some(ImportInfo { format: "llm-inference-bench".into(), files: vec![name.clone()], unmapped }),
@@ -294,6 +295,7 @@ fn config(meta: &Value, contexts: &[u64], concurrency: Vec<u32>, prefill: &[Pref
         not_run_contexts: vec![],
         server_url: None,
         repeats: None,
+        rates: vec![],
     }
 }
 

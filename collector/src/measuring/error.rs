@@ -71,6 +71,23 @@ pub enum RunError {
     /// A concurrency of 0.
     #[error("--concurrency values must be at least 1")]
     ZeroConcurrency,
+    /// A `--rates` entry that is not a positive number of requests per second.
+    #[error(
+        "--rates {value:?}: give request rates as positive numbers of requests per second, e.g. --rates 0.5,1,2,4"
+    )]
+    Rate {
+        /// What was given.
+        value: String,
+    },
+    /// An `--arrival` that is not a known process.
+    #[error("--arrival: {0}")]
+    Arrival(String),
+    /// `--max-in-flight` or `--keep-going` without `--rates`.
+    #[error("{flag} applies to rate cells only; give --rates too (e.g. --rates 1,2,4)")]
+    RateFlagWithoutRates {
+        /// The flag.
+        flag: &'static str,
+    },
     /// A temperature that is not a finite number ≥ 0.
     #[error("--temperature {value}: give a finite number ≥ 0, e.g. 0 or 0.7")]
     Temperature {

@@ -73,6 +73,13 @@ pub(crate) fn fresh_results(info: &ServerInfo, plan: &Plan, spec: &RunSpec, host
         config: run_config(plan, spec),
         prefill,
         decode,
+        rates: plan
+            .contexts
+            .iter()
+            .flat_map(|ctx| {
+                plan.rates.iter().map(move |&r| RateCell::new(ctx.clone(), r, spec.arrival, spec.max_in_flight))
+            })
+            .collect(),
         client: Some(host.client.clone()),
         missing: info.facts.missing.iter().chain(&host.missing).cloned().collect(),
         import: None,
@@ -119,6 +126,7 @@ fn run_config(plan: &Plan, spec: &RunSpec) -> Config {
         not_run_contexts: plan.not_run.clone(),
         server_url: (!spec.redact_host).then(|| spec.url.as_str().to_string()),
         repeats: (spec.repeat > 1).then_some(spec.repeat),
+        rates: plan.rates.clone(),
     }
 }
 

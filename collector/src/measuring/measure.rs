@@ -267,7 +267,7 @@ fn fill_window_figures(cell: &mut DecodeCell, f: &WindowFigures, counted: &Token
 
 /// The failed streams' errors, first failure first; a stream that finished without any token
 /// is a failure too (a server that answers empty streams measures nothing).
-fn failures(streams: &[CellStream]) -> Vec<String> {
+pub(crate) fn failures(streams: &[CellStream]) -> Vec<String> {
     let mut failed: Vec<(f64, String)> = streams
         .iter()
         .filter_map(|s| {
@@ -609,6 +609,7 @@ pub fn sample(s: &StreamRecord, weights: &[f64], opening: bool, window: Option<(
     });
     RequestSample {
         start_ms: round3(s.sent_ms),
+        send_lag_ms: None,
         response_id: s.response_id.clone(),
         ttft_ms: s.ttft_ms().map(round3),
         ttft_content_ms: s.first_content_ms.map(|t| round3(t - s.sent_ms)),
@@ -658,7 +659,7 @@ fn spec_rate(scrapes: &[Scrape], w0: f64, w1: f64) -> Option<f64> {
 /// reading before the first stream opened to the one after the last ended (a cross-check of
 /// every token the cell's requests were sent; only for a counter that grows while requests
 /// stream).
-fn server_figures(scrapes: &[Scrape], w0: f64, w1: f64, live_counter: bool) -> Option<ServerFigures> {
+pub(crate) fn server_figures(scrapes: &[Scrape], w0: f64, w1: f64, live_counter: bool) -> Option<ServerFigures> {
     if scrapes.is_empty() {
         return None;
     }
@@ -694,7 +695,7 @@ fn server_figures(scrapes: &[Scrape], w0: f64, w1: f64, live_counter: bool) -> O
 }
 
 /// A distribution of ms (or tok/s) values, rounded to 3 decimals (µs for ms figures).
-fn distribution(values: &[f64]) -> Option<Distribution> {
+pub(crate) fn distribution(values: &[f64]) -> Option<Distribution> {
     stats::distribution(values).map(|d| Distribution {
         p50: d.p50.map(round3),
         p90: d.p90.map(round3),

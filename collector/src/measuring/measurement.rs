@@ -31,7 +31,7 @@
 use crate::measuring::error::CellError;
 use crate::measuring::session::Session;
 use speedmatrix_schema::progress::Current;
-use speedmatrix_schema::{AcceptedDifference, CellStatus, DecodeCell, PrefillRow};
+use speedmatrix_schema::{AcceptedDifference, CellStatus, DecodeCell, PrefillRow, RateCell};
 
 /// One kind of measurement (module docs): its stages, and the row or cell it fills.
 pub(crate) trait Measurement {
@@ -103,7 +103,7 @@ macro_rules! row_of {
         }
     )+};
 }
-row_of!(PrefillRow, DecodeCell);
+row_of!(PrefillRow, DecodeCell, RateCell);
 
 /// Take one measurement: warm, window, drain, figures; the row stamped with the accepted
 /// header differences (not yet recorded).

@@ -64,6 +64,8 @@ pub mod plan;
 pub mod prefill;
 pub mod prometheus;
 pub mod prompt;
+pub mod rate;
+pub mod rate_figures;
 pub mod recovery;
 pub mod resume;
 pub mod run;

@@ -14,6 +14,8 @@ pub struct PlanInput {
     pub contexts: Vec<ContextArg>,
     /// Concurrency levels (`--concurrency`), each at least 1 (`RunSpec::from_args` checks).
     pub concurrency: Vec<u32>,
+    /// Request rates of the rate cells (`--rates`), requests/s, positive.
+    pub rates: Vec<f64>,
     /// Prefill contexts as asked (`--prefill-contexts`).
     pub prefill_contexts: Vec<ContextArg>,
     /// `max_tokens` per decode request.
@@ -56,6 +58,8 @@ pub struct Plan {
     pub concurrency: Vec<u32>,
     /// Decode cells, context-major.
     pub cells: Vec<PlannedCell>,
+    /// Request rates of the rate cells (one per context and rate, context-major), ascending.
+    pub rates: Vec<f64>,
     /// Things the user should know (contexts not run, unknown KV budget).
     pub warnings: Vec<String>,
     /// Contexts asked for that cannot be measured on this server, with the reason (they go
@@ -108,7 +112,10 @@ pub fn plan(input: &PlanInput) -> Result<Plan, PlanError> {
         );
     }
     let cells = contexts.iter().flat_map(|ctx| concurrency.iter().map(move |&n| planned_cell(input, ctx, n))).collect();
-    Ok(Plan { prefill, contexts, concurrency, cells, warnings, not_run })
+    let mut rates = input.rates.clone();
+    rates.sort_by(f64::total_cmp);
+    rates.dedup();
+    Ok(Plan { prefill, contexts, concurrency, cells, rates, warnings, not_run })
 }
 
 /// The warning printed for a context kept as not run.
@@ -267,6 +274,7 @@ mod tests {
     #[test]
     fn seed_plan_has_the_seed_six_over_capacity_cells() {
         let input = PlanInput {
+            rates: vec![],
             contexts: args("8k,16k,32k,64k,128k,max"),
             concurrency: vec![1, 2, 4, 8, 16, 32, 64, 128],
             prefill_contexts: args("8k,16k,32k,64k,128k,max"),
@@ -295,6 +303,7 @@ mod tests {
     #[test]
     fn contexts_that_do_not_fit_are_kept_as_not_run_with_the_reason() {
         let input = PlanInput {
+            rates: vec![],
             contexts: args("1k,8k,max"),
             concurrency: vec![4, 1, 4],
             prefill_contexts: args("1k,4k"),
@@ -334,6 +343,7 @@ mod tests {
     #[test]
     fn llama_slots_make_long_streams_over_capacity_not_many_streams() {
         let input = PlanInput {
+            rates: vec![],
             contexts: args("256,512,1k,max"),
             concurrency: vec![1, 8],
             prefill_contexts: args("512,1k,max"),

@@ -16,6 +16,7 @@ use crate::measuring::header::{self, Host};
 use crate::measuring::measurement::{take, Measurement, Row};
 use crate::measuring::plan::{plan, Plan, PlanInput};
 use crate::measuring::prefill::PrefillAt;
+use crate::measuring::rate::RateAt;
 use crate::measuring::recovery::after_failure;
 use crate::measuring::session::Session;
 use crate::measuring::spec::RunSpec;
@@ -50,6 +51,7 @@ pub async fn measure(args: &RunArgs) -> Result<u8, RunError> {
     let plan = plan(&PlanInput {
         contexts: spec.contexts.clone(),
         concurrency: spec.concurrency.clone(),
+        rates: spec.rates.clone(),
         prefill_contexts: spec.prefill_contexts.clone(),
         max_tokens: spec.max_tokens,
         window_s: spec.window.as_secs_f64(),
@@ -124,6 +126,11 @@ fn finish(s: &mut Session, stopped: Option<(RunStatus, String, u8)>) -> Result<u
     for c in s.results.decode.iter_mut().filter(|c| c.status == CellStatus::NotRun) {
         c.reason = Some(unmeasured.clone());
     }
+    for c in
+        s.results.rates.iter_mut().filter(|c| c.status == CellStatus::NotRun && c.reason.as_deref() == Some("pending"))
+    {
+        c.reason = Some(unmeasured.clone());
+    }
     // A cell stopped between its repeats says how many it has (`--resume` measures the rest).
     let n = repeats::planned(&s.results);
     for c in s.results.decode.iter_mut().filter(|c| c.status.is_measured()) {
@@ -141,7 +148,8 @@ fn finish(s: &mut Session, stopped: Option<(RunStatus, String, u8)>) -> Result<u
     s.save()?;
     s.live.ended();
     let errors = s.results.decode.iter().filter(|c| c.status == CellStatus::Error).count()
-        + s.results.prefill.iter().filter(|c| c.status == CellStatus::Error).count();
+        + s.results.prefill.iter().filter(|c| c.status == CellStatus::Error).count()
+        + s.results.rates.iter().filter(|c| c.status == CellStatus::Error).count();
     let detail = match errors {
         0 => String::new(),
         1 => " (1 error cell — see `speedmatrix show --all` for the reason)".into(),
@@ -220,15 +228,32 @@ fn print_plan(info: &ServerInfo, plan: &Plan, spec: &RunSpec) {
         (true, false) => say!("plan: no prefill rows (--prefill-contexts none)"),
         (true, true) => say!("plan: no prefill rows: every prefill context is over the server's limit (see below)"),
     }
-    say!(
-        "plan: decode {} context{} [{}] × concurrency {:?}, {} s windows, max_tokens {}",
+    let contexts = format!(
+        "{} context{} [{}]",
         plan.contexts.len(),
         if plan.contexts.len() == 1 { "" } else { "s" },
-        labels(&plan.contexts),
-        plan.concurrency,
-        window.as_secs_f64(),
-        spec.max_tokens
+        labels(&plan.contexts)
     );
+    if !plan.concurrency.is_empty() {
+        say!(
+            "plan: decode {contexts} × concurrency {:?}, {} s windows, max_tokens {}",
+            plan.concurrency,
+            window.as_secs_f64(),
+            spec.max_tokens
+        );
+    }
+    if !plan.rates.is_empty() {
+        let rates: Vec<String> = plan.rates.iter().map(|r| speedmatrix_schema::rate_label(*r)).collect();
+        say!(
+            "plan: rate cells {contexts} × [{}], {} arrivals (seed {}){}, {} s windows, max_tokens {}; latencies from each request's scheduled instant",
+            rates.join(", "),
+            speedmatrix_schema::arrivals::process_text(&spec.arrival),
+            spec.arrival.seed,
+            spec.max_in_flight.map(|m| format!(", at most {m} in flight")).unwrap_or_default(),
+            window.as_secs_f64(),
+            spec.max_tokens
+        );
+    }
     if spec.repeat > 1 {
         say!("plan: every decode cell measured {} times, interleaved (every cell once, then again, …)", spec.repeat);
     }
@@ -272,6 +297,44 @@ async fn measure_all(s: &mut Session) -> Result<Option<String>, FileError> {
             if let Some(cause) = measure_one(s, &cell).await? {
                 return Ok(Some(cause));
             }
+        }
+    }
+    measure_rates(s).await
+}
+
+/// Measure every rate cell still to measure, context by context, rates ascending; after a
+/// saturated rate the context's higher rates are not run, saying why (unless `--keep-going`).
+async fn measure_rates(s: &mut Session) -> Result<Option<String>, FileError> {
+    for index in 0..s.results.rates.len() {
+        let c = &s.results.rates[index];
+        if c.status != CellStatus::NotRun || c.reason.as_deref().is_some_and(|r| r.starts_with("not run: ")) {
+            continue;
+        }
+        let cell = RateAt {
+            index,
+            context: c.context.clone(),
+            rate_rps: c.rate_rps,
+            arrival: c.arrival,
+            max_in_flight: c.max_in_flight,
+        };
+        if let Some(cause) = measure_one(s, &cell).await? {
+            return Ok(Some(cause));
+        }
+        let c = &s.results.rates[index];
+        if c.status == CellStatus::Saturated && !s.spec.keep_going {
+            let (tokens, label) = (c.context.tokens, c.rate_label());
+            let why = format!("not run: {label} was saturated at this context, so higher rates are skipped (--keep-going measures them)");
+            let mut skipped = vec![];
+            for higher in s.results.rates.iter_mut().skip(index + 1) {
+                if higher.context.tokens == tokens && higher.status == CellStatus::NotRun {
+                    higher.reason = Some(why.clone());
+                    skipped.push(format!("plan: rate {} at {}: {why}", higher.context.label, higher.rate_label()));
+                }
+            }
+            for line in skipped {
+                s.log(line);
+            }
+            s.save()?;
         }
     }
     Ok(None)

@@ -27,8 +27,16 @@ pub struct RunSpec {
     pub contexts: Vec<ContextArg>,
     /// `--prefill-contexts` (empty for `none`).
     pub prefill_contexts: Vec<ContextArg>,
-    /// `--concurrency`: each at least 1.
+    /// `--concurrency`: each at least 1; empty when only `--rates` was given.
     pub concurrency: Vec<u32>,
+    /// `--rates`: positive request rates, requests/s (empty: no rate cells).
+    pub rates: Vec<f64>,
+    /// `--arrival` with the schedule's seed (`--seed`, else 0).
+    pub arrival: speedmatrix_schema::Arrival,
+    /// `--max-in-flight`.
+    pub max_in_flight: Option<u32>,
+    /// `--keep-going`.
+    pub keep_going: bool,
     /// `--duration`: 1 s … 24 h.
     pub window: Duration,
     /// `--stall-timeout`: longer than 0.
@@ -127,9 +135,30 @@ impl RunSpec {
     pub fn from_args(args: &RunArgs) -> Result<RunSpec, RunError> {
         let (file, resumed) = FromFile::read(args)?;
         let window = window(args, &file)?;
-        let concurrency = file.concurrency.clone().unwrap_or_else(|| args.concurrency.clone());
+        let rates = match &file.rates {
+            Some(r) => r.clone(),
+            None => rates(&args.rates)?,
+        };
+        let mut concurrency = file.concurrency.clone().unwrap_or_else(|| args.concurrency.clone());
         if concurrency.contains(&0) {
             return Err(RunError::ZeroConcurrency);
+        }
+        // `--rates` instead of `--concurrency`: only rate cells (both flags: both kinds).
+        let concurrency_given = args.given.as_ref().is_some_and(|g| g.iter().any(|f| f == "concurrency"));
+        if !rates.is_empty() && file.concurrency.is_none() && !concurrency_given {
+            concurrency.clear();
+        }
+        let (process, cv) = match file.arrival {
+            Some(a) => (a.process, a.cv),
+            None => speedmatrix_schema::arrivals::parse_process(&args.arrival).map_err(RunError::Arrival)?,
+        };
+        if rates.is_empty() {
+            if args.max_in_flight.is_some() {
+                return Err(RunError::RateFlagWithoutRates { flag: "--max-in-flight" });
+            }
+            if args.keep_going {
+                return Err(RunError::RateFlagWithoutRates { flag: "--keep-going" });
+            }
         }
         let temperature = file.temperature.unwrap_or(args.temperature);
         if let Some(t) = temperature.filter(|t| !t.is_finite() || *t < 0.0) {
@@ -154,6 +183,10 @@ impl RunSpec {
             contexts: contexts("--contexts", file.contexts.as_deref(), &args.contexts)?,
             prefill_contexts: contexts("--prefill-contexts", file.prefill_contexts.as_deref(), &args.prefill_contexts)?,
             concurrency,
+            arrival: speedmatrix_schema::Arrival { process, cv, seed: file.seed.unwrap_or(args.seed).unwrap_or(0) },
+            rates,
+            max_in_flight: file.max_in_flight.unwrap_or(args.max_in_flight),
+            keep_going: args.keep_going,
             window,
             stall: match file.stall_timeout_s {
                 Some(s) => file_duration("--stall-timeout", s)?,
@@ -188,7 +221,9 @@ impl RunSpec {
 
     /// The largest concurrency of the plan (the connection pool's size).
     pub fn max_concurrency(&self) -> usize {
-        self.concurrency.iter().copied().max().unwrap_or(1) as usize
+        // Rate cells open as many requests as are due: --max-in-flight, else room for 256.
+        let rates = if self.rates.is_empty() { 0 } else { self.max_in_flight.unwrap_or(256) };
+        self.concurrency.iter().copied().max().unwrap_or(1).max(rates) as usize
     }
 }
 
@@ -204,6 +239,9 @@ impl RunSpec {
 struct FromFile {
     contexts: Option<Vec<ContextSize>>,
     concurrency: Option<Vec<u32>>,
+    rates: Option<Vec<f64>>,
+    arrival: Option<speedmatrix_schema::Arrival>,
+    max_in_flight: Option<Option<u32>>,
     prefill_contexts: Option<Vec<ContextSize>>,
     window_s: Option<f64>,
     max_tokens: Option<u32>,
@@ -241,6 +279,13 @@ impl FromFile {
         let file = FromFile {
             contexts: take("contexts", "--contexts").then(|| c.contexts.clone()),
             concurrency: take("concurrency", "--concurrency").then(|| c.concurrency.clone()),
+            rates: take("rates", "--rates").then(|| c.rates.clone()),
+            arrival: r.rates.first().map(|x| x.arrival).filter(|_| take("arrival", "--arrival")),
+            max_in_flight: r
+                .rates
+                .first()
+                .map(|x| x.max_in_flight)
+                .filter(|_| take("max_in_flight", "--max-in-flight")),
             prefill_contexts: take("prefill_contexts", "--prefill-contexts").then(|| c.prefill_contexts.clone()),
             window_s: c.window_s.filter(|_| take("duration", "--duration")),
             max_tokens: c.max_tokens.filter(|_| take("max_tokens", "--max-tokens")),
@@ -267,6 +312,20 @@ impl FromFile {
         }
         Ok((file, Some(r)))
     }
+}
+
+/// `--rates`: each a positive, finite number of requests per second; sorted, without repeats.
+fn rates(given: &[String]) -> Result<Vec<f64>, RunError> {
+    let mut rates = Vec::with_capacity(given.len());
+    for text in given {
+        match text.trim().parse::<f64>() {
+            Ok(r) if r.is_finite() && r > 0.0 && r <= 1e6 => rates.push(r),
+            _ => return Err(RunError::Rate { value: text.clone() }),
+        }
+    }
+    rates.sort_by(f64::total_cmp);
+    rates.dedup();
+    Ok(rates)
 }
 
 /// `--duration`, or the `--resume` file's window: 1 s … 24 h.

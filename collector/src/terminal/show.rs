@@ -274,6 +274,49 @@ fn decode_matrix(r: &Results) -> Grid {
     Grid { headers, rows, numeric_from: 1 }
 }
 
+/// The rate cells, one row each: what was offered and achieved, throughput, latencies from
+/// the scheduled instants, the send lag.
+fn rate_table(r: &Results) -> Grid {
+    let ms = |d: Option<speedmatrix_schema::Distribution>, p: fn(&speedmatrix_schema::Distribution) -> Option<f64>| {
+        fmt("ttft_ms", d.as_ref().and_then(p))
+    };
+    let rows = r
+        .rates
+        .iter()
+        .map(|c| {
+            vec![
+                clean(&c.context.label),
+                c.rate_label(),
+                c.status.label().to_string(),
+                c.offered_rps.map_or_else(dash, |v| format!("{v:.2}")),
+                c.achieved_rps.map_or_else(dash, |v| format!("{v:.2}")),
+                fmt("total_tps", c.total_tps),
+                ms(c.ttft_ms, |d| d.p50),
+                ms(c.ttft_ms, |d| d.p90),
+                ms(c.tpot_ms, |d| d.p50),
+                ms(c.e2e_ms, |d| d.p50),
+                c.send_lag_ms.and_then(|d| d.p99).map_or_else(dash, |v| format!("{v:.2} ms")),
+            ]
+        })
+        .collect();
+    let headers = [
+        "Context",
+        "Rate",
+        "Status",
+        "Offered req/s",
+        "Achieved req/s",
+        "Total tok/s",
+        "TTFT p50",
+        "TTFT p90",
+        "TPOT p50",
+        "E2E p50",
+        "Send lag p99",
+    ]
+    .map(String::from)
+    .to_vec();
+    Grid { headers, rows, numeric_from: 3 }
+}
+
 /// The full measurement table in the seed page's layout, one row per prefill row / decode cell.
 pub fn all_measurements(r: &Results) -> Vec<Vec<String>> {
     rows(r)
@@ -314,6 +357,12 @@ fn legend(status: CellStatus) -> Option<&'static str> {
         }
         CellStatus::Error => Some("a stream failed; no throughput is claimed (`show --all` gives the reason)."),
         CellStatus::NotRun => Some("planned but not measured (the run was interrupted)."),
+        CellStatus::Saturated => {
+            Some("the server did not keep up with the offered rate (`show --all` gives the evidence).")
+        }
+        CellStatus::ClientLimited => {
+            Some("the client did not send on schedule; the server saw less than the planned load.")
+        }
     }
 }
 
@@ -354,6 +403,41 @@ pub fn render_report(r: &Results, all: bool, markup: Markup) -> String {
                 out,
                 "TTFT is measured after the benchmark warms the server's prompt cache, so it mostly excludes prefill."
             );
+        }
+        out.push('\n');
+    }
+    if !r.rates.is_empty() {
+        heading(
+            &mut out,
+            markup,
+            2,
+            "Request rates — open-loop arrivals · latencies count from each request's scheduled instant",
+        );
+        out.push_str(&rate_table(r).render(markup));
+        out.push('\n');
+        for status in CellStatus::ALL.into_iter().filter(|s| r.rates.iter().any(|c| c.status == *s)) {
+            if let Some(text) = legend(status) {
+                let _ = writeln!(out, "{}: {text}", status.label());
+            }
+        }
+        if all {
+            let reasons: Vec<String> = r
+                .rates
+                .iter()
+                .filter_map(|c| {
+                    let why = c.reason.as_deref()?;
+                    Some(format!(
+                        "- rate {} at {}: {} — {}",
+                        clean(&c.context.label),
+                        c.rate_label(),
+                        c.status.label(),
+                        clean(why)
+                    ))
+                })
+                .collect();
+            if !reasons.is_empty() {
+                let _ = writeln!(out, "\nRate cells' reasons:\n{}", reasons.join("\n"));
+            }
         }
         out.push('\n');
     }

@@ -351,6 +351,12 @@ pub fn status_meaning(status: CellStatus) -> &'static str {
         }
         CellStatus::Error => "a request failed; no throughput is claimed (hover or focus the cell for the reason).",
         CellStatus::NotRun => "planned but not measured (the run was interrupted or the cell excluded).",
+        CellStatus::Saturated => {
+            "the server did not keep up with the offered request rate (the cell's reason gives the evidence)."
+        }
+        CellStatus::ClientLimited => {
+            "the client did not send on schedule, so the server saw less than the planned load."
+        }
     }
 }
 
@@ -362,6 +368,8 @@ pub fn status_mark(status: CellStatus) -> &'static str {
         CellStatus::OverCapacity => "⊘",
         CellStatus::Error => "✕",
         CellStatus::NotRun => "○",
+        CellStatus::Saturated => "▲",
+        CellStatus::ClientLimited => "◇",
     }
 }
 
@@ -786,7 +794,8 @@ mod tests {
         );
         assert_eq!(n.reason.as_deref(), Some("interrupted"));
         let marks: Vec<&str> = CellStatus::ALL.iter().map(|s| status_mark(*s)).collect();
-        assert_eq!(marks.iter().filter(|m| !m.is_empty()).count(), 4, "every non-valid status has its own mark");
+        let distinct: std::collections::HashSet<&&str> = marks.iter().filter(|m| !m.is_empty()).collect();
+        assert_eq!(distinct.len(), CellStatus::ALL.len() - 1, "every non-valid status has its own mark");
     }
 
     #[test]

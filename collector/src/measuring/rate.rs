@@ -1,0 +1,384 @@
+//! One open-loop rate cell (docs/METHODOLOGY.md, "Open-loop rate cells"), in the stages of
+//! [`Measurement`]: **warm** (the cell's prompt, built once; idle connections), **window**
+//! (requests sent at their scheduled instants — a warm-up until the cell's first request has
+//! finished, then the fixed window; nothing is sent after it), **drain** (the window's requests
+//! finish, bounded in time; the rest are cancelled), **figures** ([`crate::measuring::rate_figures`],
+//! pure). The schedule comes from [`speedmatrix_schema::arrivals`]: the same seed gives the same
+//! instants against any server.
+//!
+//! No coordinated omission: a request's TTFT and E2E latency count from its scheduled instant,
+//! never from when it was sent; the send lag (scheduled → sent) is recorded per request. With
+//! `--max-in-flight N`, a request due while N are open waits for one to end, keeping its
+//! scheduled instant.
+//!
+//! Every request's prompt is the cell's prompt behind a request number of fixed width
+//! (`[request 000042]`): each is a cold prefill (no prefix shared with another request), of the
+//! same length, and its body is the cell's serialized body with the number written in place.
+
+use crate::measuring::client::{request_body, StreamCtl, StreamRecord};
+use crate::measuring::error::CellError;
+use crate::measuring::measurement::Measurement;
+use crate::measuring::rate_figures::{rate_cell, RateObservation, Sent};
+use crate::measuring::scrape::Scraper;
+use crate::measuring::session::Session;
+use speedmatrix_schema::arrivals::{cell_key, Schedule};
+use speedmatrix_schema::progress::{Current, Measuring, Phase};
+use speedmatrix_schema::{Arrival, CellStatus, ContextSize, RateCell};
+use std::collections::VecDeque;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+/// Rate cell `index` of the results: requests at `context` arriving at `rate_rps`.
+pub struct RateAt {
+    /// Its place in `results.rates`.
+    pub index: usize,
+    /// Its context.
+    pub context: ContextSize,
+    /// Offered rate, requests/s.
+    pub rate_rps: f64,
+    /// The arrival process and seed.
+    pub arrival: Arrival,
+    /// `--max-in-flight`.
+    pub max_in_flight: Option<u32>,
+}
+
+/// The request number's text in every prompt: fixed width, so every body has the same length.
+const NUMBER: &str = "000000";
+
+/// What the warm stage prepared: the cell's serialized body and where its request number is.
+#[derive(Clone)]
+pub struct Warmed {
+    body: bytes::Bytes,
+    number_at: usize,
+    prompt_tokens: Option<u64>,
+    prompt_note: Option<String>,
+}
+
+impl Warmed {
+    /// The body of request `id`: the cell's body with its number written in place.
+    fn body(&self, id: usize) -> bytes::Bytes {
+        let mut b = self.body.to_vec();
+        let digits = format!("{:06}", id % 1_000_000);
+        b[self.number_at..self.number_at + NUMBER.len()].copy_from_slice(digits.as_bytes());
+        bytes::Bytes::from(b)
+    }
+}
+
+/// What the window stage left open: the requests still running and the scraper.
+pub struct Open {
+    set: JoinSet<StreamRecord>,
+    /// Requests due but held back by `--max-in-flight`: (id, scheduled instant).
+    held: VecDeque<(usize, f64)>,
+    /// The bodies, for requests sent from the drain (held ones).
+    warmed: Warmed,
+    sent: Vec<Sent>,
+    done: Vec<StreamRecord>,
+    cancel: watch::Sender<bool>,
+    scraper: Option<Scraper>,
+    times: Option<Times>,
+    start_ms: f64,
+    cpu0: Option<f64>,
+}
+
+/// The cell's instants, ms on the run clock.
+#[derive(Debug, Clone, Copy)]
+struct Times {
+    warmup_end_ms: f64,
+    window_end_ms: f64,
+    warmup_timed_out: bool,
+}
+
+/// What the drain collected.
+pub struct Seen {
+    records: Vec<StreamRecord>,
+    sent: Vec<Sent>,
+    scrapes: Vec<crate::measuring::scrape::Scrape>,
+    times: Option<Times>,
+    drain_end_ms: f64,
+    drain_limit_s: f64,
+    cpu_s: Option<(f64, f64)>,
+    start_ms: f64,
+}
+
+impl RateAt {
+    fn live(&self, phase: Phase, elapsed: Option<f64>, streams: Option<u32>) -> Current {
+        Current {
+            measuring: Measuring::Rate {
+                context: self.context.clone(),
+                rate: speedmatrix_schema::rate_label(self.rate_rps),
+            },
+            phase,
+            window_elapsed_s: elapsed,
+            live_tps: None,
+            streams_running: streams,
+        }
+    }
+
+    /// The longest warm-up: the cell's first request must have finished by then.
+    fn warmup_limit(s: &Session) -> Duration {
+        (2 * s.spec.window).max(Duration::from_secs(10)).min(s.spec.stall.max(Duration::from_secs(10)))
+    }
+}
+
+impl Measurement for RateAt {
+    type Warmed = Warmed;
+    type Open = Open;
+    type Seen = Seen;
+    type Row = RateCell;
+
+    fn current(&self) -> Current {
+        self.live(Phase::WarmUp, None, None)
+    }
+
+    fn name(&self) -> String {
+        format!("rate {} at {}", self.context.label, speedmatrix_schema::rate_label(self.rate_rps))
+    }
+
+    /// The cell's prompt (not warmed: every request is a cold prefill), its body, and idle
+    /// connections for the requests expected in flight at first.
+    async fn warm(&self, s: &mut Session) -> Result<Warmed, CellError> {
+        // The request number and its brackets take a few tokens of the context.
+        let target = ContextSize { tokens: self.context.tokens.saturating_sub(8).max(1), ..self.context.clone() };
+        let tag = format!("context {} rate {}", self.context.label, self.rate_rps);
+        let p = s.build_prompt(&tag, &target).await?;
+        let text = format!("[request {NUMBER}] {}", p.text);
+        let body = request_body(&s.body(&text, s.spec.max_tokens));
+        let needle = format!("[request {NUMBER}]");
+        let number_at = body
+            .windows(needle.len())
+            .position(|w| w == needle.as_bytes())
+            .map(|i| i + "[request ".len())
+            .ok_or_else(|| CellError::WarmUp("the request body does not hold its request number".into()))?;
+        let expected = (self.rate_rps.ceil() as usize + 2).min(self.max_in_flight.map_or(64, |m| m as usize)).min(64);
+        s.client.warm_connections(expected).await;
+        Ok(Warmed {
+            body,
+            number_at,
+            prompt_tokens: p.tokens.map(|t| t + 8),
+            prompt_note: s.prompt_note(&self.context),
+        })
+    }
+
+    /// Send on schedule: a warm-up until the first request finished, then the window.
+    async fn window(&self, s: &mut Session, warmed: &Warmed) -> Open {
+        let before = s.scrape().await;
+        let scraper =
+            s.has_metrics.then(|| Scraper::start(s.client.clone(), s.clock, s.metrics_health.clone(), before));
+        let (cancel, _) = watch::channel(false);
+        let start_ms = s.clock.now_ms();
+        let mut open = Open {
+            set: JoinSet::new(),
+            held: VecDeque::new(),
+            warmed: warmed.clone(),
+            sent: vec![],
+            done: vec![],
+            cancel,
+            scraper,
+            times: None,
+            start_ms,
+            cpu0: crate::measuring::selfcheck::process_cpu_s(),
+        };
+        let Ok(mut schedule) =
+            Schedule::new(&self.arrival, self.rate_rps, cell_key(self.context.tokens, self.rate_rps))
+        else {
+            return open; // flags are checked before: unreachable with a checked rate
+        };
+        let limit = self.max_in_flight.map_or(usize::MAX, |m| m as usize);
+        let warmup_by = start_ms + Self::warmup_limit(s).as_secs_f64() * 1000.0;
+        let window_ms = s.spec.window.as_secs_f64() * 1000.0;
+        let mut next_due = start_ms + schedule.next().unwrap_or(0.0) * 1000.0;
+        let mut next_id = 0usize;
+        let mut times: Option<Times> = None;
+        s.show(Some(self.live(Phase::WarmUp, None, Some(0))));
+        let mut tick = tokio::time::interval(Duration::from_millis(500));
+        loop {
+            let end_ms = times.map_or(warmup_by, |t| t.window_end_ms);
+            let due_in = tokio::time::Instant::from_std(s.clock.instant_at(next_due.min(end_ms)));
+            tokio::select! {
+                biased;
+                _ = tokio::time::sleep_until(due_in) => {
+                    if next_due > end_ms {
+                        match times {
+                            Some(_) => break, // the window closed: nothing more is sent
+                            None => {
+                                // The first request did not finish within the warm-up limit.
+                                times = Some(self.window_opens(s, end_ms, window_ms, true));
+                                continue;
+                            }
+                        }
+                    }
+                    let id = next_id;
+                    next_id += 1;
+                    if open.set.len() >= limit {
+                        open.held.push_back((id, next_due));
+                    } else {
+                        open.send(s, id, next_due, false);
+                    }
+                    next_due = start_ms + schedule.next().unwrap_or(f64::INFINITY) * 1000.0;
+                }
+                Some(joined) = open.set.join_next() => {
+                    let Ok(record) = joined else { continue };
+                    if record.id == 0 && times.is_none() {
+                        times = Some(self.window_opens(s, s.clock.now_ms(), window_ms, false));
+                    }
+                    open.done.push(record);
+                    open.send_held(s);
+                }
+                _ = tick.tick() => {
+                    let elapsed = times.map(|t| (s.clock.now_ms() - t.warmup_end_ms).max(0.0) / 1000.0);
+                    let phase = if times.is_some() { Phase::Window } else { Phase::WarmUp };
+                    s.show(Some(self.live(phase, elapsed, Some(open.set.len() as u32))));
+                }
+            }
+        }
+        if let Some(sc) = &open.scraper {
+            sc.now();
+        }
+        open.times = times;
+        open
+    }
+
+    /// The window's requests finish (bounded by the window's own length, at least 5 s); what
+    /// is still open then is cancelled.
+    async fn drain(&self, s: &mut Session, mut open: Open) -> Seen {
+        let drain_limit = s.spec.window.max(Duration::from_secs(5));
+        let by = tokio::time::Instant::now() + drain_limit;
+        let (w0, w1) = open.times.map_or((f64::INFINITY, f64::INFINITY), |t| (t.warmup_end_ms, t.window_end_ms));
+        let cpu1 = crate::measuring::selfcheck::process_cpu_s();
+        s.show(Some(self.live(Phase::Drain, None, Some(open.set.len() as u32))));
+        // Requests scheduled inside the window, sent and not yet ended.
+        let window_ids = |o: &Open| -> usize {
+            let ended: std::collections::HashSet<usize> = o.done.iter().map(|r| r.id).collect();
+            o.sent.iter().filter(|x| x.scheduled_ms > w0 && x.scheduled_ms <= w1 && !ended.contains(&x.id)).count()
+        };
+        // Held requests are due already: they go out, within the limit, as slots free.
+        while window_ids(&open) > 0 || !open.held.is_empty() {
+            tokio::select! {
+                Some(joined) = open.set.join_next() => {
+                    if let Ok(r) = joined { open.done.push(r); }
+                    open.send_held(s);
+                }
+                _ = tokio::time::sleep_until(by) => break,
+            }
+        }
+        // Held requests never sent: in the file as unanswered (no record).
+        let never: Vec<Sent> =
+            open.held.drain(..).map(|(id, scheduled_ms)| Sent { id, scheduled_ms, held: true }).collect();
+        open.sent.extend(never.iter().copied());
+        let drain_end_ms = s.clock.now_ms();
+        let _ = open.cancel.send(true);
+        while let Some(joined) = open.set.join_next().await {
+            if let Ok(r) = joined {
+                open.done.push(r);
+            }
+        }
+        let scrapes = match open.scraper {
+            Some(sc) => sc.finish().await,
+            None => vec![],
+        };
+        open.done.sort_by_key(|r| r.id);
+        Seen {
+            records: open.done,
+            sent: open.sent,
+            scrapes,
+            times: open.times,
+            drain_end_ms,
+            drain_limit_s: drain_limit.as_secs_f64(),
+            cpu_s: open.cpu0.zip(cpu1),
+            start_ms: open.start_ms,
+        }
+    }
+
+    fn figures(&self, s: &mut Session, warmed: Warmed, seen: Seen) -> RateCell {
+        let Seen { records, sent, scrapes, times, drain_end_ms, drain_limit_s, cpu_s, start_ms } = seen;
+        s.outputs_measured(&records);
+        let obs = RateObservation {
+            cell: RateCell::new(self.context.clone(), self.rate_rps, self.arrival, self.max_in_flight),
+            prompt_tokens: warmed.prompt_tokens,
+            records,
+            sent,
+            scrapes,
+            start_ms,
+            warmup_end_ms: times.map(|t| t.warmup_end_ms),
+            window_end_ms: times.map(|t| t.window_end_ms),
+            warmup_timed_out: times.is_some_and(|t| t.warmup_timed_out),
+            drain_end_ms,
+            drain_limit_s,
+            client_cpu_s: cpu_s,
+            cores: crate::measuring::selfcheck::cores(),
+            live_counter: s.info.kind.adapter().live_token_counter(),
+        };
+        let mut cell = rate_cell(&obs);
+        if let Some(note) = warmed.prompt_note {
+            crate::measuring::measure::add_note(&mut cell.reason, note);
+        }
+        cell
+    }
+
+    fn not_started(&self, why: &CellError) -> RateCell {
+        let mut cell = RateCell::new(self.context.clone(), self.rate_rps, self.arrival, self.max_in_flight);
+        cell.status = CellStatus::Error;
+        cell.reason = Some(why.to_string());
+        cell
+    }
+
+    fn line(&self, cell: &RateCell) -> String {
+        format!(
+            "rate {:>6} at {:>10}: {} · achieved {} req/s · {} tok/s · TTFT p50 {} ms · send lag p99 {} ms{}",
+            cell.context.label,
+            cell.rate_label(),
+            cell.status.label(),
+            cell.achieved_rps.map_or("—".into(), |v| format!("{v:.2}")),
+            cell.total_tps.map_or("—".into(), |v| format!("{v:.1}")),
+            cell.ttft_ms.and_then(|d| d.p50).map_or("—".into(), |v| format!("{v:.0}")),
+            cell.send_lag_ms.and_then(|d| d.p99).map_or("—".into(), |v| format!("{v:.2}")),
+            cell.reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default()
+        )
+    }
+
+    fn record(&self, s: &mut Session, cell: RateCell) {
+        s.results.rates[self.index] = cell;
+    }
+}
+
+impl RateAt {
+    /// The warm-up ends at `at_ms` (the first request finished, or the limit passed): the
+    /// window runs from there for `--duration`.
+    fn window_opens(&self, s: &Session, at_ms: f64, window_ms: f64, timed_out: bool) -> Times {
+        if let Some(g) = &s.gpu {
+            g.take();
+        }
+        if timed_out {
+            s.log(format!(
+                "note: {}: the cell's first request had not finished after the warm-up limit; measuring anyway",
+                self.name()
+            ));
+        }
+        Times { warmup_end_ms: at_ms, window_end_ms: at_ms + window_ms, warmup_timed_out: timed_out }
+    }
+}
+
+impl Open {
+    /// A slot freed: send the longest-held request, if one waits.
+    fn send_held(&mut self, s: &Session) {
+        if let Some((id, scheduled)) = self.held.pop_front() {
+            self.send(s, id, scheduled, true);
+        }
+    }
+
+    /// Send request `id`, due at `scheduled_ms` (held back by `--max-in-flight` when `held`).
+    fn send(&mut self, s: &Session, id: usize, scheduled_ms: f64, held: bool) {
+        let ctl = StreamCtl {
+            clock: s.clock,
+            stall: s.spec.stall,
+            cancel: self.cancel.subscribe(),
+            id,
+            events: None,
+            live_tokens: None,
+        };
+        let (client, path, body) = (s.client.clone(), s.path, self.warmed.body(id));
+        self.sent.push(Sent { id, scheduled_ms, held });
+        self.set.spawn(async move { client.stream(path, &body, ctl).await });
+    }
+}

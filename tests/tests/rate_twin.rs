@@ -1,0 +1,127 @@
+//! Open-loop rate cells against the twin on loopback (docs/METHODOLOGY.md, "Open-loop rate
+//! cells"): a rate the twin keeps up with is Valid with every request of the window answered
+//! and latencies counted from the scheduled instants; a rate far past its capacity is Saturated
+//! with the evidence, and the context's higher rates are not run, saying why; a client held
+//! back by `--max-in-flight` is Client-limited, and its held requests' TTFT includes the wait
+//! (no coordinated omission).
+//!
+//! The twin at 8K prefills about 22,500 prompt tok/s, so it serves at most ~2.7 requests/s of
+//! 8K prompts: 1 req/s is far below, 12 req/s four times above. Statuses here rest on counts
+//! and on bounds that scale with the cell (the in-flight noise rule), not on wall-clock
+//! tolerances; the one time bound (the send lag) is checked against the rule's own limit.
+
+mod support;
+
+use speedmatrix_schema::{load_results, CellStatus, Results};
+use std::process::Command;
+use support::twin::twin;
+
+fn run(url: &str, dir: &std::path::Path, extra: &[&str]) -> (Results, String) {
+    let out = dir.join("run.json");
+    let o = Command::new(support::BIN)
+        .args(["run", "--url", url, "-o", out.to_str().unwrap(), "--force", "--quiet"])
+        .args(["--contexts", "8k", "--prefill-contexts", "none", "--max-tokens", "16", "--duration", "5s"])
+        .args(extra)
+        .output()
+        .expect("run the collector");
+    let log = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(matches!(o.status.code(), Some(0)), "{log}");
+    (load_results(&std::fs::read(&out).unwrap()).expect("a valid results file"), log)
+}
+
+#[test]
+fn a_rate_the_twin_keeps_up_with_is_valid_and_one_past_capacity_is_saturated_and_stops_the_sweep() {
+    let (_twin, url) = twin(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let (r, log) = run(&url, dir.path(), &["--rates", "1,12,24", "--seed", "3"]);
+    assert!(r.decode.is_empty(), "--rates without --concurrency plans no decode cells");
+    assert_eq!(r.config.rates, vec![1.0, 12.0, 24.0]);
+    assert_eq!(r.rates.len(), 3, "every planned rate cell is in the file");
+
+    let low = &r.rates[0];
+    assert_eq!(low.status, CellStatus::Valid, "{:?}\n{log}", low.reason);
+    let sat = low.saturation.as_ref().unwrap();
+    assert_eq!(sat.unfinished, 0, "every request of the window was answered");
+    let (scheduled, completed) = (low.scheduled_requests.unwrap(), low.completed_requests.unwrap());
+    assert!(scheduled >= 1, "a 5 s window at 1 req/s schedules requests");
+    // Arrivals in the window − completions in it = the growth of the requests in flight.
+    let growth = sat.in_flight_end as f64 - sat.in_flight_start as f64;
+    assert_eq!(scheduled as f64 - completed as f64, growth, "{sat:?}");
+    assert!(growth <= sat.growth_allowed);
+    // Every request of the window: TTFT from its scheduled instant = send lag + TTFT from the
+    // send, and at least the twin's prefill of 8K (≈ 360 ms at 22,500 prompt tok/s).
+    let w0 = low.window_start_ms.unwrap();
+    let w1 = w0 + low.window_s.unwrap() * 1000.0;
+    let window: Vec<_> = low.requests.iter().filter(|q| q.start_ms > w0 && q.start_ms <= w1).collect();
+    assert_eq!(window.len() as u64, scheduled);
+    for q in &window {
+        let (ttft, lag) = (q.ttft_ms.unwrap(), q.send_lag_ms.unwrap());
+        assert!(ttft > lag && ttft >= 300.0, "{q:?}");
+    }
+    assert!(low.ttft_ms.unwrap().p50.unwrap() >= 300.0);
+    assert!(low.total_tps.unwrap() > 0.0 && low.tpot_ms.unwrap().p50.is_some());
+    assert_eq!(low.arrival.seed, 3, "the schedule's seed is recorded");
+
+    let high = &r.rates[1];
+    assert_eq!(high.status, CellStatus::Saturated, "{:?}", high.reason);
+    let reason = high.reason.as_deref().unwrap();
+    assert!(reason.starts_with("saturated: "), "{reason}");
+    let sat = high.saturation.as_ref().unwrap();
+    assert!(
+        sat.unfinished > 0 || sat.in_flight_end as f64 - sat.in_flight_start as f64 > sat.growth_allowed,
+        "the evidence is in the file: {sat:?}"
+    );
+    assert!(high.achieved_rps.unwrap() < high.offered_rps.unwrap());
+
+    let skipped = &r.rates[2];
+    assert_eq!(skipped.status, CellStatus::NotRun);
+    assert!(skipped.reason.as_deref().unwrap().contains("12 req/s was saturated"), "{:?}", skipped.reason);
+    assert!(log.contains("plan: rate 8K at 24 req/s: not run: 12 req/s was saturated"), "{log}");
+
+    let shown = Command::new(support::BIN).args(["show", "--all"]).arg(dir.path().join("run.json")).output().unwrap();
+    let text = String::from_utf8_lossy(&shown.stdout);
+    assert!(text.contains("Request rates") && text.contains("Saturated") && text.contains("saturated: "), "{text}");
+}
+
+#[test]
+fn a_client_held_back_by_max_in_flight_is_client_limited_and_its_ttft_counts_the_wait() {
+    let (_twin, url) = twin(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let (r, log) = run(&url, dir.path(), &["--rates", "3", "--max-in-flight", "1", "--arrival", "constant"]);
+    let c = &r.rates[0];
+    assert_eq!(c.status, CellStatus::ClientLimited, "{:?}\n{log}", c.reason);
+    assert_eq!(c.max_in_flight, Some(1));
+    let held = c.held_back.unwrap();
+    assert!(held > 0, "{c:?}");
+    assert!(c.reason.as_deref().unwrap().contains(&format!("held back {held} of")), "{:?}", c.reason);
+    assert!(c.max_in_flight_seen.unwrap() >= 1);
+    // Measured from the send, the held requests would look like a lone request (≈ 0.4 s);
+    // from their scheduled instants they carry the wait behind the one in flight.
+    let from_send: Vec<f64> = c.requests.iter().filter_map(|q| Some(q.ttft_ms? - q.send_lag_ms?)).collect::<Vec<_>>();
+    let mut sorted = from_send.clone();
+    sorted.sort_by(f64::total_cmp);
+    let send_p50 = sorted[sorted.len() / 2];
+    let ttft_p50 = c.ttft_ms.unwrap().p50.unwrap();
+    assert!(ttft_p50 > send_p50 + 100.0, "TTFT p50 {ttft_p50} ms from the schedule vs {send_p50} ms from the send");
+    assert!(c.send_lag_ms.unwrap().p99.unwrap() > 100.0, "the wait is the send lag: {:?}", c.send_lag_ms);
+}
+
+#[test]
+fn bad_rate_flags_are_named_before_the_server_is_asked() {
+    let cases: [(&[&str], &str); 4] = [
+        (&["--rates", "0"], "--rates \"0\""),
+        (&["--rates", "fast"], "--rates \"fast\""),
+        (&["--rates", "1", "--arrival", "bursty"], "--arrival"),
+        (&["--max-in-flight", "2"], "--max-in-flight applies to rate cells only"),
+    ];
+    for (flags, expected) in cases {
+        let o = Command::new(support::BIN)
+            .args(["run", "--url", "http://127.0.0.1:9", "--dry-run"])
+            .args(flags)
+            .output()
+            .unwrap();
+        let log = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{flags:?}: {log}");
+        assert!(log.contains(expected), "{flags:?}: {log}");
+    }
+}
