@@ -210,8 +210,14 @@ pub struct RunArgs {
     /// Open-loop request rates (requests/s) of rate cells at each context, e.g. `0.5,1,2,4`:
     /// requests arrive on a schedule that does not wait for the server, and their latencies
     /// count from their scheduled instants. Without --concurrency, only rate cells are measured.
+    /// `auto` (with --slo) searches per context for the highest rate that meets the SLO.
     #[arg(long, value_delimiter = ',', value_name = "RPS")]
     pub rates: Vec<String>,
+    /// The SLO of rate cells: `ttft=2s,tpot=50ms[,p=90]` (limits on TTFT and TPOT at the 50th,
+    /// 90th or 99th percentile; p=50 by default). Each rate cell gets its goodput (requests/s
+    /// meeting it) and whether it meets it; `--rates auto` searches with it.
+    #[arg(long, value_name = "SLO")]
+    pub slo: Option<String>,
     /// How the arrivals of rate cells are spaced: `poisson`, `constant` or `gamma:CV` (CV: the
     /// gaps' coefficient of variation, above 1 burstier than Poisson). Seeded by --seed.
     #[arg(long, default_value = "poisson", value_name = "PROCESS")]

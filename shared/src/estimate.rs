@@ -187,11 +187,25 @@ pub fn remaining(r: &Results, warm: &[u64]) -> Estimate {
 /// The rate cells still to measure: each a warm-up (its first request: a cold prefill, then
 /// about half a window of decode), the window, and a drain (at most a window; half assumed).
 fn rates_s(r: &Results, window_s: f64, prompt_s: &dyn Fn(u64) -> f64) -> f64 {
-    r.rates
+    let cell = |tokens: u64| prompt_s(tokens) + 2.0 * window_s + DRAIN_S;
+    let planned: f64 = r
+        .rates
         .iter()
         .filter(|c| c.status == CellStatus::NotRun && c.reason.as_deref() == Some("pending"))
-        .map(|c| prompt_s(c.context.tokens) + 2.0 * window_s + DRAIN_S)
-        .sum()
+        .map(|c| cell(c.context.tokens))
+        .sum();
+    // `--rates auto`: about 7 cells per context still to search (doubling, then bisecting).
+    let searching: f64 = match r.config.rate_search {
+        true => r
+            .config
+            .contexts
+            .iter()
+            .filter(|c| !r.rate_at_slo.iter().any(|f| f.context.tokens == c.tokens))
+            .map(|c| 7.0 * cell(c.tokens))
+            .sum(),
+        false => 0.0,
+    };
+    planned + searching
 }
 
 #[cfg(test)]

@@ -42,6 +42,10 @@ pub struct Results {
     /// runs without `--rates`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rates: Vec<RateCell>,
+    /// `--rates auto`: per context, the highest rate found to meet `config.rate_slo`, and how
+    /// it was bracketed. Absent without a search.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rate_at_slo: Vec<RateAtSlo>,
     /// The machine the collector ran on: its CPU bounds the client's own figures (the
     /// self-check `client_cpu_pct`). For a server on that machine it is the same host as
     /// [`Results::hardware`]; for a remote one it is not the server's hardware. `null` in files
@@ -538,6 +542,13 @@ pub struct Config {
     /// Offered request rates of the rate cells, requests/s (plan: `--rates`); absent without.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rates: Vec<f64>,
+    /// `--slo` of rate cells (plan): the goodput of each rate cell counts the requests that
+    /// meet it, and `--rates auto` searches for the highest rate whose cell meets it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_slo: Option<RateSlo>,
+    /// `--rates auto`: the rate cells are found by a search per context (plan).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rate_search: bool,
 }
 
 /// A context asked for (`--contexts`, `--prefill-contexts`) that the plan could not hold.
@@ -1518,6 +1529,14 @@ pub struct RateCell {
     /// The saturation rule's evidence.
     #[serde(default)]
     pub saturation: Option<Saturation>,
+    /// With `--slo`: requests of the window that finished meeting it (their own TTFT and TPOT
+    /// within the limits) ÷ the window's length, requests/s (client clock).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goodput_rps: Option<f64>,
+    /// With `--slo`: whether the cell meets it (valid, and its TTFT and TPOT at the SLO's
+    /// percentile within the limits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meets_slo: Option<bool>,
     /// Prometheus figures over the window.
     #[serde(default)]
     pub server: Option<ServerFigures>,
@@ -1566,6 +1585,8 @@ impl RateCell {
             avg_in_flight: None,
             max_in_flight_seen: None,
             saturation: None,
+            goodput_rps: None,
+            meets_slo: None,
             server: None,
             client_cpu_pct: None,
             accepted_differences: vec![],
@@ -1584,4 +1605,38 @@ impl RateCell {
 pub fn rate_label(rps: f64) -> String {
     let text = format!("{rps:.3}");
     format!("{} req/s", text.trim_end_matches('0').trim_end_matches('.'))
+}
+
+/// The service-level objective of rate cells (`--slo ttft=2s,tpot=50ms,p=90`): limits on TTFT
+/// and TPOT at a percentile (plan).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct RateSlo {
+    /// Highest acceptable TTFT, ms (from the scheduled instant).
+    #[serde(default)]
+    pub ttft_ms: Option<f64>,
+    /// Highest acceptable TPOT, ms.
+    #[serde(default)]
+    pub tpot_ms: Option<f64>,
+    /// The percentile the limits apply to: 50, 90 or 99.
+    pub percentile: u8,
+}
+
+/// What `--rates auto` found at one context.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct RateAtSlo {
+    /// The context.
+    pub context: ContextSize,
+    /// The highest measured rate whose cell met the SLO, requests/s; `null` when none did.
+    #[serde(default)]
+    pub rate_rps: Option<f64>,
+    /// The lowest measured rate above it whose cell did not, requests/s; `null` when every
+    /// rate measured met it.
+    #[serde(default)]
+    pub failed_at_rps: Option<f64>,
+    /// How the search ended, in words.
+    pub reason: String,
 }

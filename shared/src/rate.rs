@@ -17,7 +17,7 @@
 //! window still unanswered when the drain ended is saturation too. The server's waiting gauge,
 //! where it has one, is kept beside as evidence.
 
-use crate::model::{CellStatus, Saturation};
+use crate::model::{CellStatus, ContextSize, Distribution, RateAtSlo, RateCell, RateSlo, RequestSample, Saturation};
 
 /// Send lag that never counts as the client's limit, ms: a timer that wakes up to a
 /// millisecond late on a loaded machine (measured: BENCHMARKS.md, "Send lag").
@@ -85,6 +85,10 @@ pub fn rate_status(e: &RateEvidence) -> (CellStatus, Option<String>, Saturation)
         };
         return (CellStatus::Error, Some(format!("{first}{more}")), saturation);
     }
+    if e.scheduled == 0 {
+        let why = "no request was scheduled inside the window, so nothing was measured: give a longer --duration (a window should hold at least 10 requests: 10 ÷ the rate, in seconds)";
+        return (CellStatus::Error, Some(why.into()), saturation);
+    }
     let limit = lag_limit_ms(e.ttft_p50_ms);
     let late = e.send_lag_p99_ms.filter(|p| *p > limit).map(|p99| {
         format!(
@@ -127,9 +131,129 @@ pub fn rate_status(e: &RateEvidence) -> (CellStatus, Option<String>, Saturation)
     (CellStatus::Saturated, Some(format!("saturated: {}", evidence.join("; "))), saturation)
 }
 
+/// Whether a rate cell meets `slo`: valid, and its TTFT and TPOT at the SLO's percentile within
+/// the limits (a limit the SLO does not set is met; a figure the cell lacks is not).
+pub fn meets(cell: &RateCell, slo: &RateSlo) -> bool {
+    let at = |d: Option<Distribution>| {
+        d.and_then(|d| match slo.percentile {
+            99 => d.p99,
+            90 => d.p90,
+            _ => d.p50,
+        })
+    };
+    let within = |limit: Option<f64>, d: Option<Distribution>| limit.is_none_or(|l| at(d).is_some_and(|v| v <= l));
+    cell.status == CellStatus::Valid && within(slo.ttft_ms, cell.ttft_ms) && within(slo.tpot_ms, cell.tpot_ms)
+}
+
+/// Goodput: requests scheduled in the window `(w0, w1]` that finished within the SLO's limits
+/// (their own TTFT from the scheduled instant, their own TPOT) ÷ the window's length, req/s.
+pub fn goodput_rps(requests: &[RequestSample], w0: f64, w1: f64, slo: &RateSlo) -> f64 {
+    let ok = |limit: Option<f64>, v: Option<f64>| limit.is_none_or(|l| v.is_some_and(|v| v <= l));
+    let good = requests
+        .iter()
+        .filter(|q| q.start_ms > w0 && q.start_ms <= w1 && q.e2e_ms.is_some())
+        .filter(|q| ok(slo.ttft_ms, q.ttft_ms) && ok(slo.tpot_ms, q.tpot_ms))
+        .count();
+    good as f64 / ((w1 - w0) / 1000.0).max(f64::MIN_POSITIVE)
+}
+
+/// An SLO in words: "TTFT p50 ≤ 2 s, TPOT p50 ≤ 50 ms".
+pub fn slo_text(slo: &RateSlo) -> String {
+    let p = slo.percentile;
+    let mut parts = vec![];
+    if let Some(t) = slo.ttft_ms {
+        parts.push(format!("TTFT p{p} ≤ {}", crate::slo::limit_text(t)));
+    }
+    if let Some(t) = slo.tpot_ms {
+        parts.push(format!("TPOT p{p} ≤ {}", crate::slo::limit_text(t)));
+    }
+    parts.join(", ")
+}
+
+/// The first rate `--rates auto` measures, req/s.
+pub const SEARCH_START_RPS: f64 = 1.0;
+/// The search stops when the bracket's top is within this factor of its bottom (10 %).
+pub const SEARCH_PRECISION: f64 = 1.1;
+/// At most this many cells per context.
+pub const SEARCH_MAX_CELLS: usize = 12;
+/// No rate below this (req/s) is tried.
+pub const SEARCH_MIN_RPS: f64 = 1.0 / 64.0;
+/// No rate above this (req/s) is tried.
+pub const SEARCH_MAX_RPS: f64 = 4096.0;
+
+/// The next step of `--rates auto` at one context, from the rates measured there so far and
+/// whether each met the SLO: double from 1 req/s while the SLO is met, halve while it is not,
+/// then bisect (geometrically) between the highest rate that met it and the lowest above it
+/// that did not, until they are within 10 %.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SearchStep {
+    /// Measure this rate next, req/s.
+    Measure(f64),
+    /// The search is over.
+    Done(RateAtSlo),
+}
+
+/// See [`SearchStep`].
+pub fn search_step(context: &ContextSize, measured: &[(f64, bool)]) -> SearchStep {
+    let lo = measured.iter().filter(|(_, ok)| *ok).map(|(r, _)| *r).reduce(f64::max);
+    let hi = measured.iter().filter(|(r, ok)| !*ok && lo.is_none_or(|l| *r > l)).map(|(r, _)| *r).reduce(f64::min);
+    let done = |reason: String| {
+        SearchStep::Done(RateAtSlo { context: context.clone(), rate_rps: lo, failed_at_rps: hi, reason })
+    };
+    let round = |r: f64| (r * 1000.0).round() / 1000.0;
+    let tried = |r: f64| measured.iter().any(|(m, _)| (m - r).abs() < 1e-9);
+    if measured.len() >= SEARCH_MAX_CELLS {
+        return done(format!("stopped after {SEARCH_MAX_CELLS} cells"));
+    }
+    let next = match (lo, hi) {
+        (None, None) => SEARCH_START_RPS,
+        (None, Some(h)) if h / 2.0 < SEARCH_MIN_RPS => {
+            return done(format!("no rate met the SLO, down to {} req/s", round(h)));
+        }
+        (None, Some(h)) => round(h / 2.0),
+        (Some(l), None) if l * 2.0 > SEARCH_MAX_RPS => {
+            return done(format!("every rate met the SLO, up to {} req/s", round(l)));
+        }
+        (Some(l), None) => round(l * 2.0),
+        (Some(l), Some(h)) if h / l <= SEARCH_PRECISION => {
+            return done(format!("bracketed within {:.0} %", (SEARCH_PRECISION - 1.0) * 100.0));
+        }
+        (Some(l), Some(h)) => round((l * h).sqrt()),
+    };
+    if tried(next) {
+        return done("the bracket cannot be narrowed at 0.001 req/s".into());
+    }
+    SearchStep::Measure(next)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The search against a server that meets the SLO up to `capacity` req/s.
+    fn search(capacity: f64) -> (RateAtSlo, usize) {
+        let ctx = ContextSize { label: "8K".into(), tokens: 8192 };
+        let mut measured = vec![];
+        loop {
+            match search_step(&ctx, &measured) {
+                SearchStep::Measure(r) => measured.push((r, r <= capacity)),
+                SearchStep::Done(found) => return (found, measured.len()),
+            }
+        }
+    }
+
+    #[test]
+    fn the_search_brackets_the_highest_rate_within_ten_percent() {
+        for capacity in [0.05, 0.7, 2.7, 9.0, 130.0] {
+            let (found, cells) = search(capacity);
+            let (lo, hi) = (found.rate_rps.unwrap(), found.failed_at_rps.unwrap());
+            assert!(lo <= capacity && capacity < hi && hi / lo <= SEARCH_PRECISION + 1e-3, "{capacity}: {found:?}");
+            assert!(cells <= SEARCH_MAX_CELLS, "{capacity}: {cells} cells");
+        }
+        let (none, _) = search(0.001);
+        assert_eq!(none.rate_rps, None);
+        assert!(none.reason.contains("no rate met the SLO"), "{none:?}");
+    }
 
     fn stable() -> RateEvidence {
         RateEvidence {
@@ -150,6 +274,14 @@ mod tests {
         assert_eq!(s.achieved_share, Some(0.99));
         // 3 × √20 + 2 = 15.4 (5 % of 200 is 10)
         assert!((s.growth_allowed - 15.416).abs() < 1e-3, "{}", s.growth_allowed);
+    }
+
+    #[test]
+    fn a_window_without_a_request_measured_nothing() {
+        let e = RateEvidence { scheduled: 0, completed: 0, in_flight: (0, 0), avg_in_flight: 0.0, ..stable() };
+        let (status, reason, _) = rate_status(&e);
+        assert_eq!(status, CellStatus::Error);
+        assert!(reason.unwrap().contains("give a longer --duration"));
     }
 
     #[test]

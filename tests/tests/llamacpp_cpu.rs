@@ -202,6 +202,51 @@ fn chat_prompts_on_llama_server_are_the_planned_length() {
     prompts_are_as_planned(&r);
 }
 
+/// Two open-loop rate cells (issue 34) against llama.cpp's own per-request `timings` (the
+/// completions endpoint sends them in its last chunk), at 0.5 and 3 requests/s of 64-token
+/// prompts, constant arrivals so each 6-s window holds 3 and 18 requests: each cell is measured
+/// (valid, saturated or client-limited: 3 req/s may saturate 4 slots on 2 shared cores), and every request's TTFT
+/// from its scheduled instant is at least the prompt processing the server itself timed for it
+/// — the scheduled instant comes before the server saw the request, never after.
+#[test]
+fn rate_cells_on_llama_server_agree_with_its_own_timings() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((server, url)) = start_llama(dir.path()) else { return };
+    let out = dir.path().join("rates.json");
+    let o = Command::new(support::BIN)
+        .args(["run", "--url", &url, "--contexts", "64", "--rates", "0.5,3", "--keep-going", "--arrival", "constant"])
+        .args(["--prefill-contexts", "none", "--duration", "6s", "--max-tokens", "16"])
+        .args(["--endpoint", "completions", "--quiet", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    drop(server);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    let r: Results = speedmatrix_schema::load_results(&std::fs::read(&out).unwrap()).expect("a valid results file");
+    rates_against_the_servers_timings(&r);
+}
+
+fn rates_against_the_servers_timings(r: &Results) {
+    assert_eq!(r.rates.len(), 2);
+    for c in &r.rates {
+        let name = format!("{} at {}", c.context.label, c.rate_label());
+        assert!(c.status.is_measured(), "{name}: {:?} {:?}", c.status, c.reason);
+        let mut checked = 0;
+        for q in c.requests.iter().filter(|q| q.ttft_ms.is_some()) {
+            let Some(prompt_ms) = q.server_timings.as_ref().and_then(|t| t.prompt_ms) else { continue };
+            assert!(
+                q.ttft_ms.unwrap() >= prompt_ms,
+                "{name}: TTFT {:?} below the server's prompt time {prompt_ms}",
+                q.ttft_ms
+            );
+            checked += 1;
+        }
+        eprintln!("{name}: {:?}, {checked} requests checked against the server's timings", c.status);
+        assert!(checked > 0, "{name}: no request with the server's timings");
+    }
+}
+
 /// `speedmatrix serve FILE` and headless Chromium's DOM: the page shows the run.
 fn viewer_renders(file: &Path) {
     let Some(dom) = dom::rendered_dom(file) else { return };

@@ -41,6 +41,7 @@ macro_rules! shapes {
 }
 
 shapes! {
+    a_server_that_slows_down_mid_cell_is_saturated_at_a_rate_it_kept_up_with_before,
     keepalive_comments_during_a_long_prefill_are_not_a_stall,
     prometheus_text_as_specified_gives_the_kv_budget_untyped,
     prometheus_text_as_specified_gives_the_kv_budget_with_timestamps,
@@ -558,6 +559,39 @@ mod table {
                 c.that(row.ttft_ms.is_some(), || format!("TTFT is the client's clock: {row:?}"));
                 c.eq("prompt tokens and tok/s (no count, no rate)", (row.prompt_tokens, row.prompt_tps), (None, None));
                 c.eq("token count source", o.results.decode[0].token_count_source, Some(TokenCountSource::ChunkCount));
+            }),
+        }
+    }
+
+    /// Open loop against a server that slows down: 10 requests/s of 16-token streams (0.2 s
+    /// each) is far below what it serves at first (any number at once); from its 30th request
+    /// on it runs one at a time (5 requests/s at most). The rate cell's requests pile up in
+    /// flight and the cell is saturated with that evidence, not valid at a low rate.
+    /// Load: the evidence is a count (growth of tens against a noise bound of about 8), not a
+    /// time; a busy machine only delays every request alike.
+    pub fn a_server_that_slows_down_mid_cell_is_saturated_at_a_rate_it_kept_up_with_before() -> Shape {
+        Shape {
+            rule: "an open-loop cell whose server stops keeping up is saturated, with the evidence",
+            script: Script {
+                stream: StreamScript { gap: Duration::from_millis(10), ..StreamScript::default() },
+                slow_after: Some((30, 1)),
+                ..Script::default()
+            },
+            args: "--contexts 256 --rates 10 --arrival constant --prefill-contexts none --duration 6s --max-tokens 16",
+            exit: 0,
+            prefill: vec![],
+            decode: vec![],
+            check: Some(|o, c| {
+                let cell = &o.results.rates[0];
+                c.eq("status", cell.status, CellStatus::Saturated);
+                let reason = cell.reason.clone().unwrap_or_default();
+                c.that(reason.contains("requests in flight grew from"), || {
+                    format!("the reason names the growth: {reason}")
+                });
+                let s = cell.saturation.clone().unwrap_or_else(|| panic!("no saturation evidence: {cell:?}"));
+                c.that(s.achieved_share.is_some_and(|a| a < 0.8), || {
+                    format!("completions fall short of arrivals: {s:?}")
+                });
             }),
         }
     }

@@ -169,6 +169,7 @@ pub fn convert(src: &Source, converted_by: &str) -> Result<Results, ImportError>
         prefill,
         decode,
         rates: vec![],
+        rate_at_slo: vec![],
         client: None,
         missing,
         import: Some(ImportInfo { format: "llm-inference-bench".into(), files: vec![name.clone()], unmapped }),
@@ -296,6 +297,8 @@ fn config(meta: &Value, contexts: &[u64], concurrency: Vec<u32>, prefill: &[Pref
         server_url: None,
         repeats: None,
         rates: vec![],
+        rate_slo: None,
+        rate_search: false,
     }
 }
 

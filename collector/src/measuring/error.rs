@@ -79,6 +79,17 @@ pub enum RunError {
         /// What was given.
         value: String,
     },
+    /// A `--slo` that cannot be read.
+    #[error("--slo {value:?}: {why}; write e.g. --slo ttft=2s,tpot=50ms or --slo ttft=500ms,p=90")]
+    Slo {
+        /// What was given.
+        value: String,
+        /// What is wrong.
+        why: String,
+    },
+    /// `--rates auto` without `--slo`.
+    #[error("--rates auto searches for the highest rate that meets an SLO: give one with --slo, e.g. --slo ttft=2s,tpot=50ms")]
+    AutoWithoutSlo,
     /// An `--arrival` that is not a known process.
     #[error("--arrival: {0}")]
     Arrival(String),

@@ -80,6 +80,7 @@ pub(crate) fn fresh_results(info: &ServerInfo, plan: &Plan, spec: &RunSpec, host
                 plan.rates.iter().map(move |&r| RateCell::new(ctx.clone(), r, spec.arrival, spec.max_in_flight))
             })
             .collect(),
+        rate_at_slo: vec![],
         client: Some(host.client.clone()),
         missing: info.facts.missing.iter().chain(&host.missing).cloned().collect(),
         import: None,
@@ -127,6 +128,8 @@ fn run_config(plan: &Plan, spec: &RunSpec) -> Config {
         server_url: (!spec.redact_host).then(|| spec.url.as_str().to_string()),
         repeats: (spec.repeat > 1).then_some(spec.repeat),
         rates: plan.rates.clone(),
+        rate_slo: spec.slo,
+        rate_search: spec.rate_search,
     }
 }
 

@@ -308,6 +308,7 @@ impl Measurement for RateAt {
             client_cpu_s: cpu_s,
             cores: crate::measuring::selfcheck::cores(),
             live_counter: s.info.kind.adapter().live_token_counter(),
+            slo: s.results.config.rate_slo,
         };
         let mut cell = rate_cell(&obs);
         if let Some(note) = warmed.prompt_note {

@@ -59,6 +59,8 @@ pub struct RateObservation {
     pub cores: usize,
     /// The engine's output-token counter grows while requests stream.
     pub live_counter: bool,
+    /// `--slo`: goodput and whether the cell meets it.
+    pub slo: Option<speedmatrix_schema::RateSlo>,
 }
 
 /// The cell's figures and status.
@@ -204,6 +206,10 @@ pub fn rate_cell(obs: &RateObservation) -> RateCell {
         cell.client_cpu_pct = Some(round3(100.0 * (b - a) / window_s.max(1e-3)));
     }
     let _ = obs.cores;
+    if let Some(slo) = &obs.slo {
+        cell.goodput_rps = Some(round3(speedmatrix_schema::rate::goodput_rps(&cell.requests, w0, w1, slo)));
+        cell.meets_slo = Some(speedmatrix_schema::rate::meets(&cell, slo));
+    }
     cell
 }
 

@@ -21,10 +21,15 @@ fn plan_flags(c: &Config) -> String {
     let window =
         c.window_s.map(|w| if w.fract() == 0.0 { format!("{w}s") } else { format!("{}ms", (w * 1000.0).round()) });
     format!(
-        "--contexts {} --concurrency {} --prefill-contexts {}{}{}{}",
+        "--contexts {} --concurrency {} --prefill-contexts {}{}{}{}{}",
         join(c.contexts.iter().map(|x| x.tokens.to_string()).collect()),
         join(c.concurrency.iter().map(u32::to_string).collect()),
         join(c.prefill_contexts.iter().map(|x| x.tokens.to_string()).collect()),
+        match (c.rate_search, c.rates.is_empty()) {
+            (true, _) => " --rates auto".to_string(),
+            (false, false) => format!(" --rates {}", join(c.rates.iter().map(f64::to_string).collect())),
+            (false, true) => String::new(),
+        },
         window.map(|w| format!(" --duration {w}")).unwrap_or_default(),
         c.max_tokens.map(|m| format!(" --max-tokens {m}")).unwrap_or_default(),
         c.repeats.filter(|&n| n > 1).map(|n| format!(" --repeat {n}")).unwrap_or_default()
@@ -59,6 +64,9 @@ pub(crate) fn resume(
     {
         return Err(differs("the plan (contexts, concurrency or prefill contexts) differs"));
     }
+    if r.config.rates != plan.rates || r.config.rate_search != spec.rate_search {
+        return Err(differs("the plan's request rates (--rates) differ"));
+    }
     let file = (r.config.max_tokens, r.config.window_s);
     if let Some(what) = tokens_or_window_differ(file, spec.max_tokens, spec.window) {
         return Err(differs(what));
@@ -86,6 +94,10 @@ pub(crate) fn resume(
             p.reason = Some("pending".into());
             (p.prompt_tokens, p.prompt_tps, p.ttft_ms, p.requests) = (None, None, None, vec![]);
             (p.completed_requests, p.cached_tokens, p.cached_tokens_source) = (None, None, None);
+            again += 1;
+        }
+        for c in r.rates.iter_mut().filter(|c| c.status == CellStatus::Error) {
+            *c = speedmatrix_schema::RateCell::new(c.context.clone(), c.rate_rps, c.arrival, c.max_in_flight);
             again += 1;
         }
         if again > 0 {

@@ -22,7 +22,7 @@ use crate::measuring::session::Session;
 use crate::measuring::spec::RunSpec;
 use speedmatrix_schema::estimate::{duration_text, remaining, Basis, Estimate};
 use speedmatrix_schema::repeats;
-use speedmatrix_schema::{CellStatus, ContextSize, RunStatus};
+use speedmatrix_schema::{CellStatus, ContextSize, RateCell, RunStatus};
 
 pub use crate::measuring::error::RunError;
 
@@ -242,6 +242,27 @@ fn print_plan(info: &ServerInfo, plan: &Plan, spec: &RunSpec) {
             spec.max_tokens
         );
     }
+    if let (true, Some(slo)) = (spec.rate_search, spec.slo) {
+        say!(
+            "plan: rate search {contexts}: the highest rate meeting {} ({} arrivals, seed {}), doubling from {} then bisecting to within {:.0} %, {} s windows, max_tokens {}",
+            speedmatrix_schema::rate::slo_text(&slo),
+            speedmatrix_schema::arrivals::process_text(&spec.arrival),
+            spec.arrival.seed,
+            speedmatrix_schema::rate_label(speedmatrix_schema::rate::SEARCH_START_RPS),
+            (speedmatrix_schema::rate::SEARCH_PRECISION - 1.0) * 100.0,
+            window.as_secs_f64(),
+            spec.max_tokens
+        );
+    }
+    let window_s = window.as_secs_f64();
+    if let Some(low) = plan.rates.iter().copied().find(|r| r * window_s < 10.0) {
+        say!(
+            "warning: at {} a {window_s} s window holds about {:.1} requests; its figures will be mostly noise (a window of {:.0} s holds 10)",
+            speedmatrix_schema::rate_label(low),
+            low * window_s,
+            (10.0 / low).ceil()
+        );
+    }
     if !plan.rates.is_empty() {
         let rates: Vec<String> = plan.rates.iter().map(|r| speedmatrix_schema::rate_label(*r)).collect();
         say!(
@@ -305,6 +326,9 @@ async fn measure_all(s: &mut Session) -> Result<Option<String>, FileError> {
 /// Measure every rate cell still to measure, context by context, rates ascending; after a
 /// saturated rate the context's higher rates are not run, saying why (unless `--keep-going`).
 async fn measure_rates(s: &mut Session) -> Result<Option<String>, FileError> {
+    if s.results.config.rate_search {
+        return search_rates(s).await;
+    }
     for index in 0..s.results.rates.len() {
         let c = &s.results.rates[index];
         if c.status != CellStatus::NotRun || c.reason.as_deref().is_some_and(|r| r.starts_with("not run: ")) {
@@ -335,6 +359,57 @@ async fn measure_rates(s: &mut Session) -> Result<Option<String>, FileError> {
                 s.log(line);
             }
             s.save()?;
+        }
+    }
+    Ok(None)
+}
+
+/// `--rates auto`: per context, rate cells chosen one after another by
+/// [`speedmatrix_schema::rate::search_step`] from the cells measured so far (a resumed file's
+/// included), each appended to the results and saved; the rate found goes to `rate_at_slo`.
+async fn search_rates(s: &mut Session) -> Result<Option<String>, FileError> {
+    let Some(slo) = s.results.config.rate_slo else { return Ok(None) };
+    for ctx in s.results.config.contexts.clone() {
+        loop {
+            let measured: Vec<(f64, bool)> = s
+                .results
+                .rates
+                .iter()
+                .filter(|c| c.context.tokens == ctx.tokens && c.status != CellStatus::NotRun)
+                .map(|c| (c.rate_rps, speedmatrix_schema::rate::meets(c, &slo)))
+                .collect();
+            match speedmatrix_schema::rate::search_step(&ctx, &measured) {
+                speedmatrix_schema::rate::SearchStep::Measure(rate_rps) => {
+                    let cell = RateCell::new(ctx.clone(), rate_rps, s.spec.arrival, s.spec.max_in_flight);
+                    s.results.rates.push(cell);
+                    let index = s.results.rates.len() - 1;
+                    let at = RateAt {
+                        index,
+                        context: ctx.clone(),
+                        rate_rps,
+                        arrival: s.spec.arrival,
+                        max_in_flight: s.spec.max_in_flight,
+                    };
+                    if let Some(cause) = measure_one(s, &at).await? {
+                        return Ok(Some(cause));
+                    }
+                }
+                speedmatrix_schema::rate::SearchStep::Done(found) => {
+                    s.log(format!(
+                        "rate search {}: {} ({})",
+                        ctx.label,
+                        found.rate_rps.map_or("no rate met the SLO".into(), |r| format!(
+                            "{} meets the SLO",
+                            speedmatrix_schema::rate_label(r)
+                        )),
+                        found.reason
+                    ));
+                    s.results.rate_at_slo.retain(|f| f.context.tokens != ctx.tokens);
+                    s.results.rate_at_slo.push(found);
+                    s.save()?;
+                    break;
+                }
+            }
         }
     }
     Ok(None)

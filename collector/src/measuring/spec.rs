@@ -37,6 +37,10 @@ pub struct RunSpec {
     pub max_in_flight: Option<u32>,
     /// `--keep-going`.
     pub keep_going: bool,
+    /// `--rates auto`: search each context for the highest rate meeting `slo`.
+    pub rate_search: bool,
+    /// `--slo` of rate cells.
+    pub slo: Option<speedmatrix_schema::RateSlo>,
     /// `--duration`: 1 s … 24 h.
     pub window: Duration,
     /// `--stall-timeout`: longer than 0.
@@ -135,24 +139,34 @@ impl RunSpec {
     pub fn from_args(args: &RunArgs) -> Result<RunSpec, RunError> {
         let (file, resumed) = FromFile::read(args)?;
         let window = window(args, &file)?;
+        let rate_search = file.rate_search.unwrap_or_else(|| args.rates.iter().any(|r| r.trim() == "auto"));
         let rates = match &file.rates {
             Some(r) => r.clone(),
+            None if rate_search => vec![],
             None => rates(&args.rates)?,
         };
+        let slo = match (&file.slo, &args.slo) {
+            (Some(s), _) => Some(*s),
+            (None, Some(text)) => Some(slo(text)?),
+            (None, None) => None,
+        };
+        if rate_search && slo.is_none() {
+            return Err(RunError::AutoWithoutSlo);
+        }
         let mut concurrency = file.concurrency.clone().unwrap_or_else(|| args.concurrency.clone());
         if concurrency.contains(&0) {
             return Err(RunError::ZeroConcurrency);
         }
         // `--rates` instead of `--concurrency`: only rate cells (both flags: both kinds).
         let concurrency_given = args.given.as_ref().is_some_and(|g| g.iter().any(|f| f == "concurrency"));
-        if !rates.is_empty() && file.concurrency.is_none() && !concurrency_given {
+        if (!rates.is_empty() || rate_search) && file.concurrency.is_none() && !concurrency_given {
             concurrency.clear();
         }
         let (process, cv) = match file.arrival {
             Some(a) => (a.process, a.cv),
             None => speedmatrix_schema::arrivals::parse_process(&args.arrival).map_err(RunError::Arrival)?,
         };
-        if rates.is_empty() {
+        if rates.is_empty() && !rate_search {
             if args.max_in_flight.is_some() {
                 return Err(RunError::RateFlagWithoutRates { flag: "--max-in-flight" });
             }
@@ -187,6 +201,8 @@ impl RunSpec {
             rates,
             max_in_flight: file.max_in_flight.unwrap_or(args.max_in_flight),
             keep_going: args.keep_going,
+            rate_search,
+            slo,
             window,
             stall: match file.stall_timeout_s {
                 Some(s) => file_duration("--stall-timeout", s)?,
@@ -240,6 +256,8 @@ struct FromFile {
     contexts: Option<Vec<ContextSize>>,
     concurrency: Option<Vec<u32>>,
     rates: Option<Vec<f64>>,
+    rate_search: Option<bool>,
+    slo: Option<speedmatrix_schema::RateSlo>,
     arrival: Option<speedmatrix_schema::Arrival>,
     max_in_flight: Option<Option<u32>>,
     prefill_contexts: Option<Vec<ContextSize>>,
@@ -280,6 +298,8 @@ impl FromFile {
             contexts: take("contexts", "--contexts").then(|| c.contexts.clone()),
             concurrency: take("concurrency", "--concurrency").then(|| c.concurrency.clone()),
             rates: take("rates", "--rates").then(|| c.rates.clone()),
+            rate_search: c.rate_search.then_some(true).filter(|_| take("rates", "--rates")),
+            slo: c.rate_slo.filter(|_| take("slo", "--slo")),
             arrival: r.rates.first().map(|x| x.arrival).filter(|_| take("arrival", "--arrival")),
             max_in_flight: r
                 .rates
@@ -326,6 +346,42 @@ fn rates(given: &[String]) -> Result<Vec<f64>, RunError> {
     rates.sort_by(f64::total_cmp);
     rates.dedup();
     Ok(rates)
+}
+
+/// `--slo ttft=2s,tpot=50ms[,p=90]`: at least one limit, each more than 0, p one of 50, 90, 99.
+fn slo(value: &str) -> Result<speedmatrix_schema::RateSlo, RunError> {
+    let bad = |why: String| RunError::Slo { value: value.to_string(), why };
+    let mut slo = speedmatrix_schema::RateSlo { ttft_ms: None, tpot_ms: None, percentile: 50 };
+    for part in value.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (key, v) = part.split_once('=').ok_or_else(|| bad(format!("{part:?} is not KEY=VALUE")))?;
+        let ms = || -> Result<f64, RunError> {
+            let d = humantime::parse_duration(v.trim())
+                .map_err(|_| bad(format!("{key}={v}: not a duration with a unit (2s, 50ms)")))?;
+            let ms = d.as_secs_f64() * 1000.0;
+            if ms <= 0.0 {
+                return Err(bad(format!("{key} must be more than 0")));
+            }
+            Ok(ms)
+        };
+        match key.trim() {
+            "ttft" if slo.ttft_ms.is_none() => slo.ttft_ms = Some(ms()?),
+            "tpot" if slo.tpot_ms.is_none() => slo.tpot_ms = Some(ms()?),
+            "p" => {
+                slo.percentile = match v.trim() {
+                    "50" => 50,
+                    "90" => 90,
+                    "99" => 99,
+                    other => return Err(bad(format!("p={other}: use 50, 90 or 99"))),
+                }
+            }
+            "ttft" | "tpot" => return Err(bad(format!("{key} is given twice"))),
+            other => return Err(bad(format!("unknown key {other:?} (ttft, tpot, p)"))),
+        }
+    }
+    if slo.ttft_ms.is_none() && slo.tpot_ms.is_none() {
+        return Err(bad("give ttft, tpot or both".into()));
+    }
+    Ok(slo)
 }
 
 /// `--duration`, or the `--resume` file's window: 1 s … 24 h.

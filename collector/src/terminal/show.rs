@@ -296,7 +296,15 @@ fn rate_table(r: &Results) -> Grid {
                 ms(c.tpot_ms, |d| d.p50),
                 ms(c.e2e_ms, |d| d.p50),
                 c.send_lag_ms.and_then(|d| d.p99).map_or_else(dash, |v| format!("{v:.2} ms")),
+                match (c.goodput_rps, c.meets_slo) {
+                    (Some(g), Some(m)) => format!("{g:.2}{}", if m { " ✓" } else { "" }),
+                    _ => dash(),
+                },
             ]
+        })
+        .map(|mut row: Vec<String>| {
+            row.truncate(if r.config.rate_slo.is_some() { 12 } else { 11 });
+            row
         })
         .collect();
     let headers = [
@@ -311,9 +319,12 @@ fn rate_table(r: &Results) -> Grid {
         "TPOT p50",
         "E2E p50",
         "Send lag p99",
+        "Goodput req/s (✓ meets the SLO)",
     ]
     .map(String::from)
     .to_vec();
+    let mut headers = headers;
+    headers.truncate(if r.config.rate_slo.is_some() { 12 } else { 11 });
     Grid { headers, rows, numeric_from: 3 }
 }
 
@@ -415,6 +426,22 @@ pub fn render_report(r: &Results, all: bool, markup: Markup) -> String {
         );
         out.push_str(&rate_table(r).render(markup));
         out.push('\n');
+        if let Some(slo) = &r.config.rate_slo {
+            let _ = writeln!(out, "SLO: {}.", speedmatrix_schema::rate::slo_text(slo));
+        }
+        for found in &r.rate_at_slo {
+            let _ = writeln!(
+                out,
+                "Highest rate meeting the SLO at {}: {}{} — {}.",
+                clean(&found.context.label),
+                found.rate_rps.map_or("none".into(), speedmatrix_schema::rate_label),
+                found
+                    .failed_at_rps
+                    .map(|f| format!(" ({} did not)", speedmatrix_schema::rate_label(f)))
+                    .unwrap_or_default(),
+                clean(&found.reason)
+            );
+        }
         for status in CellStatus::ALL.into_iter().filter(|s| r.rates.iter().any(|c| c.status == *s)) {
             if let Some(text) = legend(status) {
                 let _ = writeln!(out, "{}: {text}", status.label());

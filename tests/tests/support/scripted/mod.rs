@@ -217,6 +217,10 @@ pub struct Script {
     /// token this server wrote in a stream, as it wrote it (with the live gauges when
     /// [`Script::live_gauges`]; alone otherwise).
     pub generation_counter: bool,
+    /// `(n, k)`: from the `n`-th completion request on, at most `k` streams run at once and the
+    /// rest wait before their first token (a server that slows down: thermal throttling, a
+    /// neighbour taking the GPU, a cache that stopped hitting). No gauge says so.
+    pub slow_after: Option<(usize, usize)>,
 }
 
 impl Default for Script {
@@ -243,6 +247,7 @@ impl Default for Script {
             more_models: &[],
             usage_prompt_extra: 0,
             generation_counter: false,
+            slow_after: None,
         }
     }
 }
@@ -255,6 +260,8 @@ struct AppState {
     /// Decode requests (`max_tokens` > 1) received.
     decodes: std::sync::atomic::AtomicUsize,
     running: Option<Arc<Semaphore>>,
+    /// The places of [`Script::slow_after`], for requests from its `n`-th on.
+    slowed: Option<Arc<Semaphore>>,
     /// `/metrics` requests received.
     metrics_asked: std::sync::atomic::AtomicUsize,
     /// Streams admitted and not yet ended (the live running gauge).
@@ -308,12 +315,14 @@ impl Drop for Scripted {
 /// Start `script` on a free loopback port (inside the caller's tokio runtime).
 pub async fn start(script: Script) -> Scripted {
     let running = script.max_running.map(|k| Arc::new(Semaphore::new(k)));
+    let script_slowed = script.slow_after.map(|(_, k)| Arc::new(Semaphore::new(k)));
     let state = Arc::new(AppState {
         script,
         bodies: Mutex::new(vec![]),
         decodes: Default::default(),
         metrics_asked: Default::default(),
         running,
+        slowed: script_slowed,
         admitted: Default::default(),
         streaming: Default::default(),
         generated: Default::default(),

@@ -229,7 +229,9 @@ fn stream(s: &AppState, chat: bool, v: &Value, reset: bool) -> Response {
         final_usage: st.final_usage && so["include_usage"].as_bool() == Some(true),
         generated: s.generated.clone(),
     };
-    let gate = Gate { places: s.running.clone(), admit_delay: s.script.admit_delay, admitted: s.admitted.clone() };
+    let slowed = s.script.slow_after.is_some_and(|(after, _)| n >= after);
+    let places = if slowed { s.slowed.clone() } else { s.running.clone() };
+    let gate = Gate { places, admit_delay: s.script.admit_delay, admitted: s.admitted.clone() };
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(16);
     let gzip = st.gzip.then(|| flate2::write::GzEncoder::new(vec![], flate2::Compression::fast()));
     let tx = Sender { tx, reset, sent: 0, gzip };
