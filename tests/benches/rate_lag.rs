@@ -14,6 +14,8 @@
 //! Run: `cargo bench -p speedmatrix-tests --bench rate_lag` (needs `taskset`; RATES=100,500,2000
 //! picks rates, SECONDS=N the window, default 10).
 
+// Shared with side_by_side, which also changes the timing between rows; this bench does not.
+#[allow(dead_code)]
 #[path = "side_by_side/emitter.rs"]
 mod emitter;
 
