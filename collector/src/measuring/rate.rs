@@ -179,44 +179,45 @@ impl Measurement for RateAt {
             start_ms,
             cpu0: crate::measuring::selfcheck::process_cpu_s(),
         };
-        let Ok(mut schedule) =
-            Schedule::new(&self.arrival, self.rate_rps, cell_key(self.context.tokens, self.rate_rps))
+        let Ok(schedule) = Schedule::new(&self.arrival, self.rate_rps, cell_key(self.context.tokens, self.rate_rps))
         else {
             return open; // flags are checked before: unreachable with a checked rate
         };
         let limit = self.max_in_flight.map_or(usize::MAX, |m| m as usize);
         let warmup_by = start_ms + Self::warmup_limit(s).as_secs_f64() * 1000.0;
         let window_ms = s.spec.window.as_secs_f64() * 1000.0;
-        let mut next_due = start_ms + schedule.next().unwrap_or(0.0) * 1000.0;
+        // The schedule's instants come from a thread of its own (tokio's timer wakes on
+        // millisecond ticks; an OS sleep to the instant is about 0.1 ms late).
+        let mut due = Pacer::start(s.clock, start_ms, schedule);
         let mut next_id = 0usize;
         let mut times: Option<Times> = None;
         s.show(Some(self.live(Phase::WarmUp, None, Some(0))));
         let mut tick = tokio::time::interval(Duration::from_millis(500));
         loop {
             let end_ms = times.map_or(warmup_by, |t| t.window_end_ms);
-            let due_in = tokio::time::Instant::from_std(s.clock.instant_at(next_due.min(end_ms)));
+            let end = tokio::time::Instant::from_std(s.clock.instant_at(end_ms));
             tokio::select! {
                 biased;
-                _ = tokio::time::sleep_until(due_in) => {
-                    if next_due > end_ms {
+                Some(at_ms) = due.rx.recv() => {
+                    if at_ms > end_ms {
                         match times {
                             Some(_) => break, // the window closed: nothing more is sent
-                            None => {
-                                // The first request did not finish within the warm-up limit.
-                                times = Some(self.window_opens(s, end_ms, window_ms, true));
-                                continue;
-                            }
+                            None => times = Some(self.window_opens(s, end_ms, window_ms, true)),
                         }
                     }
                     let id = next_id;
                     next_id += 1;
                     if open.set.len() >= limit {
-                        open.held.push_back((id, next_due));
+                        open.held.push_back((id, at_ms));
                     } else {
-                        open.send(s, id, next_due, false);
+                        open.send(s, id, at_ms, false);
                     }
-                    next_due = start_ms + schedule.next().unwrap_or(f64::INFINITY) * 1000.0;
                 }
+                _ = tokio::time::sleep_until(end) => match times {
+                    Some(_) => break,
+                    // The first request did not finish within the warm-up limit.
+                    None => times = Some(self.window_opens(s, end_ms, window_ms, true)),
+                },
                 Some(joined) = open.set.join_next() => {
                     let Ok(record) = joined else { continue };
                     if record.id == 0 && times.is_none() {
@@ -232,6 +233,7 @@ impl Measurement for RateAt {
                 }
             }
         }
+        due.stop();
         if let Some(sc) = &open.scraper {
             sc.now();
         }
@@ -357,6 +359,46 @@ impl RateAt {
             ));
         }
         Times { warmup_end_ms: at_ms, window_end_ms: at_ms + window_ms, warmup_timed_out: timed_out }
+    }
+}
+
+/// The schedule's instants, each delivered when it comes: a thread of its own sleeps to every
+/// instant (run clock) and sends it; dropped or stopped, it ends at its next instant or within
+/// 100 ms.
+struct Pacer {
+    rx: tokio::sync::mpsc::UnboundedReceiver<f64>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Pacer {
+    fn start(clock: crate::measuring::client::Clock, start_ms: f64, schedule: Schedule) -> Pacer {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopped = stop.clone();
+        std::thread::spawn(move || {
+            for offset_s in schedule {
+                let at_ms = start_ms + offset_s * 1000.0;
+                let at = clock.instant_at(at_ms);
+                loop {
+                    if stopped.load(std::sync::atomic::Ordering::Relaxed) {
+                        return;
+                    }
+                    let left = at.saturating_duration_since(std::time::Instant::now());
+                    if left.is_zero() {
+                        break;
+                    }
+                    std::thread::sleep(left.min(Duration::from_millis(100)));
+                }
+                if tx.send(at_ms).is_err() {
+                    return;
+                }
+            }
+        });
+        Pacer { rx, stop }
+    }
+
+    fn stop(&self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
