@@ -102,12 +102,17 @@ enum Field {
     Count(Option<u64>),
 }
 
+/// One statistic of a distribution.
+type StatOf = fn(&Distribution) -> Option<f64>;
+/// One distribution of a rate cell.
+type DistributionOf = fn(&RateCell) -> Option<Distribution>;
+
 /// The percentiles of a rate cell's distributions in its table: `ttft_ms_p50` … `_mean`.
-const RATE_STATS: [(&str, fn(&Distribution) -> Option<f64>); 4] =
+const RATE_STATS: [(&str, StatOf); 4] =
     [("p50", |d| d.p50), ("p90", |d| d.p90), ("p99", |d| d.p99), ("mean", |d| d.mean)];
 
 /// The distributions of a rate cell's table, in column order.
-const RATE_DISTRIBUTIONS: [(&str, fn(&RateCell) -> Option<Distribution>); 5] = [
+const RATE_DISTRIBUTIONS: [(&str, DistributionOf); 5] = [
     ("ttft_ms", |c| c.ttft_ms),
     ("tpot_ms", |c| c.tpot_ms),
     ("itl_ms", |c| c.itl_ms),

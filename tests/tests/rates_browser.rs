@@ -29,9 +29,10 @@ fn row(context: &str, rate: &str) -> String {
 #[test]
 fn the_rate_section_shows_the_files_rate_cells_their_statuses_and_the_knee_chart() {
     let (path, r) = rates_fixture();
-    let valid = r.rates.iter().find(|c| c.status == CellStatus::Valid).expect("the fixture has a valid rate cell");
-    let saturated = r.rates.iter().find(|c| c.status == CellStatus::Saturated).expect("a saturated rate cell");
-    let skipped = r.rates.iter().find(|c| c.status == CellStatus::NotRun).expect("a rate not run");
+    let valid =
+        r.rates.iter().find(|c| c.status == CellStatus::Valid).cloned().expect("the fixture has a valid rate cell");
+    let saturated = r.rates.iter().find(|c| c.status == CellStatus::Saturated).cloned().expect("a saturated rate cell");
+    let skipped = r.rates.iter().find(|c| c.status == CellStatus::NotRun).cloned().expect("a rate not run");
     scenario(|c| async move {
         let (_server, url) = serve(&[&path]);
         c.goto(&url).await.unwrap();

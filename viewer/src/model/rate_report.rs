@@ -72,7 +72,10 @@ fn metric(id: &str, v: Option<f64>) -> String {
     }
 }
 
-fn stat(d: &Option<Distribution>, p: fn(&Distribution) -> Option<f64>) -> Option<f64> {
+/// One statistic of a distribution.
+type StatOf = fn(&Distribution) -> Option<f64>;
+
+fn stat(d: &Option<Distribution>, p: StatOf) -> Option<f64> {
     d.as_ref().and_then(p)
 }
 
@@ -129,7 +132,7 @@ pub fn ttft_chart(r: &Results) -> Option<ChartSpec> {
         r.rates.iter().map(|c| (c.context.tokens, c.context.label.clone())).collect();
     contexts.sort();
     contexts.dedup();
-    let percentiles: [(&str, Stroke, fn(&Distribution) -> Option<f64>); 2] =
+    let percentiles: [(&str, Stroke, StatOf); 2] =
         [("p50", Stroke::Solid, |d| d.p50), ("p90", Stroke::Dashed, |d| d.p90)];
     let mut series = Vec::new();
     for (colour, (tokens, label)) in contexts.iter().enumerate() {
