@@ -122,6 +122,10 @@ pub struct ShowArgs {
     /// Add the full measurement table to the text and markdown views.
     #[arg(long, conflicts_with = "slo")]
     pub all: bool,
+    /// With `-f csv` or `-f json`: the rate cells' table (one row per rate cell, its own
+    /// columns) instead of the measurement table.
+    #[arg(long, conflicts_with_all = ["slo", "all"])]
+    pub rates: bool,
     /// Instead of the report, the capacity at a service-level objective: per context, the
     /// largest concurrency whose cell is valid and meets it, with its total tok/s (goodput) and
     /// per GPU. `ttft=2s,tps=20` = median TTFT ≤ 2 s and median per-request tok/s ≥ 20; either

@@ -4,8 +4,13 @@
 //! Columns: `phase, context, context_tokens, concurrency, status, reason`, then every registry
 //! column ([`crate::registry::columns`]). Numbers are raw (no grouping, no units); a missing
 //! figure is an empty CSV field / JSON `null`; statuses are snake_case ids.
+//!
+//! Rate cells (open-loop, `results.rates`) have figures of their own, so they have a table of
+//! their own in the same style: [`rates_to_csv`] / [`rates_to_json_rows`], one row per rate cell
+//! with the columns of [`RATE_COLUMNS`] (`speedmatrix show --rates -f csv|json`, and the page's
+//! "Request rates (CSV)" download).
 
-use crate::model::Results;
+use crate::model::{ArrivalProcess, Distribution, RateCell, Results};
 use crate::registry::{columns, Column, Stat, Style, Unit};
 use crate::table::{rows, Row};
 
@@ -87,6 +92,172 @@ pub fn to_json_rows(results: &Results) -> serde_json::Value {
     serde_json::Value::Array(rows)
 }
 
+/// One field of a rate cell's row.
+enum Field {
+    /// Text (the context's label, a status id, the reason); empty when absent.
+    Text(String),
+    /// A measured or planned figure.
+    Float(Option<f64>),
+    /// A count (requests, tokens): an integer in JSON.
+    Count(Option<u64>),
+}
+
+/// One statistic of a distribution.
+type StatOf = fn(&Distribution) -> Option<f64>;
+/// One distribution of a rate cell.
+type DistributionOf = fn(&RateCell) -> Option<Distribution>;
+
+/// The percentiles of a rate cell's distributions in its table: `ttft_ms_p50` … `_mean`.
+const RATE_STATS: [(&str, StatOf); 4] =
+    [("p50", |d| d.p50), ("p90", |d| d.p90), ("p99", |d| d.p99), ("mean", |d| d.mean)];
+
+/// The distributions of a rate cell's table, in column order.
+const RATE_DISTRIBUTIONS: [(&str, DistributionOf); 5] = [
+    ("ttft_ms", |c| c.ttft_ms),
+    ("tpot_ms", |c| c.tpot_ms),
+    ("itl_ms", |c| c.itl_ms),
+    ("e2e_ms", |c| c.e2e_ms),
+    ("send_lag_ms", |c| c.send_lag_ms),
+];
+
+/// The columns of the rate cells' table before its distributions, in order.
+pub const RATE_KEY_COLUMNS: [&str; 13] = [
+    "context",
+    "context_tokens",
+    "rate_rps",
+    "arrival",
+    "arrival_cv",
+    "seed",
+    "max_in_flight",
+    "status",
+    "reason",
+    "prompt_tokens",
+    "offered_rps",
+    "achieved_rps",
+    "scheduled_requests",
+];
+
+/// The columns after the distributions.
+const RATE_TAIL_COLUMNS: [&str; 12] = [
+    "completed_requests",
+    "total_tps",
+    "output_tokens",
+    "held_back",
+    "avg_in_flight",
+    "max_in_flight_seen",
+    "in_flight_start",
+    "in_flight_end",
+    "growth_allowed",
+    "unfinished",
+    "warmup_s",
+    "window_s",
+];
+
+/// Every header of the rate cells' table, in order: [`RATE_KEY_COLUMNS`], then
+/// `ttft_ms`, `tpot_ms`, `itl_ms`, `e2e_ms`, `send_lag_ms` each as `_p50`, `_p90`, `_p99`,
+/// `_mean`, then completions, throughput, in-flight figures and the saturation evidence.
+pub fn rate_headers() -> Vec<String> {
+    let dists = RATE_DISTRIBUTIONS.iter().flat_map(|(id, _)| RATE_STATS.iter().map(move |(s, _)| format!("{id}_{s}")));
+    RATE_KEY_COLUMNS
+        .iter()
+        .map(|s| s.to_string())
+        .chain(dists)
+        .chain(RATE_TAIL_COLUMNS.iter().map(|s| s.to_string()))
+        .collect()
+}
+
+fn arrival_id(p: ArrivalProcess) -> &'static str {
+    match p {
+        ArrivalProcess::Poisson => "poisson",
+        ArrivalProcess::Constant => "constant",
+        ArrivalProcess::Gamma => "gamma",
+    }
+}
+
+/// A rate cell's fields, in [`rate_headers`] order.
+fn rate_fields(c: &RateCell) -> Vec<Field> {
+    let sat = c.saturation.as_ref();
+    let mut f = vec![
+        Field::Text(c.context.label.clone()),
+        Field::Count(Some(c.context.tokens)),
+        Field::Float(Some(c.rate_rps)),
+        Field::Text(arrival_id(c.arrival.process).to_string()),
+        Field::Float(c.arrival.cv),
+        Field::Count(Some(c.arrival.seed)),
+        Field::Count(c.max_in_flight.map(u64::from)),
+        Field::Text(c.status.id().to_string()),
+        Field::Text(c.reason.clone().unwrap_or_default()),
+        Field::Count(c.prompt_tokens),
+        Field::Float(c.offered_rps),
+        Field::Float(c.achieved_rps),
+        Field::Count(c.scheduled_requests),
+    ];
+    for (_, dist) in RATE_DISTRIBUTIONS {
+        let d = dist(c);
+        f.extend(RATE_STATS.iter().map(|(_, stat)| Field::Float(d.as_ref().and_then(stat))));
+    }
+    f.extend([
+        Field::Count(c.completed_requests),
+        Field::Float(c.total_tps),
+        Field::Count(c.output_tokens),
+        Field::Count(c.held_back),
+        Field::Float(c.avg_in_flight),
+        Field::Count(c.max_in_flight_seen),
+        Field::Count(sat.map(|s| s.in_flight_start)),
+        Field::Count(sat.map(|s| s.in_flight_end)),
+        Field::Float(sat.map(|s| s.growth_allowed)),
+        Field::Count(sat.map(|s| s.unfinished)),
+        Field::Float(c.warmup_s),
+        Field::Float(c.window_s),
+    ]);
+    f
+}
+
+/// The rate cells as CSV (RFC 4180, `\n` line ends): the header line of [`rate_headers`], then
+/// one line per rate cell in file order (numbers raw, a missing figure empty, statuses as ids).
+/// Only the header line when the run has no rate cells.
+pub fn rates_to_csv(results: &Results) -> String {
+    let mut w = csv::WriterBuilder::new().terminator(csv::Terminator::Any(b'\n')).from_writer(Vec::new());
+    w.write_record(rate_headers()).expect("in-memory CSV write");
+    for c in &results.rates {
+        let record: Vec<String> = rate_fields(c)
+            .into_iter()
+            .map(|f| match f {
+                Field::Text(t) => t,
+                Field::Float(v) => v.map(raw).unwrap_or_default(),
+                Field::Count(v) => v.map(|v| v.to_string()).unwrap_or_default(),
+            })
+            .collect();
+        w.write_record(&record).expect("in-memory CSV write");
+    }
+    let bytes = w.into_inner().expect("in-memory CSV flush");
+    String::from_utf8(bytes).expect("CSV of UTF-8 strings is UTF-8")
+}
+
+/// The rate cells as a JSON array of objects keyed by [`rate_headers`] (counts as integers,
+/// other figures as floats, `null` when missing; `reason` is `null` without one).
+pub fn rates_to_json_rows(results: &Results) -> serde_json::Value {
+    let headers = rate_headers();
+    let rows = results
+        .rates
+        .iter()
+        .map(|c| {
+            let obj: serde_json::Map<String, serde_json::Value> = headers
+                .iter()
+                .cloned()
+                .zip(rate_fields(c).into_iter().map(|f| match f {
+                    Field::Text(t) if t.is_empty() => serde_json::Value::Null,
+                    Field::Text(t) => t.into(),
+                    Field::Float(v) => v.map_or(serde_json::Value::Null, serde_json::Value::from),
+                    Field::Count(v) => v.map_or(serde_json::Value::Null, serde_json::Value::from),
+                }))
+                .collect();
+            serde_json::Value::Object(obj)
+        })
+        .collect();
+    serde_json::Value::Array(rows)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -100,5 +271,35 @@ mod tests {
         assert_eq!(first["output_tokens"].to_string(), "7113");
         assert_eq!(first["total_tps"].to_string(), "237.1");
         assert_eq!(first["avg_active_requests"].to_string(), "1.0", "an average stays a float");
+    }
+
+    #[test]
+    fn rate_rows_have_every_header_and_the_files_figures() {
+        let r = crate::load_results(include_bytes!("../../tests/fixtures/rates-twin.json")).unwrap();
+        let headers = rate_headers();
+        let mut unique = headers.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), headers.len(), "column ids are unique");
+        assert_eq!(headers.len(), RATE_KEY_COLUMNS.len() + 5 * 4 + RATE_TAIL_COLUMNS.len());
+        assert!(r.rates.iter().all(|c| rate_fields(c).len() == headers.len()));
+        let csv = rates_to_csv(&r);
+        let mut reader = csv::Reader::from_reader(csv.as_bytes());
+        let rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+        assert_eq!(rows.len(), 8);
+        let col = |id: &str| headers.iter().position(|h| h == id).unwrap();
+        let sat = &rows[2];
+        let fields = ["context", "rate_rps", "arrival", "status", "offered_rps", "achieved_rps", "ttft_ms_p50"];
+        let got: Vec<&str> = fields.iter().map(|f| &sat[col(f)]).collect();
+        assert_eq!(got, ["8K", "8", "poisson", "saturated", "10.8", "4.8", "4256.416"]);
+        let evidence = ["in_flight_start", "in_flight_end", "growth_allowed", "unfinished"];
+        assert_eq!(evidence.map(|f| &sat[col(f)]), ["29", "59", "29.726", "30"]);
+        assert_eq!(&rows[3][col("status")], "not_run");
+        assert_eq!(&rows[3][col("achieved_rps")], "", "a rate not run has no figures");
+        assert_eq!(&rows[0][col("reason")], "", "a valid cell without a reason");
+        let json = rates_to_json_rows(&r);
+        assert_eq!(json[2]["scheduled_requests"].to_string(), "54");
+        assert_eq!(json[2]["achieved_rps"].to_string(), "4.8");
+        assert_eq!(json[0]["reason"], serde_json::Value::Null);
     }
 }

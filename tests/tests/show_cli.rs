@@ -127,6 +127,57 @@ fn json_rows_match_csv() {
     assert!(prefill["total_tps"].is_null());
 }
 
+/// A real twin run with rate cells (tests/fixtures/rates-twin.json): valid, saturated, and
+/// rates not run after the saturated one.
+const RATES_FIXTURE: &str = "tests/fixtures/rates-twin.json";
+
+#[test]
+fn rates_csv_and_json_give_one_row_per_rate_cell_as_the_file_has_it() {
+    let r = speedmatrix_schema::load_results(&std::fs::read(root().join(RATES_FIXTURE)).unwrap()).unwrap();
+    let out = stdout(&show(&[RATES_FIXTURE, "--rates", "--format", "csv"]));
+    let mut reader = csv::Reader::from_reader(out.as_bytes());
+    let headers = reader.headers().unwrap().clone();
+    let col = |name: &str| headers.iter().position(|h| h == name).unwrap_or_else(|| panic!("no column {name}"));
+    let rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+    assert_eq!(rows.len(), r.rates.len());
+    for (row, cell) in rows.iter().zip(&r.rates) {
+        assert_eq!(&row[col("context")], cell.context.label);
+        assert_eq!(&row[col("rate_rps")], format!("{}", cell.rate_rps));
+        assert_eq!(&row[col("status")], cell.status.id());
+        assert_eq!(&row[col("achieved_rps")], cell.achieved_rps.map(|v| format!("{v}")).unwrap_or_default());
+        let ttft_p90 = cell.ttft_ms.and_then(|d| d.p90).map(|v| format!("{v}")).unwrap_or_default();
+        assert_eq!(&row[col("ttft_ms_p90")], ttft_p90);
+        let unfinished = cell.saturation.as_ref().map(|s| s.unfinished.to_string()).unwrap_or_default();
+        assert_eq!(&row[col("unfinished")], unfinished);
+    }
+    let statuses: Vec<&str> = rows.iter().map(|row| &row[col("status")]).collect();
+    for s in ["valid", "saturated", "not_run"] {
+        assert!(statuses.contains(&s), "the fixture has a {s} rate cell: {statuses:?}");
+    }
+    let skipped = rows.iter().find(|row| &row[col("status")] == "not_run").unwrap();
+    assert_eq!(&skipped[col("achieved_rps")], "", "a rate not run has no figures, not zeros");
+    assert!(skipped[col("reason")].contains("saturated"), "{:?}", &skipped[col("reason")]);
+
+    let json: Vec<serde_json::Value> =
+        serde_json::from_str(&stdout(&show(&[RATES_FIXTURE, "--rates", "--format", "json"]))).unwrap();
+    assert_eq!(json.len(), rows.len());
+    let sat = json.iter().find(|o| o["status"] == "saturated").unwrap();
+    assert!(sat["scheduled_requests"].is_u64() && sat["in_flight_end"].is_u64(), "counts are integers: {sat}");
+    assert!(sat["achieved_rps"].is_f64(), "{sat}");
+    assert_eq!(json.iter().find(|o| o["status"] == "not_run").unwrap()["achieved_rps"], serde_json::Value::Null);
+
+    // The measurement table is unchanged by rate cells, and a run without any gives the header only.
+    let table = stdout(&show(&[RATES_FIXTURE, "--format", "csv"]));
+    assert_eq!(table.lines().count(), 1 + r.prefill.len() + r.decode.len(), "{table}");
+    let none = stdout(&show(&[FIXTURE, "--rates", "--format", "csv"]));
+    assert_eq!(none.lines().count(), 1, "{none}");
+    assert!(none.starts_with("context,context_tokens,rate_rps,"), "{none}");
+    // The text report already shows the rate table: --rates there is a usage error.
+    let o = show(&[RATES_FIXTURE, "--rates"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("-f csv or -f json"));
+}
+
 #[test]
 fn all_text_table_and_stdin() {
     let bytes = std::fs::read(root().join(FIXTURE)).unwrap();

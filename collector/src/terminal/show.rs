@@ -37,6 +37,10 @@ pub enum ShowError {
     /// `--slo` prints a table; CSV and JSON are the measurement rows.
     #[error("--slo prints a table in text or markdown; leave out -f csv / -f json")]
     SloFormat,
+    /// `--rates` picks the rows of CSV and JSON; the text and markdown reports already show
+    /// the rate table.
+    #[error("--rates gives the rate cells' rows as -f csv or -f json; the text and markdown reports already show the rate table")]
+    RatesFormat,
 }
 
 impl CommandError for ShowError {
@@ -44,7 +48,7 @@ impl CommandError for ShowError {
         match self {
             ShowError::File(e) => e.failure(),
             ShowError::Output(e) => e.failure(),
-            ShowError::Slo { .. } | ShowError::SloFormat => Failure::BadInput,
+            ShowError::Slo { .. } | ShowError::SloFormat | ShowError::RatesFormat => Failure::BadInput,
         }
     }
 }
@@ -53,11 +57,15 @@ impl CommandError for ShowError {
 ///
 /// # Errors
 /// [`ShowError::File`] (bad input) when the file cannot be read or is invalid;
-/// [`ShowError::Slo`] / [`ShowError::SloFormat`] for a bad `--slo` or one with `-f csv|json`.
+/// [`ShowError::Slo`] / [`ShowError::SloFormat`] for a bad `--slo` or one with `-f csv|json`;
+/// [`ShowError::RatesFormat`] for `--rates` without `-f csv|json`.
 pub fn run(args: &ShowArgs) -> Result<(), ShowError> {
     let slo = args.slo.as_deref().map(parse_slo).transpose()?;
     if slo.is_some() && matches!(args.format, ShowFormat::Csv | ShowFormat::Json) {
         return Err(ShowError::SloFormat);
+    }
+    if args.rates && !matches!(args.format, ShowFormat::Csv | ShowFormat::Json) {
+        return Err(ShowError::RatesFormat);
     }
     let results = crate::files::read_results(&args.file)?;
     if let Some(slo) = slo {
@@ -67,7 +75,11 @@ pub fn run(args: &ShowArgs) -> Result<(), ShowError> {
     let out = match args.format {
         ShowFormat::Text => render_report(&results, args.all, Markup::Text),
         ShowFormat::Markdown => render_report(&results, args.all, Markup::Markdown),
+        ShowFormat::Csv if args.rates => export::rates_to_csv(&results),
         ShowFormat::Csv => export::to_csv(&results),
+        ShowFormat::Json if args.rates => {
+            return Ok(crate::command::print_json(&export::rates_to_json_rows(&results))?)
+        }
         ShowFormat::Json => return Ok(crate::command::print_json(&export::to_json_rows(&results))?),
     };
     Ok(crate::command::print_out(&out)?)

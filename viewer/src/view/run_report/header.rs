@@ -92,12 +92,20 @@ pub(super) fn LaunchCommand(cmd: String) -> impl IntoView {
 }
 
 /// Downloads of the run: the measurement table as CSV (the writer of `speedmatrix show
-/// --format csv`) and the run's JSON.
+/// --format csv`), the rate cells as CSV when the run has any (`show --rates --format csv`),
+/// and the run's JSON.
 #[component]
 pub(super) fn Exports(r: Arc<Results>) -> impl IntoView {
     let stem = run_report::file_stem(&r);
     let (r_csv, stem_csv) = (r.clone(), stem.clone());
     let csv = move |_| browser::download_text(&format!("{stem_csv}.csv"), "text/csv", &export::to_csv(&r_csv));
+    let rates_csv = (!r.rates.is_empty()).then(|| {
+        let (r_rates, stem_rates) = (r.clone(), stem.clone());
+        move |_| {
+            let text = export::rates_to_csv(&r_rates);
+            browser::download_text(&format!("{stem_rates}-rates.csv"), "text/csv", &text);
+        }
+    });
     let json = move |_| {
         // Results serialize as the schema writes them; the file reads back with load_results.
         if let Ok(mut text) = serde_json::to_string_pretty(&*r) {
@@ -109,6 +117,7 @@ pub(super) fn Exports(r: Arc<Results>) -> impl IntoView {
         <nav class="exports" aria-label="Downloads">
             "Download: "
             <button type="button" id="export-csv" on:click=csv>"Measurements (CSV)"</button>
+            {rates_csv.map(|f| view! { <button type="button" id="export-rates-csv" on:click=f>"Request rates (CSV)"</button> })}
             <button type="button" id="export-json" on:click=json>"Run (JSON)"</button>
             <a href="#charts">"Charts (PNG, under each chart)"</a>
         </nav>

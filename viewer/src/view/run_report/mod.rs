@@ -6,6 +6,8 @@
 //!   and metric options are shared with the diff view);
 //! - `cell_panel`: the detail panel of the heatmap cell opened (its window, requests, repeats
 //!   and intervals);
+//! - `rates`: the open-loop rate cells (table, status legend, TTFT against the achieved rate),
+//!   when the run has any;
 //! - the charts, each with its readout, table mirror and PNG ([`crate::view::chart_view`]);
 //! - `measurements`: the all-measurements table with its sort and filters.
 //!
@@ -18,6 +20,7 @@ mod header;
 mod heatmap;
 mod measurements;
 mod prefill;
+mod rates;
 
 pub(crate) use heatmap::{heat_cell, matrix_table, metric_options};
 
@@ -29,8 +32,8 @@ use leptos::prelude::*;
 use speedmatrix_schema::Results;
 use std::sync::Arc;
 
-/// The report of one run: title, cards, launch command, prefill table, heatmap, charts and the
-/// all-measurements table.
+/// The report of one run: title, cards, launch command, prefill table, heatmap, request rates,
+/// charts and the all-measurements table.
 #[component]
 pub fn Report(
     /// The run.
@@ -72,6 +75,7 @@ pub fn Report(
             {r.engine.launch_command.clone().map(|cmd| view! { <header::LaunchCommand cmd=cmd /> })}
             <prefill::PrefillTable r=r.clone() />
             <heatmap::DecodeHeatmap r=r.clone() metric=metric view=view />
+            <rates::RateSection r=r.clone() view=view />
             <chart_view::Charts r=r.clone() view=view />
             <measurements::AllMeasurements r=r view=view />
         </article>
