@@ -109,7 +109,9 @@ fn a_client_held_back_by_max_in_flight_is_client_limited_and_its_ttft_counts_the
 
 #[test]
 fn bad_rate_flags_are_named_before_the_server_is_asked() {
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 6] = [
+        (&["--rates", "auto,1", "--slo", "ttft=1s"], "or auto alone"),
+        (&["--rates", "1", "--arrival", "gamma:1e9"], "at most 10"),
         (&["--rates", "0"], "--rates \"0\""),
         (&["--rates", "fast"], "--rates \"fast\""),
         (&["--rates", "1", "--arrival", "bursty"], "--arrival"),

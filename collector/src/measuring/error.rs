@@ -73,7 +73,7 @@ pub enum RunError {
     ZeroConcurrency,
     /// A `--rates` entry that is not a positive number of requests per second.
     #[error(
-        "--rates {value:?}: give request rates as positive numbers of requests per second, e.g. --rates 0.5,1,2,4"
+        "--rates {value:?}: give request rates from 0.001 to 1,000,000 requests per second, e.g. --rates 0.5,1,2,4, or auto alone (with --slo)"
     )]
     Rate {
         /// What was given.

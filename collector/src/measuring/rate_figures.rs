@@ -189,6 +189,17 @@ pub fn rate_cell(obs: &RateObservation) -> RateCell {
                 .into(),
         });
     }
+    let no_first_token = scheduled - ttft.len() as u64;
+    if no_first_token > 0 {
+        cell.missing.push(MissingFigure {
+            figure: "ttft_ms".into(),
+            reason: format!(
+                "{no_first_token} of {scheduled} request(s) of the window had no first token when the drain ended ({:.0} s limit): the distribution is of the {} that had one, the fastest",
+                obs.drain_limit_s,
+                ttft.len()
+            ),
+        });
+    }
     if unfinished > 0 {
         cell.missing.push(MissingFigure {
             figure: "e2e_ms".into(),

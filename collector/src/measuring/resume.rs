@@ -67,6 +67,18 @@ pub(crate) fn resume(
     if r.config.rates != plan.rates || r.config.rate_search != spec.rate_search {
         return Err(differs("the plan's request rates (--rates) differ"));
     }
+    // A rate flag given again must match the file's (the cells keep theirs).
+    if let Some(c) = r.rates.first() {
+        if c.arrival != spec.arrival {
+            return Err(differs("--arrival or --seed differs"));
+        }
+        if c.max_in_flight != spec.max_in_flight {
+            return Err(differs("--max-in-flight differs"));
+        }
+    }
+    if r.config.rate_slo != spec.slo && (r.config.rate_slo.is_some() || !r.rates.is_empty()) {
+        return Err(differs("--slo differs"));
+    }
     let file = (r.config.max_tokens, r.config.window_s);
     if let Some(what) = tokens_or_window_differ(file, spec.max_tokens, spec.window) {
         return Err(differs(what));

@@ -140,6 +140,9 @@ impl RunSpec {
         let (file, resumed) = FromFile::read(args)?;
         let window = window(args, &file)?;
         let rate_search = file.rate_search.unwrap_or_else(|| args.rates.iter().any(|r| r.trim() == "auto"));
+        if rate_search && file.rate_search.is_none() && args.rates.len() > 1 {
+            return Err(RunError::Rate { value: args.rates.join(",") });
+        }
         let rates = match &file.rates {
             Some(r) => r.clone(),
             None if rate_search => vec![],
@@ -339,7 +342,7 @@ fn rates(given: &[String]) -> Result<Vec<f64>, RunError> {
     let mut rates = Vec::with_capacity(given.len());
     for text in given {
         match text.trim().parse::<f64>() {
-            Ok(r) if r.is_finite() && r > 0.0 && r <= 1e6 => rates.push(r),
+            Ok(r) if (0.001..=1e6).contains(&r) => rates.push(r),
             _ => return Err(RunError::Rate { value: text.clone() }),
         }
     }
