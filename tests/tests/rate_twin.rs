@@ -96,6 +96,11 @@ fn a_client_held_back_by_max_in_flight_is_client_limited_and_its_ttft_counts_the
     assert!(held > 0, "{c:?}");
     assert!(c.reason.as_deref().unwrap().contains(&format!("held back {held} of")), "{:?}", c.reason);
     assert!(c.max_in_flight_seen.unwrap() >= 1);
+    // Every request of the window is in the file, sent or held back to the end (cancelled).
+    let w0 = c.window_start_ms.unwrap();
+    let w1 = w0 + c.window_s.unwrap() * 1000.0;
+    let in_window = c.requests.iter().filter(|q| q.start_ms > w0 && q.start_ms <= w1).count() as u64;
+    assert_eq!(in_window, c.scheduled_requests.unwrap(), "{c:?}");
     // Measured from the send, the held requests would look like a lone request (≈ 0.4 s);
     // from their scheduled instants they carry the wait behind the one in flight.
     let from_send: Vec<f64> = c.requests.iter().filter_map(|q| Some(q.ttft_ms? - q.send_lag_ms?)).collect::<Vec<_>>();

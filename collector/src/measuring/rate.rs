@@ -152,12 +152,12 @@ impl Measurement for RateAt {
             .ok_or_else(|| CellError::WarmUp("the request body does not hold its request number".into()))?;
         let expected = (self.rate_rps.ceil() as usize + 2).min(self.max_in_flight.map_or(64, |m| m as usize)).min(64);
         s.client.warm_connections(expected).await;
-        Ok(Warmed {
-            body,
-            number_at,
-            prompt_tokens: p.tokens.map(|t| t + 8),
-            prompt_note: s.prompt_note(&self.context),
-        })
+        let busy_note = settle(s).await;
+        let prompt_note = match (s.prompt_note(&self.context), busy_note) {
+            (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+            (a, b) => a.or(b),
+        };
+        Ok(Warmed { body, number_at, prompt_tokens: p.tokens.map(|t| t + 8), prompt_note })
     }
 
     /// Send on schedule: a warm-up until the first request finished, then the window.
@@ -342,6 +342,33 @@ impl Measurement for RateAt {
 
     fn record(&self, s: &mut Session, cell: RateCell) {
         s.results.rates[self.index] = cell;
+    }
+}
+
+/// Before a rate cell's schedule starts: wait until the server's running and waiting gauges
+/// read 0 (a server still working on the previous cell's requests — after a saturated cell,
+/// or one that keeps generating for cancelled requests — would start this cell loaded), for at
+/// most the longer of the window and 10 s. Without `/metrics` nothing can tell; the cell starts
+/// at once. Returns a note for the cell when the server was still busy at the limit.
+async fn settle(s: &Session) -> Option<String> {
+    if !s.has_metrics {
+        return None;
+    }
+    let limit = s.spec.window.max(Duration::from_secs(10));
+    let by = tokio::time::Instant::now() + limit;
+    loop {
+        let m = s.scrape().await?.metrics;
+        let busy = m.running.unwrap_or(0.0) + m.waiting.unwrap_or(0.0);
+        if busy <= 0.0 {
+            return None;
+        }
+        if tokio::time::Instant::now() >= by {
+            return Some(format!(
+                "the server still had {busy:.0} request(s) running or waiting {:.0} s after the previous measurement: this cell started on a busy server",
+                limit.as_secs_f64()
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 

@@ -161,6 +161,16 @@ pub fn rate_cell(obs: &RateObservation) -> RateCell {
             q
         })
         .collect();
+    // Requests `--max-in-flight` held back until the drain ended were never sent: in the file
+    // with their scheduled instant, no send lag, `cancelled`.
+    for x in obs.sent.iter().filter(|x| !by_id.contains_key(&x.id)) {
+        let mut q: speedmatrix_schema::RequestSample =
+            serde_json::from_value(serde_json::json!({ "start_ms": round3(x.scheduled_ms) }))
+                .expect("a request of only its start is a valid sample");
+        q.finish_reason = Some(speedmatrix_schema::FinishReason::Cancelled);
+        cell.requests.push(q);
+    }
+    cell.requests.sort_by(|a, b| a.start_ms.total_cmp(&b.start_ms));
     if obs.warmup_timed_out {
         crate::measuring::measure::add_note(
             &mut cell.reason,
