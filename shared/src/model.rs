@@ -549,6 +549,10 @@ pub struct Config {
     /// `--rates auto`: the rate cells are found by a search per context (plan).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub rate_search: bool,
+    /// `--keep-going`: rates above a saturated one are measured too (plan); absent: they are
+    /// skipped, each saying so in its `reason`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rate_keep_going: bool,
 }
 
 /// A context asked for (`--contexts`, `--prefill-contexts`) that the plan could not hold.

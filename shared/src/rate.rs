@@ -46,6 +46,18 @@ pub fn growth_allowed(avg_in_flight: f64, scheduled: u64) -> f64 {
     noise.max(GROWTH_SHARE * scheduled as f64)
 }
 
+/// The share of the offered rate a server may fall short by, unseen by the growth rule, above
+/// which a valid cell says its window was short (25 %).
+pub const BLIND_SHARE_NOTE: f64 = 0.25;
+
+/// How far below the offered rate a server could complete requests and still look stable in
+/// this window, as a share of the offered rate: a shortfall of `d` req/s grows the in-flight
+/// count by `d × window`, which the rule sees only beyond `allowed`; the window's scheduled
+/// requests are `rate × window`, so the blind share is `allowed ÷ scheduled`.
+pub fn blind_share(allowed: f64, scheduled: u64) -> Option<f64> {
+    (scheduled > 0).then(|| allowed / scheduled as f64)
+}
+
 /// What a rate cell showed, for [`rate_status`].
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RateEvidence {
@@ -124,7 +136,7 @@ pub fn rate_status(e: &RateEvidence) -> (CellStatus, Option<String>, Saturation)
         // A late client offered less than planned: the server kept up with less.
         return match late {
             Some(l) => (CellStatus::ClientLimited, Some(l), saturation),
-            None => (CellStatus::Valid, None, saturation),
+            None => (CellStatus::Valid, short_window_note(allowed, e.scheduled), saturation),
         };
     }
     if let Some((a, b)) = e.waiting.filter(|(a, b)| b > a) {
@@ -134,6 +146,16 @@ pub fn rate_status(e: &RateEvidence) -> (CellStatus, Option<String>, Saturation)
     // plan too, so saturation wins and the lag is a note.
     evidence.extend(late);
     (CellStatus::Saturated, Some(format!("saturated: {}", evidence.join("; "))), saturation)
+}
+
+/// The note of a valid cell whose window was too short to see a server falling well short of
+/// the offered rate ([`blind_share`] over [`BLIND_SHARE_NOTE`]).
+fn short_window_note(allowed: f64, scheduled: u64) -> Option<String> {
+    let share = blind_share(allowed, scheduled).filter(|s| *s > BLIND_SHARE_NOTE)?;
+    Some(format!(
+        "valid within what a short window can tell: {scheduled} requests were scheduled in it and an in-flight growth up to {allowed:.0} is noise at this load, so a server completing up to {:.0} % fewer requests than offered would look the same; a longer --duration tells more",
+        100.0 * share.min(1.0)
+    ))
 }
 
 /// Whether a rate cell meets `slo`: valid, and its TTFT and TPOT at the SLO's percentile within
@@ -272,6 +294,23 @@ mod tests {
             ttft_p50_ms: Some(200.0),
             ..RateEvidence::default()
         }
+    }
+
+    #[test]
+    fn a_short_window_past_capacity_says_what_it_cannot_tell() {
+        // A user's 4-s window: 15 → 34 in flight, half of 38 requests finished, allowed 22.9.
+        let e = RateEvidence { scheduled: 38, completed: 19, in_flight: (15, 34), avg_in_flight: 24.3, ..stable() };
+        let (status, reason, s) = rate_status(&e);
+        assert_eq!(status, CellStatus::Valid);
+        assert!(s.growth_allowed > 19.0, "{}", s.growth_allowed);
+        let reason = reason.expect("a note");
+        assert!(reason.contains("38 requests were scheduled") && reason.contains("up to 60 % fewer"), "{reason}");
+        assert!(reason.contains("a longer --duration"), "{reason}");
+        // The same load over a window 8 × as long: the growth is beyond noise.
+        let long =
+            RateEvidence { scheduled: 304, completed: 152, in_flight: (15, 167), avg_in_flight: 91.0, ..stable() };
+        assert_eq!(rate_status(&long).0, CellStatus::Saturated);
+        assert_eq!(blind_share(10.0, 0), None);
     }
 
     #[test]

@@ -79,9 +79,24 @@ fn a_rate_the_twin_keeps_up_with_is_valid_and_one_past_capacity_is_saturated_and
     assert!(skipped.reason.as_deref().unwrap().contains("12 req/s was saturated"), "{:?}", skipped.reason);
     assert!(log.contains("plan: rate 8K at 24 req/s: not run: 12 req/s was saturated"), "{log}");
 
+    assert!(!r.config.rate_keep_going, "the file says the sweep stops at a saturated rate");
+
     let shown = Command::new(support::BIN).args(["show", "--all"]).arg(dir.path().join("run.json")).output().unwrap();
     let text = String::from_utf8_lossy(&shown.stdout);
     assert!(text.contains("Request rates") && text.contains("Saturated") && text.contains("saturated: "), "{text}");
+
+    // Resumed with --keep-going, the skipped rate is measured and the file says so.
+    let out = dir.path().join("run.json");
+    let o = Command::new(support::BIN)
+        .args(["run", "--resume", out.to_str().unwrap(), "--keep-going", "--quiet"])
+        .output()
+        .expect("resume the run");
+    let log = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{log}");
+    let r = load_results(&std::fs::read(&out).unwrap()).expect("a valid results file");
+    assert!(r.config.rate_keep_going, "{log}");
+    assert_eq!((r.rates[0].status, r.rates[1].status), (low.status, high.status), "measured cells are kept");
+    assert!(r.rates[2].status.is_measured(), "{:?}: {:?}\n{log}", r.rates[2].status, r.rates[2].reason);
 }
 
 #[test]
@@ -114,7 +129,8 @@ fn a_client_held_back_by_max_in_flight_is_client_limited_and_its_ttft_counts_the
 
 #[test]
 fn bad_rate_flags_are_named_before_the_server_is_asked() {
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 7] = [
+        (&["--rates", "0.05", "--duration", "10s"], "fewer than one: give --duration 200s or more"),
         (&["--rates", "auto,1", "--slo", "ttft=1s"], "or auto alone"),
         (&["--rates", "1", "--arrival", "gamma:1e9"], "at most 10"),
         (&["--rates", "0"], "--rates \"0\""),

@@ -299,6 +299,7 @@ fn config(meta: &Value, contexts: &[u64], concurrency: Vec<u32>, prefill: &[Pref
         rates: vec![],
         rate_slo: None,
         rate_search: false,
+        rate_keep_going: false,
     }
 }
 

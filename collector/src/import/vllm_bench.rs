@@ -334,6 +334,7 @@ pub fn convert(sources: &[Source], converted_by: &str) -> Result<Results, Import
             rates: vec![],
             rate_slo: None,
             rate_search: false,
+            rate_keep_going: false,
         },
         prefill: vec![],
         decode,

@@ -87,6 +87,20 @@ pub enum RunError {
         /// What is wrong.
         why: String,
     },
+    /// A rate whose window holds less than one request on average.
+    #[error(
+        "--rates {rate} with --duration {window_s}s schedules {expected:.2} requests per window, fewer than one: give --duration {needed_s}s or more (a window should hold at least 10 requests for figures worth reading), or a higher rate"
+    )]
+    RateWindow {
+        /// The rate, requests/s.
+        rate: f64,
+        /// The window, s.
+        window_s: f64,
+        /// Requests one window holds on average.
+        expected: f64,
+        /// The shortest window for 10 requests, whole seconds.
+        needed_s: u64,
+    },
     /// `--rates auto` without `--slo`.
     #[error("--rates auto searches for the highest rate that meets an SLO: give one with --slo, e.g. --slo ttft=2s,tpot=50ms")]
     AutoWithoutSlo,

@@ -130,6 +130,7 @@ fn run_config(plan: &Plan, spec: &RunSpec) -> Config {
         rates: plan.rates.clone(),
         rate_slo: spec.slo,
         rate_search: spec.rate_search,
+        rate_keep_going: spec.keep_going,
     }
 }
 

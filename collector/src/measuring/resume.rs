@@ -86,6 +86,8 @@ pub(crate) fn resume(
     if repeats::planned(&r) != spec.repeat {
         return Err(differs("--repeat differs"));
     }
+    // `--keep-going` given to the resumed run measures the rates skipped after a saturated one.
+    r.config.rate_keep_going = spec.keep_going;
     let mut accepted = resume_differences(path, &r, now, &spec.accept_change)?;
     accepted.extend(moved_url(&r, spec));
     let out = &spec.out;

@@ -331,7 +331,9 @@ async fn measure_rates(s: &mut Session) -> Result<Option<String>, FileError> {
     }
     for index in 0..s.results.rates.len() {
         let c = &s.results.rates[index];
-        if c.status != CellStatus::NotRun || c.reason.as_deref().is_some_and(|r| r.starts_with("not run: ")) {
+        // Rates skipped after a saturated one stay skipped, unless this run keeps going.
+        let skipped = c.reason.as_deref().is_some_and(|r| r.starts_with("not run: "));
+        if c.status != CellStatus::NotRun || (skipped && !s.spec.keep_going) {
             continue;
         }
         let cell = RateAt {

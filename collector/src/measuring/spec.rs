@@ -153,6 +153,15 @@ impl RunSpec {
             (None, Some(text)) => Some(slo(text)?),
             (None, None) => None,
         };
+        if let Some(&rate) = rates.first().filter(|r| **r * window.as_secs_f64() < 1.0) {
+            let window_s = window.as_secs_f64();
+            return Err(RunError::RateWindow {
+                rate,
+                window_s,
+                expected: rate * window_s,
+                needed_s: (10.0 / rate).ceil() as u64,
+            });
+        }
         if rate_search && slo.is_none() {
             return Err(RunError::AutoWithoutSlo);
         }
@@ -203,7 +212,7 @@ impl RunSpec {
             arrival: speedmatrix_schema::Arrival { process, cv, seed: file.seed.unwrap_or(args.seed).unwrap_or(0) },
             rates,
             max_in_flight: file.max_in_flight.unwrap_or(args.max_in_flight),
-            keep_going: args.keep_going,
+            keep_going: file.keep_going.unwrap_or(args.keep_going),
             rate_search,
             slo,
             window,
@@ -260,6 +269,7 @@ struct FromFile {
     concurrency: Option<Vec<u32>>,
     rates: Option<Vec<f64>>,
     rate_search: Option<bool>,
+    keep_going: Option<bool>,
     slo: Option<speedmatrix_schema::RateSlo>,
     arrival: Option<speedmatrix_schema::Arrival>,
     max_in_flight: Option<Option<u32>>,
@@ -302,6 +312,7 @@ impl FromFile {
             concurrency: take("concurrency", "--concurrency").then(|| c.concurrency.clone()),
             rates: take("rates", "--rates").then(|| c.rates.clone()),
             rate_search: c.rate_search.then_some(true).filter(|_| take("rates", "--rates")),
+            keep_going: c.rate_keep_going.then_some(true).filter(|_| take("keep_going", "--keep-going")),
             slo: c.rate_slo.filter(|_| take("slo", "--slo")),
             arrival: r.rates.first().map(|x| x.arrival).filter(|_| take("arrival", "--arrival")),
             max_in_flight: r
