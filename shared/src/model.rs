@@ -1556,6 +1556,10 @@ pub struct RateCell {
     /// Why a figure of this cell is null.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub missing: Vec<MissingFigure>,
+    /// `over_capacity`: the KV-cache tokens the requests in flight needed (their time-weighted
+    /// mean × (context + max output)) against the server's budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<Capacity>,
 }
 
 impl RateCell {
@@ -1596,6 +1600,7 @@ impl RateCell {
             accepted_differences: vec![],
             requests: vec![],
             missing: vec![],
+            capacity: None,
         }
     }
 

@@ -2,7 +2,9 @@
 //! cells"). Pure: the collector gathers the evidence, this decides.
 //!
 //! In order: a failed request makes the cell **Error**; requests held back by `--max-in-flight`
-//! make it **Client-limited** (the queue that grew was the client's); a server that did not
+//! make it **Client-limited** (the queue that grew was the client's); requests in flight that
+//! need more KV cache than the server holds make it **Over capacity** ([`rate_capacity`]); a
+//! server that did not
 //! keep up makes it **Saturated** — even when the client sent late, since a late client offers
 //! less than planned, and a server saturated by less is saturated by the plan too; a client
 //! that sent late (send lag p99 over [`lag_limit_ms`]) to a server that kept up makes it
@@ -17,7 +19,9 @@
 //! window still unanswered when the drain ended is saturation too. The server's waiting gauge,
 //! where it has one, is kept beside as evidence.
 
-use crate::model::{CellStatus, ContextSize, Distribution, RateAtSlo, RateCell, RateSlo, RequestSample, Saturation};
+use crate::model::{
+    Capacity, CellStatus, ContextSize, Distribution, RateAtSlo, RateCell, RateSlo, RequestSample, Saturation,
+};
 
 /// Send lag that never counts as the client's limit, ms: about twice the worst p99 measured on
 /// a loaded 2-core machine at rates the client keeps (3.5–5.2 ms up to 500 req/s beside a
@@ -81,6 +85,22 @@ pub struct RateEvidence {
     pub ttft_p50_ms: Option<f64>,
     /// Requests of the window held back by `--max-in-flight`.
     pub held_back: u64,
+    /// KV-cache tokens one request needs (context + max output) and the server's budget, where
+    /// the over-capacity rule applies (a budget the server reports or `--kv-budget`).
+    pub kv: Option<(u64, u64)>,
+}
+
+/// A token count as the reasons write it: `87,040`.
+fn tokens(n: u64) -> String {
+    crate::registry::format_number(n as f64, crate::registry::Style::Fixed(0))
+}
+
+/// The over-capacity rule for a rate cell: the requests in flight (their time-weighted mean,
+/// Little's law's L — the rate × their time in flight) need `avg × per_request` KV-cache
+/// tokens; over `budget` the server cannot hold them at once and requests waited for KV cache.
+pub fn rate_capacity(avg_in_flight: f64, per_request: u64, budget: u64) -> Option<Capacity> {
+    let required = (avg_in_flight.max(0.0) * per_request as f64).round() as u64;
+    (required > budget).then_some(Capacity { required_tokens: required, budget_tokens: budget })
 }
 
 /// The cell's status, its reason and the saturation evidence.
@@ -122,6 +142,22 @@ pub fn rate_status(e: &RateEvidence) -> (CellStatus, Option<String>, Saturation)
         return (CellStatus::ClientLimited, Some(reason), saturation);
     }
     let growth = e.in_flight.1 as f64 - e.in_flight.0 as f64;
+    if let Some(cap) = e.kv.and_then(|(per, budget)| rate_capacity(e.avg_in_flight, per, budget)) {
+        let mut reason = format!(
+            "over capacity: {:.1} requests in flight on average × {} KV-cache tokens each (context + max output) = {} tokens, the server holds {}: requests waited for KV cache at this rate",
+            e.avg_in_flight,
+            tokens(e.kv.map_or(0, |k| k.0)),
+            tokens(cap.required_tokens),
+            tokens(cap.budget_tokens)
+        );
+        if growth > allowed || e.unfinished > 0 {
+            reason.push_str(&format!(
+                "; in flight grew from {} to {} (noise allows {allowed:.0})",
+                e.in_flight.0, e.in_flight.1
+            ));
+        }
+        return (CellStatus::OverCapacity, Some(reason), saturation);
+    }
     let mut evidence = vec![];
     if growth > allowed {
         evidence.push(format!(
@@ -294,6 +330,21 @@ mod tests {
             ttft_p50_ms: Some(200.0),
             ..RateEvidence::default()
         }
+    }
+
+    #[test]
+    fn requests_in_flight_beyond_the_kv_budget_are_over_capacity() {
+        // 10 in flight on average × (8,192 + 512) = 87,040 tokens against 65,536.
+        let e = RateEvidence { kv: Some((8_704, 65_536)), ..stable() };
+        let (status, reason, _) = rate_status(&e);
+        assert_eq!(status, CellStatus::OverCapacity);
+        let reason = reason.unwrap();
+        assert!(reason.contains("= 87,040 tokens, the server holds 65,536"), "{reason}");
+        assert_eq!(rate_capacity(10.0, 8_704, 65_536).map(|c| c.required_tokens), Some(87_040));
+        // Within the budget, the rest of the rule decides; errors and held requests come first.
+        assert_eq!(rate_status(&RateEvidence { kv: Some((8_704, 100_000)), ..stable() }).0, CellStatus::Valid);
+        let held = RateEvidence { held_back: 3, kv: Some((8_704, 65_536)), ..stable() };
+        assert_eq!(rate_status(&held).0, CellStatus::ClientLimited);
     }
 
     #[test]

@@ -221,3 +221,33 @@ fn ttft_from_the_scheduled_instant_matches_the_twins_trace() {
     assert!((measured - true_p50).abs() <= tol, "measured {measured:.3} ms, trace {true_p50:.3} ms");
     assert_eq!(truth.len() as u64, c.scheduled_requests.unwrap());
 }
+
+/// The KV rule for rate cells: the requests in flight (their time-weighted mean, Little's law's
+/// L) need mean × (context + max output) KV-cache tokens; a budget (here `--kv-budget`) of two
+/// requests holds 1 req/s of 8K prompts with 16-token answers (about 0.5 in flight) and not
+/// 8 req/s (three times the twin's 8K capacity: dozens in flight). Counts, not times, decide.
+#[test]
+fn a_rate_whose_requests_in_flight_need_more_kv_cache_than_the_server_holds_is_over_capacity() {
+    let (_twin, url) = twin(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let per_request = 8192 + 16;
+    let budget = 2 * per_request;
+    let (r, log) =
+        run(&url, dir.path(), &["--rates", "1,8,16", "--kv-budget", &budget.to_string(), "--duration", "4s"]);
+    let low = &r.rates[0];
+    assert!(low.status.is_measured() && low.capacity.is_none(), "{:?}: {:?}\n{log}", low.status, low.reason);
+    let over = &r.rates[1];
+    assert_eq!(over.status, CellStatus::OverCapacity, "{:?}\n{log}", over.reason);
+    let cap = over.capacity.expect("the capacity figures");
+    let avg = over.avg_in_flight.unwrap();
+    assert_eq!(cap.budget_tokens, budget as u64);
+    // avg_in_flight is written to 3 decimals: ± 0.0005 × the tokens per request.
+    let slack = 0.0005 * per_request as f64 + 1.0;
+    assert!((cap.required_tokens as f64 - avg * per_request as f64).abs() <= slack, "{cap:?} vs {avg} in flight");
+    assert!(cap.required_tokens > cap.budget_tokens);
+    assert!(over.reason.as_deref().unwrap().starts_with("over capacity: "), "{:?}", over.reason);
+    assert!(over.ttft_ms.is_some() && over.achieved_rps.is_some(), "a measured cell keeps its figures");
+    let skipped = &r.rates[2];
+    assert_eq!(skipped.status, CellStatus::NotRun);
+    assert!(skipped.reason.as_deref().unwrap().contains("8 req/s was over capacity"), "{:?}", skipped.reason);
+}

@@ -311,6 +311,10 @@ impl Measurement for RateAt {
             cores: crate::measuring::selfcheck::cores(),
             live_counter: s.info.kind.adapter().live_token_counter(),
             slo: s.results.config.rate_slo,
+            kv: s.info.plan_kv_budget().map(|budget| {
+                let output = u64::from(s.spec.max_tokens).max(s.longest_output.unwrap_or(0));
+                (self.context.tokens.saturating_add(output), budget)
+            }),
         };
         let mut cell = rate_cell(&obs);
         if let Some(note) = warmed.prompt_note {

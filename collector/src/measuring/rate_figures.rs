@@ -61,6 +61,9 @@ pub struct RateObservation {
     pub live_counter: bool,
     /// `--slo`: goodput and whether the cell meets it.
     pub slo: Option<speedmatrix_schema::RateSlo>,
+    /// KV-cache tokens per request and the server's budget, where the over-capacity rule
+    /// applies.
+    pub kv: Option<(u64, u64)>,
 }
 
 /// The cell's figures and status.
@@ -130,10 +133,14 @@ pub fn rate_cell(obs: &RateObservation) -> RateCell {
         send_lag_p99_ms: lag_d.and_then(|d| d.p99),
         ttft_p50_ms: ttft_d.and_then(|d| d.p50),
         held_back: held,
+        kv: obs.kv,
     });
     cell.status = status;
     cell.reason = reason;
     cell.saturation = Some(saturation);
+    if status == CellStatus::OverCapacity {
+        cell.capacity = obs.kv.and_then(|(per, budget)| speedmatrix_schema::rate::rate_capacity(avg, per, budget));
+    }
     cell.warmup_s = Some(round3((w0 - obs.start_ms) / 1000.0));
     cell.window_s = Some(round3(window_s));
     cell.window_start_ms = Some(round3(w0));

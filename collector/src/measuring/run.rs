@@ -347,9 +347,14 @@ async fn measure_rates(s: &mut Session) -> Result<Option<String>, FileError> {
             return Ok(Some(cause));
         }
         let c = &s.results.rates[index];
-        if c.status == CellStatus::Saturated && !s.spec.keep_going {
+        let beyond = match c.status {
+            CellStatus::Saturated => "saturated",
+            CellStatus::OverCapacity => "over capacity",
+            _ => "",
+        };
+        if !beyond.is_empty() && !s.spec.keep_going {
             let (tokens, label) = (c.context.tokens, c.rate_label());
-            let why = format!("not run: {label} was saturated at this context, so higher rates are skipped (--keep-going measures them)");
+            let why = format!("not run: {label} was {beyond} at this context, so higher rates are skipped (--keep-going measures them)");
             let mut skipped = vec![];
             for higher in s.results.rates.iter_mut().skip(index + 1) {
                 if higher.context.tokens == tokens && higher.status == CellStatus::NotRun {
