@@ -7,7 +7,7 @@
 //! server that did not
 //! keep up makes it **Saturated** — even when the client sent late, since a late client offers
 //! less than planned, and a server saturated by less is saturated by the plan too; a client
-//! that sent late (send lag p99 over [`lag_limit_ms`]) to a server that kept up makes it
+//! that sent late (at least [`LATE_MIN`] requests, and [`LATE_SHARE`] of them, over [`lag_limit_ms`]) to a server that kept up makes it
 //! **Client-limited** (the server kept up with less than planned); else **Valid**.
 //!
 //! Saturation: requests that arrive and finish at the same mean rate leave the number in
@@ -31,6 +31,14 @@ pub const LAG_FLOOR_MS: f64 = 10.0;
 
 /// The share of the median TTFT a send lag may reach before it counts (1 %).
 pub const LAG_SHARE_OF_TTFT: f64 = 0.01;
+
+/// The fewest late requests (send lag over [`lag_limit_ms`]) that make a cell client-limited:
+/// one late send is a busy machine's hiccup (a 15–22 ms wake-up of the pacer at load average
+/// 21 on 2 cores), not a client that fell behind.
+pub const LATE_MIN: u64 = 2;
+
+/// ... and at least this share of the window's sent requests (1 %).
+pub const LATE_SHARE: f64 = 0.01;
 
 /// The share of the window's requests the in-flight count may grow by as noise (5 %).
 pub const GROWTH_SHARE: f64 = 0.05;
@@ -81,6 +89,8 @@ pub struct RateEvidence {
     pub waiting: Option<(f64, f64)>,
     /// Send lag p99 of the window's requests, ms.
     pub send_lag_p99_ms: Option<f64>,
+    /// Send lag of each request of the window that was sent, ms.
+    pub send_lags_ms: Vec<f64>,
     /// TTFT p50 of the window's requests, ms (from their scheduled instants).
     pub ttft_p50_ms: Option<f64>,
     /// Requests of the window held back by `--max-in-flight`.
@@ -127,9 +137,21 @@ pub fn rate_status(e: &RateEvidence) -> (CellStatus, Option<String>, Saturation)
         return (CellStatus::Error, Some(why.into()), saturation);
     }
     let limit = lag_limit_ms(e.ttft_p50_ms);
-    let late = e.send_lag_p99_ms.filter(|p| *p > limit).map(|p99| {
+    let late_n = e.send_lags_ms.iter().filter(|l| **l > limit).count() as u64;
+    let sent = e.send_lags_ms.len() as f64;
+    let fell_behind = late_n >= LATE_MIN.max((LATE_SHARE * sent).ceil() as u64);
+    let late = e.send_lag_p99_ms.filter(|_| fell_behind).map(|p99| {
         format!(
-            "send lag p99 {p99:.1} ms is over {limit:.1} ms (the larger of {LAG_FLOOR_MS} ms and 1 % of TTFT p50): the client did not send on schedule, so the server saw less than the planned load"
+            "send lag p99 {p99:.1} ms, {late_n} of {} requests sent more than {limit:.1} ms late (the larger of {LAG_FLOOR_MS} ms and 1 % of TTFT p50): the client did not send on schedule, so the server saw less than the planned load",
+            e.send_lags_ms.len()
+        )
+    });
+    // Fewer late sends than that: a hiccup of the client's machine, said on the cell.
+    let hiccup = (late_n > 0 && !fell_behind).then(|| {
+        let worst = e.send_lags_ms.iter().copied().fold(0.0, f64::max);
+        format!(
+            "{late_n} of {} requests sent more than {limit:.1} ms late (at most {worst:.1} ms): a hiccup of the client's machine, too few to change the load",
+            e.send_lags_ms.len()
         )
     });
     // Requests the client held back queue in the client: the growth is the client's.
@@ -172,7 +194,10 @@ pub fn rate_status(e: &RateEvidence) -> (CellStatus, Option<String>, Saturation)
         // A late client offered less than planned: the server kept up with less.
         return match late {
             Some(l) => (CellStatus::ClientLimited, Some(l), saturation),
-            None => (CellStatus::Valid, short_window_note(allowed, e.scheduled), saturation),
+            None => {
+                let notes: Vec<String> = hiccup.into_iter().chain(short_window_note(allowed, e.scheduled)).collect();
+                (CellStatus::Valid, (!notes.is_empty()).then(|| notes.join("; ")), saturation)
+            }
         };
     }
     if let Some((a, b)) = e.waiting.filter(|(a, b)| b > a) {
@@ -258,8 +283,18 @@ pub enum SearchStep {
     Done(RateAtSlo),
 }
 
-/// See [`SearchStep`].
-pub fn search_step(context: &ContextSize, measured: &[(f64, bool)]) -> SearchStep {
+/// The fewest requests a search cell's window must be expected to hold: below it (rate ×
+/// window < 3) a Poisson window is empty one time in twenty and its cell tells nothing.
+pub const SEARCH_MIN_REQUESTS: f64 = 3.0;
+
+/// The lowest rate `--rates auto` tries with windows of `window_s`: [`SEARCH_MIN_RPS`], or
+/// [`SEARCH_MIN_REQUESTS`] per window when that is more.
+pub fn search_min_rps(window_s: f64) -> f64 {
+    SEARCH_MIN_RPS.max(SEARCH_MIN_REQUESTS / window_s.max(f64::MIN_POSITIVE))
+}
+
+/// See [`SearchStep`]; `min_rps` is [`search_min_rps`] of the run's window.
+pub fn search_step(context: &ContextSize, measured: &[(f64, bool)], min_rps: f64) -> SearchStep {
     let lo = measured.iter().filter(|(_, ok)| *ok).map(|(r, _)| *r).reduce(f64::max);
     let hi = measured.iter().filter(|(r, ok)| !*ok && lo.is_none_or(|l| *r > l)).map(|(r, _)| *r).reduce(f64::min);
     let done = |reason: String| {
@@ -272,8 +307,15 @@ pub fn search_step(context: &ContextSize, measured: &[(f64, bool)]) -> SearchSte
     }
     let next = match (lo, hi) {
         (None, None) => SEARCH_START_RPS,
-        (None, Some(h)) if h / 2.0 < SEARCH_MIN_RPS => {
-            return done(format!("no rate met the SLO, down to {} req/s", round(h)));
+        (None, Some(h)) if h / 2.0 < min_rps => {
+            let why = if min_rps > SEARCH_MIN_RPS {
+                format!(
+                    " (a lower rate would schedule fewer than {SEARCH_MIN_REQUESTS} requests per window: a longer --duration reaches lower rates)"
+                )
+            } else {
+                String::new()
+            };
+            return done(format!("no rate met the SLO, down to {} req/s{why}", round(h)));
         }
         (None, Some(h)) => round(h / 2.0),
         (Some(l), None) if l * 2.0 > SEARCH_MAX_RPS => {
@@ -300,7 +342,7 @@ mod tests {
         let ctx = ContextSize { label: "8K".into(), tokens: 8192 };
         let mut measured = vec![];
         loop {
-            match search_step(&ctx, &measured) {
+            match search_step(&ctx, &measured, SEARCH_MIN_RPS) {
                 SearchStep::Measure(r) => measured.push((r, r <= capacity)),
                 SearchStep::Done(found) => return (found, measured.len()),
             }
@@ -318,6 +360,14 @@ mod tests {
         let (none, _) = search(0.001);
         assert_eq!(none.rate_rps, None);
         assert!(none.reason.contains("no rate met the SLO"), "{none:?}");
+        // 3-s windows: nothing below 1 req/s (3 requests per window) is tried.
+        let ctx = ContextSize { label: "8K".into(), tokens: 8192 };
+        let found = match search_step(&ctx, &[(1.0, false)], search_min_rps(3.0)) {
+            SearchStep::Done(found) => found,
+            other => panic!("{other:?}"),
+        };
+        assert!(found.reason.contains("a longer --duration reaches lower rates"), "{found:?}");
+        assert_eq!(search_step(&ctx, &[(2.0, false)], search_min_rps(3.0)), SearchStep::Measure(1.0));
     }
 
     fn stable() -> RateEvidence {
@@ -397,20 +447,31 @@ mod tests {
 
     #[test]
     fn a_late_client_to_a_server_that_kept_up_is_client_limited_and_a_held_one_always() {
-        let e = RateEvidence { send_lag_p99_ms: Some(19.0), ..stable() };
+        let lags = |late: usize| {
+            let mut l = vec![0.3; 200 - late];
+            l.extend(std::iter::repeat_n(19.0, late));
+            l
+        };
+        let e = RateEvidence { send_lag_p99_ms: Some(19.0), send_lags_ms: lags(3), ..stable() };
         let (status, reason, _) = rate_status(&e);
         assert_eq!(status, CellStatus::ClientLimited);
-        assert!(reason.unwrap().contains("send lag p99 19.0 ms is over 10.0 ms"));
+        assert!(reason.unwrap().contains("send lag p99 19.0 ms, 3 of 200 requests sent more than 10.0 ms late"));
+        // One late send (a busy machine's hiccup) is a note on a valid cell.
+        let e = RateEvidence { send_lag_p99_ms: Some(19.0), send_lags_ms: lags(1), ..stable() };
+        let (status, reason, _) = rate_status(&e);
+        assert_eq!(status, CellStatus::Valid);
+        assert!(reason.unwrap().contains("1 of 200 requests sent more than 10.0 ms late (at most 19.0 ms): a hiccup"));
         // Saturated by less load than planned: saturated, the lag noted.
-        let e = RateEvidence { send_lag_p99_ms: Some(19.0), in_flight: (10, 90), ..stable() };
+        let e = RateEvidence { send_lag_p99_ms: Some(19.0), send_lags_ms: lags(3), in_flight: (10, 90), ..stable() };
         let (status, reason, _) = rate_status(&e);
         assert_eq!(status, CellStatus::Saturated);
         assert!(reason.unwrap().contains("send lag p99 19.0 ms"));
         let e = RateEvidence { held_back: 4, in_flight: (2, 60), ..stable() };
         assert_eq!(rate_status(&e).0, CellStatus::ClientLimited);
         // 1 % of a long TTFT allows more lag.
-        let e = RateEvidence { send_lag_p99_ms: Some(19.0), ttft_p50_ms: Some(2000.0), ..stable() };
-        assert_eq!(rate_status(&e).0, CellStatus::Valid);
+        let e =
+            RateEvidence { send_lag_p99_ms: Some(19.0), send_lags_ms: lags(3), ttft_p50_ms: Some(2000.0), ..stable() };
+        assert_eq!(rate_status(&e), (CellStatus::Valid, None, rate_status(&e).2));
         let e = RateEvidence { held_back: 4, ..stable() };
         assert!(rate_status(&e).1.unwrap().contains("held back 4 of 200"));
         let e = RateEvidence { held_back: 4, failures: vec!["stream 3: HTTP 500".into()], ..stable() };

@@ -280,12 +280,15 @@ async fn eight_k_by_128(reasoning: Option<ReasoningField>, extra: &[&str]) -> (D
     assert!(t.multi_token_chunks > 100, "the h200 profile sends multi-token chunks");
     let (itl_n, gaps_n) = (cell.itl_ms.unwrap().count.unwrap(), cell.chunk_gap_ms.unwrap().count.unwrap());
     assert!(itl_n as f64 > 1.3 * gaps_n as f64, "ITL per token ({itl_n}) vs chunk gaps ({gaps_n})");
-    // The window closed at its deadline, measured (not defined as deadline − start). 12 runs of
-    // this cell, 8 of them under `yes > /dev/null` ×2 on 2 cores (load average 4–10): 0.4 …
-    // 1.9 ms, once 8.0 ms (under the hog); bound 25 ms.
+    // The window closed at its deadline, measured (not defined as deadline − start): never
+    // before it, and late only by what a starved client takes to wake. 12 runs of this cell, 8
+    // of them under `yes > /dev/null` ×2 on 2 cores (load average 4–10): 0.4 … 1.9 ms, once
+    // 8.0 ms; 28.5 ms beside a CPU vLLM; 111.5 ms at load average 21 (the whole suite with the
+    // real servers beside it, two hogs and two helpers' builds). Tokens count inside the
+    // measured window, so a late close moves no figure; bound 500 ms, as vllm_cpu's.
     let late = close_late_ms(&r, &cell);
     eprintln!("close instant − deadline: {late:.3} ms");
-    assert!((0.0..=25.0).contains(&late), "the window closed {late:.3} ms after its deadline");
+    assert!((0.0..=500.0).contains(&late), "the window closed {late:.3} ms after its deadline");
     (cell, t)
 }
 

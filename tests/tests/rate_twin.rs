@@ -40,7 +40,11 @@ fn a_rate_the_twin_keeps_up_with_is_valid_and_one_past_capacity_is_saturated_and
     assert_eq!(r.rates.len(), 3, "every planned rate cell is in the file");
 
     let low = &r.rates[0];
-    assert_eq!(low.status, CellStatus::Valid, "{:?}\n{log}", low.reason);
+    // Valid — or, when this machine starved the client so that several requests were sent late
+    // (seen at load average 21), client-limited by its send lag, which is the truth then.
+    let late_client =
+        low.status == CellStatus::ClientLimited && low.reason.as_deref().is_some_and(|r| r.contains("send lag"));
+    assert!(low.status == CellStatus::Valid || late_client, "{:?} {:?}\n{log}", low.status, low.reason);
     let sat = low.saturation.as_ref().unwrap();
     assert_eq!(sat.unfinished, 0, "every request of the window was answered");
     let (scheduled, completed) = (low.scheduled_requests.unwrap(), low.completed_requests.unwrap());

@@ -131,6 +131,7 @@ pub fn rate_cell(obs: &RateObservation) -> RateCell {
         avg_in_flight: avg,
         waiting: waiting.first().copied().zip(waiting.last().copied()),
         send_lag_p99_ms: lag_d.and_then(|d| d.p99),
+        send_lags_ms: lag.clone(),
         ttft_p50_ms: ttft_d.and_then(|d| d.p50),
         held_back: held,
         kv: obs.kv,

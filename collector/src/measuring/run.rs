@@ -385,7 +385,8 @@ async fn search_rates(s: &mut Session) -> Result<Option<String>, FileError> {
                 .filter(|c| c.context.tokens == ctx.tokens && c.status != CellStatus::NotRun)
                 .map(|c| (c.rate_rps, speedmatrix_schema::rate::meets(c, &slo)))
                 .collect();
-            match speedmatrix_schema::rate::search_step(&ctx, &measured) {
+            let min_rps = speedmatrix_schema::rate::search_min_rps(s.spec.window.as_secs_f64());
+            match speedmatrix_schema::rate::search_step(&ctx, &measured, min_rps) {
                 speedmatrix_schema::rate::SearchStep::Measure(rate_rps) => {
                     let cell = RateCell::new(ctx.clone(), rate_rps, s.spec.arrival, s.spec.max_in_flight);
                     s.results.rates.push(cell);
