@@ -286,57 +286,28 @@ fn decode_matrix(r: &Results) -> Grid {
     Grid { headers, rows, numeric_from: 1 }
 }
 
-/// The rate cells, one row each: what was offered and achieved, throughput, latencies from
-/// the scheduled instants, the send lag.
+/// The rate cells, one row each ([`export::rate_table_line`], the builder the page uses too):
+/// what was offered and achieved, throughput, latencies from the scheduled instants, the send
+/// lag, and with an SLO the goodput.
 fn rate_table(r: &Results) -> Grid {
-    let ms = |d: Option<speedmatrix_schema::Distribution>, p: fn(&speedmatrix_schema::Distribution) -> Option<f64>| {
-        fmt("ttft_ms", d.as_ref().and_then(p))
-    };
+    let with_slo = r.config.rate_slo.is_some();
     let rows = r
         .rates
         .iter()
         .map(|c| {
-            vec![
-                clean(&c.context.label),
-                c.rate_label(),
-                c.status.label().to_string(),
-                c.offered_rps.map_or_else(dash, |v| format!("{v:.2}")),
-                c.achieved_rps.map_or_else(dash, |v| format!("{v:.2}")),
-                fmt("total_tps", c.total_tps),
-                ms(c.ttft_ms, |d| d.p50),
-                ms(c.ttft_ms, |d| d.p90),
-                ms(c.tpot_ms, |d| d.p50),
-                ms(c.e2e_ms, |d| d.p50),
-                c.send_lag_ms.and_then(|d| d.p99).map_or_else(dash, |v| format!("{v:.2} ms")),
-                match (c.goodput_rps, c.meets_slo) {
-                    (Some(g), Some(m)) => format!("{g:.2}{}", if m { " ✓" } else { "" }),
-                    _ => dash(),
-                },
-            ]
-        })
-        .map(|mut row: Vec<String>| {
-            row.truncate(if r.config.rate_slo.is_some() { 12 } else { 11 });
+            let l = export::rate_table_line(c);
+            let mut row = vec![clean(&l.context), l.rate.clone(), l.status.label().to_string()];
+            row.extend(l.figures().into_iter().map(|(_, v)| v.to_string()));
+            if with_slo {
+                row.push(l.goodput.clone());
+            }
             row
         })
         .collect();
-    let headers = [
-        "Context",
-        "Rate",
-        "Status",
-        "Offered req/s",
-        "Achieved req/s",
-        "Total tok/s",
-        "TTFT p50",
-        "TTFT p90",
-        "TPOT p50",
-        "E2E p50",
-        "Send lag p99",
-        "Goodput req/s (✓ meets the SLO)",
-    ]
-    .map(String::from)
-    .to_vec();
-    let mut headers = headers;
-    headers.truncate(if r.config.rate_slo.is_some() { 12 } else { 11 });
+    let mut headers: Vec<String> = export::RATE_TABLE_HEADERS.map(String::from).to_vec();
+    if with_slo {
+        headers.push(export::RATE_GOODPUT_HEADER.to_string());
+    }
     Grid { headers, rows, numeric_from: 3 }
 }
 

@@ -9,61 +9,17 @@ use crate::model::run_report::DASH;
 use speedmatrix_schema::registry;
 use speedmatrix_schema::{CellStatus, Distribution, RateCell, Results};
 
-/// One line of the rate table: a context at an offered rate.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RateLine {
-    /// The context's label, "8K".
-    pub context: String,
-    /// The planned rate, "0.5 req/s".
-    pub rate: String,
-    /// The cell's status.
-    pub status: CellStatus,
-    /// Why the status (shown on hover and focus), if the file says.
-    pub reason: Option<String>,
-    /// Requests scheduled in the window ÷ its length, "0.48"; a dash when not measured.
-    pub offered: String,
-    /// Requests finished in the window ÷ its length, "0.48".
-    pub achieved: String,
-    /// Output tok/s in the window, as the registry writes it.
-    pub total_tps: String,
-    /// TTFT median from the scheduled instants, "363 ms".
-    pub ttft_p50: String,
-    /// TTFT p90.
-    pub ttft_p90: String,
-    /// TPOT median.
-    pub tpot_p50: String,
-    /// E2E latency median.
-    pub e2e_p50: String,
-    /// Send lag p99, "0.41 ms".
-    pub send_lag_p99: String,
-}
+pub use speedmatrix_schema::export::{RateTableLine as RateLine, RATE_TABLE_HEADERS as HEADERS};
 
-impl RateLine {
-    /// What a screen reader says for the status cell: "8K context at 8 req/s: Saturated",
-    /// then the reason when there is one.
-    pub fn spoken(&self) -> String {
-        let head = format!("{} context at {}: {}", self.context, self.rate, self.status.label());
-        match &self.reason {
-            Some(why) => format!("{head}, {why}"),
-            None => head,
-        }
+/// What a screen reader says for a rate line's status cell: "8K context at 8 req/s:
+/// Saturated", then the reason when there is one.
+pub fn spoken(l: &RateLine) -> String {
+    let head = format!("{} context at {}: {}", l.context, l.rate, l.status.label());
+    match &l.reason {
+        Some(why) => format!("{head}, {why}"),
+        None => head,
     }
 }
-
-/// The headers of the rate table, in column order.
-pub const HEADERS: [&str; 11] = [
-    "Context",
-    "Rate",
-    "Status",
-    "Offered req/s",
-    "Achieved req/s",
-    "Total tok/s",
-    "TTFT p50",
-    "TTFT p90",
-    "TPOT p50",
-    "E2E p50",
-    "Send lag p99",
-];
 
 fn metric(id: &str, v: Option<f64>) -> String {
     match (registry::metric(id), v) {
@@ -79,36 +35,12 @@ fn stat(d: &Option<Distribution>, p: StatOf) -> Option<f64> {
     d.as_ref().and_then(p)
 }
 
-/// A request rate as the table writes it: two decimals ("0.48", "7.90").
-pub fn rps(v: Option<f64>) -> String {
-    v.filter(|v| v.is_finite()).map_or_else(|| DASH.to_string(), |v| format!("{v:.2}"))
-}
-
-fn line(c: &RateCell) -> RateLine {
-    RateLine {
-        context: c.context.label.clone(),
-        rate: c.rate_label(),
-        status: c.status,
-        reason: c.reason.clone(),
-        offered: rps(c.offered_rps),
-        achieved: rps(c.achieved_rps),
-        total_tps: metric("total_tps", c.total_tps),
-        ttft_p50: metric("ttft_ms", stat(&c.ttft_ms, |d| d.p50)),
-        ttft_p90: metric("ttft_ms", stat(&c.ttft_ms, |d| d.p90)),
-        tpot_p50: metric("tpot_ms", stat(&c.tpot_ms, |d| d.p50)),
-        e2e_p50: metric("e2e_ms", stat(&c.e2e_ms, |d| d.p50)),
-        send_lag_p99: stat(&c.send_lag_ms, |d| d.p99)
-            .filter(|v| v.is_finite())
-            .map_or_else(|| DASH.to_string(), |v| format!("{v:.2} ms")),
-    }
-}
-
-/// The rate table: one line per rate cell, contexts in plan order and rates ascending within a
-/// context (the order the collector measures them).
+/// The rate table: one line per rate cell ([`speedmatrix_schema::export::rate_table_line`],
+/// the builder `show` uses too), contexts in plan order and rates ascending within a context.
 pub fn rate_lines(r: &Results) -> Vec<RateLine> {
     let mut cells: Vec<&RateCell> = r.rates.iter().collect();
     cells.sort_by(|a, b| a.context.tokens.cmp(&b.context.tokens).then(a.rate_rps.total_cmp(&b.rate_rps)));
-    cells.into_iter().map(line).collect()
+    cells.into_iter().map(speedmatrix_schema::export::rate_table_line).collect()
 }
 
 /// The statuses the section's legend explains: those a rate cell can have besides valid
@@ -218,7 +150,7 @@ mod tests {
         assert_eq!((sat.offered.as_str(), sat.achieved.as_str()), ("10.80", "4.80"));
         assert_eq!((sat.ttft_p50.as_str(), sat.ttft_p90.as_str()), ("4,256 ms", "6,033 ms"));
         assert!(sat.reason.as_deref().unwrap().starts_with("saturated: requests in flight grew from 29 to 59"));
-        assert!(sat.spoken().starts_with("8K context at 8 req/s: Saturated, saturated: "), "{}", sat.spoken());
+        assert!(spoken(sat).starts_with("8K context at 8 req/s: Saturated, saturated: "), "{}", spoken(sat));
         // Past the saturated rate: not run, every figure a dash, the reason kept.
         let skipped = &lines[3];
         assert!([&skipped.offered, &skipped.achieved, &skipped.total_tps, &skipped.ttft_p50, &skipped.send_lag_p99]

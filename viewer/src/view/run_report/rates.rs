@@ -21,7 +21,7 @@ fn status_cell(l: &rate_report::RateLine) -> impl IntoView {
     };
     let mark = run_report::status_mark(s);
     view! {
-        <td class=format!("rate-status st-{}", s.id()) data-col="status" tabindex="0" aria-label=l.spoken()>
+        <td class=format!("rate-status st-{}", s.id()) data-col="status" tabindex="0" aria-label=rate_report::spoken(l)>
             {(!mark.is_empty()).then(|| view! { <span class=format!("swatch st-{}", s.id())>{mark}</span> })}
             <span class="rate-status-word">{s.label()}</span>
             {tip.map(|t| view! { <span class="hm-tip" role="tooltip">{t}</span> })}
@@ -51,16 +51,8 @@ fn rate_table(r: &Results) -> impl IntoView {
                     .map(|l| {
                         let status = status_cell(&l);
                         let (context, rate) = (l.context.clone(), l.rate.clone());
-                        let figures = [
-                            ("offered_rps", l.offered),
-                            ("achieved_rps", l.achieved),
-                            ("total_tps", l.total_tps),
-                            ("ttft_ms_p50", l.ttft_p50),
-                            ("ttft_ms_p90", l.ttft_p90),
-                            ("tpot_ms_p50", l.tpot_p50),
-                            ("e2e_ms_p50", l.e2e_p50),
-                            ("send_lag_ms_p99", l.send_lag_p99),
-                        ];
+                        let figures: Vec<(&'static str, String)> =
+                            l.figures().into_iter().map(|(col, v)| (col, v.to_string())).collect();
                         view! {
                             <tr class=format!("st-{}", l.status.id()) data-context=context data-rate=rate>
                                 <th scope="row" data-col="context">{l.context}</th>
