@@ -311,6 +311,9 @@ pub struct RateTableLine {
     pub send_lag_p99: String,
     /// With an SLO: goodput, "0.40", with " ✓" when the cell meets the SLO; a dash without.
     pub goodput: String,
+    /// "≈ approximate: tokens counted from chunks" when the cell's tokens could not be counted
+    /// exactly (total tok/s and TPOT are then approximate), as the decode table marks it.
+    pub note: Option<&'static str>,
 }
 
 impl RateTableLine {
@@ -364,6 +367,7 @@ pub fn rate_table_line(c: &RateCell) -> RateTableLine {
             (Some(g), Some(m)) => format!("{g:.2}{}", if m { " ✓" } else { "" }),
             _ => DASH.to_string(),
         },
+        note: crate::status::approximate_rate_note(c),
     }
 }
 
