@@ -345,6 +345,30 @@ fn metric_text(id: &str, v: Option<f64>) -> String {
     }
 }
 
+/// The rate table's order: each rate cell as (its index in `results.rates`, its place in the
+/// order its context's rates were measured, 1 = first), contexts by tokens and rates ascending
+/// within a context. The file keeps the measuring order; with `--rates auto` it is the
+/// search's, not the rate order.
+pub fn rate_table_order(results: &Results) -> Vec<(usize, usize)> {
+    let rates = &results.rates;
+    let mut order: Vec<(usize, usize)> = (0..rates.len())
+        .map(|i| (i, 1 + rates[..i].iter().filter(|x| x.context.tokens == rates[i].context.tokens).count()))
+        .collect();
+    order.sort_by(|&(i, _), &(j, _)| {
+        rates[i].context.tokens.cmp(&rates[j].context.tokens).then(rates[i].rate_rps.total_cmp(&rates[j].rate_rps))
+    });
+    order
+}
+
+/// Whether some context's rates were measured in another order than ascending (`--rates auto`).
+pub fn rates_measured_out_of_order(results: &Results) -> bool {
+    let order = rate_table_order(results);
+    order.windows(2).any(|w| {
+        let same_context = results.rates[w[0].0].context.tokens == results.rates[w[1].0].context.tokens;
+        same_context && w[1].1 < w[0].1
+    })
+}
+
 /// One rate cell as a line of the rate table.
 pub fn rate_table_line(c: &RateCell) -> RateTableLine {
     let stat = |d: Option<Distribution>, p: StatOf| d.as_ref().and_then(p);

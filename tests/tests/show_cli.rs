@@ -570,6 +570,16 @@ fn slo_judges_rate_cells_in_rate_order_with_the_order_they_were_measured() {
     );
     assert!(out.contains("Highest rate meeting the SLO at 8K: 1 req/s (8 req/s did not)."), "{out}");
     assert!(out.contains("Highest rate meeting the SLO at 32K: none (0.5 req/s did not)."), "{out}");
+    // The report's rate table: rates ascending too, with the order measured beside them.
+    let report = stdout(&show(&[path.to_str().unwrap()]));
+    let rows = table_rows(&report);
+    let measured: Vec<[&str; 3]> =
+        rows.iter().filter(|r| r.len() == 12).map(|r| [r[0].as_str(), r[1].as_str(), r[2].as_str()]).take(4).collect();
+    assert_eq!(
+        measured,
+        [["Context", "Rate", "Measured"], ["8K", "0.5 req/s", "#3"], ["8K", "1 req/s", "#1"], ["8K", "8 req/s", "#2"]],
+        "{report}"
+    );
     // tpot= is the per-request limit of rate cells; tps and tpot together are refused.
     let out = stdout(&show(&[RATES_FIXTURE, "--slo", "tpot=20ms"]));
     assert!(out.contains("Rate cells at your SLO — TPOT p50 ≤ 20 ms"), "{out}");

@@ -286,21 +286,26 @@ fn decode_matrix(r: &Results) -> Grid {
     Grid { headers, rows, numeric_from: 1 }
 }
 
-/// The rate cells, one row each ([`export::rate_table_line`], the builder the page uses too):
-/// what was offered and achieved, throughput, latencies from the scheduled instants, the send
-/// lag, and with an SLO the goodput.
+/// The rate cells, one row each ([`export::rate_table_line`], the builder the page uses too),
+/// rates ascending per context: what was offered and achieved, throughput, latencies from the
+/// scheduled instants, the send lag, and with an SLO the goodput; when a context's rates were
+/// measured in another order (`--rates auto`), a "Measured" column (`#n`) says which.
 fn rate_table(r: &Results) -> Grid {
     let with_slo = r.config.rate_slo.is_some();
-    let rows = r
-        .rates
-        .iter()
-        .map(|c| {
-            let l = export::rate_table_line(c);
+    let measured = export::rates_measured_out_of_order(r);
+    let rows = export::rate_table_order(r)
+        .into_iter()
+        .map(|(i, n)| {
+            let l = export::rate_table_line(&r.rates[i]);
             let status = match l.note {
                 Some(note) => format!("{}\n{note}", l.status.label()),
                 None => l.status.label().to_string(),
             };
-            let mut row = vec![clean(&l.context), l.rate.clone(), status];
+            let mut row = vec![clean(&l.context), l.rate.clone()];
+            if measured {
+                row.push(format!("#{n}"));
+            }
+            row.push(status);
             row.extend(l.figures().into_iter().map(|(_, v)| v.to_string()));
             if with_slo {
                 row.push(l.goodput.clone());
@@ -309,10 +314,13 @@ fn rate_table(r: &Results) -> Grid {
         })
         .collect();
     let mut headers: Vec<String> = export::RATE_TABLE_HEADERS.map(String::from).to_vec();
+    if measured {
+        headers.insert(2, "Measured".into());
+    }
     if with_slo {
         headers.push(export::RATE_GOODPUT_HEADER.to_string());
     }
-    Grid { headers, rows, numeric_from: 3 }
+    Grid { headers, rows, numeric_from: if measured { 4 } else { 3 } }
 }
 
 /// The full measurement table in the seed page's layout, one row per prefill row / decode cell.

@@ -39,9 +39,10 @@ fn stat(d: &Option<Distribution>, p: StatOf) -> Option<f64> {
 /// The rate table: one line per rate cell ([`speedmatrix_schema::export::rate_table_line`],
 /// the builder `show` uses too), contexts in plan order and rates ascending within a context.
 pub fn rate_lines(r: &Results) -> Vec<RateLine> {
-    let mut cells: Vec<&RateCell> = r.rates.iter().collect();
-    cells.sort_by(|a, b| a.context.tokens.cmp(&b.context.tokens).then(a.rate_rps.total_cmp(&b.rate_rps)));
-    cells.into_iter().map(speedmatrix_schema::export::rate_table_line).collect()
+    speedmatrix_schema::export::rate_table_order(r)
+        .into_iter()
+        .map(|(i, _)| speedmatrix_schema::export::rate_table_line(&r.rates[i]))
+        .collect()
 }
 
 /// The statuses the section's legend explains: those a rate cell can have besides valid
