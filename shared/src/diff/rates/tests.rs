@@ -154,9 +154,10 @@ fn per_request_samples_give_the_noise_verdicts() {
     short.window_s = Some(5.0);
     let err = rate_interval(&short, "achieved_rps", None).unwrap_err();
     assert!(err.contains("batch"), "{err}");
-    // Many in flight: blocks of 50 leave 4 blocks, too few.
+    // Many in flight: the window's 199 requests (the one at its open is not in it) in blocks
+    // of 50 are 3 blocks, too few.
     short.window_s = Some(20.0);
     short.avg_in_flight = Some(49.5);
     let err = rate_interval(&short, "ttft_ms_p50", None).unwrap_err();
-    assert!(err.contains("4 block(s)"), "{err}");
+    assert!(err.contains("199 request(s) in blocks of 50") && err.contains("3 block(s)"), "{err}");
 }
