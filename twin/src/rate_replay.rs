@@ -130,6 +130,70 @@ pub fn replay_rate(profile: &Profile, plan: RatePlan, seed: u64) -> RateReplay {
     RateReplay { requests: reqs.len(), ttft_p50_ms: p50(ttft), tpot_p50_ms: p50(tpot), e2e_p50_ms: p50(e2e) }
 }
 
+/// How long each rate cell is replayed for the residual table, ms of simulated time: long
+/// enough for a stable median at the lowest rates a run measures (60 requests at 0.5 req/s).
+pub const RESIDUAL_SPAN_MS: f64 = 120_000.0;
+
+/// One valid rate cell of a run against its replay on a profile.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RateResidual {
+    /// "8K at 1 req/s".
+    pub cell: String,
+    /// (twin, run) TTFT p50, ms.
+    pub ttft_p50_ms: (Option<f64>, Option<f64>),
+    /// (twin, run) TPOT p50, ms.
+    pub tpot_p50_ms: (Option<f64>, Option<f64>),
+}
+
+/// Every valid rate cell of `run` replayed on `profile` for [`RESIDUAL_SPAN_MS`] (seed 1).
+pub fn rate_residuals(profile: &Profile, run: &speedmatrix_schema::Results) -> Vec<RateResidual> {
+    let max_tokens = run.config.max_tokens.unwrap_or(1);
+    run.rates
+        .iter()
+        .filter(|c| c.status == speedmatrix_schema::CellStatus::Valid)
+        .map(|c| {
+            let plan = RatePlan {
+                context_tokens: c.context.tokens,
+                prompt_len: u32::try_from(c.prompt_tokens.unwrap_or(c.context.tokens)).unwrap_or(u32::MAX),
+                rate_rps: c.rate_rps,
+                arrival: c.arrival,
+                span_ms: RESIDUAL_SPAN_MS,
+                max_tokens,
+            };
+            let got = replay_rate(profile, plan, 1);
+            RateResidual {
+                cell: format!("{} at {}", c.context.label, c.rate_label()),
+                ttft_p50_ms: (got.ttft_p50_ms, c.ttft_ms.and_then(|d| d.p50)),
+                tpot_p50_ms: (got.tpot_p50_ms, c.tpot_ms.and_then(|d| d.p50)),
+            }
+        })
+        .collect()
+}
+
+/// The rate cells' part of the residual table: one line per valid rate cell, "twin / run
+/// (twin − run) ÷ run" for TTFT and TPOT p50; empty without one.
+pub fn rate_residual_table(rows: &[RateResidual]) -> String {
+    if rows.is_empty() {
+        return String::new();
+    }
+    let pair = |(twin, run): (Option<f64>, Option<f64>)| match (twin, run) {
+        (Some(t), Some(r)) if r > 0.0 => format!("{t:.1} / {r:.1} ms ({:+.1} %)", (t - r) / r * 100.0),
+        (t, r) => format!(
+            "{} / {} ms",
+            t.map_or("—".to_string(), |v| format!("{v:.1}")),
+            r.map_or("—".to_string(), |v| format!("{v:.1}"))
+        ),
+    };
+    let mut out = format!(
+        "rate cells (valid; each replayed for {:.0} s of simulated time on its arrival schedule): TTFT p50 and TPOT p50, twin / run\n",
+        RESIDUAL_SPAN_MS / 1000.0
+    );
+    for r in rows {
+        out.push_str(&format!("  {}: TTFT {} · TPOT {}\n", r.cell, pair(r.ttft_p50_ms), pair(r.tpot_p50_ms)));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -174,6 +238,9 @@ mod tests {
             assert!(rel(got.ttft_p50_ms, run_ttft) < 0.05, "TTFT p50 {got:?} against the run's {run_ttft}");
             assert!(rel(got.ttft_p50_ms, truth.ttft_p50_ms.unwrap()) < 0.05, "{got:?} against {truth:?}");
             assert!(rel(got.tpot_p50_ms, truth.tpot_p50_ms.unwrap()) < 0.15, "{got:?} against {truth:?}");
+            let table = rate_residual_table(&rate_residuals(&fit.profile, &r));
+            assert_eq!(table.lines().filter(|l| l.starts_with("  ")).count(), 4, "the run's valid rate cells: {table}");
+            assert!(table.contains("  8K at 1 req/s: TTFT 364.9 / 371.7 ms (-1.8 %)"), "{table}");
         }
     }
 }
