@@ -526,4 +526,23 @@ mod tests {
         assert_eq!(benjamini_hochberg(&[f64::NAN, 0.0], 0.05), vec![false, true]);
         assert!(benjamini_hochberg(&[], 0.05).is_empty());
     }
+
+    #[test]
+    fn the_block_bootstrap_keeps_neighbours_together() {
+        // 200 requests in 20 runs of 10 alike (requests that share a queue): each run at its
+        // own level, 100 … 150 ms, ± 0.9 ms within it. Resampling requests one by one treats
+        // the 200 as independent and gives a narrow interval; blocks of 10 resample the 20 runs.
+        let level = |k: u32| 100.0 + 5.0 * f64::from((k * 37) % 11);
+        let v: Vec<f64> = (0..200u32).map(|i| level(i / 10) + 0.1 * f64::from(i % 10)).collect();
+        assert_eq!(block_percentile(&v, 50.0, 1), percentile(&v, 50.0), "a block of 1 is the plain bootstrap");
+        let plain = percentile(&v, 50.0).unwrap();
+        let blocks = block_percentile(&v, 50.0, 10).unwrap();
+        assert_eq!(blocks.estimate, plain.estimate);
+        assert!(blocks.high - blocks.low > plain.high - plain.low, "{blocks:?} against {plain:?}");
+        assert!(blocks.std_error > plain.std_error);
+        // Too few blocks (200 in blocks of 50: 4) or requests: the reason, no interval.
+        let err = block_percentile(&v, 50.0, 50).unwrap_err();
+        assert!(err.reason.contains("give 4 block(s)"), "{err}");
+        assert!(block_percentile(&v[..8], 50.0, 1).is_err());
+    }
 }
