@@ -129,7 +129,8 @@ pub struct ShowArgs {
     /// Instead of the report, the capacity at a service-level objective: per context, the
     /// largest concurrency whose cell is valid and meets it, with its total tok/s (goodput) and
     /// per GPU. `ttft=2s,tps=20` = median TTFT ≤ 2 s and median per-request tok/s ≥ 20; either
-    /// may be left out. Text and markdown only.
+    /// may be left out. Rate cells are judged too (goodput, meets): `tpot=50ms` may stand for
+    /// `tps`, `p=90` sets their percentile. Text and markdown only.
     #[arg(long, value_name = "ttft=DUR,tps=N")]
     pub slo: Option<String>,
 }

@@ -107,6 +107,7 @@ pub fn residual_report(profile: &Profile, run: &Results, notes: &[String]) -> St
         out.push_str(&format!("fit: {n}\n"));
     }
     out.push_str(&twin::replay::residuals(profile, run, &twin::replay::residual_seeds()).to_string());
+    out.push_str(&twin::rate_replay::rate_residual_table(&twin::rate_replay::rate_residuals(profile, run)));
     out
 }
 

@@ -29,6 +29,8 @@ use crate::table::{rows, Phase, Row};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
+pub mod rates;
+
 /// The tally's key for a decode cell whose status differs between the runs
 /// ([`RunDiff::tally`]).
 pub const STATUS_CHANGED: &str = "status changed";
@@ -158,6 +160,18 @@ pub fn direction(col: &Column) -> Option<bool> {
 /// Compare one figure. `threshold` is a fraction (0.05 = 5 %): a relative change strictly
 /// below it is [`Verdict::Same`].
 pub fn compare(col: &Column, a: Option<f64>, b: Option<f64>, threshold: f64) -> Delta {
+    compare_figure(col.id(), direction(col), a, b, threshold)
+}
+
+/// Compare one figure named `column` whose better way is `direction` (higher is better:
+/// `Some(true)`; `None`: only "changed"), as [`compare`] does for a registry column.
+pub fn compare_figure(
+    column: String,
+    direction: Option<bool>,
+    a: Option<f64>,
+    b: Option<f64>,
+    threshold: f64,
+) -> Delta {
     let (abs, rel, verdict) = match (a, b) {
         (Some(a), Some(b)) => {
             let abs = b - a;
@@ -171,7 +185,7 @@ pub fn compare(col: &Column, a: Option<f64>, b: Option<f64>, threshold: f64) -> 
             let verdict = if abs == 0.0 || rel.is_some_and(|r| r.abs() < threshold) {
                 Verdict::Same
             } else {
-                match direction(col) {
+                match direction {
                     Some(true) if b > a => Verdict::Better,
                     Some(false) if b < a => Verdict::Better,
                     Some(_) => Verdict::Worse,
@@ -182,7 +196,7 @@ pub fn compare(col: &Column, a: Option<f64>, b: Option<f64>, threshold: f64) -> 
         }
         _ => (None, None, None),
     };
-    Delta { column: col.id(), a, b, abs, rel, verdict, not_comparable: None, interval: None, noise_note: None }
+    Delta { column, a, b, abs, rel, verdict, not_comparable: None, interval: None, noise_note: None }
 }
 
 /// Metrics whose figure is a count over the window (it grows with the window's length): they
@@ -339,6 +353,10 @@ pub struct RunDiff {
     pub status_changes: Vec<StatusChange>,
     /// Contexts whose real prompt lengths differ by more than 2 % (the first row of each).
     pub prompt_mismatches: Vec<PromptMismatch>,
+    /// The open-loop rate cells of both runs compared ([`rates::rate_diff`]); left out of the
+    /// JSON when neither run has a rate cell.
+    #[serde(skip_serializing_if = "rates::RateDiff::is_empty")]
+    pub rates: rates::RateDiff,
 }
 
 impl RunDiff {
@@ -397,6 +415,7 @@ pub fn diff_with(a: &Results, b: &Results, threshold: Option<f64>) -> RunDiff {
         control: "benjamini_hochberg",
         min_change: threshold.unwrap_or(0.0),
     });
+    let given_threshold = threshold;
     let threshold = threshold.unwrap_or(DEFAULT_THRESHOLD);
     let cols = columns();
     type Key = (Phase, u64, u32);
@@ -456,6 +475,7 @@ pub fn diff_with(a: &Results, b: &Results, threshold: Option<f64>) -> RunDiff {
         only_in_b,
         status_changes,
         prompt_mismatches,
+        rates: rates::rate_diff(a, b, given_threshold),
     }
 }
 

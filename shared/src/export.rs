@@ -258,6 +258,143 @@ pub fn rates_to_json_rows(results: &Results) -> serde_json::Value {
     serde_json::Value::Array(rows)
 }
 
+/// What a table shows for a figure it does not have.
+pub const DASH: &str = "—";
+
+/// The headers of the rate table people read (`show`'s "Request rates" and the page's), in
+/// the order of [`RateTableLine::figures`] after context, rate and status.
+pub const RATE_TABLE_HEADERS: [&str; 11] = [
+    "Context",
+    "Rate",
+    "Status",
+    "Offered req/s",
+    "Achieved req/s",
+    "Total tok/s",
+    "TTFT p50",
+    "TTFT p90",
+    "TPOT p50",
+    "E2E p50",
+    "Send lag p99",
+];
+
+/// The header of the goodput column, shown when the run has an SLO.
+pub const RATE_GOODPUT_HEADER: &str = "Goodput req/s (✓ meets the SLO)";
+
+/// One line of the rate table people read: a context at an offered rate, every figure
+/// written as `show` prints it and the page draws it (a dash when absent). The one builder of
+/// that table: `show` and the viewer both read it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RateTableLine {
+    /// The context's label, "8K".
+    pub context: String,
+    /// The planned rate, "0.5 req/s".
+    pub rate: String,
+    /// The cell's status.
+    pub status: crate::model::CellStatus,
+    /// Why the status, and notes, if the file says.
+    pub reason: Option<String>,
+    /// Requests scheduled in the window ÷ its length, "0.48".
+    pub offered: String,
+    /// Requests finished in the window ÷ its length, "0.48".
+    pub achieved: String,
+    /// Output tok/s in the window, as the registry writes it.
+    pub total_tps: String,
+    /// TTFT median from the scheduled instants, "363 ms".
+    pub ttft_p50: String,
+    /// TTFT p90.
+    pub ttft_p90: String,
+    /// TPOT median.
+    pub tpot_p50: String,
+    /// E2E latency median.
+    pub e2e_p50: String,
+    /// Send lag p99, "0.41 ms".
+    pub send_lag_p99: String,
+    /// With an SLO: goodput, "0.40", with " ✓" when the cell meets the SLO; a dash without.
+    pub goodput: String,
+    /// "≈ approximate: tokens counted from chunks" when the cell's tokens could not be counted
+    /// exactly (total tok/s and TPOT are then approximate), as the decode table marks it.
+    pub note: Option<&'static str>,
+}
+
+impl RateTableLine {
+    /// The figures after context, rate and status, each with its column id (as in
+    /// [`rate_headers`]), in [`RATE_TABLE_HEADERS`] order.
+    pub fn figures(&self) -> [(&'static str, &str); 8] {
+        [
+            ("offered_rps", &self.offered),
+            ("achieved_rps", &self.achieved),
+            ("total_tps", &self.total_tps),
+            ("ttft_ms_p50", &self.ttft_p50),
+            ("ttft_ms_p90", &self.ttft_p90),
+            ("tpot_ms_p50", &self.tpot_p50),
+            ("e2e_ms_p50", &self.e2e_p50),
+            ("send_lag_ms_p99", &self.send_lag_p99),
+        ]
+    }
+}
+
+/// A request rate as the rate table writes it: two decimals ("0.48", "7.90"), a dash when absent.
+pub fn rps_text(v: Option<f64>) -> String {
+    v.filter(|v| v.is_finite()).map_or_else(|| DASH.to_string(), |v| format!("{v:.2}"))
+}
+
+fn metric_text(id: &str, v: Option<f64>) -> String {
+    match (crate::registry::metric(id), v) {
+        (Some(m), Some(v)) if v.is_finite() => m.display(v),
+        _ => DASH.to_string(),
+    }
+}
+
+/// The rate table's order: each rate cell as (its index in `results.rates`, its place in the
+/// order its context's rates were measured, 1 = first), contexts by tokens and rates ascending
+/// within a context. The file keeps the measuring order; with `--rates auto` it is the
+/// search's, not the rate order.
+pub fn rate_table_order(results: &Results) -> Vec<(usize, usize)> {
+    let rates = &results.rates;
+    let mut order: Vec<(usize, usize)> = (0..rates.len())
+        .map(|i| (i, 1 + rates[..i].iter().filter(|x| x.context.tokens == rates[i].context.tokens).count()))
+        .collect();
+    order.sort_by(|&(i, _), &(j, _)| {
+        rates[i].context.tokens.cmp(&rates[j].context.tokens).then(rates[i].rate_rps.total_cmp(&rates[j].rate_rps))
+    });
+    order
+}
+
+/// Whether some context's rates were measured in another order than ascending (`--rates auto`).
+pub fn rates_measured_out_of_order(results: &Results) -> bool {
+    let order = rate_table_order(results);
+    order.windows(2).any(|w| {
+        let same_context = results.rates[w[0].0].context.tokens == results.rates[w[1].0].context.tokens;
+        same_context && w[1].1 < w[0].1
+    })
+}
+
+/// One rate cell as a line of the rate table.
+pub fn rate_table_line(c: &RateCell) -> RateTableLine {
+    let stat = |d: Option<Distribution>, p: StatOf| d.as_ref().and_then(p);
+    RateTableLine {
+        context: c.context.label.clone(),
+        rate: c.rate_label(),
+        status: c.status,
+        reason: c.reason.clone(),
+        offered: rps_text(c.offered_rps),
+        achieved: rps_text(c.achieved_rps),
+        total_tps: metric_text("total_tps", c.total_tps),
+        ttft_p50: metric_text("ttft_ms", stat(c.ttft_ms, |d| d.p50)),
+        ttft_p90: metric_text("ttft_ms", stat(c.ttft_ms, |d| d.p90)),
+        tpot_p50: metric_text("tpot_ms", stat(c.tpot_ms, |d| d.p50)),
+        e2e_p50: metric_text("e2e_ms", stat(c.e2e_ms, |d| d.p50)),
+        send_lag_p99: stat(c.send_lag_ms, |d| d.p99)
+            .filter(|v| v.is_finite())
+            .map_or_else(|| DASH.to_string(), |v| format!("{v:.2} ms")),
+        goodput: match (c.goodput_rps, c.meets_slo) {
+            (Some(g), Some(m)) => format!("{g:.2}{}", if m { " ✓" } else { "" }),
+            _ => DASH.to_string(),
+        },
+        note: crate::status::approximate_rate_note(c),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

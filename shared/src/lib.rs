@@ -52,6 +52,7 @@ pub mod model;
 pub mod noise;
 pub mod progress;
 pub mod rate;
+pub mod rate_slo;
 pub mod registry;
 pub mod repeats;
 pub mod resume;

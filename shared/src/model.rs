@@ -795,6 +795,30 @@ pub struct RequestSample {
     pub server_timings: Option<ServerTimings>,
 }
 
+impl RequestSample {
+    /// A request known only by its start (or scheduled instant), ms from the run start: every
+    /// other figure absent.
+    pub fn at(start_ms: f64) -> RequestSample {
+        RequestSample {
+            start_ms,
+            send_lag_ms: None,
+            response_id: None,
+            ttft_ms: None,
+            ttft_content_ms: None,
+            e2e_ms: None,
+            prompt_tokens: None,
+            output_tokens: None,
+            window_output_tokens: None,
+            tpot_ms: None,
+            chunks: None,
+            opening: None,
+            finish_reason: None,
+            error: None,
+            server_timings: None,
+        }
+    }
+}
+
 /// A request's timing as the server reports it (llama.cpp `timings`; server clock).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]

@@ -236,9 +236,7 @@ mod tests {
         c.tpot_ms = Some(dist(tpot));
         c.window_start_ms = Some(1000.0);
         c.window_end_ms = Some(11_000.0);
-        c.requests = (0..requests)
-            .map(|i| RequestSample { start_ms: i as f64, ..serde_json::from_str(r#"{"start_ms":0}"#).unwrap() })
-            .collect();
+        c.requests = (0..requests).map(|i| RequestSample::at(i as f64)).collect();
         c
     }
 

@@ -151,7 +151,16 @@ pub fn prefill_cache_note(row: &crate::PrefillRow) -> Option<&'static str> {
 /// as one per chunk ([`crate::TokenCountSource::ChunkCount`]): approximate, a lower bound
 /// under speculative decoding.
 pub fn approximate_note(cell: &crate::DecodeCell) -> Option<&'static str> {
-    (cell.status.is_measured() && cell.token_count_source == Some(crate::TokenCountSource::ChunkCount))
+    approximate(cell.status, cell.token_count_source)
+}
+
+/// [`approximate_note`] for a rate cell: its tokens (total tok/s, TPOT) counted one per chunk.
+pub fn approximate_rate_note(cell: &crate::RateCell) -> Option<&'static str> {
+    approximate(cell.status, cell.token_count_source)
+}
+
+fn approximate(status: crate::CellStatus, source: Option<crate::TokenCountSource>) -> Option<&'static str> {
+    (status.is_measured() && source == Some(crate::TokenCountSource::ChunkCount))
         .then_some("≈ approximate: tokens counted from chunks")
 }
 

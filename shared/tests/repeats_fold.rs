@@ -40,9 +40,7 @@ fn measurement(tps: f64, ttft: f64, tpot: f64, requests: usize) -> DecodeCell {
     c.total_tps = Some(tps);
     c.ttft_ms = Some(dist(ttft, ttft * 0.3, 8));
     c.tpot_ms = Some(dist(tpot, tpot * 0.1, 8));
-    c.requests = (0..requests)
-        .map(|i| serde_json::from_value::<RequestSample>(serde_json::json!({ "start_ms": i as f64 })).unwrap())
-        .collect();
+    c.requests = (0..requests).map(|i| RequestSample::at(i as f64)).collect();
     c
 }
 

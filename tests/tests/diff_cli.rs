@@ -469,3 +469,95 @@ fn with_noise_data_the_diff_shows_intervals_and_tells_noise_from_change() {
     let out = ok(&diff(&a, &slower, &["--threshold", "6%"]));
     assert!(out.contains("-5.0 % ± 2.9 % within noise") && !out.contains(" worse\n"), "{out}");
 }
+
+/// A real twin run with rate cells: 8K and 32K at 0.5, 1, 8 and 16 req/s.
+const RATES_FIXTURE: &str = "tests/fixtures/rates-twin.json";
+
+fn rate_cell(v: &mut Value, ctx: u64, rate: f64) -> &mut Value {
+    v["rates"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|c| c["context"]["tokens"] == ctx && c["rate_rps"] == rate)
+        .unwrap()
+}
+
+/// The rate fixture's candidate: 8K at 0.5 req/s with every TTFT 1.5 × (its requests and its
+/// distribution), 32K at 1 req/s saturated, 32K at 0.5 req/s gone, 8K at 2 req/s new.
+fn rates_modified() -> Value {
+    let mut b: Value = serde_json::from_slice(&std::fs::read(root().join(RATES_FIXTURE)).unwrap()).unwrap();
+    let c = rate_cell(&mut b, 8192, 0.5);
+    for p in ["p50", "p90", "p99", "mean", "min", "max"] {
+        if let Some(v) = c["ttft_ms"][p].as_f64() {
+            c["ttft_ms"][p] = (v * 1.5).into();
+        }
+    }
+    for q in c["requests"].as_array_mut().unwrap() {
+        if let Some(v) = q["ttft_ms"].as_f64() {
+            q["ttft_ms"] = (v * 1.5).into();
+        }
+    }
+    let mut two = rate_cell(&mut b, 8192, 1.0).clone();
+    two["rate_rps"] = 2.0.into();
+    b["rates"].as_array_mut().unwrap().push(two);
+    rate_cell(&mut b, 32768, 1.0)["status"] = "saturated".into();
+    b["rates"].as_array_mut().unwrap().retain(|c| !(c["context"]["tokens"] == 32768 && c["rate_rps"] == 0.5));
+    b
+}
+
+#[test]
+fn rate_cells_are_matched_judged_and_their_changes_listed() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = root().join(RATES_FIXTURE);
+    let b = write(dir.path(), "rates-b.json", &rates_modified());
+    let d = support::cli::json_diff(&a, &b, "total_tps");
+    let rates = &d["rates"];
+    let row = rates["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["context"]["tokens"] == 8192 && r["rate_rps"] == 0.5)
+        .unwrap();
+    let delta = |col: &str| row["deltas"].as_array().unwrap().iter().find(|x| x["column"] == col).unwrap().clone();
+    // TTFT p90 has no interval: +50 % by the threshold is worse. TTFT p50 would have one, but
+    // the 5 s window holds too few requests for the bootstrap: not enough data, with why.
+    let p90 = delta("ttft_ms_p90");
+    assert_eq!(p90["verdict"], "worse", "{p90}");
+    assert!((p90["rel"].as_f64().unwrap() - 0.5).abs() < 1e-9, "{p90}");
+    let p50 = delta("ttft_ms_p50");
+    assert_eq!(p50["verdict"], "not_enough_data", "{p50}");
+    assert!(p50["noise_note"].as_str().unwrap().contains("request(s)"), "{p50}");
+    assert_eq!(delta("achieved_rps")["b"], delta("achieved_rps")["a"]);
+    assert_eq!(delta("total_tps")["verdict"], "same");
+    let listed = |key: &str| -> Vec<(u64, f64)> {
+        rates[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| (c["context"]["tokens"].as_u64().unwrap(), c["rate_rps"].as_f64().unwrap()))
+            .collect()
+    };
+    assert_eq!(listed("only_in_a"), [(32768, 0.5)]);
+    assert_eq!(listed("only_in_b"), [(8192, 2.0)]);
+    let changes = rates["status_changes"].as_array().unwrap();
+    assert_eq!(changes.len(), 1);
+    assert_eq!(
+        (&changes[0]["rate_rps"], &changes[0]["a"], &changes[0]["b"]),
+        (&1.0.into(), &"valid".into(), &"saturated".into())
+    );
+
+    let text = ok(&diff(&a, &b, &[]));
+    for needle in [
+        "Request rates — open-loop rate cells: A → B",
+        "Rate cells whose status changed:\n- 32K at 1 req/s: Valid → Saturated",
+        "Rate cells only in A:\n- 32K at 0.5 req/s",
+        "Rate cells only in B:\n- 8K at 2 req/s",
+        "Not enough data (",
+    ] {
+        assert!(text.contains(needle), "no {needle:?} in\n{text}");
+    }
+    // A run without rate cells has no rate section, and its JSON no `rates`.
+    let seed = diff(&root().join(FIXTURE), &root().join(FIXTURE), &["-f", "json"]);
+    let v: Value = serde_json::from_slice(&seed.stdout).unwrap();
+    assert!(v.get("rates").is_none());
+}

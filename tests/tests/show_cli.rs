@@ -516,3 +516,74 @@ fn every_missing_entry_is_listed() {
         assert_eq!(listed, entries.map(|(f, _)| f), "{format}:\n{section}");
     }
 }
+
+#[test]
+fn slo_judges_rate_cells_in_rate_order_with_the_order_they_were_measured() {
+    // As `--rates auto` would have measured 8K: 1 req/s, then 8, then 0.5.
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(root().join(RATES_FIXTURE)).unwrap()).unwrap();
+    let rank = |c: &serde_json::Value| {
+        let half_rps = (c["rate_rps"].as_f64().unwrap() * 2.0) as u64;
+        match (c["context"]["tokens"].as_u64(), half_rps) {
+            (Some(8192), 2) => 0,
+            (Some(8192), 16) => 1,
+            (Some(8192), 1) => 2,
+            _ => 3,
+        }
+    };
+    v["rates"].as_array_mut().unwrap().sort_by_key(rank);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("auto.json");
+    std::fs::write(&path, serde_json::to_vec(&v).unwrap()).unwrap();
+    // TTFT p90 ≤ 700 ms: 8K at 0.5 (366 ms) and 1 req/s (639 ms) meet it, 8 req/s is
+    // saturated; at 32K even 0.5 req/s has 1,755 ms.
+    let out = stdout(&show(&[path.to_str().unwrap(), "--slo", "ttft=700ms,p=90"]));
+    assert!(out.contains("Rate cells at your SLO — TTFT p90 ≤ 700 ms"), "{out}");
+    let rows = table_rows(&out);
+    let rate_rows: Vec<Vec<String>> = rows.iter().filter(|r| r.len() == 9).cloned().collect();
+    assert_eq!(
+        rate_rows[0],
+        [
+            "Context",
+            "Rate",
+            "Measured",
+            "Status",
+            "Achieved req/s",
+            "TTFT p90",
+            "TPOT p90",
+            "Goodput req/s",
+            "Meets the SLO"
+        ]
+    );
+    let got: Vec<[&str; 4]> =
+        rate_rows[1..].iter().map(|r| [r[0].as_str(), r[1].as_str(), r[2].as_str(), r[8].as_str()]).collect();
+    assert_eq!(
+        got,
+        [
+            ["8K", "0.5 req/s", "#3", "yes"],
+            ["8K", "1 req/s", "#1", "yes"],
+            ["8K", "8 req/s", "#2", "no"],
+            ["32K", "0.5 req/s", "#1", "no"],
+            ["32K", "1 req/s", "#2", "no"],
+            ["32K", "8 req/s", "#3", "no"],
+        ],
+        "{out}"
+    );
+    assert!(out.contains("Highest rate meeting the SLO at 8K: 1 req/s (8 req/s did not)."), "{out}");
+    assert!(out.contains("Highest rate meeting the SLO at 32K: none (0.5 req/s did not)."), "{out}");
+    // The report's rate table: rates ascending too, with the order measured beside them.
+    let report = stdout(&show(&[path.to_str().unwrap()]));
+    let rows = table_rows(&report);
+    let measured: Vec<[&str; 3]> =
+        rows.iter().filter(|r| r.len() == 12).map(|r| [r[0].as_str(), r[1].as_str(), r[2].as_str()]).take(4).collect();
+    assert_eq!(
+        measured,
+        [["Context", "Rate", "Measured"], ["8K", "0.5 req/s", "#3"], ["8K", "1 req/s", "#1"], ["8K", "8 req/s", "#2"]],
+        "{report}"
+    );
+    // tpot= is the per-request limit of rate cells; tps and tpot together are refused.
+    let out = stdout(&show(&[RATES_FIXTURE, "--slo", "tpot=20ms"]));
+    assert!(out.contains("Rate cells at your SLO — TPOT p50 ≤ 20 ms"), "{out}");
+    let o = show(&[RATES_FIXTURE, "--slo", "tps=20,tpot=50ms"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("give tps or tpot, not both"));
+}

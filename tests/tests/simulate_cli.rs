@@ -86,6 +86,13 @@ fn residuals_print_the_seed_fit_and_a_fit_of_any_run() {
     assert_eq!(body(&fitted), body(&table), "the h200 profile is the fit of the seed fixture");
     let out = Command::new(support::BIN).args(["simulate", "--profile", "tiny", "--residuals"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
+    // A run of rate cells (no decode cell) fits too, and its valid rate cells are replayed.
+    let rates = format!("{}/fixtures/rates-twin.json", env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(support::BIN).args(["simulate", "--fit", &rates, "--residuals"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("fit: decode steps: 0 from decode cells, 1 from rate cells"), "{table}");
+    assert_eq!(table.lines().filter(|l| l.starts_with("  ") && l.contains(" req/s: TTFT ")).count(), 4, "{table}");
 }
 
 /// A port already in use is one exit code (1, a failure while working) and one message shape

@@ -35,8 +35,13 @@
 //!    17.4 % high, +0.1 % after); the seed's contexts are all within 2 % and keep theirs.
 //! 5. **Prefill**: each prefill row's cold TTFT minus the front end is the engine's time to
 //!    compute that prompt; prompt tok/s knots follow.
+//! 6. **Rate cells** ([`crate::rate_fit`]): a file's open-loop rate cells add decode-step rows
+//!    to step 3 (TPOT at a light prefill load), and give the front end and prefill of step 4
+//!    and 5 where no 1-stream decode cell or prefill row does (each context's lowest-rate
+//!    TTFT): a file of rate cells alone gives a profile.
 
 use crate::profile::{CostModel, FrontendModel, Profile, UnknownProfile};
+use crate::rate_fit;
 use crate::replay::{replay_cell, CellPlan, Procedure};
 use speedmatrix_schema::{CellStatus, DecodeCell, Results};
 use std::fmt;
@@ -66,11 +71,11 @@ impl fmt::Display for FitError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             FitError::NoPrefill => f.write_str(
-                "the run has no prefill row with a TTFT; a fit needs at least one (measure with --prefill-contexts)",
+                "the run has no prefill row with a TTFT and no valid rate cell with one; a fit needs at least one (measure with --prefill-contexts)",
             ),
-            FitError::NoDecode => {
-                f.write_str("the run has no measured decode cell with total tok/s; a fit needs at least one")
-            }
+            FitError::NoDecode => f.write_str(
+                "the run has no measured decode cell with total tok/s and no valid rate cell with TPOT at a light prefill load; a fit needs at least one",
+            ),
             FitError::NoMaxTokens => f.write_str(
                 "the run does not record config.max_tokens (its source did not give it); a fit needs the output limit the requests ran with",
             ),
@@ -97,19 +102,49 @@ pub fn fit(results: &Results) -> Result<Fit, FitError> {
         .iter()
         .filter(|c| c.status == CellStatus::Valid && c.total_tps.is_some_and(|t| t > 0.0))
         .collect();
-    if cells.is_empty() {
+    // Rate cells (crate::rate_fit): the front end and prefill from each context's lowest
+    // rate, decode steps from the cells with little prefill load.
+    let low_load = rate_fit::low_load_ttft(results);
+    let rate_frontend = rate_fit::frontend_ms(&low_load);
+    let rate_rows =
+        rate_fit::decode_rows(results, p.mean_tokens_per_step(), max_tokens(results), rate_frontend.unwrap_or(0.0));
+    if cells.is_empty() && rate_rows.is_empty() {
         return Err(FitError::NoDecode);
     }
-    if !results.prefill.iter().any(|r| r.ttft_ms.is_some_and(|t| t > 0.0)) {
+    if !results.prefill.iter().any(|r| r.ttft_ms.is_some_and(|t| t > 0.0)) && low_load.is_empty() {
         return Err(FitError::NoPrefill);
     }
-    p.cost = decode_cost(&p, &cells, max_tokens(results));
+    if !rate_rows.is_empty() {
+        notes.push(format!(
+            "decode steps: {} from decode cells, {} from rate cells (TPOT with little prefill load)",
+            cells.len(),
+            rate_rows.len()
+        ));
+    }
+    p.cost = decode_cost(&p, &cells, max_tokens(results), &rate_rows);
     let procedure = Procedure::of(results);
     // Front end and prefill depend on each other only through a lone warm request's engine
     // time (a few ms): two passes settle it.
     for _ in 0..2 {
         p.frontend = frontend(&p, procedure, &results.decode, &mut notes);
+        if p.frontend.latency_knots.is_empty() && !low_load.is_empty() {
+            let f = rate_frontend.unwrap_or_else(|| {
+                notes.push(
+                    "front end: rate cells at one context cannot tell it from prefill; counted as prefill (0 ms)"
+                        .into(),
+                );
+                0.0
+            });
+            p.frontend.latency_knots = low_load.iter().map(|&(len, _)| (len, f)).collect();
+        }
         p.cost.prefill_knots = prefill_knots(&p, results, &mut notes);
+        let f = p.frontend.lone_ms(low_load.first().map_or(0, |x| x.0));
+        for (len, tps) in rate_fit::prefill_knots(&low_load, f) {
+            if !p.cost.prefill_knots.iter().any(|k| k.0 == len) {
+                p.cost.prefill_knots.push((len, tps));
+            }
+        }
+        p.cost.prefill_knots.sort_by_key(|k| k.0);
     }
     p.frontend.contention_per_running = contention(&p, procedure, results);
     // The spacing's stage estimate counts the engine's time between first tokens as the front
@@ -258,7 +293,8 @@ fn kv_floor(r: &Results, p: &Profile, budget: u64, notes: &mut Vec<String>) -> u
     let prefill = r.prefill.iter().filter(|row| row.status == CellStatus::Valid);
     let rows = prefill.map(|row| row.prompt_tokens.unwrap_or(row.context.tokens) + 1);
     let cells = r.decode.iter().filter(|c| c.status.is_measured()).map(|c| c.context.tokens + u64::from(max_tokens(r)));
-    let floor = rows.chain(cells).chain([u64::from(p.max_model_len)]).max().unwrap_or(0);
+    let rates = rate_fit::longest_request(r, max_tokens(r));
+    let floor = rows.chain(cells).chain(rates).chain([u64::from(p.max_model_len)]).max().unwrap_or(0);
     let block = u64::from(p.block_size.max(1));
     let floor = floor.div_ceil(block) * block;
     if budget >= floor {
@@ -302,9 +338,9 @@ fn kv_budget(r: &Results, block: u32, notes: &mut Vec<String>) -> u64 {
 }
 
 /// Step 3: the decode step model.
-fn decode_cost(p: &Profile, cells: &[&DecodeCell], max_tokens: u32) -> CostModel {
+fn decode_cost(p: &Profile, cells: &[&DecodeCell], max_tokens: u32, rate_rows: &[([f64; 4], f64)]) -> CostModel {
     let m = p.mean_tokens_per_step();
-    let rows: Vec<([f64; 4], f64)> = cells
+    let mut rows: Vec<([f64; 4], f64)> = cells
         .iter()
         .filter_map(|c| {
             let n = f64::from(c.concurrency);
@@ -315,6 +351,7 @@ fn decode_cost(p: &Profile, cells: &[&DecodeCell], max_tokens: u32) -> CostModel
             Some(([1.0, n, n.sqrt(), ctx], step))
         })
         .collect();
+    rows.extend_from_slice(rate_rows);
     let coef = nonnegative_least_squares(&rows);
     CostModel {
         prefill_knots: vec![],

@@ -32,6 +32,8 @@ pub mod engine;
 pub mod faults;
 pub mod fit;
 pub mod profile;
+pub mod rate_fit;
+pub mod rate_replay;
 pub mod replay;
 mod server;
 pub mod tokenizer;

@@ -172,9 +172,7 @@ pub fn rate_cell(obs: &RateObservation) -> RateCell {
     // Requests `--max-in-flight` held back until the drain ended were never sent: in the file
     // with their scheduled instant, no send lag, `cancelled`.
     for x in obs.sent.iter().filter(|x| !by_id.contains_key(&x.id)) {
-        let mut q: speedmatrix_schema::RequestSample =
-            serde_json::from_value(serde_json::json!({ "start_ms": round3(x.scheduled_ms) }))
-                .expect("a request of only its start is a valid sample");
+        let mut q = speedmatrix_schema::RequestSample::at(round3(x.scheduled_ms));
         q.finish_reason = Some(speedmatrix_schema::FinishReason::Cancelled);
         cell.requests.push(q);
     }

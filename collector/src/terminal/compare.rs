@@ -12,7 +12,7 @@ use crate::files::FileError;
 use crate::terminal::show::{heading, Grid, Markup};
 use crate::text::clean;
 use speedmatrix_schema::diff::{
-    self, gate, percent, signed_delta, CellRef, Gate, PercentError, RowDiff, RunDiff, TALLY_KEYS,
+    self, gate, percent, rates, signed_delta, CellRef, Gate, PercentError, RowDiff, RunDiff, TALLY_KEYS,
 };
 use speedmatrix_schema::registry::{self, Column};
 use speedmatrix_schema::table::Phase;
@@ -260,6 +260,7 @@ pub fn render(d: &RunDiff, opts: &Options, gate: Option<&Gate>, markup: Markup) 
     prefill_section(&mut out, d, markup);
     decode_section(&mut out, d, col, markup);
     lists_section(&mut out, d, markup);
+    rate_section(&mut out, &d.rates, markup);
     if let Some(g) = gate {
         gate_section(&mut out, g, d.noise.is_some(), markup);
     }
@@ -401,6 +402,128 @@ fn lists_section(out: &mut String, d: &RunDiff, markup: Markup) {
             })
             .collect(),
     );
+}
+
+/// The figures of a rate cell the diff's rate table shows, in column order.
+const RATE_COLUMNS: [&str; 6] =
+    ["achieved_rps", "goodput_rps", "total_tps", "ttft_ms_p50", "tpot_ms_p50", "e2e_ms_p50"];
+
+/// One figure of a rate cell as lines: `A → B` and `Δ % ± verdict`, or the status words.
+pub fn rate_cell_text(r: &rates::RateRowDiff, column: &str) -> String {
+    let Some(d) = r.delta(column) else { return "—".into() };
+    let show = |v: Option<f64>| v.map(|v| rates::figure_text(column, v)).unwrap_or_else(|| "—".into());
+    let mut lines = vec![format!("{} → {}", show(d.a), show(d.b))];
+    if let (Some(v), Some(abs)) = (d.verdict, d.abs) {
+        let change = d.rel.map(|x| percent(x, true)).unwrap_or_else(|| rates::figure_text(column, abs));
+        let pm = match (d.interval, d.a.filter(|a| *a != 0.0 && d.rel.is_some())) {
+            (Some(iv), Some(a)) => format!(" ± {}", percent(iv.half_width() / a.abs(), false)),
+            (Some(iv), None) => format!(" ± {}", rates::figure_text(column, iv.half_width())),
+            (None, _) => String::new(),
+        };
+        lines.push(format!("{change}{pm} {}", v.label()));
+    } else if let Some(why) = &d.not_comparable {
+        lines.push(format!("not comparable ({})", clean(why)));
+    }
+    lines.join("\n")
+}
+
+/// "Request rates": every rate cell of either run, A → B on the figures of [`RATE_COLUMNS`]
+/// with their verdicts; the rate cells' status changes and cells in one run only; the highest
+/// rate meeting the SLO per context. Nothing when neither run has rate cells.
+fn rate_section(out: &mut String, d: &rates::RateDiff, markup: Markup) {
+    if d.is_empty() {
+        return;
+    }
+    heading(out, markup, 2, "Request rates — open-loop rate cells: A → B");
+    let rule = match &d.noise {
+        None => "no per-request samples on a side: every figure by the threshold".to_string(),
+        Some(n) => format!(
+            "TTFT, TPOT and E2E p50 (block bootstrap over each window's requests) and achieved rate and goodput \
+             (batch means over its per-second completions): ± is the {} interval of B − A, better/worse when it \
+             leaves out 0, Benjamini–Hochberg over the rate cells keeps it and the change is at least {}; other figures by the threshold",
+            percent(n.level, false).replace(".0 %", " %"),
+            percent(n.min_change, false)
+        ),
+    };
+    let _ = writeln!(out, "Matched by context, rate and arrival process · {rule}.\n");
+    if !d.rows.is_empty() {
+        let headers = ["Context", "Rate", "Status"]
+            .into_iter()
+            .map(String::from)
+            .chain(RATE_COLUMNS.iter().map(|c| rates::figure_label(c)))
+            .collect();
+        let rows = d
+            .rows
+            .iter()
+            .map(|r| {
+                let status = match (r.status_a, r.status_b) {
+                    (Some(_), None) => "only in A".to_string(),
+                    (None, Some(_)) => "only in B".to_string(),
+                    (a, b) if a == b => status_words(a),
+                    (a, b) => format!("{} → {}", status_words(a), status_words(b)),
+                };
+                let mut row =
+                    vec![clean(&r.cell.context.label), speedmatrix_schema::rate_label(r.cell.rate_rps), status];
+                row.extend(RATE_COLUMNS.iter().map(|c| rate_cell_text(r, c)));
+                row
+            })
+            .collect();
+        out.push_str(&Grid { headers, rows, numeric_from: 3 }.render(markup));
+        out.push('\n');
+    }
+    let mut reasons: Vec<(String, usize)> = Vec::new();
+    let notes = d.rows.iter().flat_map(|r| &r.deltas).filter(|x| x.verdict == Some(diff::Verdict::NotEnoughData));
+    for why in notes.filter_map(|x| x.noise_note.as_ref().map(|n| format!("{}: {n}", rates::figure_label(&x.column)))) {
+        match reasons.iter_mut().find(|(w, _)| *w == why) {
+            Some((_, n)) => *n += 1,
+            None => reasons.push((why, 1)),
+        }
+    }
+    for (why, n) in reasons {
+        let _ = writeln!(out, "Not enough data ({n} cell{}): {}.", if n == 1 { "" } else { "s" }, clean(&why));
+    }
+    if d.slo_a != d.slo_b {
+        let slo = |s: &Option<String>| s.as_deref().map(clean).unwrap_or_else(|| "none".into());
+        let _ = writeln!(
+            out,
+            "The runs' SLOs differ (A: {}; B: {}): goodput is not compared.",
+            slo(&d.slo_a),
+            slo(&d.slo_b)
+        );
+    }
+    let describe = |c: &rates::RateRef| clean(&c.describe());
+    let list = |out: &mut String, title: &str, items: Vec<String>| {
+        if !items.is_empty() {
+            let _ = writeln!(out, "\n{title}:");
+            for i in items {
+                let _ = writeln!(out, "- {i}");
+            }
+        }
+    };
+    list(
+        out,
+        "Rate cells whose status changed",
+        d.status_changes.iter().map(|s| format!("{}: {} → {}", describe(&s.cell), s.a.label(), s.b.label())).collect(),
+    );
+    list(out, "Rate cells only in A", d.only_in_a.iter().map(describe).collect());
+    list(out, "Rate cells only in B", d.only_in_b.iter().map(describe).collect());
+    let rate = |v: Option<f64>, searched: bool| match (v, searched) {
+        (_, false) => "not searched".to_string(),
+        (None, true) => "none".to_string(),
+        (Some(v), true) => speedmatrix_schema::rate_label(v),
+    };
+    list(
+        out,
+        "Highest rate meeting the SLO (--rates auto)",
+        d.rate_at_slo
+            .iter()
+            .map(|s| {
+                let verdict = s.verdict.map_or_else(String::new, |v| format!(" — {}", v.label()));
+                format!("{}: {} → {}{verdict}", clean(&s.context.label), rate(s.a, s.in_a), rate(s.b, s.in_b))
+            })
+            .collect(),
+    );
+    out.push('\n');
 }
 
 /// `--fail-on-regression`: passed, or each regression and why.

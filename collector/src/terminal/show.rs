@@ -26,8 +26,8 @@ pub enum ShowError {
     /// Standard output cannot be written.
     #[error(transparent)]
     Output(#[from] OutputError),
-    /// `--slo` is not in the form `ttft=DUR,tps=N`.
-    #[error("--slo {value:?}: {why}; expected e.g. --slo ttft=2s,tps=20")]
+    /// `--slo` is not in the form `ttft=DUR,tps=N` (or `tpot=DUR`, `p=90`).
+    #[error("--slo {value:?}: {why}; expected e.g. --slo ttft=2s,tps=20 (or tpot=50ms; p=90 for rate cells)")]
     Slo {
         /// The value as given.
         value: String,
@@ -286,58 +286,41 @@ fn decode_matrix(r: &Results) -> Grid {
     Grid { headers, rows, numeric_from: 1 }
 }
 
-/// The rate cells, one row each: what was offered and achieved, throughput, latencies from
-/// the scheduled instants, the send lag.
+/// The rate cells, one row each ([`export::rate_table_line`], the builder the page uses too),
+/// rates ascending per context: what was offered and achieved, throughput, latencies from the
+/// scheduled instants, the send lag, and with an SLO the goodput; when a context's rates were
+/// measured in another order (`--rates auto`), a "Measured" column (`#n`) says which.
 fn rate_table(r: &Results) -> Grid {
-    let ms = |d: Option<speedmatrix_schema::Distribution>, p: fn(&speedmatrix_schema::Distribution) -> Option<f64>| {
-        fmt("ttft_ms", d.as_ref().and_then(p))
-    };
-    let rows = r
-        .rates
-        .iter()
-        .map(|c| {
-            vec![
-                clean(&c.context.label),
-                c.rate_label(),
-                c.status.label().to_string(),
-                c.offered_rps.map_or_else(dash, |v| format!("{v:.2}")),
-                c.achieved_rps.map_or_else(dash, |v| format!("{v:.2}")),
-                fmt("total_tps", c.total_tps),
-                ms(c.ttft_ms, |d| d.p50),
-                ms(c.ttft_ms, |d| d.p90),
-                ms(c.tpot_ms, |d| d.p50),
-                ms(c.e2e_ms, |d| d.p50),
-                c.send_lag_ms.and_then(|d| d.p99).map_or_else(dash, |v| format!("{v:.2} ms")),
-                match (c.goodput_rps, c.meets_slo) {
-                    (Some(g), Some(m)) => format!("{g:.2}{}", if m { " ✓" } else { "" }),
-                    _ => dash(),
-                },
-            ]
-        })
-        .map(|mut row: Vec<String>| {
-            row.truncate(if r.config.rate_slo.is_some() { 12 } else { 11 });
+    let with_slo = r.config.rate_slo.is_some();
+    let measured = export::rates_measured_out_of_order(r);
+    let rows = export::rate_table_order(r)
+        .into_iter()
+        .map(|(i, n)| {
+            let l = export::rate_table_line(&r.rates[i]);
+            let status = match l.note {
+                Some(note) => format!("{}\n{note}", l.status.label()),
+                None => l.status.label().to_string(),
+            };
+            let mut row = vec![clean(&l.context), l.rate.clone()];
+            if measured {
+                row.push(format!("#{n}"));
+            }
+            row.push(status);
+            row.extend(l.figures().into_iter().map(|(_, v)| v.to_string()));
+            if with_slo {
+                row.push(l.goodput.clone());
+            }
             row
         })
         .collect();
-    let headers = [
-        "Context",
-        "Rate",
-        "Status",
-        "Offered req/s",
-        "Achieved req/s",
-        "Total tok/s",
-        "TTFT p50",
-        "TTFT p90",
-        "TPOT p50",
-        "E2E p50",
-        "Send lag p99",
-        "Goodput req/s (✓ meets the SLO)",
-    ]
-    .map(String::from)
-    .to_vec();
-    let mut headers = headers;
-    headers.truncate(if r.config.rate_slo.is_some() { 12 } else { 11 });
-    Grid { headers, rows, numeric_from: 3 }
+    let mut headers: Vec<String> = export::RATE_TABLE_HEADERS.map(String::from).to_vec();
+    if measured {
+        headers.insert(2, "Measured".into());
+    }
+    if with_slo {
+        headers.push(export::RATE_GOODPUT_HEADER.to_string());
+    }
+    Grid { headers, rows, numeric_from: if measured { 4 } else { 3 } }
 }
 
 /// The full measurement table in the seed page's layout, one row per prefill row / decode cell.
@@ -508,50 +491,161 @@ pub fn render_report(r: &Results, all: bool, markup: Markup) -> String {
     out
 }
 
-/// Parse `--slo`: comma-separated `ttft=DUR` (`2s`, `500ms`, `1.5s`) and `tps=N` (per-user
-/// tok/s), each at most once, at least one.
+/// `show --slo`, parsed: the decode cells' SLO (median TTFT, median per-request tok/s) and the
+/// rate cells' (TTFT and TPOT per request and at a percentile), from the same limits.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ShowSlo {
+    /// For decode cells ([`capacity`]).
+    pub decode: Slo,
+    /// For rate cells ([`speedmatrix_schema::rate_slo`]); `tps=N` is a TPOT of 1000 ÷ N ms.
+    pub rate: speedmatrix_schema::RateSlo,
+}
+
+/// Parse `--slo`: comma-separated `ttft=DUR` (`2s`, `500ms`, `1.5s`), `tps=N` (per-user
+/// tok/s) or `tpot=DUR` (its inverse: 50 ms = 20 tok/s), and `p=50|90|99` (the percentile rate
+/// cells are judged at; decode cells use medians), each at most once, at least one limit.
 ///
 /// # Errors
 /// [`ShowError::Slo`] naming the part that is wrong and the expected form.
-pub fn parse_slo(value: &str) -> Result<Slo, ShowError> {
+pub fn parse_slo(value: &str) -> Result<ShowSlo, ShowError> {
     let bad = |why: String| ShowError::Slo { value: value.to_string(), why };
     let mut slo = Slo { ttft_ms: None, per_user_tps: None };
+    let mut tpot_ms: Option<f64> = None;
+    let mut percentile: Option<u8> = None;
+    let duration = |key: &str, v: &str| -> Result<f64, ShowError> {
+        let d = humantime::parse_duration(v.trim())
+            .map_err(|_| bad(format!("{key}={v}: not a duration with a unit (2s, 500ms)")))?;
+        let ms = d.as_secs_f64() * 1000.0;
+        if ms <= 0.0 {
+            return Err(bad(format!("{key} must be more than 0")));
+        }
+        Ok(ms)
+    };
     for part in value.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let (key, v) = part.split_once('=').ok_or_else(|| bad(format!("{part:?} is not KEY=VALUE")))?;
         match key.trim() {
-            "ttft" if slo.ttft_ms.is_none() => {
-                let d = humantime::parse_duration(v.trim())
-                    .map_err(|_| bad(format!("ttft={v}: not a duration with a unit (2s, 500ms)")))?;
-                let ms = d.as_secs_f64() * 1000.0;
-                if ms <= 0.0 {
-                    return Err(bad("ttft must be more than 0".into()));
-                }
-                slo.ttft_ms = Some(ms);
-            }
-            "tps" if slo.per_user_tps.is_none() => {
+            "ttft" if slo.ttft_ms.is_none() => slo.ttft_ms = Some(duration("ttft", v)?),
+            "tps" if slo.per_user_tps.is_none() && tpot_ms.is_none() => {
                 let n: f64 = v.trim().parse().map_err(|_| bad(format!("tps={v}: not a number of tok/s")))?;
                 if !n.is_finite() || n < 0.0 {
                     return Err(bad(format!("tps={v}: must be a number ≥ 0")));
                 }
                 slo.per_user_tps = Some(n);
             }
-            "ttft" | "tps" => return Err(bad(format!("{key} is given twice"))),
-            other => return Err(bad(format!("unknown key {other:?} (ttft, tps)"))),
+            "tpot" if slo.per_user_tps.is_none() && tpot_ms.is_none() => tpot_ms = Some(duration("tpot", v)?),
+            "p" if percentile.is_none() => {
+                percentile = Some(match v.trim() {
+                    "50" => 50,
+                    "90" => 90,
+                    "99" => 99,
+                    other => return Err(bad(format!("p={other}: use 50, 90 or 99"))),
+                })
+            }
+            "tps" | "tpot" if slo.per_user_tps.is_some() || tpot_ms.is_some() => {
+                return Err(bad("give tps or tpot, not both (tpot = 1000 ÷ tps ms)".into()))
+            }
+            "ttft" | "p" => return Err(bad(format!("{key} is given twice"))),
+            other => return Err(bad(format!("unknown key {other:?} (ttft, tps, tpot, p)"))),
         }
     }
-    if slo.ttft_ms.is_none() && slo.per_user_tps.is_none() {
-        return Err(bad("give ttft, tps or both".into()));
+    if slo.ttft_ms.is_none() && slo.per_user_tps.is_none() && tpot_ms.is_none() {
+        return Err(bad("give ttft, tps or both (or tpot instead of tps)".into()));
     }
-    Ok(slo)
+    if let Some(t) = tpot_ms {
+        slo.per_user_tps = Some(1000.0 / t);
+    }
+    let rate = speedmatrix_schema::RateSlo {
+        ttft_ms: slo.ttft_ms,
+        tpot_ms: tpot_ms.or(slo.per_user_tps.filter(|n| *n > 0.0).map(|n| 1000.0 / n)),
+        percentile: percentile.unwrap_or(50),
+    };
+    Ok(ShowSlo { decode: slo, rate })
 }
 
 /// The capacity at `slo` ([`capacity`]): title and subtitle, then per context the largest
 /// concurrency meeting it with its figures, and why a context has none.
-pub fn render_capacity(r: &Results, slo: &Slo, markup: Markup) -> String {
+pub fn render_capacity(r: &Results, both: &ShowSlo, markup: Markup) -> String {
     let mut out = String::new();
     heading(&mut out, markup, 1, "Speed test matrix");
     let _ = writeln!(out, "{}\n\n{}\n", clean(&run_title(r)), clean(&summary::subtitle(r)));
-    heading(&mut out, markup, 2, &format!("Capacity at your SLO — {}", slo.describe()));
+    if !r.decode.is_empty() || r.rates.is_empty() {
+        decode_capacity(&mut out, r, &both.decode, markup);
+    }
+    if !r.rates.is_empty() {
+        rate_capacity(&mut out, r, &both.rate, markup);
+    }
+    out
+}
+
+/// The rate cells judged against the SLO ([`speedmatrix_schema::rate_slo`], the rules of
+/// `run --slo`): rates ascending per context with the order they were measured, goodput and
+/// whether each meets it; then per context the highest rate that does.
+fn rate_capacity(out: &mut String, r: &Results, slo: &speedmatrix_schema::RateSlo, markup: Markup) {
+    use speedmatrix_schema::rate_slo;
+    if !out.ends_with("\n\n") {
+        out.push('\n');
+    }
+    heading(out, markup, 2, &format!("Rate cells at your SLO — {}", speedmatrix_schema::rate::slo_text(slo)));
+    let _ = writeln!(
+        out,
+        "A request counts toward goodput when its own TTFT (from its scheduled instant) and TPOT are within the limits; \
+         a cell meets the SLO when it is valid and its TTFT and TPOT at p{} are within them (the rules of run --slo). \
+         Rates ascending; Measured is the order the run measured them (with --rates auto, the search's).\n",
+        slo.percentile
+    );
+    let judged = rate_slo::judge(r, slo);
+    let p = slo.percentile;
+    let headers = [
+        "Context".to_string(),
+        "Rate".into(),
+        "Measured".into(),
+        "Status".into(),
+        "Achieved req/s".into(),
+        format!("TTFT p{p}"),
+        format!("TPOT p{p}"),
+        "Goodput req/s".into(),
+        "Meets the SLO".into(),
+    ]
+    .to_vec();
+    let rows = judged
+        .iter()
+        .map(|j| {
+            vec![
+                clean(&j.cell.context.label),
+                j.cell.rate_label(),
+                format!("#{}", j.measured),
+                j.cell.status.label().to_string(),
+                export::rps_text(j.cell.achieved_rps),
+                fmt("ttft_ms", j.ttft_ms),
+                fmt("tpot_ms", j.tpot_ms),
+                export::rps_text(j.goodput_rps),
+                if j.meets { "yes".into() } else { "no".into() },
+            ]
+        })
+        .collect();
+    out.push_str(&Grid { headers, rows, numeric_from: 4 }.render(markup));
+    out.push('\n');
+    for cap in rate_slo::capacity(&judged) {
+        let _ = writeln!(
+            out,
+            "Highest rate meeting the SLO at {}: {}{}.",
+            clean(&cap.context.label),
+            cap.rate_rps.map_or("none".into(), speedmatrix_schema::rate_label),
+            cap.failed_at_rps.map(|f| format!(" ({} did not)", speedmatrix_schema::rate_label(f))).unwrap_or_default()
+        );
+    }
+    if let Some(run_slo) = r.config.rate_slo.as_ref().filter(|s| *s != slo) {
+        let _ = writeln!(
+            out,
+            "The run measured with another SLO ({}): its goodput column and --rates auto search were for that one.",
+            speedmatrix_schema::rate::slo_text(run_slo)
+        );
+    }
+}
+
+/// The decode cells' capacity at `slo` ([`capacity`]).
+fn decode_capacity(out: &mut String, r: &Results, slo: &Slo, markup: Markup) {
+    heading(out, markup, 2, &format!("Capacity at your SLO — {}", slo.describe()));
     let _ = writeln!(
         out,
         "Per context, the most simultaneous requests whose cell is valid and meets the SLO; its total tok/s is the goodput.\n"
@@ -586,7 +680,6 @@ pub fn render_capacity(r: &Results, slo: &Slo, markup: Markup) -> String {
     if let Err(why) = speedmatrix_schema::derived::gpu_count(r) {
         let _ = writeln!(out, "\nTotal tok/s per GPU: — because {why}.");
     }
-    out
 }
 
 fn per_gpu_metric() -> &'static registry::Metric {

@@ -524,7 +524,7 @@ mod tests {
     }
 
     fn request(start_ms: f64, ttft: Option<f64>, opening: Option<bool>, error: Option<&str>) -> RequestSample {
-        let mut q: RequestSample = serde_json::from_value(serde_json::json!({ "start_ms": start_ms })).unwrap();
+        let mut q = RequestSample::at(start_ms);
         q.ttft_ms = ttft;
         q.opening = opening;
         q.error = error.map(str::to_string);

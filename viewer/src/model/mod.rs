@@ -6,6 +6,7 @@ pub mod cell_detail;
 pub mod chart_spec;
 pub mod live_feed;
 pub mod multi_run;
+pub mod rate_diff;
 pub mod rate_report;
 pub mod run_diff;
 pub mod run_index;

@@ -6,64 +6,21 @@
 
 use crate::model::chart_spec::{all_x, all_y, axis, ChartSpec, Point, Series, Stroke, TickStyle};
 use crate::model::run_report::DASH;
+use speedmatrix_schema::diff::rates::{figure_label, figure_text, RATE_FIGURES};
 use speedmatrix_schema::registry;
-use speedmatrix_schema::{CellStatus, Distribution, RateCell, Results};
+use speedmatrix_schema::{rate_label, CellStatus, Distribution, RateCell, Results};
 
-/// One line of the rate table: a context at an offered rate.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RateLine {
-    /// The context's label, "8K".
-    pub context: String,
-    /// The planned rate, "0.5 req/s".
-    pub rate: String,
-    /// The cell's status.
-    pub status: CellStatus,
-    /// Why the status (shown on hover and focus), if the file says.
-    pub reason: Option<String>,
-    /// Requests scheduled in the window ÷ its length, "0.48"; a dash when not measured.
-    pub offered: String,
-    /// Requests finished in the window ÷ its length, "0.48".
-    pub achieved: String,
-    /// Output tok/s in the window, as the registry writes it.
-    pub total_tps: String,
-    /// TTFT median from the scheduled instants, "363 ms".
-    pub ttft_p50: String,
-    /// TTFT p90.
-    pub ttft_p90: String,
-    /// TPOT median.
-    pub tpot_p50: String,
-    /// E2E latency median.
-    pub e2e_p50: String,
-    /// Send lag p99, "0.41 ms".
-    pub send_lag_p99: String,
-}
+pub use speedmatrix_schema::export::{RateTableLine as RateLine, RATE_TABLE_HEADERS as HEADERS};
 
-impl RateLine {
-    /// What a screen reader says for the status cell: "8K context at 8 req/s: Saturated",
-    /// then the reason when there is one.
-    pub fn spoken(&self) -> String {
-        let head = format!("{} context at {}: {}", self.context, self.rate, self.status.label());
-        match &self.reason {
-            Some(why) => format!("{head}, {why}"),
-            None => head,
-        }
+/// What a screen reader says for a rate line's status cell: "8K context at 8 req/s:
+/// Saturated", then the reason when there is one.
+pub fn spoken(l: &RateLine) -> String {
+    let head = format!("{} context at {}: {}", l.context, l.rate, l.status.label());
+    match &l.reason {
+        Some(why) => format!("{head}, {why}"),
+        None => head,
     }
 }
-
-/// The headers of the rate table, in column order.
-pub const HEADERS: [&str; 11] = [
-    "Context",
-    "Rate",
-    "Status",
-    "Offered req/s",
-    "Achieved req/s",
-    "Total tok/s",
-    "TTFT p50",
-    "TTFT p90",
-    "TPOT p50",
-    "E2E p50",
-    "Send lag p99",
-];
 
 fn metric(id: &str, v: Option<f64>) -> String {
     match (registry::metric(id), v) {
@@ -79,36 +36,13 @@ fn stat(d: &Option<Distribution>, p: StatOf) -> Option<f64> {
     d.as_ref().and_then(p)
 }
 
-/// A request rate as the table writes it: two decimals ("0.48", "7.90").
-pub fn rps(v: Option<f64>) -> String {
-    v.filter(|v| v.is_finite()).map_or_else(|| DASH.to_string(), |v| format!("{v:.2}"))
-}
-
-fn line(c: &RateCell) -> RateLine {
-    RateLine {
-        context: c.context.label.clone(),
-        rate: c.rate_label(),
-        status: c.status,
-        reason: c.reason.clone(),
-        offered: rps(c.offered_rps),
-        achieved: rps(c.achieved_rps),
-        total_tps: metric("total_tps", c.total_tps),
-        ttft_p50: metric("ttft_ms", stat(&c.ttft_ms, |d| d.p50)),
-        ttft_p90: metric("ttft_ms", stat(&c.ttft_ms, |d| d.p90)),
-        tpot_p50: metric("tpot_ms", stat(&c.tpot_ms, |d| d.p50)),
-        e2e_p50: metric("e2e_ms", stat(&c.e2e_ms, |d| d.p50)),
-        send_lag_p99: stat(&c.send_lag_ms, |d| d.p99)
-            .filter(|v| v.is_finite())
-            .map_or_else(|| DASH.to_string(), |v| format!("{v:.2} ms")),
-    }
-}
-
-/// The rate table: one line per rate cell, contexts in plan order and rates ascending within a
-/// context (the order the collector measures them).
+/// The rate table: one line per rate cell ([`speedmatrix_schema::export::rate_table_line`],
+/// the builder `show` uses too), contexts in plan order and rates ascending within a context.
 pub fn rate_lines(r: &Results) -> Vec<RateLine> {
-    let mut cells: Vec<&RateCell> = r.rates.iter().collect();
-    cells.sort_by(|a, b| a.context.tokens.cmp(&b.context.tokens).then(a.rate_rps.total_cmp(&b.rate_rps)));
-    cells.into_iter().map(line).collect()
+    speedmatrix_schema::export::rate_table_order(r)
+        .into_iter()
+        .map(|(i, _)| speedmatrix_schema::export::rate_table_line(&r.rates[i]))
+        .collect()
 }
 
 /// The statuses the section's legend explains: those a rate cell can have besides valid
@@ -120,54 +54,62 @@ pub fn legend(r: &Results) -> Vec<(CellStatus, bool)> {
         .collect()
 }
 
-/// The chart's id (canvas `chart-rate-ttft`, PNG `…-rate-ttft.png`).
+/// The TTFT chart's id (canvas `chart-rate-ttft`, PNG `…-rate-ttft.png`).
 pub const CHART_ID: &str = "rate-ttft";
+/// The TPOT chart's id (canvas `chart-rate-tpot`).
+pub const TPOT_CHART_ID: &str = "rate-tpot";
 
-/// TTFT p50 (solid) and p90 (dashed) against the achieved rate, one pair of lines per context
-/// (a context keeps one colour), over the measured rate cells that have both figures. Lines
-/// join valid cells; a saturated or client-limited cell is its own mark. `None` when no rate
-/// cell has a point.
-pub fn ttft_chart(r: &Results) -> Option<ChartSpec> {
+/// One line of a latency chart per context: its name, stroke and the statistic drawn.
+type LineOf = (&'static str, Stroke, fn(&RateCell) -> Option<f64>);
+
+/// A latency against the achieved rate, one line per context and entry of `lines` (a context
+/// keeps one colour), over the measured rate cells that have both figures; `None` without a
+/// point.
+fn latency_chart(
+    r: &Results,
+    id: &'static str,
+    metric_id: &str,
+    lines: &[LineOf],
+    title: &str,
+    caption: &str,
+    y_label: &str,
+) -> Option<ChartSpec> {
     let mut contexts: Vec<(u64, String)> =
         r.rates.iter().map(|c| (c.context.tokens, c.context.label.clone())).collect();
     contexts.sort();
     contexts.dedup();
-    let percentiles: [(&str, Stroke, StatOf); 2] =
-        [("p50", Stroke::Solid, |d| d.p50), ("p90", Stroke::Dashed, |d| d.p90)];
     let mut series = Vec::new();
     for (colour, (tokens, label)) in contexts.iter().enumerate() {
-        for (name, stroke, p) in percentiles {
+        for (name, stroke, figure) in lines {
             let mut points: Vec<Point> = r
                 .rates
                 .iter()
                 .filter(|c| c.context.tokens == *tokens && c.status.is_measured())
                 .filter_map(|c| {
                     let x = c.achieved_rps.filter(|v| v.is_finite())?;
-                    let y = stat(&c.ttft_ms, p).filter(|v| v.is_finite())?;
+                    let y = figure(c).filter(|v| v.is_finite())?;
                     Some(Point {
                         x,
                         y,
                         status: c.status,
-                        label: format!("{label} context · TTFT {name} · {} offered", c.rate_label()),
+                        label: format!("{label} context · {name} · {} offered", c.rate_label()),
                         x_text: format!("{x:.2} req/s"),
-                        y_text: metric("ttft_ms", Some(y)),
+                        y_text: metric(metric_id, Some(y)),
                         interval: None,
                     })
                 })
                 .collect();
             points.sort_by(|a, b| a.x.total_cmp(&b.x));
-            series.push(Series { name: format!("{label} context · TTFT {name}"), colour, stroke, points });
+            series.push(Series { name: format!("{label} context · {name}"), colour, stroke: *stroke, points });
         }
     }
     series.retain(|s| !s.points.is_empty());
     let spec = ChartSpec {
-        id: CHART_ID,
-        title: "Time to first token vs achieved request rate".into(),
-        caption: "TTFT from each request's scheduled instant, median (solid) and p90 (dashed), one pair of lines \
-                  per context length: where the lines turn up, the server stops keeping up."
-            .into(),
+        id,
+        title: title.into(),
+        caption: caption.into(),
         x: axis("Achieved rate (req/s)".into(), all_x(&series), TickStyle::Compact, true),
-        y: axis("TTFT (ms)".into(), all_y(&series), TickStyle::Compact, true),
+        y: axis(y_label.into(), all_y(&series), TickStyle::Compact, true),
         series,
         frontiers: Vec::new(),
         markers: Vec::new(),
@@ -175,6 +117,226 @@ pub fn ttft_chart(r: &Results) -> Option<ChartSpec> {
         legend: None,
     };
     spec.has_points().then_some(spec)
+}
+
+/// TTFT p50 (solid) and p90 (dashed) against the achieved rate, one pair of lines per context
+/// (a context keeps one colour), over the measured rate cells that have both figures. Lines
+/// join valid cells; a saturated or client-limited cell is its own mark. `None` when no rate
+/// cell has a point.
+pub fn ttft_chart(r: &Results) -> Option<ChartSpec> {
+    latency_chart(
+        r,
+        CHART_ID,
+        "ttft_ms",
+        &[
+            ("TTFT p50", Stroke::Solid, |c| stat(&c.ttft_ms, |d| d.p50)),
+            ("TTFT p90", Stroke::Dashed, |c| stat(&c.ttft_ms, |d| d.p90)),
+        ],
+        "Time to first token vs achieved request rate",
+        "TTFT from each request's scheduled instant, median (solid) and p90 (dashed), one pair of lines \
+         per context length: where the lines turn up, the server stops keeping up.",
+        "TTFT (ms)",
+    )
+}
+
+/// TPOT p50 against the achieved rate, one line per context: decode slows as more requests
+/// share the batches, and climbs at the knee. `None` when no rate cell has a point.
+pub fn tpot_chart(r: &Results) -> Option<ChartSpec> {
+    latency_chart(
+        r,
+        TPOT_CHART_ID,
+        "tpot_ms",
+        &[("TPOT p50", Stroke::Solid, |c| stat(&c.tpot_ms, |d| d.p50))],
+        "Time per output token vs achieved request rate",
+        "TPOT median per context length: each request's decode speed as the rate (and the requests in flight) grows.",
+        "TPOT (ms)",
+    )
+}
+
+/// The figures the rate heatmap can show: the column ids of `show --rates` (and of the diff's
+/// rate figures, `speedmatrix_schema::diff::rates::RATE_FIGURES`).
+pub const HEATMAP_METRICS: [&str; 8] = [
+    "achieved_rps",
+    "goodput_rps",
+    "total_tps",
+    "ttft_ms_p50",
+    "ttft_ms_p90",
+    "tpot_ms_p50",
+    "e2e_ms_p50",
+    "send_lag_ms_p99",
+];
+
+/// The rate heatmap's default figure.
+pub const DEFAULT_HEATMAP_METRIC: &str = "achieved_rps";
+
+/// A rate figure: whether higher is better, and the figure of a cell.
+type RateFigure = (Option<bool>, fn(&RateCell) -> Option<f64>);
+
+fn figure(id: &str) -> Option<RateFigure> {
+    RATE_FIGURES.iter().find(|f| f.0 == id).map(|f| (f.1, f.2))
+}
+
+/// One cell of the rate heatmap.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RateHeatCell {
+    /// "8K".
+    pub context: String,
+    /// "0.5 req/s".
+    pub rate: String,
+    /// `None`: the run has no cell at this context and rate.
+    pub status: Option<CellStatus>,
+    /// The figure, written as the rate table writes it; `None` without one.
+    pub value: Option<String>,
+    /// Position on the colour scale, 0 (worst / lowest) – 1 (best / highest).
+    pub level: Option<f64>,
+    /// Why the status, if the file says.
+    pub reason: Option<String>,
+    /// The approximate-token-count mark ([`speedmatrix_schema::status::approximate_rate_note`]).
+    pub note: Option<&'static str>,
+}
+
+impl RateHeatCell {
+    /// What a screen reader says: "8K context at 2 req/s: 1.60 req/s, Valid", then the reason.
+    pub fn spoken(&self) -> String {
+        let mut rest = vec![self.value.clone().unwrap_or_else(|| "no value".into())];
+        rest.push(self.status.map_or_else(|| "not planned".into(), |s| s.label().to_string()));
+        rest.extend(self.note.map(str::to_string));
+        rest.extend(self.reason.clone());
+        format!("{} context at {}: {}", self.context, self.rate, rest.join(", "))
+    }
+}
+
+/// The rate heatmap: rows are the contexts of the rate cells, columns their planned rates.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RateHeatmap {
+    /// Column headers: the rates, "0.5 req/s".
+    pub rates: Vec<String>,
+    /// (context label, cells).
+    pub rows: Vec<(String, Vec<RateHeatCell>)>,
+    /// The figures at the light and dark ends of the colour scale.
+    pub scale_ends: Option<(String, String)>,
+    /// Whether a darker cell is better (`Some(true)`), or only higher (`None`).
+    pub darker_is_better: Option<bool>,
+}
+
+/// The heatmap of figure `id` (one of [`HEATMAP_METRICS`]; another gives the default's) over
+/// the run's rate cells: contexts by tokens, rates ascending; cells not measured show their
+/// status.
+pub fn rate_heatmap(r: &Results, id: &str) -> RateHeatmap {
+    let id = if HEATMAP_METRICS.contains(&id) { id } else { DEFAULT_HEATMAP_METRIC };
+    let (higher_is_better, value_of) = figure(id).expect("HEATMAP_METRICS are rate figures");
+    let mut contexts: Vec<(u64, String)> =
+        r.rates.iter().map(|c| (c.context.tokens, c.context.label.clone())).collect();
+    contexts.sort();
+    contexts.dedup();
+    let mut rates: Vec<f64> = r.rates.iter().map(|c| c.rate_rps).collect();
+    rates.sort_by(f64::total_cmp);
+    rates.dedup();
+    let measured = |c: &&RateCell| c.status.is_measured();
+    let values: Vec<f64> = r.rates.iter().filter(measured).filter_map(value_of).filter(|v| v.is_finite()).collect();
+    let range = values.iter().fold(None, |acc: Option<(f64, f64)>, &v| match acc {
+        None => Some((v, v)),
+        Some((lo, hi)) => Some((lo.min(v), hi.max(v))),
+    });
+    let level = |v: f64| {
+        let (lo, hi) = range.unwrap_or((v, v));
+        let t = if hi > lo { (v - lo) / (hi - lo) } else { 1.0 };
+        if higher_is_better == Some(false) {
+            1.0 - t
+        } else {
+            t
+        }
+    };
+    let rows = contexts
+        .iter()
+        .map(|(tokens, label)| {
+            let cells = rates
+                .iter()
+                .map(|&rate| match r.rates.iter().find(|c| c.context.tokens == *tokens && c.rate_rps == rate) {
+                    None => RateHeatCell {
+                        context: label.clone(),
+                        rate: rate_label(rate),
+                        status: None,
+                        value: None,
+                        level: None,
+                        reason: None,
+                        note: None,
+                    },
+                    Some(c) => {
+                        let v = if c.status.is_measured() { value_of(c).filter(|v| v.is_finite()) } else { None };
+                        RateHeatCell {
+                            context: label.clone(),
+                            rate: c.rate_label(),
+                            status: Some(c.status),
+                            value: v.map(|v| figure_text(id, v)),
+                            level: v.map(level),
+                            reason: c.reason.clone(),
+                            note: speedmatrix_schema::status::approximate_rate_note(c),
+                        }
+                    }
+                })
+                .collect();
+            (label.clone(), cells)
+        })
+        .collect();
+    let scale_ends = range.map(|(lo, hi)| {
+        let (lo, hi) = (figure_text(id, lo), figure_text(id, hi));
+        if higher_is_better == Some(false) {
+            (hi, lo)
+        } else {
+            (lo, hi)
+        }
+    });
+    RateHeatmap {
+        rates: rates.into_iter().map(rate_label).collect(),
+        rows,
+        scale_ends,
+        darker_is_better: higher_is_better.map(|_| true),
+    }
+}
+
+/// The heatmap's metric options: (id, label, whether a measured cell of the run has it).
+pub fn heatmap_choices(r: &Results) -> Vec<(String, String, bool)> {
+    HEATMAP_METRICS
+        .iter()
+        .map(|id| {
+            let (_, value_of) = figure(id).expect("HEATMAP_METRICS are rate figures");
+            let has = r.rates.iter().filter(|c| c.status.is_measured()).any(|c| value_of(c).is_some());
+            (id.to_string(), figure_label(id), has)
+        })
+        .collect()
+}
+
+/// What the run says about its SLO of rate cells: the SLO in words, then per context the
+/// highest rate meeting it that `--rates auto` found (or the measured cells' best when the run
+/// has an SLO but no search). Empty without an SLO.
+pub fn slo_lines(r: &Results) -> Vec<String> {
+    let Some(slo) = &r.config.rate_slo else { return Vec::new() };
+    let mut out = vec![format!(
+        "SLO: {} · goodput counts the requests of a window that met it (their own TTFT and TPOT), per second",
+        speedmatrix_schema::rate::slo_text(slo)
+    )];
+    if r.rate_at_slo.is_empty() {
+        let judged = speedmatrix_schema::rate_slo::judge(r, slo);
+        for cap in speedmatrix_schema::rate_slo::capacity(&judged) {
+            out.push(format!(
+                "Highest rate meeting the SLO at {}: {}{}",
+                cap.context.label,
+                cap.rate_rps.map_or("none".into(), rate_label),
+                cap.failed_at_rps.map(|f| format!(" ({} did not)", rate_label(f))).unwrap_or_default()
+            ));
+        }
+    }
+    for found in &r.rate_at_slo {
+        out.push(format!(
+            "Highest rate meeting the SLO at {}: {}{} — {}",
+            found.context.label,
+            found.rate_rps.map_or("none".into(), rate_label),
+            found.failed_at_rps.map(|f| format!(" ({} did not)", rate_label(f))).unwrap_or_default(),
+            found.reason
+        ));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -218,7 +380,7 @@ mod tests {
         assert_eq!((sat.offered.as_str(), sat.achieved.as_str()), ("10.80", "4.80"));
         assert_eq!((sat.ttft_p50.as_str(), sat.ttft_p90.as_str()), ("4,256 ms", "6,033 ms"));
         assert!(sat.reason.as_deref().unwrap().starts_with("saturated: requests in flight grew from 29 to 59"));
-        assert!(sat.spoken().starts_with("8K context at 8 req/s: Saturated, saturated: "), "{}", sat.spoken());
+        assert!(spoken(sat).starts_with("8K context at 8 req/s: Saturated, saturated: "), "{}", spoken(sat));
         // Past the saturated rate: not run, every figure a dash, the reason kept.
         let skipped = &lines[3];
         assert!([&skipped.offered, &skipped.achieved, &skipped.total_tps, &skipped.ttft_p50, &skipped.send_lag_p99]
@@ -284,5 +446,49 @@ mod tests {
             "6,033 ms".to_string(),
             "Saturated".to_string()
         ]));
+    }
+
+    #[test]
+    fn the_rate_heatmap_has_a_row_per_context_and_a_column_per_rate() {
+        let r = twin();
+        let h = rate_heatmap(&r, "ttft_ms_p50");
+        assert_eq!(h.rates, ["0.5 req/s", "1 req/s", "8 req/s", "16 req/s"]);
+        let labels: Vec<&str> = h.rows.iter().map(|(l, _)| l.as_str()).collect();
+        assert_eq!(labels, ["8K", "32K"]);
+        let low = &h.rows[0].1[0];
+        assert_eq!((low.value.as_deref(), low.status), (Some("365 ms"), Some(CellStatus::Valid)));
+        // Less TTFT is better: the fastest cell is darkest.
+        assert_eq!(low.level, Some(1.0));
+        assert_eq!(h.scale_ends, Some(("4,256 ms".to_string(), "365 ms".to_string())));
+        assert!(h.rows[0].1[3].value.is_none() && h.rows[0].1[3].status == Some(CellStatus::NotRun));
+        assert!(h.rows[0].1[2].spoken().starts_with("8K context at 8 req/s: 4,256 ms, Saturated, saturated: "));
+        let achieved = rate_heatmap(&r, "no-such-figure");
+        assert_eq!(achieved.rows[0].1[1].value.as_deref(), Some("1.60 req/s"), "the default figure: achieved rate");
+        // Goodput needs an SLO: this run has none, so the option is offered without data.
+        let choices = heatmap_choices(&r);
+        assert!(choices.iter().any(|(id, _, has)| id == "goodput_rps" && !has));
+        assert!(choices.iter().any(|(id, label, has)| id == "ttft_ms_p90" && label == "TTFT p90" && *has));
+    }
+
+    #[test]
+    fn the_tpot_chart_and_the_slo_lines() {
+        let mut r = twin();
+        let tpot = tpot_chart(&r).expect("measured rate cells have TPOT");
+        assert_eq!(tpot.id, "rate-tpot");
+        assert_eq!(tpot.series.len(), 2, "one line per context");
+        assert!(slo_lines(&r).is_empty(), "no SLO, no lines");
+        r.config.rate_slo = Some(speedmatrix_schema::RateSlo { ttft_ms: Some(700.0), tpot_ms: None, percentile: 90 });
+        let lines = slo_lines(&r);
+        assert!(lines[0].starts_with("SLO: TTFT p90 ≤ 700 ms"), "{lines:?}");
+        assert_eq!(
+            lines[1..],
+            [
+                "Highest rate meeting the SLO at 8K: 1 req/s (8 req/s did not)",
+                "Highest rate meeting the SLO at 32K: none (0.5 req/s did not)"
+            ]
+        );
+        r.rates[0].token_count_source = Some(speedmatrix_schema::TokenCountSource::ChunkCount);
+        assert_eq!(rate_lines(&r)[0].note, Some("≈ approximate: tokens counted from chunks"));
+        assert_eq!(rate_heatmap(&r, "total_tps").rows[0].1[0].note, Some("≈ approximate: tokens counted from chunks"));
     }
 }

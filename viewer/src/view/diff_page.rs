@@ -11,6 +11,7 @@
 //! text, never as HTML.
 
 use crate::model::chart_spec::{self, RunRef, Stroke};
+use crate::model::rate_diff;
 use crate::model::run_diff::{self, DeltaCell, LINE_COLUMNS};
 use crate::model::run_index::index_runs;
 use crate::model::run_report;
@@ -272,6 +273,7 @@ pub fn DiffView(
             {move || d.with(not_compared)}
             {side_by_side(a.clone(), b.clone(), d, selected)}
             {what_changed(d, selected)}
+            {move || d.with(rate_changes)}
             <OverlaidCharts a=a.clone() b=b.clone() view=view />
             <MatchedTable d=d selected=selected />
         </article>
@@ -519,6 +521,75 @@ fn not_compared(d: &RunDiff) -> impl IntoView {
             </section>
         }
     })
+}
+
+/// "Request rates": every rate cell of either run, B against A on the figures of
+/// [`rate_diff::RATE_COLUMNS`], and what was not compared; nothing when neither run has rate
+/// cells.
+fn rate_changes(d: &RunDiff) -> Option<impl IntoView> {
+    if d.rates.is_empty() {
+        return None;
+    }
+    let lines = rate_diff::rate_lines(&d.rates, d.threshold);
+    let notes = rate_diff::rate_notes(&d.rates);
+    let rule = match &d.rates.noise {
+        Some(n) => format!(
+            "TTFT, TPOT and E2E p50 (block bootstrap over each window's requests), achieved rate and goodput (batch means over its per-second completions): ± is the 95 % interval of B − A, better or worse when it leaves out 0, the false-alarm control keeps it and the change is at least {} · other figures: changes under {} are the same",
+            percent(n.min_change, false),
+            percent(d.threshold, false)
+        ),
+        None => format!("no per-request samples on a side · changes under {} are the same", percent(d.threshold, false)),
+    };
+    Some(view! {
+        <section class="section" id="diff-rates">
+            <h2>"Request rates"</h2>
+            <p class="section-sub">"Open-loop rate cells matched by context, rate and arrival process · B against A · " {rule}</p>
+            <div class="table-wrap">
+                <table class="measurements rate-diff" id="rate-diff-table">
+                    <thead>
+                        <tr>{rate_diff::headers().into_iter().map(|h| view! { <th scope="col">{h}</th> }).collect_view()}</tr>
+                    </thead>
+                    <tbody>
+                        {lines
+                            .into_iter()
+                            .map(|l| {
+                                let (context, rate) = (l.context.clone(), l.rate.clone());
+                                view! {
+                                    <tr data-context=context data-rate=rate data-kind=l.kind.id()>
+                                        <th scope="row">{l.context}</th>
+                                        <td>{l.rate}</td>
+                                        <td class=format!("d-{}", l.kind.id()) data-col="status">{l.status}</td>
+                                        {l.cells.into_iter().map(rate_delta_td).collect_view()}
+                                    </tr>
+                                }
+                            })
+                            .collect_view()}
+                    </tbody>
+                </table>
+            </div>
+            {(!notes.is_empty())
+                .then(|| view! { <ul class="diff-notes" id="rate-diff-notes">{notes.into_iter().map(|t| view! { <li>{t}</li> }).collect_view()}</ul> })}
+        </section>
+    })
+}
+
+fn rate_delta_td(c: rate_diff::RateDeltaCell) -> impl IntoView {
+    view! {
+        <td
+            class=format!("dm-cell d-{}", c.kind.id())
+            class:light=c.light
+            data-col=c.column
+            data-kind=c.kind.id()
+            style:background-color=c.background
+            title=c.note.unwrap_or_else(|| c.kind.meaning().to_string())
+        >
+            <span class="dm-main">
+                {(!c.kind.mark().is_empty()).then(|| view! { <span class="dm-mark">{c.kind.mark()} " "</span> })}
+                {c.main}
+            </span>
+            {c.detail.map(|t| view! { <span class="dm-detail">{t}</span> })}
+        </td>
+    }
 }
 
 /// Every matched measurement, sortable by any column.
