@@ -171,6 +171,7 @@ fn arrival_id(p: ArrivalProcess) -> &'static str {
         ArrivalProcess::Poisson => "poisson",
         ArrivalProcess::Constant => "constant",
         ArrivalProcess::Gamma => "gamma",
+        ArrivalProcess::Trace => "trace",
     }
 }
 
