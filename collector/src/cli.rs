@@ -234,6 +234,21 @@ pub struct RunArgs {
     /// they are not run, saying why).
     #[arg(long)]
     pub keep_going: bool,
+    /// Replay a request trace in the Mooncake format (one JSON object per line: `timestamp` ms,
+    /// `input_length`, `output_length`, `hash_ids`): each request sent at its timestamp, open
+    /// loop, prompts sharing the prefix blocks its hash ids say. Without --contexts,
+    /// --concurrency or --prefill-contexts, only the trace is measured.
+    #[arg(long, value_name = "FILE.jsonl")]
+    pub trace: Option<std::path::PathBuf>,
+    /// Replay the trace this many times as fast (2: every gap halved; 0.5: twice as slow).
+    #[arg(long, value_name = "F", default_value = "1")]
+    pub trace_speed: String,
+    /// Replay the trace from this many seconds of trace time (its requests from then on).
+    #[arg(long, value_name = "SECONDS")]
+    pub trace_from: Option<String>,
+    /// Replay the trace up to this many seconds of trace time (its requests before then).
+    #[arg(long, value_name = "SECONDS")]
+    pub trace_to: Option<String>,
     /// Prefill contexts (one cold request each); `none` for no prefill rows.
     #[arg(long, value_delimiter = ',', default_value = "8k,16k,32k,64k,128k,max")]
     pub prefill_contexts: Vec<String>,

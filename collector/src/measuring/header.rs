@@ -81,6 +81,7 @@ pub(crate) fn fresh_results(info: &ServerInfo, plan: &Plan, spec: &RunSpec, host
             })
             .collect(),
         rate_at_slo: vec![],
+        traces: spec.trace.iter().map(|t| crate::measuring::trace::planned_row(t, spec.max_in_flight)).collect(),
         client: Some(host.client.clone()),
         missing: info.facts.missing.iter().chain(&host.missing).cloned().collect(),
         import: None,
@@ -130,6 +131,7 @@ fn run_config(plan: &Plan, spec: &RunSpec) -> Config {
         rates: plan.rates.clone(),
         rate_slo: spec.slo,
         rate_search: spec.rate_search,
+        trace: spec.trace.as_ref().map(|t| t.source.clone()),
     }
 }
 
