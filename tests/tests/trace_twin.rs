@@ -264,3 +264,49 @@ fn the_dry_run_shows_the_trace_and_its_replay_time() {
     assert!(log.contains(&format!("replayed in {replay_s:.1} s")), "{log}");
     assert!(log.contains("estimated wall time"), "{log}");
 }
+
+/// `--resume` knows the trace: a file whose trace row was not measured (a run stopped before
+/// it) is continued from the file alone — the trace read again from `config.trace.file` and
+/// checked against its digest — and a different speed is refused.
+#[test]
+fn resume_replays_a_trace_not_yet_measured_and_refuses_another_speed() {
+    let (_twin, url) = twin(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    // A short slice, four times as fast: about 1 s of replay.
+    let (r, _) = replay(&url, dir.path(), &["--trace-to", "4", "--trace-speed", "4"]);
+    let kept = r.traces[0].requests.len();
+    assert!(kept >= 5 && r.traces[0].cell.status == CellStatus::Valid, "{:?}", r.traces[0].cell.reason);
+    // As a run stopped before the trace would leave it.
+    let out = dir.path().join("trace.json");
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    v["run"]["status"] = "interrupted".into();
+    let row = &mut v["traces"][0];
+    row["cell"] = serde_json::json!({
+        "context": row["cell"]["context"].clone(),
+        "rate_rps": row["cell"]["rate_rps"].clone(),
+        "arrival": row["cell"]["arrival"].clone(),
+        "status": "not_run",
+        "reason": "not measured: interrupted by Ctrl-C",
+    });
+    std::fs::write(&out, serde_json::to_vec(&v).unwrap()).unwrap();
+
+    let o = Command::new(support::BIN).args(["run", "--quiet", "--resume"]).arg(&out).output().unwrap();
+    let log = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{log}");
+    assert!(log.contains("--trace") && log.contains("from the file"), "the note names the trace taken: {log}");
+    let done = load_results(&std::fs::read(&out).unwrap()).unwrap();
+    let row = &done.traces[0];
+    assert_eq!(row.cell.status, CellStatus::Valid, "{:?}\n{log}", row.cell.reason);
+    assert_eq!(row.cell.scheduled_requests, Some(kept as u64));
+    assert!(row.requests.iter().all(|q| q.output_tokens == Some(q.output_length)));
+
+    let o = Command::new(support::BIN)
+        .args(["run", "--quiet", "--resume"])
+        .arg(&out)
+        .args(["--trace", FIXTURE, "--trace-to", "4", "--trace-speed", "2"])
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{log}");
+    assert!(log.contains("the trace (--trace") && log.contains("--trace-speed 4"), "{log}");
+}

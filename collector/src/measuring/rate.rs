@@ -284,6 +284,7 @@ impl Measurement for RateAt {
             cores: crate::measuring::selfcheck::cores(),
             live_counter: s.info.kind.adapter().live_token_counter(),
             slo: s.results.config.rate_slo,
+            steady_from_ms: None,
         };
         let mut cell = rate_cell(&obs);
         if let Some(note) = warmed.prompt_note {

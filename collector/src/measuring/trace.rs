@@ -403,6 +403,9 @@ impl Measurement for TraceReplay {
                 q.output_tokens = r.completion_tokens;
             }
         }
+        // A trace starts with nothing in flight: the saturation test counts from its first
+        // request's end (as a rate cell's window opens after its warm-up).
+        let steady_from_ms = records.iter().filter(|r| r.finished()).filter_map(|r| r.ended_ms).reduce(f64::min);
         let prompt_tokens = {
             let mut v: Vec<u64> = warmed.sized.iter().flatten().copied().collect();
             v.sort_unstable();
@@ -424,6 +427,7 @@ impl Measurement for TraceReplay {
             cores: crate::measuring::selfcheck::cores(),
             live_counter: s.info.kind.adapter().live_token_counter(),
             slo: s.results.config.rate_slo,
+            steady_from_ms,
         };
         row.cell = rate_cell(&obs);
         if let Some(note) = warmed.note {
