@@ -126,6 +126,10 @@ pub struct ShowArgs {
     /// columns) instead of the measurement table.
     #[arg(long, conflicts_with_all = ["slo", "all"])]
     pub rates: bool,
+    /// With `-f csv` or `-f json`: the replayed traces' rows (`run --trace`; the rate cells'
+    /// columns, one row per trace) instead of the measurement table.
+    #[arg(long, conflicts_with_all = ["slo", "all", "rates"])]
+    pub traces: bool,
     /// Instead of the report, the capacity at a service-level objective: per context, the
     /// largest concurrency whose cell is valid and meets it, with its total tok/s (goodput) and
     /// per GPU. `ttft=2s,tps=20` = median TTFT ≤ 2 s and median per-request tok/s ≥ 20; either

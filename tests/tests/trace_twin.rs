@@ -206,6 +206,18 @@ fn a_mooncake_trace_replays_on_time_with_its_prefixes_shared_exactly_and_its_len
     let shown = Command::new(support::BIN).args(["show", "--all"]).arg(dir.path().join("trace.json")).output().unwrap();
     let text = String::from_utf8_lossy(&shown.stdout);
     assert!(text.contains("Trace replay") && text.contains("mooncake-100.jsonl at 1×"), "{text}");
+    let csv = Command::new(support::BIN)
+        .args(["show", "--traces", "-f", "csv"])
+        .arg(dir.path().join("trace.json"))
+        .output()
+        .unwrap();
+    let csv = String::from_utf8_lossy(&csv.stdout).to_string();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 2, "a header and one row per trace: {csv}");
+    assert!(
+        lines[0].starts_with("context,") && lines[1].starts_with("trace,") && lines[1].contains(",trace,"),
+        "{csv}"
+    );
 }
 
 #[test]

@@ -41,6 +41,9 @@ pub enum ShowError {
     /// the rate table.
     #[error("--rates gives the rate cells' rows as -f csv or -f json; the text and markdown reports already show the rate table")]
     RatesFormat,
+    /// `--traces` picks the rows of CSV and JSON.
+    #[error("--traces gives the replayed traces' rows as -f csv or -f json; the text and markdown reports already show the trace table")]
+    TracesFormat,
 }
 
 impl CommandError for ShowError {
@@ -48,7 +51,9 @@ impl CommandError for ShowError {
         match self {
             ShowError::File(e) => e.failure(),
             ShowError::Output(e) => e.failure(),
-            ShowError::Slo { .. } | ShowError::SloFormat | ShowError::RatesFormat => Failure::BadInput,
+            ShowError::Slo { .. } | ShowError::SloFormat | ShowError::RatesFormat | ShowError::TracesFormat => {
+                Failure::BadInput
+            }
         }
     }
 }
@@ -67,6 +72,9 @@ pub fn run(args: &ShowArgs) -> Result<(), ShowError> {
     if args.rates && !matches!(args.format, ShowFormat::Csv | ShowFormat::Json) {
         return Err(ShowError::RatesFormat);
     }
+    if args.traces && !matches!(args.format, ShowFormat::Csv | ShowFormat::Json) {
+        return Err(ShowError::TracesFormat);
+    }
     let results = crate::files::read_results(&args.file)?;
     if let Some(slo) = slo {
         let markup = if args.format == ShowFormat::Markdown { Markup::Markdown } else { Markup::Text };
@@ -76,9 +84,13 @@ pub fn run(args: &ShowArgs) -> Result<(), ShowError> {
         ShowFormat::Text => render_report(&results, args.all, Markup::Text),
         ShowFormat::Markdown => render_report(&results, args.all, Markup::Markdown),
         ShowFormat::Csv if args.rates => export::rates_to_csv(&results),
+        ShowFormat::Csv if args.traces => export::traces_to_csv(&results),
         ShowFormat::Csv => export::to_csv(&results),
         ShowFormat::Json if args.rates => {
             return Ok(crate::command::print_json(&export::rates_to_json_rows(&results))?)
+        }
+        ShowFormat::Json if args.traces => {
+            return Ok(crate::command::print_json(&export::traces_to_json_rows(&results))?)
         }
         ShowFormat::Json => return Ok(crate::command::print_json(&export::to_json_rows(&results))?),
     };
