@@ -126,6 +126,10 @@ pub struct ShowArgs {
     /// columns) instead of the measurement table.
     #[arg(long, conflicts_with_all = ["slo", "all"])]
     pub rates: bool,
+    /// With `-f csv` or `-f json`: the replayed traces' rows (`run --trace`; the rate cells'
+    /// columns, one row per trace) instead of the measurement table.
+    #[arg(long, conflicts_with_all = ["slo", "all", "rates"])]
+    pub traces: bool,
     /// Instead of the report, the capacity at a service-level objective: per context, the
     /// largest concurrency whose cell is valid and meets it, with its total tok/s (goodput) and
     /// per GPU. `ttft=2s,tps=20` = median TTFT ≤ 2 s and median per-request tok/s ≥ 20; either
@@ -235,6 +239,21 @@ pub struct RunArgs {
     /// they are not run, saying why).
     #[arg(long)]
     pub keep_going: bool,
+    /// Replay a request trace in the Mooncake format (one JSON object per line: `timestamp` ms,
+    /// `input_length`, `output_length`, `hash_ids`): each request sent at its timestamp, open
+    /// loop, prompts sharing the prefix blocks its hash ids say. Without --contexts,
+    /// --concurrency or --prefill-contexts, only the trace is measured.
+    #[arg(long, value_name = "FILE.jsonl")]
+    pub trace: Option<std::path::PathBuf>,
+    /// Replay the trace this many times as fast (2: every gap halved; 0.5: twice as slow).
+    #[arg(long, value_name = "F", default_value = "1")]
+    pub trace_speed: String,
+    /// Replay the trace from this many seconds of trace time (its requests from then on).
+    #[arg(long, value_name = "SECONDS")]
+    pub trace_from: Option<String>,
+    /// Replay the trace up to this many seconds of trace time (its requests before then).
+    #[arg(long, value_name = "SECONDS")]
+    pub trace_to: Option<String>,
     /// Prefill contexts (one cold request each); `none` for no prefill rows.
     #[arg(long, value_delimiter = ',', default_value = "8k,16k,32k,64k,128k,max")]
     pub prefill_contexts: Vec<String>,

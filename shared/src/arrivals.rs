@@ -18,6 +18,9 @@ pub enum ScheduleError {
     /// The coefficient of variation of `gamma:CV` is not positive and finite.
     #[error("gamma:CV needs a positive coefficient of variation, not {0}")]
     Cv(f64),
+    /// A trace's instants come from its file ([`crate::trace::offsets_s`]), not from a process.
+    #[error("a trace's instants come from its file, not from an arrival process")]
+    Trace,
 }
 
 /// The endless sequence of a cell's arrival instants, s from the cell's start (the first
@@ -48,6 +51,7 @@ impl Schedule {
         let gaps = match arrival.process {
             ArrivalProcess::Constant => Gaps::Constant(mean),
             ArrivalProcess::Poisson => Gaps::Exp(Exp::new(rate_rps).map_err(|_| ScheduleError::Rate(rate_rps))?),
+            ArrivalProcess::Trace => return Err(ScheduleError::Trace),
             ArrivalProcess::Gamma => {
                 let cv = arrival.cv.unwrap_or(1.0);
                 if !(cv.is_finite() && cv > 0.0) {
@@ -115,6 +119,7 @@ pub fn process_text(a: &Arrival) -> String {
         ArrivalProcess::Poisson => "poisson".into(),
         ArrivalProcess::Constant => "constant".into(),
         ArrivalProcess::Gamma => format!("gamma:{}", a.cv.unwrap_or(1.0)),
+        ArrivalProcess::Trace => "trace".into(),
     }
 }
 

@@ -180,8 +180,17 @@ pub fn remaining(r: &Results, warm: &[u64]) -> Estimate {
         .iter()
         .map(|c| f64::from(crate::repeats::left(c, n)) * (readiness.0.at(c.concurrency) + window_s + DRAIN_S))
         .sum::<f64>()
-        + rates_s(r, window_s, &prompt_s);
+        + rates_s(r, window_s, &prompt_s)
+        + traces_s(r);
     Estimate { total_s: prefill_s + warmup_s + decode_s, prefill_s, warmup_s, decode_s, prompt_tps, readiness }
+}
+
+/// The traces still to replay (`--trace`): each its replay (the slice's span ÷ the speed) and
+/// a drain.
+fn traces_s(r: &Results) -> f64 {
+    let Some(t) = &r.config.trace else { return 0.0 };
+    let left = r.traces.iter().filter(|x| x.cell.status == CellStatus::NotRun).count();
+    left as f64 * (t.span_s / t.speed.max(1e-3) + DRAIN_S)
 }
 
 /// The rate cells still to measure: each a warm-up (its first request: a cold prefill, then

@@ -171,6 +171,7 @@ fn arrival_id(p: ArrivalProcess) -> &'static str {
         ArrivalProcess::Poisson => "poisson",
         ArrivalProcess::Constant => "constant",
         ArrivalProcess::Gamma => "gamma",
+        ArrivalProcess::Trace => "trace",
     }
 }
 
@@ -217,9 +218,24 @@ fn rate_fields(c: &RateCell) -> Vec<Field> {
 /// one line per rate cell in file order (numbers raw, a missing figure empty, statuses as ids).
 /// Only the header line when the run has no rate cells.
 pub fn rates_to_csv(results: &Results) -> String {
+    cells_to_csv(&results.rates.iter().collect::<Vec<_>>())
+}
+
+/// The replayed traces (`--trace`) as CSV: the columns of [`rates_to_csv`], one line per trace
+/// (its `cell`: context `trace`, the trace's mean rate, arrival `trace`).
+pub fn traces_to_csv(results: &Results) -> String {
+    cells_to_csv(&results.traces.iter().map(|t| &t.cell).collect::<Vec<_>>())
+}
+
+/// The replayed traces as JSON rows keyed as [`rates_to_json_rows`]'s.
+pub fn traces_to_json_rows(results: &Results) -> serde_json::Value {
+    cells_to_json_rows(&results.traces.iter().map(|t| &t.cell).collect::<Vec<_>>())
+}
+
+fn cells_to_csv(cells: &[&RateCell]) -> String {
     let mut w = csv::WriterBuilder::new().terminator(csv::Terminator::Any(b'\n')).from_writer(Vec::new());
     w.write_record(rate_headers()).expect("in-memory CSV write");
-    for c in &results.rates {
+    for c in cells {
         let record: Vec<String> = rate_fields(c)
             .into_iter()
             .map(|f| match f {
@@ -237,9 +253,12 @@ pub fn rates_to_csv(results: &Results) -> String {
 /// The rate cells as a JSON array of objects keyed by [`rate_headers`] (counts as integers,
 /// other figures as floats, `null` when missing; `reason` is `null` without one).
 pub fn rates_to_json_rows(results: &Results) -> serde_json::Value {
+    cells_to_json_rows(&results.rates.iter().collect::<Vec<_>>())
+}
+
+fn cells_to_json_rows(cells: &[&RateCell]) -> serde_json::Value {
     let headers = rate_headers();
-    let rows = results
-        .rates
+    let rows = cells
         .iter()
         .map(|c| {
             let obj: serde_json::Map<String, serde_json::Value> = headers

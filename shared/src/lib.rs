@@ -33,6 +33,8 @@
 //! - [`frontier`]: operating points (throughput against per-user speed) and Pareto frontiers.
 //! - [`slo`]: capacity at a service-level objective (TTFT limit, per-user tok/s floor): the
 //!   largest concurrency per context that meets it, and its goodput.
+//! - [`trace`]: request traces to replay (the Mooncake format, slices, each request's prompt
+//!   plan from its prefix blocks).
 //! - [`simulation`]: how the speedmatrix twin says it is one on the wire, and how a run
 //!   against it is told apart from a run against a real server.
 
@@ -64,6 +66,7 @@ pub mod status;
 pub mod summary;
 pub mod table;
 pub mod tokens;
+pub mod trace;
 
 pub use load::{load_results, LoadError};
 pub use model::*;

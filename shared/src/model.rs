@@ -46,6 +46,11 @@ pub struct Results {
     /// it was bracketed. Absent without a search.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rate_at_slo: Vec<RateAtSlo>,
+    /// Replayed request traces (`--trace`; docs/METHODOLOGY.md, "Trace replay"): one row per
+    /// trace, with the figures of a rate cell and every request's record. The trace replayed
+    /// is `config.trace`. Absent in runs without `--trace`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub traces: Vec<TraceRow>,
     /// The machine the collector ran on: its CPU bounds the client's own figures (the
     /// self-check `client_cpu_pct`). For a server on that machine it is the same host as
     /// [`Results::hardware`]; for a remote one it is not the server's hardware. `null` in files
@@ -553,6 +558,9 @@ pub struct Config {
     /// skipped, each saying so in its `reason`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub rate_keep_going: bool,
+    /// `--trace`: the request trace replayed, its slice and speed (plan); absent without.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceSource>,
 }
 
 /// A context asked for (`--contexts`, `--prefill-contexts`) that the plan could not hold.
@@ -1426,6 +1434,9 @@ pub enum ArrivalProcess {
     /// Gamma-distributed gaps with mean 1 ÷ rate and the coefficient of variation `cv`:
     /// burstier than Poisson above 1, smoother below.
     Gamma,
+    /// The instants of a request trace (`--trace`): each request at its timestamp, scaled by
+    /// the replay's speed (the row's rate is the trace's mean).
+    Trace,
 }
 
 /// A rate cell's arrival schedule, as planned: the process and the seed it is drawn from (the
@@ -1672,4 +1683,97 @@ pub struct RateAtSlo {
     pub failed_at_rps: Option<f64>,
     /// How the search ended, in words.
     pub reason: String,
+}
+
+/// The request trace a run replays (`run --trace`; plan). Source: the file and the flags.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct TraceSource {
+    /// The trace's format: `mooncake` (one JSON object per line: `timestamp`, `input_length`,
+    /// `output_length`, `hash_ids`).
+    pub format: String,
+    /// The file as `--trace` named it.
+    pub file: String,
+    /// SHA-256 of the file's bytes, hex.
+    pub sha256: String,
+    /// Lines in the file.
+    pub lines: u64,
+    /// Requests in the slice replayed.
+    pub requests: u64,
+    /// `--trace-from`: the slice starts here, s of trace time; absent: at the trace's start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_s: Option<f64>,
+    /// `--trace-to`: the slice ends before here, s of trace time; absent: after its last
+    /// request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to_s: Option<f64>,
+    /// `--trace-speed`: 2 replays twice as fast (every gap halved).
+    pub speed: f64,
+    /// The slice's length in trace time, s (from its start to `to_s` or its last request).
+    pub span_s: f64,
+    /// The file's timestamps were not in order; the requests were sorted by timestamp.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sorted: bool,
+}
+
+/// A replayed trace: the figures of a rate cell over the whole slice, and every request's
+/// record (docs/METHODOLOGY.md, "Trace replay").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct TraceRow {
+    /// The figures, status and requests as a rate cell has them (the rate rule decides the
+    /// status): `context` is the trace's longest input, `rate_rps` its mean rate as replayed,
+    /// `arrival.process` is `trace`; the window is the slice (from its start to its last
+    /// request, scaled by the speed). `cell.requests[i]` and `requests[i]` are the same request.
+    pub cell: RateCell,
+    /// Every request of the slice as the trace planned it and as it was served, in schedule
+    /// order.
+    #[serde(default)]
+    pub requests: Vec<TraceRequest>,
+}
+
+/// One request of a replayed trace.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct TraceRequest {
+    /// Its line in the trace file, from 1.
+    pub line: u64,
+    /// Its `timestamp`, ms from the trace's start (trace).
+    pub timestamp_ms: f64,
+    /// Its scheduled instant, ms from the run start (client clock: the replay's zero plus the
+    /// timestamp scaled by the speed); absent before it was measured.
+    #[serde(default)]
+    pub scheduled_ms: Option<f64>,
+    /// `input_length`: prompt tokens planned (trace).
+    pub input_length: u64,
+    /// `output_length`: output tokens planned, sent as `max_tokens` (trace).
+    pub output_length: u64,
+    /// `hash_ids`: its prefix blocks of 512 tokens (trace).
+    #[serde(default)]
+    pub hash_ids: Vec<u64>,
+    /// The `id` the server gave the completion, to match its logs or a trace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_id: Option<String>,
+    /// Prompt tokens as served (server usage; the count as built where the server gave none).
+    #[serde(default)]
+    pub prompt_tokens: Option<u64>,
+    /// Output tokens as served (server usage).
+    #[serde(default)]
+    pub output_tokens: Option<u64>,
+}
+
+impl TraceRow {
+    /// The row of a trace not measured yet.
+    pub fn new(
+        context: ContextSize,
+        rate_rps: f64,
+        max_in_flight: Option<u32>,
+        requests: Vec<TraceRequest>,
+    ) -> TraceRow {
+        let arrival = Arrival { process: ArrivalProcess::Trace, cv: None, seed: 0 };
+        TraceRow { cell: RateCell::new(context, rate_rps, arrival, max_in_flight), requests }
+    }
 }

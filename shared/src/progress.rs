@@ -64,6 +64,11 @@ pub enum Measuring {
         /// Its offered rate in words, e.g. "2 req/s".
         rate: String,
     },
+    /// A trace replay (`run --trace`).
+    Trace {
+        /// The trace and its speed in words, e.g. "mooncake.jsonl at 2×".
+        trace: String,
+    },
 }
 
 impl Measuring {
@@ -73,6 +78,7 @@ impl Measuring {
             Measuring::Prefill { context } => format!("prefill {}", context.label),
             Measuring::Decode { context, concurrency } => format!("decode {} × {concurrency}", context.label),
             Measuring::Rate { context, rate } => format!("rate {} at {rate}", context.label),
+            Measuring::Trace { trace } => format!("trace {trace}"),
         }
     }
 }
@@ -145,12 +151,17 @@ pub fn progress(r: &Results, live: Option<&Live>) -> Progress {
         + measured_cells.map(|c| (n - crate::repeats::left(c, n).min(n)) as usize).sum::<usize>();
     let running = r.run.status == RunStatus::Running;
     let current = live.and_then(|l| l.current.as_ref()).filter(|_| running);
+    // The window of what is measured now: a trace's is its replay.
+    let window_s = match current.map(|c| &c.measuring) {
+        Some(Measuring::Trace { .. }) => r.config.trace.as_ref().map(|t| t.span_s / t.speed.max(1e-3)),
+        _ => r.config.window_s,
+    };
     let left_s = running.then(|| {
         let warm = live.map_or(&[][..], |l| l.warm.as_slice());
         let mut left = remaining(r, warm).total_s;
         // The window under way is counted whole by the estimate: take off what has passed.
         if let Some(e) = current.and_then(|c| c.window_elapsed_s) {
-            left -= e.min(r.config.window_s.unwrap_or(0.0));
+            left -= e.min(window_s.unwrap_or(0.0));
         }
         left.max(0.0)
     });
@@ -159,7 +170,7 @@ pub fn progress(r: &Results, live: Option<&Live>) -> Progress {
         planned,
         repeats: n,
         current: current.map(|c| c.measuring.label()),
-        phase: current.map(|c| phase_text(c, r.config.window_s)),
+        phase: current.map(|c| phase_text(c, window_s)),
         left_s,
         status: r.run.status,
     }

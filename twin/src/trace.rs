@@ -4,7 +4,7 @@
 //!
 //! ```json
 //! {"request":3,"id":"chatcmpl-…","endpoint":"chat","stream":true,"arrival_ms":12.5,"engine_ms":12.9,
-//!  "prompt_tokens":8200,"cached_tokens":8192,"max_tokens":64,"output_tokens":64,
+//!  "prompt_tokens":8200,"prompt_blocks":["9f3c…", …],"cached_tokens":8192,"max_tokens":64,"output_tokens":64,
 //!  "status":200,"finish_reason":"length","outcome":"complete","faults":[],
 //!  "chunks":[{"i":0,"planned_ms":13.1,"written_ms":13.2,"tokens":0,"kind":"role"}, …]}
 //! ```
@@ -13,7 +13,10 @@
 //! is the end of the engine step that produced the chunk (the schedule); `written_ms` is when
 //! the chunk's bytes were handed to the connection. Their difference is the twin's lag.
 //! `kind` is `role`, `reasoning`, `content`, `finish` (a chunk that also carries
-//! `finish_reason`), `usage`, `error`, `done` or `keepalive`.
+//! `finish_reason`), `usage`, `error`, `done` or `keepalive`. `prompt_blocks` holds a hash of
+//! each whole block of [`BLOCK_TOKENS`] prompt tokens (the twin's tokens, chat template
+//! included), each block hashed on its own: two prompts share block `i` exactly when their
+//! `i`-th hashes are equal (how a trace replay's shared prefixes are checked).
 
 use serde::Serialize;
 use std::fs::File;
@@ -83,6 +86,10 @@ pub struct RequestRecord {
     pub engine_ms: Option<f64>,
     /// Prompt tokens.
     pub prompt_tokens: u32,
+    /// A hash of each whole block of [`BLOCK_TOKENS`] prompt tokens, in order (hex; each block
+    /// on its own, not chained), from [`block_digests`].
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub prompt_blocks: Vec<String>,
     /// Prompt tokens served from the prefix cache.
     pub cached_tokens: u32,
     /// Effective `max_tokens`.
@@ -99,6 +106,26 @@ pub struct RequestRecord {
     pub faults: Vec<String>,
     /// Chunks in order (streams; a non-streamed answer has one `finish` chunk).
     pub chunks: Vec<ChunkRecord>,
+}
+
+/// Tokens in a block of `prompt_blocks` (Mooncake's block size).
+pub const BLOCK_TOKENS: usize = 512;
+
+/// A hash (FNV-1a over the token ids, hex) of each whole block of [`BLOCK_TOKENS`] tokens.
+pub fn block_digests(tokens: &[u32]) -> Vec<String> {
+    tokens
+        .chunks_exact(BLOCK_TOKENS)
+        .map(|block| {
+            let h = block.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &t| {
+                let mut h = h;
+                for b in t.to_le_bytes() {
+                    h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+                }
+                h
+            });
+            format!("{h:016x}")
+        })
+        .collect()
 }
 
 /// Where trace lines go (shared; cheap to clone). Each request's line is written (flushed) as
@@ -157,5 +184,16 @@ mod tests {
             }
             assert!(c.now_ms().is_finite() || scale >= 1e300, "scale {scale}");
         }
+    }
+
+    #[test]
+    fn block_digests_tell_equal_blocks_from_different_ones() {
+        let a: Vec<u32> = (0..1300).collect();
+        let mut b = a.clone();
+        b[700] = 9; // inside the second block
+        let (da, db) = (block_digests(&a), block_digests(&b));
+        assert_eq!(da.len(), 2, "whole blocks only");
+        assert_eq!(da[0], db[0]);
+        assert_ne!(da[1], db[1]);
     }
 }

@@ -170,6 +170,7 @@ pub fn convert(src: &Source, converted_by: &str) -> Result<Results, ImportError>
         decode,
         rates: vec![],
         rate_at_slo: vec![],
+        traces: vec![],
         client: None,
         missing,
         import: Some(ImportInfo { format: "llm-inference-bench".into(), files: vec![name.clone()], unmapped }),
@@ -300,6 +301,7 @@ fn config(meta: &Value, contexts: &[u64], concurrency: Vec<u32>, prefill: &[Pref
         rate_slo: None,
         rate_search: false,
         rate_keep_going: false,
+        trace: None,
     }
 }
 

@@ -113,6 +113,25 @@ pub enum RunError {
         /// The flag.
         flag: &'static str,
     },
+    /// A `--trace` file that cannot be read, or a line of it that is not a request.
+    #[error("--trace {}: {why}", .path.display())]
+    Trace {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong (with the line, when it is one line's).
+        why: String,
+    },
+    /// A `--trace-speed`, `--trace-from` or `--trace-to` out of range, or given without
+    /// `--trace`.
+    #[error("{flag} {value:?}: {why}")]
+    TraceFlag {
+        /// The flag.
+        flag: &'static str,
+        /// What was given.
+        value: String,
+        /// What it must be.
+        why: &'static str,
+    },
     /// A temperature that is not a finite number ≥ 0.
     #[error("--temperature {value}: give a finite number ≥ 0, e.g. 0 or 0.7")]
     Temperature {

@@ -81,6 +81,7 @@ pub(crate) fn fresh_results(info: &ServerInfo, plan: &Plan, spec: &RunSpec, host
             })
             .collect(),
         rate_at_slo: vec![],
+        traces: spec.trace.iter().map(|t| crate::measuring::trace::planned_row(t, spec.max_in_flight)).collect(),
         client: Some(host.client.clone()),
         missing: info.facts.missing.iter().chain(&host.missing).cloned().collect(),
         import: None,
@@ -131,6 +132,7 @@ fn run_config(plan: &Plan, spec: &RunSpec) -> Config {
         rate_slo: spec.slo,
         rate_search: spec.rate_search,
         rate_keep_going: spec.keep_going,
+        trace: spec.trace.as_ref().map(|t| t.source.clone()),
     }
 }
 

@@ -31,7 +31,7 @@
 use crate::measuring::error::CellError;
 use crate::measuring::session::Session;
 use speedmatrix_schema::progress::Current;
-use speedmatrix_schema::{AcceptedDifference, CellStatus, DecodeCell, PrefillRow, RateCell};
+use speedmatrix_schema::{AcceptedDifference, CellStatus, DecodeCell, PrefillRow, RateCell, TraceRow};
 
 /// One kind of measurement (module docs): its stages, and the row or cell it fills.
 pub(crate) trait Measurement {
@@ -104,6 +104,22 @@ macro_rules! row_of {
     )+};
 }
 row_of!(PrefillRow, DecodeCell, RateCell);
+
+/// A replayed trace's status and reason are its figures' (`cell`).
+impl Row for TraceRow {
+    fn status(&self) -> CellStatus {
+        self.cell.status
+    }
+    fn reason(&self) -> Option<&str> {
+        self.cell.reason.as_deref()
+    }
+    fn reason_mut(&mut self) -> &mut Option<String> {
+        &mut self.cell.reason
+    }
+    fn accept(&mut self, accepted: &[AcceptedDifference]) {
+        self.cell.accepted_differences = accepted.to_vec();
+    }
+}
 
 /// Take one measurement: warm, window, drain, figures; the row stamped with the accepted
 /// header differences (not yet recorded).

@@ -35,7 +35,11 @@
 //! - [`locate`]: where the server runs — the process that owns the URL's listening socket, or
 //!   a tunnel, proxy or another machine;
 //! - [`launch`]: the server's launch command (secrets redacted) and the host's CPU, OS, name;
-//! - [`selfcheck`]: the collector's own CPU use (is the client the bottleneck?).
+//! - [`selfcheck`]: the collector's own CPU use (is the client the bottleneck?);
+//! - [`pacer`]: open-loop sending — each scheduled instant from a thread of its own, the request
+//!   due then sent or held back by `--max-in-flight` (rate cells and trace replays);
+//! - [`trace`]: a request trace (`--trace`, Mooncake format) read, sliced and replayed;
+//! - [`trace_prompt`]: a trace's prompts — one text block per hash id, shared exactly.
 
 /// `eprintln!` that never panics: a closed stderr (`run … 2>&1 | head`) must not stop a run
 /// half-way and leave its file `running`; the lines are lost, the measurements are not.
@@ -60,6 +64,7 @@ pub mod live_state;
 pub mod locate;
 pub mod measure;
 pub mod measurement;
+pub mod pacer;
 pub mod plan;
 pub mod prefill;
 pub mod prometheus;
@@ -74,4 +79,6 @@ pub mod selfcheck;
 pub mod series;
 pub mod session;
 pub mod spec;
+pub mod trace;
+pub mod trace_prompt;
 pub mod wire;

@@ -16,6 +16,8 @@ pub struct PlanInput {
     pub concurrency: Vec<u32>,
     /// Request rates of the rate cells (`--rates`), requests/s, positive.
     pub rates: Vec<f64>,
+    /// A trace is replayed (`--trace`): a plan without contexts still measures it.
+    pub trace: bool,
     /// Prefill contexts as asked (`--prefill-contexts`).
     pub prefill_contexts: Vec<ContextArg>,
     /// `max_tokens` per decode request.
@@ -100,7 +102,7 @@ pub fn plan(input: &PlanInput) -> Result<Plan, PlanError> {
     let mut concurrency = input.concurrency.clone();
     concurrency.sort_unstable();
     concurrency.dedup();
-    if contexts.is_empty() && prefill.is_empty() {
+    if contexts.is_empty() && prefill.is_empty() && !input.trace {
         // The plan's warnings are printed only with a plan: the error carries them (newcomer
         // trial: "see the warnings above" above nothing).
         return Err(PlanError::AllDropped { why: warnings });
@@ -275,6 +277,7 @@ mod tests {
     fn seed_plan_has_the_seed_six_over_capacity_cells() {
         let input = PlanInput {
             rates: vec![],
+            trace: false,
             contexts: args("8k,16k,32k,64k,128k,max"),
             concurrency: vec![1, 2, 4, 8, 16, 32, 64, 128],
             prefill_contexts: args("8k,16k,32k,64k,128k,max"),
@@ -304,6 +307,7 @@ mod tests {
     fn contexts_that_do_not_fit_are_kept_as_not_run_with_the_reason() {
         let input = PlanInput {
             rates: vec![],
+            trace: false,
             contexts: args("1k,8k,max"),
             concurrency: vec![4, 1, 4],
             prefill_contexts: args("1k,4k"),
@@ -344,6 +348,7 @@ mod tests {
     fn llama_slots_make_long_streams_over_capacity_not_many_streams() {
         let input = PlanInput {
             rates: vec![],
+            trace: false,
             contexts: args("256,512,1k,max"),
             concurrency: vec![1, 8],
             prefill_contexts: args("512,1k,max"),

@@ -331,40 +331,64 @@ impl PromptBuilder {
                 let k = ((target as f64 - overhead) / tokens_per_word).floor().max(1.0) as usize;
                 Ok(Prompt { text: text_of(k.min(words.len())), tokens: None })
             }
-            Sizer::Tokenize | Sizer::TokenizeText => {
-                // Largest k with count(k) ≤ target: binary search on the word count.
-                let (mut lo, mut hi) = (0usize, words.len());
-                let mut best = (0usize, self.tokenize(&text_of(0)).await?);
-                if best.1 > target {
-                    return Ok(Prompt { text: text_of(0), tokens: Some(best.1) });
-                }
-                while lo < hi {
-                    let mid = (lo + hi).div_ceil(2);
-                    let n = self.tokenize(&text_of(mid)).await?;
-                    if n <= target {
-                        lo = mid;
-                        best = (mid, n);
-                    } else {
-                        hi = mid - 1;
-                    }
-                }
-                // Close the last few tokens with short words (usually one token each).
-                let mut text = text_of(best.0);
-                let mut count = best.1;
-                for filler in [" a", " a", " a", " a", " a", " a", " a", " a"] {
-                    if count >= target {
-                        break;
-                    }
-                    let n = self.tokenize(&format!("{text}{filler}")).await?;
-                    if n > target {
-                        break;
-                    }
-                    text.push_str(filler);
-                    count = n;
-                }
-                Ok(Prompt { text, tokens: Some(count) })
+            Sizer::Tokenize | Sizer::TokenizeText => self.fit(&text_of, words.len(), target).await,
+        }
+    }
+
+    /// The tokens the server counts for `text` (exact with `/tokenize`; with a calibrated
+    /// sizer, estimated from its words, and `exact` false).
+    ///
+    /// # Errors
+    /// When `/tokenize` fails.
+    pub async fn count(&self, text: &str) -> Result<(u64, bool), HttpError> {
+        match self.sizer {
+            Sizer::Calibrated { tokens_per_word, overhead } => {
+                Ok(((overhead + tokens_per_word * text.split_whitespace().count() as f64).round() as u64, false))
+            }
+            Sizer::Tokenize | Sizer::TokenizeText => Ok((self.tokenize(text).await?, true)),
+        }
+    }
+
+    /// The longest of the texts `text_of(0..=max_k)` (longer with `k`) whose count is at most
+    /// `target`, closed with up to 8 short words (usually one token each) to reach it: a binary
+    /// search on `k` with [`PromptBuilder::count`]. `tokens` is the count (`None` when only
+    /// estimated).
+    ///
+    /// # Errors
+    /// When `/tokenize` fails mid-search.
+    pub async fn fit(&self, text_of: &dyn Fn(usize) -> String, max_k: usize, target: u64) -> Result<Prompt, HttpError> {
+        let (mut lo, mut hi) = (0usize, max_k);
+        let (first, exact) = self.count(&text_of(0)).await?;
+        let mut best = (0usize, first);
+        if best.1 > target {
+            return Ok(Prompt { text: text_of(0), tokens: exact.then_some(best.1) });
+        }
+        while lo < hi {
+            let mid = (lo + hi).div_ceil(2);
+            let n = self.count(&text_of(mid)).await?.0;
+            if n <= target {
+                lo = mid;
+                best = (mid, n);
+            } else {
+                hi = mid - 1;
             }
         }
+        let mut text = text_of(best.0);
+        let mut count = best.1;
+        if exact {
+            for filler in [" a", " a", " a", " a", " a", " a", " a", " a"] {
+                if count >= target {
+                    break;
+                }
+                let n = self.count(&format!("{text}{filler}")).await?.0;
+                if n > target {
+                    break;
+                }
+                text.push_str(filler);
+                count = n;
+            }
+        }
+        Ok(Prompt { text, tokens: exact.then_some(count) })
     }
 }
 

@@ -15,19 +15,17 @@
 //! (`[request 000042]`): each is a cold prefill (no prefix shared with another request), of the
 //! same length, and its body is the cell's serialized body with the number written in place.
 
-use crate::measuring::client::{request_body, StreamCtl, StreamRecord};
+use crate::measuring::client::{request_body, StreamRecord};
 use crate::measuring::error::CellError;
 use crate::measuring::measurement::Measurement;
+use crate::measuring::pacer::{Bodies, InFlight, Pacer};
 use crate::measuring::rate_figures::{rate_cell, RateObservation, Sent};
 use crate::measuring::scrape::Scraper;
 use crate::measuring::session::Session;
 use speedmatrix_schema::arrivals::{cell_key, Schedule};
 use speedmatrix_schema::progress::{Current, Measuring, Phase};
 use speedmatrix_schema::{Arrival, CellStatus, ContextSize, RateCell};
-use std::collections::VecDeque;
 use std::time::Duration;
-use tokio::sync::watch;
-use tokio::task::JoinSet;
 
 /// Rate cell `index` of the results: requests at `context` arriving at `rate_rps`.
 pub struct RateAt {
@@ -55,7 +53,7 @@ pub struct Warmed {
     prompt_note: Option<String>,
 }
 
-impl Warmed {
+impl Bodies for Warmed {
     /// The body of request `id`: the cell's body with its number written in place.
     fn body(&self, id: usize) -> bytes::Bytes {
         let mut b = self.body.to_vec();
@@ -67,14 +65,9 @@ impl Warmed {
 
 /// What the window stage left open: the requests still running and the scraper.
 pub struct Open {
-    set: JoinSet<StreamRecord>,
-    /// Requests due but held back by `--max-in-flight`: (id, scheduled instant).
-    held: VecDeque<(usize, f64)>,
-    /// The bodies, for requests sent from the drain (held ones).
-    warmed: Warmed,
-    sent: Vec<Sent>,
-    done: Vec<StreamRecord>,
-    cancel: watch::Sender<bool>,
+    /// The requests open, held back, sent and ended (the bodies, for held ones sent from the
+    /// drain).
+    flight: InFlight<Warmed>,
     scraper: Option<Scraper>,
     times: Option<Times>,
     start_ms: f64,
@@ -165,15 +158,9 @@ impl Measurement for RateAt {
         let before = s.scrape().await;
         let scraper =
             s.has_metrics.then(|| Scraper::start(s.client.clone(), s.clock, s.metrics_health.clone(), before));
-        let (cancel, _) = watch::channel(false);
         let start_ms = s.clock.now_ms();
         let mut open = Open {
-            set: JoinSet::new(),
-            held: VecDeque::new(),
-            warmed: warmed.clone(),
-            sent: vec![],
-            done: vec![],
-            cancel,
+            flight: InFlight::new(warmed.clone(), self.max_in_flight),
             scraper,
             times: None,
             start_ms,
@@ -183,11 +170,9 @@ impl Measurement for RateAt {
         else {
             return open; // flags are checked before: unreachable with a checked rate
         };
-        let limit = self.max_in_flight.map_or(usize::MAX, |m| m as usize);
         let warmup_by = start_ms + Self::warmup_limit(s).as_secs_f64() * 1000.0;
         let window_ms = s.spec.window.as_secs_f64() * 1000.0;
-        // The schedule's instants come from a thread of its own (tokio's timer wakes on
-        // millisecond ticks; an OS sleep to the instant is about 0.1 ms late).
+        // The schedule's instants come from a thread of its own.
         let mut due = Pacer::start(s.clock, start_ms, schedule);
         let mut next_id = 0usize;
         let mut times: Option<Times> = None;
@@ -207,29 +192,24 @@ impl Measurement for RateAt {
                     }
                     let id = next_id;
                     next_id += 1;
-                    if open.set.len() >= limit {
-                        open.held.push_back((id, at_ms));
-                    } else {
-                        open.send(s, id, at_ms, false);
-                    }
+                    open.flight.due(s, id, at_ms);
                 }
                 _ = tokio::time::sleep_until(end) => match times {
                     Some(_) => break,
                     // The first request did not finish within the warm-up limit.
                     None => times = Some(self.window_opens(s, end_ms, window_ms, true)),
                 },
-                Some(joined) = open.set.join_next() => {
+                Some(joined) = open.flight.set.join_next() => {
                     let Ok(record) = joined else { continue };
                     if record.id == 0 && times.is_none() {
                         times = Some(self.window_opens(s, s.clock.now_ms(), window_ms, false));
                     }
-                    open.done.push(record);
-                    open.send_held(s);
+                    open.flight.ended(s, record);
                 }
                 _ = tick.tick() => {
                     let elapsed = times.map(|t| (s.clock.now_ms() - t.warmup_end_ms).max(0.0) / 1000.0);
                     let phase = if times.is_some() { Phase::Window } else { Phase::WarmUp };
-                    s.show(Some(self.live(phase, elapsed, Some(open.set.len() as u32))));
+                    s.show(Some(self.live(phase, elapsed, Some(open.flight.set.len() as u32))));
                 }
             }
         }
@@ -248,41 +228,34 @@ impl Measurement for RateAt {
         let by = tokio::time::Instant::now() + drain_limit;
         let (w0, w1) = open.times.map_or((f64::INFINITY, f64::INFINITY), |t| (t.warmup_end_ms, t.window_end_ms));
         let cpu1 = crate::measuring::selfcheck::process_cpu_s();
-        s.show(Some(self.live(Phase::Drain, None, Some(open.set.len() as u32))));
+        s.show(Some(self.live(Phase::Drain, None, Some(open.flight.set.len() as u32))));
         // Requests scheduled inside the window, sent and not yet ended.
-        let window_ids = |o: &Open| -> usize {
+        let window_ids = |o: &InFlight<Warmed>| -> usize {
             let ended: std::collections::HashSet<usize> = o.done.iter().map(|r| r.id).collect();
             o.sent.iter().filter(|x| x.scheduled_ms > w0 && x.scheduled_ms <= w1 && !ended.contains(&x.id)).count()
         };
         // Held requests are due already: they go out, within the limit, as slots free.
-        while window_ids(&open) > 0 || !open.held.is_empty() {
+        while window_ids(&open.flight) > 0 || !open.flight.held.is_empty() {
             tokio::select! {
-                Some(joined) = open.set.join_next() => {
-                    if let Ok(r) = joined { open.done.push(r); }
-                    open.send_held(s);
+                Some(joined) = open.flight.set.join_next() => {
+                    match joined {
+                        Ok(r) => open.flight.ended(s, r),
+                        Err(_) => open.flight.send_held(s),
+                    }
                 }
                 _ = tokio::time::sleep_until(by) => break,
             }
         }
         // Held requests never sent: in the file as unanswered (no record).
-        let never: Vec<Sent> =
-            open.held.drain(..).map(|(id, scheduled_ms)| Sent { id, scheduled_ms, held: true }).collect();
-        open.sent.extend(never.iter().copied());
         let drain_end_ms = s.clock.now_ms();
-        let _ = open.cancel.send(true);
-        while let Some(joined) = open.set.join_next().await {
-            if let Ok(r) = joined {
-                open.done.push(r);
-            }
-        }
+        let (records, sent) = open.flight.close().await;
         let scrapes = match open.scraper {
             Some(sc) => sc.finish().await,
             None => vec![],
         };
-        open.done.sort_by_key(|r| r.id);
         Seen {
-            records: open.done,
-            sent: open.sent,
+            records,
+            sent,
             scrapes,
             times: open.times,
             drain_end_ms,
@@ -315,6 +288,7 @@ impl Measurement for RateAt {
                 let output = u64::from(s.spec.max_tokens).max(s.longest_output.unwrap_or(0));
                 (self.context.tokens.saturating_add(output), budget)
             }),
+            steady_from_ms: None,
         };
         let mut cell = rate_cell(&obs);
         if let Some(note) = warmed.prompt_note {
@@ -354,7 +328,7 @@ impl Measurement for RateAt {
 /// or one that keeps generating for cancelled requests — would start this cell loaded), for at
 /// most the longer of the window and 10 s. Without `/metrics` nothing can tell; the cell starts
 /// at once. Returns a note for the cell when the server was still busy at the limit.
-async fn settle(s: &Session) -> Option<String> {
+pub(crate) async fn settle(s: &Session) -> Option<String> {
     if !s.has_metrics {
         return None;
     }
@@ -390,69 +364,5 @@ impl RateAt {
             ));
         }
         Times { warmup_end_ms: at_ms, window_end_ms: at_ms + window_ms, warmup_timed_out: timed_out }
-    }
-}
-
-/// The schedule's instants, each delivered when it comes: a thread of its own sleeps to every
-/// instant (run clock) and sends it; dropped or stopped, it ends at its next instant or within
-/// 100 ms.
-struct Pacer {
-    rx: tokio::sync::mpsc::UnboundedReceiver<f64>,
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-}
-
-impl Pacer {
-    fn start(clock: crate::measuring::client::Clock, start_ms: f64, schedule: Schedule) -> Pacer {
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let stopped = stop.clone();
-        std::thread::spawn(move || {
-            for offset_s in schedule {
-                let at_ms = start_ms + offset_s * 1000.0;
-                let at = clock.instant_at(at_ms);
-                loop {
-                    if stopped.load(std::sync::atomic::Ordering::Relaxed) {
-                        return;
-                    }
-                    let left = at.saturating_duration_since(std::time::Instant::now());
-                    if left.is_zero() {
-                        break;
-                    }
-                    std::thread::sleep(left.min(Duration::from_millis(100)));
-                }
-                if tx.send(at_ms).is_err() {
-                    return;
-                }
-            }
-        });
-        Pacer { rx, stop }
-    }
-
-    fn stop(&self) {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    }
-}
-
-impl Open {
-    /// A slot freed: send the longest-held request, if one waits.
-    fn send_held(&mut self, s: &Session) {
-        if let Some((id, scheduled)) = self.held.pop_front() {
-            self.send(s, id, scheduled, true);
-        }
-    }
-
-    /// Send request `id`, due at `scheduled_ms` (held back by `--max-in-flight` when `held`).
-    fn send(&mut self, s: &Session, id: usize, scheduled_ms: f64, held: bool) {
-        let ctl = StreamCtl {
-            clock: s.clock,
-            stall: s.spec.stall,
-            cancel: self.cancel.subscribe(),
-            id,
-            events: None,
-            live_tokens: None,
-        };
-        let (client, path, body) = (s.client.clone(), s.path, self.warmed.body(id));
-        self.sent.push(Sent { id, scheduled_ms, held });
-        self.set.spawn(async move { client.stream(path, &body, ctl).await });
     }
 }

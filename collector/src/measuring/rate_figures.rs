@@ -64,6 +64,10 @@ pub struct RateObservation {
     /// KV-cache tokens per request and the server's budget, where the over-capacity rule
     /// applies.
     pub kv: Option<(u64, u64)>,
+    /// The saturation test counts from here, ms, when it lies inside the window (a trace
+    /// replay: its first request's end, since a trace starts with nothing in flight); `None`:
+    /// from the window's open (a rate cell's warm-up already ended there).
+    pub steady_from_ms: Option<f64>,
 }
 
 /// The cell's figures and status.
@@ -118,17 +122,28 @@ pub fn rate_cell(obs: &RateObservation) -> RateCell {
     let f = window_figures(&streams, &counted.weights, w0, w1, f64::INFINITY);
     let window_s = (w1 - w0) / 1000.0;
     let (avg, max, at_open, at_close) = in_flight(&streams, &scheduled_at, w0, w1);
-    let inside = |t_ms: f64| t_ms > w0 && t_ms <= w1;
+    // The saturation test's part of the window: from `steady_from_ms` when it is inside.
+    let s0 = obs.steady_from_ms.filter(|t| *t > w0 && *t < w1).unwrap_or(w0);
+    let (e_avg, e_open, e_scheduled, e_completed) = match s0 > w0 {
+        false => (avg, at_open, scheduled, f.completed_requests),
+        true => {
+            let (a, _, open, _) = in_flight(&streams, &scheduled_at, s0, w1);
+            let arrived = window_sent.iter().filter(|x| x.scheduled_ms > s0).count() as u64;
+            let done = window_figures(&streams, &counted.weights, s0, w1, f64::INFINITY).completed_requests;
+            (a, open, arrived, done)
+        }
+    };
+    let inside = |t_ms: f64| t_ms > s0 && t_ms <= w1;
     let waiting: Vec<f64> = obs.scrapes.iter().filter(|s| inside(s.t_ms)).filter_map(|s| s.metrics.waiting).collect();
     let lag_d = distribution(&lag);
     let ttft_d = distribution(&ttft);
     let (status, reason, saturation) = rate_status(&RateEvidence {
         failures: failed,
-        scheduled,
-        completed: f.completed_requests,
+        scheduled: e_scheduled,
+        completed: e_completed,
         unfinished,
-        in_flight: (at_open, at_close),
-        avg_in_flight: avg,
+        in_flight: (e_open, at_close),
+        avg_in_flight: e_avg,
         waiting: waiting.first().copied().zip(waiting.last().copied()),
         send_lag_p99_ms: lag_d.and_then(|d| d.p99),
         send_lags_ms: lag.clone(),

@@ -21,7 +21,7 @@ fn plan_flags(c: &Config) -> String {
     let window =
         c.window_s.map(|w| if w.fract() == 0.0 { format!("{w}s") } else { format!("{}ms", (w * 1000.0).round()) });
     format!(
-        "--contexts {} --concurrency {} --prefill-contexts {}{}{}{}{}",
+        "--contexts {} --concurrency {} --prefill-contexts {}{}{}{}{}{}",
         join(c.contexts.iter().map(|x| x.tokens.to_string()).collect()),
         join(c.concurrency.iter().map(u32::to_string).collect()),
         join(c.prefill_contexts.iter().map(|x| x.tokens.to_string()).collect()),
@@ -32,7 +32,17 @@ fn plan_flags(c: &Config) -> String {
         },
         window.map(|w| format!(" --duration {w}")).unwrap_or_default(),
         c.max_tokens.map(|m| format!(" --max-tokens {m}")).unwrap_or_default(),
-        c.repeats.filter(|&n| n > 1).map(|n| format!(" --repeat {n}")).unwrap_or_default()
+        c.repeats.filter(|&n| n > 1).map(|n| format!(" --repeat {n}")).unwrap_or_default(),
+        c.trace
+            .as_ref()
+            .map(|t| format!(
+                " --trace {} --trace-speed {}{}{}",
+                t.file,
+                t.speed,
+                t.from_s.map(|f| format!(" --trace-from {f}")).unwrap_or_default(),
+                t.to_s.map(|f| format!(" --trace-to {f}")).unwrap_or_default()
+            ))
+            .unwrap_or_default()
     )
 }
 
@@ -79,6 +89,23 @@ pub(crate) fn resume(
     if r.config.rate_slo != spec.slo && (r.config.rate_slo.is_some() || !r.rates.is_empty()) {
         return Err(differs("--slo differs"));
     }
+    let same = |a: &speedmatrix_schema::TraceSource, b: &speedmatrix_schema::TraceSource| {
+        (&a.sha256, a.from_s, a.to_s, a.speed) == (&b.sha256, b.from_s, b.to_s, b.speed)
+    };
+    match (&r.config.trace, spec.trace.as_ref().map(|t| &t.source)) {
+        (None, None) => {}
+        (Some(a), Some(b)) if same(a, b) => {}
+        _ => {
+            return Err(differs(
+                "the trace (--trace and its file's content, --trace-speed, --trace-from or --trace-to) differs",
+            ))
+        }
+    }
+    if let Some(t) = r.traces.first() {
+        if t.cell.max_in_flight != spec.max_in_flight {
+            return Err(differs("--max-in-flight differs"));
+        }
+    }
     let file = (r.config.max_tokens, r.config.window_s);
     if let Some(what) = tokens_or_window_differ(file, spec.max_tokens, spec.window) {
         return Err(differs(what));
@@ -113,6 +140,12 @@ pub(crate) fn resume(
         for c in r.rates.iter_mut().filter(|c| c.status == CellStatus::Error) {
             *c = speedmatrix_schema::RateCell::new(c.context.clone(), c.rate_rps, c.arrival, c.max_in_flight);
             again += 1;
+        }
+        for t in r.traces.iter_mut().filter(|t| t.cell.status == CellStatus::Error) {
+            if let Some(trace) = &spec.trace {
+                *t = crate::measuring::trace::planned_row(trace, t.cell.max_in_flight);
+                again += 1;
+            }
         }
         if again > 0 {
             say!("note: the run had failed; its {again} error row(s)/cell(s) are measured again");

@@ -20,6 +20,7 @@ use crate::measuring::rate::RateAt;
 use crate::measuring::recovery::after_failure;
 use crate::measuring::session::Session;
 use crate::measuring::spec::RunSpec;
+use crate::measuring::trace::TraceReplay;
 use speedmatrix_schema::estimate::{duration_text, remaining, Basis, Estimate};
 use speedmatrix_schema::repeats;
 use speedmatrix_schema::{CellStatus, ContextSize, RateCell, RunStatus};
@@ -52,6 +53,7 @@ pub async fn measure(args: &RunArgs) -> Result<u8, RunError> {
         contexts: spec.contexts.clone(),
         concurrency: spec.concurrency.clone(),
         rates: spec.rates.clone(),
+        trace: spec.trace.is_some(),
         prefill_contexts: spec.prefill_contexts.clone(),
         max_tokens: spec.max_tokens,
         window_s: spec.window.as_secs_f64(),
@@ -59,6 +61,9 @@ pub async fn measure(args: &RunArgs) -> Result<u8, RunError> {
         kv_budget: info.plan_kv_budget(),
         slot_context: info.facts.slot_context,
     })?;
+    if let Some(t) = &spec.trace {
+        crate::measuring::trace::fits(t, info.facts.max_model_len)?;
+    }
     print_plan(&info, &plan, &spec);
     if spec.dry_run {
         let preview = header::fresh_results(&info, &plan, &spec, &Host::none());
@@ -131,6 +136,9 @@ fn finish(s: &mut Session, stopped: Option<(RunStatus, String, u8)>) -> Result<u
     {
         c.reason = Some(unmeasured.clone());
     }
+    for t in s.results.traces.iter_mut().filter(|t| t.cell.status == CellStatus::NotRun) {
+        t.cell.reason = Some(unmeasured.clone());
+    }
     // A cell stopped between its repeats says how many it has (`--resume` measures the rest).
     let n = repeats::planned(&s.results);
     for c in s.results.decode.iter_mut().filter(|c| c.status.is_measured()) {
@@ -149,7 +157,8 @@ fn finish(s: &mut Session, stopped: Option<(RunStatus, String, u8)>) -> Result<u
     s.live.ended();
     let errors = s.results.decode.iter().filter(|c| c.status == CellStatus::Error).count()
         + s.results.prefill.iter().filter(|c| c.status == CellStatus::Error).count()
-        + s.results.rates.iter().filter(|c| c.status == CellStatus::Error).count();
+        + s.results.rates.iter().filter(|c| c.status == CellStatus::Error).count()
+        + s.results.traces.iter().filter(|t| t.cell.status == CellStatus::Error).count();
     let detail = match errors {
         0 => String::new(),
         1 => " (1 error cell — see `speedmatrix show --all` for the reason)".into(),
@@ -275,6 +284,11 @@ fn print_plan(info: &ServerInfo, plan: &Plan, spec: &RunSpec) {
             spec.max_tokens
         );
     }
+    if let Some(t) = &spec.trace {
+        for line in crate::measuring::trace::plan_lines(t, spec.max_in_flight) {
+            say!("{line}");
+        }
+    }
     if spec.repeat > 1 {
         say!("plan: every decode cell measured {} times, interleaved (every cell once, then again, …)", spec.repeat);
     }
@@ -320,7 +334,26 @@ async fn measure_all(s: &mut Session) -> Result<Option<String>, FileError> {
             }
         }
     }
-    measure_rates(s).await
+    if let Some(cause) = measure_rates(s).await? {
+        return Ok(Some(cause));
+    }
+    measure_traces(s).await
+}
+
+/// Replay every trace still to measure (`--trace`).
+async fn measure_traces(s: &mut Session) -> Result<Option<String>, FileError> {
+    let Some(trace) = s.spec.trace.clone() else { return Ok(None) };
+    for index in 0..s.results.traces.len() {
+        let t = &s.results.traces[index];
+        if t.cell.status != CellStatus::NotRun {
+            continue;
+        }
+        let replay = TraceReplay { index, trace: trace.clone(), max_in_flight: t.cell.max_in_flight };
+        if let Some(cause) = measure_one(s, &replay).await? {
+            return Ok(Some(cause));
+        }
+    }
+    Ok(None)
 }
 
 /// Measure every rate cell still to measure, context by context, rates ascending; after a

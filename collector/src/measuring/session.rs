@@ -199,6 +199,11 @@ impl Session {
         Ok(())
     }
 
+    /// The run's prompt builder (a trace replay builds its own prompts with it).
+    pub(crate) fn prompt_builder(&self) -> &PromptBuilder {
+        &self.prompts
+    }
+
     /// The streamed request for `prompt`.
     pub(crate) fn body(&self, prompt: &str, max_tokens: u32) -> Value {
         let mut b = json!({

@@ -33,8 +33,11 @@ pub struct RunSpec {
     pub rates: Vec<f64>,
     /// `--arrival` with the schedule's seed (`--seed`, else 0).
     pub arrival: speedmatrix_schema::Arrival,
-    /// `--max-in-flight`.
+    /// `--max-in-flight` (rate cells and the trace).
     pub max_in_flight: Option<u32>,
+    /// `--trace` (with `--trace-speed`, `--trace-from`, `--trace-to`): the file read, checked
+    /// and sliced.
+    pub trace: Option<std::sync::Arc<crate::measuring::trace::LoadedTrace>>,
     /// `--keep-going`.
     pub keep_going: bool,
     /// `--rates auto`: search each context for the highest rate meeting `slo`.
@@ -165,21 +168,27 @@ impl RunSpec {
         if rate_search && slo.is_none() {
             return Err(RunError::AutoWithoutSlo);
         }
+        let trace = trace(args, file.trace.as_ref())?;
         let mut concurrency = file.concurrency.clone().unwrap_or_else(|| args.concurrency.clone());
         if concurrency.contains(&0) {
             return Err(RunError::ZeroConcurrency);
         }
         // `--rates` instead of `--concurrency`: only rate cells (both flags: both kinds).
         let concurrency_given = args.given.as_ref().is_some_and(|g| g.iter().any(|f| f == "concurrency"));
-        if (!rates.is_empty() || rate_search) && file.concurrency.is_none() && !concurrency_given {
+        if (!rates.is_empty() || rate_search || trace.is_some()) && file.concurrency.is_none() && !concurrency_given {
             concurrency.clear();
         }
+        // `--trace` alone: only the trace (no decode rows, no prefill rows) unless asked.
+        let given = |id: &str| args.given.as_ref().is_some_and(|g| g.iter().any(|f| f == id));
+        let trace_only = |id: &str, from_file: bool| trace.is_some() && !from_file && !given(id);
+        let no_contexts = trace_only("contexts", file.contexts.is_some());
+        let no_prefill = trace_only("prefill_contexts", file.prefill_contexts.is_some());
         let (process, cv) = match file.arrival {
             Some(a) => (a.process, a.cv),
             None => speedmatrix_schema::arrivals::parse_process(&args.arrival).map_err(RunError::Arrival)?,
         };
         if rates.is_empty() && !rate_search {
-            if args.max_in_flight.is_some() {
+            if args.max_in_flight.is_some() && trace.is_none() {
                 return Err(RunError::RateFlagWithoutRates { flag: "--max-in-flight" });
             }
             if args.keep_going {
@@ -206,12 +215,19 @@ impl RunSpec {
             url: base_url(file.url.as_deref().unwrap_or(&args.url))?,
             api_key: args.api_key.clone().or_else(|| std::env::var("OPENAI_API_KEY").ok()).filter(|k| !k.is_empty()),
             model: file.model.clone().or_else(|| args.model.clone()),
-            contexts: contexts("--contexts", file.contexts.as_deref(), &args.contexts)?,
-            prefill_contexts: contexts("--prefill-contexts", file.prefill_contexts.as_deref(), &args.prefill_contexts)?,
+            contexts: match no_contexts {
+                true => vec![],
+                false => contexts("--contexts", file.contexts.as_deref(), &args.contexts)?,
+            },
+            prefill_contexts: match no_prefill {
+                true => vec![],
+                false => contexts("--prefill-contexts", file.prefill_contexts.as_deref(), &args.prefill_contexts)?,
+            },
             concurrency,
             arrival: speedmatrix_schema::Arrival { process, cv, seed: file.seed.unwrap_or(args.seed).unwrap_or(0) },
             rates,
             max_in_flight: file.max_in_flight.unwrap_or(args.max_in_flight),
+            trace,
             keep_going: file.keep_going.unwrap_or(args.keep_going),
             rate_search,
             slo,
@@ -250,7 +266,8 @@ impl RunSpec {
     /// The largest concurrency of the plan (the connection pool's size).
     pub fn max_concurrency(&self) -> usize {
         // Rate cells open as many requests as are due: --max-in-flight, else room for 256.
-        let rates = if self.rates.is_empty() { 0 } else { self.max_in_flight.unwrap_or(256) };
+        let open_loop = !self.rates.is_empty() || self.rate_search || self.trace.is_some();
+        let rates = if open_loop { self.max_in_flight.unwrap_or(256) } else { 0 };
         self.concurrency.iter().copied().max().unwrap_or(1).max(rates) as usize
     }
 }
@@ -273,6 +290,7 @@ struct FromFile {
     slo: Option<speedmatrix_schema::RateSlo>,
     arrival: Option<speedmatrix_schema::Arrival>,
     max_in_flight: Option<Option<u32>>,
+    trace: Option<speedmatrix_schema::TraceSource>,
     prefill_contexts: Option<Vec<ContextSize>>,
     window_s: Option<f64>,
     max_tokens: Option<u32>,
@@ -318,8 +336,10 @@ impl FromFile {
             max_in_flight: r
                 .rates
                 .first()
+                .or(r.traces.first().map(|t| &t.cell))
                 .map(|x| x.max_in_flight)
                 .filter(|_| take("max_in_flight", "--max-in-flight")),
+            trace: c.trace.clone().filter(|_| take("trace", "--trace")),
             prefill_contexts: take("prefill_contexts", "--prefill-contexts").then(|| c.prefill_contexts.clone()),
             window_s: c.window_s.filter(|_| take("duration", "--duration")),
             max_tokens: c.max_tokens.filter(|_| take("max_tokens", "--max-tokens")),
@@ -346,6 +366,66 @@ impl FromFile {
         }
         Ok((file, Some(r)))
     }
+}
+
+/// `--trace` with its speed and slice, read and checked (the `--resume` file's trace when the
+/// command line names none); `None` without.
+fn trace(
+    args: &RunArgs,
+    from_file: Option<&speedmatrix_schema::TraceSource>,
+) -> Result<Option<std::sync::Arc<crate::measuring::trace::LoadedTrace>>, RunError> {
+    if let Some(src) = from_file {
+        let t = crate::measuring::trace::load(Path::new(&src.file), src.speed, src.from_s, src.to_s)?;
+        return Ok(Some(std::sync::Arc::new(t)));
+    }
+    let seconds = |flag: &'static str, value: &Option<String>| -> Result<Option<f64>, RunError> {
+        let Some(text) = value else { return Ok(None) };
+        match text.trim().parse::<f64>() {
+            Ok(v) if v.is_finite() && v >= 0.0 => Ok(Some(v)),
+            _ => Err(RunError::TraceFlag {
+                flag,
+                value: text.clone(),
+                why: "give seconds of trace time ≥ 0, e.g. 600 (10 minutes from the trace's start)",
+            }),
+        }
+    };
+    let (from_s, to_s) = (seconds("--trace-from", &args.trace_from)?, seconds("--trace-to", &args.trace_to)?);
+    let speed = match args.trace_speed.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v <= 1000.0 => v,
+        _ => {
+            return Err(RunError::TraceFlag {
+                flag: "--trace-speed",
+                value: args.trace_speed.clone(),
+                why: "give a speed above 0 and at most 1000, e.g. 2 for twice as fast",
+            })
+        }
+    };
+    let Some(path) = &args.trace else {
+        let flag = match (from_s, to_s) {
+            (Some(_), _) => Some(("--trace-from", args.trace_from.clone())),
+            (_, Some(_)) => Some(("--trace-to", args.trace_to.clone())),
+            _ if speed != 1.0 => Some(("--trace-speed", Some(args.trace_speed.clone()))),
+            _ => None,
+        };
+        return match flag {
+            Some((flag, value)) => Err(RunError::TraceFlag {
+                flag,
+                value: value.unwrap_or_default(),
+                why: "applies to a trace replay only; give --trace FILE.jsonl too",
+            }),
+            None => Ok(None),
+        };
+    };
+    if let (Some(f), Some(t)) = (from_s, to_s) {
+        if t <= f {
+            return Err(RunError::TraceFlag {
+                flag: "--trace-to",
+                value: args.trace_to.clone().unwrap_or_default(),
+                why: "must be later than --trace-from",
+            });
+        }
+    }
+    Ok(Some(std::sync::Arc::new(crate::measuring::trace::load(path, speed, from_s, to_s)?)))
 }
 
 /// `--rates`: each a positive, finite number of requests per second; sorted, without repeats.

@@ -41,6 +41,9 @@ pub enum ShowError {
     /// the rate table.
     #[error("--rates gives the rate cells' rows as -f csv or -f json; the text and markdown reports already show the rate table")]
     RatesFormat,
+    /// `--traces` picks the rows of CSV and JSON.
+    #[error("--traces gives the replayed traces' rows as -f csv or -f json; the text and markdown reports already show the trace table")]
+    TracesFormat,
 }
 
 impl CommandError for ShowError {
@@ -48,7 +51,9 @@ impl CommandError for ShowError {
         match self {
             ShowError::File(e) => e.failure(),
             ShowError::Output(e) => e.failure(),
-            ShowError::Slo { .. } | ShowError::SloFormat | ShowError::RatesFormat => Failure::BadInput,
+            ShowError::Slo { .. } | ShowError::SloFormat | ShowError::RatesFormat | ShowError::TracesFormat => {
+                Failure::BadInput
+            }
         }
     }
 }
@@ -67,6 +72,9 @@ pub fn run(args: &ShowArgs) -> Result<(), ShowError> {
     if args.rates && !matches!(args.format, ShowFormat::Csv | ShowFormat::Json) {
         return Err(ShowError::RatesFormat);
     }
+    if args.traces && !matches!(args.format, ShowFormat::Csv | ShowFormat::Json) {
+        return Err(ShowError::TracesFormat);
+    }
     let results = crate::files::read_results(&args.file)?;
     if let Some(slo) = slo {
         let markup = if args.format == ShowFormat::Markdown { Markup::Markdown } else { Markup::Text };
@@ -76,9 +84,13 @@ pub fn run(args: &ShowArgs) -> Result<(), ShowError> {
         ShowFormat::Text => render_report(&results, args.all, Markup::Text),
         ShowFormat::Markdown => render_report(&results, args.all, Markup::Markdown),
         ShowFormat::Csv if args.rates => export::rates_to_csv(&results),
+        ShowFormat::Csv if args.traces => export::traces_to_csv(&results),
         ShowFormat::Csv => export::to_csv(&results),
         ShowFormat::Json if args.rates => {
             return Ok(crate::command::print_json(&export::rates_to_json_rows(&results))?)
+        }
+        ShowFormat::Json if args.traces => {
+            return Ok(crate::command::print_json(&export::traces_to_json_rows(&results))?)
         }
         ShowFormat::Json => return Ok(crate::command::print_json(&export::to_json_rows(&results))?),
     };
@@ -286,6 +298,82 @@ fn decode_matrix(r: &Results) -> Grid {
     Grid { headers, rows, numeric_from: 1 }
 }
 
+/// The replayed traces (`--trace`): one row each with a rate cell's figures, the trace's
+/// source, and (with `--all`) the reasons.
+fn trace_section(r: &Results, markup: Markup, all: bool, out: &mut String) {
+    heading(
+        out,
+        markup,
+        2,
+        "Trace replay — each request at its timestamp · latencies count from its scheduled instant",
+    );
+    let ms = |d: Option<speedmatrix_schema::Distribution>, p: fn(&speedmatrix_schema::Distribution) -> Option<f64>| {
+        fmt("ttft_ms", d.as_ref().and_then(p))
+    };
+    let source = r.config.trace.as_ref();
+    let rows = r
+        .traces
+        .iter()
+        .map(|t| {
+            let c = &t.cell;
+            vec![
+                clean(&source.map_or_else(dash, |s| format!("{} at {}×", s.file, s.speed))),
+                t.requests.len().to_string(),
+                c.status.label().to_string(),
+                c.offered_rps.map_or_else(dash, |v| format!("{v:.2}")),
+                c.achieved_rps.map_or_else(dash, |v| format!("{v:.2}")),
+                fmt("total_tps", c.total_tps),
+                ms(c.ttft_ms, |d| d.p50),
+                ms(c.ttft_ms, |d| d.p99),
+                ms(c.tpot_ms, |d| d.p50),
+                ms(c.e2e_ms, |d| d.p50),
+                c.send_lag_ms.and_then(|d| d.p99).map_or_else(dash, |v| format!("{v:.2} ms")),
+                c.max_in_flight_seen.map_or_else(dash, |v| v.to_string()),
+            ]
+        })
+        .collect();
+    let headers = [
+        "Trace",
+        "Requests",
+        "Status",
+        "Offered req/s",
+        "Achieved req/s",
+        "Total tok/s",
+        "TTFT p50",
+        "TTFT p99",
+        "TPOT p50",
+        "E2E p50",
+        "Send lag p99",
+        "Most in flight",
+    ]
+    .map(String::from)
+    .to_vec();
+    out.push_str(&Grid { headers, rows, numeric_from: 1 }.render(markup));
+    out.push('\n');
+    if let Some(s) = source {
+        let slice = match (s.from_s, s.to_s) {
+            (None, None) => "the whole trace".to_string(),
+            (f, t) => format!("{} s to {}", f.unwrap_or(0.0), t.map_or("its end".into(), |t| format!("{t} s"))),
+        };
+        let _ = writeln!(
+            out,
+            "Trace: {} (Mooncake format, {} lines, sha256 {}), {} requests of {slice} over {:.1} s of trace time.",
+            clean(&s.file),
+            s.lines,
+            clean(&s.sha256),
+            s.requests,
+            s.span_s
+        );
+    }
+    if all {
+        for t in r.traces.iter().filter(|t| t.cell.reason.is_some()) {
+            let _ =
+                writeln!(out, "- {}: {}", t.cell.status.label(), clean(t.cell.reason.as_deref().unwrap_or_default()));
+        }
+    }
+    out.push('\n');
+}
+
 /// The rate cells, one row each ([`export::rate_table_line`], the builder the page uses too),
 /// rates ascending per context: what was offered and achieved, throughput, latencies from the
 /// scheduled instants, the send lag, and with an SLO the goodput; when a context's rates were
@@ -462,6 +550,9 @@ pub fn render_report(r: &Results, all: bool, markup: Markup) -> String {
             }
         }
         out.push('\n');
+    }
+    if !r.traces.is_empty() {
+        trace_section(r, markup, all, &mut out);
     }
     if all {
         heading(&mut out, markup, 2, "All measurements");

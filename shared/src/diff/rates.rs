@@ -72,6 +72,7 @@ impl RateRef {
             ArrivalProcess::Poisson => String::new(),
             ArrivalProcess::Constant => " (constant)".into(),
             ArrivalProcess::Gamma => format!(" (gamma CV {})", self.arrival.cv.unwrap_or(1.0)),
+            ArrivalProcess::Trace => " (trace)".into(),
         };
         format!("{} at {}{process}", self.context.label, rate_label(self.rate_rps))
     }
@@ -81,6 +82,7 @@ impl RateRef {
             ArrivalProcess::Poisson => 0,
             ArrivalProcess::Constant => 1,
             ArrivalProcess::Gamma => 2,
+            ArrivalProcess::Trace => 3,
         };
         (self.context.tokens, self.rate_rps.to_bits(), process, self.arrival.cv.unwrap_or(0.0).to_bits())
     }

@@ -49,6 +49,7 @@ async fn generate(state: Arc<AppState>, ep: Endpoint, body: Bytes) -> Response {
     guard.record.faults = struck.names();
     guard.record.stream = plan.stream;
     guard.record.prompt_tokens = plan.prompt_tokens.len() as u32;
+    guard.record.prompt_blocks = crate::trace::block_digests(&plan.prompt_tokens);
     guard.record.max_tokens = plan.max_tokens;
     if let Some(code) = struck.status() {
         guard.record.status = code;
