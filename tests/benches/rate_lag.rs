@@ -23,8 +23,9 @@
 //! the instants come from its own seeded generator, which it does not write out, so its send
 //! lag is "—".
 //!
-//! The Python `vllm bench serve --request-rate` is not run here: the CPU vLLM wheel's benchmark
-//! dies with SIGILL on AVX2-only machines (issue 37).
+//! The Python `vllm bench serve --request-rate` is not run here yet (issue 37 saw the CPU vLLM
+//! wheel's benchmark die with SIGILL on an AVX2-only machine; on the dev machine, also AVX2-only,
+//! it runs in side_by_side).
 //!
 //! Run: `cargo bench -p speedmatrix-tests --bench rate_lag` (needs `taskset`; RATES=100,500,2000
 //! picks rates, SECONDS=N the window, default 10; ARRIVAL=poisson|constant, default poisson;
@@ -67,7 +68,7 @@ fn main() {
         .collect();
     let arrival = std::env::var("ARRIVAL").unwrap_or_else(|_| "poisson".into());
     assert!(arrival == "poisson" || arrival == "constant", "ARRIVAL: poisson or constant, not {arrival}");
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let listener = listen();
     let addr = listener.local_addr().unwrap();
     let e = emitter::start(
         listener,
@@ -231,6 +232,18 @@ fn percentile(v: &[f64], p: f64) -> Option<f64> {
     v.sort_by(f64::total_cmp);
     let rank = ((p / 100.0) * v.len() as f64).ceil().max(1.0) as usize;
     Some(v[rank - 1])
+}
+
+/// A listener with the backlog of side_by_side's (std's is 128): vllm-bench opens a connection
+/// per request in flight beyond its idle pool, and when it falls behind at 2,000 req/s a
+/// backlog of 128 overflowed and the kernel's SYN retries (1 s, 3 s, 7 s …) landed in its TTFT.
+fn listen() -> std::net::TcpListener {
+    use socket2::{Domain, Socket, Type};
+    let s = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+    s.set_reuse_address(true).unwrap();
+    s.bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into()).unwrap();
+    s.listen(16_384).unwrap();
+    s.into()
 }
 
 fn pin_to_cpu(cpu: usize) {
