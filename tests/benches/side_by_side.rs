@@ -9,9 +9,19 @@
 //! - **reader**: a bare Rust SSE reader (`side_by_side/reader.rs`, this binary run as
 //!   `side_by_side reader …`): raw TCP, no parsing — the physical reference;
 //! - **speedmatrix**: `speedmatrix run`, one decode cell (`--duration`);
-//! - **vllm bench serve**: from the CPU vLLM that `scripts/setup.sh` installs (skipped with a
-//!   note when it is not there), `--max-concurrency N`, N × 4 prompts of 512 tokens; from 2,048
-//!   streams one prompt per stream of 20 s of tokens (it has no fixed window: [`vllm_load`]).
+//! - the peers, vLLM's benchmark client in two languages with the same flags and results file,
+//!   `--max-concurrency N`, N × 4 prompts of 512 tokens; from 2,048 streams one prompt per stream
+//!   of 20 s of tokens (they have no fixed window: [`vllm_load`]); each skipped with a note when
+//!   it is not there:
+//!   - **vllm bench serve** (Python) from the CPU vLLM that `scripts/setup.sh` installs;
+//!   - **vllm-bench** (Rust: tokio + reqwest + mimalloc), built from its source at a pinned commit
+//!     by `side_by_side/setup-vllm-bench.sh` (not part of `scripts/setup.sh`), with
+//!     `--prompt-token-ids` (the emitter counts prompt tokens as words; token ids skip its
+//!     `/tokenize` check of every prompt).
+//!
+//!   A peer killed by SIGILL (the CPU vLLM wheel's code assumes instructions an AVX2-only CPU
+//!   lacks) is reported as unable to run on this CPU, with the reason, and left out of the rows
+//!   after.
 //!
 //! Figures, the same way for every client:
 //! - **CPU µs per token**: the client process's user + system time (`/proc/PID/stat`, sampled
@@ -28,20 +38,26 @@
 //!   wrote while it ran, over its `duration`).
 //!
 //! Run: `cargo bench -p speedmatrix-tests --bench side_by_side` (needs `taskset`; ROWS=1,32,128L
-//! picks rows, `L` for lock-step; SECONDS=N the window, default 20; PEERS=0 skips vllm bench
-//! serve; CLIENT_CPUS=0,1 gives the clients both CPUs; KEEP_FILES=1 keeps their results files). `side_by_side serve [ITL_MS] [lockstep]`
-//! runs the emitter alone (for `perf`).
+//! picks rows, `L` for lock-step; SECONDS=N the window, default 20; PEERS=0 skips both peers,
+//! PEERS=vllm-bench or PEERS=python one of them; VLLM_PYTHON=PATH another Python for vllm bench
+//! serve, VLLM_BENCH=PATH another vllm-bench binary; CLIENT_CPUS=0,1 gives the clients both
+//! CPUs; KEEP_FILES=1 keeps their results files). `side_by_side serve [ITL_MS] [lockstep]` runs
+//! the emitter alone (for `perf`).
 
 #[path = "side_by_side/emitter.rs"]
 mod emitter;
 #[path = "side_by_side/reader.rs"]
 mod reader;
+#[path = "side_by_side/vllm_bench.rs"]
+mod vllm_bench;
 
 use emitter::{Emitted, Served, Timing};
 use serde_json::Value;
 use std::collections::HashMap;
+use std::ffi::OsString;
 use std::io::Read;
 use std::net::SocketAddr;
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -91,6 +107,8 @@ struct Measured {
     delivered_tps: Option<f64>,
     rss_mb: Option<f64>,
     note: String,
+    /// The client was killed by SIGILL: it cannot run on this CPU.
+    sigill: bool,
 }
 
 fn harness() {
@@ -105,18 +123,12 @@ fn harness() {
     );
     let dir = std::env::temp_dir().join(format!("side-by-side-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let skip_peers = std::env::var("PEERS").as_deref() == Ok("0");
-    let vllm = if skip_peers { None } else { vllm_bench() };
     println!(
         "emitter on CPU 1 (TTFT 50 ms, vLLM SSE shape, usage on every chunk), each client on CPU {}; 128-token prompts, {MAX_TOKENS}-token outputs, {seconds} s windows; load average {}",
         client_cpus(),
         load_average()
     );
-    if skip_peers {
-        println!("vllm bench serve: left out (PEERS=0)");
-    } else if vllm.is_none() {
-        println!("vllm bench serve: not found (scripts/setup.sh installs it), its rows are left out");
-    }
+    let mut peers = peers();
     println!("| streams | ITL | client | CPU µs per token | × reader | TTFT p50 ms | p50 error | TTFT p99 ms | p99 error | reported tok/s | delivered tok/s | reported vs delivered | RSS MB | note |");
     println!("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
     for row in rows {
@@ -135,10 +147,21 @@ fn harness() {
             |_, started, _| speedmatrix_figures(&e, &dir_sm, started),
         );
         print_row(row, "speedmatrix", &sm, &floor);
-        if let Some(v) = &vllm {
-            let file = dir.join(format!("vllm-{}-{}.json", row.streams, row.lockstep));
-            let m = measure(&e, || vllm_command(v, addr, row, &file), |_, _, sent| vllm_figures(&file, row, sent));
-            print_row(row, "vllm bench serve", &m, &floor);
+        let mut unable = Vec::new();
+        for (k, p) in peers.iter().enumerate() {
+            let file = dir.join(format!("{}-{}-{}.json", p.name.replace(' ', "-"), row.streams, row.lockstep));
+            let m = measure(&e, || peer_command(p, addr, row, &file), |_, _, sent| vllm_figures(&file, row, sent));
+            print_row(row, p.name, &m, &floor);
+            if m.sigill {
+                unable.push(k);
+            }
+        }
+        for k in unable.into_iter().rev() {
+            let p = peers.remove(k);
+            println!(
+                "| {} | | {} | left out of the rows below: it cannot run on this CPU (SIGILL) |",
+                row.streams, p.name
+            );
         }
     }
     if std::env::var_os("KEEP_FILES").is_some() {
@@ -239,15 +262,39 @@ fn measure(e: &Emitted, command: impl Fn() -> Command, figures: impl Fn(&str, In
     let stdout = reading.join().unwrap_or_default();
     let stderr = errors.join().unwrap_or_default();
     let mut m = figures(&stdout, started, e.total() - base);
-    if !status.success() {
-        m.note = format!("{status}: {}", stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or(""));
+    let last_line = stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
+    if status.signal() == Some(libc::SIGILL) {
+        m.sigill = true;
+        m.note = format!(
+            "cannot run on this CPU: {status} (an instruction this CPU lacks; {}){}",
+            cpu_isa(),
+            if last_line.is_empty() { String::new() } else { format!("; last line: {last_line}") }
+        );
+    } else if !status.success() {
+        m.note = format!("{status}: {last_line}");
     }
     if let Ok(path) = std::env::var("CLIENT_STDERR") {
         let _ = std::fs::write(path, &stderr);
     }
-    m.cpu_us_per_token = cpu_per_token(&samples);
-    m.rss_mb = (rss_kb > 0).then(|| rss_kb as f64 / 1024.0);
+    // A client that died at start has no figures (its process was a launcher or a few kB).
+    if !m.sigill {
+        m.cpu_us_per_token = cpu_per_token(&samples);
+        m.rss_mb = (rss_kb > 0).then(|| rss_kb as f64 / 1024.0);
+    }
     m
+}
+
+/// The vector extensions this CPU has, in words (for a client killed by SIGILL).
+fn cpu_isa() -> String {
+    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let flags: Vec<&str> =
+        info.lines().find(|l| l.starts_with("flags")).map(|l| l.split_whitespace().collect()).unwrap_or_default();
+    let has = |f: &str| flags.contains(&f);
+    match (has("avx512f"), has("avx2")) {
+        (true, _) => "this CPU has AVX-512".into(),
+        (false, true) => "this CPU has AVX2, no AVX-512".into(),
+        (false, false) => "this CPU has neither AVX2 nor AVX-512".into(),
+    }
 }
 
 /// CPU s and RSS kB of a process (all its threads), from /proc.
@@ -298,6 +345,7 @@ fn reader_figures(e: &Emitted, stdout: &str, started: Instant) -> Measured {
         delivered_tps: Some(e.between_unix_us(from, to) as f64 / window),
         rss_mb: None,
         note: format!("{}{}", server_ttft_words(e, started), reader_lateness(e, &v, started)),
+        sigill: false,
     }
 }
 
@@ -366,6 +414,7 @@ fn speedmatrix_figures(e: &Emitted, dir: &Path, started: Instant) -> Measured {
         delivered_tps: delivered,
         rss_mb: None,
         note: format!("{}{}{late}", status.unwrap_or_default(), server_ttft_words(e, started)),
+        sigill: false,
     }
 }
 
@@ -399,10 +448,16 @@ fn response_number(q: &Value) -> Option<u64> {
     q["response_id"].as_str()?.strip_prefix("cmpl-")?.parse().ok()
 }
 
-/// The CPU vLLM's Python and the model's folder, when setup installed them.
-struct Vllm {
-    python: PathBuf,
+/// A peer: vLLM's benchmark client, in Python (`vllm bench serve`) or in Rust (`vllm-bench`),
+/// with the same flags and the same results file.
+struct Peer {
+    name: &'static str,
+    /// The command line before the flags.
+    program: Vec<OsString>,
     tokenizer: PathBuf,
+    /// Flags of this peer only.
+    extra: &'static [&'static str],
+    env: &'static [(&'static str, &'static str)],
 }
 
 /// `vllm bench serve` without the `vllm` CLI wrapper, which asks for the distribution named
@@ -410,27 +465,69 @@ struct Vllm {
 const VLLM_BENCH: &str = "import sys; from vllm.utils.argparse_utils import FlexibleArgumentParser as P; \
 from vllm.benchmarks.serve import add_cli_args, main; p = P(); add_cli_args(p); main(p.parse_args(sys.argv[1:]))";
 
-fn vllm_bench() -> Option<Vllm> {
+/// The peers `PEERS` asks for (default both; `0` none; `python`, `vllm-bench`), each with a line
+/// saying which build it is or why it is left out.
+fn peers() -> Vec<Peer> {
+    let want = std::env::var("PEERS").unwrap_or_else(|_| "python,vllm-bench".into());
+    let wants = |name: &str| want.split(',').any(|w| w.trim() == name);
+    let mut peers = Vec::new();
+    if wants("python") {
+        match python_peer() {
+            Ok(p) => peers.push(p),
+            Err(why) => println!("vllm bench serve: {why}, its rows are left out"),
+        }
+    } else {
+        println!("vllm bench serve: left out (PEERS={want})");
+    }
+    if wants("vllm-bench") {
+        match vllm_bench::locate() {
+            Ok(v) => {
+                println!("{}", v.describe());
+                peers.push(Peer {
+                    name: "vllm-bench",
+                    program: vec![v.bin.into()],
+                    tokenizer: v.tokenizer,
+                    extra: &["--prompt-token-ids"],
+                    env: &[],
+                });
+            }
+            Err(why) => println!("vllm-bench: {why}, its rows are left out"),
+        }
+    } else {
+        println!("vllm-bench: left out (PEERS={want})");
+    }
+    peers
+}
+
+fn python_peer() -> Result<Peer, String> {
     let servers = std::env::var_os("SPEEDMATRIX_CACHE")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/speedmatrix"))
         .join("servers");
-    let v = Vllm { python: servers.join("vllm-venv/bin/python"), tokenizer: servers.join("model/smollm2-135m-hf") };
-    (v.python.exists() && v.tokenizer.exists()).then_some(v)
+    let python = std::env::var_os("VLLM_PYTHON").map(PathBuf::from).unwrap_or(servers.join("vllm-venv/bin/python"));
+    let tokenizer = servers.join("model/smollm2-135m-hf");
+    if !python.exists() || !tokenizer.exists() {
+        return Err("not found (scripts/setup.sh installs it)".into());
+    }
+    Ok(Peer {
+        name: "vllm bench serve",
+        program: vec![python.into(), "-c".into(), VLLM_BENCH.into()],
+        tokenizer,
+        extra: &[],
+        env: &[("VLLM_TARGET_DEVICE", "cpu"), ("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1")],
+    })
 }
 
-fn vllm_command(v: &Vllm, addr: SocketAddr, row: Row, file: &Path) -> Command {
+fn peer_command(p: &Peer, addr: SocketAddr, row: Row, file: &Path) -> Command {
     let (prompts, output) = vllm_load(row);
     let mut c = Command::new("taskset");
-    c.args(["-c", &client_cpus()]).arg(&v.python).args([
-        "-c",
-        VLLM_BENCH,
+    c.args(["-c", &client_cpus()]).args(&p.program).args([
         "--backend",
         "openai",
         "--base-url",
         &format!("http://{addr}"),
     ]);
-    c.args(["--endpoint", "/v1/completions", "--model", "fixed", "--tokenizer"]).arg(&v.tokenizer);
+    c.args(["--endpoint", "/v1/completions", "--model", "fixed", "--tokenizer"]).arg(&p.tokenizer);
     c.args(["--dataset-name", "random", "--random-input-len", "128", "--random-output-len", &output.to_string()]);
     c.args(["--ignore-eos", "--num-prompts", &prompts.to_string(), "--max-concurrency", &row.streams.to_string()]);
     c.args([
@@ -442,8 +539,9 @@ fn vllm_command(v: &Vllm, addr: SocketAddr, row: Row, file: &Path) -> Command {
         "--save-result",
         "--save-detailed",
     ]);
+    c.args(p.extra);
     c.arg("--result-dir").arg(file.parent().unwrap()).arg("--result-filename").arg(file.file_name().unwrap());
-    c.env("VLLM_TARGET_DEVICE", "cpu").env("HF_HUB_OFFLINE", "1").env("TRANSFORMERS_OFFLINE", "1");
+    c.envs(p.env.iter().copied());
     c
 }
 
@@ -475,6 +573,7 @@ fn vllm_figures(file: &Path, row: Row, sent: u64) -> Measured {
         delivered_tps: delivered,
         rss_mb: None,
         note: String::new(),
+        sigill: false,
     }
 }
 
