@@ -1,8 +1,9 @@
 //! The wall-time estimate of `speedmatrix run` against real measured runs: the h200 twin
 //! (`speedmatrix simulate`, a real server process on loopback) measured by the real binary with
 //! small plans. The estimate printed before measuring, and the corrected one printed once the
-//! first prefill row or cell has measured the server, are each within 25 % of the run's measured
-//! wall time; the closing line reports both. Timing-sensitive: .config/nextest.toml keeps it with
+//! first prefill row or cell has measured the server, are within 25 % and 40 % of the run's
+//! measured wall time (support/estimate.rs says why the corrected one gets more on a busy
+//! machine); the closing line reports both. Timing-sensitive: .config/nextest.toml keeps it with
 //! few others.
 //! The demo's plan (prefill rows, then cells) is checked by `demo_cli` on the demo's own run.
 
