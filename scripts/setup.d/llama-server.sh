@@ -42,8 +42,10 @@ fi
 echo "setup: building llama.cpp llama-server for $LEVEL into $L (about 5 min on 2 cores the first time; log: $L/build.log)"
 if ! command -v cmake >/dev/null || ! command -v ninja >/dev/null; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    # Another install (web.sh's chromium) may hold dpkg's lock: wait for it.
-    apt-get -o DPkg::Lock::Timeout=600 update -qq && apt-get -o DPkg::Lock::Timeout=600 install -y -qq cmake ninja-build >/dev/null
+    # One apt-get at a time beside web.sh's chromium install (apt.sh says why).
+    # shellcheck source=apt.sh
+    . "$(dirname "${BASH_SOURCE[0]}")/apt.sh"
+    apt_install cmake ninja-build
   else
     echo "setup: llama-server needs cmake and ninja (Debian: apt-get install cmake ninja-build)" >&2
     exit 1

@@ -17,6 +17,8 @@ part="${2:-all}"
 BINARYEN_VERSION=132.0.0
 # shellcheck source=../web-env.sh
 . "$root/scripts/web-env.sh"
+# shellcheck source=apt.sh
+. "$root/scripts/setup.d/apt.sh"
 WB_VERSION="$SPEEDMATRIX_WASM_BINDGEN_VERSION"
 [ -n "$WB_VERSION" ] || { echo "web: no wasm-bindgen in Cargo.lock" >&2; exit 1; }
 case "$part" in all|browser|wasm) ;; *) echo "web.sh: the part is all, browser or wasm (not '$part')" >&2; exit 2 ;; esac
@@ -43,11 +45,8 @@ browser() {
     return
   fi
   say "installing chromium and chromium-driver (apt)"
-  local sudo=""
-  [ "$(id -u)" = 0 ] || sudo="sudo -n"
-  # Another install (llama-server.sh's cmake) may hold dpkg's lock: wait for it.
-  $sudo apt-get -o DPkg::Lock::Timeout=600 update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get -o DPkg::Lock::Timeout=600 install -y -qq chromium chromium-driver >/dev/null
+  # One apt-get at a time beside llama-server.sh's cmake install (apt.sh says why).
+  apt_install chromium chromium-driver
   say "ok: $(chromium --version 2>/dev/null)"
 }
 
