@@ -89,7 +89,14 @@ fn the_trace_section_shows_the_row_its_trace_and_its_timeline() {
         assert_eq!(drawn(&cl, "trace-in-flight").await[0], Value::from("1"));
         // TTFT: one mark per request with a first token.
         assert_eq!(drawn(&cl, "trace-ttft").await, serde_json::json!(["1", with_ttft]));
-        let first = text(&cl, "#table-trace-ttft tbody tr td:nth-child(3)").await;
+        // The mirror sits in a closed <details>: its text content, not its (unrendered) innerText.
+        let first = until(
+            &cl,
+            "the TTFT chart's table mirror",
+            "const td = document.querySelector('#table-trace-ttft tbody tr td:nth-child(3)'); return td ? td.textContent : null;",
+        )
+        .await;
+        let first = first.as_str().unwrap_or_default().to_string();
         let want = speedmatrix_schema::registry::metric("ttft_ms").unwrap().display(c.requests[0].ttft_ms.unwrap());
         assert_eq!(first, want, "the first request's TTFT from its scheduled instant");
     });
