@@ -30,6 +30,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 
 pub mod rates;
+pub mod traces;
 
 /// The tally's key for a decode cell whose status differs between the runs
 /// ([`RunDiff::tally`]).
@@ -357,6 +358,10 @@ pub struct RunDiff {
     /// JSON when neither run has a rate cell.
     #[serde(skip_serializing_if = "rates::RateDiff::is_empty")]
     pub rates: rates::RateDiff,
+    /// The replayed traces of both runs compared ([`traces::trace_diff`]), or why they cannot
+    /// be; left out of the JSON when neither run replayed a trace.
+    #[serde(skip_serializing_if = "traces::TraceDiff::is_empty")]
+    pub traces: traces::TraceDiff,
 }
 
 impl RunDiff {
@@ -476,6 +481,7 @@ pub fn diff_with(a: &Results, b: &Results, threshold: Option<f64>) -> RunDiff {
         status_changes,
         prompt_mismatches,
         rates: rates::rate_diff(a, b, given_threshold),
+        traces: traces::trace_diff(a, b, given_threshold),
     }
 }
 

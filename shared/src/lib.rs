@@ -35,6 +35,8 @@
 //!   largest concurrency per context that meets it, and its goodput.
 //! - [`trace`]: request traces to replay (the Mooncake format, slices, each request's prompt
 //!   plan from its prefix blocks).
+//! - [`trace_timeline`]: a replayed trace's timeline (offered and completed requests, requests
+//!   in flight, each request's TTFT over the replay), as the page draws it.
 //! - [`simulation`]: how the speedmatrix twin says it is one on the wire, and how a run
 //!   against it is told apart from a run against a real server.
 
@@ -67,6 +69,7 @@ pub mod summary;
 pub mod table;
 pub mod tokens;
 pub mod trace;
+pub mod trace_timeline;
 
 pub use load::{load_results, LoadError};
 pub use model::*;

@@ -342,3 +342,73 @@ fn resume_replays_a_trace_not_yet_measured_and_refuses_another_speed() {
     assert_eq!(o.status.code(), Some(2), "{log}");
     assert!(log.contains("the trace (--trace") && log.contains("--trace-speed 4"), "{log}");
 }
+
+/// `speedmatrix diff` of two replays (docs/METHODOLOGY.md, "Comparing runs", traces): the same
+/// slice of the trace at the same speed against the twin and against a twin whose clock runs at
+/// half speed (`--time-scale 0.5`: every latency doubled) is compared row for row, TTFT p50
+/// worse with its interval; another slice of the same trace is not compared, and says why.
+#[test]
+fn diff_compares_two_replays_of_one_slice_and_refuses_another_slice() {
+    let dir = tempfile::tempdir().unwrap();
+    // At half speed (about 3 req/s) both twins keep up: the half-speed twin then carries the
+    // load of the trace at 1× (Valid in the test above). At 1× the half-speed twin saturates
+    // (TTFT p50 3.4 s: too few blocks of requests in flight for an interval), and so does the
+    // twin at 4× (24.5 req/s offered, 5.5 achieved).
+    let args = ["--trace-to", "6", "--trace-speed", "0.5"];
+    let at = |name: &str| {
+        let d = dir.path().join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    };
+    let (a_dir, b_dir, c_dir) = (at("a"), at("b"), at("c"));
+    let kept = {
+        let (_twin, url) = twin(&[]);
+        let (a, log) = replay(&url, &a_dir, &args);
+        served_as_planned(&a.traces[0].cell, &log);
+        let (c, _) = replay(&url, &c_dir, &["--trace-to", "2", "--trace-speed", "0.5"]);
+        assert!(c.traces[0].requests.len() < a.traces[0].requests.len());
+        a.traces[0].requests.len() as u64
+    };
+    assert_eq!(kept, 37, "the fixture's requests before 6 s");
+    {
+        let (_slow, url) = twin(&["--time-scale", "0.5"]);
+        replay(&url, &b_dir, &args);
+    }
+    let file = |d: &std::path::Path| d.join("trace.json");
+    let diff = |x: &std::path::Path, y: &std::path::Path, format: &str| {
+        let o = Command::new(support::BIN).args(["diff", "-f", format]).arg(file(x)).arg(file(y)).output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap()
+    };
+
+    // The same slice: compared, request for request, with the noise verdicts of rate cells.
+    let json: serde_json::Value = serde_json::from_str(&diff(&a_dir, &b_dir, "json")).unwrap();
+    let t = &json["traces"];
+    assert_eq!(t["not_comparable"], serde_json::json!([]), "{t}");
+    assert_eq!(t["noise"]["control"], "benjamini_hochberg", "{t}");
+    let row = &t["rows"][0];
+    assert_eq!((row["requests_a"].as_u64(), row["requests_b"].as_u64()), (Some(kept), Some(kept)), "{row}");
+    let delta = |col: &str| row["deltas"].as_array().unwrap().iter().find(|d| d["column"] == col).cloned().unwrap();
+    let ttft = delta("ttft_ms_p50");
+    let (a_ms, b_ms) = (ttft["a"].as_f64().unwrap(), ttft["b"].as_f64().unwrap());
+    eprintln!("TTFT p50 {a_ms:.1} ms → {b_ms:.1} ms at half the twin's speed; interval {}", ttft["interval"]);
+    assert!(b_ms > 1.5 * a_ms, "the half-speed twin's TTFT ({b_ms} ms) is about twice the twin's ({a_ms} ms)");
+    assert!(ttft["interval"]["low"].as_f64().unwrap() > 0.0, "{ttft}");
+    assert_eq!(ttft["verdict"], "worse", "{ttft}");
+    for col in ["ttft_ms_p90", "tpot_ms_p50", "e2e_ms_p50", "achieved_rps", "send_lag_ms_p99"] {
+        assert!(delta(col)["a"].is_number() && delta(col)["b"].is_number(), "{col}: {row}");
+    }
+    let text = diff(&a_dir, &b_dir, "text");
+    assert!(text.contains("Trace replay: A → B") && text.contains("Same trace, slice and speed"), "{text}");
+    assert!(text.contains("0 s to 6 s at 0.5×") && text.contains("37 → 37"), "{text}");
+
+    // Another slice: listed side by side, not compared, and why.
+    let json: serde_json::Value = serde_json::from_str(&diff(&a_dir, &c_dir, "json")).unwrap();
+    let t = &json["traces"];
+    assert_eq!(t["not_comparable"], serde_json::json!(["different slices: A replayed 0 s to 6 s and B 0 s to 2 s"]));
+    let ttft =
+        t["rows"][0]["deltas"].as_array().unwrap().iter().find(|d| d["column"] == "ttft_ms_p50").unwrap().clone();
+    assert!(ttft["a"].is_number() && ttft["b"].is_number() && ttft["verdict"].is_null(), "{ttft}");
+    let text = diff(&a_dir, &c_dir, "text");
+    assert!(text.contains("Not comparable: different slices: A replayed 0 s to 6 s and B 0 s to 2 s"), "{text}");
+}

@@ -20,6 +20,7 @@
 //! | [`model::run_report`] | [`view::run_report`] (the report of one run, one file per section) |
 //! | [`model::chart_spec`] | [`view::chart_view`] (the charts section), [`view::chart_canvas`] (the canvas drawing) |
 //! | [`model::cell_detail`] | `view::run_report::cell_panel` (the panel under the heatmap) |
+//! | [`model::trace_report`] | `view::run_report::traces` (the replayed traces and their timelines) |
 //! | [`model::run_index`] | `view::report_page::run_table` (the site's run table) |
 //! | [`model::run_diff`] | [`view::diff_page`] (`?a=…&b=…`: two runs compared) |
 //! | [`model::multi_run`] | [`view::multi_run_page`] (`?compare=…&compare=…`: 2 … 12 runs) |

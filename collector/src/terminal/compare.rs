@@ -12,7 +12,7 @@ use crate::files::FileError;
 use crate::terminal::show::{heading, Grid, Markup};
 use crate::text::clean;
 use speedmatrix_schema::diff::{
-    self, gate, percent, rates, signed_delta, CellRef, Gate, PercentError, RowDiff, RunDiff, TALLY_KEYS,
+    self, gate, percent, rates, signed_delta, traces, CellRef, Gate, PercentError, RowDiff, RunDiff, TALLY_KEYS,
 };
 use speedmatrix_schema::registry::{self, Column};
 use speedmatrix_schema::table::Phase;
@@ -261,6 +261,7 @@ pub fn render(d: &RunDiff, opts: &Options, gate: Option<&Gate>, markup: Markup) 
     decode_section(&mut out, d, col, markup);
     lists_section(&mut out, d, markup);
     rate_section(&mut out, &d.rates, markup);
+    trace_section(&mut out, &d.traces, markup);
     if let Some(g) = gate {
         gate_section(&mut out, g, d.noise.is_some(), markup);
     }
@@ -410,7 +411,13 @@ const RATE_COLUMNS: [&str; 6] =
 
 /// One figure of a rate cell as lines: `A → B` and `Δ % ± verdict`, or the status words.
 pub fn rate_cell_text(r: &rates::RateRowDiff, column: &str) -> String {
-    let Some(d) = r.delta(column) else { return "—".into() };
+    figure_lines(r.delta(column), column)
+}
+
+/// One rate figure of a rate cell or trace row as lines: `A → B` and `Δ % ± verdict`, or why
+/// it is not compared.
+fn figure_lines(d: Option<&diff::Delta>, column: &str) -> String {
+    let Some(d) = d else { return "—".into() };
     let show = |v: Option<f64>| v.map(|v| rates::figure_text(column, v)).unwrap_or_else(|| "—".into());
     let mut lines = vec![format!("{} → {}", show(d.a), show(d.b))];
     if let (Some(v), Some(abs)) = (d.verdict, d.abs) {
@@ -523,6 +530,94 @@ fn rate_section(out: &mut String, d: &rates::RateDiff, markup: Markup) {
             })
             .collect(),
     );
+    out.push('\n');
+}
+
+/// The figures of a trace row the diff's trace table shows, in column order.
+const TRACE_COLUMNS: [&str; 8] = [
+    "achieved_rps",
+    "ttft_ms_p50",
+    "ttft_ms_p90",
+    "tpot_ms_p50",
+    "tpot_ms_p90",
+    "e2e_ms_p50",
+    "e2e_ms_p90",
+    "send_lag_ms_p99",
+];
+
+/// "Trace replay": which trace each run replayed, and either why their rows cannot be compared
+/// or each row A → B on the figures of [`TRACE_COLUMNS`] with their verdicts. Nothing when
+/// neither run replayed a trace.
+fn trace_section(out: &mut String, d: &traces::TraceDiff, markup: Markup) {
+    if d.is_empty() {
+        return;
+    }
+    heading(out, markup, 2, "Trace replay: A → B");
+    let bullet = if markup == Markup::Markdown { "- " } else { "" };
+    let which = |t: &Option<traces::TraceRef>| t.as_ref().map_or("no trace recorded".into(), |t| clean(&t.describe()));
+    let _ = writeln!(out, "{bullet}A replayed: {}", which(&d.a));
+    let _ = writeln!(out, "{bullet}B replayed: {}\n", which(&d.b));
+    if !d.not_comparable.is_empty() {
+        let _ = writeln!(
+            out,
+            "Not comparable: {}. Each run's figures are listed side by side, without a change or verdict.\n",
+            clean(&d.not_comparable.join("; "))
+        );
+    } else if d.comparable() {
+        let rule = match &d.noise {
+            None => "no per-request samples on a side: every figure by the threshold".to_string(),
+            Some(n) => format!(
+                "TTFT, TPOT and E2E p50 (block bootstrap over the replay's requests in schedule order) and achieved \
+                 rate (batch means over its per-second completions): ± is the {} interval of B − A, better/worse \
+                 when it leaves out 0 and the change is at least {}; other figures by the threshold",
+                percent(n.level, false).replace(".0 %", " %"),
+                percent(n.min_change, false)
+            ),
+        };
+        let _ = writeln!(out, "Same trace, slice and speed: compared request for request · {rule}.\n");
+    }
+    for n in &d.notes {
+        let _ = writeln!(out, "Note: {}.", clean(n));
+    }
+    if d.rows.is_empty() {
+        return;
+    }
+    let headers = ["Trace", "Requests", "Status"]
+        .into_iter()
+        .map(String::from)
+        .chain(TRACE_COLUMNS.iter().map(|c| rates::figure_label(c)))
+        .collect();
+    let opt = |v: Option<usize>| v.map_or_else(|| "—".to_string(), |n| n.to_string());
+    let rows = d
+        .rows
+        .iter()
+        .map(|r| {
+            let status = match (r.status_a, r.status_b) {
+                (Some(_), None) => "only in A".to_string(),
+                (None, Some(_)) => "only in B".to_string(),
+                (a, b) if a == b => status_words(a),
+                (a, b) => format!("{} → {}", status_words(a), status_words(b)),
+            };
+            let requests = format!("{} → {}", opt(r.requests_a), opt(r.requests_b));
+            let mut row = vec![format!("#{}", r.index + 1), requests, status];
+            row.extend(TRACE_COLUMNS.iter().map(|c| {
+                let lines = figure_lines(r.delta(c), c);
+                // The reason a row is not compared is said once, above the table.
+                if d.not_comparable.is_empty() {
+                    lines
+                } else {
+                    lines.lines().next().unwrap_or_default().to_string()
+                }
+            }));
+            row
+        })
+        .collect();
+    out.push_str(&Grid { headers, rows, numeric_from: 1 }.render(markup));
+    out.push('\n');
+    let notes = d.rows.iter().flat_map(|r| &r.deltas).filter(|x| x.verdict == Some(diff::Verdict::NotEnoughData));
+    for why in notes.filter_map(|x| x.noise_note.as_ref().map(|n| format!("{}: {n}", rates::figure_label(&x.column)))) {
+        let _ = writeln!(out, "Not enough data: {}.", clean(&why));
+    }
     out.push('\n');
 }
 

@@ -367,7 +367,7 @@ pub fn rate_interval(c: &RateCell, column: &str, slo: Option<&RateSlo>) -> Resul
 
 /// The interval of B − A on each noise figure both cells have; "not enough data" with why
 /// where a side has none.
-fn attach_rate_intervals(deltas: &mut [Delta], ca: &RateCell, cb: &RateCell, slo: Option<&RateSlo>) {
+pub(super) fn attach_rate_intervals(deltas: &mut [Delta], ca: &RateCell, cb: &RateCell, slo: Option<&RateSlo>) {
     for d in deltas.iter_mut().filter(|d| RATE_NOISE_FIGURES.contains(&d.column.as_str())) {
         let (Some(va), Some(vb)) = (d.a, d.b) else { continue };
         if d.not_comparable.is_some() {
@@ -393,18 +393,24 @@ fn attach_rate_intervals(deltas: &mut [Delta], ca: &RateCell, cb: &RateCell, slo
 /// Benjamini–Hochberg over the rate cells of each noise figure, then better / worse for a
 /// discovery whose interval leaves out 0 and whose change is at least `rule.min_change`.
 fn rate_noise_verdicts(rows: &mut [RateRowDiff], rule: &NoiseRule) {
+    let mut sets: Vec<&mut Vec<Delta>> = rows.iter_mut().map(|r| &mut r.deltas).collect();
+    noise_verdicts(&mut sets, rule);
+}
+
+/// Benjamini–Hochberg over the rows (each its deltas: rate cells, trace rows) of each noise
+/// figure, then better / worse for a discovery whose interval leaves out 0 and whose change is
+/// at least `rule.min_change`; "within noise" otherwise.
+pub(super) fn noise_verdicts(rows: &mut [&mut Vec<Delta>], rule: &NoiseRule) {
     for (column, dir, _) in RATE_FIGURES.iter().filter(|f| RATE_NOISE_FIGURES.contains(&f.0)) {
         let at: Vec<(usize, usize)> = rows
             .iter()
             .enumerate()
-            .filter_map(|(i, r)| {
-                r.deltas.iter().position(|d| d.column == *column && d.interval.is_some()).map(|j| (i, j))
-            })
+            .filter_map(|(i, r)| r.iter().position(|d| d.column == *column && d.interval.is_some()).map(|j| (i, j)))
             .collect();
-        let p: Vec<f64> = at.iter().map(|&(i, j)| rows[i].deltas[j].interval.map_or(1.0, |x| x.p_value)).collect();
+        let p: Vec<f64> = at.iter().map(|&(i, j)| rows[i][j].interval.map_or(1.0, |x| x.p_value)).collect();
         let kept = noise::benjamini_hochberg(&p, rule.false_discovery_rate);
         for (&(i, j), keep) in at.iter().zip(kept) {
-            let d = &mut rows[i].deltas[j];
+            let d = &mut rows[i][j];
             let Some(iv) = d.interval.as_mut() else { continue };
             iv.discovery = keep;
             let excludes_zero = iv.low > 0.0 || iv.high < 0.0;

@@ -11,3 +11,5 @@ pub mod rate_report;
 pub mod run_diff;
 pub mod run_index;
 pub mod run_report;
+pub mod trace_diff;
+pub mod trace_report;

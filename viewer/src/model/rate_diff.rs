@@ -6,7 +6,7 @@
 
 use crate::model::run_diff::{delta_colour, CellKind, DASH};
 use speedmatrix_schema::diff::rates::{figure_label, figure_text, RateDiff, RateRowDiff};
-use speedmatrix_schema::diff::{percent, Verdict};
+use speedmatrix_schema::diff::{percent, Delta, Verdict};
 use speedmatrix_schema::{rate_label, CellStatus};
 
 /// The figures of a rate cell the diff view's rate table shows, in column order.
@@ -52,6 +52,13 @@ fn words(s: Option<CellStatus>) -> &'static str {
 }
 
 fn cell(r: &RateRowDiff, column: &'static str, threshold: f64) -> RateDeltaCell {
+    delta_cell(r.delta(column), r.matched() && !r.status_changed(), column, threshold)
+}
+
+/// One rate figure of a rate cell or trace row as the delta heatmap writes a cell: A → B, and
+/// the change with its verdict when `compared` (both runs have the row, with one status);
+/// otherwise only A → B, with why on hover (`Delta::not_comparable`, the noise note).
+pub fn delta_cell(d: Option<&Delta>, compared: bool, column: &'static str, threshold: f64) -> RateDeltaCell {
     let mut c = RateDeltaCell {
         column,
         kind: CellKind::NoFigure,
@@ -61,11 +68,11 @@ fn cell(r: &RateRowDiff, column: &'static str, threshold: f64) -> RateDeltaCell 
         background: None,
         light: false,
     };
-    let Some(d) = r.delta(column) else { return c };
+    let Some(d) = d else { return c };
     let show = |v: Option<f64>| v.map_or_else(|| DASH.to_string(), |v| figure_text(column, v));
     c.detail = Some(format!("{} → {}", show(d.a), show(d.b)));
     c.note = d.noise_note.clone().or_else(|| d.not_comparable.clone());
-    if !r.matched() || r.status_changed() {
+    if !compared {
         return c;
     }
     if let (Some(verdict), Some(abs)) = (d.verdict, d.abs) {

@@ -15,6 +15,7 @@ use crate::model::rate_diff;
 use crate::model::run_diff::{self, DeltaCell, LINE_COLUMNS};
 use crate::model::run_index::index_runs;
 use crate::model::run_report;
+use crate::model::trace_diff;
 use crate::view::browser::{self, Fetched};
 use crate::view::chart_view::charts_section;
 use crate::view::run_report::{heat_cell, matrix_table, metric_options};
@@ -274,6 +275,7 @@ pub fn DiffView(
             {side_by_side(a.clone(), b.clone(), d, selected)}
             {what_changed(d, selected)}
             {move || d.with(rate_changes)}
+            {move || d.with(trace_changes)}
             <OverlaidCharts a=a.clone() b=b.clone() view=view />
             <MatchedTable d=d selected=selected />
         </article>
@@ -569,6 +571,58 @@ fn rate_changes(d: &RunDiff) -> Option<impl IntoView> {
             </div>
             {(!notes.is_empty())
                 .then(|| view! { <ul class="diff-notes" id="rate-diff-notes">{notes.into_iter().map(|t| view! { <li>{t}</li> }).collect_view()}</ul> })}
+        </section>
+    })
+}
+
+/// "Trace replay": which trace each run replayed, and its row B against A on the figures of
+/// [`trace_diff::TRACE_COLUMNS`] — or, for replays of another trace, slice or speed, why they
+/// are not compared, with both runs' figures side by side; nothing when neither run replayed a
+/// trace.
+fn trace_changes(d: &RunDiff) -> Option<impl IntoView> {
+    if d.traces.is_empty() {
+        return None;
+    }
+    let lines = trace_diff::trace_lines(&d.traces, d.threshold);
+    let notes = trace_diff::trace_notes(&d.traces);
+    let rule = match &d.traces.noise {
+        Some(n) => format!(
+            "TTFT, TPOT and E2E p50 (block bootstrap over the replay's requests) and achieved rate (batch means over its per-second completions): ± is the 95 % interval of B − A, better or worse when it leaves out 0 and the change is at least {} · other figures: changes under {} are the same",
+            percent(n.min_change, false),
+            percent(d.threshold, false)
+        ),
+        None if d.traces.comparable() => {
+            format!("no per-request samples on a side · changes under {} are the same", percent(d.threshold, false))
+        }
+        None => "not compared".to_string(),
+    };
+    Some(view! {
+        <section class="section" id="diff-traces">
+            <h2>"Trace replay"</h2>
+            <p class="section-sub">"Replays of the same trace, slice and speed compared request for request · B against A · " {rule}</p>
+            <ul class="diff-notes" id="trace-diff-notes">{notes.into_iter().map(|t| view! { <li>{t}</li> }).collect_view()}</ul>
+            <div class="table-wrap">
+                <table class="measurements rate-diff" id="trace-diff-table">
+                    <thead>
+                        <tr>{trace_diff::headers().into_iter().map(|h| view! { <th scope="col">{h}</th> }).collect_view()}</tr>
+                    </thead>
+                    <tbody>
+                        {lines
+                            .into_iter()
+                            .map(|l| {
+                                view! {
+                                    <tr data-trace=l.index.to_string() data-kind=l.kind.id()>
+                                        <th scope="row">{format!("#{}", l.index + 1)}</th>
+                                        <td class="num" data-col="requests">{l.requests}</td>
+                                        <td class=format!("d-{}", l.kind.id()) data-col="status">{l.status}</td>
+                                        {l.cells.into_iter().map(rate_delta_td).collect_view()}
+                                    </tr>
+                                }
+                            })
+                            .collect_view()}
+                    </tbody>
+                </table>
+            </div>
         </section>
     })
 }

@@ -8,6 +8,8 @@
 //!   and intervals);
 //! - `rates`: the open-loop rate cells (table, status legend, TTFT against the achieved rate),
 //!   when the run has any;
+//! - `traces`: the replayed traces (their figures, the trace in words, each one's timeline:
+//!   offered and completed, in flight, TTFT), when the run has any;
 //! - the charts, each with its readout, table mirror and PNG ([`crate::view::chart_view`]);
 //! - `measurements`: the all-measurements table with its sort and filters.
 //!
@@ -21,6 +23,7 @@ mod heatmap;
 mod measurements;
 mod prefill;
 mod rates;
+mod traces;
 
 pub(crate) use heatmap::{heat_cell, matrix_table, metric_options};
 
@@ -33,7 +36,7 @@ use speedmatrix_schema::Results;
 use std::sync::Arc;
 
 /// The report of one run: title, cards, launch command, prefill table, heatmap, request rates,
-/// charts and the all-measurements table.
+/// trace replay, charts and the all-measurements table.
 #[component]
 pub fn Report(
     /// The run.
@@ -76,6 +79,7 @@ pub fn Report(
             <prefill::PrefillTable r=r.clone() />
             <heatmap::DecodeHeatmap r=r.clone() metric=metric view=view />
             <rates::RateSection r=r.clone() view=view />
+            <traces::TraceSection r=r.clone() view=view />
             <chart_view::Charts r=r.clone() view=view />
             <measurements::AllMeasurements r=r view=view />
         </article>

@@ -11,8 +11,8 @@ use speedmatrix_schema::{CellStatus, Results};
 use std::sync::Arc;
 
 /// The status cell of a rate line: the mark and the status' words, the reason (or what the
-/// status means) as a tooltip on hover and focus.
-fn status_cell(l: &rate_report::RateLine) -> impl IntoView {
+/// status means) as a tooltip on hover and focus. The trace table uses it too.
+pub(super) fn status_cell(l: &rate_report::RateLine) -> impl IntoView {
     let s = l.status;
     let tip = match &l.reason {
         Some(why) => Some(format!("{}: {why}", s.label())),
