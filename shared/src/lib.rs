@@ -52,6 +52,7 @@ pub mod frontier;
 pub mod load;
 pub mod model;
 pub mod noise;
+pub mod prefix;
 pub mod progress;
 pub mod rate;
 pub mod rate_slo;
