@@ -192,7 +192,7 @@ mod tests {
         let load = Evidence { kv_usage_max: Some(0.97), preemptions: Some(3), ..Evidence::default() };
         let n = off_plan_note(0.9, 0.4, &load).unwrap();
         assert!(n.contains("evicted") && n.contains("3 preemptions"), "{n}");
-        let n = off_plan_note(0.5, 0.4, &Evidence::default()).unwrap();
+        let n = off_plan_note(0.5, 0.3, &Evidence::default()).unwrap();
         assert!(n.contains("may be off"), "{n}");
         let n = off_plan_note(0.0, 0.5, &Evidence { reset: true, ..Evidence::default() }).unwrap();
         assert!(n.contains("above") && n.contains("reset"), "{n}");
