@@ -154,3 +154,22 @@ fn without_a_reset_endpoint_the_prompts_are_salted_and_recorded() {
     assert_eq!(single.len(), 1 + 2 + 2, "cold row, warm row's warm-up and request, two cells' warm-ups: {single:?}");
     assert_eq!(single.iter().filter(|c| **c > 0).count(), 1, "{single:?}");
 }
+
+#[test]
+fn bad_prefix_shares_are_refused_before_any_request() {
+    // Port 9 (discard): nothing is asked of it, the flags are refused first (exit 2).
+    for (args, says) in [
+        (&["--prefix-share", "0.5"][..], "--prefix-share: `0.5` is no share: write a percentage"),
+        (&["--prefix-share", "100%"][..], "needs a unique rest"),
+        (&["--prefix-share", "50%", "--rates", "1"][..], "rate cells and --trace do not take it yet"),
+    ] {
+        let o = Command::new(support::BIN)
+            .args(["run", "--url", "http://127.0.0.1:9", "--dry-run"])
+            .args(args)
+            .output()
+            .expect("run the collector");
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+}
