@@ -796,6 +796,36 @@ mod tests {
     }
 
     #[test]
+    fn prefix_share_cells_are_keyed_by_share_and_belong_to_the_plan() {
+        let mut r = with_repeats(1);
+        r.config.repeats = None;
+        r.config.prefix_shares = vec![0.0, 0.5];
+        // Each cell at both shares; the cold prefill rows stay, one warm row is added.
+        let cells = std::mem::take(&mut r.decode);
+        for share in [0.0, 0.5] {
+            r.decode.extend(cells.iter().cloned().map(|c| crate::DecodeCell { prefix_share: Some(share), ..c }));
+        }
+        let warm = crate::PrefillRow { prefix_share: Some(0.5), ..r.prefill[0].clone() };
+        r.prefill.push(warm.clone());
+        validate(&r).unwrap();
+        let mut twice = r.clone();
+        twice.prefill.push(warm);
+        let e = validate(&twice).unwrap_err().to_string();
+        assert!(e.contains("a second prefill row for context") && e.contains("· prefix 50%"), "{e}");
+        let mut off = r.clone();
+        off.decode[0].prefix_share = Some(0.9);
+        let e = validate(&off).unwrap_err().to_string();
+        assert!(e.contains("decode[0].prefix_share: 0.9 is not in config.prefix_shares"), "{e}");
+        let mut none = r.clone();
+        none.decode[0].prefix_share = None;
+        assert!(validate(&none).unwrap_err().to_string().contains("decode[0].prefix_share: missing"));
+        let mut gone = r.clone();
+        gone.decode.pop();
+        let e = validate(&gone).unwrap_err().to_string();
+        assert!(e.contains("· prefix 50% is missing"), "{e}");
+    }
+
+    #[test]
     fn a_v2_file_is_a_v4_file_of_one_repeat_and_no_rate_cells() {
         let mut v: Value =
             serde_json::from_slice(include_bytes!("../../tests/fixtures/round1/twin-tiny.json")).unwrap();
