@@ -274,6 +274,13 @@ pub struct RunArgs {
     /// Give every stream of a cell its own (warmed) prompt instead of sharing one.
     #[arg(long)]
     pub distinct_prompts: bool,
+    /// Prefix-share cells, e.g. `0,50%,90%`: each decode cell is measured at each share, every
+    /// request's prompt being that share of the context as a prefix shared by the cell's
+    /// requests plus a unique rest; each prefill context gets a warm row per share above 0
+    /// (the prefix sent once first). The server's prefix cache is reset before each (else
+    /// the prompts are salted) and its measured hit rate recorded beside the plan.
+    #[arg(long, value_name = "SHARES", conflicts_with = "distinct_prompts")]
+    pub prefix_share: Option<String>,
     /// Sampling temperature sent with every request.
     // A negative number is a value (refused by the range check with its reason), not a flag.
     #[arg(long, allow_negative_numbers = true)]

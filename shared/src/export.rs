@@ -38,16 +38,42 @@ fn key_fields(row: &Row<'_>) -> [String; 6] {
     ]
 }
 
+/// The columns a file with prefix shares (`config.prefix_shares`) adds after the registry's:
+/// the row's or cell's share, its measured hit rate and the rate's source (empty on cold rows).
+pub const PREFIX_COLUMNS: [&str; 3] = ["prefix_share", "prefix_cache_hit_rate", "prefix_cache_hit_rate_source"];
+
+/// A row's [`PREFIX_COLUMNS`] values: share, measured hit rate, source id.
+fn prefix_fields(row: &Row<'_>) -> [Option<serde_json::Value>; 3] {
+    let pc = row.prefix_cache();
+    [
+        row.prefix_share().map(serde_json::Value::from),
+        pc.and_then(|p| p.measured_hit_rate).map(serde_json::Value::from),
+        pc.and_then(|p| p.hit_rate_source).and_then(|s| serde_json::to_value(s).ok()),
+    ]
+}
+
 /// The whole table as CSV (RFC 4180, `\n` line ends): one header line, then one line per prefill
-/// row and decode cell.
+/// row and decode cell; with prefix shares, [`PREFIX_COLUMNS`] last.
 pub fn to_csv(results: &Results) -> String {
     let cols = columns();
+    let shares = !results.config.prefix_shares.is_empty();
     let mut w = csv::WriterBuilder::new().terminator(csv::Terminator::Any(b'\n')).from_writer(Vec::new());
     // Writing into a Vec cannot fail, and every record has the header's length.
-    w.write_record(headers()).expect("in-memory CSV write");
+    let mut head = headers();
+    if shares {
+        head.extend(PREFIX_COLUMNS.map(String::from));
+    }
+    w.write_record(head).expect("in-memory CSV write");
     for row in rows(results) {
         let values = cols.iter().map(|c| row.value(c).map(raw).unwrap_or_default());
-        let record: Vec<String> = key_fields(&row).into_iter().chain(values).collect();
+        let mut record: Vec<String> = key_fields(&row).into_iter().chain(values).collect();
+        if shares {
+            record.extend(prefix_fields(&row).map(|v| match v {
+                Some(serde_json::Value::String(s)) => s,
+                Some(v) => v.to_string(),
+                None => String::new(),
+            }));
+        }
         w.write_record(&record).expect("in-memory CSV write");
     }
     let bytes = w.into_inner().expect("in-memory CSV flush");
@@ -85,6 +111,11 @@ pub fn to_json_rows(results: &Results) -> serde_json::Value {
             obj.insert("reason".into(), row.reason().into());
             for c in &cols {
                 obj.insert(c.id(), row.value(c).map_or(serde_json::Value::Null, |v| json_number(c, v)));
+            }
+            if !results.config.prefix_shares.is_empty() {
+                for (k, v) in PREFIX_COLUMNS.iter().zip(prefix_fields(row)) {
+                    obj.insert((*k).into(), v.unwrap_or(serde_json::Value::Null));
+                }
             }
             serde_json::Value::Object(obj)
         })

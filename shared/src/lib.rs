@@ -54,6 +54,7 @@ pub mod frontier;
 pub mod load;
 pub mod model;
 pub mod noise;
+pub mod prefix;
 pub mod progress;
 pub mod rate;
 pub mod rate_slo;
@@ -99,8 +100,17 @@ pub fn json_schema() -> serde_json::Value {
 
 /// Fields holding a fraction 0–1.
 #[cfg(feature = "json-schema")]
-const FRACTIONS: [&str; 5] =
-    ["spec_accept_rate", "kv_cache_usage_avg", "kv_cache_usage_max", "kv_cache_usage", "level"];
+const FRACTIONS: [&str; 9] = [
+    "spec_accept_rate",
+    "kv_cache_usage_avg",
+    "kv_cache_usage_max",
+    "kv_cache_usage",
+    "level",
+    "prefix_share",
+    "prefix_shares",
+    "planned_share",
+    "measured_hit_rate",
+];
 
 #[cfg(feature = "json-schema")]
 fn tighten(v: &mut serde_json::Value, property: Option<&str>) {

@@ -301,7 +301,9 @@ fn v2_to_v3(value: Value) -> Value {
 }
 
 /// Schema v3 → v4: v4 adds open-loop rate cells (`rates`, `config.rates`, the statuses
-/// `saturated` and `client_limited`, `requests[].send_lag_ms`), all optional; a v3 file has
+/// `saturated` and `client_limited`, `requests[].send_lag_ms`), traces, and prefix-share cells
+/// and warm prefill rows (`config.prefix_shares`, `prefix_share`, `prefix_cache`), all
+/// optional; a v3 file has
 /// none and means the same in v4. The version moves for the reason of [`v2_to_v3`].
 fn v3_to_v4(value: Value) -> Value {
     value
@@ -556,15 +558,46 @@ pub fn validate(r: &Results) -> Result<(), LoadError> {
     }
     let c = &r.config;
     for ctx in &c.contexts {
-        if let Some(&n) = c.concurrency.iter().find(|&&n| !seen.contains(&(ctx.tokens, n))) {
-            return Err(invalid(
-                "decode",
-                format!("the planned cell {} × {n} is missing; every planned cell appears", ctx.label),
-            ));
+        for share in planned_shares(c) {
+            if let Some(&n) = c.concurrency.iter().find(|&&n| !seen.contains(&(ctx.tokens, n, key(share)))) {
+                return Err(invalid(
+                    "decode",
+                    format!(
+                        "the planned cell {} × {n}{} is missing; every planned cell appears",
+                        ctx.label,
+                        crate::prefix::name_suffix(share)
+                    ),
+                ));
+            }
         }
     }
     Ok(())
 }
+
+/// The shares every decode cell of the plan is measured at: each of `config.prefix_shares`, or
+/// none (one cell per context and concurrency).
+fn planned_shares(c: &crate::Config) -> Vec<Option<f64>> {
+    match c.prefix_shares.is_empty() {
+        true => vec![None],
+        false => c.prefix_shares.iter().map(|s| Some(*s)).collect(),
+    }
+}
+
+/// A row's or cell's `prefix_share` is one of the plan's (`at`: its path); a cold prefill row
+/// (`cold_ok`) may have none.
+fn check_share(at: String, share: Option<f64>, c: &crate::Config, cold_ok: bool) -> Result<(), LoadError> {
+    match share {
+        Some(s) if !c.prefix_shares.iter().any(|p| key(Some(*p)) == key(Some(s))) => {
+            Err(invalid(at, format!("{s} is not in config.prefix_shares")))
+        }
+        None if !cold_ok && !c.prefix_shares.is_empty() => {
+            Err(invalid(at, "missing: the plan measures every cell at a prefix share (config.prefix_shares)"))
+        }
+        _ => Ok(()),
+    }
+}
+
+use crate::prefix::key;
 
 /// The run's times, the plan (window, concurrency levels, contexts) and the GPU count.
 fn validate_header(r: &Results) -> Result<(), LoadError> {
@@ -598,6 +631,12 @@ fn validate_header(r: &Results) -> Result<(), LoadError> {
     }
     check_contexts("config.contexts", &c.contexts)?;
     check_contexts("config.prefill_contexts", &c.prefill_contexts)?;
+    for (i, s) in c.prefix_shares.iter().enumerate() {
+        check_fraction(&format!("config.prefix_shares[{i}]"), Some(*s))?;
+        if i > 0 && key(Some(*s)) <= key(Some(c.prefix_shares[i - 1])) {
+            return Err(invalid(format!("config.prefix_shares[{i}]"), "shares are listed once each, ascending"));
+        }
+    }
     let h = &r.hardware;
     if let Some(n) = h.gpu_count {
         if !h.gpus.is_empty() && n as usize != h.gpus.len() {
@@ -614,17 +653,25 @@ fn validate_prefill(r: &Results) -> Result<(), LoadError> {
     let mut rows = std::collections::HashSet::new();
     for (i, p) in r.prefill.iter().enumerate() {
         planned(format!("prefill[{i}].context"), &p.context, &c.prefill_contexts, "config.prefill_contexts")?;
-        if !rows.insert(p.context.tokens) {
+        check_share(format!("prefill[{i}].prefix_share"), p.prefix_share, c, true)?;
+        if !rows.insert((p.context.tokens, key(p.prefix_share))) {
             return Err(invalid(
                 format!("prefill[{i}]"),
-                format!("a second prefill row for context {}", p.context.label),
+                format!(
+                    "a second prefill row for context {}{}",
+                    p.context.label,
+                    crate::prefix::name_suffix(p.prefix_share)
+                ),
             ));
+        }
+        if let Some(pc) = &p.prefix_cache {
+            check_fraction(&format!("prefill[{i}].prefix_cache.measured_hit_rate"), pc.measured_hit_rate)?;
         }
         if needs_reason(p.status) && p.reason.is_none() {
             return Err(invalid(format!("prefill[{i}].reason"), format!("a {} row must say why", p.status.id())));
         }
     }
-    if let Some(missing) = c.prefill_contexts.iter().find(|p| !rows.contains(&p.tokens)) {
+    if let Some(missing) = c.prefill_contexts.iter().find(|p| !rows.contains(&(p.tokens, None))) {
         return Err(invalid(
             "prefill",
             format!("the planned prefill row {} is missing; every planned row appears", missing.label),
@@ -649,7 +696,7 @@ fn validate_cell(
     r: &Results,
     i: usize,
     cell: &crate::DecodeCell,
-    seen: &mut std::collections::HashSet<(u64, u32)>,
+    seen: &mut std::collections::HashSet<(u64, u32, Option<u32>)>,
 ) -> Result<(), LoadError> {
     let c = &r.config;
     let at = |f: &str| format!("decode[{i}].{f}");
@@ -657,14 +704,20 @@ fn validate_cell(
     if !c.concurrency.contains(&cell.concurrency) {
         return Err(invalid(at("concurrency"), format!("{} is not in config.concurrency", cell.concurrency)));
     }
-    if !seen.insert((cell.context.tokens, cell.concurrency)) {
+    check_share(at("prefix_share"), cell.prefix_share, c, false)?;
+    if !seen.insert((cell.context.tokens, cell.concurrency, key(cell.prefix_share))) {
         return Err(invalid(
             format!("decode[{i}]"),
             format!(
-                "a second cell for context {} × concurrency {}; each cell appears once",
-                cell.context.label, cell.concurrency
+                "a second cell for context {} × concurrency {}{}; each cell appears once",
+                cell.context.label,
+                cell.concurrency,
+                crate::prefix::name_suffix(cell.prefix_share)
             ),
         ));
+    }
+    if let Some(pc) = &cell.prefix_cache {
+        check_fraction(&at("prefix_cache.measured_hit_rate"), pc.measured_hit_rate)?;
     }
     if needs_reason(cell.status) && cell.reason.is_none() {
         return Err(invalid(at("reason"), format!("a {} cell must say why", cell.status.id())));
@@ -740,6 +793,36 @@ mod tests {
         let mut r = load_results(include_bytes!("../../tests/fixtures/round1/twin-tiny.json")).unwrap();
         r.config.repeats = Some(n);
         r
+    }
+
+    #[test]
+    fn prefix_share_cells_are_keyed_by_share_and_belong_to_the_plan() {
+        let mut r = with_repeats(1);
+        r.config.repeats = None;
+        r.config.prefix_shares = vec![0.0, 0.5];
+        // Each cell at both shares; the cold prefill rows stay, one warm row is added.
+        let cells = std::mem::take(&mut r.decode);
+        for share in [0.0, 0.5] {
+            r.decode.extend(cells.iter().cloned().map(|c| crate::DecodeCell { prefix_share: Some(share), ..c }));
+        }
+        let warm = crate::PrefillRow { prefix_share: Some(0.5), ..r.prefill[0].clone() };
+        r.prefill.push(warm.clone());
+        validate(&r).unwrap();
+        let mut twice = r.clone();
+        twice.prefill.push(warm);
+        let e = validate(&twice).unwrap_err().to_string();
+        assert!(e.contains("a second prefill row for context") && e.contains("· prefix 50%"), "{e}");
+        let mut off = r.clone();
+        off.decode[0].prefix_share = Some(0.9);
+        let e = validate(&off).unwrap_err().to_string();
+        assert!(e.contains("decode[0].prefix_share: 0.9 is not in config.prefix_shares"), "{e}");
+        let mut none = r.clone();
+        none.decode[0].prefix_share = None;
+        assert!(validate(&none).unwrap_err().to_string().contains("decode[0].prefix_share: missing"));
+        let mut gone = r.clone();
+        gone.decode.pop();
+        let e = validate(&gone).unwrap_err().to_string();
+        assert!(e.contains("· prefix 50% is missing"), "{e}");
     }
 
     #[test]

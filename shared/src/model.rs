@@ -561,6 +561,12 @@ pub struct Config {
     /// `--trace`: the request trace replayed, its slice and speed (plan); absent without.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<TraceSource>,
+    /// `--prefix-share`: the shares of each prompt that are a prefix shared by a cell's
+    /// requests, fractions 0–1 ascending (plan). Each decode cell is measured at each share
+    /// (`decode[].prefix_share`), and each prefill context gets a warm row per share above 0
+    /// beside its cold one (`docs/METHODOLOGY.md`, "Prefix caching"). Absent without.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prefix_shares: Vec<f64>,
 }
 
 /// A context asked for (`--contexts`, `--prefill-contexts`) that the plan could not hold.
@@ -892,9 +898,79 @@ pub struct PrefillRow {
     /// Where `cached_tokens` came from; `null` when not recorded (schema v1) or unknown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cached_tokens_source: Option<CachedTokensSource>,
+    /// A warm row (`--prefix-share`): the share of the prompt that is a prefix sent once
+    /// before the measured request, so it is in the server's prefix cache (plan, fraction
+    /// 0–1). Absent for a cold row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_share: Option<f64>,
+    /// A warm row's prefix cache: the cache state it started from and the measured hit rate
+    /// beside the planned share. Absent for a cold row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_cache: Option<PrefixCacheFigures>,
+    /// Figures of this row its sources could not give, and why. Empty when nothing is missing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<MissingFigure>,
     /// The request(s) behind this row.
     #[serde(default)]
     pub requests: Vec<RequestSample>,
+}
+
+/// How a prefix-share row or cell began with a known prefix cache (`docs/METHODOLOGY.md`,
+/// "Prefix caching").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum CacheStart {
+    /// The server emptied its prefix cache on request just before (vLLM `POST
+    /// /reset_prefix_cache`, SGLang `POST /flush_cache`, llama.cpp slot erase).
+    Reset,
+    /// No reset was possible: the prompts carry text unique to this row or cell from their
+    /// first token, so nothing cached earlier can match them.
+    Salted,
+}
+
+/// Where a measured prefix-cache hit rate came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum HitRateSource {
+    /// The prefix-cache hit and query counters' growth over the row or cell (Prometheus:
+    /// vLLM `prefix_cache_hits` ÷ `prefix_cache_queries`).
+    Prometheus,
+    /// `usage.prompt_tokens_details.cached_tokens` ÷ `usage.prompt_tokens` of its requests
+    /// (server usage).
+    Usage,
+    /// llama.cpp's `timings.cache_n` ÷ (`cache_n` + `prompt_n`) of its requests (server usage).
+    ServerTimings,
+}
+
+/// A prefix-share row's or cell's prefix cache: what was planned, how the cache started, and
+/// what the server says it served from it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct PrefixCacheFigures {
+    /// The planned share of each prompt that is the shared prefix, fraction 0–1 (plan).
+    pub planned_share: f64,
+    /// How the cache was put in a known state before the row or cell.
+    pub cache_start: CacheStart,
+    /// The reset asked for (`POST /reset_prefix_cache`), or why none could be (with
+    /// `salted`).
+    pub cache_start_detail: String,
+    /// Prompt tokens served from the prefix cache ÷ prompt tokens, over the measured requests,
+    /// fraction 0–1 (source: `hit_rate_source`); `null` when no source gives it (the row's or
+    /// cell's `missing` says why).
+    #[serde(default)]
+    pub measured_hit_rate: Option<f64>,
+    /// Where `measured_hit_rate` came from.
+    #[serde(default)]
+    pub hit_rate_source: Option<HitRateSource>,
+    /// Prompt tokens served from the cache, tokens (source: `hit_rate_source`).
+    #[serde(default)]
+    pub hit_tokens: Option<u64>,
+    /// Prompt tokens looked up, tokens (source: `hit_rate_source`).
+    #[serde(default)]
+    pub query_tokens: Option<u64>,
 }
 
 /// A header field whose value differed when a row or cell was measured: the file's header
@@ -971,6 +1047,9 @@ impl PrefillRow {
             cached_tokens: None,
             accepted_differences: vec![],
             cached_tokens_source: None,
+            prefix_share: None,
+            prefix_cache: None,
+            missing: vec![],
             requests: vec![],
         }
     }
@@ -1054,6 +1133,15 @@ pub struct DecodeCell {
     pub prompt_tokens: Option<u64>,
     /// Simultaneous streams N (column of the matrix).
     pub concurrency: u32,
+    /// `--prefix-share`: the share of each request's prompt that is a prefix shared by the
+    /// cell's requests, the rest unique to the request (plan, fraction 0–1). Absent: the
+    /// streams share one whole warmed prompt (`config.prompt_sharing`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_share: Option<f64>,
+    /// A prefix-share cell's prefix cache: how it started, the measured hit rate beside the
+    /// planned share. Absent without `prefix_share`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_cache: Option<PrefixCacheFigures>,
     /// Status of the cell.
     pub status: CellStatus,
     /// Why the status is what it is (required for `error`, `over_capacity`, `not_run`).
@@ -1382,6 +1470,8 @@ impl DecodeCell {
             context,
             prompt_tokens: None,
             concurrency,
+            prefix_share: None,
+            prefix_cache: None,
             status,
             reason,
             capacity: None,

@@ -143,8 +143,9 @@ pub fn cached_prefill_warning(cached_tokens: u64, prompt_tokens: Option<u64>) ->
 /// The words a prefill row shows next to its figures when the server served it from its
 /// prefix cache ([`cached_prefill_warning`]).
 pub fn prefill_cache_note(row: &crate::PrefillRow) -> Option<&'static str> {
+    // A warm row (`prefix_share`) is served from cache by design: its hit rate says how much.
     let warm = row.cached_tokens.and_then(|c| cached_prefill_warning(c, row.prompt_tokens)).is_some();
-    (warm && row.status.is_measured()).then_some("⚠ served from cache")
+    (warm && row.status.is_measured() && row.prefix_share.is_none()).then_some("⚠ served from cache")
 }
 
 /// The note a decode cell carries next to its figures when its tokens could only be counted

@@ -94,6 +94,22 @@ impl<'a> Row<'a> {
         }
     }
 
+    /// Its prefix share (`--prefix-share`): a warm prefill row's or a prefix-share cell's.
+    pub fn prefix_share(&self) -> Option<f64> {
+        match self {
+            Row::Prefill(p) => p.prefix_share,
+            Row::Decode(d) => d.prefix_share,
+        }
+    }
+
+    /// Its prefix cache's figures (a warm prefill row's or a prefix-share cell's).
+    pub fn prefix_cache(&self) -> Option<&'a crate::PrefixCacheFigures> {
+        match self {
+            Row::Prefill(p) => p.prefix_cache.as_ref(),
+            Row::Decode(d) => d.prefix_cache.as_ref(),
+        }
+    }
+
     /// The status reason, if any.
     pub fn reason(&self) -> Option<&'a str> {
         match self {
@@ -170,6 +186,8 @@ mod tests {
             context: crate::context::size(8192),
             prompt_tokens: Some(1),
             concurrency: 1,
+            prefix_share: None,
+            prefix_cache: None,
             status: CellStatus::Valid,
             reason: None,
             capacity: None,
@@ -218,6 +236,9 @@ mod tests {
             cached_tokens: None,
             accepted_differences: vec![],
             cached_tokens_source: None,
+            prefix_share: None,
+            prefix_cache: None,
+            missing: vec![],
             requests: vec![],
         };
         for c in columns() {

@@ -212,6 +212,12 @@ impl PrefixCache {
         }
         n
     }
+    /// Forget every cached block (the blocks of running requests stay allocated: only their
+    /// reuse by later requests is forgotten).
+    fn clear(&mut self) {
+        self.blocks.clear();
+    }
+
     fn insert(&mut self, hashes: &[u64]) {
         self.tick += 1;
         for &h in hashes {
@@ -310,6 +316,12 @@ impl Engine {
             started: false,
         };
         self.front.push_back(Arriving { ready_ms, seq });
+    }
+
+    /// Empty the prefix cache (vLLM's `reset_prefix_cache`): later prompts find nothing cached
+    /// until they are computed again.
+    pub fn reset_prefix_cache(&mut self) {
+        self.cache.clear();
     }
 
     /// Drop a request (client gone); frees its blocks. Unknown ids are ignored.
@@ -687,6 +699,33 @@ mod tests {
         // Warm: the front end plus one prefilled token.
         let front = p.frontend.lone_ms(131_072);
         assert!(warm > front && warm < front + 5.0, "warm {warm}, front end {front}");
+    }
+
+    /// Hits are counted by the prompt blocks two prompts share from their start (real token
+    /// ids through [`block_hashes`]), and a reset forgets them.
+    #[test]
+    fn hits_count_the_shared_leading_blocks_and_a_reset_forgets_them() {
+        let p = Profile::tiny();
+        let mut e = Engine::new(&p, 1);
+        let prompt = |rest: u32| -> Vec<u32> { (0..700).chain((0..300).map(|i| rest * 1000 + i)).collect() };
+        let send = |e: &mut Engine, id: u64, t: f64, tokens: &[u32]| {
+            e.submit(Submit {
+                id,
+                arrival_ms: t,
+                prompt_len: tokens.len() as u32,
+                block_hashes: Arc::new(block_hashes(tokens, 16)),
+                output_len: 1,
+            });
+            drain(e, t).0
+        };
+        let t = send(&mut e, 1, 0.0, &prompt(1));
+        assert_eq!((e.counters.prefix_cache_queries, e.counters.prefix_cache_hits), (1000, 0));
+        let t = send(&mut e, 2, t, &prompt(2));
+        // 700 shared tokens: 43 whole blocks of 16 (688 tokens); the rest differs.
+        assert_eq!((e.counters.prefix_cache_queries, e.counters.prefix_cache_hits), (2000, 688));
+        e.reset_prefix_cache();
+        send(&mut e, 3, t, &prompt(3));
+        assert_eq!((e.counters.prefix_cache_queries, e.counters.prefix_cache_hits), (3000, 688));
     }
 
     #[test]

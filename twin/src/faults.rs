@@ -11,6 +11,7 @@
 //! | `keepalive` | an SSE comment line (`: keepalive`) before every frame — legal SSE |
 //! | `split` | each frame written in 2–3 pieces at random byte offsets (also inside multi-byte characters) — legal SSE |
 //! | `metrics-404`, `tokenize-404`, `version-404` | that endpoint answers 404 |
+//! | `reset-404` | the prefix-cache reset (`POST /reset_prefix_cache`, SGLang's `/flush_cache`) answers 404, as vLLM's does without dev mode |
 //! | `no-chunk-usage` | `continuous_usage_stats` is ignored: usage only in the final chunk (servers and proxies that do not know it) |
 //! | `no-usage` | no usage at all, even with `include_usage` (a proxy that drops it) |
 //!
@@ -45,6 +46,8 @@ pub enum FaultKind {
     Tokenize404,
     /// `/version` answers 404.
     Version404,
+    /// The prefix-cache reset answers 404 (vLLM without `VLLM_SERVER_DEV_MODE`).
+    Reset404,
     /// `stream_options.continuous_usage_stats` is ignored (usage in the final chunk only).
     NoChunkUsage,
     /// No usage in the stream at all.
@@ -62,7 +65,7 @@ pub struct Fault {
 
 /// Faults listed in the errors of [`FaultError::Unknown`].
 const KNOWN: &str = "drop, no-done, inband-error, stall=DUR, status=500|503|429, keepalive, split, metrics-404, \
-                     tokenize-404, version-404, no-chunk-usage, no-usage";
+                     tokenize-404, version-404, reset-404, no-chunk-usage, no-usage";
 
 /// A `--fault` value that does not parse; each variant names the whole value given.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -157,6 +160,7 @@ impl FromStr for Fault {
             "metrics-404" => no_param(FaultKind::Metrics404)?,
             "tokenize-404" => no_param(FaultKind::Tokenize404)?,
             "version-404" => no_param(FaultKind::Version404)?,
+            "reset-404" => no_param(FaultKind::Reset404)?,
             "no-chunk-usage" => no_param(FaultKind::NoChunkUsage)?,
             "no-usage" => no_param(FaultKind::NoUsage)?,
             "stall" => FaultKind::Stall(match param {
@@ -188,6 +192,7 @@ impl fmt::Display for Fault {
             FaultKind::Metrics404 => f.write_str("metrics-404")?,
             FaultKind::Tokenize404 => f.write_str("tokenize-404")?,
             FaultKind::Version404 => f.write_str("version-404")?,
+            FaultKind::Reset404 => f.write_str("reset-404")?,
             FaultKind::NoChunkUsage => f.write_str("no-chunk-usage")?,
             FaultKind::NoUsage => f.write_str("no-usage")?,
         }
@@ -255,6 +260,7 @@ mod tests {
             "metrics-404",
             "tokenize-404",
             "version-404",
+            "reset-404",
             "no-chunk-usage",
             "no-usage",
         ] {
@@ -346,7 +352,7 @@ mod tests {
         fn any_fault_spec_parses_or_names_itself(
             name in proptest::sample::select(vec![
                 "drop", "no-done", "inband-error", "stall", "status", "keepalive", "split",
-                "metrics-404", "tokenize-404", "version-404", "no-chunk-usage", "no-usage", "",
+                "metrics-404", "tokenize-404", "version-404", "reset-404", "no-chunk-usage", "no-usage", "",
             ]),
             param in proptest::option::of(r"[0-9a-zA-Z.+\-_ ]{0,24}"),
             rate in proptest::option::of(r"[0-9a-zA-Z.+\-@]{0,12}"),

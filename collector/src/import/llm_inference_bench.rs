@@ -302,6 +302,7 @@ fn config(meta: &Value, contexts: &[u64], concurrency: Vec<u32>, prefill: &[Pref
         rate_search: false,
         rate_keep_going: false,
         trace: None,
+        prefix_shares: vec![],
     }
 }
 

@@ -336,6 +336,7 @@ pub fn convert(sources: &[Source], converted_by: &str) -> Result<Results, Import
             rate_search: false,
             rate_keep_going: false,
             trace: None,
+            prefix_shares: vec![],
         },
         prefill: vec![],
         decode,

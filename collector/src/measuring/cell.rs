@@ -38,6 +38,8 @@ pub struct DecodeAt {
     pub concurrency: u32,
     /// Which repeat this is, of how many (`--repeat`).
     pub repeat: (u32, u32),
+    /// Its prefix share (`--prefix-share`); `None`: the streams share one warmed prompt.
+    pub prefix_share: Option<f64>,
 }
 
 /// What is still open when the window closes: the streams and the scraper, with what the ready
@@ -68,11 +70,22 @@ impl Measurement for DecodeAt {
     }
 
     fn name(&self) -> String {
-        format!("decode {} × {}", self.context.label, self.concurrency)
+        format!(
+            "decode {} × {}{}",
+            self.context.label,
+            self.concurrency,
+            speedmatrix_schema::prefix::name_suffix(self.prefix_share)
+        )
     }
 
     async fn warm(&self, s: &mut Session) -> Result<Warmed, CellError> {
-        warm_up(s, &self.context, self.concurrency).await
+        match self.prefix_share {
+            Some(share) => {
+                let salt = format!("cell {} repeat {}", self.index, self.repeat.0);
+                warm_shared(s, &self.context, self.concurrency, share, &salt).await
+            }
+            None => warm_up(s, &self.context, self.concurrency).await,
+        }
     }
 
     /// Open the streams, wait until they are ready, then the window.
@@ -113,6 +126,7 @@ impl Measurement for DecodeAt {
 
     fn not_started(&self, why: &CellError) -> DecodeCell {
         let mut cell = crate::measuring::measure::blank_cell(&self.context, self.concurrency);
+        cell.prefix_share = self.prefix_share;
         cell.status = CellStatus::Error;
         cell.reason = Some(why.to_string());
         cell
@@ -122,9 +136,10 @@ impl Measurement for DecodeAt {
         let (repeat, n) = self.repeat;
         let which = if n > 1 { format!(" (repeat {repeat} of {n})") } else { String::new() };
         format!(
-            "decode {:>6} × {:>3}{which}: {} · {} tok/s · TTFT p50 {} ms{}",
+            "decode {:>6} × {:>3}{}{which}: {} · {} tok/s · TTFT p50 {} ms{}",
             cell.context.label,
             cell.concurrency,
+            crate::measuring::prefix::line_part(cell.prefix_share, cell.prefix_cache.as_ref()),
             cell.status.label(),
             cell.total_tps.map_or("—".into(), |v| format!("{v:.1}")),
             cell.ttft_ms.and_then(|d| d.p50).map_or("—".into(), |v| format!("{v:.0}")),
@@ -151,6 +166,10 @@ impl Measurement for DecodeAt {
 fn decode_figures(s: &mut Session, ctx: &ContextSize, n: u32, warmed: Warmed, seen: DecodeSeen) -> DecodeCell {
     let DecodeSeen { records, scrapes, readiness, window } = seen;
     let prompt_note = warmed.prompt_note.clone();
+    let counted = warmed
+        .shared
+        .as_ref()
+        .and_then(|_| crate::measuring::prefix::count(records.iter().map(|r| &r.record), &scrapes));
     let rate_limited = crate::measuring::measure::rate_limit_note(records.iter().map(|r| &r.record));
     let early = crate::measuring::measure::early_stop_note(records.iter().map(|r| &r.record), s.spec.max_tokens);
     let endings = crate::measuring::endings::verdict(records.iter().map(|r| &r.record), s.spec.max_tokens);
@@ -186,7 +205,45 @@ fn decode_figures(s: &mut Session, ctx: &ContextSize, n: u32, warmed: Warmed, se
         s.log(format!("note: decode {} × {n}: {note}", ctx.label));
         crate::measuring::measure::add_note(&mut cell.reason, note);
     }
+    if let Some(shared) = &warmed.shared {
+        prefix_figures(s, &mut cell, shared, counted);
+    }
     cell
+}
+
+/// A prefix-share cell's prefix cache: the measured hit rate beside the planned share, with
+/// why when it is off (in `reason`; never a silent valid) and why when no source gave it.
+fn prefix_figures(
+    s: &Session,
+    cell: &mut DecodeCell,
+    shared: &SharedWarm,
+    counted: Option<crate::measuring::prefix::Counted>,
+) {
+    cell.prefix_share = Some(shared.share);
+    let f = &s.info.facts;
+    let server = cell.server.as_ref();
+    let evidence = speedmatrix_schema::prefix::Evidence {
+        caching_on: f.prefix_caching,
+        block_tokens: f.cache_block_tokens,
+        prompt_tokens: cell.prompt_tokens,
+        kv_usage_max: server.and_then(|x| x.kv_cache_usage_max),
+        preemptions: server.and_then(|x| x.preemptions),
+        reset: false,
+    };
+    let o = crate::measuring::prefix::outcome(shared.share, &shared.start, counted, s.has_metrics, &evidence);
+    if cell.status.is_measured() {
+        if let Some(note) = o.note {
+            s.log(format!(
+                "warning: decode {} × {}{}: {note}",
+                cell.context.label,
+                cell.concurrency,
+                speedmatrix_schema::prefix::name_suffix(Some(shared.share))
+            ));
+            crate::measuring::measure::add_note(&mut cell.reason, note);
+        }
+        cell.missing.extend(o.missing);
+    }
+    cell.prefix_cache = Some(o.figures);
 }
 
 /// The live state of this cell for the terminal bar and the live page (`streams`: how many
@@ -211,10 +268,14 @@ fn live_state(
 /// What the warm stage prepared: each stream's warmed prompt, its serialized request, and the
 /// context's cold TTFT (the readiness limit grows with it).
 pub struct Warmed {
-    /// One prompt (shared) or one per stream (`--distinct-prompts`).
+    /// One prompt (shared) or one per stream (`--distinct-prompts`); a prefix-share cell's
+    /// first request's.
     pub prompts: Vec<Prompt>,
-    /// The request body of each prompt, serialized once.
+    /// The request body of each prompt, serialized once (empty for a prefix-share cell).
     pub bodies: Vec<bytes::Bytes>,
+    /// A prefix-share cell: every request's body (a rest of its own), its share and how its
+    /// cache began.
+    pub shared: Option<SharedWarm>,
     /// TTFT of the context's cold (first) request, ms.
     pub cold_ttft_ms: Option<f64>,
     /// The note on the prompt's real length, when it is off its context
@@ -238,7 +299,35 @@ async fn warm_up(s: &mut Session, ctx: &ContextSize, n: u32) -> Result<Warmed, C
     let bodies = prompts.iter().map(|p| request_body(&s.body(&p.text, s.spec.max_tokens))).collect();
     // One idle connection per stream, so no stream pays connection set-up inside its TTFT.
     s.client.warm_connections(n as usize).await;
-    Ok(Warmed { prompts, bodies, cold_ttft_ms: s.cold_ttft(ctx), prompt_note })
+    Ok(Warmed { prompts, bodies, shared: None, cold_ttft_ms: s.cold_ttft(ctx), prompt_note })
+}
+
+/// A prefix-share cell's warm stage ([`crate::measuring::prefix`]).
+pub struct SharedWarm {
+    bodies: crate::measuring::prefix::Bodies,
+    share: f64,
+    start: crate::measuring::prefix::Start,
+}
+
+/// Warm a prefix-share cell: its cache put in a known state (reset, else its prompts salted
+/// with `salt`), its prompts built, the shared prefix sent once (once per slot the streams take
+/// on llama.cpp) so the streams find it cached, and one idle connection per stream. The
+/// warm-up's TTFT (a whole prompt after the reset) is the cell's cold TTFT.
+async fn warm_shared(s: &mut Session, ctx: &ContextSize, n: u32, share: f64, salt: &str) -> Result<Warmed, CellError> {
+    let start = s.cache_start().await;
+    let tag = format!("context {} prefix {}", ctx.label, speedmatrix_schema::prefix::share_label(share));
+    let prompt = crate::measuring::prefix::build(s, ctx, share, &tag, start.salt(salt)).await?;
+    let cold = crate::measuring::prefix::warm(s, &prompt, n).await?;
+    let max_tokens = s.spec.max_tokens;
+    let bodies = crate::measuring::prefix::Bodies::new(&prompt, |t| s.body(t, max_tokens));
+    s.client.warm_connections(n as usize).await;
+    Ok(Warmed {
+        prompts: vec![prompt.prompt(0)],
+        bodies: vec![],
+        shared: Some(SharedWarm { bodies, share, start }),
+        cold_ttft_ms: cold.or(s.cold_ttft(ctx)),
+        prompt_note: s.prompt_note(ctx),
+    })
 }
 
 /// The streams of one cell: spawned, watched, replaced and collected.
@@ -250,6 +339,8 @@ struct Streams {
     live: Arc<AtomicU64>,
     next_id: usize,
     bodies: Vec<bytes::Bytes>,
+    /// A prefix-share cell's bodies: each request its own.
+    per_request: Option<crate::measuring::prefix::Bodies>,
     client: crate::measuring::client::Client,
     path: &'static str,
     clock: crate::measuring::client::Clock,
@@ -270,6 +361,7 @@ impl Streams {
             live: Arc::new(AtomicU64::new(0)),
             next_id: 0,
             bodies: w.bodies.clone(),
+            per_request: w.shared.as_ref().map(|x| x.bodies.clone()),
             client: s.client.clone(),
             path: s.path,
             clock: s.clock,
@@ -294,7 +386,11 @@ impl Streams {
             events: Some(self.events_tx.clone()),
             live_tokens: Some(self.live.clone()),
         };
-        let (client, path, body) = (self.client.clone(), self.path, self.bodies[id % self.bodies.len()].clone());
+        let body = match &self.per_request {
+            Some(b) => b.of(id),
+            None => self.bodies[id % self.bodies.len()].clone(),
+        };
+        let (client, path) = (self.client.clone(), self.path);
         self.set.spawn(async move { (client.stream(path, &body, ctl).await, opening) });
     }
 

@@ -237,6 +237,16 @@ impl Client {
             .map_err(|e| HttpError::Body { url, message: format!("not JSON ({e}): {}", excerpt(&text)) })
     }
 
+    /// `POST path` without a body, the answer's body ignored (a prefix-cache reset); `Ok` on
+    /// 2xx.
+    ///
+    /// # Errors
+    /// [`HttpError`] for transport failures and non-2xx statuses.
+    pub async fn post_empty(&self, path: &str, timeout: Duration) -> Result<(), HttpError> {
+        let url = self.url(path);
+        self.send(self.http.post(&url), &url, Some(timeout)).await.map(|_| ())
+    }
+
     /// Run one streamed completion (`POST path` with `body`, which must set `"stream": true`)
     /// and record it. Never fails: every problem is written into [`StreamRecord::error`].
     ///

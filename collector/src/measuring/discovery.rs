@@ -251,6 +251,10 @@ pub struct Metrics {
     pub spec_accepted_tokens: Option<f64>,
     /// KV budget from `cache_config_info`, if present.
     pub kv_budget: Option<(u64, KvBudgetSource)>,
+    /// `cache_config_info`'s `enable_prefix_caching`, if present.
+    pub prefix_caching: Option<bool>,
+    /// `cache_config_info`'s `block_size`, tokens, if present.
+    pub block_size: Option<u64>,
 }
 
 impl Metrics {
@@ -289,6 +293,12 @@ impl Metrics {
                         (_, Some(b), Some(bs)) if b > 0 => Some((b * bs, KvBudgetSource::NumGpuBlocks)),
                         _ => m.kv_budget,
                     };
+                    m.prefix_caching = match sample.label("enable_prefix_caching") {
+                        Some("True" | "true" | "1") => Some(true),
+                        Some("False" | "false" | "0") => Some(false),
+                        _ => m.prefix_caching,
+                    };
+                    m.block_size = num("block_size").filter(|b| *b > 0).or(m.block_size);
                 }
             }
         }

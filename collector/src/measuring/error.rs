@@ -101,6 +101,12 @@ pub enum RunError {
         /// The shortest window for 10 requests, whole seconds.
         needed_s: u64,
     },
+    /// A `--prefix-share` value that is not a share.
+    #[error("--prefix-share: {0}")]
+    PrefixShare(String),
+    /// `--prefix-share` with rate cells or a trace, which do not take it yet.
+    #[error("--prefix-share applies to concurrency cells and prefill rows; rate cells and --trace do not take it yet (run them without --prefix-share)")]
+    PrefixShareOpenLoop,
     /// `--rates auto` without `--slo`.
     #[error("--rates auto searches for the highest rate that meets an SLO: give one with --slo, e.g. --slo ttft=2s,tpot=50ms")]
     AutoWithoutSlo,

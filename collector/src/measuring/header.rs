@@ -40,13 +40,23 @@ fn run_notes(user: Option<&str>, model: Option<&str>) -> Option<String> {
 /// `over_capacity` with the shortfall), the contexts that do not fit (`not_run_contexts`), the
 /// header from discovery and the host.
 pub(crate) fn fresh_results(info: &ServerInfo, plan: &Plan, spec: &RunSpec, host: &Host) -> Results {
-    let prefill =
-        plan.prefill.iter().map(|c| PrefillRow::new(c.clone(), CellStatus::NotRun, Some("pending".into()))).collect();
+    // Each context's cold row, then its warm rows (one per prefix share above 0).
+    let warm: Vec<f64> = plan.prefix_shares.iter().copied().filter(|s| *s > 0.0).collect();
+    let prefill = plan
+        .prefill
+        .iter()
+        .flat_map(|c| std::iter::once(None).chain(warm.iter().map(|s| Some(*s))).map(move |share| (c, share)))
+        .map(|(c, share)| PrefillRow {
+            prefix_share: share,
+            ..PrefillRow::new(c.clone(), CellStatus::NotRun, Some("pending".into()))
+        })
+        .collect();
     let decode = plan
         .cells
         .iter()
         .map(|p| {
             let mut c = crate::measuring::measure::blank_cell(&p.context, p.concurrency);
+            c.prefix_share = p.prefix_share;
             if let Some(cap) = p.over_capacity {
                 c.status = CellStatus::OverCapacity;
                 c.reason = Some(p.reason.clone().unwrap_or_else(|| over_capacity_reason(&cap)));
@@ -133,6 +143,7 @@ fn run_config(plan: &Plan, spec: &RunSpec) -> Config {
         rate_search: spec.rate_search,
         rate_keep_going: spec.keep_going,
         trace: spec.trace.as_ref().map(|t| t.source.clone()),
+        prefix_shares: plan.prefix_shares.clone(),
     }
 }
 

@@ -22,7 +22,9 @@
 //! - [`wire`]: a streamed chunk's payload → its tokens, finish reason, usage (`ChunkParser`: a
 //!   typed, borrowed fast path, a `Value` fallback);
 //! - [`prometheus`]: `/metrics` text (Prometheus 0.0.4, OpenMetrics) → samples;
-//! - [`prefill`]: one cold prefill row (and how cold it really was);
+//! - [`prefill`]: one prefill row, cold (and how cold it really was) or warm (`--prefix-share`);
+//! - [`prefix`]: prefix-share cells and warm rows — the cache reset (else salted prompts), the
+//!   shared prefix and unique rests, the measured hit rate beside the plan;
 //! - [`cell`]: one decode cell in stages — warm, open, ready, window, drain;
 //! - [`live_state`]: the run's live state (results so far, the row or cell being measured) in a
 //!   watch channel, for the terminal bar and the live page;
@@ -67,6 +69,7 @@ pub mod measurement;
 pub mod pacer;
 pub mod plan;
 pub mod prefill;
+pub mod prefix;
 pub mod prometheus;
 pub mod prompt;
 pub mod rate;

@@ -31,6 +31,9 @@ pub struct PlanInput {
     /// Context per slot, tokens (llama.cpp): a stream whose C + max_tokens exceeds it is over
     /// capacity at any concurrency, and `max` resolves within it.
     pub slot_context: Option<u64>,
+    /// `--prefix-share`: each decode cell at each share, and a warm prefill row per share above
+    /// 0 (empty: one cell per context and concurrency, cold prefill rows only).
+    pub prefix_shares: Vec<f64>,
 }
 
 /// One planned decode cell.
@@ -40,6 +43,8 @@ pub struct PlannedCell {
     pub context: ContextSize,
     /// Streams.
     pub concurrency: u32,
+    /// Its prefix share (`--prefix-share`), fraction 0–1.
+    pub prefix_share: Option<f64>,
     /// `Some` when over capacity: planned, never run.
     pub over_capacity: Option<Capacity>,
     /// Why, when the reason is not the KV rule's ([`over_capacity_reason`]): a stream longer
@@ -58,8 +63,10 @@ pub struct Plan {
     pub contexts: Vec<ContextSize>,
     /// Concurrency levels (matrix columns).
     pub concurrency: Vec<u32>,
-    /// Decode cells, context-major.
+    /// Decode cells, context-major, then concurrency, then prefix share.
     pub cells: Vec<PlannedCell>,
+    /// Prefix shares (`--prefix-share`), ascending; empty without.
+    pub prefix_shares: Vec<f64>,
     /// Request rates of the rate cells (one per context and rate, context-major), ascending.
     pub rates: Vec<f64>,
     /// Things the user should know (contexts not run, unknown KV budget).
@@ -113,11 +120,26 @@ pub fn plan(input: &PlanInput) -> Result<Plan, PlanError> {
                 .into(),
         );
     }
-    let cells = contexts.iter().flat_map(|ctx| concurrency.iter().map(move |&n| planned_cell(input, ctx, n))).collect();
+    let mut prefix_shares = input.prefix_shares.clone();
+    prefix_shares.sort_by(f64::total_cmp);
+    prefix_shares.dedup();
+    let shares: Vec<Option<f64>> = match prefix_shares.is_empty() {
+        true => vec![None],
+        false => prefix_shares.iter().map(|s| Some(*s)).collect(),
+    };
+    let cells = contexts
+        .iter()
+        .flat_map(|ctx| {
+            let shares = &shares;
+            concurrency.iter().flat_map(move |&n| {
+                shares.iter().map(move |&share| PlannedCell { prefix_share: share, ..planned_cell(input, ctx, n) })
+            })
+        })
+        .collect();
     let mut rates = input.rates.clone();
     rates.sort_by(f64::total_cmp);
     rates.dedup();
-    Ok(Plan { prefill, contexts, concurrency, cells, rates, warnings, not_run })
+    Ok(Plan { prefill, contexts, concurrency, cells, prefix_shares, rates, warnings, not_run })
 }
 
 /// The warning printed for a context kept as not run.
@@ -249,6 +271,7 @@ fn planned_cell(input: &PlanInput, ctx: &ContextSize, n: u32) -> PlannedCell {
         Some(cap) => PlannedCell {
             context: ctx.clone(),
             concurrency: n,
+            prefix_share: None,
             over_capacity: Some(cap),
             reason: Some(format!(
                 "each stream needs {} tokens (context + max output), a slot holds {}; not run",
@@ -258,6 +281,7 @@ fn planned_cell(input: &PlanInput, ctx: &ContextSize, n: u32) -> PlannedCell {
         None => PlannedCell {
             context: ctx.clone(),
             concurrency: n,
+            prefix_share: None,
             over_capacity: input.kv_budget.and_then(|b| over_capacity(n, ctx.tokens, max_tokens, b)),
             reason: None,
         },
@@ -286,6 +310,7 @@ mod tests {
             max_model_len: Some(262_144),
             kv_budget: Some(6_291_456),
             slot_context: None,
+            prefix_shares: vec![],
         };
         let p = plan(&input).unwrap();
         let labels: Vec<&str> = p.contexts.iter().map(|c| c.label.as_str()).collect();
@@ -316,6 +341,7 @@ mod tests {
             max_model_len: Some(2048),
             kv_budget: None,
             slot_context: None,
+            prefix_shares: vec![],
         };
         let p = plan(&input).unwrap();
         assert_eq!(p.contexts.iter().map(|c| c.tokens).collect::<Vec<_>>(), [768, 1024]);
@@ -357,6 +383,7 @@ mod tests {
             max_model_len: Some(8192),
             kv_budget: None,
             slot_context: Some(1024),
+            prefix_shares: vec![],
         };
         let p = plan(&input).unwrap();
         // `max` resolves within the slot: 1024 − 128 − 1024 leaves nothing, so it is dropped.
@@ -376,5 +403,32 @@ mod tests {
         let max = p.not_run.iter().find(|n| n.label == "max").expect("max not run");
         assert!(max.reason.contains("context per slot 1024"), "{:?}", p.not_run);
         assert!(!p.warnings.iter().any(|w| w.contains("KV budget is unknown")));
+    }
+
+    #[test]
+    fn prefix_shares_multiply_the_cells_keyed_by_share() {
+        let input = PlanInput {
+            rates: vec![],
+            trace: false,
+            contexts: args("1k,2k"),
+            concurrency: vec![1, 4],
+            prefill_contexts: args("1k"),
+            max_tokens: 64,
+            window_s: 5.0,
+            max_model_len: Some(8192),
+            kv_budget: Some(5000),
+            slot_context: None,
+            prefix_shares: vec![0.9, 0.0, 0.5, 0.9],
+        };
+        let p = plan(&input).unwrap();
+        assert_eq!(p.prefix_shares, [0.0, 0.5, 0.9]);
+        assert_eq!(p.cells.len(), 2 * 2 * 3);
+        let keys: Vec<(u64, u32, Option<f64>)> =
+            p.cells.iter().take(4).map(|c| (c.context.tokens, c.concurrency, c.prefix_share)).collect();
+        assert_eq!(keys, [(1024, 1, Some(0.0)), (1024, 1, Some(0.5)), (1024, 1, Some(0.9)), (1024, 4, Some(0.0))]);
+        // Over capacity does not depend on the share: 4 × (2,048 + 64) > 5,000 at every share.
+        let over: Vec<_> = p.cells.iter().filter(|c| c.over_capacity.is_some()).collect();
+        assert_eq!(over.len(), 3);
+        assert!(over.iter().all(|c| (c.context.tokens, c.concurrency) == (2048, 4)));
     }
 }

@@ -5,8 +5,15 @@
 //! `timings.cache_n`, else the growth of the server's prefix-cache hit counter around the
 //! request; above the registry's threshold the row carries a warning.
 //!
-//! As a [`Measurement`]: warm builds the prompt (nothing is sent: the row is cold), the window
-//! is the one request between two `/metrics` readings, the drain has nothing left open.
+//! A warm row (`--prefix-share`, [`PrefillAt::prefix_share`]) measures TTFT with a prefix of
+//! the prompt cached: the cache put in a known state first (reset, else salted prompts), the
+//! prefix sent once in a request of its own, then the measured request — the same prefix and a
+//! rest of its own — with the hit rate the server measured beside the planned share
+//! ([`crate::measuring::prefix`]).
+//!
+//! As a [`Measurement`]: warm builds the prompt (nothing is sent for a cold row; a warm row
+//! sends its warm-up), the window is the one request between two `/metrics` readings, the
+//! drain has nothing left open.
 
 use crate::measuring::client::StreamRecord;
 use crate::measuring::error::CellError;
@@ -30,6 +37,15 @@ pub struct PrefillAt {
     pub index: usize,
     /// Its context.
     pub context: ContextSize,
+    /// A warm row's prefix share; `None` for a cold row.
+    pub prefix_share: Option<f64>,
+}
+
+/// What the warm stage prepared: the prompt to measure and, for a warm row, how its cache
+/// began.
+pub struct PrefillPrompt {
+    prompt: Prompt,
+    start: Option<crate::measuring::prefix::Start>,
 }
 
 /// What the window saw: the request's record between the counters before and after it.
@@ -40,7 +56,7 @@ pub struct PrefillSeen {
 }
 
 impl Measurement for PrefillAt {
-    type Warmed = Prompt;
+    type Warmed = PrefillPrompt;
     type Open = PrefillSeen;
     type Seen = PrefillSeen;
     type Row = PrefillRow;
@@ -56,16 +72,25 @@ impl Measurement for PrefillAt {
     }
 
     fn name(&self) -> String {
-        format!("prefill {}", self.context.label)
+        format!("prefill {}{}", self.context.label, speedmatrix_schema::prefix::name_suffix(self.prefix_share))
     }
 
-    async fn warm(&self, s: &mut Session) -> Result<Prompt, CellError> {
-        s.build_prompt(&format!("context {}", self.context.label), &self.context).await
+    async fn warm(&self, s: &mut Session) -> Result<PrefillPrompt, CellError> {
+        let Some(share) = self.prefix_share else {
+            let prompt = s.build_prompt(&format!("context {}", self.context.label), &self.context).await?;
+            return Ok(PrefillPrompt { prompt, start: None });
+        };
+        let start = s.cache_start().await;
+        let tag = format!("prefill {} prefix {}", self.context.label, speedmatrix_schema::prefix::share_label(share));
+        let salt = format!("row {}", self.index);
+        let shared = crate::measuring::prefix::build(s, &self.context, share, &tag, start.salt(&salt)).await?;
+        crate::measuring::prefix::warm(s, &shared, 1).await?;
+        Ok(PrefillPrompt { prompt: shared.prompt(0), start: Some(start) })
     }
 
-    async fn window(&self, s: &mut Session, prompt: &Prompt) -> PrefillSeen {
+    async fn window(&self, s: &mut Session, warmed: &PrefillPrompt) -> PrefillSeen {
         let before = s.scrape().await;
-        let record = s.single(&prompt.text, 1).await;
+        let record = s.single(&warmed.prompt.text, 1).await;
         let after = s.scrape().await;
         PrefillSeen { before, record, after }
     }
@@ -74,20 +99,25 @@ impl Measurement for PrefillAt {
         seen // one request, already complete
     }
 
-    fn figures(&self, s: &mut Session, prompt: Prompt, seen: PrefillSeen) -> PrefillRow {
-        prefill_row(s, &self.context, prompt, seen)
+    fn figures(&self, s: &mut Session, warmed: PrefillPrompt, seen: PrefillSeen) -> PrefillRow {
+        match (self.prefix_share, warmed.start) {
+            (Some(share), Some(start)) => warm_row(s, &self.context, share, &start, warmed.prompt, seen),
+            _ => prefill_row(s, &self.context, warmed.prompt, seen),
+        }
     }
 
     fn not_started(&self, why: &CellError) -> PrefillRow {
         let mut row = PrefillRow::new(self.context.clone(), CellStatus::Error, Some(why.to_string()));
         row.completed_requests = Some(0);
+        row.prefix_share = self.prefix_share;
         row
     }
 
     fn line(&self, row: &PrefillRow) -> String {
         format!(
-            "prefill {:>6}: {} · prompt {} tok/s · TTFT {} ms{}",
+            "prefill {:>6}{}: {} · prompt {} tok/s · TTFT {} ms{}",
             row.context.label,
+            crate::measuring::prefix::line_part(row.prefix_share, row.prefix_cache.as_ref()),
             row.status.label(),
             row.prompt_tps.map_or("—".into(), |v| format!("{v:.0}")),
             row.ttft_ms.map_or("—".into(), |v| format!("{v:.0}")),
@@ -103,6 +133,12 @@ impl Measurement for PrefillAt {
 /// The row of `ctx` from its request: prompt tok/s and TTFT, how many prompt tokens were
 /// cached, the warnings; a measured row's prompt is the context's warmed one.
 fn prefill_row(s: &mut Session, ctx: &ContextSize, prompt: Prompt, seen: PrefillSeen) -> PrefillRow {
+    prefill_row_of(s, ctx, prompt, seen, true)
+}
+
+/// A row's figures from its request; `cold`: the row is a cold one (its cached tokens warned
+/// of, its prompt kept as the context's warmed one for the decode cells).
+fn prefill_row_of(s: &mut Session, ctx: &ContextSize, prompt: Prompt, seen: PrefillSeen, cold: bool) -> PrefillRow {
     let PrefillSeen { before, record: rec, after } = seen;
     let mut row = PrefillRow::new(ctx.clone(), CellStatus::Error, None);
     row.completed_requests = Some(0);
@@ -130,7 +166,7 @@ fn prefill_row(s: &mut Session, ctx: &ContextSize, prompt: Prompt, seen: Prefill
             row.ttft_ms = Some(round3(ttft));
             row.completed_requests = Some(u64::from(rec.finished()));
             row.prompt_tps = row.prompt_tokens.map(|t| round3(t as f64 / (ttft / 1000.0)));
-            row.reason = row.cached_tokens.and_then(|c| cached_prefill_warning(c, row.prompt_tokens));
+            row.reason = row.cached_tokens.filter(|_| cold).and_then(|c| cached_prefill_warning(c, row.prompt_tokens));
             if row.prompt_tokens.is_none() {
                 // The prompt was cut to an estimate (probe requests), so its length is not known.
                 crate::measuring::measure::add_note(&mut row.reason, UNCOUNTED_PROMPT.into());
@@ -143,13 +179,53 @@ fn prefill_row(s: &mut Session, ctx: &ContextSize, prompt: Prompt, seen: Prefill
                 crate::measuring::measure::add_note(&mut row.reason, note);
             }
             // This request warmed the prefix cache for the decode cells of this context.
-            s.warmed(ctx, 0, prompt, Some(ttft));
+            if cold {
+                s.warmed(ctx, 0, prompt, Some(ttft));
+            }
         }
     }
     ended(s, &mut row, &rec);
     if let Some(note) = prompt_note {
         crate::measuring::measure::add_note(&mut row.reason, note);
     }
+    row
+}
+
+/// A warm row from its request: TTFT and prompt tok/s as a cold row's (prompt tokens ÷ TTFT,
+/// cached ones included), the cached tokens, and the prefix cache's figures — the hit rate the
+/// server measured beside the planned share, with why when it is off.
+fn warm_row(
+    s: &mut Session,
+    ctx: &ContextSize,
+    share: f64,
+    start: &crate::measuring::prefix::Start,
+    prompt: Prompt,
+    seen: PrefillSeen,
+) -> PrefillRow {
+    let scrapes: Vec<Scrape> = [seen.before.clone(), seen.after.clone()].into_iter().flatten().collect();
+    let counted = crate::measuring::prefix::count([&seen.record], &scrapes);
+    let mut row = prefill_row_of(s, ctx, prompt, seen, false);
+    row.prefix_share = Some(share);
+    let f = &s.info.facts;
+    let evidence = speedmatrix_schema::prefix::Evidence {
+        caching_on: f.prefix_caching,
+        block_tokens: f.cache_block_tokens,
+        prompt_tokens: row.prompt_tokens,
+        ..Default::default()
+    };
+    let o = crate::measuring::prefix::outcome(share, start, counted, s.has_metrics, &evidence);
+    if row.status.is_measured() {
+        if let Some(note) = o.note {
+            s.log(format!(
+                "warning: prefill {}{}: {note}",
+                ctx.label,
+                speedmatrix_schema::prefix::name_suffix(Some(share))
+            ));
+            crate::measuring::measure::add_note(&mut row.reason, note);
+        }
+        row.missing.extend(o.missing);
+    }
+    row.prefix_cache = Some(o.figures);
     row
 }
 

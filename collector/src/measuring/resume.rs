@@ -21,10 +21,21 @@ fn plan_flags(c: &Config) -> String {
     let window =
         c.window_s.map(|w| if w.fract() == 0.0 { format!("{w}s") } else { format!("{}ms", (w * 1000.0).round()) });
     format!(
-        "--contexts {} --concurrency {} --prefill-contexts {}{}{}{}{}{}",
+        "--contexts {} --concurrency {} --prefill-contexts {}{}{}{}{}{}{}",
         join(c.contexts.iter().map(|x| x.tokens.to_string()).collect()),
         join(c.concurrency.iter().map(u32::to_string).collect()),
         join(c.prefill_contexts.iter().map(|x| x.tokens.to_string()).collect()),
+        match c.prefix_shares.is_empty() {
+            true => String::new(),
+            false => format!(
+                " --prefix-share {}",
+                c.prefix_shares
+                    .iter()
+                    .map(|s| speedmatrix_schema::prefix::share_label(*s))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+        },
         match (c.rate_search, c.rates.is_empty()) {
             (true, _) => " --rates auto".to_string(),
             (false, false) => format!(" --rates {}", join(c.rates.iter().map(f64::to_string).collect())),
@@ -73,6 +84,9 @@ pub(crate) fn resume(
         || r.config.prefill_contexts != plan.prefill
     {
         return Err(differs("the plan (contexts, concurrency or prefill contexts) differs"));
+    }
+    if r.config.prefix_shares != plan.prefix_shares {
+        return Err(differs("the plan's prefix shares (--prefix-share) differ"));
     }
     if r.config.rates != plan.rates || r.config.rate_search != spec.rate_search {
         return Err(differs("the plan's request rates (--rates) differ"));
@@ -126,8 +140,11 @@ pub(crate) fn resume(
         let mut again = 0;
         for c in r.decode.iter_mut().filter(|c| c.status == CellStatus::Error) {
             // Its measured repeats are kept; only what failed is measured again.
-            *c = repeats::without_failed(c)
-                .unwrap_or_else(|| crate::measuring::measure::blank_cell(&c.context, c.concurrency));
+            *c = repeats::without_failed(c).unwrap_or_else(|| {
+                let mut blank = crate::measuring::measure::blank_cell(&c.context, c.concurrency);
+                blank.prefix_share = c.prefix_share;
+                blank
+            });
             again += 1;
         }
         for p in r.prefill.iter_mut().filter(|p| p.status == CellStatus::Error) {
@@ -135,6 +152,7 @@ pub(crate) fn resume(
             p.reason = Some("pending".into());
             (p.prompt_tokens, p.prompt_tps, p.ttft_ms, p.requests) = (None, None, None, vec![]);
             (p.completed_requests, p.cached_tokens, p.cached_tokens_source) = (None, None, None);
+            (p.prefix_cache, p.missing) = (None, vec![]);
             again += 1;
         }
         for c in r.rates.iter_mut().filter(|c| c.status == CellStatus::Error) {

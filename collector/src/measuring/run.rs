@@ -60,6 +60,7 @@ pub async fn measure(args: &RunArgs) -> Result<u8, RunError> {
         max_model_len: info.facts.max_model_len,
         kv_budget: info.plan_kv_budget(),
         slot_context: info.facts.slot_context,
+        prefix_shares: spec.prefix_shares.clone(),
     })?;
     if let Some(t) = &spec.trace {
         crate::measuring::trace::fits(t, info.facts.max_model_len)?;
@@ -310,7 +311,8 @@ async fn measure_all(s: &mut Session) -> Result<Option<String>, FileError> {
         if s.results.prefill[index].status != CellStatus::NotRun {
             continue;
         }
-        let row = PrefillAt { index, context: s.results.prefill[index].context.clone() };
+        let p = &s.results.prefill[index];
+        let row = PrefillAt { index, context: p.context.clone(), prefix_share: p.prefix_share };
         if let Some(cause) = measure_one(s, &row).await? {
             return Ok(Some(cause));
         }
@@ -328,7 +330,13 @@ async fn measure_all(s: &mut Session) -> Result<Option<String>, FileError> {
                 continue;
             }
             let c = &s.results.decode[index];
-            let cell = DecodeAt { index, context: c.context.clone(), concurrency: c.concurrency, repeat: (pass, n) };
+            let cell = DecodeAt {
+                index,
+                context: c.context.clone(),
+                concurrency: c.concurrency,
+                repeat: (pass, n),
+                prefix_share: c.prefix_share,
+            };
             if let Some(cause) = measure_one(s, &cell).await? {
                 return Ok(Some(cause));
             }

@@ -69,6 +69,9 @@ pub struct Session {
     /// Whether the estimate still rests on an assumed prompt rate / readiness (a line says so
     /// when a measurement replaces one).
     pub(crate) assumed: (bool, bool),
+    /// Why the server's prefix cache cannot be reset, once a reset failed (later rows and
+    /// cells salt their prompts without asking again).
+    reset_refused: Option<String>,
 }
 
 impl Session {
@@ -126,6 +129,7 @@ impl Session {
             accepted,
             started: (std::time::Instant::now(), 0.0),
             assumed: (true, true),
+            reset_refused: None,
         })
     }
 
@@ -197,6 +201,40 @@ impl Session {
         self.live.results(&self.results);
         self.redraw();
         Ok(())
+    }
+
+    /// A known prefix-cache state before a prefix-share row or cell: the server's cache reset
+    /// where its engine offers a way, else salted prompts (the reason kept, and said once).
+    pub(crate) async fn cache_start(&mut self) -> crate::measuring::prefix::Start {
+        use crate::measuring::prefix::Start;
+        use speedmatrix_schema::CacheStart;
+        if let Some(why) = &self.reset_refused {
+            return Start { how: CacheStart::Salted, detail: why.clone() };
+        }
+        let Some(reset) = self.info.kind.adapter().cache_reset(&self.info.facts) else {
+            let why = format!(
+                "the server ({}) offers no way to reset its prefix cache: the prompts carry text unique to this row or cell",
+                self.info.kind.id()
+            );
+            self.reset_refused = Some(why.clone());
+            return Start { how: CacheStart::Salted, detail: why };
+        };
+        for path in &reset.paths {
+            if let Err(e) = self.client.post_empty(path, std::time::Duration::from_secs(60)).await {
+                let hint = match self.info.kind {
+                    crate::measuring::engine::EngineKind::Vllm => " (vLLM serves it with VLLM_SERVER_DEV_MODE=1)",
+                    _ => "",
+                };
+                let why = format!(
+                    "{} failed ({e}){hint}: the prompts carry text unique to this row or cell instead",
+                    reset.label
+                );
+                self.log(format!("note: prefix cache: {why}"));
+                self.reset_refused = Some(why.clone());
+                return Start { how: CacheStart::Salted, detail: why };
+            }
+        }
+        Start { how: CacheStart::Reset, detail: reset.label }
     }
 
     /// The run's prompt builder (a trace replay builds its own prompts with it).

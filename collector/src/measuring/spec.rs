@@ -59,6 +59,8 @@ pub struct RunSpec {
     pub endpoint: Endpoint,
     /// `--distinct-prompts`.
     pub distinct_prompts: bool,
+    /// `--prefix-share`: shares 0–0.99, ascending (empty without).
+    pub prefix_shares: Vec<f64>,
     /// `--temperature`: finite, ≥ 0.
     pub temperature: Option<f64>,
     /// `--seed`.
@@ -195,6 +197,14 @@ impl RunSpec {
                 return Err(RunError::RateFlagWithoutRates { flag: "--keep-going" });
             }
         }
+        let prefix_shares = match (&file.prefix_shares, &args.prefix_share) {
+            (Some(v), _) => v.clone(),
+            (None, Some(text)) => speedmatrix_schema::prefix::parse_shares(text).map_err(RunError::PrefixShare)?,
+            (None, None) => vec![],
+        };
+        if !prefix_shares.is_empty() && (!rates.is_empty() || rate_search || trace.is_some()) {
+            return Err(RunError::PrefixShareOpenLoop);
+        }
         let temperature = file.temperature.unwrap_or(args.temperature);
         if let Some(t) = temperature.filter(|t| !t.is_finite() || *t < 0.0) {
             return Err(RunError::Temperature { value: t });
@@ -242,6 +252,7 @@ impl RunSpec {
             repeat: file.repeat.unwrap_or(args.repeat),
             endpoint: file.endpoint.unwrap_or_else(|| args.endpoint.into()),
             distinct_prompts: file.distinct_prompts.unwrap_or(args.distinct_prompts),
+            prefix_shares,
             temperature,
             seed: file.seed.unwrap_or(args.seed),
             kv_budget: file.kv_budget.or(args.kv_budget),
@@ -297,6 +308,7 @@ struct FromFile {
     repeat: Option<u32>,
     endpoint: Option<Endpoint>,
     distinct_prompts: Option<bool>,
+    prefix_shares: Option<Vec<f64>>,
     temperature: Option<Option<f64>>,
     seed: Option<Option<u64>>,
     stall_timeout_s: Option<f64>,
@@ -349,6 +361,9 @@ impl FromFile {
                 .prompt_sharing
                 .map(|s| s == PromptSharing::Distinct)
                 .filter(|_| take("distinct_prompts", "--distinct-prompts")),
+            prefix_shares: (!c.prefix_shares.is_empty())
+                .then(|| c.prefix_shares.clone())
+                .filter(|_| take("prefix_share", "--prefix-share")),
             temperature: take("temperature", "--temperature").then_some(c.temperature),
             seed: take("seed", "--seed").then_some(c.seed),
             stall_timeout_s: c.stall_timeout_s.filter(|_| take("stall_timeout", "--stall-timeout")),

@@ -9,6 +9,7 @@ use crate::command::{CommandError, Failure, OutputError};
 use crate::files::FileError;
 use crate::text::clean;
 use comfy_table::{presets, CellAlignment, Table};
+use speedmatrix_schema::prefix::share_label;
 use speedmatrix_schema::registry::{self, metric};
 use speedmatrix_schema::site::run_title;
 use speedmatrix_schema::slo::{capacity, Slo};
@@ -234,9 +235,24 @@ fn fmt(id: &str, v: Option<f64>) -> String {
     }
 }
 
+/// A prefix-share row's or cell's hit rate with the plan beside it and the source:
+/// `89.6% hit (plan 90%, Prometheus)`; `hit rate unknown (plan 90%)` without a source.
+pub fn hit_rate_text(share: f64, figures: Option<&speedmatrix_schema::PrefixCacheFigures>) -> String {
+    let plan = speedmatrix_schema::prefix::share_label(share);
+    match figures.and_then(|f| Some((f.measured_hit_rate?, f.hit_rate_source))) {
+        Some((m, src)) => format!(
+            "{} hit (plan {plan}, {})",
+            registry::PREFIX_CACHE.iter().find(|x| x.id == "prefix_cache_hit_rate").map_or_else(dash, |x| x.display(m)),
+            src.map_or("?", crate::measuring::prefix::source_words)
+        ),
+        None => format!("hit rate unknown (plan {plan})"),
+    }
+}
+
 fn prefill_table(r: &Results) -> Grid {
     // The prompt-token column only when some row knows its real prompt length.
     let columns = if r.prefill.iter().any(|p| p.prompt_tokens.is_some()) { 4 } else { 3 };
+    let warm_rows = r.prefill.iter().any(|p| p.prefix_share.is_some());
     let rows = r
         .prefill
         .iter()
@@ -246,18 +262,28 @@ fn prefill_table(r: &Results) -> Grid {
             if let Some(note) = speedmatrix_schema::status::prefill_cache_note(p) {
                 tps = format!("{tps}\n{note}");
             }
+            let context = match p.prefix_share {
+                Some(s) => format!("{} context, warm: prefix {}", clean(&p.context.label), share_label(s)),
+                None => format!("{} context", clean(&p.context.label)),
+            };
             let mut row = vec![
-                format!("{} context", clean(&p.context.label)),
+                context,
                 tps,
                 fmt("ttft_ms", p.ttft_ms),
                 p.prompt_tokens.map(registry::format_int).unwrap_or_else(dash),
             ];
             row.truncate(columns);
+            if warm_rows {
+                row.push(p.prefix_share.map_or_else(|| "cold".into(), |s| hit_rate_text(s, p.prefix_cache.as_ref())));
+            }
             row
         })
         .collect();
     let mut headers: Vec<String> = ["Context", "Prompt tok/s", "TTFT", "Prompt tokens"].map(String::from).to_vec();
     headers.truncate(columns);
+    if warm_rows {
+        headers.push("Prefix cache".into());
+    }
     Grid { headers, rows, numeric_from: 1 }
 }
 
@@ -265,7 +291,18 @@ fn prefill_table(r: &Results) -> Grid {
 /// when its tokens were counted from chunks (approximate), then TTFT
 /// (`"1,202.3\nRequests queued\n811 ms TTFT"`); `—` when the file has no such cell.
 pub fn matrix_cell(r: &Results, context_tokens: u64, concurrency: u32) -> String {
-    let Some(c) = r.decode.iter().find(|c| c.context.tokens == context_tokens && c.concurrency == concurrency) else {
+    matrix_cell_at(r, context_tokens, concurrency, None)
+}
+
+/// [`matrix_cell`] of the cell at a prefix share (`--prefix-share`), with its measured hit
+/// rate beside the plan as its last line.
+pub fn matrix_cell_at(r: &Results, context_tokens: u64, concurrency: u32, share: Option<f64>) -> String {
+    let key = speedmatrix_schema::prefix::key(share);
+    let Some(c) = r.decode.iter().find(|c| {
+        c.context.tokens == context_tokens
+            && c.concurrency == concurrency
+            && speedmatrix_schema::prefix::key(c.prefix_share) == key
+    }) else {
         return dash();
     };
     let mut lines = Vec::new();
@@ -279,19 +316,30 @@ pub fn matrix_cell(r: &Results, context_tokens: u64, concurrency: u32) -> String
     if let Some(t) = c.ttft_ms.and_then(|d| d.p50) {
         lines.push(format!("{} TTFT", fmt("ttft_ms", Some(t))));
     }
+    if let (Some(s), true) = (c.prefix_share, c.status.is_measured()) {
+        lines.push(hit_rate_text(s, c.prefix_cache.as_ref()));
+    }
     lines.join("\n")
 }
 
+/// The decode matrix: a row per context, or with prefix shares a row per context and share
+/// (`8K · prefix 50%`).
 fn decode_matrix(r: &Results) -> Grid {
     let headers =
         std::iter::once("Context".to_string()).chain(r.config.concurrency.iter().map(u32::to_string)).collect();
+    let shares: Vec<Option<f64>> = match r.config.prefix_shares.is_empty() {
+        true => vec![None],
+        false => r.config.prefix_shares.iter().map(|s| Some(*s)).collect(),
+    };
     let rows = r
         .config
         .contexts
         .iter()
-        .map(|ctx| {
-            std::iter::once(clean(&ctx.label))
-                .chain(r.config.concurrency.iter().map(|&n| matrix_cell(r, ctx.tokens, n)))
+        .flat_map(|ctx| shares.iter().map(move |share| (ctx, *share)))
+        .map(|(ctx, share)| {
+            let label = format!("{}{}", clean(&ctx.label), speedmatrix_schema::prefix::name_suffix(share));
+            std::iter::once(label)
+                .chain(r.config.concurrency.iter().map(|&n| matrix_cell_at(r, ctx.tokens, n, share)))
                 .collect()
         })
         .collect();
@@ -492,7 +540,12 @@ pub fn render_report(r: &Results, all: bool, markup: Markup) -> String {
                 let _ = writeln!(out, "{}: {text}", status.label());
             }
         }
-        if r.config.prefill_mode == Some(PrefillMode::DecodeWarmup) {
+        if !r.config.prefix_shares.is_empty() {
+            let _ = writeln!(
+                out,
+                "Prefix-share cells: each request's prompt is the row's share of the context as a prefix shared by the cell's requests (sent once before the cell), then a rest of its own, so TTFT includes the rest's prefill; the hit rate is the server's own count of prompt tokens served from its prefix cache."
+            );
+        } else if r.config.prefill_mode == Some(PrefillMode::DecodeWarmup) {
             let _ = writeln!(
                 out,
                 "TTFT is measured after the benchmark warms the server's prompt cache, so it mostly excludes prefill."

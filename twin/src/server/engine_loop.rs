@@ -40,6 +40,8 @@ pub(crate) enum EngineCmd {
     Submit(Submit, mpsc::UnboundedSender<Delivery>),
     /// The client is gone: drop the request.
     Abort(u64),
+    /// Empty the prefix cache (`POST /reset_prefix_cache`).
+    ResetPrefixCache,
     /// Stop the engine (twin shutdown); open streams are cut.
     Shutdown,
 }
@@ -172,6 +174,10 @@ impl EngineLoop {
                 self.engine.abort(id);
                 self.senders.remove(&id);
                 self.times.remove(&id);
+                Woke::Command
+            }
+            EngineCmd::ResetPrefixCache => {
+                self.engine.reset_prefix_cache();
                 Woke::Command
             }
             EngineCmd::Shutdown => Woke::Stop,

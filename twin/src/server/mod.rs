@@ -97,12 +97,32 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/tokenize", post(info::tokenize))
         .route("/metrics", get(metrics::metrics))
         .route("/get_server_info", get(info::server_info))
+        .route("/reset_prefix_cache", post(reset_prefix_cache))
+        .route("/flush_cache", post(reset_prefix_cache).get(reset_prefix_cache))
         .merge(v1)
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(state.clone(), flavor_errors))
         .layer(middleware::from_fn_with_state(state.clone(), says_it_is_a_twin))
         .layer(DefaultBodyLimit::max(256 * 1024 * 1024))
         .with_state(state)
+}
+
+/// vLLM's `POST /reset_prefix_cache` (served with `VLLM_SERVER_DEV_MODE=1`: 200, empty body)
+/// and SGLang's `/flush_cache` (200, a line of text): the engine empties its prefix cache
+/// before any later request reaches it (commands are applied in order). With the fault
+/// `reset-404`, 404 as a vLLM without dev mode answers.
+async fn reset_prefix_cache(State(state): State<Arc<AppState>>) -> Response {
+    if state.endpoint_fault(FaultKind::Reset404) {
+        return not_found().await;
+    }
+    let _ = state.engine_tx.send(EngineCmd::ResetPrefixCache);
+    let body = match state.cfg.flavor {
+        Flavor::Sglang => "Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, the operation will not be performed.)\n",
+        _ => "",
+    };
+    let mut r = Response::new(axum::body::Body::from(body));
+    *r.status_mut() = StatusCode::OK;
+    r
 }
 
 /// Which generation route a request came in on.

@@ -67,6 +67,10 @@ impl EngineAdapter for LlamaCpp {
             slot_context,
             max_running: slots,
             model_path: props.and_then(|v| v.get("model_path")).and_then(Value::as_str).map(str::to_string),
+            // Each slot reuses the longest common prefix of tokens with its last prompt (no
+            // blocks); whether it may (`cache_prompt`) is per request.
+            prefix_caching: None,
+            cache_block_tokens: None,
             missing: vec![],
         };
         f.missing = common_missing(p, &f)
@@ -101,6 +105,15 @@ impl EngineAdapter for LlamaCpp {
             });
         }
         f
+    }
+
+    /// `POST /slots/{id}?action=erase` for every slot: llama.cpp keeps a prompt cache per slot.
+    fn cache_reset(&self, facts: &Facts) -> Option<super::CacheReset> {
+        let slots = facts.slots?;
+        Some(super::CacheReset {
+            paths: (0..slots).map(|i| format!("/slots/{i}?action=erase")).collect(),
+            label: format!("POST /slots/{{id}}?action=erase for each of {slots} slots"),
+        })
     }
 
     fn live_token_counter(&self) -> bool {

@@ -122,6 +122,12 @@ pub struct Facts {
     pub max_running: Option<u32>,
     /// The model path the server loaded, when `/v1/models` has no `root`.
     pub model_path: Option<String>,
+    /// Whether the server says its prefix cache is on (vLLM `cache_config_info`
+    /// `enable_prefix_caching`, SGLang `disable_radix_cache`); `None` when it does not say.
+    pub prefix_caching: Option<bool>,
+    /// The server's KV-cache block, tokens (vLLM `cache_config_info` `block_size`, SGLang
+    /// `page_size`): the prefix cache reuses whole blocks.
+    pub cache_block_tokens: Option<u64>,
     /// Figures the run will not have, and why.
     pub missing: Vec<MissingFigure>,
 }
@@ -169,6 +175,29 @@ pub trait EngineAdapter: Sync {
     /// a request's tokens only when it ends, so its counter is no per-window figure.
     fn live_token_counter(&self) -> bool {
         true
+    }
+
+    /// How this engine empties its prefix cache on request (`docs/METHODOLOGY.md`, "Prefix
+    /// caching"); `None` where it has no way (a plain OpenAI-compatible endpoint).
+    fn cache_reset(&self, _facts: &Facts) -> Option<CacheReset> {
+        None
+    }
+}
+
+/// The requests that empty a server's prefix cache: each `POST` path in turn, all answering
+/// 2xx.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheReset {
+    /// The paths to `POST` (llama.cpp: one per slot).
+    pub paths: Vec<String>,
+    /// The reset in words, for the results file (`POST /reset_prefix_cache`).
+    pub label: String,
+}
+
+impl CacheReset {
+    /// One `POST path`.
+    pub fn post(path: &str) -> CacheReset {
+        CacheReset { paths: vec![path.to_string()], label: format!("POST {path}") }
     }
 }
 

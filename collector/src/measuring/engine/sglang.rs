@@ -39,6 +39,8 @@ impl EngineAdapter for Sglang {
             kv_rule: true,
             max_running: num("max_running_requests").and_then(|n| u32::try_from(n).ok()),
             model_path: info.and_then(|i| i.get("model_path")).and_then(Value::as_str).map(str::to_string),
+            prefix_caching: info.and_then(|i| i.get("disable_radix_cache")).and_then(Value::as_bool).map(|off| !off),
+            cache_block_tokens: num("page_size"),
             ..Facts::default()
         };
         f.missing = common_missing(p, &f);
@@ -52,6 +54,11 @@ impl EngineAdapter for Sglang {
             });
         }
         f
+    }
+
+    /// `POST /flush_cache` (SGLang empties its radix cache when no request is running).
+    fn cache_reset(&self, _facts: &Facts) -> Option<super::CacheReset> {
+        Some(super::CacheReset::post("/flush_cache"))
     }
 }
 

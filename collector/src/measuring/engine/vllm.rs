@@ -1,7 +1,7 @@
 //! vLLM: `/version`, `/v1/models` `max_model_len`, `vllm:*` metrics, the KV budget
 //! from `vllm:cache_config_info`, usage on every chunk with `continuous_usage_stats`.
 
-use super::{common_missing, models_max_len, version_field, EngineAdapter, Facts, MetricSlot, Probes};
+use super::{common_missing, models_max_len, version_field, CacheReset, EngineAdapter, Facts, MetricSlot, Probes};
 use speedmatrix_schema::MissingFigure;
 
 /// The vLLM adapter.
@@ -33,12 +33,14 @@ impl EngineAdapter for Vllm {
 
     fn facts(&self, p: &Probes) -> Facts {
         let parsed = p.metrics.ok().map(|t| crate::measuring::discovery::Metrics::parse(t));
-        let kv_budget = parsed.as_ref().and_then(|m| m.as_ref().ok()).and_then(|m| m.kv_budget);
+        let m = parsed.as_ref().and_then(|m| m.as_ref().ok());
         let mut f = Facts {
             version: version_field(p),
             max_model_len: models_max_len(p),
-            kv_budget,
+            kv_budget: m.and_then(|m| m.kv_budget),
             kv_rule: true,
+            prefix_caching: m.and_then(|m| m.prefix_caching),
+            cache_block_tokens: m.and_then(|m| m.block_size),
             ..Facts::default()
         };
         f.missing = common_missing(p, &f);
@@ -56,5 +58,11 @@ impl EngineAdapter for Vllm {
             });
         }
         f
+    }
+
+    /// `POST /reset_prefix_cache`: served only with `VLLM_SERVER_DEV_MODE=1` (else 404, and
+    /// the run salts its prompts instead).
+    fn cache_reset(&self, _facts: &Facts) -> Option<CacheReset> {
+        Some(CacheReset::post("/reset_prefix_cache"))
     }
 }

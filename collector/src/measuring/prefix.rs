@@ -1,0 +1,327 @@
+//! Prefix-share cells and warm prefill rows (`--prefix-share`, docs/METHODOLOGY.md, "Prefix
+//! caching"): a known cache state before each (the server's prefix cache reset where it offers
+//! a way, else prompts salted with text unique to the row or cell), prompts made of a prefix
+//! shared by the row's or cell's requests and a rest unique to each request, the warm-up that
+//! puts the prefix in the cache, and the measured hit rate beside the planned share.
+//!
+//! A prompt is `PREFIX` (the share of the context, sized with the server's tokenizer as a whole
+//! prompt) then `[request NNNNNN · run RUN · TAG]` and prose, sized so the whole prompt is the
+//! context; request `i` writes its number as `NNNNNN`, so every request's rest differs from its
+//! first token while its length stays the same. Bodies are serialized once, split at the
+//! number ([`Bodies`]).
+
+use crate::measuring::client::StreamRecord;
+use crate::measuring::error::CellError;
+use crate::measuring::measure::counter_delta;
+use crate::measuring::prompt::{prose, Prompt};
+use crate::measuring::scrape::Scrape;
+use crate::measuring::session::Session;
+use speedmatrix_schema::prefix::{hit_rate, off_plan_note, share_label, Evidence};
+use speedmatrix_schema::{CacheStart, ContextSize, HitRateSource, MissingFigure, PrefixCacheFigures};
+
+/// The number of the warm-up request (llama.cpp: the first of one per slot, counting down);
+/// measured requests count up from 0.
+pub const WARM_ID: usize = 999_999;
+
+/// The figure `missing` names when no source gives the hit rate.
+pub const HIT_RATE_FIGURE: &str = "prefix_cache.measured_hit_rate";
+
+/// How a row or cell began: reset, or salted (and why).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Start {
+    /// Reset or salted.
+    pub how: CacheStart,
+    /// The reset asked for, or why none was possible.
+    pub detail: String,
+}
+
+impl Start {
+    /// The salt its prompts need (their first text): nothing after a reset, else `salt`.
+    pub fn salt<'a>(&self, salt: &'a str) -> &'a str {
+        match self.how {
+            CacheStart::Reset => "",
+            CacheStart::Salted => salt,
+        }
+    }
+}
+
+/// The prompts of one prefix-share row or cell: request `i`'s text is `before` + `i` (six
+/// digits) + `after`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SharedPrompt {
+    before: String,
+    after: String,
+    /// The planned share, fraction 0–1.
+    pub share: f64,
+    /// Tokens of a whole prompt as the server counts them (`/tokenize`), if known.
+    pub tokens: Option<u64>,
+}
+
+impl SharedPrompt {
+    /// Request `id`'s prompt text.
+    pub fn text(&self, id: usize) -> String {
+        format!("{}{:06}{}", self.before, id % 1_000_000, self.after)
+    }
+
+    /// Request `id`'s prompt.
+    pub fn prompt(&self, id: usize) -> Prompt {
+        Prompt { text: self.text(id), tokens: self.tokens }
+    }
+}
+
+/// The serialized request body of a [`SharedPrompt`], split where the request number goes.
+#[derive(Debug, Clone)]
+pub struct Bodies {
+    before: bytes::Bytes,
+    after: bytes::Bytes,
+}
+
+/// What marks the request number in a body while it is split (never in prose or a run id).
+const MARK: &str = "@@speedmatrix-request@@";
+
+impl Bodies {
+    /// The bodies of `prompt` (`body` makes a request of a text, as the session does).
+    pub fn new(prompt: &SharedPrompt, body: impl Fn(&str) -> serde_json::Value) -> Bodies {
+        let text = format!("{}{MARK}{}", prompt.before, prompt.after);
+        let bytes = crate::measuring::client::request_body(&body(&text));
+        let at = bytes.windows(MARK.len()).position(|w| w == MARK.as_bytes()).unwrap_or(bytes.len());
+        let end = (at + MARK.len()).min(bytes.len());
+        Bodies { before: bytes.slice(..at), after: bytes.slice(end..) }
+    }
+
+    /// Request `id`'s body.
+    pub fn of(&self, id: usize) -> bytes::Bytes {
+        let digits = format!("{:06}", id % 1_000_000);
+        let mut v = Vec::with_capacity(self.before.len() + 6 + self.after.len());
+        v.extend_from_slice(&self.before);
+        v.extend_from_slice(digits.as_bytes());
+        v.extend_from_slice(&self.after);
+        v.into()
+    }
+}
+
+/// FNV-1a of a tag (the seed of its prose).
+fn fnv(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}
+
+/// The prompts of a row or cell at `ctx` with `share` of each a shared prefix; `tag` names
+/// the row or cell, and `salt` (empty after a reset) starts every prompt, so that a salted
+/// row's or cell's prompts differ from any earlier one's from their first tokens.
+///
+/// # Errors
+/// When `/tokenize` fails mid-search.
+pub async fn build(
+    s: &Session,
+    ctx: &ContextSize,
+    share: f64,
+    tag: &str,
+    salt: &str,
+) -> Result<SharedPrompt, CellError> {
+    let b = s.prompt_builder();
+    let run = &b.run_id;
+    let prefix_target = (share * ctx.tokens as f64).floor() as u64;
+    let tag = if salt.is_empty() { tag.to_string() } else { format!("{salt} · {tag}") };
+    let tag = tag.as_str();
+    let salt = if salt.is_empty() { String::new() } else { format!("[{salt}]\n") };
+    let prefix = if prefix_target > 0 {
+        let head = format!(
+            "{salt}[speedmatrix run {run} · shared prefix · {tag}] Read the following notes, then continue the story at length.\n\n"
+        );
+        let words = prose(b.seed ^ fnv(tag) ^ 0x7072_6566, (prefix_target as usize).saturating_mul(12) / 10 + 64);
+        let text_of = |k: usize| format!("{head}{}", words[..k].join(" "));
+        b.fit(&text_of, words.len(), prefix_target).await.map_err(CellError::Prompt)?.text
+    } else {
+        salt
+    };
+    let before = format!("{prefix}\n[request ");
+    let after_head = format!(" · run {run} · {tag}] ");
+    let rest_target = ctx.tokens.saturating_sub(prefix_target);
+    let words = prose(b.seed ^ fnv(tag) ^ 0x7265_7374, (rest_target as usize).saturating_mul(12) / 10 + 64);
+    let text_of = |k: usize| format!("{before}000000{after_head}{}", words[..k].join(" "));
+    let whole = b.fit(&text_of, words.len(), ctx.tokens).await.map_err(CellError::Prompt)?;
+    let after = whole.text[before.len() + 6..].to_string();
+    Ok(SharedPrompt { before, after, share, tokens: whole.tokens })
+}
+
+/// Put the prefix of `prompt` in the server's cache: one `max_tokens: 1` request of its own
+/// (rest [`WARM_ID`]); on a server with a prompt cache per slot (llama.cpp), one per slot that
+/// `n` streams will take, at once. Returns the first warm-up's TTFT (a cold prefill of the
+/// whole prompt: the readiness limit's yardstick).
+///
+/// # Errors
+/// [`CellError::WarmUp`] when a warm-up request fails.
+pub async fn warm(s: &Session, prompt: &SharedPrompt, n: u32) -> Result<Option<f64>, CellError> {
+    let k = s.info.facts.slots.map_or(1, |slots| slots.min(n).max(1)) as usize;
+    let texts: Vec<String> = (0..k).map(|i| prompt.text(WARM_ID - i)).collect();
+    let records = futures_util::future::join_all(texts.iter().map(|t| s.single(t, 1))).await;
+    if let Some(e) = records.iter().find_map(|r| r.error.clone()) {
+        return Err(CellError::WarmUp(e));
+    }
+    Ok(records.first().and_then(StreamRecord::ttft_ms))
+}
+
+/// Prompt tokens served from the cache and looked up, and where the counts came from.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Counted {
+    /// Served from the cache, tokens.
+    pub hits: u64,
+    /// Looked up, tokens.
+    pub queries: u64,
+    /// Their source.
+    pub source: HitRateSource,
+}
+
+/// The hit and query tokens of `records` from the server's own counts, in order of preference:
+/// `usage.prompt_tokens_details.cached_tokens` of the requests that carried it (server usage),
+/// llama.cpp's `timings` (`cache_n` of `cache_n + prompt_n`), else the prefix-cache counters'
+/// growth from the first reading to the last (Prometheus). `None` when none gives them.
+pub fn count<'a>(records: impl IntoIterator<Item = &'a StreamRecord> + Clone, scrapes: &[Scrape]) -> Option<Counted> {
+    let usage: Vec<(u64, u64)> =
+        records.clone().into_iter().filter_map(|r| Some((r.cached_tokens?, r.prompt_tokens?))).collect();
+    if !usage.is_empty() {
+        let (hits, queries) = usage.iter().fold((0, 0), |(h, q), (c, p)| (h + c, q + p));
+        return Some(Counted { hits, queries, source: HitRateSource::Usage });
+    }
+    let timings: Vec<(u64, u64)> = records
+        .into_iter()
+        .filter_map(|r| r.server_timings.as_ref())
+        .filter_map(|t| Some((t.cached_tokens?, t.prompt_tokens?)))
+        .collect();
+    if !timings.is_empty() {
+        let (hits, queries) = timings.iter().fold((0, 0), |(h, q), (c, p)| (h + c, q + c + p));
+        return Some(Counted { hits, queries, source: HitRateSource::ServerTimings });
+    }
+    let (first, last) = (scrapes.first()?, scrapes.last()?);
+    let hits = counter_delta(scrapes, |m| m.prefix_hits, first.t_ms, last.t_ms)?;
+    let queries = counter_delta(scrapes, |m| m.prefix_queries, first.t_ms, last.t_ms)?;
+    Some(Counted { hits: hits.round() as u64, queries: queries.round() as u64, source: HitRateSource::Prometheus })
+}
+
+/// Why no source gave the hit rate.
+fn missing_reason(has_metrics: bool) -> String {
+    let metrics = match has_metrics {
+        true => "the server's /metrics has no prefix-cache hit and query counters",
+        false => "the server has no usable /metrics",
+    };
+    format!(
+        "{metrics}, and its responses carried neither usage.prompt_tokens_details.cached_tokens nor timings.cache_n"
+    )
+}
+
+/// What a row's or cell's prefix cache came to: its figures, the note when the measured rate
+/// is off the plan (for its `reason`), and the missing figure when no source gave one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    /// The figures for the file.
+    pub figures: PrefixCacheFigures,
+    /// The off-plan note ([`off_plan_note`]).
+    pub note: Option<String>,
+    /// Why `measured_hit_rate` is null.
+    pub missing: Option<MissingFigure>,
+}
+
+/// The prefix-cache figures of a row or cell planned at `share` that began as `start`, from
+/// what `counted` gives; `evidence` explains an off-plan rate.
+pub fn outcome(share: f64, start: &Start, counted: Option<Counted>, has_metrics: bool, evidence: &Evidence) -> Outcome {
+    let rate = counted.and_then(|c| hit_rate(c.hits, c.queries));
+    let figures = PrefixCacheFigures {
+        planned_share: share,
+        cache_start: start.how,
+        cache_start_detail: start.detail.clone(),
+        measured_hit_rate: rate,
+        hit_rate_source: counted.filter(|_| rate.is_some()).map(|c| c.source),
+        hit_tokens: counted.map(|c| c.hits),
+        query_tokens: counted.map(|c| c.queries),
+    };
+    let missing = rate.is_none().then(|| MissingFigure {
+        figure: HIT_RATE_FIGURE.into(),
+        reason: match counted {
+            Some(_) => "the server counted no prompt tokens looked up in its prefix cache".into(),
+            None => missing_reason(has_metrics),
+        },
+    });
+    let note = rate
+        .and_then(|m| off_plan_note(share, m, &Evidence { reset: start.how == CacheStart::Reset, ..evidence.clone() }));
+    Outcome { figures, note, missing }
+}
+
+/// The line's words for a row's or cell's prefix cache: `prefix 90% · hit 89.6% (Prometheus)`.
+pub fn line_part(share: Option<f64>, figures: Option<&PrefixCacheFigures>) -> String {
+    let Some(share) = share else { return String::new() };
+    let hit = match figures.and_then(|f| f.measured_hit_rate.map(|m| (m, f.hit_rate_source))) {
+        Some((m, src)) => {
+            format!(" · hit {} ({})", share_label((m * 1000.0).round() / 1000.0), src.map_or("?", source_words))
+        }
+        None if figures.is_some() => " · hit rate unknown".into(),
+        None => String::new(),
+    };
+    format!(" · prefix {}{hit}", share_label(share))
+}
+
+/// A hit-rate source in words.
+pub fn source_words(s: HitRateSource) -> &'static str {
+    match s {
+        HitRateSource::Prometheus => "Prometheus",
+        HitRateSource::Usage => "server usage",
+        HitRateSource::ServerTimings => "server timings",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bodies_split_at_the_request_number() {
+        let p = SharedPrompt {
+            before: "shared\n[request ".into(),
+            after: " · run r] rest".into(),
+            share: 0.5,
+            tokens: None,
+        };
+        assert_eq!(p.text(17), "shared\n[request 000017 · run r] rest");
+        let b = Bodies::new(&p, |t| serde_json::json!({"model": "m", "prompt": t}));
+        let v: serde_json::Value = serde_json::from_slice(&b.of(42)).unwrap();
+        assert_eq!(v["prompt"], "shared\n[request 000042 · run r] rest");
+        assert_eq!(v["model"], "m");
+    }
+
+    #[test]
+    fn counts_prefer_usage_then_timings_then_counters() {
+        let mut a = StreamRecord { prompt_tokens: Some(1000), ..StreamRecord::default() };
+        a.server_timings = Some(speedmatrix_schema::ServerTimings {
+            prompt_tokens: Some(100),
+            cached_tokens: Some(900),
+            ..Default::default()
+        });
+        let c = count([&a], &[]).unwrap();
+        assert_eq!((c.hits, c.queries, c.source), (900, 1000, HitRateSource::ServerTimings));
+        a.cached_tokens = Some(896);
+        let c = count([&a], &[]).unwrap();
+        assert_eq!((c.hits, c.queries, c.source), (896, 1000, HitRateSource::Usage));
+        let none = StreamRecord::default();
+        assert_eq!(count([&none], &[]), None);
+        let o = outcome(
+            0.9,
+            &Start { how: CacheStart::Salted, detail: "no reset".into() },
+            None,
+            true,
+            &Evidence::default(),
+        );
+        assert_eq!(o.figures.measured_hit_rate, None);
+        assert!(o.missing.unwrap().reason.contains("no prefix-cache hit and query counters"));
+        let counted = Some(Counted { hits: 0, queries: 2000, source: HitRateSource::Prometheus });
+        let off = Evidence { caching_on: Some(false), ..Evidence::default() };
+        let o = outcome(
+            0.9,
+            &Start { how: CacheStart::Reset, detail: "POST /reset_prefix_cache".into() },
+            counted,
+            true,
+            &off,
+        );
+        assert_eq!(o.figures.measured_hit_rate, Some(0.0));
+        assert!(o.note.unwrap().contains("prefix caching off"));
+        assert_eq!(line_part(Some(0.9), Some(&o.figures)), " · prefix 90% · hit 0% (Prometheus)");
+    }
+}

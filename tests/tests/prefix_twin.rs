@@ -1,0 +1,175 @@
+//! Prefix-share cells and warm prefill rows (`run --prefix-share`) end to end: the real binary
+//! against the twin (`speedmatrix simulate --profile tiny`, a real server process on loopback,
+//! vLLM-shaped: `POST /reset_prefix_cache`, `vllm:prefix_cache_*` counters, prefix caching by
+//! 16-token blocks of the prompt's own tokens).
+//!
+//! - Caching on: every cell and warm row starts from a reset cache, and its measured hit rate
+//!   (Prometheus) is the planned share within the block rounding; `show` prints both.
+//! - Caching off (`--no-prefix-cache`): the cell's measured rate is 0 and its reason says it is
+//!   90 points below the plan and why (the server reports prefix caching off).
+//! - No reset endpoint (`--fault reset-404`, as vLLM without dev mode): the prompts are salted,
+//!   the file says so, and the twin's own trace shows no warm-up found an earlier cell's prefix.
+//!
+//! No timing is asserted: hit rates are token counts, the same on a busy machine.
+
+mod support;
+
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
+use support::twin::twin;
+
+/// `run` against `url` with `args`; the results file's JSON, the exit code and stderr.
+fn run(dir: &Path, url: &str, args: &[&str]) -> (Value, Option<i32>, String) {
+    let out = dir.join("run.json");
+    let o = Command::new(support::BIN)
+        .args(["run", "--url", url, "--quiet", "--force", "-o"])
+        .arg(&out)
+        .args(["--duration", "2s", "--max-tokens", "64"])
+        .args(args)
+        .output()
+        .expect("run the collector");
+    let stderr = String::from_utf8_lossy(&o.stderr).to_string();
+    let file = std::fs::read(&out).unwrap_or_else(|e| panic!("no results file ({e}): {stderr}"));
+    (serde_json::from_slice(&file).unwrap(), o.status.code(), stderr)
+}
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+/// The shared prefix's tokens in a request, as a share of its prompt, lie within one 16-token
+/// block and the chat template's closing tokens (a few) below the planned share: that is what
+/// a block cache can serve (2,048-token prompts: 16 tokens = 0.8 points).
+fn near_plan(measured: f64, share: f64) -> bool {
+    measured <= share + 0.005 && measured >= share - 0.02
+}
+
+#[test]
+fn prefix_shares_hit_as_planned_from_a_reset_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_twin, url) = twin(&["--profile", "tiny"]);
+    let (r, code, stderr) = run(
+        dir.path(),
+        &url,
+        &["--contexts", "2k", "--concurrency", "1,4", "--prefill-contexts", "2k", "--prefix-share", "0,50%,90%"],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(r["config"]["prefix_shares"], serde_json::json!([0.0, 0.5, 0.9]));
+    let cells = r["decode"].as_array().unwrap();
+    let keys: Vec<(u64, f64)> =
+        cells.iter().map(|c| (c["concurrency"].as_u64().unwrap(), f(&c["prefix_share"]))).collect();
+    assert_eq!(keys, [(1, 0.0), (1, 0.5), (1, 0.9), (4, 0.0), (4, 0.5), (4, 0.9)]);
+    for c in cells {
+        let (share, pc) = (f(&c["prefix_share"]), &c["prefix_cache"]);
+        assert_eq!(c["status"], "valid", "{c}");
+        assert_eq!(pc["cache_start"], "reset", "{pc}");
+        assert_eq!(pc["cache_start_detail"], "POST /reset_prefix_cache");
+        assert_eq!(pc["hit_rate_source"], "prometheus", "{pc}");
+        assert_eq!(f(&pc["planned_share"]), share);
+        let m = f(&pc["measured_hit_rate"]);
+        assert!(near_plan(m, share), "share {share}: measured {m} ({pc})");
+        // More than the opening streams: replacements each brought a rest of their own.
+        assert!(f(&pc["query_tokens"]) > 4.0 * 2048.0 - 1.0, "{pc}");
+        assert!(!c["reason"].as_str().unwrap_or("").contains("prefix cache:"), "{}", c["reason"]);
+    }
+    // The cold row, then a warm row per share above 0.
+    let rows = r["prefill"].as_array().unwrap();
+    let shares: Vec<Value> = rows.iter().map(|p| p["prefix_share"].clone()).collect();
+    assert_eq!(shares, [Value::Null, serde_json::json!(0.5), serde_json::json!(0.9)]);
+    assert!(rows[0].get("prefix_cache").is_none());
+    assert_eq!(rows[0]["cached_tokens"], 0, "the cold row stays cold: {}", rows[0]);
+    for p in &rows[1..] {
+        let (share, pc) = (f(&p["prefix_share"]), &p["prefix_cache"]);
+        assert_eq!((&p["status"], &pc["cache_start"]), (&Value::from("valid"), &Value::from("reset")), "{p}");
+        let m = f(&pc["measured_hit_rate"]);
+        assert!(near_plan(m, share), "warm row {share}: measured {m} ({pc})");
+        assert_eq!(f(&pc["query_tokens"]), f(&p["prompt_tokens"]), "one request measured: {pc}");
+        assert!(p["reason"].is_null(), "a warm row is served from cache by design: {}", p["reason"]);
+    }
+    // `show` prints the share and the measured rate beside the plan.
+    let o = Command::new(support::BIN).arg("show").arg(dir.path().join("run.json")).output().unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(text.contains("2K · prefix 90%"), "{text}");
+    assert!(text.contains("hit (plan 90%, Prometheus)"), "{text}");
+    assert!(text.contains("2K context, warm: prefix 50%"), "{text}");
+    let o = Command::new(support::BIN).args(["show", "-f", "csv"]).arg(dir.path().join("run.json")).output().unwrap();
+    let csv = String::from_utf8_lossy(&o.stdout);
+    assert!(csv.lines().next().unwrap().ends_with(",prefix_share,prefix_cache_hit_rate,prefix_cache_hit_rate_source"));
+}
+
+#[test]
+fn with_prefix_caching_off_the_cell_says_the_plan_was_not_hit_and_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_twin, url) = twin(&["--profile", "tiny", "--no-prefix-cache"]);
+    let (r, code, stderr) = run(
+        dir.path(),
+        &url,
+        &["--contexts", "1k", "--concurrency", "2", "--prefill-contexts", "none", "--prefix-share", "90%"],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    let c = &r["decode"][0];
+    let pc = &c["prefix_cache"];
+    assert_eq!(f(&pc["measured_hit_rate"]), 0.0, "{pc}");
+    assert_eq!(pc["hit_rate_source"], "prometheus");
+    let reason = c["reason"].as_str().unwrap_or_else(|| panic!("a cell off its plan says why: {c}"));
+    assert!(reason.contains("measured hit rate 0% is 90 points below the planned share 90%"), "{reason}");
+    assert!(reason.contains("the server reports its prefix caching off"), "{reason}");
+    assert!(stderr.contains("90 points below"), "the terminal says it too: {stderr}");
+}
+
+#[test]
+fn without_a_reset_endpoint_the_prompts_are_salted_and_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace.jsonl");
+    let (twin, url) = twin(&["--profile", "tiny", "--fault", "reset-404", "--trace", trace.to_str().unwrap()]);
+    let (r, code, stderr) = run(
+        dir.path(),
+        &url,
+        &["--contexts", "1k", "--concurrency", "1,2", "--prefill-contexts", "1k", "--prefix-share", "50%"],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    let warm_row = &r["prefill"][1];
+    let all: Vec<&Value> = r["decode"].as_array().unwrap().iter().chain([warm_row]).collect();
+    assert_eq!(all.len(), 3);
+    for x in all {
+        let pc = &x["prefix_cache"];
+        assert_eq!(pc["cache_start"], "salted", "{pc}");
+        let why = pc["cache_start_detail"].as_str().unwrap();
+        assert!(why.starts_with("POST /reset_prefix_cache failed") && why.contains("404"), "{why}");
+        assert!(why.contains("VLLM_SERVER_DEV_MODE=1"), "{why}");
+        let m = f(&pc["measured_hit_rate"]);
+        assert!(near_plan(m, 0.5), "{pc}");
+    }
+    assert_eq!(stderr.matches("prefix cache: POST /reset_prefix_cache failed").count(), 1, "said once: {stderr}");
+    // The twin's own record: every max_tokens-1 request (the cold row, the warm-ups) found
+    // nothing cached — the two cells of one context and share did not share a prefix — except
+    // the warm row's measured request, which found its own warm-up's.
+    drop(twin);
+    let lines: Vec<Value> =
+        std::fs::read_to_string(&trace).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let single: Vec<u64> =
+        lines.iter().filter(|l| l["max_tokens"] == 1).map(|l| l["cached_tokens"].as_u64().unwrap()).collect();
+    assert_eq!(single.len(), 1 + 2 + 2, "cold row, warm row's warm-up and request, two cells' warm-ups: {single:?}");
+    assert_eq!(single.iter().filter(|c| **c > 0).count(), 1, "{single:?}");
+}
+
+#[test]
+fn bad_prefix_shares_are_refused_before_any_request() {
+    // Port 9 (discard): nothing is asked of it, the flags are refused first (exit 2).
+    for (args, says) in [
+        (&["--prefix-share", "0.5"][..], "--prefix-share: `0.5` is no share: write a percentage"),
+        (&["--prefix-share", "100%"][..], "needs a unique rest"),
+        (&["--prefix-share", "50%", "--rates", "1"][..], "rate cells and --trace do not take it yet"),
+    ] {
+        let o = Command::new(support::BIN)
+            .args(["run", "--url", "http://127.0.0.1:9", "--dry-run"])
+            .args(args)
+            .output()
+            .expect("run the collector");
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+}
