@@ -362,6 +362,21 @@ pub struct RunDiff {
     /// be; left out of the JSON when neither run replayed a trace.
     #[serde(skip_serializing_if = "traces::TraceDiff::is_empty")]
     pub traces: traces::TraceDiff,
+    /// Prefix-share cells and warm prefill rows (`--prefix-share` above 0) of both runs, left
+    /// out of the comparison: rows and cells are matched by context and concurrency, which a
+    /// share would make ambiguous. Left out of the JSON when 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub prefix_share_rows_left_out: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// A warm prefill row or a prefix-share cell (share above 0): not compared (see
+/// [`RunDiff::prefix_share_rows_left_out`]).
+fn shares_a_prefix(r: &Row<'_>) -> bool {
+    r.prefix_share().is_some_and(|s| s > 0.0)
 }
 
 impl RunDiff {
@@ -426,10 +441,19 @@ pub fn diff_with(a: &Results, b: &Results, threshold: Option<f64>) -> RunDiff {
     type Key = (Phase, u64, u32);
     let key = |r: &Row<'_>| (r.phase(), r.context().tokens, r.concurrency());
     let mut pairs: BTreeMap<Key, (Option<Row<'_>>, Option<Row<'_>>)> = BTreeMap::new();
+    let mut prefix_share_rows_left_out = 0;
     for r in rows(a) {
+        if shares_a_prefix(&r) {
+            prefix_share_rows_left_out += 1;
+            continue;
+        }
         pairs.entry(key(&r)).or_default().0.get_or_insert(r);
     }
     for r in rows(b) {
+        if shares_a_prefix(&r) {
+            prefix_share_rows_left_out += 1;
+            continue;
+        }
         pairs.entry(key(&r)).or_default().1.get_or_insert(r);
     }
     let mut out_rows = Vec::new();
@@ -482,6 +506,7 @@ pub fn diff_with(a: &Results, b: &Results, threshold: Option<f64>) -> RunDiff {
         prompt_mismatches,
         rates: rates::rate_diff(a, b, given_threshold),
         traces: traces::trace_diff(a, b, given_threshold),
+        prefix_share_rows_left_out,
     }
 }
 

@@ -97,6 +97,19 @@ fn prefix_shares_hit_as_planned_from_a_reset_cache() {
     let o = Command::new(support::BIN).args(["show", "-f", "csv"]).arg(dir.path().join("run.json")).output().unwrap();
     let csv = String::from_utf8_lossy(&o.stdout);
     assert!(csv.lines().next().unwrap().ends_with(",prefix_share,prefix_cache_hit_rate,prefix_cache_hit_rate_source"));
+    // `diff` matches cells by context and concurrency: it compares the cold ones (share 0 and
+    // the cold prefill row) and says the 4 share cells and 2 warm rows of each run were left
+    // out, never pairing a 90 % cell with a 0 % one.
+    let file = dir.path().join("run.json");
+    let o = Command::new(support::BIN).arg("diff").arg(&file).arg(&file).args(["-f", "json"]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let d: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(d["prefix_share_rows_left_out"], 12, "{}", d["prefix_share_rows_left_out"]);
+    let compared = d["rows"].as_array().unwrap().len();
+    assert_eq!(compared, 3, "the cold prefill row and the two share-0 cells: {}", d["rows"]);
+    let o = Command::new(support::BIN).arg("diff").arg(&file).arg(&file).output().unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("12 prefix-share cells and warm prefill rows"), "{text}");
 }
 
 #[test]

@@ -403,6 +403,21 @@ fn lists_section(out: &mut String, d: &RunDiff, markup: Markup) {
             })
             .collect(),
     );
+    list(
+        out,
+        "Not compared",
+        (d.prefix_share_rows_left_out > 0)
+            .then(|| prefix_share_note(d.prefix_share_rows_left_out))
+            .into_iter()
+            .collect(),
+    );
+}
+
+/// The line saying that prefix-share rows and cells were left out of a diff.
+fn prefix_share_note(n: usize) -> String {
+    format!(
+        "{n} prefix-share cells and warm prefill rows (--prefix-share above 0) of the two runs: diff compares the cold rows and cells only"
+    )
 }
 
 /// The figures of a rate cell the diff's rate table shows, in column order.

@@ -515,6 +515,12 @@ fn not_compared(d: &RunDiff) -> impl IntoView {
             percent(m.rel, true)
         ));
     }
+    if d.prefix_share_rows_left_out > 0 {
+        items.push(format!(
+            "Not compared: {} prefix-share cells and warm prefill rows (--prefix-share above 0) of the two runs; the diff compares the cold rows and cells only",
+            d.prefix_share_rows_left_out
+        ));
+    }
     (!items.is_empty()).then(|| {
         view! {
             <section class="section" id="diff-notes">
