@@ -134,6 +134,7 @@ pub(super) fn DecodeHeatmap(r: Arc<Results>, metric: RwSignal<String>, view: Vie
         .map(|c| (c.id(), run_report::metric_option_label(c), run_report::has_decode_data(&r, c)))
         .collect();
     let warmup_note = r.config.prefill_mode == Some(PrefillMode::DecodeWarmup);
+    let share_note = prefix_share_note(&r);
     let statuses_present: Vec<CellStatus> =
         CellStatus::ALL.into_iter().filter(|s| r.decode.iter().any(|c| c.status == *s)).collect();
     Some(view! {
@@ -168,9 +169,26 @@ pub(super) fn DecodeHeatmap(r: Arc<Results>, metric: RwSignal<String>, view: Vie
                         </p>
                     }
                 })}
+            {share_note.map(|n| view! { <p class="note" id="heatmap-prefix-shares">{n}</p> })}
             <CellPanel r=r.clone() view=view />
         </section>
     })
+}
+
+/// What the heatmap leaves out of a run with prefix-share cells (`run --prefix-share`): it has
+/// one cell per context and concurrency, the first of the file's (share 0 where it was measured).
+fn prefix_share_note(r: &Results) -> Option<String> {
+    let mut shares: Vec<f64> = r.decode.iter().filter_map(|c| c.prefix_share).filter(|s| *s > 0.0).collect();
+    shares.sort_by(f64::total_cmp);
+    shares.dedup();
+    if shares.is_empty() {
+        return None;
+    }
+    let list: Vec<String> = shares.iter().map(|s| format!("{:.0} %", s * 100.0)).collect();
+    Some(format!(
+        "This run also measured prefix-share cells (prefix {}): the heatmap shows one cell per context and concurrency, the cold one (share 0) where the run has it; `speedmatrix show` lists every share.",
+        list.join(", ")
+    ))
 }
 
 /// The heatmap `inner` with its cells opening their panel: a click on a cell, or Enter / Space
