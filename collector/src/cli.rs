@@ -42,8 +42,12 @@ pub enum Command {
     Run(Box<RunArgs>),
     /// Print a results file: header, prefill table and decode matrix (or the full table).
     Show(ShowArgs),
-    /// Write a static site (the viewer, the runs, runs/index.json) ready to upload anywhere.
+    /// Write a static site (the viewer, the runs, runs/index.json, and every row of every run
+    /// as runs/cells.csv and runs/cells.parquet) ready to upload anywhere.
     Publish(PublishArgs),
+    /// Write every measured row of the given runs (prefill rows, decode cells, rate cells,
+    /// traces) with each run's header as one table: Parquet or CSV (columns: docs/EXPORT.md).
+    Export(ExportArgs),
     /// Write one self-contained HTML report of a run (or a diff of two) that opens from
     /// file:// with no server.
     Report(ReportArgs),
@@ -485,6 +489,30 @@ pub struct PublishArgs {
     /// Take a run out of the site: its run id, or its file name under runs/ (repeatable).
     #[arg(long, value_name = "RUN_ID")]
     pub remove: Vec<String>,
+}
+
+/// Formats of `export`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExportFormat {
+    /// Apache Parquet: typed columns (DOUBLE, INT64, STRING, BOOLEAN), nulls where a row has no
+    /// such figure, the column-list version in the file's metadata.
+    Parquet,
+    /// CSV (RFC 4180): one header line, raw numbers, empty fields for nulls.
+    Csv,
+}
+
+/// Flags of `speedmatrix export`.
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// Results files (each is checked first); their rows are written in this order.
+    #[arg(required = true)]
+    pub runs: Vec<PathBuf>,
+    /// The file to write (replaced if it exists): `cells.parquet` or `cells.csv`.
+    #[arg(long, short = 'o')]
+    pub out: PathBuf,
+    /// The format; default: from the extension of --out (.parquet or .pq, .csv).
+    #[arg(long, short = 'f', value_enum)]
+    pub format: Option<ExportFormat>,
 }
 
 /// Flags of `speedmatrix serve`.

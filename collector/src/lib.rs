@@ -11,6 +11,9 @@
 //! - [`terminal`]: `show` and `diff` — renderings of results files;
 //! - [`site`]: `publish`, `serve`, `report` and `demo` — the static results site and the
 //!   one-file report;
+//! - [`export`]: `speedmatrix export RUN.json… -o cells.parquet|csv` — every row of many runs
+//!   as one typed table (the Parquet writer is [`export::parquet`]; the columns are
+//!   `speedmatrix_schema::cells`);
 //! - [`import`]: `speedmatrix import FILE… --from llm-inference-bench|vllm-bench` — other
 //!   tools' results;
 //! - [`simulate`]: `speedmatrix simulate` — the flags of the twin (crate `speedmatrix-twin`);
@@ -29,6 +32,7 @@
 
 pub mod cli;
 pub mod command;
+pub mod export;
 pub mod files;
 #[cfg(test)]
 mod fuzz;
@@ -52,6 +56,7 @@ pub fn run(cli: cli::Cli) -> ExitCode {
         Command::Show(args) => finish(terminal::show::run(&args).map(|()| 0)),
         Command::Diff(args) => finish(terminal::compare::run(&args)),
         Command::Publish(args) => finish(site::publish::run(&args).map(|()| 0)),
+        Command::Export(args) => finish(export::run(&args).map(|()| 0)),
         Command::Report(args) => finish(site::single_file::run(&args).map(|()| 0)),
         Command::Serve(args) => finish(
             match &args.watch {

@@ -10,6 +10,9 @@
 //!   `docs/METHODOLOGY.md`).
 //! - [`table`]: the flat "all measurements" table (one row per prefill row / decode cell).
 //! - [`export`]: the one CSV / JSON writer of that table (CLI `show --format csv`, viewer export).
+//! - [`cells`]: the cells table across runs (`speedmatrix export`, a site's `cells.csv` and
+//!   `cells.parquet`): every row of every run with its run's header, typed and versioned
+//!   (`docs/EXPORT.md`).
 //! - [`site`]: a published site's run index (`runs/index.json`), written by `publish`, read by
 //!   the viewer.
 //! - [`stats`]: percentiles and distributions (one method everywhere: nearest rank), and the
@@ -43,6 +46,7 @@
 #![warn(missing_docs)]
 
 pub mod arrivals;
+pub mod cells;
 pub mod command_line;
 pub mod context;
 pub mod derived;

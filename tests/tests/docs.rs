@@ -1,7 +1,8 @@
 //! The docs a clone reads stay true to the code: docs/METHODOLOGY.md defines every metric of the
 //! registry and every cell status; docs/CLI.md has every flag of every command's `--help` in
-//! that command's section; docs/ARCHITECTURE.md names every module of every crate's `src/`; the
-//! docs name only files that exist; README links them.
+//! that command's section; docs/ARCHITECTURE.md names every module of every crate's `src/`;
+//! docs/EXPORT.md lists the cells table's columns as the code has them; the docs name only
+//! files that exist; README links them.
 
 mod support;
 
@@ -70,7 +71,7 @@ fn docs_name_files_that_exist() {
 #[test]
 fn readme_links_the_docs() {
     let readme = read("README.md");
-    for doc in ["docs/ARCHITECTURE.md", "docs/METHODOLOGY.md", "docs/CLI.md", "BENCHMARKS.md"] {
+    for doc in ["docs/ARCHITECTURE.md", "docs/METHODOLOGY.md", "docs/CLI.md", "docs/EXPORT.md", "BENCHMARKS.md"] {
         assert!(readme.contains(&format!("]({doc}")), "README.md does not link {doc}");
     }
 }
@@ -194,5 +195,37 @@ fn architecture_names_every_module() {
     assert!(
         missing.is_empty(),
         "docs/ARCHITECTURE.md does not name these modules (a row `| `PATH` | its job |` in its crate's table under \"The modules\"): {missing:?}"
+    );
+}
+
+/// docs/EXPORT.md documents the cells table (`speedmatrix export`, a site's `runs/cells.*`)
+/// column by column, in the code's order, with the code's type, unit and source, and states
+/// the code's column-list version.
+#[test]
+fn export_doc_lists_the_cells_tables_columns() {
+    use speedmatrix_schema::cells;
+    let documented = support::export_doc::columns();
+    let code = cells::columns();
+    let names = |v: Vec<String>| v.join(", ");
+    assert_eq!(
+        names(documented.iter().map(|d| d.name.clone()).collect()),
+        names(code.iter().map(|c| c.name.clone()).collect()),
+        "docs/EXPORT.md's column names and order are not the code's (speedmatrix_schema::cells::columns)"
+    );
+    let mut wrong = vec![];
+    for (d, c) in documented.iter().zip(&code) {
+        let want = (c.kind.id(), c.unit, c.source);
+        if (d.kind.as_str(), d.unit.as_str(), d.source.as_str()) != want {
+            wrong.push(format!("`{}`: the doc says {:?}, the code {want:?}", d.name, (&d.kind, &d.unit, &d.source)));
+        }
+        if d.meaning.is_empty() {
+            wrong.push(format!("`{}` has no meaning in the doc", d.name));
+        }
+    }
+    assert!(wrong.is_empty(), "docs/EXPORT.md disagrees with the code (type, unit, source):\n{}", wrong.join("\n"));
+    assert_eq!(
+        support::export_doc::version(),
+        cells::CELLS_VERSION,
+        "docs/EXPORT.md states another column-list version"
     );
 }

@@ -224,7 +224,7 @@ fn publishing_into_a_site_adds_replaces_removes_and_leaves_nothing_stale() {
     }
     assert_eq!(std::fs::read(site.join("about.html")).unwrap(), b"mine", "other files are left alone");
     let on_disk = files_under(&site.join("runs"));
-    assert_eq!(on_disk.len(), 3, "two runs and the index: {on_disk:?}");
+    assert_eq!(on_disk.len(), 5, "two runs, the index and the cells table as CSV and Parquet: {on_disk:?}");
 
     // The same file again (same name, same run id) replaces its copy: a re-run or a resumed run.
     let out = publish(&site, &[FIXTURE]);

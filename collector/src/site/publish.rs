@@ -1,10 +1,14 @@
 //! `speedmatrix publish RUN.json… --out SITE/`: a static site ready to upload — the viewer
-//! (the built `dist/`, embedded in this binary), each run under `runs/`, and `runs/index.json`
-//! listing them. `serve` uses the same site model in memory.
+//! (the built `dist/`, embedded in this binary), each run under `runs/`, `runs/index.json`
+//! listing them, and beside it every row of every run as one table, `runs/cells.csv` and
+//! `runs/cells.parquet` (the table of `speedmatrix export`, docs/EXPORT.md). `serve` uses the
+//! same site model in memory.
 
 use crate::cli::PublishArgs;
 use crate::command::{CommandError, Failure, OutputError};
+use crate::export::parquet::to_parquet;
 use crate::files::FileError;
+use speedmatrix_schema::cells::RunOf;
 use speedmatrix_schema::site::{entry_for, RunIndex};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -39,6 +43,9 @@ pub enum SiteError {
     /// The run index cannot be encoded.
     #[error("cannot encode runs/index.json")]
     Index(#[source] serde_json::Error),
+    /// The cells table cannot be encoded as Parquet (a bug: the table is always encodable).
+    #[error("cannot encode runs/cells.parquet")]
+    Cells(#[source] parquet::errors::ParquetError),
     /// A folder of the site cannot be created.
     #[error("cannot create {}", .path.display())]
     CreateFolder {
@@ -174,7 +181,8 @@ pub fn build_site(runs: &[PathBuf]) -> Result<Site, SiteError> {
     site_of(&stored)
 }
 
-/// The site of these stored runs, in this order: the viewer, `runs/<name>` and `runs/index.json`.
+/// The site of these stored runs, in this order: the viewer, `runs/<name>`, `runs/index.json`
+/// and the cells table of the runs beside it, `runs/cells.csv` and `runs/cells.parquet`.
 ///
 /// # Errors
 /// [`SiteError::NoViewer`] when this binary carries no viewer.
@@ -187,8 +195,16 @@ pub fn site_of(runs: &[StoredRun]) -> Result<Site, SiteError> {
     let mut index = serde_json::to_vec_pretty(&RunIndex::new(entries)).map_err(SiteError::Index)?;
     index.push(b'\n');
     site.files.insert("runs/index.json".into(), index);
+    let table: Vec<RunOf<'_>> = runs.iter().map(|r| RunOf { file: &r.name, results: &r.results }).collect();
+    site.files.insert(CELLS_CSV.into(), speedmatrix_schema::cells::to_csv(&table).into_bytes());
+    site.files.insert(CELLS_PARQUET.into(), to_parquet(&table).map_err(SiteError::Cells)?);
     Ok(site)
 }
+
+/// The cells table of a site, as CSV, beside its index.
+pub const CELLS_CSV: &str = "runs/cells.csv";
+/// The cells table of a site, as Parquet, beside its index.
+pub const CELLS_PARQUET: &str = "runs/cells.parquet";
 
 /// A run the existing site lists: its file name, the id its index gives, and the file read
 /// from disk (or why it could not be).

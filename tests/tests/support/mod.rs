@@ -11,6 +11,8 @@
 //!   wrote — `collector_twin`, `engines_twin`, `fault_matrix`, `live_browser`, [`shape`];
 //! - [`dom`]: the page a results file renders, as Chromium's `--dump-dom` — `import_cli`,
 //!   `llamacpp_cpu`, `server_shapes`;
+//! - [`export_doc`]: the cells table's columns and version as `docs/EXPORT.md` documents them
+//!   — `docs`, `export_pyarrow`;
 //! - [`estimate`]: a run's printed wall-time estimates against its measured wall time —
 //!   `demo_cli`, `estimate_twin`;
 //! - [`scripted`]: small scripted OpenAI-compatible servers for shapes the twin lacks
@@ -46,6 +48,7 @@ pub mod cli;
 pub mod collect;
 pub mod dom;
 pub mod estimate;
+pub mod export_doc;
 pub mod scripted;
 pub mod server;
 pub mod shape;
