@@ -122,6 +122,15 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// A warm prefill row's or a prefix-share cell's prefix-cache figures.
+    fn prefix_cache(&self) -> Option<&'a crate::model::PrefixCacheFigures> {
+        match self.item {
+            Item::Prefill(p) => p.prefix_cache.as_ref(),
+            Item::Decode(d) => d.prefix_cache.as_ref(),
+            _ => None,
+        }
+    }
+
     fn decode(&self) -> Option<&'a DecodeCell> {
         match self.item {
             Item::Decode(c) => Some(c),
@@ -464,6 +473,30 @@ fn key_columns() -> Vec<CellColumn> {
         col("max_in_flight", Int, "requests", "plan", "`--max-in-flight`: the most requests the client kept open.", |c| {
             Value::Int(c.rate().and_then(|r| r.max_in_flight).map(i64::from))
         }),
+        col(
+            "prefix_share",
+            Float,
+            "fraction",
+            "plan",
+            "`--prefix-share`: the share of each prompt that is a prefix shared by the cell's requests (a warm prefill row's or a prefix-share cell's); null for cold rows and runs without shares.",
+            |c| Value::Float(c.prefix_cache().map(|p| p.planned_share)),
+        ),
+        col(
+            "prefix_cache_hit_rate",
+            Float,
+            "fraction",
+            "prefix_cache_hit_rate_source",
+            "The share of prompt tokens the server served from its prefix cache over the row or cell, as its source counts it.",
+            |c| Value::Float(c.prefix_cache().and_then(|p| p.measured_hit_rate)),
+        ),
+        col(
+            "prefix_cache_hit_rate_source",
+            Text,
+            "",
+            "speedmatrix",
+            "Where prefix_cache_hit_rate came from: prometheus, usage or server_timings.",
+            |c| Value::Text(c.prefix_cache().and_then(|p| p.hit_rate_source.as_ref()).and_then(id_of)),
+        ),
         col(
             "status",
             Text,

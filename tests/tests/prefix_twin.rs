@@ -110,6 +110,32 @@ fn prefix_shares_hit_as_planned_from_a_reset_cache() {
     let o = Command::new(support::BIN).arg("diff").arg(&file).arg(&file).output().unwrap();
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("12 prefix-share cells and warm prefill rows"), "{text}");
+    // `export` keys the rows by their share too: each decode cell and warm row carries its
+    // planned share and the measured hit rate with its source; the cold prefill row neither.
+    let cells = dir.path().join("cells.csv");
+    let o = Command::new(support::BIN).arg("export").arg(&file).arg("-o").arg(&cells).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let csv = std::fs::read_to_string(&cells).unwrap();
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let at = |name: &str| header.iter().position(|h| *h == name).unwrap_or_else(|| panic!("no {name} column"));
+    let (phase, share, hit, source) =
+        (at("phase"), at("prefix_share"), at("prefix_cache_hit_rate"), at("prefix_cache_hit_rate_source"));
+    let mut seen = Vec::new();
+    for line in lines {
+        // The key columns come before any free text (reason), so a plain split reads them.
+        let f: Vec<&str> = line.split(',').collect();
+        seen.push(format!("{} {}", f[phase], f[share]));
+        if !f[share].is_empty() {
+            let m: f64 = f[hit].parse().unwrap_or_else(|_| panic!("a hit rate beside share {}: {line}", f[share]));
+            assert!(near_plan(m, f[share].parse().unwrap()), "{line}");
+            assert_eq!(f[source], "prometheus", "{line}");
+        }
+    }
+    let want = ["prefill ", "prefill 0.5", "prefill 0.9", "decode 0", "decode 0.5", "decode 0.9"];
+    for w in want {
+        assert!(seen.iter().any(|s| s == w), "{w} in {seen:?}");
+    }
 }
 
 #[test]

@@ -52,6 +52,7 @@ macro_rules! say {
     }};
 }
 
+pub mod cache_start;
 pub mod cell;
 pub mod client;
 pub mod discovery;

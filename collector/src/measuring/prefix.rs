@@ -26,24 +26,7 @@ pub const WARM_ID: usize = 999_999;
 /// The figure `missing` names when no source gives the hit rate.
 pub const HIT_RATE_FIGURE: &str = "prefix_cache.measured_hit_rate";
 
-/// How a row or cell began: reset, or salted (and why).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Start {
-    /// Reset or salted.
-    pub how: CacheStart,
-    /// The reset asked for, or why none was possible.
-    pub detail: String,
-}
-
-impl Start {
-    /// The salt its prompts need (their first text): nothing after a reset, else `salt`.
-    pub fn salt<'a>(&self, salt: &'a str) -> &'a str {
-        match self.how {
-            CacheStart::Reset => "",
-            CacheStart::Salted => salt,
-        }
-    }
-}
+pub use crate::measuring::cache_start::Start;
 
 /// The prompts of one prefix-share row or cell: request `i`'s text is `before` + `i` (six
 /// digits) + `after`.

@@ -205,8 +205,8 @@ impl Session {
 
     /// A known prefix-cache state before a prefix-share row or cell: the server's cache reset
     /// where its engine offers a way, else salted prompts (the reason kept, and said once).
-    pub(crate) async fn cache_start(&mut self) -> crate::measuring::prefix::Start {
-        use crate::measuring::prefix::Start;
+    pub(crate) async fn cache_start(&mut self) -> crate::measuring::cache_start::Start {
+        use crate::measuring::cache_start::Start;
         use speedmatrix_schema::CacheStart;
         if let Some(why) = &self.reset_refused {
             return Start { how: CacheStart::Salted, detail: why.clone() };
