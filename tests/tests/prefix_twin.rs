@@ -136,6 +136,10 @@ fn prefix_shares_hit_as_planned_from_a_reset_cache() {
     for w in want {
         assert!(seen.iter().any(|s| s == w), "{w} in {seen:?}");
     }
+    // The page's heatmap has one cell per context and concurrency: it says which it shows.
+    if let Some(dom) = support::dom::rendered_dom(&file) {
+        assert!(dom.contains("This run also measured prefix-share cells (prefix 50 %, 90 %)"), "{dom}");
+    }
 }
 
 #[test]
