@@ -163,8 +163,16 @@ impl TwinHandle {
         if tokio::time::timeout(Duration::from_secs(2), &mut self.server).await.is_err() {
             self.server.abort();
         }
-        // Give dropped streams a moment to write their trace lines.
-        tokio::task::yield_now().await;
+        // Let every request's guard write its trace line: the streams the engine's stop ended
+        // (or the client left) drop their guards on their connections' tasks, which may run
+        // after this one — a single yield lost a line of a request the client had cancelled at
+        // its window's close on a busy machine (collector_twin's trace lookup, CI of 1a26422).
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while self.state.open_guards.load(std::sync::atomic::Ordering::SeqCst) > 0
+            && std::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
         self.trace.flush();
     }
 }

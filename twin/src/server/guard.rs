@@ -35,6 +35,7 @@ impl Guard {
             outcome: "complete",
             ..Default::default()
         };
+        state.open_guards.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         Guard { state, record, engine_id: None, finished: false }
     }
 }
@@ -60,5 +61,6 @@ impl Drop for Guard {
             }
         }
         self.state.trace.write(&self.record);
+        self.state.open_guards.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
     }
 }

@@ -50,6 +50,8 @@ pub(crate) struct AppState {
     metrics: Mutex<metrics::Metrics>,
     next_request: AtomicU64,
     next_call: AtomicU64,
+    /// Generation requests whose guard has not written its trace line yet ([`guard::Guard`]).
+    pub(crate) open_guards: AtomicU64,
 }
 
 impl AppState {
@@ -67,6 +69,7 @@ impl AppState {
             metrics: Mutex::new(metrics::Metrics::new()),
             next_request: AtomicU64::new(1),
             next_call: AtomicU64::new(1),
+            open_guards: AtomicU64::new(0),
         };
         (Arc::new(state), rx)
     }
