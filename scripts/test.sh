@@ -13,9 +13,9 @@
 # web line: Chromium, wasm-bindgen-cli and wasm-opt, the fresh viewer build, the wasm32 build of
 # the viewer with its lints, and its tests in Chromium, in a target folder of its own so that
 # cargo's lock never makes the other lines wait, and (3) the native line: one build of every
-# target, its lints, then the test suites (which wait for Chromium) and, beside them once the
-# servers are installed, the real servers' suites. The test suites must hold on a busy machine (README, "Tests"): the web
-# line's compiling runs beside them on purpose.
+# target, its lints, then every test suite in one nextest — the real servers' beside the rest —
+# once Chromium and the servers are installed. The test suites must hold on a busy machine
+# (README, "Tests"): the web line's compiling runs beside them on purpose.
 #
 # One build serves the lints and the tests: clippy-driver is the compiler of the workspace's
 # own crates (RUSTC_WORKSPACE_WRAPPER, what `cargo clippy` itself does) in the build the tests
@@ -165,28 +165,6 @@ step "rustfmt" cargo fmt --all --check
 
 # Lints ride on the build (see the top): clippy-driver compiles the workspace's crates.
 export RUSTC_WORKSPACE_WRAPPER="${RUSTC_WORKSPACE_WRAPPER:-$(clippy_driver)}"
-# The real servers' suites run in a nextest of their own once the servers are installed and the
-# other suites are done (one server at a time: .config/nextest.toml's `real-server` group). It
-# builds just their two test binaries (`--test`). Their own checks hold on a loaded machine
-# (tests/tests/vllm_cpu.rs says how; run under two `yes`).
-real_servers() {
-  wait_for "$logs/servers.done" "the real servers (installed in the background)"
-  # After the other suites, for now: beside them, a CPU vLLM loads the machine more than two
-  # `yes` hogs, and two of their timing bounds failed in CI (collector_twin's window close
-  # 28.5 ms late on 25 ms, live_browser's wall time 11.3 s on 11.1 s).
-  wait_for "$logs/rest.done" "the other suites"
-  cargo nextest run --workspace --exclude speedmatrix-viewer --locked "${FULL[@]}" --no-fail-fast \
-    --test vllm_cpu --test llamacpp_cpu
-}
-cargo_test_servers() {
-  real_servers >"$logs/cargo-test-servers.log" 2>&1
-  local status=$?
-  grep -vE '^ +(PASS|Compiling|Finished)' "$logs/cargo-test-servers.log" | tail -n 120
-  return $status
-}
-(bg_step "Rust suites with a real vLLM and llama.cpp on CPU (cargo nextest, one server at a time, after the rest)" \
-  cargo_test_servers; touch "$logs/server-suites.done") &
-
 # The native build: every suite, the benches and the binaries, in the profile the tests run in.
 native_build() {
   { cargo nextest run --workspace --exclude speedmatrix-viewer --locked "${FULL[@]}" --no-run \
@@ -200,24 +178,26 @@ step "native build of every target, clippy-driver as the workspace's compiler" n
 step "clippy and rustc lints of the native build (warnings are errors)" no_warnings "$logs/native-build.log"
 
 # The Rust suites run under cargo-nextest (scripts/setup.d/nextest.sh installs it): every test in
-# its own process, side by side within the limits of .config/nextest.toml. The suites that start
-# a real server on CPU run in a nextest of their own (below), beside this one.
-alone='binary(vllm_cpu) | binary(llamacpp_cpu)'
+# its own process, side by side within the limits of .config/nextest.toml — the real vLLM's and
+# llama.cpp's suites among them (one server at a time, started first: they are the run's longest
+# chain), so they wait for the servers' installs (on a cold machine these end before the native
+# build does) and for Chromium. Every suite holds on a machine this busy (README, "Tests";
+# scripts/test-under-load.sh is the proof): a CPU vLLM beside the twin suites loads the machine
+# more than two `yes` hogs.
 nextest() {
   cargo nextest run --workspace --exclude speedmatrix-viewer --locked "${FULL[@]}" --no-fail-fast "$@"
 }
-other_suites() {
+all_suites() {
   wait_for "$logs/browser.done" "Chromium (installed in the background)"
+  wait_for "$logs/servers.done" "the real servers (installed in the background)"
   local status=0
-  nextest -E "not ($alone)" || status=1
+  nextest || status=1
   # nextest runs no doc-tests; cargo does (the crates have none today: this keeps it so).
   cargo test --workspace --exclude speedmatrix-viewer --locked --doc --quiet || status=1
   return $status
 }
-cargo_test_rest() { other_suites 2>&1 | tee "$logs/cargo-test.log"; return "${PIPESTATUS[0]}"; }
-step "Rust test suites (cargo nextest: the workspace, every other suite)" cargo_test_rest
-touch "$logs/rest.done"
-wait_for "$logs/server-suites.done" "the real servers' suites (running beside the rest)"
+cargo_test() { all_suites 2>&1 | tee "$logs/cargo-test.log"; return "${PIPESTATUS[0]}"; }
+step "Rust test suites (cargo nextest: every suite, the real servers' beside the rest)" cargo_test
 
 wait_for "$logs/web.done" "the web line (the viewer's build and tests, in the background)"
 wait_for "$logs/servers.done" "the real servers' installs"

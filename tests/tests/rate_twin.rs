@@ -20,7 +20,8 @@ fn run(url: &str, dir: &std::path::Path, extra: &[&str]) -> (Results, String) {
     let out = dir.join("run.json");
     let o = Command::new(support::BIN)
         .args(["run", "--url", url, "-o", out.to_str().unwrap(), "--force", "--quiet"])
-        .args(["--contexts", "8k", "--prefill-contexts", "none", "--max-tokens", "16"])
+        .args(if extra.contains(&"--contexts") { &[][..] } else { &["--contexts", "8k"][..] })
+        .args(["--prefill-contexts", "none", "--max-tokens", "16"])
         .args(if extra.contains(&"--duration") { &[][..] } else { &["--duration", "5s"][..] })
         .args(extra)
         .output()
@@ -176,20 +177,40 @@ fn rates_auto_brackets_the_highest_rate_meeting_the_slo() {
     assert!(log.contains("rate search 8K:"), "{log}");
 }
 
-/// TTFT from the scheduled instant against the twin's own trace (`simulate --trace`): for every
-/// request of the window, the twin's clock says when it wrote the first token; with the clock
-/// offset from the fastest request (send − arrival), the true TTFT from the scheduled instant
-/// is that write − the scheduled instant. The median measured must match the median true one
-/// within max(25 ms, 1 %) — the bound `collector_twin` derives for a loaded 2-core machine; the
-/// difference measured quietly is printed (stop 41: under 1 ms).
+/// A Poisson cell far below capacity over a 30-s window (issue 34's first check): Valid, the
+/// achieved rate within 2 % of the offered one, and TTFT from the scheduled instant against the
+/// twin's own trace (`simulate --trace`). The tiny twin at 2K answers a 16-token request in
+/// ≈ 50 ms, so 20 req/s keeps about one request in flight: achieved − offered is the growth of
+/// the requests in flight over the window ÷ its length (the first test checks that identity),
+/// and 2 % of 600 requests is 12 — a backlog that a run at load average 20 (E2E latency stretched
+/// several-fold) has not come near.
+///
+/// TTFT: for every request of the window the twin's clock says when it wrote the first token;
+/// with the clock offset from the fastest request (send − arrival), the true TTFT from the
+/// scheduled instant is that write − the scheduled instant. The median measured must match the
+/// median true one within max(25 ms, 1 %) — the bound `collector_twin` derives for a loaded
+/// 2-core machine (a starved client reads late); the difference is printed (quiet: under 1 ms,
+/// the issue's goal).
 #[test]
-fn ttft_from_the_scheduled_instant_matches_the_twins_trace() {
+fn a_poisson_cell_below_capacity_achieves_its_offered_rate_and_its_ttft_matches_the_twins_trace() {
     let dir = tempfile::tempdir().unwrap();
     let trace_path = dir.path().join("trace.jsonl");
-    let (_twin, url) = twin(&["--trace", trace_path.to_str().unwrap()]);
-    let (r, log) = run(&url, dir.path(), &["--rates", "1.5", "--duration", "8s"]);
+    let (_twin, url) = twin(&["--profile", "tiny", "--trace", trace_path.to_str().unwrap()]);
+    let (r, log) = run(
+        &url,
+        dir.path(),
+        &["--contexts", "2k", "--rates", "20", "--arrival", "poisson", "--seed", "7", "--duration", "30s"],
+    );
     let c = &r.rates[0];
     assert_eq!(c.status, CellStatus::Valid, "{:?}\n{log}", c.reason);
+    assert_eq!(c.window_s, Some(30.0), "the fixed window");
+    let (offered, achieved) = (c.offered_rps.unwrap(), c.achieved_rps.unwrap());
+    eprintln!(
+        "offered {offered:.3} req/s, achieved {achieved:.3} req/s ({:+.2} %)",
+        100.0 * (achieved / offered - 1.0)
+    );
+    assert!((achieved / offered - 1.0).abs() <= 0.02, "offered {offered:.3}, achieved {achieved:.3} req/s");
+    assert!((offered / 20.0 - 1.0).abs() <= 0.25, "600 Poisson arrivals in 30 s at 20 req/s: {offered:.3}");
     drop(_twin);
     let trace: std::collections::HashMap<String, (f64, f64)> = std::fs::read_to_string(&trace_path)
         .unwrap()
