@@ -236,6 +236,71 @@ impl CellRef {
     }
 }
 
+/// Where a gated figure is: a prefill row or decode cell, or an open-loop rate cell. Its JSON is
+/// the place's own fields (`phase`, `context`, `concurrency`, or `context`, `rate_rps`,
+/// `arrival`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Place {
+    /// A prefill row or decode cell.
+    Matrix(CellRef),
+    /// A rate cell.
+    Rate(rates::RateRef),
+}
+
+impl Place {
+    /// "8K × 128", "prefill 8K", "8K at 2 req/s".
+    pub fn describe(&self) -> String {
+        match self {
+            Place::Matrix(c) => c.describe(),
+            Place::Rate(r) => r.describe(),
+        }
+    }
+}
+
+/// A row the gate reads: where it is, both statuses and its figures' deltas.
+trait GateRow {
+    fn place(&self) -> Place;
+    fn statuses(&self) -> (Option<CellStatus>, Option<CellStatus>);
+    fn deltas(&self) -> &[Delta];
+}
+
+impl GateRow for RowDiff {
+    fn place(&self) -> Place {
+        Place::Matrix(self.cell.clone())
+    }
+    fn statuses(&self) -> (Option<CellStatus>, Option<CellStatus>) {
+        (self.status_a, self.status_b)
+    }
+    fn deltas(&self) -> &[Delta] {
+        &self.deltas
+    }
+}
+
+impl GateRow for rates::RateRowDiff {
+    fn place(&self) -> Place {
+        Place::Rate(self.cell.clone())
+    }
+    fn statuses(&self) -> (Option<CellStatus>, Option<CellStatus>) {
+        (self.status_a, self.status_b)
+    }
+    fn deltas(&self) -> &[Delta] {
+        &self.deltas
+    }
+}
+
+/// The rows the gate reads: every prefill row and decode cell, then every rate cell.
+fn gate_rows(diff: &RunDiff) -> impl Iterator<Item = &dyn GateRow> {
+    diff.rows.iter().map(|r| r as &dyn GateRow).chain(diff.rates.rows.iter().map(|r| r as &dyn GateRow))
+}
+
+/// Whether B's status lets the gate compare the figure: valid or requests queued. A rate cell
+/// that B's server did not keep up with (saturated) or that B's client did not send on
+/// schedule (client-limited) is a regression of its own ([`Regression::Status`]).
+fn gate_compares(to: CellStatus) -> bool {
+    matches!(to, CellStatus::Valid | CellStatus::RequestsQueued)
+}
+
 /// A prefill row or decode cell of either run, matched with its partner when it has one.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RowDiff {
@@ -762,7 +827,7 @@ pub enum Regression {
     Worse {
         /// Where.
         #[serde(flatten)]
-        cell: CellRef,
+        cell: Place,
         /// The column compared.
         column: String,
         /// A's figure.
@@ -772,11 +837,12 @@ pub enum Regression {
         /// How much worse, fraction of A (0.12 = 12 % worse).
         worse_by: f64,
     },
-    /// A cell valid in A that is `error`, `over_capacity` or `not_run` in B.
+    /// A cell valid in A that is `error`, `over_capacity` or `not_run` in B (a rate cell also
+    /// `saturated` or `client_limited`).
     Status {
         /// Where.
         #[serde(flatten)]
-        cell: CellRef,
+        cell: Place,
         /// B's status.
         to: CellStatus,
     },
@@ -784,13 +850,13 @@ pub enum Regression {
     Missing {
         /// Where.
         #[serde(flatten)]
-        cell: CellRef,
+        cell: Place,
     },
     /// A cell valid in A that B measured (valid or requests queued) without the gated figure.
     NoFigure {
         /// Where.
         #[serde(flatten)]
-        cell: CellRef,
+        cell: Place,
         /// The column gated on.
         column: String,
         /// B's status.
@@ -861,22 +927,24 @@ impl Gate {
 /// the rows compared so that a gate with nothing to compare fails.
 pub fn gate(diff: &RunDiff, col: &Column, max_worse: f64) -> Gate {
     let id = col.id();
-    let compared = diff
-        .rows
-        .iter()
-        .filter(|r| r.status_a == Some(CellStatus::Valid) && r.status_b.is_some_and(CellStatus::is_measured))
-        .filter_map(|r| r.deltas.iter().find(|d| d.column == id))
+    let compared = gate_rows(diff)
+        .filter(|r| {
+            let (a, b) = r.statuses();
+            a == Some(CellStatus::Valid) && b.is_some_and(gate_compares)
+        })
+        .filter_map(|r| r.deltas().iter().find(|d| d.column == id))
         .filter(|d| d.a.is_some() && d.b.is_some())
         .count();
     Gate { column: id, max_worse, compared, regressions: regressions(diff, col, max_worse) }
 }
 
-/// The regressions of `diff` for the gate, over every row valid in A that has the `col` figure
-/// in A:
+/// The regressions of `diff` for the gate, over every row, decode cell and rate cell valid in A
+/// that has the `col` figure in A:
 /// - B measured it (valid or requests queued) and the figure is worse by more than `max_worse`
 ///   (fraction, 0.05 = 5 %) by the registry's direction: [`Regression::Worse`];
 /// - B measured it but has no such figure: [`Regression::NoFigure`];
-/// - B's cell is `error`, `over_capacity` or `not_run`: [`Regression::Status`];
+/// - B's cell is `error`, `over_capacity` or `not_run` (a rate cell also `saturated` or
+///   `client_limited`): [`Regression::Status`];
 /// - B has no such cell: [`Regression::Missing`].
 ///
 /// A column without a direction (e.g. `prompt_tokens`) yields no [`Regression::Worse`]. When
@@ -886,13 +954,13 @@ pub fn regressions(diff: &RunDiff, col: &Column, max_worse: f64) -> Vec<Regressi
     let id = col.id();
     let dir = direction(col);
     let mut out = Vec::new();
-    for r in diff.rows.iter().filter(|r| r.status_a == Some(CellStatus::Valid)) {
-        let Some(d) = r.deltas.iter().find(|d| d.column == id) else { continue };
+    for r in gate_rows(diff).filter(|r| r.statuses().0 == Some(CellStatus::Valid)) {
+        let Some(d) = r.deltas().iter().find(|d| d.column == id) else { continue };
         let Some(a) = d.a else { continue };
-        let cell = r.cell.clone();
-        match r.status_b {
+        let cell = r.place();
+        match r.statuses().1 {
             None => out.push(Regression::Missing { cell }),
-            Some(to) if !to.is_measured() => out.push(Regression::Status { cell, to }),
+            Some(to) if !gate_compares(to) => out.push(Regression::Status { cell, to }),
             Some(to) => {
                 let Some(b) = d.b else {
                     out.push(Regression::NoFigure { cell, column: id.clone(), to });
@@ -1144,7 +1212,7 @@ mod tests {
         assert_eq!(g.len(), 7, "beyond 25 %: the status change and the six missing cells");
         // Prefill TTFT: the 128K prefill row is missing in B.
         let g = regressions(&d, &col("ttft_ms"), 0.25);
-        assert!(g.contains(&Regression::Missing { cell: d.only_in_a[0].clone() }), "{g:?}");
+        assert!(g.contains(&Regression::Missing { cell: Place::Matrix(d.only_in_a[0].clone()) }), "{g:?}");
         // The diff serialises (diff --format json).
         let json = serde_json::to_value(&d).unwrap();
         assert_eq!(json["status_changes"][0]["b"], "over_capacity");

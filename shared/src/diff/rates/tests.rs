@@ -161,3 +161,55 @@ fn per_request_samples_give_the_noise_verdicts() {
     let err = rate_interval(&short, "ttft_ms_p50", None).unwrap_err();
     assert!(err.contains("199 request(s) in blocks of 50") && err.contains("3 block(s)"), "{err}");
 }
+
+/// `--fail-on-regression` reads rate cells too: a rate cell valid in A whose TTFT doubled in B
+/// (no interval for its few requests, so the share decides), one saturated in B and one B did
+/// not run each fail the gate, named by their place; identical runs pass with the rate cells
+/// counted among the compared.
+#[test]
+fn the_gate_fails_on_a_rate_cell_that_got_worse_or_was_not_kept_up_with() {
+    use crate::diff::{gate, Place, Regression};
+    use crate::registry::column;
+    let a = twin();
+    let ttft = column("ttft_ms_p50").unwrap();
+    let same = gate(&crate::diff::diff(&a, &a, 0.05), &ttft, 0.05);
+    assert!(same.passed(), "{same:?}");
+    let valid_in_a = a.rates.iter().filter(|c| c.status == Valid && c.ttft_ms.is_some_and(|d| d.p50.is_some())).count();
+    assert!(
+        valid_in_a >= 2 && same.compared >= valid_in_a,
+        "{} compared, {valid_in_a} valid rate cells",
+        same.compared
+    );
+
+    let mut b = twin();
+    let c = at(&mut b, "8K", 1.0);
+    let d = c.ttft_ms.as_mut().unwrap();
+    d.p50 = d.p50.map(|v| v * 2.0);
+    for q in &mut c.requests {
+        q.ttft_ms = q.ttft_ms.map(|v| v * 2.0);
+    }
+    at(&mut b, "32K", 1.0).status = Saturated;
+    b.rates.retain(|c| !(c.context.label == "32K" && c.rate_rps == 0.5));
+    let g = gate(&crate::diff::diff(&a, &b, 0.05), &ttft, 0.05);
+    assert!(!g.passed());
+    let said: Vec<String> = g.regressions.iter().map(Regression::describe).collect();
+    assert!(said.iter().any(|l| l.starts_with("8K at 1 req/s: TTFT") && l.contains("100.0 % worse")), "{said:#?}");
+    assert!(
+        said.contains(&"32K at 1 req/s: Valid → Saturated (B's server did not keep up with the rate)".to_string()),
+        "{said:#?}"
+    );
+    assert!(said.contains(&"32K at 0.5 req/s: only in A (B has no such cell)".to_string()), "{said:#?}");
+    // The JSON names a rate cell by its own fields.
+    let json = serde_json::to_value(&g).unwrap();
+    let missing = json["regressions"].as_array().unwrap().iter().find(|r| r["kind"] == "missing").unwrap();
+    assert_eq!((missing["rate_rps"].as_f64(), missing["context"]["label"].as_str()), (Some(0.5), Some("32K")));
+    assert!(
+        g.regressions.iter().all(|r| matches!(
+            r,
+            Regression::Worse { cell: Place::Rate(_), .. }
+                | Regression::Status { cell: Place::Rate(_), .. }
+                | Regression::Missing { cell: Place::Rate(_) }
+        )),
+        "{said:#?}"
+    );
+}
