@@ -204,3 +204,53 @@ fn a_site_of_four_runs_sorts_filters_and_compares_three_at_your_slo() {
         assert!((1..=3).contains(&rings), "{rings}");
     });
 }
+
+#[test]
+fn one_file_under_two_names_is_one_row_and_a_file_edited_after_publishing_is_flagged() {
+    scenario(|c| async move {
+        let dir = tempfile::tempdir().unwrap();
+        let copy = dir.path().join("seed copy.json");
+        std::fs::copy(fixture(), &copy).unwrap();
+        let site = dir.path().join("site");
+        publish(&[fixture(), copy, root().join("tests/fixtures/site").join(MTP)], &site);
+        let (_server, base) = serve(&[&site]);
+        c.goto(&base).await.unwrap();
+        // The copy is the seed's row, with both names.
+        wait_rows(&c, &[SEED, MTP]).await;
+        let seed_row = format!("#run-table tr[data-file=\"{SEED}\"]");
+        let also = until(
+            &c,
+            "the seed row's other name",
+            &format!("return document.querySelector('{seed_row}')?.dataset.also || null;"),
+        )
+        .await;
+        assert_eq!(also.as_str(), Some("seed-copy.json"));
+        assert!(text(&c, &format!("{seed_row} .col-label")).await.contains("also published as seed-copy.json"));
+        assert_eq!(text(&c, "#runs summary").await, "Runs of this site (2, under 3 names)");
+        // The front page fetched the index and no run file.
+        let fetched = c
+            .execute("return performance.getEntriesByType('resource').map(e => new URL(e.name).pathname).filter(p => p.includes('/runs/'));", vec![])
+            .await
+            .unwrap();
+        assert_eq!(fetched, serde_json::json!(["/runs/index.json"]), "{fetched}");
+        assert!(text(&c, "#pick-hint").await.contains("Open a run's report"));
+
+        // The twin run edited after publishing: its report says so, with both digests.
+        let path = site.join("runs").join(MTP);
+        let published = speedmatrix_schema::site::sha256_hex(&std::fs::read(&path).unwrap());
+        let mut v: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        v["run"]["label"] = "edited after publishing".into();
+        let edited = serde_json::to_vec(&v).unwrap();
+        std::fs::write(&path, &edited).unwrap();
+        c.goto(&format!("{base}?show=runs/{MTP}")).await.unwrap();
+        wait_text(&c, "#run-title", "edited after publishing").await;
+        let warning = wait_text(&c, "#integrity-warning", "changed after it was published").await;
+        let now = speedmatrix_schema::site::sha256_hex(&edited);
+        assert!(warning.contains(&published[..12]) && warning.contains(&now[..12]), "{warning}");
+        // The seed, unchanged, has no warning.
+        c.goto(&format!("{base}?show=runs/{SEED}")).await.unwrap();
+        wait_text(&c, "#run-title", "Qwen3.5").await;
+        let n = c.execute("return document.querySelectorAll('#integrity-warning').length;", vec![]).await.unwrap();
+        assert_eq!(n, serde_json::json!(0), "an unchanged file is not flagged");
+    });
+}

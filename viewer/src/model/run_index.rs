@@ -4,7 +4,7 @@
 //! ([`speedmatrix_schema::site::Headline`]), written by `speedmatrix publish`.
 
 use speedmatrix_schema::registry;
-use speedmatrix_schema::site::{RunIndex, RunIndexEntry};
+use speedmatrix_schema::site::{duplicate_groups, RunIndex, RunIndexEntry};
 use std::cmp::Ordering;
 
 /// The placeholder for what an entry does not know.
@@ -192,10 +192,13 @@ pub fn choices(entries: &[RunIndexEntry]) -> [Vec<String>; 3] {
     [distinct(&gpu), distinct(&|e| e.engine.clone()), distinct(&short_model)]
 }
 
-/// The rows to show, as indexes into `entries`: those the filters keep, sorted by `sort`
-/// (column id, ascending) with ties in index order.
+/// The rows to show, as indexes into `entries`: one per file (an entry whose file is the
+/// same as an earlier one's — one digest, [`duplicate_groups`] — is that row's other name,
+/// [`other_names`]), those the filters keep, sorted by `sort` (column id, ascending) with ties
+/// in index order.
 pub fn order(entries: &[RunIndexEntry], sort: Option<(&str, bool)>, filters: &IndexFilters) -> Vec<usize> {
-    let mut idx: Vec<usize> = (0..entries.len()).filter(|&i| filters.keeps(&entries[i])).collect();
+    let mut idx: Vec<usize> =
+        duplicate_groups(entries).into_iter().map(|g| g[0]).filter(|&i| filters.keeps(&entries[i])).collect();
     if let Some((id, asc)) = sort {
         idx.sort_by(|&a, &b| {
             let o = compare(&entries[a], &entries[b], id);
@@ -207,6 +210,21 @@ pub fn order(entries: &[RunIndexEntry], sort: Option<(&str, bool)>, filters: &In
         });
     }
     idx
+}
+
+/// For each entry, the other names its file is published under (empty for most; for the first
+/// entry of a file published twice, the later entries' files).
+pub fn other_names(entries: &[RunIndexEntry]) -> Vec<Vec<String>> {
+    let mut out = vec![Vec::new(); entries.len()];
+    for g in duplicate_groups(entries) {
+        out[g[0]] = g[1..].iter().map(|&i| entries[i].file.clone()).collect();
+    }
+    out
+}
+
+/// How many rows the table has before filtering: one per distinct file.
+pub fn distinct_runs(entries: &[RunIndexEntry]) -> usize {
+    duplicate_groups(entries).len()
 }
 
 /// `order=-peak_tps` → (`peak_tps`, descending); unknown columns are ignored.
@@ -356,6 +374,21 @@ mod tests {
         assert_eq!(parse_order("-peak_tps"), Some(("peak_tps", false)));
         assert_eq!(parse_order("nope"), None);
         assert_eq!(order_param(Some(("date", true))).as_deref(), Some("date"));
+    }
+
+    #[test]
+    fn a_file_published_twice_is_one_row_with_both_names() {
+        let mut e = entries();
+        let bytes = b"the seed's bytes";
+        e[0].sha256 = Some(speedmatrix_schema::site::sha256_hex(bytes));
+        e[1].sha256 = Some(speedmatrix_schema::site::sha256_hex(b"the import"));
+        let mut copy = e[0].clone();
+        copy.file = "seed-again.json".into();
+        e.push(copy);
+        assert_eq!(order(&e, None, &IndexFilters::default()), [0, 1, 2], "the copy is no row of its own");
+        assert_eq!(order(&e, Some(("peak_tps", true)), &IndexFilters::default()), [1, 2, 0]);
+        assert_eq!(other_names(&e), [vec!["seed-again.json".to_string()], vec![], vec![], vec![]]);
+        assert_eq!(distinct_runs(&e), 3);
     }
 
     #[test]

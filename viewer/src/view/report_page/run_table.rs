@@ -29,7 +29,7 @@ pub(super) fn RunTable(state: State) -> impl IntoView {
             let [gpus, engines, models] = run_index::choices(&entries);
             view! {
                 <details class="section run-index" id="runs" open=browser::query("show").is_none()>
-                    <summary><h2>{format!("Runs of this site ({})", entries.len())}</h2></summary>
+                    <summary><h2>{heading(&entries)}</h2></summary>
                     <FilterBar filters=filters set_filters=set_filters gpus=gpus engines=engines models=models />
                     <ComparePicked state=state picked=picked />
                     <div class="table-wrap">
@@ -43,6 +43,16 @@ pub(super) fn RunTable(state: State) -> impl IntoView {
                 </details>
             }
         })
+    }
+}
+
+/// "Runs of this site (N)", with how many names when a file is published under several.
+fn heading(entries: &[speedmatrix_schema::site::RunIndexEntry]) -> String {
+    let distinct = run_index::distinct_runs(entries);
+    if distinct == entries.len() {
+        format!("Runs of this site ({distinct})")
+    } else {
+        format!("Runs of this site ({distinct}, under {} names)", entries.len())
     }
 }
 
@@ -163,11 +173,13 @@ fn rows(
     picked: RwSignal<Vec<usize>>,
 ) -> impl IntoView {
     let entries = state.index.get_untracked();
+    let also = run_index::other_names(&entries);
     run_index::order(&entries, sort, filters)
         .into_iter()
         .map(|i| {
             let e = entries[i].clone();
             let file = e.file.clone();
+            let others = also[i].join(" ");
             let on_pick = move |ev: web_sys::Event| {
                 let on = event_target_checked(&ev);
                 picked.update(|p| {
@@ -184,6 +196,14 @@ fn rows(
                     let title = run_index::cell_reason(&e, id).unwrap_or_default();
                     let class = format!("col-{id}{}", if run_index::numeric(id) { " num" } else { "" });
                     if *id == "label" {
+                        let note = (!also[i].is_empty()).then(|| {
+                            let names = also[i].join(", ");
+                            view! {
+                                <span class="also" title="the same file (one SHA-256) is published under each name">
+                                    {format!(" · also published as {names}")}
+                                </span>
+                            }
+                        });
                         let open = move |ev: web_sys::MouseEvent| {
                             ev.prevent_default();
                             state.pick(i);
@@ -194,6 +214,7 @@ fn rows(
                         view! {
                             <th scope="row" class=class>
                                 <a href=format!("?show=runs/{file}") on:click=open>{text}</a>
+                                {note}
                             </th>
                         }
                         .into_any()
@@ -203,7 +224,7 @@ fn rows(
                 })
                 .collect_view();
             view! {
-                <tr data-file=e.file.clone()>
+                <tr data-file=e.file.clone() data-also=others>
                     <td>
                         <input
                             type="checkbox"
