@@ -1,7 +1,7 @@
 //! The site's runs as a table (the front page of a site of two runs or more): one row per run of
 //! `runs/index.json` with its GPU, engine, model, date, whether it was simulated and its
-//! headline figures; sortable by any column, filtered by words, GPU, engine, model and
-//! simulated or not (sort and filters kept in the URL); a checkbox per run to pick 2 … 12 to
+//! headline figures; sortable by any column, filtered by words, label, GPU, GPU count, engine,
+//! model, simulated or not and a date range (sort and facets kept in the URL: a permalink); a checkbox per run to pick 2 … 12 to
 //! compare. What it shows is [`crate::model::run_index`] (pure); the picked run's report follows.
 
 use super::runs::State;
@@ -27,10 +27,11 @@ pub(super) fn RunTable(state: State) -> impl IntoView {
             // For the render benchmark (tests/benches/viewer_render.rs): the table is in the DOM.
             request_animation_frame(|| browser::mark("speedmatrix-index"));
             let [gpus, engines, models] = run_index::choices(&entries);
+            let counts = run_index::gpu_counts(&entries);
             view! {
                 <details class="section run-index" id="runs" open=browser::query("show").is_none()>
                     <summary><h2>{heading(&entries)}</h2></summary>
-                    <FilterBar filters=filters set_filters=set_filters gpus=gpus engines=engines models=models />
+                    <FilterBar filters=filters set_filters=set_filters gpus=gpus counts=counts engines=engines models=models />
                     <ComparePicked state=state picked=picked />
                     <div class="table-wrap">
                         <table class="data run-table" id="run-table">
@@ -62,6 +63,7 @@ fn FilterBar(
     filters: RwSignal<IndexFilters>,
     set_filters: impl Fn(IndexFilters) + Copy + Send + Sync + 'static,
     gpus: Vec<String>,
+    counts: Vec<u32>,
     engines: Vec<String>,
     models: Vec<String>,
 ) -> impl IntoView {
@@ -73,6 +75,7 @@ fn FilterBar(
             let mut f = filters.get_untracked();
             match id {
                 "gpu" => f.gpu = v,
+                "gpus" => f.gpu_count = v.and_then(|n| n.parse().ok()),
                 "engine" => f.engine = v,
                 _ => f.model = v,
             }
@@ -99,6 +102,24 @@ fn FilterBar(
         f.q = event_target_value(&ev);
         set_filters(f);
     };
+    let on_label = move |ev: web_sys::Event| {
+        let mut f = filters.get_untracked();
+        f.label = event_target_value(&ev);
+        set_filters(f);
+    };
+    let on_date = move |end: &'static str| {
+        move |ev: web_sys::Event| {
+            let v = event_target_value(&ev);
+            let v = (!v.is_empty()).then_some(v);
+            let mut f = filters.get_untracked();
+            if end == "from" {
+                f.from = v;
+            } else {
+                f.to = v;
+            }
+            set_filters(f);
+        }
+    };
     let on_sim = move |ev: web_sys::Event| {
         let mut f = filters.get_untracked();
         f.simulated = match event_target_value(&ev).as_str() {
@@ -112,7 +133,9 @@ fn FilterBar(
     view! {
         <div class="filters" id="index-filters">
             <label>"Find " <input id="index-q" type="search" value=now.q.clone() on:input=on_q /></label>
+            <label>"Label " <input id="index-label" type="search" value=now.label.clone() on:input=on_label /></label>
             {picker("gpu", "GPU", gpus, now.gpu.clone())}
+            {picker("gpus", "GPUs", counts.iter().map(u32::to_string).collect(), now.gpu_count.map(|n| n.to_string()))}
             {picker("engine", "Engine", engines, now.engine.clone())}
             {picker("model", "Model", models, now.model.clone())}
             <label>
@@ -123,6 +146,10 @@ fn FilterBar(
                     <option value="yes" selected=sim == Some(true)>"simulated only"</option>
                 </select>
             </label>
+            <label>
+                "From " <input id="index-from" type="date" value=now.from.clone().unwrap_or_default() on:change=on_date("from") />
+            </label>
+            <label>"to " <input id="index-to" type="date" value=now.to.clone().unwrap_or_default() on:change=on_date("to") /></label>
         </div>
     }
 }
