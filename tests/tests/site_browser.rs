@@ -250,6 +250,15 @@ fn one_file_under_two_names_is_one_row_and_a_file_edited_after_publishing_is_fla
         let warning = wait_text(&c, "#integrity-warning", "changed after it was published").await;
         let now = speedmatrix_schema::site::sha256_hex(&edited);
         assert!(warning.contains(&published[..12]) && warning.contains(&now[..12]), "{warning}");
+        // Its row in the run table above (folded while a run is shown: textContent) says so
+        // too, the seed's does not.
+        let js = format!(
+            "const e = document.querySelector('#run-table tr[data-file=\"{MTP}\"] .col-label .changed'); return e && e.textContent;"
+        );
+        let mark = until(&c, "the edited run's mark in the table", &js).await;
+        assert_eq!(mark.as_str(), Some(" · changed after publishing"));
+        let marks = c.execute("return document.querySelectorAll('#run-table .changed').length;", vec![]).await.unwrap();
+        assert_eq!(marks, serde_json::json!(1));
         // The seed, unchanged, has no warning.
         c.goto(&format!("{base}?show=runs/{SEED}")).await.unwrap();
         wait_text(&c, "#run-title", "Qwen3.5").await;

@@ -242,6 +242,7 @@ fn rows(
                             <th scope="row" class=class>
                                 <a href=format!("?show=runs/{file}") on:click=open>{text}</a>
                                 {note}
+                                {move || changed(state, i)}
                             </th>
                         }
                         .into_any()
@@ -266,6 +267,13 @@ fn rows(
             }
         })
         .collect_view()
+}
+
+/// The mark of a run whose file, fetched when it was opened, changed after publishing (its
+/// SHA-256 differs from the index's); nothing for the others and for runs not fetched.
+fn changed(state: State, i: usize) -> Option<impl IntoView> {
+    let warning = state.entries.with(|e| e.get(i).and_then(|x| x.changed.clone()))?;
+    Some(view! { <span class="changed" title=warning>" · changed after publishing"</span> })
 }
 
 /// The link that compares the picked runs: the diff view for two, the comparison of many for
