@@ -67,6 +67,7 @@ pub mod repeats;
 pub mod resume;
 pub mod simulation;
 pub mod site;
+pub mod site_table;
 pub mod slo;
 pub mod stats;
 pub mod status;

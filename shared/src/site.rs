@@ -13,19 +13,25 @@
 //!                         "peak_total_tps_per_gpu": 3171.3, "ttft_ms_single": 196.0,
 //!                         "ttft_context": "8K", "largest_context": {"label": "251K", "tokens": 257024}}}]}
 //! ```
-//! A run that measured the twin has `"simulated": true` (absent otherwise).
+//! A run that measured the twin has `"simulated": true` (absent otherwise). Since version 3
+//! every entry carries `"sha256"`, the hex SHA-256 of its file's bytes as published: two
+//! entries with one digest are one file published under two names ([`duplicate_groups`]: the
+//! run table shows them once, with both names), and a file whose bytes no longer match its
+//! digest changed after publishing ([`integrity`]: the page flags it when it fetches the file,
+//! and `publish` refuses to republish the site until it is resolved).
 //! `file` is relative to the index itself (the `runs/` folder), so a site works from any
 //! sub-path. Version 1 indexes (file, label, model, hardware, started_at only) still load, with
-//! no headline; `publish` rewrites them as version 2.
+//! no headline; version 1 and 2 ones with no digests. `publish` rewrites them as version 3.
 
 use crate::derived::{gpu_count, per_gpu};
 use crate::model::{CellStatus, ContextSize, MissingFigure, Results};
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 
 /// The value of the index's `schema` field.
 pub const INDEX_SCHEMA_NAME: &str = "speedmatrix-run-index";
 /// The index format version this build writes (and the newest it reads; it reads 1 as well).
-pub const INDEX_SCHEMA_VERSION: u32 = 2;
+pub const INDEX_SCHEMA_VERSION: u32 = 3;
 /// The oldest index version this build reads.
 pub const OLDEST_INDEX_VERSION: u32 = 1;
 
@@ -82,6 +88,10 @@ pub struct RunIndexEntry {
     /// The headline figures; absent in version 1 indexes.
     #[serde(default)]
     pub headline: Option<Headline>,
+    /// The SHA-256 of the file's bytes when it was published, 64 lowercase hex digits; absent
+    /// in version 1 and 2 indexes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
 }
 
 /// A run's figures at a glance, for the run table (all from valid decode cells).
@@ -222,7 +232,82 @@ pub fn entry_for(r: &Results, file: &str) -> RunIndexEntry {
         quantization: r.engine.quantization.clone(),
         simulated: r.engine.simulated.is_some(),
         headline: Some(headline(r)),
+        sha256: None,
     }
+}
+
+/// The index entry of a run stored as `file` with these bytes: [`entry_for`] with the
+/// file's digest.
+pub fn entry_for_file(r: &Results, file: &str, bytes: &[u8]) -> RunIndexEntry {
+    RunIndexEntry { sha256: Some(sha256_hex(bytes)), ..entry_for(r, file) }
+}
+
+/// The SHA-256 of `bytes` as 64 lowercase hex digits (the index's `sha256`).
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Whether a run's file is still the one its index entry was published from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Integrity {
+    /// The index records no digest (written before version 3): nothing to compare.
+    Unrecorded,
+    /// The bytes have the digest the index records.
+    Same,
+    /// The bytes changed after publishing.
+    Changed {
+        /// The digest the index records.
+        published: String,
+        /// The digest of the bytes now.
+        now: String,
+    },
+}
+
+impl Integrity {
+    /// The one-line warning a changed file gets (`None` otherwise): both digests, shortened.
+    pub fn warning(&self, file: &str) -> Option<String> {
+        let Integrity::Changed { published, now } = self else { return None };
+        let short = |d: &str| d.get(..12).unwrap_or(d).to_string();
+        Some(format!(
+            "runs/{file} changed after it was published: the site's index records sha256 {}…, the file now has {}… — \
+             the run table's figures are the published file's, this page shows the file as it is now",
+            short(published),
+            short(now)
+        ))
+    }
+}
+
+/// Compare a run file's bytes with the digest its index entry records (any case of hex).
+pub fn integrity(recorded: Option<&str>, bytes: &[u8]) -> Integrity {
+    let Some(published) = recorded else { return Integrity::Unrecorded };
+    let now = sha256_hex(bytes);
+    if published.eq_ignore_ascii_case(&now) {
+        Integrity::Same
+    } else {
+        Integrity::Changed { published: published.to_ascii_lowercase(), now }
+    }
+}
+
+/// The entries grouped by content: each group the indexes of entries with one digest, in
+/// index order, the groups in the order of their first entry. An entry without a digest is a
+/// group of its own. A group of two or more is one file published under several names.
+pub fn duplicate_groups(entries: &[RunIndexEntry]) -> Vec<Vec<usize>> {
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    let mut by_digest: HashMap<String, usize> = HashMap::new();
+    for (i, e) in entries.iter().enumerate() {
+        match e.sha256.as_ref().map(|d| d.to_ascii_lowercase()) {
+            Some(d) => match by_digest.get(&d) {
+                Some(&g) => groups[g].push(i),
+                None => {
+                    by_digest.insert(d, groups.len());
+                    groups.push(vec![i]);
+                }
+            },
+            None => groups.push(vec![i]),
+        }
+    }
+    groups
 }
 
 /// Why a run index could not be read.
@@ -288,6 +373,7 @@ mod tests {
             quantization: None,
             simulated: true,
             headline: Some(Headline { peak_total_tps: Some(1.0), ..Headline::default() }),
+            sha256: Some(sha256_hex(b"a")),
         }
     }
 
@@ -309,7 +395,54 @@ mod tests {
         i.schema_version = INDEX_SCHEMA_VERSION + 1;
         let err = load_index(&serde_json::to_vec(&i).unwrap()).unwrap_err();
         assert!(matches!(err, IndexError::Version { .. }), "{err}");
-        assert!(err.to_string().contains("versions 1–2"), "{err}");
+        assert!(err.to_string().contains("versions 1–3"), "{err}");
+        // A version 2 index (no digests) still loads.
+        let v2 = br#"{"schema":"speedmatrix-run-index","schema_version":2,"runs":[{"file":"a.json","label":"A"}]}"#;
+        assert_eq!(load_index(v2).unwrap().runs[0].sha256, None);
+    }
+
+    #[test]
+    fn digests_flag_changed_files() {
+        // The SHA-256 test vector of FIPS 180-2 ("abc").
+        let abc = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+        assert_eq!(sha256_hex(b"abc"), abc);
+        assert_eq!(integrity(Some(abc), b"abc"), Integrity::Same);
+        assert_eq!(integrity(Some(&abc.to_uppercase()), b"abc"), Integrity::Same, "hex in any case");
+        assert_eq!(integrity(None, b"abc"), Integrity::Unrecorded);
+        assert_eq!(Integrity::Unrecorded.warning("a.json"), None);
+        let changed = integrity(Some(abc), b"abd");
+        let Integrity::Changed { published, now } = &changed else { panic!("{changed:?}") };
+        assert_eq!((published.as_str(), now.as_str()), (abc, sha256_hex(b"abd").as_str()));
+        let w = changed.warning("a.json").unwrap();
+        assert!(w.starts_with("runs/a.json changed after it was published"), "{w}");
+        assert!(w.contains("ba7816bf8f01…") && w.contains(&format!("{}…", &now[..12])), "{w}");
+        let r = seed();
+        let bytes = include_bytes!("../../tests/fixtures/h200-qwen3.5-122b-vllm.json");
+        let e = entry_for_file(&r, "seed.json", bytes);
+        assert_eq!(integrity(e.sha256.as_deref(), bytes), Integrity::Same);
+        assert_eq!(e, RunIndexEntry { sha256: e.sha256.clone(), ..entry_for(&r, "seed.json") });
+    }
+
+    #[test]
+    fn one_file_under_two_names_is_one_group() {
+        let with = |file: &str, digest: Option<&str>| RunIndexEntry {
+            file: file.into(),
+            sha256: digest.map(|d| sha256_hex(d.as_bytes())),
+            ..entry()
+        };
+        let e = [
+            with("a.json", Some("A")),
+            with("b.json", Some("B")),
+            with("a-copy.json", Some("A")),
+            with("old-1.json", None),
+            with("old-2.json", None),
+            with("a-again.json", Some("A")),
+        ];
+        assert_eq!(duplicate_groups(&e), [vec![0, 2, 5], vec![1], vec![3], vec![4]]);
+        let mut upper = e.clone();
+        upper[2].sha256 = upper[2].sha256.as_ref().map(|d| d.to_uppercase());
+        assert_eq!(duplicate_groups(&upper), duplicate_groups(&e));
+        assert_eq!(duplicate_groups(&[]), Vec::<Vec<usize>>::new());
     }
 
     #[test]

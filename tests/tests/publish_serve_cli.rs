@@ -259,7 +259,7 @@ fn publishing_into_a_site_adds_replaces_removes_and_leaves_nothing_stale() {
 }
 
 #[test]
-fn a_version_1_index_is_read_and_rewritten_as_version_2() {
+fn a_version_1_index_is_read_and_rewritten_as_version_3() {
     let dir = tempfile::tempdir().unwrap();
     let site = dir.path().join("site");
     std::fs::create_dir_all(site.join("runs")).unwrap();
@@ -271,7 +271,7 @@ fn a_version_1_index_is_read_and_rewritten_as_version_2() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("gone.json is listed in the index but missing; left out"));
     let index = index_of(&site);
-    assert_eq!(index.schema_version, 2);
+    assert_eq!(index.schema_version, 3);
     assert_eq!(index_files(&site), ["seed.json", "import-llm-inference-bench.json"]);
     let seed = &index.runs[0];
     assert_eq!(seed.label, "Qwen3.5-122B-A10B-GPTQ-Int4 on H200 NVL 141GB ×2", "regenerated from the file");
@@ -297,4 +297,78 @@ fn a_version_1_index_is_read_and_rewritten_as_version_2() {
     let out = publish(&dir.path().join("empty"), &[]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("nothing to publish"));
+}
+
+/// The `run_file` column of a site's `runs/cells.csv`, one value per row.
+fn cells_files(site: &Path) -> Vec<String> {
+    let mut r = csv::Reader::from_path(site.join("runs/cells.csv")).unwrap();
+    let at = r.headers().unwrap().iter().position(|h| h == "run_file").expect("a run_file column");
+    r.records().map(|rec| rec.unwrap()[at].to_string()).collect()
+}
+
+fn modified(path: &Path) -> std::time::SystemTime {
+    std::fs::metadata(path).unwrap().modified().unwrap()
+}
+
+#[test]
+fn digests_list_a_file_published_twice_once_and_refuse_a_file_changed_after_publishing() {
+    use speedmatrix_schema::site::sha256_hex;
+    let dir = tempfile::tempdir().unwrap();
+    let site = dir.path().join("site");
+    let copy = dir.path().join("seed copy.json");
+    std::fs::copy(root().join(FIXTURE), &copy).unwrap();
+    let out = publish(&site, &[FIXTURE, copy.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("the same file under two names, listed once: seed-copy.json = h200-qwen3.5-122b-vllm.json"),
+        "{said}"
+    );
+    // Every entry carries its file's digest; the copy has the seed's.
+    let index = index_of(&site);
+    let seed_digest = sha256_hex(&std::fs::read(root().join(FIXTURE)).unwrap());
+    for e in &index.runs {
+        let on_disk = sha256_hex(&std::fs::read(site.join("runs").join(&e.file)).unwrap());
+        assert_eq!(e.sha256.as_deref(), Some(on_disk.as_str()), "{}", e.file);
+        assert_eq!(on_disk, seed_digest);
+    }
+    // The cells table has the file's rows once, under its first name.
+    let files = cells_files(&site);
+    assert!(!files.is_empty() && files.iter().all(|f| f == "h200-qwen3.5-122b-vllm.json"), "{files:?}");
+
+    // Adding a run leaves the runs the site keeps as they are on disk (not rewritten).
+    let seed_file = site.join("runs/h200-qwen3.5-122b-vllm.json");
+    let before = modified(&seed_file);
+    let out = publish(&site, &[IMPORT]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        said.contains("(1 added, 0 replaced, 2 kept, 0 removed;") && said.contains("2 kept as they were"),
+        "{said}"
+    );
+    assert_eq!(modified(&seed_file), before, "a kept run's file is not written again");
+
+    // A listed file edited after publishing: the next publish names it, both digests and the
+    // ways out, and changes nothing.
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&seed_file).unwrap()).unwrap();
+    v["run"]["label"] = "edited after publishing".into();
+    let edited = serde_json::to_vec(&v).unwrap();
+    std::fs::write(&seed_file, &edited).unwrap();
+    let index_before = std::fs::read(site.join("runs/index.json")).unwrap();
+    let out = publish(&site, &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stdout));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("runs/h200-qwen3.5-122b-vllm.json changed after it was published"), "{err}");
+    assert!(err.contains(&seed_digest) && err.contains(&sha256_hex(&edited)), "{err}");
+    assert!(err.contains("--remove h200-qwen3.5-122b-vllm.json"), "{err}");
+    assert_eq!(std::fs::read(site.join("runs/index.json")).unwrap(), index_before, "the index is left as it was");
+    // Given again, the edited file is published as it is now.
+    let out = publish(&site, &[seed_file.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("(0 added, 1 replaced, 2 kept, 0 removed;"));
+    let index = index_of(&site);
+    let seed = index.runs.iter().find(|e| e.file == "h200-qwen3.5-122b-vllm.json").unwrap();
+    assert_eq!(seed.sha256.as_deref(), Some(sha256_hex(&edited).as_str()));
+    assert_eq!(seed.label, "edited after publishing");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("same file under two names"), "no longer the copy's file");
 }

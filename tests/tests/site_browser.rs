@@ -4,7 +4,10 @@
 //! The front page's run table sorts and filters with both in the URL; two picks link the diff
 //! view; three open the comparison, whose overlays draw three series each and whose per-GPU
 //! Pareto chart draws three frontiers; setting the SLO in the page changes the capacity table
-//! to what `speedmatrix_schema::slo::capacity` computes from the files.
+//! to what `speedmatrix_schema::slo::capacity` computes from the files. One file published
+//! under two names is one row with both names, and the front page fetches no run; a run file
+//! edited after publishing is flagged when opened. Every facet and the sort set in the page
+//! make a permalink that a fresh browser opens to the same rows.
 //!
 //! Needs `chromium` and `chromedriver` (scripts/setup.d/web.sh); without them each test prints
 //! why it skips, except under `CI=true`.
@@ -202,5 +205,167 @@ fn a_site_of_four_runs_sorts_filters_and_compares_three_at_your_slo() {
         // The TTFT chart draws a capacity ring per run with a cell meeting the SLO.
         let rings: usize = canvas_attr(&c, "cmp-ttft", "data-markers").await.parse().unwrap();
         assert!((1..=3).contains(&rings), "{rings}");
+    });
+}
+
+#[test]
+fn one_file_under_two_names_is_one_row_and_a_file_edited_after_publishing_is_flagged() {
+    scenario(|c| async move {
+        let dir = tempfile::tempdir().unwrap();
+        let copy = dir.path().join("seed copy.json");
+        std::fs::copy(fixture(), &copy).unwrap();
+        let site = dir.path().join("site");
+        publish(&[fixture(), copy, root().join("tests/fixtures/site").join(MTP)], &site);
+        let (_server, base) = serve(&[&site]);
+        c.goto(&base).await.unwrap();
+        // The copy is the seed's row, with both names.
+        wait_rows(&c, &[SEED, MTP]).await;
+        let seed_row = format!("#run-table tr[data-file=\"{SEED}\"]");
+        let also = until(
+            &c,
+            "the seed row's other name",
+            &format!("return document.querySelector('{seed_row}')?.dataset.also || null;"),
+        )
+        .await;
+        assert_eq!(also.as_str(), Some("seed-copy.json"));
+        assert!(text(&c, &format!("{seed_row} .col-label")).await.contains("also published as seed-copy.json"));
+        assert_eq!(text(&c, "#runs summary").await, "Runs of this site (2, under 3 names)");
+        // The front page fetched the index and no run file.
+        let fetched = c
+            .execute("return performance.getEntriesByType('resource').map(e => new URL(e.name).pathname).filter(p => p.includes('/runs/'));", vec![])
+            .await
+            .unwrap();
+        assert_eq!(fetched, serde_json::json!(["/runs/index.json"]), "{fetched}");
+        assert!(text(&c, "#pick-hint").await.contains("Open a run's report"));
+
+        // The twin run edited after publishing: its report says so, with both digests.
+        let path = site.join("runs").join(MTP);
+        let published = speedmatrix_schema::site::sha256_hex(&std::fs::read(&path).unwrap());
+        let mut v: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        v["run"]["label"] = "edited after publishing".into();
+        let edited = serde_json::to_vec(&v).unwrap();
+        std::fs::write(&path, &edited).unwrap();
+        c.goto(&format!("{base}?show=runs/{MTP}")).await.unwrap();
+        wait_text(&c, "#run-title", "edited after publishing").await;
+        let warning = wait_text(&c, "#integrity-warning", "changed after it was published").await;
+        let now = speedmatrix_schema::site::sha256_hex(&edited);
+        assert!(warning.contains(&published[..12]) && warning.contains(&now[..12]), "{warning}");
+        // Its row in the run table above (folded while a run is shown: textContent) says so
+        // too, the seed's does not.
+        let js = format!(
+            "const e = document.querySelector('#run-table tr[data-file=\"{MTP}\"] .col-label .changed'); return e && e.textContent;"
+        );
+        let mark = until(&c, "the edited run's mark in the table", &js).await;
+        assert_eq!(mark.as_str(), Some(" · changed after publishing"));
+        let marks = c.execute("return document.querySelectorAll('#run-table .changed').length;", vec![]).await.unwrap();
+        assert_eq!(marks, serde_json::json!(1));
+        // The seed, unchanged, has no warning.
+        c.goto(&format!("{base}?show=runs/{SEED}")).await.unwrap();
+        wait_text(&c, "#run-title", "Qwen3.5").await;
+        let n = c.execute("return document.querySelectorAll('#integrity-warning').length;", vec![]).await.unwrap();
+        assert_eq!(n, serde_json::json!(0), "an unchanged file is not flagged");
+    });
+}
+
+/// A run of the facet test: (file, GPU, count, engine, model, label, start date, simulated).
+type Faceted = (&'static str, &'static str, u32, &'static str, &'static str, &'static str, &'static str, bool);
+
+/// Eight copies of the seed with their headers varied for the facets.
+const FACETED: [Faceted; 8] = [
+    ("r0", "H200 NVL", 2, "vllm", "org/Qwen3-8B", "nightly 0", "2026-01-05", false),
+    ("r1", "H100 SXM", 8, "sglang", "org/Qwen3-8B", "nightly 1", "2026-02-05", true),
+    ("r2", "H100 SXM", 8, "vllm", "org/Llama-70B", "release 2", "2026-02-15", false),
+    ("r3", "H100 SXM", 8, "vllm", "org/Qwen3-8B", "nightly 3", "2026-02-20", false),
+    ("r4", "H100 SXM", 4, "vllm", "org/Qwen3-8B", "nightly 4", "2026-02-25", false),
+    ("r5", "H100 SXM", 8, "vllm", "org/Qwen3-8B", "nightly 5", "2026-03-10", false),
+    ("r6", "H100 SXM", 8, "vllm", "org/Qwen3-8B", "nightly 6", "2026-02-11", true),
+    ("r7", "H100 SXM", 8, "vllm", "org/Qwen3-8B", "nightly 7", "2026-02-12", false),
+];
+
+#[test]
+fn facets_and_sort_are_a_permalink_that_a_fresh_browser_opens_to_the_same_rows() {
+    scenario(|c| async move {
+        let dir = tempfile::tempdir().unwrap();
+        let seed: Value = serde_json::from_slice(&std::fs::read(fixture()).unwrap()).unwrap();
+        let files: Vec<PathBuf> = FACETED
+            .iter()
+            .map(|&(name, gpu, n, engine, model, label, date, simulated)| {
+                let mut v = seed.clone();
+                v["run"]["id"] = format!("facet-{name}").into();
+                v["run"]["label"] = label.into();
+                v["run"]["started_at"] = format!("{date}T10:00:00Z").into();
+                v["hardware"]["gpus"] = (0..n).map(|_| serde_json::json!({"name": gpu})).collect();
+                v["hardware"]["gpu_count"] = n.into();
+                v["engine"]["name"] = engine.into();
+                v["engine"]["model"] = model.into();
+                if simulated {
+                    v["engine"]["simulated"] =
+                        serde_json::json!({"by": "speedmatrix twin", "profile": "h200-qwen3.5-122b"});
+                }
+                let path = dir.path().join(format!("{name}.json"));
+                std::fs::write(&path, serde_json::to_vec(&v).unwrap()).unwrap();
+                path
+            })
+            .collect();
+        let site = dir.path().join("site");
+        publish(&files, &site);
+        let (_server, base) = serve(&[&site]);
+        c.goto(&base).await.unwrap();
+        let all: Vec<String> = FACETED.iter().map(|r| format!("{}.json", r.0)).collect();
+        wait_rows(&c, &all.iter().map(String::as_str).collect::<Vec<_>>()).await;
+
+        // Each facet set in the page: every one of them drops at least one run (r0 by GPU and
+        // date, r1 by engine and simulated, r2 by model and label, r4 by GPU count, r5 by date,
+        // r6 by simulated); newest first.
+        for (id, value) in
+            [("gpu", "H100 SXM"), ("gpus", "8"), ("engine", "vllm"), ("model", "Qwen3-8B"), ("simulated", "no")]
+        {
+            c.find(Locator::Css(&format!("#index-{id}"))).await.unwrap().select_by_value(value).await.unwrap();
+        }
+        c.find(Locator::Css("#index-label")).await.unwrap().send_keys("nightly").await.unwrap();
+        for (id, value) in [("from", "2026-02-01"), ("to", "2026-02-28")] {
+            c.execute(
+                &format!("const i = document.querySelector('#index-{id}'); i.value = '{value}'; i.dispatchEvent(new Event('change'));"),
+                vec![],
+            )
+            .await
+            .unwrap();
+        }
+        c.find(Locator::Css("#sort-date")).await.unwrap().click().await.unwrap();
+        c.find(Locator::Css("#sort-date")).await.unwrap().click().await.unwrap();
+        wait_rows(&c, &["r3.json", "r7.json"]).await;
+        let permalink = c.current_url().await.unwrap().to_string();
+        for p in [
+            "gpu=H100",
+            "gpus=8",
+            "engine=vllm",
+            "model=Qwen3-8B",
+            "simulated=no",
+            "label=nightly",
+            "from=2026-02-01",
+            "to=2026-02-28",
+            "order=-date",
+        ] {
+            assert!(permalink.contains(p), "{p} is not in {permalink}");
+        }
+
+        // The permalink in a fresh browser (its own profile): the same rows, the facets shown.
+        let (driver, chromium) = support::browser::tools().expect("the tools the scenario runs with");
+        let fresh = support::browser::browser(&driver, chromium.as_deref()).await;
+        let f = fresh.client.clone();
+        f.goto(&permalink).await.unwrap();
+        wait_rows(&f, &["r3.json", "r7.json"]).await;
+        let shown = f
+            .execute(
+                "return ['gpu','gpus','engine','model','simulated','label','from','to'].map(id => document.querySelector('#index-' + id).value);",
+                vec![],
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            shown,
+            serde_json::json!(["H100 SXM", "8", "vllm", "Qwen3-8B", "no", "nightly", "2026-02-01", "2026-02-28"])
+        );
+        let _ = f.close().await;
     });
 }

@@ -9,8 +9,8 @@ use crate::command::{CommandError, Failure, OutputError};
 use crate::export::parquet::to_parquet;
 use crate::files::FileError;
 use speedmatrix_schema::cells::RunOf;
-use speedmatrix_schema::site::{entry_for, RunIndex};
-use std::collections::BTreeMap;
+use speedmatrix_schema::site::{duplicate_groups, entry_for_file, integrity, Integrity, RunIndex, RunIndexEntry};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The embedded viewer.
@@ -27,8 +27,11 @@ pub fn viewer_files() -> &'static [(&'static str, &'static [u8])] {
 /// A static site in memory: path (`index.html`, `runs/index.json`) → bytes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Site {
-    /// Every file of the site.
+    /// Every file of the site to write.
     pub files: BTreeMap<String, Vec<u8>>,
+    /// Files of the site already on disk as they should be (`runs/NAME` of a run a republish
+    /// keeps unchanged): not rewritten, not stale.
+    pub unchanged: BTreeSet<String>,
 }
 
 /// Why a site could not be built or written.
@@ -81,6 +84,23 @@ pub enum SiteError {
         /// What is wrong with it.
         why: String,
     },
+    /// A run the site lists, which stays, changed after it was published.
+    #[error(
+        "runs/{name} changed after it was published: the site's index records sha256 {published}, the file now has \
+         {now}; to publish it as it is now, give it again (speedmatrix publish {}/runs/{name} --out {}), else restore \
+         the published file or take it out with --remove {name}",
+        .out.display(), .out.display()
+    )]
+    ChangedRun {
+        /// Its file name under `runs/`.
+        name: String,
+        /// The site folder.
+        out: PathBuf,
+        /// The digest the index records.
+        published: String,
+        /// The file's digest now.
+        now: String,
+    },
     /// A run the site lists, which stays, cannot be read or is invalid.
     #[error(
         "runs/{name}, listed in the site's index, cannot be used; take it out with --remove {name} or fix the file"
@@ -128,6 +148,7 @@ impl CommandError for SiteError {
             SiteError::IndexRead { .. }
             | SiteError::IndexInvalid { .. }
             | SiteError::ListedRun { .. }
+            | SiteError::ChangedRun { .. }
             | SiteError::UnknownRemove { .. }
             | SiteError::Nothing { .. } => Failure::BadInput,
             _ => Failure::Working,
@@ -154,15 +175,27 @@ pub fn run_file_name(path: &Path, taken: &[String]) -> String {
     name
 }
 
-/// A run of a site: its file name under `runs/`, its bytes (unchanged) and what they hold.
+/// A run of a site: its file name under `runs/`, its bytes (unchanged), what they hold and
+/// its index entry.
 #[derive(Debug, Clone)]
 pub struct StoredRun {
     /// The file name under `runs/`, e.g. `h200-qwen.json`.
     pub name: String,
-    /// The file's bytes, as given.
-    pub bytes: Vec<u8>,
+    /// The file's bytes, as given; `None` for a run already in the site, unchanged (not
+    /// rewritten).
+    pub bytes: Option<Vec<u8>>,
     /// The loaded run.
     pub results: speedmatrix_schema::Results,
+    /// Its entry in `runs/index.json` (with the file's digest).
+    pub entry: RunIndexEntry,
+}
+
+impl StoredRun {
+    /// A run to write as `name`: its entry made from the bytes.
+    pub fn new(name: String, bytes: Vec<u8>, results: speedmatrix_schema::Results) -> StoredRun {
+        let entry = entry_for_file(&results, &name, &bytes);
+        StoredRun { name, bytes: Some(bytes), results, entry }
+    }
 }
 
 /// The site for these runs: the viewer, `runs/<name>.json` (the files' bytes, unchanged) and
@@ -176,26 +209,35 @@ pub fn build_site(runs: &[PathBuf]) -> Result<Site, SiteError> {
     for path in runs {
         let (bytes, results) = crate::files::read_results_bytes(path)?;
         let taken: Vec<String> = stored.iter().map(|r| r.name.clone()).collect();
-        stored.push(StoredRun { name: run_file_name(path, &taken), bytes, results });
+        stored.push(StoredRun::new(run_file_name(path, &taken), bytes, results));
     }
     site_of(&stored)
 }
 
-/// The site of these stored runs, in this order: the viewer, `runs/<name>`, `runs/index.json`
-/// and the cells table of the runs beside it, `runs/cells.csv` and `runs/cells.parquet`.
+/// The site of these stored runs, in this order: the viewer, `runs/<name>` (those with bytes;
+/// the others are [`Site::unchanged`]), `runs/index.json` and the cells table of the runs
+/// beside it, `runs/cells.csv` and `runs/cells.parquet` — one file published under several
+/// names ([`duplicate_groups`]) has its rows there once, under its first name.
 ///
 /// # Errors
 /// [`SiteError::NoViewer`] when this binary carries no viewer.
 pub fn site_of(runs: &[StoredRun]) -> Result<Site, SiteError> {
     let mut site = viewer_site()?;
-    let entries = runs.iter().map(|r| entry_for(&r.results, &r.name)).collect();
+    let entries: Vec<RunIndexEntry> = runs.iter().map(|r| r.entry.clone()).collect();
     for r in runs {
-        site.files.insert(format!("runs/{}", r.name), r.bytes.clone());
+        let path = format!("runs/{}", r.name);
+        if let Some(bytes) = &r.bytes {
+            site.files.insert(path, bytes.clone());
+        } else {
+            site.unchanged.insert(path);
+        }
     }
+    let firsts: Vec<usize> = duplicate_groups(&entries).iter().map(|g| g[0]).collect();
     let mut index = serde_json::to_vec_pretty(&RunIndex::new(entries)).map_err(SiteError::Index)?;
     index.push(b'\n');
     site.files.insert("runs/index.json".into(), index);
-    let table: Vec<RunOf<'_>> = runs.iter().map(|r| RunOf { file: &r.name, results: &r.results }).collect();
+    let table: Vec<RunOf<'_>> =
+        firsts.iter().map(|&i| RunOf { file: &runs[i].name, results: &runs[i].results }).collect();
     site.files.insert(CELLS_CSV.into(), speedmatrix_schema::cells::to_csv(&table).into_bytes());
     site.files.insert(CELLS_PARQUET.into(), to_parquet(&table).map_err(SiteError::Cells)?);
     Ok(site)
@@ -206,12 +248,13 @@ pub const CELLS_CSV: &str = "runs/cells.csv";
 /// The cells table of a site, as Parquet, beside its index.
 pub const CELLS_PARQUET: &str = "runs/cells.parquet";
 
-/// A run the existing site lists: its file name, the id its index gives, and the file read
-/// from disk (or why it could not be).
+/// A run the existing site lists: its file name, its index entry (and whether this build wrote
+/// it, so it can be kept as it is), and the file read from disk (or why it could not be).
 #[derive(Debug)]
 struct Listed {
     name: String,
-    index_id: Option<String>,
+    entry: RunIndexEntry,
+    current: bool,
     file: Result<(Vec<u8>, speedmatrix_schema::Results), FileError>,
 }
 
@@ -230,6 +273,7 @@ fn listed_runs(out: &Path) -> Result<Vec<Listed>, SiteError> {
     };
     let index = speedmatrix_schema::site::load_index(&bytes)
         .map_err(|e| SiteError::IndexInvalid { path: path.clone(), why: e.to_string() })?;
+    let current = index.schema_version == speedmatrix_schema::site::INDEX_SCHEMA_VERSION;
     let mut listed = Vec::new();
     for e in index.runs {
         let file_path = out.join("runs").join(&e.file);
@@ -237,7 +281,8 @@ fn listed_runs(out: &Path) -> Result<Vec<Listed>, SiteError> {
             eprintln!("warning: {} is listed in the index but missing; left out", file_path.display());
             continue;
         }
-        listed.push(Listed { name: e.file, index_id: e.id, file: crate::files::read_results_bytes(&file_path) });
+        let file = crate::files::read_results_bytes(&file_path);
+        listed.push(Listed { name: e.file.clone(), entry: e, current, file });
     }
     Ok(listed)
 }
@@ -255,28 +300,57 @@ pub struct Changes {
     pub removed: usize,
 }
 
+/// A run the site lists that stays (before a given file may replace it).
+struct Staying {
+    name: String,
+    entry: RunIndexEntry,
+    current: bool,
+    bytes: Vec<u8>,
+    results: speedmatrix_schema::Results,
+}
+
+/// A listed run that is not replaced, kept as it is on disk: its entry is reused when this
+/// build wrote it and the file still has its digest, else made again from the file.
+///
+/// # Errors
+/// [`SiteError::ChangedRun`] when the file no longer has the digest the index records.
+fn keep(s: Staying, out: &Path) -> Result<StoredRun, SiteError> {
+    let reuse = match integrity(s.entry.sha256.as_deref(), &s.bytes) {
+        Integrity::Same => s.current,
+        Integrity::Unrecorded => false,
+        Integrity::Changed { published, now } => {
+            return Err(SiteError::ChangedRun { name: s.name, out: out.to_path_buf(), published, now })
+        }
+    };
+    let entry = if reuse { s.entry } else { entry_for_file(&s.results, &s.name, &s.bytes) };
+    Ok(StoredRun { name: s.name, bytes: None, results: s.results, entry })
+}
+
 /// The site's runs after a publish: the listed runs less those `remove` names (by run id or
 /// file name), then each new run (path, bytes, run) added — replacing a listed run with the
-/// same file name and run id, else under a name of its own.
+/// same file name and run id, else under a name of its own. Listed runs that stay as they are
+/// keep their file (not rewritten) and, when it is unchanged, their index entry.
 ///
 /// # Errors
 /// [`SiteError::UnknownRemove`] when a `--remove` matches no run; [`SiteError::ListedRun`] when a
-/// listed run that stays cannot be read.
+/// listed run that stays cannot be read; [`SiteError::ChangedRun`] when one changed after it
+/// was published.
 fn merge(
     listed: Vec<Listed>,
     new: Vec<(PathBuf, Vec<u8>, speedmatrix_schema::Results)>,
     remove: &[String],
+    out: &Path,
 ) -> Result<(Vec<StoredRun>, Changes), SiteError> {
     let mut changes = Changes::default();
     let matches = |l: &Listed, what: &str| {
-        l.name == what || l.index_id.as_deref() == Some(what) || l.file.as_ref().is_ok_and(|(_, r)| r.run.id == what)
+        l.name == what || l.entry.id.as_deref() == Some(what) || l.file.as_ref().is_ok_and(|(_, r)| r.run.id == what)
     };
     if let Some(unknown) = remove.iter().find(|w| !listed.iter().any(|l| matches(l, w))) {
         let names: Vec<&str> = listed.iter().map(|l| l.name.as_str()).collect();
         let runs = if names.is_empty() { "none".to_string() } else { names.join(", ") };
         return Err(SiteError::UnknownRemove { what: unknown.clone(), runs });
     }
-    let mut kept: Vec<StoredRun> = Vec::new();
+    let mut staying: Vec<Staying> = Vec::new();
     for l in listed {
         if remove.iter().any(|w| matches(&l, w)) {
             changes.removed += 1;
@@ -286,24 +360,52 @@ fn merge(
             Ok(file) => file,
             Err(source) => return Err(SiteError::ListedRun { name: l.name, source }),
         };
-        kept.push(StoredRun { name: l.name, bytes, results });
+        staying.push(Staying { name: l.name, entry: l.entry, current: l.current, bytes, results });
     }
-    changes.kept = kept.len();
-    let old = kept.len();
+    // Which listed run each given file replaces, if any (one file each).
+    let mut replacing: Vec<Option<(PathBuf, Vec<u8>, speedmatrix_schema::Results)>> =
+        staying.iter().map(|_| None).collect();
+    let mut added = Vec::new();
     for (path, bytes, results) in new {
         let wanted = run_file_name(&path, &[]);
-        let same = kept[..old].iter().position(|k| k.name == wanted && k.results.run.id == results.run.id);
-        if let Some(i) = same {
-            kept[i] = StoredRun { name: wanted, bytes, results };
-            changes.replaced += 1;
-            changes.kept -= 1;
-            continue;
+        let same = staying.iter().position(|k| k.name == wanted && k.results.run.id == results.run.id);
+        match same {
+            Some(i) if replacing[i].is_none() => replacing[i] = Some((path, bytes, results)),
+            _ => added.push((path, bytes, results)),
         }
-        let taken: Vec<String> = kept.iter().map(|k| k.name.clone()).collect();
-        kept.push(StoredRun { name: run_file_name(&path, &taken), bytes, results });
+    }
+    let mut runs: Vec<StoredRun> = Vec::new();
+    for (s, by) in staying.into_iter().zip(replacing) {
+        match by {
+            Some((_, bytes, results)) => {
+                runs.push(StoredRun::new(s.name, bytes, results));
+                changes.replaced += 1;
+            }
+            None => {
+                runs.push(keep(s, out)?);
+                changes.kept += 1;
+            }
+        }
+    }
+    for (path, bytes, results) in added {
+        let taken: Vec<String> = runs.iter().map(|k| k.name.clone()).collect();
+        runs.push(StoredRun::new(run_file_name(&path, &taken), bytes, results));
         changes.added += 1;
     }
-    Ok((kept, changes))
+    Ok((runs, changes))
+}
+
+/// The names under which one file is published again, as `COPY = FIRST` (empty when none).
+pub fn duplicates_of(runs: &[StoredRun]) -> Vec<String> {
+    let entries: Vec<RunIndexEntry> = runs.iter().map(|r| r.entry.clone()).collect();
+    duplicate_groups(&entries)
+        .into_iter()
+        .filter(|g| g.len() > 1)
+        .flat_map(|g| {
+            let first = runs[g[0]].name.clone();
+            g[1..].iter().map(move |&i| format!("{} = {first}", runs[i].name)).collect::<Vec<_>>()
+        })
+        .collect()
 }
 
 /// The viewer site alone (a page that opens local files).
@@ -314,10 +416,14 @@ pub fn viewer_site() -> Result<Site, SiteError> {
     if !viewer_files().iter().any(|(p, _)| *p == "index.html") {
         return Err(SiteError::NoViewer);
     }
-    Ok(Site { files: viewer_files().iter().map(|(p, b)| (p.to_string(), b.to_vec())).collect() })
+    Ok(Site {
+        files: viewer_files().iter().map(|(p, b)| (p.to_string(), b.to_vec())).collect(),
+        unchanged: BTreeSet::new(),
+    })
 }
 
-/// Write the site under `out` (created if needed; files already there are replaced).
+/// Write the site's files under `out` (created if needed; files already there are replaced;
+/// [`Site::unchanged`] ones are left as they are).
 ///
 /// # Errors
 /// [`SiteError::CreateFolder`] or [`SiteError::Write`] when a folder or file cannot be written.
@@ -361,7 +467,8 @@ pub fn remove_stale(site: &Site, out: &Path) -> Result<usize, SiteError> {
             .unwrap_or_default()
     };
     for name in list(&out.join("runs")) {
-        if name.ends_with(".json") && !site.files.contains_key(&format!("runs/{name}")) {
+        let path = format!("runs/{name}");
+        if name.ends_with(".json") && !site.files.contains_key(&path) && !site.unchanged.contains(&path) {
             stale.push(out.join("runs").join(name));
         }
     }
@@ -392,18 +499,26 @@ pub fn run(args: &PublishArgs) -> Result<(), SiteError> {
     if new.is_empty() && args.remove.is_empty() && listed.is_empty() {
         return Err(SiteError::Nothing { out: args.out.clone() });
     }
-    let (runs, changes) = merge(listed, new, &args.remove)?;
+    let (runs, changes) = merge(listed, new, &args.remove, &args.out)?;
     let site = site_of(&runs)?;
     write_site(&site, &args.out)?;
     let stale = remove_stale(&site, &args.out)?;
     let n = runs.len();
     let Changes { added, kept, replaced, removed } = changes;
+    let dups = duplicates_of(&runs);
+    let dups = if dups.is_empty() {
+        String::new()
+    } else {
+        format!("; the same file under two names, listed once: {}", dups.join(", "))
+    };
     Ok(crate::command::print_out(&format!(
-        "published {n} run{} to {} ({added} added, {replaced} replaced, {kept} kept, {removed} removed; {} files, \
-         {stale} stale removed); upload the folder as it is, or look at it with `speedmatrix serve {}`\n",
+        "published {n} run{} to {} ({added} added, {replaced} replaced, {kept} kept, {removed} removed; {} files \
+         written, {} kept as they were, {stale} stale removed{dups}); upload the folder as it is, or look at it with \
+         `speedmatrix serve {}`\n",
         if n == 1 { "" } else { "s" },
         args.out.display(),
         site.files.len(),
+        site.unchanged.len(),
         args.out.display()
     ))?)
 }

@@ -87,6 +87,10 @@ fn Shown(state: State, view_state: ViewState) -> impl IntoView {
             return view! { <p class="loading">"Loading…"</p> }.into_any();
         }
         match state.current() {
+            None if state.index.with(|ix| ix.len() > 1) => view! {
+                <p class="hint" id="pick-hint">"Open a run's report by its name in the table, or pick 2 to compare."</p>
+            }
+            .into_any(),
             None => view! { <Welcome /> }.into_any(),
             Some(Entry { state: EntryState::Pending | EntryState::Loading, source, .. }) => {
                 view! { <p class="loading">"Loading " {source} "…"</p> }.into_any()
@@ -99,9 +103,11 @@ fn Shown(state: State, view_state: ViewState) -> impl IntoView {
                 </section>
             }
             .into_any(),
-            Some(Entry { state: EntryState::Loaded(r), .. }) => {
-                view! { <Report r=r metric=state.metric view=view_state /> }.into_any()
+            Some(Entry { state: EntryState::Loaded(r), changed, .. }) => view! {
+                {changed.map(|w| view! { <p class="notice integrity" id="integrity-warning" role="alert">{w}</p> })}
+                <Report r=r metric=state.metric view=view_state />
             }
+            .into_any(),
         }
     }
 }

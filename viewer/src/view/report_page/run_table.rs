@@ -1,7 +1,7 @@
 //! The site's runs as a table (the front page of a site of two runs or more): one row per run of
 //! `runs/index.json` with its GPU, engine, model, date, whether it was simulated and its
-//! headline figures; sortable by any column, filtered by words, GPU, engine, model and
-//! simulated or not (sort and filters kept in the URL); a checkbox per run to pick 2 … 12 to
+//! headline figures; sortable by any column, filtered by words, label, GPU, GPU count, engine,
+//! model, simulated or not and a date range (sort and facets kept in the URL: a permalink); a checkbox per run to pick 2 … 12 to
 //! compare. What it shows is [`crate::model::run_index`] (pure); the picked run's report follows.
 
 use super::runs::State;
@@ -27,10 +27,11 @@ pub(super) fn RunTable(state: State) -> impl IntoView {
             // For the render benchmark (tests/benches/viewer_render.rs): the table is in the DOM.
             request_animation_frame(|| browser::mark("speedmatrix-index"));
             let [gpus, engines, models] = run_index::choices(&entries);
+            let counts = run_index::gpu_counts(&entries);
             view! {
                 <details class="section run-index" id="runs" open=browser::query("show").is_none()>
-                    <summary><h2>{format!("Runs of this site ({})", entries.len())}</h2></summary>
-                    <FilterBar filters=filters set_filters=set_filters gpus=gpus engines=engines models=models />
+                    <summary><h2>{heading(&entries)}</h2></summary>
+                    <FilterBar filters=filters set_filters=set_filters gpus=gpus counts=counts engines=engines models=models />
                     <ComparePicked state=state picked=picked />
                     <div class="table-wrap">
                         <table class="data run-table" id="run-table">
@@ -46,12 +47,23 @@ pub(super) fn RunTable(state: State) -> impl IntoView {
     }
 }
 
+/// "Runs of this site (N)", with how many names when a file is published under several.
+fn heading(entries: &[speedmatrix_schema::site::RunIndexEntry]) -> String {
+    let distinct = run_index::distinct_runs(entries);
+    if distinct == entries.len() {
+        format!("Runs of this site ({distinct})")
+    } else {
+        format!("Runs of this site ({distinct}, under {} names)", entries.len())
+    }
+}
+
 /// The text filter and the GPU / engine / model / simulated pickers.
 #[component]
 fn FilterBar(
     filters: RwSignal<IndexFilters>,
     set_filters: impl Fn(IndexFilters) + Copy + Send + Sync + 'static,
     gpus: Vec<String>,
+    counts: Vec<u32>,
     engines: Vec<String>,
     models: Vec<String>,
 ) -> impl IntoView {
@@ -63,6 +75,7 @@ fn FilterBar(
             let mut f = filters.get_untracked();
             match id {
                 "gpu" => f.gpu = v,
+                "gpus" => f.gpu_count = v.and_then(|n| n.parse().ok()),
                 "engine" => f.engine = v,
                 _ => f.model = v,
             }
@@ -89,6 +102,24 @@ fn FilterBar(
         f.q = event_target_value(&ev);
         set_filters(f);
     };
+    let on_label = move |ev: web_sys::Event| {
+        let mut f = filters.get_untracked();
+        f.label = event_target_value(&ev);
+        set_filters(f);
+    };
+    let on_date = move |end: &'static str| {
+        move |ev: web_sys::Event| {
+            let v = event_target_value(&ev);
+            let v = (!v.is_empty()).then_some(v);
+            let mut f = filters.get_untracked();
+            if end == "from" {
+                f.from = v;
+            } else {
+                f.to = v;
+            }
+            set_filters(f);
+        }
+    };
     let on_sim = move |ev: web_sys::Event| {
         let mut f = filters.get_untracked();
         f.simulated = match event_target_value(&ev).as_str() {
@@ -102,7 +133,9 @@ fn FilterBar(
     view! {
         <div class="filters" id="index-filters">
             <label>"Find " <input id="index-q" type="search" value=now.q.clone() on:input=on_q /></label>
+            <label>"Label " <input id="index-label" type="search" value=now.label.clone() on:input=on_label /></label>
             {picker("gpu", "GPU", gpus, now.gpu.clone())}
+            {picker("gpus", "GPUs", counts.iter().map(u32::to_string).collect(), now.gpu_count.map(|n| n.to_string()))}
             {picker("engine", "Engine", engines, now.engine.clone())}
             {picker("model", "Model", models, now.model.clone())}
             <label>
@@ -113,6 +146,10 @@ fn FilterBar(
                     <option value="yes" selected=sim == Some(true)>"simulated only"</option>
                 </select>
             </label>
+            <label>
+                "From " <input id="index-from" type="date" value=now.from.clone().unwrap_or_default() on:change=on_date("from") />
+            </label>
+            <label>"to " <input id="index-to" type="date" value=now.to.clone().unwrap_or_default() on:change=on_date("to") /></label>
         </div>
     }
 }
@@ -163,11 +200,13 @@ fn rows(
     picked: RwSignal<Vec<usize>>,
 ) -> impl IntoView {
     let entries = state.index.get_untracked();
+    let also = run_index::other_names(&entries);
     run_index::order(&entries, sort, filters)
         .into_iter()
         .map(|i| {
             let e = entries[i].clone();
             let file = e.file.clone();
+            let others = also[i].join(" ");
             let on_pick = move |ev: web_sys::Event| {
                 let on = event_target_checked(&ev);
                 picked.update(|p| {
@@ -184,6 +223,14 @@ fn rows(
                     let title = run_index::cell_reason(&e, id).unwrap_or_default();
                     let class = format!("col-{id}{}", if run_index::numeric(id) { " num" } else { "" });
                     if *id == "label" {
+                        let note = (!also[i].is_empty()).then(|| {
+                            let names = also[i].join(", ");
+                            view! {
+                                <span class="also" title="the same file (one SHA-256) is published under each name">
+                                    {format!(" · also published as {names}")}
+                                </span>
+                            }
+                        });
                         let open = move |ev: web_sys::MouseEvent| {
                             ev.prevent_default();
                             state.pick(i);
@@ -194,6 +241,8 @@ fn rows(
                         view! {
                             <th scope="row" class=class>
                                 <a href=format!("?show=runs/{file}") on:click=open>{text}</a>
+                                {note}
+                                {move || changed(state, i)}
                             </th>
                         }
                         .into_any()
@@ -203,7 +252,7 @@ fn rows(
                 })
                 .collect_view();
             view! {
-                <tr data-file=e.file.clone()>
+                <tr data-file=e.file.clone() data-also=others>
                     <td>
                         <input
                             type="checkbox"
@@ -218,6 +267,13 @@ fn rows(
             }
         })
         .collect_view()
+}
+
+/// The mark of a run whose file, fetched when it was opened, changed after publishing (its
+/// SHA-256 differs from the index's); nothing for the others and for runs not fetched.
+fn changed(state: State, i: usize) -> Option<impl IntoView> {
+    let warning = state.entries.with(|e| e.get(i).and_then(|x| x.changed.clone()))?;
+    Some(view! { <span class="changed" title=warning>" · changed after publishing"</span> })
 }
 
 /// The link that compares the picked runs: the diff view for two, the comparison of many for

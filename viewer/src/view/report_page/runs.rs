@@ -7,7 +7,7 @@ use crate::model::run_report;
 use crate::view::browser::{self, Fetched};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
-use speedmatrix_schema::site::{load_index, RunIndexEntry};
+use speedmatrix_schema::site::{integrity, load_index, RunIndexEntry};
 use speedmatrix_schema::{load_results, Results};
 use std::sync::Arc;
 
@@ -35,6 +35,11 @@ pub(super) struct Entry {
     pub(super) url: Option<String>,
     /// Its state.
     pub(super) state: EntryState,
+    /// The SHA-256 the site's index records for its file, when it came from one.
+    pub(super) sha256: Option<String>,
+    /// Why the fetched file is not the one the index was published from (its digest differs),
+    /// when it is not.
+    pub(super) changed: Option<String>,
 }
 
 /// The page's state (all `Copy` signal handles).
@@ -87,12 +92,17 @@ impl State {
         self.select(i);
     }
 
-    /// Show the run the URL names (`?show=`), else the first.
+    /// Show the run the URL names (`?show=`), else the first — except on the front page of a
+    /// site of two runs or more, which opens none (and fetches no run file) until one is picked.
     pub(super) fn select_from_url(self) {
         let want = browser::query("show");
-        let i = self.entries.with_untracked(|e| e.iter().position(|x| Some(&x.source) == want.as_ref()).unwrap_or(0));
+        let i = self.entries.with_untracked(|e| e.iter().position(|x| Some(&x.source) == want.as_ref()));
+        if i.is_none() && self.index.with_untracked(|ix| ix.len() > 1) {
+            self.selected.set(None);
+            return;
+        }
         if self.entries.with_untracked(|e| !e.is_empty()) {
-            self.select(i);
+            self.select(i.unwrap_or(0));
         }
     }
 
@@ -102,13 +112,20 @@ impl State {
             self.entries.with_untracked(|e| e.get(i).map(|x| (x.state == EntryState::Pending, x.url.clone())));
         let Some((true, Some(url))) = pending else { return };
         self.entries.update(|e| e[i].state = EntryState::Loading);
+        let (digest, file) = self.entries.with_untracked(|e| {
+            (e[i].sha256.clone(), self.index.with_untracked(|ix| ix.get(i).map(|x| x.file.clone())))
+        });
         spawn_local(async move {
-            let state = match browser::fetch_bytes(&url).await {
-                Fetched::Body(bytes) => entry_state(&bytes),
-                Fetched::NotFound => EntryState::Failed("HTTP 404 Not Found".into()),
-                Fetched::Failed(e) => EntryState::Failed(e),
+            let (state, changed) = match browser::fetch_bytes(&url).await {
+                Fetched::Body(bytes) => {
+                    let check = integrity(digest.as_deref(), &bytes);
+                    (entry_state(&bytes), check.warning(file.as_deref().unwrap_or(&url)))
+                }
+                Fetched::NotFound => (EntryState::Failed("HTTP 404 Not Found".into()), None),
+                Fetched::Failed(e) => (EntryState::Failed(e), None),
             };
             self.entries.update(|e| {
+                e[i].changed = changed;
                 if let EntryState::Loaded(r) = &state {
                     if e[i].label == e[i].source {
                         e[i].label = run_report::title(r);
@@ -131,7 +148,7 @@ impl State {
         };
         let mut index = 0;
         self.entries.update(|e| {
-            e.push(Entry { label, source: name, url: None, state });
+            e.push(Entry { label, source: name, url: None, state, sha256: None, changed: None });
             index = e.len() - 1;
         });
         self.selected.set(Some(index));
@@ -168,7 +185,14 @@ pub(super) async fn boot(state: State) {
     } else if !runs.is_empty() {
         let entries = runs
             .into_iter()
-            .map(|u| Entry { label: u.clone(), source: u.clone(), url: Some(u), state: EntryState::Pending })
+            .map(|u| Entry {
+                label: u.clone(),
+                source: u.clone(),
+                url: Some(u),
+                state: EntryState::Pending,
+                sha256: None,
+                changed: None,
+            })
             .collect();
         state.entries.set(entries);
         state.select_from_url();
@@ -189,13 +213,17 @@ async fn boot_from_index(state: State) -> bool {
         Fetched::Body(bytes) => match load_index(&bytes) {
             Ok(index) if !index.runs.is_empty() => {
                 state.index.set(index.runs.clone());
+                let digests: Vec<Option<String>> = index.runs.iter().map(|r| r.sha256.clone()).collect();
                 let entries = index_runs(index)
                     .into_iter()
-                    .map(|(label, file)| Entry {
+                    .zip(digests)
+                    .map(|((label, file), sha256)| Entry {
                         label,
                         url: Some(browser::resolve(&file, "runs/index.json")),
                         source: format!("runs/{file}"),
                         state: EntryState::Pending,
+                        sha256,
+                        changed: None,
                     })
                     .collect();
                 state.entries.set(entries);

@@ -61,6 +61,7 @@ fn RunPicker(state: State) -> impl IntoView {
                             }
                         }
                     >
+                        {selected.is_none().then(|| view! { <option value="" selected=true disabled=true>"Pick a run…"</option> })}
                         {entries
                             .into_iter()
                             .enumerate()
