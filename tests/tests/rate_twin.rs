@@ -202,7 +202,12 @@ fn a_poisson_cell_below_capacity_achieves_its_offered_rate_and_its_ttft_matches_
         &["--contexts", "2k", "--rates", "20", "--arrival", "poisson", "--seed", "7", "--duration", "30s"],
     );
     let c = &r.rates[0];
-    assert_eq!(c.status, CellStatus::Valid, "{:?}\n{log}", c.reason);
+    // Valid — or, when this machine starved the client so that requests went out more than
+    // 10 ms late (55 of 630 at load average 10 with two `yes` hogs), client-limited by its send
+    // lag, which is the truth then; the figures below hold either way.
+    let late_client =
+        c.status == CellStatus::ClientLimited && c.reason.as_deref().is_some_and(|r| r.contains("send lag"));
+    assert!(c.status == CellStatus::Valid || late_client, "{:?} {:?}\n{log}", c.status, c.reason);
     assert_eq!(c.window_s, Some(30.0), "the fixed window");
     let (offered, achieved) = (c.offered_rps.unwrap(), c.achieved_rps.unwrap());
     eprintln!(
