@@ -188,7 +188,7 @@ fn rates_auto_brackets_the_highest_rate_meeting_the_slo() {
 /// TTFT: for every request of the window the twin's clock says when it wrote the first token;
 /// with the clock offset from the fastest request (send − arrival), the true TTFT from the
 /// scheduled instant is that write − the scheduled instant. The median measured must match the
-/// median true one within max(25 ms, 1 %) — the bound `collector_twin` derives for a loaded
+/// median true one within max(60 ms, 1 %) — the bound `collector_twin` derives for a loaded
 /// 2-core machine (a starved client reads late); the difference is printed (quiet: under 1 ms,
 /// the goal).
 #[test]
@@ -246,7 +246,7 @@ fn a_poisson_cell_below_capacity_achieves_its_offered_rate_and_its_ttft_matches_
     truth.sort_by(f64::total_cmp);
     let true_p50 = truth[(truth.len() - 1) / 2];
     let measured = c.ttft_ms.unwrap().p50.unwrap();
-    let tol = (true_p50 * 0.01).max(25.0);
+    let tol = (true_p50 * 0.01).max(60.0);
     eprintln!("TTFT p50 from the scheduled instant: measured {measured:.3} ms, trace {true_p50:.3} ms ({:+.3} ms, ± {tol:.3})", measured - true_p50);
     assert!((measured - true_p50).abs() <= tol, "measured {measured:.3} ms, trace {true_p50:.3} ms");
     assert_eq!(truth.len() as u64, c.scheduled_requests.unwrap());
