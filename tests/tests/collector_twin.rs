@@ -188,13 +188,15 @@ impl Table {
         self.line(rel.abs() <= pct, format!("{what} {value:.1}, {against} {reference:.1} ({rel:+.2} %, ± {pct} %)"));
     }
 
-    /// A measured time within max(25 ms, 1 %) of the trace's. The floor is 1.9 × the
-    /// collector's worst TTFT error against the trace on a loaded 2-core machine: +13.3 ms for
-    /// the 8K prefill row in CI beside a cargo build on both cores and a CPU vLLM (stop 41);
-    /// under `yes > /dev/null` ×2 alone, +8.7 ms (8K × 128's median; [`close_ms`]), +6.3 ms at
-    /// 64K × 16, ≤ 1.1 ms for a lone stream or a prefill row.
+    /// A measured time within max(60 ms, 1 %) of the trace's. The floor is about 2 × the
+    /// collector's worst TTFT error against the trace on a loaded 2-core machine: +28.1 ms for
+    /// the 8K prefill row (one request read late by a starved client) in stop 42's loaded run —
+    /// two `yes` hogs, a CPU vLLM and a release build beside it, load average 10 —; +13.3 ms in
+    /// CI beside a cargo build and a CPU vLLM (stop 41); under `yes > /dev/null` ×2 alone,
+    /// +8.7 ms (8K × 128's median; [`close_ms`]), +6.3 ms at 64K × 16, ≤ 1.1 ms for a lone
+    /// stream or a prefill row. Quiet, every figure is within 1 ms (printed by each test).
     fn ms(&mut self, what: String, measured: f64, truth: f64) {
-        let tol = (truth.abs() * 0.01).max(25.0);
+        let tol = (truth.abs() * 0.01).max(60.0);
         let d = measured - truth;
         self.line(d.abs() <= tol, format!("{what} {measured:.3}, trace {truth:.3} ({d:+.3} ms, ± {tol:.3})"));
     }
