@@ -458,6 +458,11 @@ pub struct SimulateArgs {
     /// Longest prompt + output (tokens).
     #[arg(long)]
     pub max_model_len: Option<u32>,
+    /// KV cache capacity in tokens (rounded down to whole blocks of 16), replacing the
+    /// profile's: a small one makes the prefix cache evict (and requests queue). At least the
+    /// longest request (`--max-model-len`), as vLLM requires.
+    #[arg(long, value_name = "TOKENS")]
+    pub kv_tokens: Option<u64>,
     /// Run the twin's clock this many times faster than real time (trace times stay in twin
     /// ms). For tests of long schedules.
     #[arg(long, default_value_t = 1.0)]

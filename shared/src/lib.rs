@@ -38,6 +38,8 @@
 //!   largest concurrency per context that meets it, and its goodput.
 //! - [`trace`]: request traces to replay (the Mooncake format, slices, each request's prompt
 //!   plan from its prefix blocks).
+//! - [`trace_reuse`]: a replayed trace's ideal prefix reuse, and a measured hit rate judged
+//!   against it.
 //! - [`trace_timeline`]: a replayed trace's timeline (offered and completed requests, requests
 //!   in flight, each request's TTFT over the replay), as the page draws it.
 //! - [`simulation`]: how the speedmatrix twin says it is one on the wire, and how a run
@@ -74,6 +76,7 @@ pub mod summary;
 pub mod table;
 pub mod tokens;
 pub mod trace;
+pub mod trace_reuse;
 pub mod trace_timeline;
 
 pub use load::{load_results, LoadError};

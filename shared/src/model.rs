@@ -1822,6 +1822,49 @@ pub struct TraceRow {
     /// order.
     #[serde(default)]
     pub requests: Vec<TraceRequest>,
+    /// The trace's ideal reuse beside the prefix-cache hit rate the server measured over the
+    /// replay (docs/METHODOLOGY.md, "Trace replay"); absent in files from before it was
+    /// measured and for a replay not yet measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_cache: Option<TracePrefixCache>,
+}
+
+/// A replayed trace's prefix reuse: what the trace could reuse, and what the server served
+/// from its prefix cache.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct TracePrefixCache {
+    /// Prompt tokens in blocks an earlier request of the slice sent ÷ the slice's prompt
+    /// tokens, fraction 0–1 (trace: `hash_ids` × 512 tokens, a partial last block by its
+    /// tokens).
+    pub ideal_reuse: f64,
+    /// The numerator of `ideal_reuse`, tokens (trace).
+    pub ideal_reused_tokens: u64,
+    /// The slice's prompt tokens (`input_length` summed), tokens (trace).
+    pub trace_prompt_tokens: u64,
+    /// Tokens of the distinct blocks the slice sends: what a cache must hold to reach the
+    /// ideal (trace).
+    pub distinct_block_tokens: u64,
+    /// How the cache was put in a known state before the replay.
+    pub cache_start: CacheStart,
+    /// The reset asked for (`POST /reset_prefix_cache`), or why none could be (with
+    /// `salted`).
+    pub cache_start_detail: String,
+    /// Prompt tokens served from the prefix cache ÷ prompt tokens looked up, over the replay,
+    /// fraction 0–1 (source: `hit_rate_source`); `null` when no source gives it (the cell's
+    /// `missing` says why).
+    #[serde(default)]
+    pub measured_hit_rate: Option<f64>,
+    /// Where `measured_hit_rate` came from.
+    #[serde(default)]
+    pub hit_rate_source: Option<HitRateSource>,
+    /// Prompt tokens served from the cache, tokens (source: `hit_rate_source`).
+    #[serde(default)]
+    pub hit_tokens: Option<u64>,
+    /// Prompt tokens looked up, tokens (source: `hit_rate_source`).
+    #[serde(default)]
+    pub query_tokens: Option<u64>,
 }
 
 /// One request of a replayed trace.
@@ -1864,6 +1907,6 @@ impl TraceRow {
         requests: Vec<TraceRequest>,
     ) -> TraceRow {
         let arrival = Arrival { process: ArrivalProcess::Trace, cv: None, seed: 0 };
-        TraceRow { cell: RateCell::new(context, rate_rps, arrival, max_in_flight), requests }
+        TraceRow { cell: RateCell::new(context, rate_rps, arrival, max_in_flight), requests, prefix_cache: None }
     }
 }

@@ -41,7 +41,9 @@
 //! - [`pacer`]: open-loop sending — each scheduled instant from a thread of its own, the request
 //!   due then sent or held back by `--max-in-flight` (rate cells and trace replays);
 //! - [`trace`]: a request trace (`--trace`, Mooncake format) read, sliced and replayed;
-//! - [`trace_prompt`]: a trace's prompts — one text block per hash id, shared exactly.
+//! - [`trace_prompt`]: a trace's prompts — one text block per hash id, shared exactly;
+//! - [`trace_cache`]: a trace replay's prefix cache — the trace's ideal reuse beside the hit
+//!   rate the server measured, and why when it falls short.
 
 /// `eprintln!` that never panics: a closed stderr (`run … 2>&1 | head`) must not stop a run
 /// half-way and leave its file `running`; the lines are lost, the measurements are not.
@@ -84,5 +86,6 @@ pub mod series;
 pub mod session;
 pub mod spec;
 pub mod trace;
+pub mod trace_cache;
 pub mod trace_prompt;
 pub mod wire;
