@@ -21,6 +21,8 @@
 //!   requests, t between repeats), the interval of a difference and the false-alarm control.
 //! - [`command_line`]: a launch command split like a shell and read flag by flag.
 //! - [`context`]: context sizes (`8k` = 8,192 tokens, `max`).
+//! - [`conversation`]: multi-turn conversations — turn 1's share of the context, a turn's
+//!   figures and what it costs against turn 1.
 //! - [`status`]: the cell status rules (over capacity, requests queued, …).
 //! - [`endings`]: how requests ended: finish reasons that are completed requests, requests the
 //!   server cut short, output lengths against `max_tokens`.
@@ -51,6 +53,7 @@ pub mod arrivals;
 pub mod cells;
 pub mod command_line;
 pub mod context;
+pub mod conversation;
 pub mod derived;
 pub mod diff;
 pub mod endings;

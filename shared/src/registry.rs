@@ -247,6 +247,18 @@ pub static PREFIX_CACHE: &[Metric] = &[
       "A replayed trace's prompt tokens in blocks an earlier request of its slice sent ÷ its prompt tokens: the hit rate of a cache that never forgets (trace)."),
 ];
 
+/// The figures of conversations (`--turns`), per turn: what turn k costs against turn 1 and
+/// how much of its prompt the server's prefix cache served. Not columns of the flat
+/// measurement table; `show` prints them in the per-turn table. Defined, like every metric, in
+/// `docs/METHODOLOGY.md` ("Conversations").
+#[rustfmt::skip]
+pub static CONVERSATION: &[Metric] = &[
+    m("turn_ttft_ratio", "TTFT vs turn 1", Unit::Count, Style::Fixed(2), Some(false), S,
+      "Turn k's TTFT p50 ÷ turn 1's, over a conversation cell's sessions (client clock)."),
+    m("turn_cache_hit_rate", "Turn cache hit rate", Unit::Fraction, Style::Percent(1), None, S,
+      "Prompt tokens of turn k served from the server's prefix cache ÷ its prompt tokens (server usage, else Prometheus with one session)."),
+];
+
 /// The derived metric with this id (`total_tps_per_gpu`), if any (see [`DERIVED`]).
 pub fn derived(id: &str) -> Option<&'static Metric> {
     DERIVED.iter().find(|m| m.id == id)

@@ -26,6 +26,8 @@
 //! - [`prefix`]: prefix-share cells and warm rows — the cache reset (else salted prompts), the
 //!   shared prefix and unique rests, the measured hit rate beside the plan;
 //! - [`cell`]: one decode cell in stages — warm, open, ready, window, drain;
+//! - [`conversation`]: multi-turn conversations (`--turns`) — sessions at once, each sending
+//!   its history with the server's answers, figures per turn;
 //! - [`live_state`]: the run's live state (results so far, the row or cell being measured) in a
 //!   watch channel, for the terminal bar and the live page;
 //! - [`scrape`]: `/metrics` read by a task of its own, off the measuring path;
@@ -57,6 +59,7 @@ macro_rules! say {
 pub mod cache_start;
 pub mod cell;
 pub mod client;
+pub mod conversation;
 pub mod discovery;
 pub mod endings;
 pub mod engine;

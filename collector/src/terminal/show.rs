@@ -427,6 +427,20 @@ fn trace_section(r: &Results, markup: Markup, all: bool, out: &mut String) {
     out.push('\n');
 }
 
+/// The conversations (`--turns`): one row per cell and turn ([`crate::terminal::turns`]), then
+/// each cell's status, reason and missing figures.
+fn conversation_section(r: &Results, markup: Markup, out: &mut String) {
+    use crate::terminal::turns;
+    heading(out, markup, 2, "Conversations — per turn, each turn the whole history plus a new message");
+    let headers = turns::HEADERS.map(String::from).to_vec();
+    out.push_str(&Grid { headers, rows: turns::rows(r), numeric_from: 1 }.render(markup));
+    out.push('\n');
+    for line in turns::notes(r) {
+        let _ = writeln!(out, "{}", clean(&line));
+    }
+    out.push('\n');
+}
+
 /// A replay's prefix cache in words: `Prefix cache: ideal reuse 61.2% (trace) · measured hit
 /// rate 60.8% (Prometheus) · cache reset (POST /reset_prefix_cache).`
 fn trace_cache_line(t: &speedmatrix_schema::TraceRow) -> Option<String> {
@@ -636,6 +650,9 @@ pub fn render_report(r: &Results, all: bool, markup: Markup) -> String {
     }
     if !r.traces.is_empty() {
         trace_section(r, markup, all, &mut out);
+    }
+    if !r.conversations.is_empty() {
+        conversation_section(r, markup, &mut out);
     }
     if all {
         heading(&mut out, markup, 2, "All measurements");
