@@ -285,6 +285,15 @@ pub struct RunArgs {
     /// the prompts are salted) and its measured hit rate recorded beside the plan.
     #[arg(long, value_name = "SHARES", conflicts_with = "distinct_prompts")]
     pub prefix_share: Option<String>,
+    /// Multi-turn conversations instead of decode cells: per context and concurrency, that
+    /// many sessions at once (closed loop), each sending N turns — turn 1 a prompt of its own,
+    /// every later turn the whole history (prompts and the server's answers) plus a new
+    /// message; figures per turn. Chat endpoint only.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(2..=i64::from(speedmatrix_schema::conversation::MAX_TURNS)))]
+    pub turns: Option<u32>,
+    /// With --turns: the pause between an answer's end and the session's next turn.
+    #[arg(long, value_name = "DUR")]
+    pub think_time: Option<String>,
     /// Sampling temperature sent with every request.
     // A negative number is a value (refused by the range check with its reason), not a flag.
     #[arg(long, allow_negative_numbers = true)]
@@ -458,6 +467,11 @@ pub struct SimulateArgs {
     /// Longest prompt + output (tokens).
     #[arg(long)]
     pub max_model_len: Option<u32>,
+    /// KV cache capacity in tokens (rounded down to whole blocks of 16), replacing the
+    /// profile's: a small one makes the prefix cache evict (and requests queue). At least the
+    /// longest request (`--max-model-len`), as vLLM requires.
+    #[arg(long, value_name = "TOKENS")]
+    pub kv_tokens: Option<u64>,
     /// Run the twin's clock this many times faster than real time (trace times stay in twin
     /// ms). For tests of long schedules.
     #[arg(long, default_value_t = 1.0)]

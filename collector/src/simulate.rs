@@ -41,6 +41,14 @@ pub enum SimulateError {
     /// `--max-model-len` below 2.
     #[error("--max-model-len must be at least 2")]
     MaxModelLen,
+    /// `--kv-tokens` below one request of the longest length.
+    #[error("--kv-tokens {kv}: the KV cache must hold one request of the longest length, --max-model-len {max} tokens (give a larger --kv-tokens or a smaller --max-model-len)")]
+    KvTokens {
+        /// `--kv-tokens` in whole blocks.
+        kv: u64,
+        /// The longest prompt + output.
+        max: u32,
+    },
     /// `--time-scale` outside what the twin's clock can keep.
     #[error(
         "--time-scale {0}: give a number from {min} to {max} (1 = real time, 10 = ten times faster)",
@@ -136,6 +144,14 @@ fn config_for(args: &SimulateArgs, profile: Profile) -> Result<TwinConfig, Simul
             return Err(SimulateError::MaxModelLen);
         }
         profile.max_model_len = l;
+    }
+    if let Some(kv) = args.kv_tokens {
+        let block = u64::from(profile.block_size.max(1));
+        let kv = kv / block * block;
+        if kv < u64::from(profile.max_model_len) {
+            return Err(SimulateError::KvTokens { kv, max: profile.max_model_len });
+        }
+        profile.kv_tokens = kv;
     }
     if !TIME_SCALE.contains(&args.time_scale) {
         return Err(SimulateError::TimeScale(args.time_scale));
@@ -243,6 +259,15 @@ mod tests {
         assert!(c.profile.prefix_cache);
         assert_eq!(c.reasoning, None);
         assert!(c.faults.is_empty());
+    }
+
+    #[test]
+    fn kv_tokens_shrink_the_cache_in_whole_blocks_and_hold_the_longest_request() {
+        let c = config_from_args(&args(&["--max-model-len", "8192", "--kv-tokens", "20010"])).unwrap();
+        assert_eq!(c.profile.kv_tokens, 20_000, "whole blocks of 16");
+        let e = config_from_args(&args(&["--max-model-len", "8192", "--kv-tokens", "4096"])).unwrap_err();
+        assert!(e.to_string().starts_with("--kv-tokens 4096: the KV cache must hold"), "{e}");
+        assert_eq!(e.failure(), Failure::BadInput);
     }
 
     #[test]

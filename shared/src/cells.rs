@@ -823,7 +823,7 @@ mod tests {
         let cols = columns();
         let mut r = fixture("rates-twin.json");
         // A replayed trace is a rate cell's figures under `traces`: the first rate cell as one.
-        r.traces.push(TraceRow { cell: r.rates[0].clone(), requests: vec![] });
+        r.traces.push(TraceRow { cell: r.rates[0].clone(), requests: vec![], prefix_cache: None });
         for name in ["h200-qwen3.5-122b-vllm.json", "vllm-cpu-smollm2-135m.json"] {
             let other = fixture(name);
             for row in run_rows(&cols, RunOf { file: name, results: &other }) {

@@ -181,8 +181,26 @@ pub fn remaining(r: &Results, warm: &[u64]) -> Estimate {
         .map(|c| f64::from(crate::repeats::left(c, n)) * (readiness.0.at(c.concurrency) + window_s + DRAIN_S))
         .sum::<f64>()
         + rates_s(r, window_s, &prompt_s)
-        + traces_s(r);
+        + traces_s(r)
+        + conversations_s(r, &prompt_s);
     Estimate { total_s: prefill_s + warmup_s + decode_s, prefill_s, warmup_s, decode_s, prompt_tps, readiness }
+}
+
+/// A conversation's answers are timed at this many seconds per output token (a slow stream;
+/// the estimate knows no decode speed before the cell).
+const ANSWER_S_PER_TOKEN: f64 = 0.05;
+
+/// The conversation cells still to measure (`--turns`): each turn a cold prefill of the whole
+/// context at most, its answer, and the think time.
+fn conversations_s(r: &Results, prompt_s: &dyn Fn(u64) -> f64) -> f64 {
+    r.conversations
+        .iter()
+        .filter(|c| c.status == CellStatus::NotRun)
+        .map(|c| {
+            let turn = prompt_s(c.context.tokens) + f64::from(c.answer_tokens) * ANSWER_S_PER_TOKEN + c.think_time_s;
+            f64::from(c.turns) * turn
+        })
+        .sum()
 }
 
 /// The traces still to replay (`--trace`): each its replay (the slice's span ÷ the speed) and

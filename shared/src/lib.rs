@@ -21,6 +21,8 @@
 //!   requests, t between repeats), the interval of a difference and the false-alarm control.
 //! - [`command_line`]: a launch command split like a shell and read flag by flag.
 //! - [`context`]: context sizes (`8k` = 8,192 tokens, `max`).
+//! - [`conversation`]: multi-turn conversations — turn 1's share of the context, a turn's
+//!   figures and what it costs against turn 1.
 //! - [`status`]: the cell status rules (over capacity, requests queued, …).
 //! - [`endings`]: how requests ended: finish reasons that are completed requests, requests the
 //!   server cut short, output lengths against `max_tokens`.
@@ -38,6 +40,8 @@
 //!   largest concurrency per context that meets it, and its goodput.
 //! - [`trace`]: request traces to replay (the Mooncake format, slices, each request's prompt
 //!   plan from its prefix blocks).
+//! - [`trace_reuse`]: a replayed trace's ideal prefix reuse, and a measured hit rate judged
+//!   against it.
 //! - [`trace_timeline`]: a replayed trace's timeline (offered and completed requests, requests
 //!   in flight, each request's TTFT over the replay), as the page draws it.
 //! - [`simulation`]: how the speedmatrix twin says it is one on the wire, and how a run
@@ -49,6 +53,7 @@ pub mod arrivals;
 pub mod cells;
 pub mod command_line;
 pub mod context;
+pub mod conversation;
 pub mod derived;
 pub mod diff;
 pub mod endings;
@@ -75,6 +80,7 @@ pub mod summary;
 pub mod table;
 pub mod tokens;
 pub mod trace;
+pub mod trace_reuse;
 pub mod trace_timeline;
 
 pub use load::{load_results, LoadError};

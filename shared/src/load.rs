@@ -301,9 +301,9 @@ fn v2_to_v3(value: Value) -> Value {
 }
 
 /// Schema v3 → v4: v4 adds open-loop rate cells (`rates`, `config.rates`, the statuses
-/// `saturated` and `client_limited`, `requests[].send_lag_ms`), traces, and prefix-share cells
-/// and warm prefill rows (`config.prefix_shares`, `prefix_share`, `prefix_cache`), all
-/// optional; a v3 file has
+/// `saturated` and `client_limited`, `requests[].send_lag_ms`), traces (with their prefix reuse,
+/// `traces[].prefix_cache`), prefix-share cells and warm prefill rows (`config.prefix_shares`,
+/// `prefix_share`, `prefix_cache`) and conversations (`conversations`), all optional; a v3 file has
 /// none and means the same in v4. The version moves for the reason of [`v2_to_v3`].
 fn v3_to_v4(value: Value) -> Value {
     value
@@ -556,8 +556,11 @@ pub fn validate(r: &Results) -> Result<(), LoadError> {
     for (i, cell) in r.decode.iter().enumerate() {
         validate_cell(r, i, cell, &mut seen)?;
     }
+    validate_conversations(r)?;
     let c = &r.config;
-    for ctx in &c.contexts {
+    // A conversation run (`--turns`) plans conversation cells in the decode cells' places.
+    let decode_planned = r.conversations.is_empty();
+    for ctx in c.contexts.iter().filter(|_| decode_planned) {
         for share in planned_shares(c) {
             if let Some(&n) = c.concurrency.iter().find(|&&n| !seen.contains(&(ctx.tokens, n, key(share)))) {
                 return Err(invalid(
@@ -569,6 +572,34 @@ pub fn validate(r: &Results) -> Result<(), LoadError> {
                     ),
                 ));
             }
+        }
+    }
+    Ok(())
+}
+
+/// Every conversation cell is one of the plan's (its context and sessions in `config`), with at
+/// most one figure set per planned turn, numbered in order from 1.
+fn validate_conversations(r: &Results) -> Result<(), LoadError> {
+    let c = &r.config;
+    for (i, cell) in r.conversations.iter().enumerate() {
+        let at = |field: &str| format!("conversations[{i}].{field}");
+        if !c.contexts.iter().any(|x| x.tokens == cell.context.tokens) {
+            return Err(invalid(at("context"), format!("{} is not in config.contexts", cell.context.label)));
+        }
+        if !c.concurrency.contains(&cell.sessions) {
+            return Err(invalid(at("sessions"), format!("{} is not in config.concurrency", cell.sessions)));
+        }
+        if cell.turns == 0 || cell.per_turn.len() > cell.turns as usize {
+            return Err(invalid(
+                at("per_turn"),
+                format!("{} turns recorded of {} planned", cell.per_turn.len(), cell.turns),
+            ));
+        }
+        if let Some((k, t)) = cell.per_turn.iter().enumerate().find(|(k, t)| t.turn as usize != k + 1) {
+            return Err(invalid(
+                at(&format!("per_turn[{k}].turn")),
+                format!("{} where turn {} belongs", t.turn, k + 1),
+            ));
         }
     }
     Ok(())
@@ -858,6 +889,26 @@ mod tests {
         assert!(e.contains("3 repeats, but config.repeats plans 2"), "{e}");
         r.config.repeats = Some(0);
         assert!(validate(&r).unwrap_err().to_string().contains("config.repeats"));
+    }
+
+    #[test]
+    fn conversations_take_the_decode_cells_places_and_keep_to_the_plan() {
+        let v: Value = serde_json::from_slice(include_bytes!("../../tests/fixtures/round1/twin-tiny.json")).unwrap();
+        let mut r: Results = serde_json::from_value(migrate(v).unwrap()).unwrap();
+        let (ctx, n) = (r.config.contexts[0].clone(), r.config.concurrency[0]);
+        r.decode.clear();
+        assert!(validate(&r).unwrap_err().to_string().contains("is missing; every planned cell appears"));
+        let cell = crate::ConversationCell::planned(ctx, n, (3, 0.0), (900, 64, 16));
+        r.conversations.push(cell.clone());
+        validate(&r).unwrap();
+        r.conversations[0].sessions = 9999;
+        let e = validate(&r).unwrap_err().to_string();
+        assert!(e.contains("conversations[0].sessions") && e.contains("9999 is not in config.concurrency"), "{e}");
+        r.conversations[0] = cell;
+        let t = crate::conversation::turn_figures(2, &[], None, None);
+        r.conversations[0].per_turn.push(t);
+        let e = validate(&r).unwrap_err().to_string();
+        assert!(e.contains("per_turn[0].turn") && e.contains("2 where turn 1 belongs"), "{e}");
     }
 
     #[test]

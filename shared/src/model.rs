@@ -51,6 +51,10 @@ pub struct Results {
     /// is `config.trace`. Absent in runs without `--trace`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub traces: Vec<TraceRow>,
+    /// Multi-turn conversations (`--turns`; docs/METHODOLOGY.md, "Conversations"): one cell per
+    /// context × sessions at once, with figures per turn. Absent in runs without `--turns`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conversations: Vec<ConversationCell>,
     /// The machine the collector ran on: its CPU bounds the client's own figures (the
     /// self-check `client_cpu_pct`). For a server on that machine it is the same host as
     /// [`Results::hardware`]; for a remote one it is not the server's hardware. `null` in files
@@ -1822,6 +1826,156 @@ pub struct TraceRow {
     /// order.
     #[serde(default)]
     pub requests: Vec<TraceRequest>,
+    /// The trace's ideal reuse beside the prefix-cache hit rate the server measured over the
+    /// replay (docs/METHODOLOGY.md, "Trace replay"); absent in files from before it was
+    /// measured and for a replay not yet measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_cache: Option<TracePrefixCache>,
+}
+
+/// A replayed trace's prefix reuse: what the trace could reuse, and what the server served
+/// from its prefix cache.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct TracePrefixCache {
+    /// Prompt tokens in blocks an earlier request of the slice sent ÷ the slice's prompt
+    /// tokens, fraction 0–1 (trace: `hash_ids` × 512 tokens, a partial last block by its
+    /// tokens).
+    pub ideal_reuse: f64,
+    /// The numerator of `ideal_reuse`, tokens (trace).
+    pub ideal_reused_tokens: u64,
+    /// The slice's prompt tokens (`input_length` summed), tokens (trace).
+    pub trace_prompt_tokens: u64,
+    /// Tokens of the distinct blocks the slice sends: what a cache must hold to reach the
+    /// ideal (trace).
+    pub distinct_block_tokens: u64,
+    /// How the cache was put in a known state before the replay.
+    pub cache_start: CacheStart,
+    /// The reset asked for (`POST /reset_prefix_cache`), or why none could be (with
+    /// `salted`).
+    pub cache_start_detail: String,
+    /// Prompt tokens served from the prefix cache ÷ prompt tokens looked up, over the replay,
+    /// fraction 0–1 (source: `hit_rate_source`); `null` when no source gives it (the cell's
+    /// `missing` says why).
+    #[serde(default)]
+    pub measured_hit_rate: Option<f64>,
+    /// Where `measured_hit_rate` came from.
+    #[serde(default)]
+    pub hit_rate_source: Option<HitRateSource>,
+    /// Prompt tokens served from the cache, tokens (source: `hit_rate_source`).
+    #[serde(default)]
+    pub hit_tokens: Option<u64>,
+    /// Prompt tokens looked up, tokens (source: `hit_rate_source`).
+    #[serde(default)]
+    pub query_tokens: Option<u64>,
+}
+
+/// A multi-turn conversation cell (`run --turns N`): `sessions` conversations at once (closed
+/// loop), each sending its turns one after another — turn 1 a prompt of its own, every later
+/// turn the whole history (prompts and the server's answers, as chat messages) plus a new user
+/// message, `think_time_s` after the previous answer ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ConversationCell {
+    /// The context (row of the matrix): turn 1's prompt leaves room in it for every later
+    /// turn's answer and message.
+    pub context: ContextSize,
+    /// Conversations at once (`--concurrency`).
+    pub sessions: u32,
+    /// Turns per conversation (`--turns`).
+    pub turns: u32,
+    /// Pause between an answer's end and the next turn's request, s (`--think-time`).
+    pub think_time_s: f64,
+    /// Turn 1's prompt, tokens (plan: the context less the room for the later turns).
+    pub first_prompt_tokens: u64,
+    /// Each later turn's new user message, tokens as a whole prompt (plan).
+    pub follow_up_tokens: u64,
+    /// `max_tokens` of every answer (plan).
+    pub answer_tokens: u32,
+    /// Valid, error or not run.
+    pub status: CellStatus,
+    /// Why it has its status (an error's cause), and notes.
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// Figures per turn, turn 1 first; empty before it was measured.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub per_turn: Vec<TurnFigures>,
+    /// Figures its sources could not give, and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<MissingFigure>,
+    /// Header differences accepted on `--resume` when it was measured.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub accepted_differences: Vec<AcceptedDifference>,
+}
+
+/// Turn k of a conversation cell, over its sessions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct TurnFigures {
+    /// The turn, from 1.
+    pub turn: u32,
+    /// Sessions whose request of this turn finished (client).
+    pub completed: u64,
+    /// Sessions whose request of this turn failed (client).
+    pub failed: u64,
+    /// The turn's prompt as the server counted it, median over sessions, tokens (server
+    /// usage).
+    #[serde(default)]
+    pub prompt_tokens: Option<u64>,
+    /// Time to first token, ms, over the sessions (client clock).
+    #[serde(default)]
+    pub ttft_ms: Option<Distribution>,
+    /// Inter-token latency, ms, over the turn's tokens (client clock, server usage).
+    #[serde(default)]
+    pub itl_ms: Option<Distribution>,
+    /// Request sent → last token, ms, over the sessions (client clock).
+    #[serde(default)]
+    pub e2e_ms: Option<Distribution>,
+    /// This turn's TTFT p50 ÷ turn 1's: what turn k costs against turn 1 (client clock).
+    #[serde(default)]
+    pub ttft_ratio: Option<f64>,
+    /// Prompt tokens served from the prefix cache ÷ prompt tokens, over the turn's requests,
+    /// fraction 0–1 (source: `hit_rate_source`); `null` when no source gives it (the cell's
+    /// `missing` says why).
+    #[serde(default)]
+    pub cache_hit_rate: Option<f64>,
+    /// Where `cache_hit_rate` came from.
+    #[serde(default)]
+    pub hit_rate_source: Option<HitRateSource>,
+    /// Prompt tokens served from the cache, tokens (source: `hit_rate_source`).
+    #[serde(default)]
+    pub hit_tokens: Option<u64>,
+    /// Prompt tokens looked up, tokens (source: `hit_rate_source`).
+    #[serde(default)]
+    pub query_tokens: Option<u64>,
+}
+
+impl ConversationCell {
+    /// The cell of a plan, not measured yet.
+    pub fn planned(
+        context: ContextSize,
+        sessions: u32,
+        (turns, think_time_s): (u32, f64),
+        (first_prompt_tokens, follow_up_tokens, answer_tokens): (u64, u64, u32),
+    ) -> ConversationCell {
+        ConversationCell {
+            context,
+            sessions,
+            turns,
+            think_time_s,
+            first_prompt_tokens,
+            follow_up_tokens,
+            answer_tokens,
+            status: CellStatus::NotRun,
+            reason: Some("pending".into()),
+            per_turn: vec![],
+            missing: vec![],
+            accepted_differences: vec![],
+        }
+    }
 }
 
 /// One request of a replayed trace.
@@ -1864,6 +2018,6 @@ impl TraceRow {
         requests: Vec<TraceRequest>,
     ) -> TraceRow {
         let arrival = Arrival { process: ArrivalProcess::Trace, cv: None, seed: 0 };
-        TraceRow { cell: RateCell::new(context, rate_rps, arrival, max_in_flight), requests }
+        TraceRow { cell: RateCell::new(context, rate_rps, arrival, max_in_flight), requests, prefix_cache: None }
     }
 }

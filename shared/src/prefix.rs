@@ -119,6 +119,18 @@ pub fn off_plan_note(planned: f64, measured: f64, e: &Evidence) -> Option<String
         });
         return Some(format!("{head}: {}", why.join("; ")));
     }
+    let mut why = below_reasons(planned, e);
+    if why.is_empty() {
+        why.push(unexplained(e));
+    }
+    Some(format!("{head}: {}", why.join("; ")))
+}
+
+/// What the evidence says of a hit rate below a plan of `planned`: prefix caching off, cache
+/// blocks that cut the prefix, eviction under load (KV-cache usage at 90 % or more,
+/// preemptions). Empty when the evidence names none.
+pub fn below_reasons(planned: f64, e: &Evidence) -> Vec<String> {
+    let mut why: Vec<String> = vec![];
     if e.caching_on == Some(false) {
         why.push("the server reports its prefix caching off".into());
     }
@@ -143,13 +155,15 @@ pub fn off_plan_note(planned: f64, measured: f64, e: &Evidence) -> Option<String
         }
         why.push(format!("the cache may have evicted the prefix under load ({})", load.join(", ")));
     }
-    if why.is_empty() {
-        why.push(match e.caching_on {
-            Some(true) => "the server reports prefix caching on, so it may have evicted the prefix under load, or its cache blocks cut it".into(),
-            _ => "prefix caching may be off on the server, the prefix evicted under load, or cut by the server's cache blocks".into(),
-        });
+    why
+}
+
+/// The possibilities a low hit rate leaves when the evidence names no reason.
+pub fn unexplained(e: &Evidence) -> String {
+    match e.caching_on {
+        Some(true) => "the server reports prefix caching on, so it may have evicted the prefix under load, or its cache blocks cut it".into(),
+        _ => "prefix caching may be off on the server, the prefix evicted under load, or cut by the server's cache blocks".into(),
     }
-    Some(format!("{head}: {}", why.join("; ")))
 }
 
 #[cfg(test)]

@@ -232,8 +232,9 @@ pub static DERIVED: &[Metric] = &[
       "GPU-hour price × GPUs ÷ (total tok/s × 3,600 s) × 1,000,000, in the price's currency (price typed in the page)."),
 ];
 
-/// The figures of prefix-share rows and cells (`--prefix-share`): the planned share and the
-/// hit rate the server's counters measured beside it. They are not columns of the flat
+/// The figures of prefix-share rows and cells (`--prefix-share`) and trace replays: the
+/// planned share (a trace's ideal reuse) and the hit rate the server's counters measured
+/// beside it. They are not columns of the flat
 /// measurement table (a row or cell without a share has neither); `show` prints them beside
 /// the cell. Defined, like every metric, in `docs/METHODOLOGY.md` ("Prefix caching").
 #[rustfmt::skip]
@@ -242,6 +243,20 @@ pub static PREFIX_CACHE: &[Metric] = &[
       "Share of each prompt that is a prefix shared by the cell's requests, the rest unique (plan)."),
     m("prefix_cache_hit_rate", "Prefix-cache hit rate", Unit::Fraction, Style::Percent(1), None, S,
       "Prompt tokens served from the server's prefix cache ÷ prompt tokens, over the row's or cell's requests (Prometheus counters, else server usage)."),
+    m("trace_ideal_reuse", "Ideal reuse", Unit::Fraction, Style::Percent(1), None, S,
+      "A replayed trace's prompt tokens in blocks an earlier request of its slice sent ÷ its prompt tokens: the hit rate of a cache that never forgets (trace)."),
+];
+
+/// The figures of conversations (`--turns`), per turn: what turn k costs against turn 1 and
+/// how much of its prompt the server's prefix cache served. Not columns of the flat
+/// measurement table; `show` prints them in the per-turn table. Defined, like every metric, in
+/// `docs/METHODOLOGY.md` ("Conversations").
+#[rustfmt::skip]
+pub static CONVERSATION: &[Metric] = &[
+    m("turn_ttft_ratio", "TTFT vs turn 1", Unit::Count, Style::Fixed(2), Some(false), S,
+      "Turn k's TTFT p50 ÷ turn 1's, over a conversation cell's sessions (client clock)."),
+    m("turn_cache_hit_rate", "Turn cache hit rate", Unit::Fraction, Style::Percent(1), None, S,
+      "Prompt tokens of turn k served from the server's prefix cache ÷ its prompt tokens (server usage, else Prometheus with one session)."),
 ];
 
 /// The derived metric with this id (`total_tps_per_gpu`), if any (see [`DERIVED`]).

@@ -68,7 +68,7 @@ fn edited(dir: &Path, fixture_name: &str, name: &str, edit: impl FnOnce(&mut Res
 /// (a trace row holds a rate cell's figures; no committed fixture has one).
 fn with_trace(dir: &Path) -> PathBuf {
     edited(dir, "rates-twin.json", "rates-with-trace.json", |r| {
-        r.traces.push(TraceRow { cell: r.rates[0].clone(), requests: vec![] })
+        r.traces.push(TraceRow { cell: r.rates[0].clone(), requests: vec![], prefix_cache: None })
     })
 }
 

@@ -171,6 +171,7 @@ pub fn convert(src: &Source, converted_by: &str) -> Result<Results, ImportError>
         rates: vec![],
         rate_at_slo: vec![],
         traces: vec![],
+        conversations: vec![],
         client: None,
         missing,
         import: Some(ImportInfo { format: "llm-inference-bench".into(), files: vec![name.clone()], unmapped }),

@@ -343,6 +343,7 @@ pub fn convert(sources: &[Source], converted_by: &str) -> Result<Results, Import
         rates: vec![],
         rate_at_slo: vec![],
         traces: vec![],
+        conversations: vec![],
         client: None,
         missing: missing(),
         import: Some(ImportInfo { format: "vllm-bench".into(), files, unmapped }),

@@ -385,6 +385,7 @@ impl Streams {
             id,
             events: Some(self.events_tx.clone()),
             live_tokens: Some(self.live.clone()),
+            keep_text: false,
         };
         let body = match &self.per_request {
             Some(b) => b.of(id),

@@ -255,7 +255,7 @@ impl Client {
     /// `body` is the serialized JSON request (serialize once with [`request_body`] and share it
     /// across streams: serializing a 256K-token prompt inside the timed path would add to TTFT).
     pub async fn stream(&self, path: &str, body: &bytes::Bytes, ctl: StreamCtl) -> StreamRecord {
-        let StreamCtl { clock, stall, mut cancel, id, events, live_tokens } = ctl;
+        let StreamCtl { clock, stall, mut cancel, id, events, live_tokens, keep_text } = ctl;
         let mut rec = StreamRecord { id, sent_ms: clock.now_ms(), ..StreamRecord::default() };
         let resp = match self.answered(path, body, (clock, stall), &mut cancel, &mut rec).await {
             Some(r) => r,
@@ -297,6 +297,11 @@ impl Client {
             if event.data.trim() == "[DONE]" {
                 rec.done = true;
                 break;
+            }
+            if keep_text {
+                if let Some(text) = crate::measuring::wire::content_text(&event.data) {
+                    rec.content.get_or_insert_with(String::new).push_str(&text);
+                }
             }
             match parser.parse(&event.data) {
                 Err(e) => return rec.fail(clock, StreamError::Chunk(e)),
@@ -698,6 +703,9 @@ pub struct StreamCtl {
     pub events: Option<mpsc::UnboundedSender<FirstToken>>,
     /// Incremented by every chunk's tokens (live tok/s for the progress bar).
     pub live_tokens: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
+    /// Keep the answer's content text in the record (`StreamRecord::content`: a conversation
+    /// sends it back); off on every measuring path that needs only the timing.
+    pub keep_text: bool,
 }
 
 /// What a stream tells its coordinator while it runs: its first token arrived (its record, with
@@ -754,6 +762,8 @@ pub struct StreamRecord {
     pub server_timings: Option<speedmatrix_schema::ServerTimings>,
     /// Prompt tokens the server served from its prefix cache (`usage.prompt_tokens_details`).
     pub cached_tokens: Option<u64>,
+    /// The answer's content text, when its `StreamCtl` asked to keep it.
+    pub content: Option<String>,
     /// The `Retry-After` waits (s) of each HTTP 429 this request got before it was sent again.
     pub rate_limited: Vec<u64>,
 }

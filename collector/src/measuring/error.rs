@@ -107,6 +107,14 @@ pub enum RunError {
     /// `--prefix-share` with rate cells or a trace, which do not take it yet.
     #[error("--prefix-share applies to concurrency cells and prefill rows; rate cells and --trace do not take it yet (run them without --prefix-share)")]
     PrefixShareOpenLoop,
+    /// `--turns` with a flag it does not combine with (yet), or `--think-time` without it.
+    #[error("{flag}: {why}")]
+    Turns {
+        /// The flag refused.
+        flag: &'static str,
+        /// Why, and what to do.
+        why: String,
+    },
     /// `--rates auto` without `--slo`.
     #[error("--rates auto searches for the highest rate that meets an SLO: give one with --slo, e.g. --slo ttft=2s,tpot=50ms")]
     AutoWithoutSlo,

@@ -51,9 +51,11 @@ pub(crate) fn fresh_results(info: &ServerInfo, plan: &Plan, spec: &RunSpec, host
             ..PrefillRow::new(c.clone(), CellStatus::NotRun, Some("pending".into()))
         })
         .collect();
+    // Conversations (`--turns`) take the decode cells' places.
     let decode = plan
         .cells
         .iter()
+        .filter(|_| spec.turns.is_none())
         .map(|p| {
             let mut c = crate::measuring::measure::blank_cell(&p.context, p.concurrency);
             c.prefix_share = p.prefix_share;
@@ -92,6 +94,7 @@ pub(crate) fn fresh_results(info: &ServerInfo, plan: &Plan, spec: &RunSpec, host
             .collect(),
         rate_at_slo: vec![],
         traces: spec.trace.iter().map(|t| crate::measuring::trace::planned_row(t, spec.max_in_flight)).collect(),
+        conversations: crate::measuring::conversation::planned(plan, spec),
         client: Some(host.client.clone()),
         missing: info.facts.missing.iter().chain(&host.missing).cloned().collect(),
         import: None,

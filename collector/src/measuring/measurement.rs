@@ -31,7 +31,9 @@
 use crate::measuring::error::CellError;
 use crate::measuring::session::Session;
 use speedmatrix_schema::progress::Current;
-use speedmatrix_schema::{AcceptedDifference, CellStatus, DecodeCell, PrefillRow, RateCell, TraceRow};
+use speedmatrix_schema::{
+    AcceptedDifference, CellStatus, ConversationCell, DecodeCell, PrefillRow, RateCell, TraceRow,
+};
 
 /// One kind of measurement (module docs): its stages, and the row or cell it fills.
 pub(crate) trait Measurement {
@@ -103,7 +105,7 @@ macro_rules! row_of {
         }
     )+};
 }
-row_of!(PrefillRow, DecodeCell, RateCell);
+row_of!(PrefillRow, DecodeCell, RateCell, ConversationCell);
 
 /// A replayed trace's status and reason are its figures' (`cell`).
 impl Row for TraceRow {

@@ -26,6 +26,8 @@
 //! - [`prefix`]: prefix-share cells and warm rows — the cache reset (else salted prompts), the
 //!   shared prefix and unique rests, the measured hit rate beside the plan;
 //! - [`cell`]: one decode cell in stages — warm, open, ready, window, drain;
+//! - [`conversation`]: multi-turn conversations (`--turns`) — sessions at once, each sending
+//!   its history with the server's answers, figures per turn;
 //! - [`live_state`]: the run's live state (results so far, the row or cell being measured) in a
 //!   watch channel, for the terminal bar and the live page;
 //! - [`scrape`]: `/metrics` read by a task of its own, off the measuring path;
@@ -41,7 +43,9 @@
 //! - [`pacer`]: open-loop sending — each scheduled instant from a thread of its own, the request
 //!   due then sent or held back by `--max-in-flight` (rate cells and trace replays);
 //! - [`trace`]: a request trace (`--trace`, Mooncake format) read, sliced and replayed;
-//! - [`trace_prompt`]: a trace's prompts — one text block per hash id, shared exactly.
+//! - [`trace_prompt`]: a trace's prompts — one text block per hash id, shared exactly;
+//! - [`trace_cache`]: a trace replay's prefix cache — the trace's ideal reuse beside the hit
+//!   rate the server measured, and why when it falls short.
 
 /// `eprintln!` that never panics: a closed stderr (`run … 2>&1 | head`) must not stop a run
 /// half-way and leave its file `running`; the lines are lost, the measurements are not.
@@ -55,6 +59,7 @@ macro_rules! say {
 pub mod cache_start;
 pub mod cell;
 pub mod client;
+pub mod conversation;
 pub mod discovery;
 pub mod endings;
 pub mod engine;
@@ -84,5 +89,6 @@ pub mod series;
 pub mod session;
 pub mod spec;
 pub mod trace;
+pub mod trace_cache;
 pub mod trace_prompt;
 pub mod wire;

@@ -126,6 +126,7 @@ impl<B: Bodies> InFlight<B> {
             id,
             events: None,
             live_tokens: None,
+            keep_text: false,
         };
         let (client, path, body) = (s.client.clone(), s.path, self.bodies.body(id));
         self.sent.push(Sent { id, scheduled_ms, held });

@@ -65,6 +65,7 @@ pub async fn measure(args: &RunArgs) -> Result<u8, RunError> {
     if let Some(t) = &spec.trace {
         crate::measuring::trace::fits(t, info.facts.max_model_len)?;
     }
+    crate::measuring::conversation::fits(&plan, &spec)?;
     print_plan(&info, &plan, &spec);
     if spec.dry_run {
         let preview = header::fresh_results(&info, &plan, &spec, &Host::none());
@@ -140,6 +141,9 @@ fn finish(s: &mut Session, stopped: Option<(RunStatus, String, u8)>) -> Result<u
     for t in s.results.traces.iter_mut().filter(|t| t.cell.status == CellStatus::NotRun) {
         t.cell.reason = Some(unmeasured.clone());
     }
+    for c in s.results.conversations.iter_mut().filter(|c| c.status == CellStatus::NotRun) {
+        c.reason = Some(unmeasured.clone());
+    }
     // A cell stopped between its repeats says how many it has (`--resume` measures the rest).
     let n = repeats::planned(&s.results);
     for c in s.results.decode.iter_mut().filter(|c| c.status.is_measured()) {
@@ -159,7 +163,8 @@ fn finish(s: &mut Session, stopped: Option<(RunStatus, String, u8)>) -> Result<u
     let errors = s.results.decode.iter().filter(|c| c.status == CellStatus::Error).count()
         + s.results.prefill.iter().filter(|c| c.status == CellStatus::Error).count()
         + s.results.rates.iter().filter(|c| c.status == CellStatus::Error).count()
-        + s.results.traces.iter().filter(|t| t.cell.status == CellStatus::Error).count();
+        + s.results.traces.iter().filter(|t| t.cell.status == CellStatus::Error).count()
+        + s.results.conversations.iter().filter(|c| c.status == CellStatus::Error).count();
     let detail = match errors {
         0 => String::new(),
         1 => " (1 error cell — see `speedmatrix show --all` for the reason)".into(),
@@ -244,7 +249,15 @@ fn print_plan(info: &ServerInfo, plan: &Plan, spec: &RunSpec) {
         if plan.contexts.len() == 1 { "" } else { "s" },
         labels(&plan.contexts)
     );
-    if !plan.concurrency.is_empty() {
+    if let Some((turns, think)) = spec.turns.filter(|_| !plan.concurrency.is_empty()) {
+        say!(
+            "plan: conversations {contexts} × sessions {:?}, {turns} turns each (every turn the whole history plus a new message of {} tokens), think time {} s, answers of max_tokens {}",
+            plan.concurrency,
+            speedmatrix_schema::conversation::FOLLOW_UP_TOKENS,
+            think.as_secs_f64(),
+            spec.max_tokens
+        );
+    } else if !plan.concurrency.is_empty() {
         say!(
             "plan: decode {contexts} × concurrency {:?}, {} s windows, max_tokens {}",
             plan.concurrency,
@@ -345,7 +358,24 @@ async fn measure_all(s: &mut Session) -> Result<Option<String>, FileError> {
     if let Some(cause) = measure_rates(s).await? {
         return Ok(Some(cause));
     }
-    measure_traces(s).await
+    if let Some(cause) = measure_traces(s).await? {
+        return Ok(Some(cause));
+    }
+    measure_conversations(s).await
+}
+
+/// Measure every conversation cell still to measure (`--turns`).
+async fn measure_conversations(s: &mut Session) -> Result<Option<String>, FileError> {
+    for index in 0..s.results.conversations.len() {
+        if s.results.conversations[index].status != CellStatus::NotRun {
+            continue;
+        }
+        let c = crate::measuring::conversation::Conversation { index, cell: s.results.conversations[index].clone() };
+        if let Some(cause) = measure_one(s, &c).await? {
+            return Ok(Some(cause));
+        }
+    }
+    Ok(None)
 }
 
 /// Replay every trace still to measure (`--trace`).

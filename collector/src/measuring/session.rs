@@ -266,8 +266,15 @@ impl Session {
     /// One request to completion (prefill rows, warm-ups).
     pub(crate) async fn single(&self, prompt: &str, max_tokens: u32) -> StreamRecord {
         let (_keep, cancel) = watch::channel(false);
-        let ctl =
-            StreamCtl { clock: self.clock, stall: self.spec.stall, cancel, id: 0, events: None, live_tokens: None };
+        let ctl = StreamCtl {
+            clock: self.clock,
+            stall: self.spec.stall,
+            cancel,
+            id: 0,
+            events: None,
+            live_tokens: None,
+            keep_text: false,
+        };
         self.client.stream(self.path, &request_body(&self.body(prompt, max_tokens)), ctl).await
     }
 

@@ -65,6 +65,9 @@ pub struct RunSpec {
     pub temperature: Option<f64>,
     /// `--seed`.
     pub seed: Option<u64>,
+    /// `--turns` with `--think-time` (0 s when not given): conversations instead of decode
+    /// cells.
+    pub turns: Option<(u32, Duration)>,
     /// `--kv-budget`.
     pub kv_budget: Option<u64>,
     /// `--engine`.
@@ -205,6 +208,7 @@ impl RunSpec {
         if !prefix_shares.is_empty() && (!rates.is_empty() || rate_search || trace.is_some()) {
             return Err(RunError::PrefixShareOpenLoop);
         }
+        let turns = turns(args, (!rates.is_empty() || rate_search, trace.is_some(), !prefix_shares.is_empty()))?;
         let temperature = file.temperature.unwrap_or(args.temperature);
         if let Some(t) = temperature.filter(|t| !t.is_finite() || *t < 0.0) {
             return Err(RunError::Temperature { value: t });
@@ -255,6 +259,7 @@ impl RunSpec {
             prefix_shares,
             temperature,
             seed: file.seed.unwrap_or(args.seed),
+            turns,
             kv_budget: file.kv_budget.or(args.kv_budget),
             engine: args.engine.map(Into::into),
             out,
@@ -608,6 +613,50 @@ pub fn same_file(a: &Path, b: &Path) -> bool {
 }
 
 /// A duration flag through humantime (`30s`, `2m`, `500ms`), more than 0.
+/// `--turns N` with `--think-time DUR`, checked against the flags they do not combine with:
+/// `(rates, trace, prefix_share)` say which of those were given.
+fn turns(
+    args: &RunArgs,
+    (rates, trace, prefix_share): (bool, bool, bool),
+) -> Result<Option<(u32, Duration)>, RunError> {
+    let refuse = |flag: &'static str, why: &str| Err(RunError::Turns { flag, why: why.to_string() });
+    let Some(n) = args.turns else {
+        return match args.think_time {
+            Some(_) => refuse("--think-time", "applies to conversations only; give --turns N too"),
+            None => Ok(None),
+        };
+    };
+    let open_loop = "conversations run closed loop, --concurrency sessions at once; open-loop sessions (--rates) are not built yet: drop --rates or --turns";
+    let conflicts: [(bool, &'static str, &str); 6] = [
+        (rates, "--rates", open_loop),
+        (trace, "--trace", "a trace replays its own requests; run --turns without --trace"),
+        (
+            prefix_share,
+            "--prefix-share",
+            "a conversation's later turns share their history already; run --turns without --prefix-share",
+        ),
+        (
+            args.distinct_prompts,
+            "--distinct-prompts",
+            "every session has a prompt of its own already; drop --distinct-prompts",
+        ),
+        (args.repeat > 1, "--repeat", "conversations are measured once; drop --repeat"),
+        (args.resume.is_some(), "--resume", "a conversation run is not resumed yet; start it again"),
+    ];
+    if let Some((_, flag, why)) = conflicts.iter().find(|(on, _, _)| *on) {
+        return refuse(flag, &format!("does not combine with --turns: {why}"));
+    }
+    if matches!(args.endpoint, crate::cli::EndpointArg::Completions) {
+        return refuse("--endpoint completions", "--turns sends the history as chat messages: use --endpoint chat");
+    }
+    let think = match &args.think_time {
+        None => Duration::ZERO,
+        Some(v) => humantime::parse_duration(v.trim())
+            .map_err(|_| RunError::NotADuration { flag: "--think-time", value: v.clone() })?,
+    };
+    Ok(Some((n, think)))
+}
+
 fn duration_flag(flag: &'static str, v: &str) -> Result<Duration, RunError> {
     let d = humantime::parse_duration(v.trim()).map_err(|_| RunError::NotADuration { flag, value: v.to_string() })?;
     if d.is_zero() {

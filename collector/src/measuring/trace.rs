@@ -196,6 +196,8 @@ pub struct Warmed {
     /// Each request's prompt tokens as built (`/tokenize`), by id.
     sized: Vec<Option<u64>>,
     note: Option<String>,
+    /// How the prefix cache began.
+    start: crate::measuring::cache_start::Start,
 }
 
 /// What the window left open.
@@ -240,6 +242,42 @@ impl TraceReplay {
         }
     }
 
+    /// The replay's prefix cache: the trace's ideal reuse beside the measured hit rate, with
+    /// why when it is far below (in `reason`, said on the terminal) or missing.
+    fn cache_figures(
+        &self,
+        s: &Session,
+        row: &mut TraceRow,
+        start: &crate::measuring::cache_start::Start,
+        records: &[crate::measuring::client::StreamRecord],
+        scrapes: &[crate::measuring::scrape::Scrape],
+    ) {
+        use crate::measuring::trace_cache::{reuse, Served};
+        let server = row.cell.server.as_ref();
+        let evidence = speedmatrix_schema::prefix::Evidence {
+            caching_on: s.info.facts.prefix_caching,
+            kv_usage_max: server.and_then(|x| x.kv_cache_usage_max),
+            preemptions: server.and_then(|x| x.preemptions),
+            ..Default::default()
+        };
+        let served = Served {
+            records,
+            scrapes,
+            has_metrics: s.has_metrics,
+            evidence,
+            kv_budget_tokens: s.info.facts.kv_budget.map(|(b, _)| b),
+        };
+        let r = reuse(&self.trace.entries, start, &served);
+        if row.cell.status.is_measured() {
+            if let Some(note) = r.note {
+                s.log(format!("warning: trace {}: {note}", self.label()));
+                crate::measuring::measure::add_note(&mut row.cell.reason, note);
+            }
+            row.cell.missing.extend(r.missing);
+        }
+        row.prefix_cache = Some(r.figures);
+    }
+
     /// The drain's limit: every request may finish within the longer of 30 s and a tenth of
     /// the replay.
     fn drain_limit(&self) -> Duration {
@@ -261,11 +299,13 @@ impl Measurement for TraceReplay {
         format!("trace {}", self.label())
     }
 
-    /// Every request's prompt (blocks built once) and body; idle connections; the server
-    /// settled.
+    /// The server's prefix cache reset (else every prompt salted); every request's prompt
+    /// (blocks built once) and body; idle connections; the server settled.
     async fn warm(&self, s: &mut Session) -> Result<Warmed, CellError> {
+        let start = s.cache_start().await;
         let builder = s.prompt_builder().clone();
-        let mut prompts = TracePrompts::new(&builder);
+        let salt = crate::measuring::trace_cache::salt(&builder.run_id, self.index);
+        let mut prompts = TracePrompts::new(&builder, start.salt(&salt));
         let mut bodies = Vec::with_capacity(self.trace.entries.len());
         let mut sized = Vec::with_capacity(self.trace.entries.len());
         let (mut over, mut under) = (0usize, 0usize);
@@ -300,7 +340,7 @@ impl Measurement for TraceReplay {
             notes.push(busy);
         }
         let note = (!notes.is_empty()).then(|| notes.join("; "));
-        Ok(Warmed { bodies: TraceBodies(Arc::new(bodies)), sized, note })
+        Ok(Warmed { bodies: TraceBodies(Arc::new(bodies)), sized, note, start })
     }
 
     /// Each request at its scaled timestamp.
@@ -433,6 +473,7 @@ impl Measurement for TraceReplay {
         if let Some(note) = warmed.note {
             crate::measuring::measure::add_note(&mut row.cell.reason, note);
         }
+        self.cache_figures(s, &mut row, &warmed.start, &obs.records, &obs.scrapes);
         row
     }
 

@@ -7,7 +7,8 @@
 //! A block's text is ` [block ID · run RUN] ` and prose seeded by the id, closed with short
 //! words to exactly [`BLOCK_TOKENS`] tokens as the server counts them after a fixed anchor
 //! (so the count is the block's in the middle of a prompt). A request's prompt is its whole
-//! blocks, then the tail, sized as a whole prompt to `input_length` (chat: template included).
+//! blocks, then the tail, sized as a whole prompt to `input_length` (chat: template included);
+//! a replay whose cache could not be reset starts every prompt with its salt.
 
 use crate::measuring::client::HttpError;
 use crate::measuring::prompt::{prose, Prompt, PromptBuilder};
@@ -27,6 +28,8 @@ pub struct TracePrompts<'a> {
     /// A block whose count was not exactly [`BLOCK_TOKENS`] (calibrated sizer, or the search
     /// could not close it): how many.
     pub inexact_blocks: usize,
+    /// Text before every prompt: empty, or the salt of a replay whose cache could not be reset.
+    salt: String,
 }
 
 /// ` w1 w2 …`: words after a space each.
@@ -39,9 +42,9 @@ fn lead(words: &[String]) -> String {
 }
 
 impl<'a> TracePrompts<'a> {
-    /// No block built yet.
-    pub fn new(builder: &'a PromptBuilder) -> TracePrompts<'a> {
-        TracePrompts { builder, blocks: HashMap::new(), anchor: None, inexact_blocks: 0 }
+    /// No block built yet; every prompt starts with `salt` (empty after a cache reset).
+    pub fn new(builder: &'a PromptBuilder, salt: &str) -> TracePrompts<'a> {
+        TracePrompts { builder, blocks: HashMap::new(), anchor: None, inexact_blocks: 0, salt: salt.to_string() }
     }
 
     /// Distinct blocks built so far.
@@ -84,7 +87,7 @@ impl<'a> TracePrompts<'a> {
     /// When `/tokenize` fails.
     pub async fn prompt(&mut self, e: &TraceEntry) -> Result<Prompt, HttpError> {
         let plan = prompt_plan(e);
-        let mut head = String::new();
+        let mut head = self.salt.clone();
         for id in &plan.full {
             head.push_str(&lead(&self.block(*id).await?));
         }

@@ -180,6 +180,15 @@ fn server_timings(t: &Value) -> Option<speedmatrix_schema::ServerTimings> {
     })
 }
 
+/// The content text a chunk's payload carries (chat `delta.content`, completions `text`),
+/// when it carries some: what a conversation sends back as the assistant's message.
+pub fn content_text(data: &str) -> Option<String> {
+    let v: Value = serde_json::from_str(data).ok()?;
+    let choice = v.get("choices")?.get(0)?;
+    let text = choice.get("delta").and_then(|d| d.get("content")).or_else(|| choice.get("text"))?;
+    text.as_str().filter(|t| !t.is_empty()).map(str::to_string)
+}
+
 /// The server's own message in an error body — OpenAI's `{"error": {"message": …}}`, a bare
 /// `{"error": "…"}`, the flat `{"object": "error", "message": …}` of vLLM and SGLang, FastAPI's
 /// `{"detail": …}` — cut to an excerpt; `None` when `body` is no JSON error.
@@ -467,6 +476,16 @@ mod tests {
         let c = p.parse(r#"{"choices":[{"text":"hello"}]}"#).unwrap();
         assert_eq!(c.tokens, 1);
         assert!(!p.continuous_usage);
+    }
+
+    #[test]
+    fn content_text_is_the_chunks_answer_text() {
+        let chat = r#"{"choices":[{"index":0,"delta":{"content":" there, \"you\""},"finish_reason":null}]}"#;
+        assert_eq!(content_text(chat).as_deref(), Some(" there, \"you\""));
+        assert_eq!(content_text(r#"{"choices":[{"text":"abc"}]}"#).as_deref(), Some("abc"));
+        assert_eq!(content_text(r#"{"choices":[{"delta":{"reasoning":"hm"}}]}"#), None);
+        assert_eq!(content_text(r#"{"choices":[{"delta":{"role":"assistant","content":""}}]}"#), None);
+        assert_eq!(content_text("not json"), None);
     }
 
     #[test]

@@ -4,7 +4,9 @@
 //! - [`show`]: `speedmatrix show FILE` — header cards, prefill table, decode matrix (text,
 //!   Markdown) or the full measurement table (CSV, JSON);
 //! - [`compare`]: `speedmatrix diff A.json B.json` — header differences and the delta matrix
-//!   (text, Markdown, JSON) and the regression gate.
+//!   (text, Markdown, JSON) and the regression gate;
+//! - [`turns`]: the conversations (`--turns`) in `show`, one row per cell and turn.
 
 pub mod compare;
 pub mod show;
+pub mod turns;

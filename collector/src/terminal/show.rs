@@ -413,6 +413,11 @@ fn trace_section(r: &Results, markup: Markup, all: bool, out: &mut String) {
             s.span_s
         );
     }
+    for t in &r.traces {
+        if let Some(line) = trace_cache_line(t) {
+            let _ = writeln!(out, "{}", clean(&line));
+        }
+    }
     if all {
         for t in r.traces.iter().filter(|t| t.cell.reason.is_some()) {
             let _ =
@@ -420,6 +425,45 @@ fn trace_section(r: &Results, markup: Markup, all: bool, out: &mut String) {
         }
     }
     out.push('\n');
+}
+
+/// The conversations (`--turns`): one row per cell and turn ([`crate::terminal::turns`]), then
+/// each cell's status, reason and missing figures.
+fn conversation_section(r: &Results, markup: Markup, out: &mut String) {
+    use crate::terminal::turns;
+    heading(out, markup, 2, "Conversations — per turn, each turn the whole history plus a new message");
+    let headers = turns::HEADERS.map(String::from).to_vec();
+    out.push_str(&Grid { headers, rows: turns::rows(r), numeric_from: 1 }.render(markup));
+    out.push('\n');
+    for line in turns::notes(r) {
+        let _ = writeln!(out, "{}", clean(&line));
+    }
+    out.push('\n');
+}
+
+/// A replay's prefix cache in words: `Prefix cache: ideal reuse 61.2% (trace) · measured hit
+/// rate 60.8% (Prometheus) · cache reset (POST /reset_prefix_cache).`
+fn trace_cache_line(t: &speedmatrix_schema::TraceRow) -> Option<String> {
+    let f = t.prefix_cache.as_ref()?;
+    let pct = |id: &str, v: f64| registry::PREFIX_CACHE.iter().find(|x| x.id == id).map_or_else(dash, |x| x.display(v));
+    let measured = match (f.measured_hit_rate, f.hit_rate_source) {
+        (Some(m), src) => format!(
+            "measured hit rate {} ({})",
+            pct("prefix_cache_hit_rate", m),
+            src.map_or("?", crate::measuring::prefix::source_words)
+        ),
+        (None, _) => "measured hit rate unknown (the row's missing figures say why)".into(),
+    };
+    let start = match f.cache_start {
+        speedmatrix_schema::CacheStart::Reset => format!("cache reset ({})", f.cache_start_detail),
+        speedmatrix_schema::CacheStart::Salted => "prompts salted (no reset)".to_string(),
+    };
+    Some(format!(
+        "Prefix cache: ideal reuse {} (trace: blocks sent earlier in the slice, {} of {} prompt tokens) · {measured} · {start}.",
+        pct("trace_ideal_reuse", f.ideal_reuse),
+        f.ideal_reused_tokens,
+        f.trace_prompt_tokens
+    ))
 }
 
 /// The rate cells, one row each ([`export::rate_table_line`], the builder the page uses too),
@@ -606,6 +650,9 @@ pub fn render_report(r: &Results, all: bool, markup: Markup) -> String {
     }
     if !r.traces.is_empty() {
         trace_section(r, markup, all, &mut out);
+    }
+    if !r.conversations.is_empty() {
+        conversation_section(r, markup, &mut out);
     }
     if all {
         heading(&mut out, markup, 2, "All measurements");
