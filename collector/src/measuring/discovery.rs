@@ -192,6 +192,7 @@ pub async fn discover(
         probes.slots = probe_json(client, "/slots").await;
     }
     let mut facts = kind.adapter().facts(&probes);
+    facts.counts_speculation = crate::measuring::engine::counts_speculation(&probes);
     let (metrics, metrics_note) = match &probes.metrics {
         Probe::Got(text) => match Metrics::parse(text) {
             Ok(m) => (Some(m), None),
@@ -249,6 +250,12 @@ pub struct Metrics {
     pub spec_draft_tokens: Option<f64>,
     /// Draft tokens accepted so far (counter).
     pub spec_accepted_tokens: Option<f64>,
+    /// Draft tokens accepted so far at each draft position from 0 (counter; vLLM's
+    /// `spec_decode_num_accepted_tokens_per_pos` by its `position` label); empty without it.
+    pub spec_accepted_per_pos: Vec<f64>,
+    /// Mean accepted length (gauge; SGLang's `spec_accept_length`), the mean over its label
+    /// sets.
+    pub spec_accept_length: Option<f64>,
     /// KV budget from `cache_config_info`, if present.
     pub kv_budget: Option<(u64, KvBudgetSource)>,
     /// `cache_config_info`'s `enable_prefix_caching`, if present.
@@ -266,6 +273,7 @@ impl Metrics {
     /// The first line that is not Prometheus text, with its number.
     pub fn parse(text: &str) -> Result<Metrics, crate::measuring::prometheus::ParseError> {
         let mut m = Metrics::default();
+        let mut accept_length: Vec<f64> = Vec::new();
         for sample in crate::measuring::prometheus::parse(text)? {
             // An OpenMetrics counter family `x` has the sample `x_total`; 0.0.4 names it so.
             let name = sample.name.strip_suffix("_total").unwrap_or(sample.name);
@@ -286,6 +294,19 @@ impl Metrics {
                 MetricSlot::SpecDrafts => add(&mut m.spec_drafts),
                 MetricSlot::SpecDraftTokens => add(&mut m.spec_draft_tokens),
                 MetricSlot::SpecAcceptedTokens => add(&mut m.spec_accepted_tokens),
+                MetricSlot::SpecAcceptedPerPos => {
+                    // A position beyond any draft a server makes (vLLM: num_speculative_tokens
+                    // ≤ a few dozen) is not a position: the sample is skipped.
+                    let Some(k) = sample.label("position").and_then(|x| x.parse::<usize>().ok()).filter(|k| *k < 1024)
+                    else {
+                        continue;
+                    };
+                    if m.spec_accepted_per_pos.len() <= k {
+                        m.spec_accepted_per_pos.resize(k + 1, 0.0);
+                    }
+                    m.spec_accepted_per_pos[k] += v;
+                }
+                MetricSlot::SpecAcceptLength => accept_length.push(v),
                 MetricSlot::CacheConfig => {
                     let num = |k: &str| sample.label(k).and_then(|x| x.parse::<f64>().ok()).map(|x| x as u64);
                     m.kv_budget = match (num("kv_cache_size_tokens"), num("num_gpu_blocks"), num("block_size")) {
@@ -301,6 +322,9 @@ impl Metrics {
                     m.block_size = num("block_size").filter(|b| *b > 0).or(m.block_size);
                 }
             }
+        }
+        if !accept_length.is_empty() {
+            m.spec_accept_length = Some(accept_length.iter().sum::<f64>() / accept_length.len() as f64);
         }
         Ok(m)
     }

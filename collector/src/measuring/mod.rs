@@ -41,7 +41,9 @@
 //! - [`pacer`]: open-loop sending — each scheduled instant from a thread of its own, the request
 //!   due then sent or held back by `--max-in-flight` (rate cells and trace replays);
 //! - [`trace`]: a request trace (`--trace`, Mooncake format) read, sliced and replayed;
-//! - [`trace_prompt`]: a trace's prompts — one text block per hash id, shared exactly.
+//! - [`trace_prompt`]: a trace's prompts — one text block per hash id, shared exactly;
+//! - [`spec_decode`]: a cell's speculative decoding from the server's counters (pure);
+//! - [`user_prompts`]: `--prompts FILE.jsonl`, a user's own prompts read and checked.
 
 /// `eprintln!` that never panics: a closed stderr (`run … 2>&1 | head`) must not stop a run
 /// half-way and leave its file `running`; the lines are lost, the measurements are not.
@@ -83,6 +85,8 @@ pub mod selfcheck;
 pub mod series;
 pub mod session;
 pub mod spec;
+pub mod spec_decode;
 pub mod trace;
 pub mod trace_prompt;
+pub mod user_prompts;
 pub mod wire;

@@ -52,6 +52,10 @@ pub(crate) struct AppState {
     next_call: AtomicU64,
     /// Generation requests whose guard has not written its trace line yet ([`guard::Guard`]).
     pub(crate) open_guards: AtomicU64,
+    /// With speculative decoding on: the trace lines of aborted requests waiting for the
+    /// engine's count of their drafts, and the counts of requests that left the engine
+    /// ([`guard::SpecLines`]).
+    pub(crate) spec_lines: Mutex<guard::SpecLines>,
 }
 
 impl AppState {
@@ -61,15 +65,22 @@ impl AppState {
         trace: TraceSink,
     ) -> (Arc<AppState>, std::sync::mpsc::Receiver<EngineCmd>) {
         let (tx, rx) = std::sync::mpsc::channel();
+        let spec_positions = cfg.profile.spec_tokens as usize;
         let state = AppState {
             cfg,
             clock,
             trace,
             engine_tx: tx,
-            metrics: Mutex::new(metrics::Metrics::new()),
+            metrics: Mutex::new({
+                // The speculative-decoding counters exist from the start when it speculates.
+                let mut m = metrics::Metrics::new();
+                m.counters.spec_accepted_per_pos = vec![0; spec_positions];
+                m
+            }),
             next_request: AtomicU64::new(1),
             next_call: AtomicU64::new(1),
             open_guards: AtomicU64::new(0),
+            spec_lines: Mutex::new(guard::SpecLines::default()),
         };
         (Arc::new(state), rx)
     }
@@ -81,6 +92,8 @@ impl AppState {
         !faults::draw(&relevant, self.cfg.seed ^ 0xe7d, n).0.is_empty()
     }
 }
+
+pub(crate) use guard::flush_spec_lines;
 
 /// Ask the engine thread to stop.
 pub(crate) fn stop_engine(state: &AppState) {
