@@ -192,7 +192,7 @@ pub async fn discover(
         probes.slots = probe_json(client, "/slots").await;
     }
     let mut facts = kind.adapter().facts(&probes);
-    facts.counts_speculation = crate::measuring::engine::counts_speculation(&probes);
+    facts.counts_speculation = counts_speculation(&probes);
     let (metrics, metrics_note) = match &probes.metrics {
         Probe::Got(text) => match Metrics::parse(text) {
             Ok(m) => (Some(m), None),
@@ -225,6 +225,15 @@ fn simulation(header: Option<String>, version: &mut Option<String>) -> Option<Si
         (None, false) => return None,
     };
     Some(Simulated { by: TWIN_NAME.into(), profile: header.filter(|h| !h.is_empty()), evidence: Some(evidence.into()) })
+}
+
+/// Whether `/metrics` counts speculative decoding (vLLM's and llama.cpp's
+/// `spec_decode_num_drafts`, SGLang's `spec_accept_length`); `None` without a readable
+/// `/metrics`. A server that does not speculate has none of them (vLLM creates them only with a
+/// speculative config).
+pub fn counts_speculation(p: &Probes) -> Option<bool> {
+    let m = Metrics::parse(p.metrics.ok()?).ok()?;
+    Some(m.spec_drafts.is_some() || m.spec_accept_length.is_some())
 }
 
 /// One scrape of the server's Prometheus metrics, summed over label sets (engines, models).
@@ -333,6 +342,34 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn speculation_is_counted_where_the_spec_decode_counters_are() {
+        let failed = || Probe::Failed("answered HTTP 404".into());
+        let mut p = Probes {
+            model_entry: serde_json::json!({"id": "m"}),
+            version: failed(),
+            metrics: Probe::Failed("answered HTTP 404".into()),
+            props: failed(),
+            slots: failed(),
+            server_info: failed(),
+        };
+        assert_eq!(counts_speculation(&p), None);
+        p.metrics = Probe::Got("vllm:num_requests_running 0\n".into());
+        assert_eq!(counts_speculation(&p), Some(false));
+        p.metrics = Probe::Got(
+            "vllm:spec_decode_num_drafts_total 4\nvllm:spec_decode_num_accepted_tokens_per_pos_total{position=\"1\"} 2\n"
+                .into(),
+        );
+        assert_eq!(counts_speculation(&p), Some(true));
+        let m = Metrics::parse(p.metrics.ok().unwrap()).unwrap();
+        assert_eq!(m.spec_accepted_per_pos, [0.0, 2.0], "by the position label");
+        let g = Metrics::parse(
+            "sglang:spec_accept_length{dp_rank=\"0\"} 2.0\nsglang:spec_accept_length{dp_rank=\"1\"} 3.0\n",
+        )
+        .unwrap();
+        assert_eq!(g.spec_accept_length, Some(2.5), "a gauge's mean over its label sets");
+    }
 
     #[test]
     fn parses_vllm_metrics() {

@@ -122,7 +122,7 @@ impl EngineLoop {
         if self.current.is_none() && !self.engine.is_idle() {
             let start = self.prev_end.unwrap_or_else(|| self.state.clock.now_ms());
             self.current = self.engine.step(start);
-            super::guard::spec_ended(&self.state, self.engine.take_ended());
+            super::spec_lines::spec_ended(&self.state, self.engine.take_ended());
             self.publish();
             if self.current.is_none() {
                 self.prev_end = None;
@@ -173,7 +173,7 @@ impl EngineLoop {
             }
             EngineCmd::Abort(id) => {
                 self.engine.abort(id);
-                super::guard::spec_ended(&self.state, self.engine.take_ended());
+                super::spec_lines::spec_ended(&self.state, self.engine.take_ended());
                 self.senders.remove(&id);
                 self.times.remove(&id);
                 Woke::Command

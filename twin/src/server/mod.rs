@@ -11,6 +11,7 @@
 //! - `info`: health, version, models, tokenize and SGLang's server info;
 //! - `generate`: the two generation routes, from arrival to the trace line;
 //! - `guard`: what ends a generation request — abort in the engine, `/metrics`, trace line;
+//! - `spec_lines`: each request's speculative-decoding count for its trace line;
 //! - `chunks`: the JSON of each streamed chunk and of a full answer;
 //! - `stream`: the SSE writer and the full response, with the faults applied.
 
@@ -21,6 +22,7 @@ mod guard;
 mod info;
 mod metrics;
 mod requests;
+mod spec_lines;
 mod stream;
 
 pub(crate) use engine_loop::engine_loop;
@@ -54,8 +56,8 @@ pub(crate) struct AppState {
     pub(crate) open_guards: AtomicU64,
     /// With speculative decoding on: the trace lines of aborted requests waiting for the
     /// engine's count of their drafts, and the counts of requests that left the engine
-    /// ([`guard::SpecLines`]).
-    pub(crate) spec_lines: Mutex<guard::SpecLines>,
+    /// ([`spec_lines::SpecLines`]).
+    pub(crate) spec_lines: Mutex<spec_lines::SpecLines>,
 }
 
 impl AppState {
@@ -80,7 +82,7 @@ impl AppState {
             next_request: AtomicU64::new(1),
             next_call: AtomicU64::new(1),
             open_guards: AtomicU64::new(0),
-            spec_lines: Mutex::new(guard::SpecLines::default()),
+            spec_lines: Mutex::new(spec_lines::SpecLines::default()),
         };
         (Arc::new(state), rx)
     }
@@ -93,7 +95,7 @@ impl AppState {
     }
 }
 
-pub(crate) use guard::flush_spec_lines;
+pub(crate) use spec_lines::flush_spec_lines;
 
 /// Ask the engine thread to stop.
 pub(crate) fn stop_engine(state: &AppState) {

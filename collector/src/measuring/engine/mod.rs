@@ -130,18 +130,10 @@ pub struct Facts {
     pub cache_block_tokens: Option<u64>,
     /// Figures the run will not have, and why.
     pub missing: Vec<MissingFigure>,
-    /// Whether `/metrics` counts speculative decoding ([`counts_speculation`]); `None` without
-    /// a readable `/metrics`.
+    /// Whether `/metrics` counts speculative decoding
+    /// ([`crate::measuring::discovery::counts_speculation`]); `None` without a readable
+    /// `/metrics`.
     pub counts_speculation: Option<bool>,
-}
-
-/// Whether `/metrics` counts speculative decoding (vLLM's and llama.cpp's
-/// `spec_decode_num_drafts`, SGLang's `spec_accept_length`); `None` without a readable
-/// `/metrics`. A server that does not speculate has none of them (vLLM creates them only with a
-/// speculative config).
-pub fn counts_speculation(p: &Probes) -> Option<bool> {
-    let m = crate::measuring::discovery::Metrics::parse(p.metrics.ok()?).ok()?;
-    Some(m.spec_drafts.is_some() || m.spec_accept_length.is_some())
 }
 
 /// The file's `missing` entry for speculative decoding the launch command sets (`speculating`:
@@ -348,10 +340,6 @@ mod tests {
 
     #[test]
     fn speculation_is_missing_only_where_the_launch_command_sets_it_and_nothing_counts_it() {
-        let mut p = probes();
-        assert_eq!(counts_speculation(&p), None);
-        p.metrics = Probe::Got("vllm:num_requests_running 0\n".into());
-        assert_eq!(counts_speculation(&p), Some(false));
         assert_eq!(speculation_uncounted(None, Some(false)), None, "no speculation: nothing lacks");
         let m = speculation_uncounted(Some("ngram, 3 tokens"), Some(false)).unwrap();
         assert_eq!(m.figure, "spec_decode");
@@ -360,8 +348,6 @@ mod tests {
             "{}",
             m.reason
         );
-        p.metrics = Probe::Got("vllm:spec_decode_num_drafts_total 4\n".into());
-        assert_eq!(counts_speculation(&p), Some(true));
         assert_eq!(speculation_uncounted(Some("ngram"), Some(true)), None);
     }
 
