@@ -94,6 +94,28 @@ pub fn load(path: &Path) -> Result<UserPrompts, RunError> {
     parse(&bytes, &name).map_err(bad)
 }
 
+/// A resumed run keeps its prompts: the file's corpus (`file`) and the one this command line
+/// gives (`given`, from `--prompts`) must be the same text, or both the built-in prose.
+///
+/// # Errors
+/// [`RunError::ResumePrompts`] saying which was used and what to give.
+pub fn same_on_resume(file: Option<&PromptCorpus>, given: Option<&PromptCorpus>) -> Result<(), RunError> {
+    let user = |c: Option<&PromptCorpus>| c.filter(|c| c.origin == Some(PromptOrigin::UserFile)).cloned();
+    match (user(file), user(given)) {
+        (None, None) => Ok(()),
+        (Some(f), Some(g)) if f.sha256 == g.sha256 => Ok(()),
+        (Some(f), _) => Err(RunError::ResumePrompts(format!(
+            "the run's prompts came from --prompts {} (sha256 {}); give that file again with --prompts",
+            f.name,
+            f.sha256.as_deref().unwrap_or("unknown")
+        ))),
+        (None, Some(g)) => Err(RunError::ResumePrompts(format!(
+            "the run used the built-in prompts, not --prompts {}; leave --prompts out to continue it",
+            g.name
+        ))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,6 +132,20 @@ mod tests {
         // Cut or repeated: from the prompt picked, through the file, around again.
         assert_eq!(p.words(1, 4), ["four", "five", "one", "two"]);
         assert_eq!(p.words(2, 2), ["one", "two"]);
+    }
+
+    #[test]
+    fn a_resumed_run_keeps_its_prompts() {
+        let mine = parse(b"{\"text\": \"a b c\"}\n", "mine.jsonl").unwrap().corpus;
+        let other = parse(b"{\"text\": \"d e f\"}\n", "mine.jsonl").unwrap().corpus;
+        let prose = crate::measuring::prompt::corpus();
+        assert!(same_on_resume(Some(&prose), None).is_ok());
+        assert!(same_on_resume(Some(&mine), Some(&mine)).is_ok());
+        let e = same_on_resume(Some(&mine), None).unwrap_err().to_string();
+        assert!(e.contains("--prompts mine.jsonl") && e.contains("give that file again"), "{e}");
+        assert!(same_on_resume(Some(&mine), Some(&other)).is_err(), "same name, other text");
+        let e = same_on_resume(Some(&prose), Some(&mine)).unwrap_err().to_string();
+        assert!(e.contains("built-in prompts"), "{e}");
     }
 
     #[test]
