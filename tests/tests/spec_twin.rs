@@ -157,6 +157,15 @@ fn your_own_repetitive_prompts_are_accepted_more_and_named_in_the_file() {
     // The prompts were cut to the context by the server's tokenizer, as the prose is.
     let tokens = own["decode"][0]["prompt_tokens"].as_u64().unwrap();
     assert!((1000..=1024).contains(&tokens), "{tokens}");
+    // A resumed run keeps its prompts: without the file again it is refused before any request.
+    let o = Command::new(support::BIN)
+        .args(["run", "--quiet", "--resume"])
+        .arg(dir.path().join("own.json"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--resume: the run's prompts came from --prompts chants.jsonl (sha256 "), "{stderr}");
 }
 
 #[test]

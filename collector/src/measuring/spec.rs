@@ -177,7 +177,9 @@ impl RunSpec {
             Some(path) => Some(std::sync::Arc::new(crate::measuring::user_prompts::load(path)?)),
             None => None,
         };
-        let file_corpus = resumed.as_ref().and_then(|r| r.config.prompt_corpus.as_ref());
+        // A resumed file without a recorded corpus (older files) was measured on the prose.
+        let prose = crate::measuring::prompt::corpus();
+        let file_corpus = resumed.as_ref().map(|r| r.config.prompt_corpus.as_ref().unwrap_or(&prose));
         crate::measuring::user_prompts::same_on_resume(file_corpus, prompts.as_deref().map(|p| &p.corpus))?;
         let mut concurrency = file.concurrency.clone().unwrap_or_else(|| args.concurrency.clone());
         if concurrency.contains(&0) {

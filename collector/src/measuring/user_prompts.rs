@@ -94,14 +94,16 @@ pub fn load(path: &Path) -> Result<UserPrompts, RunError> {
     parse(&bytes, &name).map_err(bad)
 }
 
-/// A resumed run keeps its prompts: the file's corpus (`file`) and the one this command line
-/// gives (`given`, from `--prompts`) must be the same text, or both the built-in prose.
+/// A resumed run keeps its prompts: the resumed file's corpus (`file`; `None`: no `--resume`,
+/// nothing to keep) and the one this command line gives (`given`, from `--prompts`) must be the
+/// same text, or both the built-in prose.
 ///
 /// # Errors
 /// [`RunError::ResumePrompts`] saying which was used and what to give.
 pub fn same_on_resume(file: Option<&PromptCorpus>, given: Option<&PromptCorpus>) -> Result<(), RunError> {
+    let Some(file) = file else { return Ok(()) };
     let user = |c: Option<&PromptCorpus>| c.filter(|c| c.origin == Some(PromptOrigin::UserFile)).cloned();
-    match (user(file), user(given)) {
+    match (user(Some(file)), user(given)) {
         (None, None) => Ok(()),
         (Some(f), Some(g)) if f.sha256 == g.sha256 => Ok(()),
         (Some(f), _) => Err(RunError::ResumePrompts(format!(
@@ -140,6 +142,7 @@ mod tests {
         let other = parse(b"{\"text\": \"d e f\"}\n", "mine.jsonl").unwrap().corpus;
         let prose = crate::measuring::prompt::corpus();
         assert!(same_on_resume(Some(&prose), None).is_ok());
+        assert!(same_on_resume(None, Some(&mine)).is_ok(), "no --resume: nothing to keep");
         assert!(same_on_resume(Some(&mine), Some(&mine)).is_ok());
         let e = same_on_resume(Some(&mine), None).unwrap_err().to_string();
         assert!(e.contains("--prompts mine.jsonl") && e.contains("give that file again"), "{e}");
