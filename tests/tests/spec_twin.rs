@@ -94,10 +94,11 @@ fn every_cells_drafts_and_acceptance_are_the_twins_truth_exactly() {
     let trace = dir.path().join("trace.jsonl");
     let (twin_process, url) =
         twin(&["--profile", "tiny", "--spec-decode", "ngram:3", "--seed", "7", "--trace", trace.to_str().unwrap()]);
-    // Decode cells: more tokens than a stream reaches (a step of ~8 ms yields at most 4: ≤ 500
-    // tokens a second), so no stream is replaced; rate cells: short requests that all finish.
+    // Decode cells: more tokens than a stream reaches (seen: at most ~1,400 tok/s a stream, a
+    // step of ~2.4 ms yielding up to 4, for ~3 s), so no stream is replaced; rate cells: short
+    // requests that all finish.
     let (r, code, stderr) =
-        run(dir.path(), "run", &url, &["--contexts", "1k", "--concurrency", "1,4", "--max-tokens", "6000"]);
+        run(dir.path(), "run", &url, &["--contexts", "1k", "--concurrency", "1,4", "--max-tokens", "20000"]);
     assert_eq!(code, Some(0), "{stderr}");
     let (rates, code, stderr) =
         run(dir.path(), "rates", &url, &["--contexts", "1k", "--rates", "4", "--max-tokens", "48"]);
@@ -136,7 +137,7 @@ fn your_own_repetitive_prompts_are_accepted_more_and_named_in_the_file() {
     let line = "the cat sat on the mat and the cat sat on the mat again ".repeat(20);
     std::fs::write(&file, format!("{{\"text\": \"{line}\"}}\n\n{{\"prompt\": \"{line}\"}}\n")).unwrap();
     let (_twin, url) = twin(&["--profile", "tiny", "--spec-decode", "ngram:3"]);
-    let args = ["--contexts", "1k", "--concurrency", "2", "--max-tokens", "6000"];
+    let args = ["--contexts", "1k", "--concurrency", "2", "--max-tokens", "20000"];
     let (prose, code, stderr) = run(dir.path(), "prose", &url, &args);
     assert_eq!(code, Some(0), "{stderr}");
     let mut mine = args.to_vec();
@@ -145,9 +146,10 @@ fn your_own_repetitive_prompts_are_accepted_more_and_named_in_the_file() {
     assert_eq!(code, Some(0), "{stderr}");
     let rate = |r: &Value| r["decode"][0]["spec_decode"]["acceptance_rate"].as_f64().unwrap();
     // The twin's ngram model: 10 % + 80 % of the repeated trigrams' share; the chant repeats
-    // nearly all of its trigrams, the prose few.
-    assert!(rate(&own) > 0.75, "repetitive prompts: {}", rate(&own));
-    assert!(rate(&prose) < rate(&own) - 0.2, "prose {} vs own {}", rate(&prose), rate(&own));
+    // nearly all of its trigrams, the prose fewer (seen by hand: 74.6–76.6 % against 26.3–26.4 %
+    // at 1K; each cell a sample of ~800–2,200 drafts, whose rate varies by about a point).
+    assert!(rate(&own) > 0.6, "repetitive prompts: {}", rate(&own));
+    assert!(rate(&prose) < rate(&own) - 0.3, "prose {} vs own {}", rate(&prose), rate(&own));
     let corpus = &own["config"]["prompt_corpus"];
     assert_eq!(corpus["name"], "chants.jsonl", "{corpus}");
     assert_eq!(corpus["origin"], "user_file", "{corpus}");
