@@ -249,6 +249,12 @@ pub struct RunArgs {
     /// --concurrency or --prefill-contexts, only the trace is measured.
     #[arg(long, value_name = "FILE.jsonl")]
     pub trace: Option<std::path::PathBuf>,
+    /// Your own prompts instead of the built-in prose: one JSON object per line with the text
+    /// in "text" (or "prompt"), cut or repeated to each context's length with the server's
+    /// tokenizer. The results name the file and its SHA-256 (speculative acceptance depends on
+    /// the text).
+    #[arg(long, value_name = "FILE.jsonl")]
+    pub prompts: Option<std::path::PathBuf>,
     /// Replay the trace this many times as fast (2: every gap halved; 0.5: twice as slow).
     #[arg(long, value_name = "F", default_value = "1")]
     pub trace_speed: String,
@@ -454,6 +460,11 @@ pub struct SimulateArgs {
     /// profile's (2 for h200-qwen3.5-122b).
     #[arg(long)]
     pub speculative_tokens: Option<u32>,
+    /// Ngram speculative decoding, `ngram:K` (K = 1…16 draft tokens per step): each request's
+    /// drafts are accepted more the more its prompt repeats itself (deterministic from --seed
+    /// and the text), counted in vLLM's spec_decode counters and the trace.
+    #[arg(long, value_name = "ngram:K", conflicts_with = "speculative_tokens")]
+    pub spec_decode: Option<String>,
     /// Turn the prefix cache off.
     #[arg(long)]
     pub no_prefix_cache: bool,

@@ -38,6 +38,9 @@ pub enum SimulateError {
     /// `--residuals` for a profile that is not the fit of any run.
     #[error("--residuals: profile {0} is not fitted to a run; give one with --fit RUN.json")]
     NotFitted(String),
+    /// `--spec-decode` that is not `ngram:K` with K from 1 to 16.
+    #[error("--spec-decode {0:?}: give ngram:K with K from 1 to 16 draft tokens per step, e.g. ngram:3")]
+    SpecDecode(String),
     /// `--max-model-len` below 2.
     #[error("--max-model-len must be at least 2")]
     MaxModelLen,
@@ -133,6 +136,13 @@ fn config_for(args: &SimulateArgs, profile: Profile) -> Result<TwinConfig, Simul
     if let Some(k) = args.speculative_tokens {
         profile.spec_tokens = k;
     }
+    let ngram = match &args.spec_decode {
+        Some(v) => {
+            profile.spec_tokens = ngram_tokens(v).ok_or_else(|| SimulateError::SpecDecode(v.clone()))?;
+            true
+        }
+        None => false,
+    };
     if args.no_prefix_cache {
         profile.prefix_cache = false;
     }
@@ -183,7 +193,14 @@ fn config_for(args: &SimulateArgs, profile: Profile) -> Result<TwinConfig, Simul
     });
     cfg.reasoning_tokens = args.reasoning_tokens;
     cfg.time_scale = args.time_scale;
+    cfg.spec_ngram = ngram;
     Ok(cfg)
+}
+
+/// `ngram:K` → K (1…16).
+fn ngram_tokens(v: &str) -> Option<u32> {
+    let k: u32 = v.strip_prefix("ngram:")?.trim().parse().ok()?;
+    (1..=16).contains(&k).then_some(k)
 }
 
 /// `speedmatrix simulate`: start the twin, print `listening on http://HOST:PORT`, serve until
@@ -247,6 +264,18 @@ mod tests {
         match crate::cli::Cli::parse_from(v).command {
             crate::cli::Command::Simulate(a) => a,
             _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn spec_decode_ngram_sets_the_draft_tokens_and_bad_values_name_the_flag() {
+        let c = config_from_args(&args(&["--profile", "tiny", "--spec-decode", "ngram:3"])).unwrap();
+        assert_eq!((c.profile.spec_tokens, c.spec_ngram), (3, true));
+        assert!(!config_from_args(&args(&["--profile", "tiny"])).unwrap().spec_ngram);
+        for bad in ["ngram:0", "ngram:17", "mtp:2", "ngram", "ngram:x"] {
+            let e = config_from_args(&args(&["--spec-decode", bad])).unwrap_err();
+            assert!(e.to_string().starts_with("--spec-decode"), "{e}");
+            assert_eq!(e.failure(), Failure::BadInput);
         }
     }
 

@@ -487,6 +487,75 @@ pub struct PromptCorpus {
     /// SHA-256 of the corpus text, lowercase hex.
     #[serde(default)]
     pub sha256: Option<String>,
+    /// Where the text came from: the built-in corpus, or a user's file (`run --prompts
+    /// FILE.jsonl`: `name` is the file's name, `sha256` its bytes'). Absent: built in (files
+    /// before `--prompts`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<PromptOrigin>,
+}
+
+/// Where a run's prompt text came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum PromptOrigin {
+    /// speedmatrix's own seeded prose (`speedmatrix-prose-v1`).
+    BuiltIn,
+    /// A user's prompts (`run --prompts FILE.jsonl`), cut or repeated to each context.
+    UserFile,
+}
+
+/// Where a row's or cell's speculative-decoding figures came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum SpecDecodeSource {
+    /// The growth of the server's speculative-decoding counters (vLLM
+    /// `spec_decode_num_drafts`, `_num_draft_tokens`, `_num_accepted_tokens`,
+    /// `_num_accepted_tokens_per_pos`; llama.cpp's of the same names) from the reading before
+    /// the cell's first request to the reading after its last ended, the server idle
+    /// (Prometheus).
+    PrometheusCounters,
+    /// The mean of the server's accept-length gauge read inside the window (SGLang
+    /// `spec_accept_length`; Prometheus): no counts.
+    PrometheusGauge,
+}
+
+/// Speculative decoding during a cell, from the server's own counters
+/// (`docs/METHODOLOGY.md`, "Speculative decoding").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct SpecDecodeFigures {
+    /// Where the figures came from.
+    pub source: SpecDecodeSource,
+    /// Drafts verified (one per request per step that speculated), count; `null` from a
+    /// gauge.
+    #[serde(default)]
+    pub drafts: Option<u64>,
+    /// Draft tokens proposed, tokens; `null` from a gauge.
+    #[serde(default)]
+    pub draft_tokens: Option<u64>,
+    /// Draft tokens accepted, tokens; `null` from a gauge.
+    #[serde(default)]
+    pub accepted_tokens: Option<u64>,
+    /// Acceptance rate: accepted ÷ draft tokens, fraction 0–1; `null` when nothing was
+    /// drafted (the cell's `missing` says so) or from a gauge.
+    #[serde(default)]
+    pub acceptance_rate: Option<f64>,
+    /// Mean accepted length: 1 + accepted tokens ÷ drafts (vLLM's definition: the tokens one
+    /// verification step yields, the target model's own included), tokens; from a gauge, the
+    /// gauge's mean; `null` when nothing was drafted.
+    #[serde(default)]
+    pub mean_accepted_length: Option<f64>,
+    /// Accepted tokens at each draft position (from 0), tokens (vLLM
+    /// `spec_decode_num_accepted_tokens_per_pos`); empty where the server does not count them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub accepted_per_position: Vec<u64>,
+    /// Acceptance by position: accepted tokens at each position ÷ drafts, fractions 0–1;
+    /// empty where the server does not count them or nothing was drafted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub acceptance_by_position: Vec<f64>,
 }
 
 /// The test plan. Source: plan (flags and discovery).
@@ -1225,9 +1294,16 @@ pub struct DecodeCell {
     /// Most requests in flight at once during the window (client view), requests.
     #[serde(default)]
     pub max_active_requests: Option<f64>,
-    /// Speculative decoding: accepted ÷ drafted tokens, fraction 0–1 (Prometheus).
+    /// Speculative decoding: the acceptance rate, accepted ÷ draft tokens, fraction 0–1
+    /// (Prometheus); equal to `spec_decode.acceptance_rate` where that is given.
     #[serde(default)]
     pub spec_accept_rate: Option<f64>,
+    /// Speculative decoding over the cell's requests: drafts, draft and accepted tokens, the
+    /// acceptance rate, the mean accepted length and the acceptance by position, from the
+    /// server's counters (`docs/METHODOLOGY.md`, "Speculative decoding"). Absent where the
+    /// server counts no speculation (the file's `missing` says why) and in older files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec_decode: Option<SpecDecodeFigures>,
     /// Mean GPU power in the window, W (NVML, over the GPUs of `hardware.gpu_selection`).
     #[serde(default)]
     pub gpu_power_w: Option<f64>,
@@ -1500,6 +1576,7 @@ impl DecodeCell {
             avg_active_requests: None,
             max_active_requests: None,
             spec_accept_rate: None,
+            spec_decode: None,
             gpu_power_w: None,
             energy_j_per_token: None,
             server: None,
@@ -1673,6 +1750,11 @@ pub struct RateCell {
     /// Prometheus figures over the window.
     #[serde(default)]
     pub server: Option<ServerFigures>,
+    /// Speculative decoding over the cell's requests (warm-up, window and drain), from the
+    /// server's counters, as a decode cell's `spec_decode`. Absent where the server counts no
+    /// speculation and in older files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec_decode: Option<SpecDecodeFigures>,
     /// The collector's CPU use over the window, % of one core (client).
     #[serde(default)]
     pub client_cpu_pct: Option<f64>,
@@ -1725,6 +1807,7 @@ impl RateCell {
             goodput_rps: None,
             meets_slo: None,
             server: None,
+            spec_decode: None,
             client_cpu_pct: None,
             accepted_differences: vec![],
             requests: vec![],

@@ -164,8 +164,8 @@ pub static METRICS: &[Metric] = &[
       "Mean requests being served during the window: the server's running gauge (Prometheus), else streams decoding as the client saw them."),
     m("max_active_requests", "Max active requests", Unit::Requests, Style::Fixed(0), None, S,
       "Most requests running at once during the window (Prometheus, else client)."),
-    m("spec_accept_rate", "Spec-decode acceptance", Unit::Fraction, Style::Percent(1), Some(true), S,
-      "Speculative decoding: accepted ÷ drafted tokens (Prometheus)."),
+    m("spec_accept_rate", "Acceptance rate", Unit::Fraction, Style::Percent(1), Some(true), S,
+      "Speculative decoding: accepted ÷ draft tokens over the cell's requests (Prometheus counters)."),
     m("gpu_power_w", "GPU power", Unit::Watts, Style::Fixed(0), None, S,
       "Mean total GPU board power during the window (NVML)."),
     m("energy_j_per_token", "Energy per token", Unit::JoulesPerToken, Style::Fixed(3), Some(false), S,
@@ -257,6 +257,21 @@ pub static CONVERSATION: &[Metric] = &[
       "Turn k's TTFT p50 ÷ turn 1's, over a conversation cell's sessions (client clock)."),
     m("turn_cache_hit_rate", "Turn cache hit rate", Unit::Fraction, Style::Percent(1), None, S,
       "Prompt tokens of turn k served from the server's prefix cache ÷ its prompt tokens (server usage, else Prometheus with one session)."),
+];
+
+/// The figures of speculative decoding beside `spec_accept_rate` (a cell's `spec_decode`): the
+/// draft tokens, the mean accepted length and the acceptance by position, from the server's
+/// counters. They are not columns of the flat measurement table (a run without speculation has
+/// none); `show` prints them beside the cell. Defined, like every metric, in
+/// `docs/METHODOLOGY.md` ("Speculative decoding").
+#[rustfmt::skip]
+pub static SPEC_DECODE: &[Metric] = &[
+    m("spec_draft_tokens", "Draft tokens", Unit::Tokens, Style::Fixed(0), None, S,
+      "Tokens the drafter proposed over the cell's requests: the growth of the server's draft-token counter (Prometheus)."),
+    m("spec_mean_accepted_len", "Mean accepted length", Unit::Tokens, Style::Fixed(2), Some(true), S,
+      "Tokens one verification step yields: 1 + accepted tokens ÷ drafts, over the cell's requests (Prometheus counters; SGLang: its accept-length gauge)."),
+    m("spec_acceptance_by_position", "Acceptance by position", Unit::Fraction, Style::Percent(1), Some(true), S,
+      "Per draft position k (from 0): accepted tokens at k ÷ drafts (Prometheus, vLLM's per-position counter)."),
 ];
 
 /// The derived metric with this id (`total_tps_per_gpu`), if any (see [`DERIVED`]).

@@ -212,6 +212,7 @@ mod tests {
             avg_active_requests: Some(1.0),
             max_active_requests: Some(1.0),
             spec_accept_rate: Some(1.0),
+            spec_decode: None,
             gpu_power_w: Some(1.0),
             energy_j_per_token: Some(1.0),
             server: None,

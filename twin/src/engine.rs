@@ -70,6 +70,34 @@ pub struct Submit {
     pub block_hashes: Arc<Vec<u64>>,
     /// Tokens to generate before the request ends (≥ 1).
     pub output_len: u32,
+    /// Speculative acceptance of this request's own (ngram speculation, whose drafts come from
+    /// the request's text); `None`: the profile's `accept_rate` and the engine's own draws.
+    pub spec: Option<SeqSpec>,
+}
+
+/// A request's own speculative acceptance: each draft token accepted with probability
+/// `accept` (until the first rejection), drawn from a generator seeded by `seed`, so the same
+/// text gives the same draws whatever else the engine runs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SeqSpec {
+    /// Probability that a draft token is accepted, 0–1.
+    pub accept: f64,
+    /// Seed of the request's draws.
+    pub seed: u64,
+}
+
+/// What speculative decoding did for one request, counted with the engine's counters (one
+/// draft per decode step; the tokens of each draft accepted at each position).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SpecTally {
+    /// Drafts verified.
+    pub drafts: u64,
+    /// Draft tokens proposed.
+    pub draft_tokens: u64,
+    /// Draft tokens accepted.
+    pub accepted_tokens: u64,
+    /// Draft tokens accepted at each position (from 0).
+    pub accepted_per_pos: Vec<u64>,
 }
 
 /// What one request got from one step.
@@ -139,6 +167,8 @@ pub struct Counters {
     pub spec_draft_tokens: u64,
     /// Draft tokens accepted.
     pub spec_accepted_tokens: u64,
+    /// Draft tokens accepted at each position (from 0; `spec_tokens` long).
+    pub spec_accepted_per_pos: Vec<u64>,
     /// Requests finished.
     pub finished_requests: u64,
 }
@@ -159,6 +189,10 @@ struct Seq {
     cached: u32,
     /// Whether the first token has been emitted.
     started: bool,
+    /// Its own acceptance and draws (ngram speculation), if any.
+    spec: Option<(f64, ChaCha8Rng)>,
+    /// What speculation did for it so far.
+    tally: SpecTally,
 }
 
 impl Seq {
@@ -264,6 +298,9 @@ pub struct Engine {
     rng: ChaCha8Rng,
     /// Counters since start.
     pub counters: Counters,
+    /// Requests that left the engine (finished or aborted) with what speculation did for
+    /// them, while speculative decoding is on; taken by [`Engine::take_ended`].
+    ended: Vec<(u64, SpecTally)>,
 }
 
 impl Engine {
@@ -289,7 +326,22 @@ impl Engine {
             running: Vec::new(),
             cache: PrefixCache { capacity: total as usize, ..Default::default() },
             rng: ChaCha8Rng::seed_from_u64(seed ^ 0x5eed_e461_e000_0001),
-            counters: Counters::default(),
+            counters: Counters { spec_accepted_per_pos: vec![0; profile.spec_tokens as usize], ..Counters::default() },
+            ended: Vec::new(),
+        }
+    }
+
+    /// The requests that left the engine since the last call (finished, or aborted wherever
+    /// they were), each with what speculative decoding did for it: every draft the counters
+    /// hold is in exactly one of them. Empty while speculative decoding is off.
+    pub fn take_ended(&mut self) -> Vec<(u64, SpecTally)> {
+        std::mem::take(&mut self.ended)
+    }
+
+    /// Note that `seq` left the engine (speculative decoding on).
+    fn ended(&mut self, seq: Seq) {
+        if self.spec_tokens > 0 {
+            self.ended.push((seq.id, seq.tally));
         }
     }
 
@@ -314,6 +366,8 @@ impl Engine {
             blocks: 0,
             cached: 0,
             started: false,
+            spec: s.spec.map(|x| (x.accept.clamp(0.0, 1.0), ChaCha8Rng::seed_from_u64(x.seed))),
+            tally: SpecTally::default(),
         };
         self.front.push_back(Arriving { ready_ms, seq });
     }
@@ -329,10 +383,15 @@ impl Engine {
         if let Some(i) = self.running.iter().position(|s| s.id == id) {
             let s = self.running.remove(i);
             self.free_blocks += s.blocks;
+            self.ended(s);
         } else if let Some(i) = self.waiting.iter().position(|s| s.id == id) {
-            self.waiting.remove(i);
+            if let Some(s) = self.waiting.remove(i) {
+                self.ended(s);
+            }
         } else if let Some(i) = self.front.iter().position(|a| a.seq.id == id) {
-            self.front.remove(i);
+            if let Some(a) = self.front.remove(i) {
+                self.ended(a.seq);
+            }
         }
     }
 
@@ -595,13 +654,15 @@ impl Engine {
     fn decode_one(&mut self, idx: usize) -> Output {
         let k = self.spec_tokens;
         let mut accepted = 0;
-        while accepted < k && self.rng.random::<f64>() < self.accept_rate {
+        let (rng, p) = match &mut self.running[idx].spec {
+            Some((p, rng)) => (rng, *p),
+            None => (&mut self.rng, self.accept_rate),
+        };
+        while accepted < k && rng.random::<f64>() < p {
             accepted += 1;
         }
         if k > 0 {
-            self.counters.spec_drafts += 1;
-            self.counters.spec_draft_tokens += k as u64;
-            self.counters.spec_accepted_tokens += accepted as u64;
+            count_draft(&mut self.counters, &mut self.running[idx].tally, k, accepted);
         }
         let s = &mut self.running[idx];
         let n = (1 + accepted).min(s.output_len - s.out);
@@ -618,8 +679,51 @@ impl Engine {
                 let s = self.running.remove(i);
                 self.free_blocks += s.blocks;
                 self.counters.finished_requests += 1;
+                self.ended(s);
             }
         }
+    }
+}
+
+/// Ngram speculation's acceptance for a prompt (`simulate --spec-decode ngram:K`): an ngram
+/// drafter proposes the tokens that followed the last few tokens earlier in the text, so it is
+/// right more often the more the text repeats itself. The twin's model: `0.1 + 0.8 × r`, where
+/// `r` is the share of the prompt's token trigrams that appeared earlier in it (0 for a text
+/// that never repeats a trigram: 10 %; 1 for one sentence said over and over: 90 %).
+pub fn ngram_acceptance(tokens: &[u32]) -> f64 {
+    if tokens.len() < 4 {
+        return 0.1;
+    }
+    let mut seen = std::collections::HashSet::with_capacity(tokens.len());
+    let repeated = tokens.windows(3).filter(|w| !seen.insert((w[0], w[1], w[2]))).count();
+    0.1 + 0.8 * repeated as f64 / (tokens.len() - 2) as f64
+}
+
+/// A request's own seed for its speculative draws: the twin's `seed` and its prompt's tokens
+/// (FNV-1a), so the same text draws the same acceptances.
+pub fn text_seed(seed: u64, tokens: &[u32]) -> u64 {
+    tokens.iter().fold(0xcbf2_9ce4_8422_2325 ^ seed, |h, &t| (h ^ u64::from(t)).wrapping_mul(0x0100_0000_01b3))
+}
+
+/// One draft of `k` tokens with its first `accepted` accepted, counted in the engine's counters
+/// and in the request's tally alike.
+fn count_draft(c: &mut Counters, t: &mut SpecTally, k: u32, accepted: u32) {
+    c.spec_drafts += 1;
+    c.spec_draft_tokens += u64::from(k);
+    c.spec_accepted_tokens += u64::from(accepted);
+    t.drafts += 1;
+    t.draft_tokens += u64::from(k);
+    t.accepted_tokens += u64::from(accepted);
+    let k = k as usize;
+    if c.spec_accepted_per_pos.len() < k {
+        c.spec_accepted_per_pos.resize(k, 0);
+    }
+    if t.accepted_per_pos.len() < k {
+        t.accepted_per_pos.resize(k, 0);
+    }
+    for pos in 0..accepted as usize {
+        c.spec_accepted_per_pos[pos] += 1;
+        t.accepted_per_pos[pos] += 1;
     }
 }
 
@@ -667,6 +771,7 @@ mod tests {
             prompt_len: len,
             block_hashes: synthetic_hashes(key, len, 16),
             output_len: out,
+            spec: None,
         });
     }
 
@@ -715,6 +820,7 @@ mod tests {
                 prompt_len: tokens.len() as u32,
                 block_hashes: Arc::new(block_hashes(tokens, 16)),
                 output_len: 1,
+                spec: None,
             });
             drain(e, t).0
         };
@@ -883,6 +989,56 @@ mod tests {
         assert!(c.spec_drafts > 0 && c.spec_draft_tokens == 2 * c.spec_drafts);
         let rate = c.spec_accepted_tokens as f64 / c.spec_draft_tokens as f64;
         assert!((0.45..0.7).contains(&rate), "{rate}");
+    }
+
+    /// Ngram speculation: a repetitive prompt is accepted more than a varied one, each request
+    /// draws from its own text's generator, and every draft the counters hold is in exactly
+    /// one request's tally — the finished and the aborted alike.
+    #[test]
+    fn ngram_acceptance_follows_the_text_and_tallies_add_up_to_the_counters() {
+        let varied: Vec<u32> = (0..600).collect();
+        let repetitive: Vec<u32> = (0..600).map(|i| i % 7).collect();
+        assert!((ngram_acceptance(&varied) - 0.1).abs() < 1e-9);
+        assert!(ngram_acceptance(&repetitive) > 0.88);
+        let mut p = Profile::tiny();
+        p.spec_tokens = 3;
+        let mut e = Engine::new(&p, 9);
+        for (id, text) in [(1, &varied), (2, &repetitive), (3, &repetitive)] {
+            e.submit(Submit {
+                id,
+                arrival_ms: 0.0,
+                prompt_len: 600,
+                block_hashes: Arc::new(block_hashes(text, 16)),
+                output_len: if id == 3 { 10_000 } else { 400 },
+                spec: Some(SeqSpec { accept: ngram_acceptance(text), seed: text_seed(9, text) }),
+            });
+        }
+        let mut t = 0.0;
+        let mut tallies: HashMap<u64, SpecTally> = HashMap::new();
+        let mut steps = 0;
+        while let Some(s) = e.step_from(t) {
+            t = s.end_ms;
+            steps += 1;
+            if steps == 150 {
+                e.abort(3);
+            }
+            tallies.extend(e.take_ended());
+        }
+        assert_eq!(tallies.len(), 3, "each request ended once: {tallies:?}");
+        let rate = |id: u64| tallies[&id].accepted_tokens as f64 / tallies[&id].draft_tokens as f64;
+        assert!(rate(1) < 0.2 && rate(2) > 0.8, "varied {} repetitive {}", rate(1), rate(2));
+        let c = &e.counters;
+        let sum = |f: fn(&SpecTally) -> u64| tallies.values().map(f).sum::<u64>();
+        assert_eq!(sum(|t| t.drafts), c.spec_drafts);
+        assert_eq!(sum(|t| t.draft_tokens), c.spec_draft_tokens);
+        assert_eq!(sum(|t| t.accepted_tokens), c.spec_accepted_tokens);
+        for k in 0..3 {
+            assert_eq!(tallies.values().map(|t| t.accepted_per_pos[k]).sum::<u64>(), c.spec_accepted_per_pos[k]);
+        }
+        assert!(
+            c.spec_accepted_per_pos[0] >= c.spec_accepted_per_pos[1],
+            "a later position is accepted only after an earlier one"
+        );
     }
 
     #[test]

@@ -94,6 +94,11 @@ pub struct TwinConfig {
     pub time_scale: f64,
     /// The server the twin imitates on the wire.
     pub flavor: Flavor,
+    /// Ngram speculation (`simulate --spec-decode ngram:K`): each request's drafts are accepted
+    /// with a probability that grows with how repetitive its prompt is
+    /// ([`engine::ngram_acceptance`]), drawn from a generator seeded by the seed and the
+    /// prompt's tokens; off: the profile's `accept_rate` for every request (MTP).
+    pub spec_ngram: bool,
     /// The SGLang version the twin reports as `--flavor sglang` (`/get_server_info` `version`,
     /// with the twin's label); the vLLM flavour reports the profile's `engine_version`.
     pub sglang_version: String,
@@ -118,6 +123,7 @@ impl TwinConfig {
             time_scale: 1.0,
             flavor: Flavor::Vllm,
             sglang_version: SGLANG_VERSION.to_string(),
+            spec_ngram: false,
         }
     }
 }
@@ -171,6 +177,9 @@ impl TwinHandle {
         while self.state.open_guards.load(std::sync::atomic::Ordering::SeqCst) > 0
             && std::time::Instant::now() < deadline
         {
+            // Lines an aborted request left for the engine (speculative decoding) are written
+            // with what the engine counted: it has stopped.
+            server::flush_spec_lines(&self.state);
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
         self.trace.flush();

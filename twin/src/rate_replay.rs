@@ -78,6 +78,7 @@ pub fn replay_rate(profile: &Profile, plan: RatePlan, seed: u64) -> RateReplay {
                     profile.block_size,
                 ),
                 output_len: plan.max_tokens,
+                spec: None,
             });
             next += 1;
         }

@@ -168,6 +168,7 @@ pub fn cold_ttft_ms(profile: &Profile, len: u32) -> f64 {
         prompt_len: len,
         block_hashes: synthetic_hashes(u64::from(len), len, profile.block_size),
         output_len: 1,
+        spec: None,
     });
     let mut t = 0.0;
     while let Some(s) = e.step_from(t) {
@@ -205,6 +206,7 @@ impl CellRun<'_> {
             prompt_len: self.plan.prompt_len,
             block_hashes: self.hashes.clone(),
             output_len,
+            spec: None,
         });
     }
 

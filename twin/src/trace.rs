@@ -106,6 +106,12 @@ pub struct RequestRecord {
     pub faults: Vec<String>,
     /// Chunks in order (streams; a non-streamed answer has one `finish` chunk).
     pub chunks: Vec<ChunkRecord>,
+    /// With speculative decoding on, for a request the engine ran: what speculation did for it
+    /// there (drafts, draft tokens, accepted tokens, accepted per position), counted with
+    /// `/metrics`'s counters, so every draft those count is in exactly one request's line.
+    /// Absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spec: Option<crate::engine::SpecTally>,
 }
 
 /// Tokens in a block of `prompt_blocks` (Mooncake's block size).

@@ -516,9 +516,6 @@ async fn metrics_have_vllm_names_and_labels() {
         "vllm:prefix_cache_queries_total{",
         "vllm:prefix_cache_hits_total{",
         "vllm:num_preemptions_total{",
-        "vllm:spec_decode_num_drafts_total{",
-        "vllm:spec_decode_num_draft_tokens_total{",
-        "vllm:spec_decode_num_accepted_tokens_total{",
         "vllm:time_to_first_token_seconds_bucket{",
         "vllm:inter_token_latency_seconds_count{",
         "vllm:e2e_request_latency_seconds_sum{",
@@ -529,7 +526,50 @@ async fn metrics_have_vllm_names_and_labels() {
     assert!(m.contains(r#"vllm:num_requests_running{engine="0",model_name="tiny"} 0.0"#));
     assert!(m.contains(r#"vllm:generation_tokens_total{engine="0",model_name="tiny"} 3.0"#));
     assert!(m.contains("enable_prefix_caching=\"True\""));
+    // As vLLM, which creates them only with a speculative config: no speculation, no counters.
+    assert!(!m.contains("spec_decode"), "{m}");
     t.shutdown().await;
+}
+
+/// Ngram speculation (`--spec-decode ngram:3`): vLLM's counters, the per-position one by its
+/// `position` label, agree with each other and with the trace's count of each request.
+#[tokio::test]
+async fn ngram_speculation_counts_per_position_and_in_the_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("trace.jsonl");
+    let mut cfg = tiny();
+    cfg.profile.spec_tokens = 3;
+    cfg.spec_ngram = true;
+    cfg.trace = Some(path.clone());
+    let t = start(cfg).await;
+    for _ in 0..2 {
+        let (s, _) = post(&format!("{}/v1/chat/completions", t.url()), &chat(200, false)).await;
+        assert_eq!(s, 200);
+    }
+    let (_, m) = get(&format!("{}/metrics", t.url())).await;
+    let val = |name: &str| -> f64 {
+        let line = m.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("no {name}: {m}"));
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    let (drafts, tokens, accepted) = (
+        val("vllm:spec_decode_num_drafts_total{"),
+        val("vllm:spec_decode_num_draft_tokens_total{"),
+        val("vllm:spec_decode_num_accepted_tokens_total{"),
+    );
+    assert!(drafts > 0.0 && tokens == 3.0 * drafts, "{m}");
+    let per_pos: Vec<f64> = (0..3)
+        .map(|k| val(&format!("vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine=\"0\",model_name=\"tiny\",position=\"{k}\"}}")))
+        .collect();
+    assert_eq!(per_pos.iter().sum::<f64>(), accepted, "{per_pos:?}");
+    assert!(per_pos[0] >= per_pos[1] && per_pos[1] >= per_pos[2], "{per_pos:?}");
+    t.shutdown().await;
+    let lines: Vec<Value> =
+        std::fs::read_to_string(&path).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 2);
+    // The same prompt, the same draws: equal counts for both requests.
+    assert_eq!(lines[0]["spec"], lines[1]["spec"], "{lines:?}");
+    let sum = |k: &str| lines.iter().map(|l| l["spec"][k].as_f64().unwrap()).sum::<f64>();
+    assert_eq!((sum("drafts"), sum("draft_tokens"), sum("accepted_tokens")), (drafts, tokens, accepted));
 }
 
 #[tokio::test]

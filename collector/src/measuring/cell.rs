@@ -136,13 +136,14 @@ impl Measurement for DecodeAt {
         let (repeat, n) = self.repeat;
         let which = if n > 1 { format!(" (repeat {repeat} of {n})") } else { String::new() };
         format!(
-            "decode {:>6} × {:>3}{}{which}: {} · {} tok/s · TTFT p50 {} ms{}",
+            "decode {:>6} × {:>3}{}{which}: {} · {} tok/s · TTFT p50 {} ms{}{}",
             cell.context.label,
             cell.concurrency,
             crate::measuring::prefix::line_part(cell.prefix_share, cell.prefix_cache.as_ref()),
             cell.status.label(),
             cell.total_tps.map_or("—".into(), |v| format!("{v:.1}")),
             cell.ttft_ms.and_then(|d| d.p50).map_or("—".into(), |v| format!("{v:.0}")),
+            crate::measuring::spec_decode::line_part(cell.spec_decode.as_ref()),
             cell.reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default()
         )
     }

@@ -192,6 +192,7 @@ pub async fn discover(
         probes.slots = probe_json(client, "/slots").await;
     }
     let mut facts = kind.adapter().facts(&probes);
+    facts.counts_speculation = counts_speculation(&probes);
     let (metrics, metrics_note) = match &probes.metrics {
         Probe::Got(text) => match Metrics::parse(text) {
             Ok(m) => (Some(m), None),
@@ -226,6 +227,15 @@ fn simulation(header: Option<String>, version: &mut Option<String>) -> Option<Si
     Some(Simulated { by: TWIN_NAME.into(), profile: header.filter(|h| !h.is_empty()), evidence: Some(evidence.into()) })
 }
 
+/// Whether `/metrics` counts speculative decoding (vLLM's and llama.cpp's
+/// `spec_decode_num_drafts`, SGLang's `spec_accept_length`); `None` without a readable
+/// `/metrics`. A server that does not speculate has none of them (vLLM creates them only with a
+/// speculative config).
+pub fn counts_speculation(p: &Probes) -> Option<bool> {
+    let m = Metrics::parse(p.metrics.ok()?).ok()?;
+    Some(m.spec_drafts.is_some() || m.spec_accept_length.is_some())
+}
+
 /// One scrape of the server's Prometheus metrics, summed over label sets (engines, models).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Metrics {
@@ -249,6 +259,12 @@ pub struct Metrics {
     pub spec_draft_tokens: Option<f64>,
     /// Draft tokens accepted so far (counter).
     pub spec_accepted_tokens: Option<f64>,
+    /// Draft tokens accepted so far at each draft position from 0 (counter; vLLM's
+    /// `spec_decode_num_accepted_tokens_per_pos` by its `position` label); empty without it.
+    pub spec_accepted_per_pos: Vec<f64>,
+    /// Mean accepted length (gauge; SGLang's `spec_accept_length`), the mean over its label
+    /// sets.
+    pub spec_accept_length: Option<f64>,
     /// KV budget from `cache_config_info`, if present.
     pub kv_budget: Option<(u64, KvBudgetSource)>,
     /// `cache_config_info`'s `enable_prefix_caching`, if present.
@@ -266,6 +282,7 @@ impl Metrics {
     /// The first line that is not Prometheus text, with its number.
     pub fn parse(text: &str) -> Result<Metrics, crate::measuring::prometheus::ParseError> {
         let mut m = Metrics::default();
+        let mut accept_length: Vec<f64> = Vec::new();
         for sample in crate::measuring::prometheus::parse(text)? {
             // An OpenMetrics counter family `x` has the sample `x_total`; 0.0.4 names it so.
             let name = sample.name.strip_suffix("_total").unwrap_or(sample.name);
@@ -286,6 +303,19 @@ impl Metrics {
                 MetricSlot::SpecDrafts => add(&mut m.spec_drafts),
                 MetricSlot::SpecDraftTokens => add(&mut m.spec_draft_tokens),
                 MetricSlot::SpecAcceptedTokens => add(&mut m.spec_accepted_tokens),
+                MetricSlot::SpecAcceptedPerPos => {
+                    // A position beyond any draft a server makes (vLLM: num_speculative_tokens
+                    // ≤ a few dozen) is not a position: the sample is skipped.
+                    let Some(k) = sample.label("position").and_then(|x| x.parse::<usize>().ok()).filter(|k| *k < 1024)
+                    else {
+                        continue;
+                    };
+                    if m.spec_accepted_per_pos.len() <= k {
+                        m.spec_accepted_per_pos.resize(k + 1, 0.0);
+                    }
+                    m.spec_accepted_per_pos[k] += v;
+                }
+                MetricSlot::SpecAcceptLength => accept_length.push(v),
                 MetricSlot::CacheConfig => {
                     let num = |k: &str| sample.label(k).and_then(|x| x.parse::<f64>().ok()).map(|x| x as u64);
                     m.kv_budget = match (num("kv_cache_size_tokens"), num("num_gpu_blocks"), num("block_size")) {
@@ -302,6 +332,9 @@ impl Metrics {
                 }
             }
         }
+        if !accept_length.is_empty() {
+            m.spec_accept_length = Some(accept_length.iter().sum::<f64>() / accept_length.len() as f64);
+        }
         Ok(m)
     }
 }
@@ -309,6 +342,34 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn speculation_is_counted_where_the_spec_decode_counters_are() {
+        let failed = || Probe::Failed("answered HTTP 404".into());
+        let mut p = Probes {
+            model_entry: serde_json::json!({"id": "m"}),
+            version: failed(),
+            metrics: Probe::Failed("answered HTTP 404".into()),
+            props: failed(),
+            slots: failed(),
+            server_info: failed(),
+        };
+        assert_eq!(counts_speculation(&p), None);
+        p.metrics = Probe::Got("vllm:num_requests_running 0\n".into());
+        assert_eq!(counts_speculation(&p), Some(false));
+        p.metrics = Probe::Got(
+            "vllm:spec_decode_num_drafts_total 4\nvllm:spec_decode_num_accepted_tokens_per_pos_total{position=\"1\"} 2\n"
+                .into(),
+        );
+        assert_eq!(counts_speculation(&p), Some(true));
+        let m = Metrics::parse(p.metrics.ok().unwrap()).unwrap();
+        assert_eq!(m.spec_accepted_per_pos, [0.0, 2.0], "by the position label");
+        let g = Metrics::parse(
+            "sglang:spec_accept_length{dp_rank=\"0\"} 2.0\nsglang:spec_accept_length{dp_rank=\"1\"} 3.0\n",
+        )
+        .unwrap();
+        assert_eq!(g.spec_accept_length, Some(2.5), "a gauge's mean over its label sets");
+    }
 
     #[test]
     fn parses_vllm_metrics() {

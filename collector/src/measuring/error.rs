@@ -135,6 +135,17 @@ pub enum RunError {
         /// What is wrong (with the line, when it is one line's).
         why: String,
     },
+    /// A `--prompts` file that cannot be read, or a line of it that holds no prompt.
+    #[error("--prompts {}: {why}", .path.display())]
+    UserPrompts {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong (with the line, when it is one line's).
+        why: String,
+    },
+    /// `--resume` with other prompts than the run's (`--prompts` given or left out).
+    #[error("--resume: {0}")]
+    ResumePrompts(String),
     /// A `--trace-speed`, `--trace-from` or `--trace-to` out of range, or given without
     /// `--trace`.
     #[error("{flag} {value:?}: {why}")]

@@ -96,9 +96,16 @@ pub(crate) fn fresh_results(info: &ServerInfo, plan: &Plan, spec: &RunSpec, host
         traces: spec.trace.iter().map(|t| crate::measuring::trace::planned_row(t, spec.max_in_flight)).collect(),
         conversations: crate::measuring::conversation::planned(plan, spec),
         client: Some(host.client.clone()),
-        missing: info.facts.missing.iter().chain(&host.missing).cloned().collect(),
+        missing: info.facts.missing.iter().chain(&host.missing).cloned().chain(spec_missing(info, host)).collect(),
         import: None,
     }
+}
+
+/// Speculative decoding the launch command sets but `/metrics` does not count, as the file's
+/// `missing` entry.
+fn spec_missing(info: &ServerInfo, host: &Host) -> Option<MissingFigure> {
+    let speculating = host.launch_command.as_deref().and_then(crate::measuring::launch::speculative_decoding);
+    crate::measuring::engine::speculation_uncounted(speculating.as_deref(), info.facts.counts_speculation)
 }
 
 /// The results file's `engine`: what discovery found, and the launch command the host gave.
@@ -133,7 +140,7 @@ fn run_config(plan: &Plan, spec: &RunSpec) -> Config {
         ignore_eos: Some(true),
         temperature: spec.temperature,
         seed: spec.seed,
-        prompt_corpus: Some(corpus()),
+        prompt_corpus: Some(spec.prompts.as_ref().map_or_else(corpus, |p| p.corpus.clone())),
         prompt_sharing: Some(if spec.distinct_prompts { PromptSharing::Distinct } else { PromptSharing::Shared }),
         prefill_mode: Some(PrefillMode::DecodeWarmup),
         decode_test: Some(DecodeTest::FixedDuration),

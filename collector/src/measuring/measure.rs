@@ -198,7 +198,10 @@ pub fn decode_cell(obs: &Observation) -> (DecodeCell, Vec<String>) {
     // server's gauge when it has one.
     cell.avg_active_requests =
         Some(server.as_ref().and_then(|s| s.running_avg).unwrap_or(round3(f.avg_in_flight - f.avg_queued)));
-    cell.spec_accept_rate = spec_rate(&obs.scrapes, w0, w1);
+    let spec = crate::measuring::spec_decode::outcome(&obs.scrapes, w0, w1);
+    cell.spec_accept_rate = spec.figures.as_ref().and_then(|f| f.acceptance_rate);
+    cell.spec_decode = spec.figures;
+    cell.missing.extend(spec.missing);
     cell.server = server;
     let notes = cpu_note(&mut cell, obs);
     if let Some(readings) = &obs.gpu {
@@ -647,13 +650,6 @@ pub fn counter_delta(
     Some((counter_at(scrapes, get, w1)? - counter_at(scrapes, get, w0)?).max(0.0))
 }
 
-/// Accepted ÷ drafted speculative tokens over the window.
-fn spec_rate(scrapes: &[Scrape], w0: f64, w1: f64) -> Option<f64> {
-    let drafted = counter_delta(scrapes, |m| m.spec_draft_tokens, w0, w1)?;
-    let accepted = counter_delta(scrapes, |m| m.spec_accepted_tokens, w0, w1)?;
-    (drafted > 0.0).then(|| round3(accepted / drafted))
-}
-
 /// Server figures from the cell's Prometheus readings: gauges sampled inside the window,
 /// counters' growth over the window (read between scrapes), and `generation_tokens` from the
 /// reading before the first stream opened to the one after the last ended (a cross-check of
@@ -677,7 +673,6 @@ pub(crate) fn server_figures(scrapes: &[Scrape], w0: f64, w1: f64, live_counter:
         },
         _ => None,
     };
-    let (drafts, accepted) = (delta(|m| m.spec_drafts), delta(|m| m.spec_accepted_tokens));
     Some(ServerFigures {
         running_avg: mean(&|m| m.running),
         waiting_max: max(&|m| m.waiting),
@@ -687,10 +682,10 @@ pub(crate) fn server_figures(scrapes: &[Scrape], w0: f64, w1: f64, live_counter:
         generation_tokens: whole_cell,
         prefix_cache_hit_tokens: delta(|m| m.prefix_hits).map(|v| v.round() as u64),
         prefix_cache_query_tokens: delta(|m| m.prefix_queries).map(|v| v.round() as u64),
-        spec_mean_accepted_len: match (drafts, accepted) {
-            (Some(d), Some(a)) if d > 0.0 => Some(round3(1.0 + a / d)),
-            _ => None,
-        },
+        // One meaning with the cell's `spec_decode`: over the cell's requests, not interpolated.
+        spec_mean_accepted_len: crate::measuring::spec_decode::outcome(scrapes, w0, w1)
+            .figures
+            .and_then(|f| f.mean_accepted_length),
     })
 }
 

@@ -46,6 +46,8 @@
 //! - [`trace_prompt`]: a trace's prompts — one text block per hash id, shared exactly;
 //! - [`trace_cache`]: a trace replay's prefix cache — the trace's ideal reuse beside the hit
 //!   rate the server measured, and why when it falls short.
+//! - [`spec_decode`]: a cell's speculative decoding from the server's counters (pure);
+//! - [`user_prompts`]: `--prompts FILE.jsonl`, a user's own prompts read and checked.
 
 /// `eprintln!` that never panics: a closed stderr (`run … 2>&1 | head`) must not stop a run
 /// half-way and leave its file `running`; the lines are lost, the measurements are not.
@@ -88,7 +90,9 @@ pub mod selfcheck;
 pub mod series;
 pub mod session;
 pub mod spec;
+pub mod spec_decode;
 pub mod trace;
 pub mod trace_cache;
 pub mod trace_prompt;
+pub mod user_prompts;
 pub mod wire;

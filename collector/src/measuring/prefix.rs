@@ -13,7 +13,7 @@
 use crate::measuring::client::StreamRecord;
 use crate::measuring::error::CellError;
 use crate::measuring::measure::counter_delta;
-use crate::measuring::prompt::{prose, Prompt};
+use crate::measuring::prompt::Prompt;
 use crate::measuring::scrape::Scrape;
 use crate::measuring::session::Session;
 use speedmatrix_schema::prefix::{hit_rate, off_plan_note, share_label, Evidence};
@@ -111,7 +111,7 @@ pub async fn build(
         let head = format!(
             "{salt}[speedmatrix run {run} · shared prefix · {tag}] Read the following notes, then continue the story at length.\n\n"
         );
-        let words = prose(b.seed ^ fnv(tag) ^ 0x7072_6566, (prefix_target as usize).saturating_mul(12) / 10 + 64);
+        let words = b.words(b.seed ^ fnv(tag) ^ 0x7072_6566, (prefix_target as usize).saturating_mul(12) / 10 + 64);
         let text_of = |k: usize| format!("{head}{}", words[..k].join(" "));
         b.fit(&text_of, words.len(), prefix_target).await.map_err(CellError::Prompt)?.text
     } else {
@@ -120,7 +120,7 @@ pub async fn build(
     let before = format!("{prefix}\n[request ");
     let after_head = format!(" · run {run} · {tag}] ");
     let rest_target = ctx.tokens.saturating_sub(prefix_target);
-    let words = prose(b.seed ^ fnv(tag) ^ 0x7265_7374, (rest_target as usize).saturating_mul(12) / 10 + 64);
+    let words = b.words(b.seed ^ fnv(tag) ^ 0x7265_7374, (rest_target as usize).saturating_mul(12) / 10 + 64);
     let text_of = |k: usize| format!("{before}000000{after_head}{}", words[..k].join(" "));
     let whole = b.fit(&text_of, words.len(), ctx.tokens).await.map_err(CellError::Prompt)?;
     let after = whole.text[before.len() + 6..].to_string();

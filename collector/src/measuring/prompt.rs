@@ -154,7 +154,7 @@ pub fn corpus() -> PromptCorpus {
         h.update(b"\x00");
     }
     let hex = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
-    PromptCorpus { name: CORPUS_NAME.into(), sha256: Some(hex) }
+    PromptCorpus { name: CORPUS_NAME.into(), sha256: Some(hex), origin: None }
 }
 
 /// At least `words` words of varied prose, deterministic for `seed`.
@@ -216,6 +216,8 @@ pub struct PromptBuilder {
     pub seed: u64,
     /// How lengths are made exact.
     pub sizer: Sizer,
+    /// `--prompts`: the user's prompts, whose words replace the built-in prose.
+    pub user: Option<std::sync::Arc<crate::measuring::user_prompts::UserPrompts>>,
 }
 
 /// The request body fields that carry a prompt, for chat or completions.
@@ -245,7 +247,7 @@ impl PromptBuilder {
         run_id: String,
         seed: u64,
     ) -> Result<Self, HttpError> {
-        let mut b = PromptBuilder { client, model, endpoint, run_id, seed, sizer: Sizer::Tokenize };
+        let mut b = PromptBuilder { client, model, endpoint, run_id, seed, sizer: Sizer::Tokenize, user: None };
         // vLLM's and SGLang's form of /tokenize, then llama.cpp's; without either, calibrate.
         for sizer in [Sizer::Tokenize, Sizer::TokenizeText] {
             b.sizer = sizer;
@@ -324,7 +326,7 @@ impl PromptBuilder {
             self.run_id
         );
         // Enough words for any tokenizer: prose runs at ~1.3 tokens per word.
-        let words = prose(self.seed ^ fnv(tag), (target as usize).saturating_mul(12) / 10 + 64);
+        let words = self.words(self.seed ^ fnv(tag), (target as usize).saturating_mul(12) / 10 + 64);
         let text_of = |k: usize| format!("{prefix}{}", words[..k].join(" "));
         match self.sizer {
             Sizer::Calibrated { tokens_per_word, overhead } => {
@@ -332,6 +334,15 @@ impl PromptBuilder {
                 Ok(Prompt { text: text_of(k.min(words.len())), tokens: None })
             }
             Sizer::Tokenize | Sizer::TokenizeText => self.fit(&text_of, words.len(), target).await,
+        }
+    }
+
+    /// At least `n` words of prompt text for `seed`: the user's prompts (`--prompts`, from the
+    /// prompt the seed picks, repeated as needed), else the built-in prose.
+    pub fn words(&self, seed: u64, n: usize) -> Vec<String> {
+        match &self.user {
+            Some(u) => u.words(seed, n),
+            None => prose(seed, n),
         }
     }
 

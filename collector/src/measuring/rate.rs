@@ -306,7 +306,7 @@ impl Measurement for RateAt {
 
     fn line(&self, cell: &RateCell) -> String {
         format!(
-            "rate {:>6} at {:>10}: {} · achieved {} req/s · {} tok/s · TTFT p50 {} ms · send lag p99 {} ms{}",
+            "rate {:>6} at {:>10}: {} · achieved {} req/s · {} tok/s · TTFT p50 {} ms · send lag p99 {} ms{}{}",
             cell.context.label,
             cell.rate_label(),
             cell.status.label(),
@@ -314,6 +314,7 @@ impl Measurement for RateAt {
             cell.total_tps.map_or("—".into(), |v| format!("{v:.1}")),
             cell.ttft_ms.and_then(|d| d.p50).map_or("—".into(), |v| format!("{v:.0}")),
             cell.send_lag_ms.and_then(|d| d.p99).map_or("—".into(), |v| format!("{v:.2}")),
+            crate::measuring::spec_decode::line_part(cell.spec_decode.as_ref()),
             cell.reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default()
         )
     }

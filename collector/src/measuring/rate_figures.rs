@@ -244,6 +244,9 @@ pub fn rate_cell(obs: &RateObservation) -> RateCell {
     cell.token_count_source = Some(counted.source);
     cell.total_tps = Some(round3(f.output_tokens as f64 / window_s));
     cell.server = server;
+    let spec = crate::measuring::spec_decode::outcome(&obs.scrapes, w0, w1);
+    cell.spec_decode = spec.figures;
+    cell.missing.extend(spec.missing);
     if let Some((a, b)) = obs.client_cpu_s {
         cell.client_cpu_pct = Some(round3(100.0 * (b - a) / window_s.max(1e-3)));
     }

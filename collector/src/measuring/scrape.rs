@@ -236,7 +236,38 @@ impl Scraper {
         let mut v = all.lock().map(|mut v| std::mem::take(&mut *v)).unwrap_or_default();
         v.extend(hold_scrape(&client, clock, &health).await);
         v.sort_by(|a, b| a.t_ms.total_cmp(&b.t_ms));
+        quiet_end(&client, clock, &health, &mut v).await;
         v
+    }
+}
+
+/// The longest [`quiet_end`] waits for an idle server.
+pub const QUIET_LIMIT: Duration = Duration::from_secs(3);
+
+/// Whether a reading shows requests running or waiting.
+fn busy(m: &Metrics) -> bool {
+    m.running.unwrap_or(0.0) + m.waiting.unwrap_or(0.0) > 0.0
+}
+
+/// On a server that counts speculative decoding, the cell's last reading is one taken once the
+/// server is idle (at most [`QUIET_LIMIT`] after the cell's last stream ended, reading every
+/// 50 ms): a cancelled request may still be decoding in the server until its abort arrives,
+/// and its drafts count for the cell (`crate::measuring::spec_decode` takes the counters' growth
+/// to the last reading). Readings are added to `v`; nothing is awaited on other servers.
+async fn quiet_end(client: &Client, clock: Clock, health: &Health, v: &mut Vec<Scrape>) {
+    let counts = |s: &Scrape| s.metrics.spec_drafts.is_some() && busy(&s.metrics);
+    if !v.last().is_some_and(counts) {
+        return;
+    }
+    let by = tokio::time::Instant::now() + QUIET_LIMIT;
+    while tokio::time::Instant::now() < by {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let Some(s) = hold_scrape(client, clock, health).await else { return };
+        let done = !busy(&s.metrics);
+        v.push(s);
+        if done {
+            return;
+        }
     }
 }
 

@@ -90,10 +90,11 @@ impl Session {
         let clock = Clock::start();
         let gpu = gpus.map(|g| crate::measuring::gpu::Sampler::start(g, clock));
         let seed = spec.seed.unwrap_or(0x5eed);
-        let prompts =
+        let mut prompts =
             PromptBuilder::new(client.clone(), info.model.clone(), spec.endpoint, results.run.id.clone(), seed)
                 .await
                 .map_err(RunError::Prompts)?;
+        prompts.user = spec.prompts.clone();
         let (live, _) = Publisher::new(&results);
         let planned = live.progress().planned as u64;
         let progress = if spec.quiet { indicatif::ProgressBar::hidden() } else { indicatif::ProgressBar::new(planned) };

@@ -38,6 +38,8 @@ pub struct RunSpec {
     /// `--trace` (with `--trace-speed`, `--trace-from`, `--trace-to`): the file read, checked
     /// and sliced.
     pub trace: Option<std::sync::Arc<crate::measuring::trace::LoadedTrace>>,
+    /// `--prompts`: the user's prompts, read and checked; `None`: the built-in prose.
+    pub prompts: Option<std::sync::Arc<crate::measuring::user_prompts::UserPrompts>>,
     /// `--keep-going`.
     pub keep_going: bool,
     /// `--rates auto`: search each context for the highest rate meeting `slo`.
@@ -174,6 +176,14 @@ impl RunSpec {
             return Err(RunError::AutoWithoutSlo);
         }
         let trace = trace(args, file.trace.as_ref())?;
+        let prompts = match &args.prompts {
+            Some(path) => Some(std::sync::Arc::new(crate::measuring::user_prompts::load(path)?)),
+            None => None,
+        };
+        // A resumed file without a recorded corpus (older files) was measured on the prose.
+        let prose = crate::measuring::prompt::corpus();
+        let file_corpus = resumed.as_ref().map(|r| r.config.prompt_corpus.as_ref().unwrap_or(&prose));
+        crate::measuring::user_prompts::same_on_resume(file_corpus, prompts.as_deref().map(|p| &p.corpus))?;
         let mut concurrency = file.concurrency.clone().unwrap_or_else(|| args.concurrency.clone());
         if concurrency.contains(&0) {
             return Err(RunError::ZeroConcurrency);
@@ -242,6 +252,7 @@ impl RunSpec {
             rates,
             max_in_flight: file.max_in_flight.unwrap_or(args.max_in_flight),
             trace,
+            prompts,
             keep_going: file.keep_going.unwrap_or(args.keep_going),
             rate_search,
             slo,

@@ -319,7 +319,59 @@ pub fn matrix_cell_at(r: &Results, context_tokens: u64, concurrency: u32, share:
     if let (Some(s), true) = (c.prefix_share, c.status.is_measured()) {
         lines.push(hit_rate_text(s, c.prefix_cache.as_ref()));
     }
+    if let (Some(rate), true) = (c.spec_decode.as_ref().and_then(|f| f.acceptance_rate), c.status.is_measured()) {
+        lines.push(format!("{} accepted", fmt("spec_accept_rate", Some(rate))));
+    }
     lines.join("\n")
+}
+
+/// The speculative-decoding table (cells with `spec_decode`): one row per decode or rate cell
+/// with its drafts, draft and accepted tokens, acceptance rate, mean accepted length and
+/// acceptance by position; `None` when no cell has any.
+fn spec_decode_table(r: &Results) -> Option<Grid> {
+    let spec = |id: &str, v: Option<f64>| match (registry::SPEC_DECODE.iter().find(|m| m.id == id), v) {
+        (Some(m), Some(v)) => m.display(v),
+        _ => dash(),
+    };
+    let count = |v: Option<u64>| v.map_or_else(dash, registry::format_int);
+    let row = |cell: String, f: &speedmatrix_schema::SpecDecodeFigures| {
+        let by_pos: Vec<String> =
+            f.acceptance_by_position.iter().map(|&p| spec("spec_acceptance_by_position", Some(p))).collect();
+        vec![
+            cell,
+            count(f.drafts),
+            count(f.draft_tokens),
+            count(f.accepted_tokens),
+            fmt("spec_accept_rate", f.acceptance_rate),
+            spec("spec_mean_accepted_len", f.mean_accepted_length),
+            if by_pos.is_empty() { dash() } else { by_pos.join(" · ") },
+            crate::measuring::spec_decode::source_words(f.source).to_string(),
+        ]
+    };
+    let decode = r.decode.iter().filter_map(|c| {
+        let name = format!(
+            "decode {} × {}{}",
+            clean(&c.context.label),
+            c.concurrency,
+            speedmatrix_schema::prefix::name_suffix(c.prefix_share)
+        );
+        Some(row(name, c.spec_decode.as_ref()?))
+    });
+    let rates = r.rates.iter().filter_map(|c| {
+        Some(row(format!("rate {} at {}", clean(&c.context.label), c.rate_label()), c.spec_decode.as_ref()?))
+    });
+    let rows: Vec<Vec<String>> = decode.chain(rates).collect();
+    let headers = [
+        "Cell",
+        "Drafts",
+        "Draft tokens",
+        "Accepted",
+        "Acceptance rate",
+        "Mean accepted length",
+        "By position",
+        "Source",
+    ];
+    (!rows.is_empty()).then(|| Grid { headers: headers.map(String::from).to_vec(), rows, numeric_from: 1 })
 }
 
 /// The decode matrix: a row per context, or with prefix shares a row per context and share
@@ -653,6 +705,25 @@ pub fn render_report(r: &Results, all: bool, markup: Markup) -> String {
     }
     if !r.conversations.is_empty() {
         conversation_section(r, markup, &mut out);
+    }
+    if let Some(grid) = spec_decode_table(r) {
+        heading(&mut out, markup, 2, "Speculative decoding — the server's counters over each cell's requests");
+        out.push_str(&grid.render(markup));
+        let corpus = r.config.prompt_corpus.as_ref().map_or_else(
+            || "not recorded".to_string(),
+            |c| match c.origin {
+                Some(speedmatrix_schema::PromptOrigin::UserFile) => format!(
+                    "{} (--prompts, sha256 {})",
+                    clean(&c.name),
+                    c.sha256.as_deref().map_or("unknown", |h| &h[..h.len().min(12)])
+                ),
+                _ => format!("{} (built in)", clean(&c.name)),
+            },
+        );
+        let _ = writeln!(
+            out,
+            "\nAcceptance depends on the text: prompts from {corpus}. Mean accepted length is 1 + accepted ÷ drafts (tokens per verification step).\n"
+        );
     }
     if all {
         heading(&mut out, markup, 2, "All measurements");

@@ -122,6 +122,7 @@ impl EngineLoop {
         if self.current.is_none() && !self.engine.is_idle() {
             let start = self.prev_end.unwrap_or_else(|| self.state.clock.now_ms());
             self.current = self.engine.step(start);
+            super::spec_lines::spec_ended(&self.state, self.engine.take_ended());
             self.publish();
             if self.current.is_none() {
                 self.prev_end = None;
@@ -172,6 +173,7 @@ impl EngineLoop {
             }
             EngineCmd::Abort(id) => {
                 self.engine.abort(id);
+                super::spec_lines::spec_ended(&self.state, self.engine.take_ended());
                 self.senders.remove(&id);
                 self.times.remove(&id);
                 Woke::Command

@@ -9,7 +9,7 @@ use super::guard::Guard;
 use super::requests::{plan, Plan};
 use super::stream::{full_response, stream_response};
 use super::{error, hex_id, unix_now, AppState, Endpoint};
-use crate::engine::{block_hashes, Submit};
+use crate::engine::{block_hashes, ngram_acceptance, text_seed, SeqSpec, Submit};
 use crate::faults;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -94,6 +94,10 @@ fn submit(state: &AppState, plan: &Plan, guard: &mut Guard) -> Option<mpsc::Unbo
         prompt_len: plan.prompt_tokens.len() as u32,
         block_hashes: hashes,
         output_len: plan.output_len,
+        spec: (state.cfg.spec_ngram && state.cfg.profile.spec_tokens > 0).then(|| SeqSpec {
+            accept: ngram_acceptance(&plan.prompt_tokens),
+            seed: text_seed(state.cfg.seed, &plan.prompt_tokens),
+        }),
     };
     state.engine_tx.send(EngineCmd::Submit(submit, tx)).ok()?;
     guard.engine_id = Some(n);

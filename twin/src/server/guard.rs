@@ -3,8 +3,10 @@
 //! route ([`super::generate`]) makes it; the writer ([`super::stream`]) fills it in.
 
 use super::engine_loop::EngineCmd;
+use super::spec_lines::flush_spec_lines;
 use super::{AppState, Endpoint};
 use crate::trace::RequestRecord;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// Aborts the engine request and writes the trace line when the response ends or is dropped
@@ -42,9 +44,11 @@ impl Guard {
 
 impl Drop for Guard {
     fn drop(&mut self) {
+        let speculating = self.state.cfg.profile.spec_tokens > 0;
+        let mut abort = None;
         if let Some(id) = self.engine_id {
             if !self.finished {
-                let _ = self.state.engine_tx.send(EngineCmd::Abort(id));
+                abort = Some(id);
                 if self.record.outcome == "complete" {
                     self.record.outcome = "disconnected";
                 }
@@ -60,7 +64,24 @@ impl Drop for Guard {
                 *m.success.entry(reason).or_insert(0) += 1;
             }
         }
+        if let (true, Some(id)) = (speculating, self.engine_id) {
+            let Ok(mut l) = self.state.spec_lines.lock() else { return };
+            if let Some(tally) = l.ended.remove(&id) {
+                self.record.spec = Some(tally);
+            } else if let Some(id) = abort {
+                // The engine loop writes the line once it has applied the abort.
+                l.waiting.insert(id, std::mem::take(&mut self.record));
+                drop(l);
+                if self.state.engine_tx.send(EngineCmd::Abort(id)).is_err() {
+                    flush_spec_lines(&self.state); // the engine has stopped
+                }
+                return;
+            }
+        }
+        if let Some(id) = abort {
+            let _ = self.state.engine_tx.send(EngineCmd::Abort(id));
+        }
         self.state.trace.write(&self.record);
-        self.state.open_guards.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        self.state.open_guards.fetch_sub(1, Ordering::SeqCst);
     }
 }

@@ -152,16 +152,31 @@ fn vllm_counters(s: &mut String, labels: &str, c: &Counters) {
         ),
         ("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", c.prefix_cache_hits),
         ("vllm:num_preemptions", "Cumulative number of preemption from the engine.", c.preemptions),
+    ] {
+        counter(s, labels, name, help, v);
+    }
+    // As vLLM: the speculative-decoding counters exist only while it speculates.
+    if c.spec_accepted_per_pos.is_empty() {
+        return;
+    }
+    for (name, help, v) in [
         ("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.", c.spec_drafts),
         ("vllm:spec_decode_num_draft_tokens", "Number of draft tokens.", c.spec_draft_tokens),
         ("vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.", c.spec_accepted_tokens),
     ] {
-        let _ = writeln!(
-            s,
-            "# HELP {name}_total {help}\n# TYPE {name}_total counter\n{name}_total{{{labels}}} {:?}",
-            v as f64
-        );
+        counter(s, labels, name, help, v);
     }
+    let name = "vllm:spec_decode_num_accepted_tokens_per_pos";
+    let _ = writeln!(s, "# HELP {name}_total Accepted tokens per draft position.\n# TYPE {name}_total counter");
+    for (k, v) in c.spec_accepted_per_pos.iter().enumerate() {
+        let _ = writeln!(s, "{name}_total{{{labels},position=\"{k}\"}} {:?}", *v as f64);
+    }
+}
+
+/// One counter, `_total` added.
+fn counter(s: &mut String, labels: &str, name: &str, help: &str, v: u64) {
+    let _ =
+        writeln!(s, "# HELP {name}_total {help}\n# TYPE {name}_total counter\n{name}_total{{{labels}}} {:?}", v as f64);
 }
 
 /// One histogram: cumulative buckets, `+Inf`, count and sum.

@@ -11,6 +11,7 @@
 //! - `info`: health, version, models, tokenize and SGLang's server info;
 //! - `generate`: the two generation routes, from arrival to the trace line;
 //! - `guard`: what ends a generation request — abort in the engine, `/metrics`, trace line;
+//! - `spec_lines`: each request's speculative-decoding count for its trace line;
 //! - `chunks`: the JSON of each streamed chunk and of a full answer;
 //! - `stream`: the SSE writer and the full response, with the faults applied.
 
@@ -21,6 +22,7 @@ mod guard;
 mod info;
 mod metrics;
 mod requests;
+mod spec_lines;
 mod stream;
 
 pub(crate) use engine_loop::engine_loop;
@@ -52,6 +54,10 @@ pub(crate) struct AppState {
     next_call: AtomicU64,
     /// Generation requests whose guard has not written its trace line yet ([`guard::Guard`]).
     pub(crate) open_guards: AtomicU64,
+    /// With speculative decoding on: the trace lines of aborted requests waiting for the
+    /// engine's count of their drafts, and the counts of requests that left the engine
+    /// ([`spec_lines::SpecLines`]).
+    pub(crate) spec_lines: Mutex<spec_lines::SpecLines>,
 }
 
 impl AppState {
@@ -61,15 +67,22 @@ impl AppState {
         trace: TraceSink,
     ) -> (Arc<AppState>, std::sync::mpsc::Receiver<EngineCmd>) {
         let (tx, rx) = std::sync::mpsc::channel();
+        let spec_positions = cfg.profile.spec_tokens as usize;
         let state = AppState {
             cfg,
             clock,
             trace,
             engine_tx: tx,
-            metrics: Mutex::new(metrics::Metrics::new()),
+            metrics: Mutex::new({
+                // The speculative-decoding counters exist from the start when it speculates.
+                let mut m = metrics::Metrics::new();
+                m.counters.spec_accepted_per_pos = vec![0; spec_positions];
+                m
+            }),
             next_request: AtomicU64::new(1),
             next_call: AtomicU64::new(1),
             open_guards: AtomicU64::new(0),
+            spec_lines: Mutex::new(spec_lines::SpecLines::default()),
         };
         (Arc::new(state), rx)
     }
@@ -81,6 +94,8 @@ impl AppState {
         !faults::draw(&relevant, self.cfg.seed ^ 0xe7d, n).0.is_empty()
     }
 }
+
+pub(crate) use spec_lines::flush_spec_lines;
 
 /// Ask the engine thread to stop.
 pub(crate) fn stop_engine(state: &AppState) {

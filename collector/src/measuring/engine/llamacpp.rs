@@ -72,6 +72,7 @@ impl EngineAdapter for LlamaCpp {
             prefix_caching: None,
             cache_block_tokens: None,
             missing: vec![],
+            counts_speculation: None,
         };
         f.missing = common_missing(p, &f)
             .into_iter()

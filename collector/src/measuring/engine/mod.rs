@@ -130,6 +130,27 @@ pub struct Facts {
     pub cache_block_tokens: Option<u64>,
     /// Figures the run will not have, and why.
     pub missing: Vec<MissingFigure>,
+    /// Whether `/metrics` counts speculative decoding
+    /// ([`crate::measuring::discovery::counts_speculation`]); `None` without a readable
+    /// `/metrics`.
+    pub counts_speculation: Option<bool>,
+}
+
+/// The file's `missing` entry for speculative decoding the launch command sets (`speculating`:
+/// its words) on a server whose `/metrics` counts none: every cell's `spec_decode` is absent,
+/// and why. `None` otherwise (a server that does not speculate lacks nothing).
+pub fn speculation_uncounted(speculating: Option<&str>, counted: Option<bool>) -> Option<MissingFigure> {
+    let what = speculating?;
+    let why = match counted? {
+        true => return None,
+        false => "its /metrics has no speculative-decoding counters (vLLM and llama.cpp spec_decode_num_drafts and the rest, SGLang spec_accept_length)",
+    };
+    Some(MissingFigure {
+        figure: crate::measuring::spec_decode::FIGURE.into(),
+        reason: format!(
+            "the launch command sets speculative decoding ({what}), but {why}: no cell has its drafts or acceptance"
+        ),
+    })
 }
 
 /// The Prometheus figure a metric family feeds (names differ per engine).
@@ -155,6 +176,10 @@ pub enum MetricSlot {
     SpecDraftTokens,
     /// Draft tokens accepted (counter).
     SpecAcceptedTokens,
+    /// Draft tokens accepted at one draft position, its `position` label from 0 (counter).
+    SpecAcceptedPerPos,
+    /// Mean accepted length (SGLang's gauge).
+    SpecAcceptLength,
     /// vLLM `cache_config_info` (labels carry the KV budget).
     CacheConfig,
 }
@@ -311,6 +336,19 @@ mod tests {
             Some((EngineKind::LlamaCpp, MetricSlot::GenerationTokens))
         );
         assert_eq!(metric_slot("foo_bar"), None);
+    }
+
+    #[test]
+    fn speculation_is_missing_only_where_the_launch_command_sets_it_and_nothing_counts_it() {
+        assert_eq!(speculation_uncounted(None, Some(false)), None, "no speculation: nothing lacks");
+        let m = speculation_uncounted(Some("ngram, 3 tokens"), Some(false)).unwrap();
+        assert_eq!(m.figure, "spec_decode");
+        assert!(
+            m.reason.contains("ngram, 3 tokens") && m.reason.contains("no speculative-decoding counters"),
+            "{}",
+            m.reason
+        );
+        assert_eq!(speculation_uncounted(Some("ngram"), Some(true)), None);
     }
 
     #[test]

@@ -24,6 +24,7 @@ impl EngineAdapter for Sglang {
             "sglang:num_retracted_reqs" => MetricSlot::Preemptions,
             "sglang:cached_tokens" => MetricSlot::PrefixHits,
             "sglang:prompt_tokens" => MetricSlot::PrefixQueries,
+            "sglang:spec_accept_length" => MetricSlot::SpecAcceptLength,
             _ => return None,
         })
     }

@@ -26,6 +26,7 @@ impl EngineAdapter for Vllm {
             "vllm:spec_decode_num_drafts" => MetricSlot::SpecDrafts,
             "vllm:spec_decode_num_draft_tokens" => MetricSlot::SpecDraftTokens,
             "vllm:spec_decode_num_accepted_tokens" => MetricSlot::SpecAcceptedTokens,
+            "vllm:spec_decode_num_accepted_tokens_per_pos" => MetricSlot::SpecAcceptedPerPos,
             "vllm:cache_config_info" => MetricSlot::CacheConfig,
             _ => return None,
         })
