@@ -3,7 +3,7 @@
 //! from what its requests saw. Pure.
 
 use crate::prefix::hit_rate;
-use crate::stats::{distribution, percentile_sorted, round3};
+use crate::stats::{distribution_rounded, percentile_sorted, round3};
 use crate::{HitRateSource, TurnFigures};
 
 /// Tokens of each later turn's new user message, sized as a whole prompt.
@@ -77,18 +77,7 @@ pub fn turn_figures(
     let itl: Vec<f64> = samples.iter().flat_map(|s| s.itl_ms.iter().copied()).collect();
     let mut prompts: Vec<f64> = samples.iter().filter_map(|s| s.prompt_tokens).map(|t| t as f64).collect();
     prompts.sort_by(f64::total_cmp);
-    let round = |d: Option<crate::Distribution>| {
-        d.map(|d| crate::Distribution {
-            p50: d.p50.map(round3),
-            p90: d.p90.map(round3),
-            p99: d.p99.map(round3),
-            mean: d.mean.map(round3),
-            min: d.min.map(round3),
-            max: d.max.map(round3),
-            count: d.count,
-        })
-    };
-    let ttft_ms = round(distribution(&ttft));
+    let ttft_ms = distribution_rounded(&ttft);
     let own = ttft_ms.and_then(|d| d.p50);
     let first = if turn == 1 { own } else { first_ttft_p50 };
     let ratio = match (own, first) {
@@ -102,8 +91,8 @@ pub fn turn_figures(
         failed: samples.iter().filter(|s| s.failed).count() as u64,
         prompt_tokens: percentile_sorted(&prompts, 50.0).map(|t| t as u64),
         ttft_ms,
-        itl_ms: round(distribution(&itl)),
-        e2e_ms: round(distribution(&e2e)),
+        itl_ms: distribution_rounded(&itl),
+        e2e_ms: distribution_rounded(&e2e),
         ttft_ratio: ratio,
         cache_hit_rate: rate,
         hit_rate_source: cache.filter(|_| rate.is_some()).map(|c| c.source),

@@ -44,6 +44,20 @@ pub fn round3(v: f64) -> f64 {
     (v * 1000.0).round() / 1000.0
 }
 
+/// [`distribution`] with every figure rounded to 3 decimals (µs for ms figures), as results
+/// files keep them.
+pub fn distribution_rounded(values: &[f64]) -> Option<Distribution> {
+    distribution(values).map(|d| Distribution {
+        p50: d.p50.map(round3),
+        p90: d.p90.map(round3),
+        p99: d.p99.map(round3),
+        mean: d.mean.map(round3),
+        min: d.min.map(round3),
+        max: d.max.map(round3),
+        count: d.count,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

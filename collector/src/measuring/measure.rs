@@ -691,15 +691,7 @@ pub(crate) fn server_figures(scrapes: &[Scrape], w0: f64, w1: f64, live_counter:
 
 /// A distribution of ms (or tok/s) values, rounded to 3 decimals (µs for ms figures).
 pub(crate) fn distribution(values: &[f64]) -> Option<Distribution> {
-    stats::distribution(values).map(|d| Distribution {
-        p50: d.p50.map(round3),
-        p90: d.p90.map(round3),
-        p99: d.p99.map(round3),
-        mean: d.mean.map(round3),
-        min: d.min.map(round3),
-        max: d.max.map(round3),
-        count: d.count,
-    })
+    stats::distribution_rounded(values)
 }
 
 #[cfg(test)]
