@@ -41,7 +41,8 @@
 //! picks rows, `L` for lock-step; SECONDS=N the window, default 20; PEERS=0 skips both peers,
 //! PEERS=vllm-bench or PEERS=python one of them; VLLM_PYTHON=PATH another Python for vllm bench
 //! serve, VLLM_BENCH=PATH another vllm-bench binary; CLIENT_CPUS=0,1 gives the clients both
-//! CPUs; KEEP_FILES=1 keeps their results files). `side_by_side serve [ITL_MS] [lockstep]` runs
+//! CPUs; KEEP_FILES=1 keeps their results files; BACKLOG=N the emitter's listen backlog, default
+//! 16,384 — a row's note counts the kernel's listen-queue overflows while its client ran). `side_by_side serve [ITL_MS] [lockstep]` runs
 //! the emitter alone (for `perf`).
 
 #[path = "side_by_side/emitter.rs"]
@@ -208,14 +209,26 @@ fn rows() -> Vec<Row> {
         .collect()
 }
 
-/// A listener with a backlog for 8,192 connections opened at once (std's is 128).
+/// A listener with a backlog for 8,192 connections opened at once (std's is 128), or `BACKLOG`
+/// (uvicorn's default is 2,048; the kernel caps any at `net.core.somaxconn`).
 fn listen() -> std::net::TcpListener {
     use socket2::{Domain, Socket, Type};
     let s = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
     s.set_reuse_address(true).unwrap();
     s.bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into()).unwrap();
-    s.listen(16_384).unwrap();
+    s.listen(env_or("BACKLOG", 16_384)).unwrap();
     s.into()
+}
+
+/// The kernel's count of connections dropped because a listen queue was full
+/// (`TcpExtListenOverflows` in `/proc/net/netstat`; the whole machine's, so a client's row
+/// counts only while it alone connects to this emitter).
+fn listen_overflows() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/net/netstat").ok()?;
+    let mut lines = text.lines().filter(|l| l.starts_with("TcpExt:"));
+    let (names, values) = (lines.next()?, lines.next()?);
+    let at = names.split_whitespace().position(|n| n == "ListenOverflows")?;
+    values.split_whitespace().nth(at)?.parse().ok()
 }
 
 fn pin_to_cpu(cpu: usize) {
@@ -239,6 +252,7 @@ fn load_average() -> String {
 /// its figures (`figures(stdout, started, token chunks the emitter wrote meanwhile)`).
 fn measure(e: &Emitted, command: impl Fn() -> Command, figures: impl Fn(&str, Instant, u64) -> Measured) -> Measured {
     let started = Instant::now();
+    let overflows_before = listen_overflows();
     let mut child =
         command().stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start a client under taskset");
     let pid = child.id();
@@ -276,6 +290,12 @@ fn measure(e: &Emitted, command: impl Fn() -> Command, figures: impl Fn(&str, In
         );
     } else if !status.success() {
         m.note = format!("{status}: {last_line}");
+    }
+    if let (Some(a), Some(b)) = (overflows_before, listen_overflows()) {
+        if b > a {
+            let sep = if m.note.is_empty() { "" } else { "; " };
+            m.note += &format!("{sep}{} listen-queue overflows (TcpExtListenOverflows)", b - a);
+        }
     }
     if let Ok(path) = std::env::var("CLIENT_STDERR") {
         let _ = std::fs::write(path, &stderr);
