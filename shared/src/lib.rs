@@ -59,6 +59,7 @@ pub mod diff;
 pub mod endings;
 pub mod estimate;
 pub mod export;
+pub mod fleet;
 pub mod frontier;
 pub mod load;
 pub mod model;

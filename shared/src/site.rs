@@ -19,9 +19,13 @@
 //! run table shows them once, with both names), and a file whose bytes no longer match its
 //! digest changed after publishing ([`integrity`]: the page flags it when it fetches the file,
 //! and `publish` refuses to republish the site until it is resolved).
+//! Since version 4 an entry of a run with speculative decoding carries it
+//! (`"speculative_decoding": "mtp, 2 speculative tokens"`, the results' `engine` record), for
+//! the run table's facet.
 //! `file` is relative to the index itself (the `runs/` folder), so a site works from any
 //! sub-path. Version 1 indexes (file, label, model, hardware, started_at only) still load, with
-//! no headline; version 1 and 2 ones with no digests. `publish` rewrites them as version 3.
+//! no headline; version 1 and 2 ones with no digests; before version 4 with no speculative decoding. `publish` rewrites them as
+//! version 4 (its entries made again from the files).
 
 use crate::derived::{gpu_count, per_gpu};
 use crate::model::{CellStatus, ContextSize, MissingFigure, Results};
@@ -31,7 +35,7 @@ use std::collections::HashMap;
 /// The value of the index's `schema` field.
 pub const INDEX_SCHEMA_NAME: &str = "speedmatrix-run-index";
 /// The index format version this build writes (and the newest it reads; it reads 1 as well).
-pub const INDEX_SCHEMA_VERSION: u32 = 3;
+pub const INDEX_SCHEMA_VERSION: u32 = 4;
 /// The oldest index version this build reads.
 pub const OLDEST_INDEX_VERSION: u32 = 1;
 
@@ -82,6 +86,10 @@ pub struct RunIndexEntry {
     /// Weight quantization, when known.
     #[serde(default)]
     pub quantization: Option<String>,
+    /// Speculative decoding as the engine ran it (e.g. `mtp, 2 speculative tokens`), when the
+    /// run used it; absent in indexes before version 4 and for runs without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speculative_decoding: Option<String>,
     /// The run measured a simulation (the speedmatrix twin), not a real server.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub simulated: bool,
@@ -230,6 +238,7 @@ pub fn entry_for(r: &Results, file: &str) -> RunIndexEntry {
         engine: r.engine.name.clone(),
         engine_version: r.engine.version.clone(),
         quantization: r.engine.quantization.clone(),
+        speculative_decoding: r.engine.speculative_decoding.clone(),
         simulated: r.engine.simulated.is_some(),
         headline: Some(headline(r)),
         sha256: None,
@@ -371,6 +380,7 @@ mod tests {
             engine: Some("vllm".into()),
             engine_version: None,
             quantization: None,
+            speculative_decoding: None,
             simulated: true,
             headline: Some(Headline { peak_total_tps: Some(1.0), ..Headline::default() }),
             sha256: Some(sha256_hex(b"a")),
@@ -395,7 +405,7 @@ mod tests {
         i.schema_version = INDEX_SCHEMA_VERSION + 1;
         let err = load_index(&serde_json::to_vec(&i).unwrap()).unwrap_err();
         assert!(matches!(err, IndexError::Version { .. }), "{err}");
-        assert!(err.to_string().contains("versions 1–3"), "{err}");
+        assert!(err.to_string().contains("versions 1–4"), "{err}");
         // A version 2 index (no digests) still loads.
         let v2 = br#"{"schema":"speedmatrix-run-index","schema_version":2,"runs":[{"file":"a.json","label":"A"}]}"#;
         assert_eq!(load_index(v2).unwrap().runs[0].sha256, None);

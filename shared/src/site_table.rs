@@ -11,7 +11,7 @@ use std::cmp::Ordering;
 pub const DASH: &str = "—";
 
 /// The table's columns: (id, header). `label` is the run's title, a link to its report.
-pub const COLUMNS: [(&str, &str); 13] = [
+pub const COLUMNS: [(&str, &str); 14] = [
     ("label", "Run"),
     ("gpu", "GPU"),
     ("gpu_count", "GPUs"),
@@ -19,6 +19,7 @@ pub const COLUMNS: [(&str, &str); 13] = [
     ("engine_version", "Version"),
     ("model", "Model"),
     ("quantization", "Quantization"),
+    ("speculative_decoding", "Speculative decoding"),
     ("date", "Date"),
     ("simulated", "Simulated"),
     ("peak_tps", "Peak total tok/s"),
@@ -70,6 +71,7 @@ pub fn cell_text(e: &RunIndexEntry, id: &str) -> String {
         "engine_version" => e.engine_version.clone(),
         "model" => short_model(e),
         "quantization" => e.quantization.clone(),
+        "speculative_decoding" => e.speculative_decoding.clone(),
         "date" => e.started_at.as_ref().map(|s| s.get(..10).unwrap_or(s).to_string()),
         "simulated" => Some(if e.simulated { "simulated" } else { "no" }.to_string()),
         "peak_tps" => return metric("total_tps", number(e, id)),
@@ -127,8 +129,10 @@ pub fn compare(a: &RunIndexEntry, b: &RunIndexEntry, id: &str) -> Ordering {
 }
 
 /// The facets of the run table, each a URL parameter (so a filtered view is a permalink):
-/// `q` (words in any column), `label` (text in the run's label), `gpu`, `engine`, `model`
-/// (exact values of those columns), `gpus` (the GPU count), `simulated` (`yes` / `no`), and
+/// `q` (words in any column), `label` (text in the run's label), `gpu`, `engine`, `version`
+/// (the engine's), `model`, `quant` (quantization) and `spec` (speculative decoding; [`NONE`]
+/// for runs without) — exact values of those columns —, `gpus` (the GPU count), `simulated`
+/// (`yes` / `no`), and
 /// `from` / `to` (the start date, `YYYY-MM-DD`, both ends included; a run without a start time
 /// is left out while either is set). Empty values mean "any".
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -145,6 +149,12 @@ pub struct IndexFilters {
     pub engine: Option<String>,
     /// The model (short name).
     pub model: Option<String>,
+    /// The engine's version.
+    pub engine_version: Option<String>,
+    /// The quantization.
+    pub quantization: Option<String>,
+    /// The speculative decoding, or [`NONE`] for runs whose index entry records none.
+    pub speculative: Option<String>,
     /// Simulated runs only (`Some(true)`) or real ones only (`Some(false)`).
     pub simulated: Option<bool>,
     /// The first start date kept, `YYYY-MM-DD`.
@@ -154,8 +164,12 @@ pub struct IndexFilters {
 }
 
 /// The URL parameters of the run table: the sort and the facets.
-pub const INDEX_PARAMS: [&str; 10] =
-    ["order", "q", "label", "gpu", "gpus", "engine", "model", "simulated", "from", "to"];
+pub const INDEX_PARAMS: [&str; 13] =
+    ["order", "q", "label", "gpu", "gpus", "engine", "version", "model", "quant", "spec", "simulated", "from", "to"];
+
+/// The value of the `spec` facet that keeps the runs without speculative decoding (their index
+/// entry records none: not used, or not known).
+pub const NONE: &str = "none";
 
 /// A `YYYY-MM-DD` date, else `None` (a mistyped date in a URL filters nothing).
 fn day(v: &str) -> Option<String> {
@@ -175,7 +189,10 @@ impl IndexFilters {
             gpu: some("gpu"),
             gpu_count: some("gpus").and_then(|v| v.parse().ok()),
             engine: some("engine"),
+            engine_version: some("version"),
             model: some("model"),
+            quantization: some("quant"),
+            speculative: some("spec"),
             simulated: match get("simulated").as_deref() {
                 Some("yes") => Some(true),
                 Some("no") => Some(false),
@@ -187,7 +204,7 @@ impl IndexFilters {
     }
 
     /// The facets as URL parameters (`None` removes one).
-    pub fn params(&self) -> [(&'static str, Option<String>); 9] {
+    pub fn params(&self) -> [(&'static str, Option<String>); 12] {
         let text = |t: &str| (!t.trim().is_empty()).then(|| t.to_string());
         [
             ("q", text(&self.q)),
@@ -195,7 +212,10 @@ impl IndexFilters {
             ("gpu", self.gpu.clone()),
             ("gpus", self.gpu_count.map(|n| n.to_string())),
             ("engine", self.engine.clone()),
+            ("version", self.engine_version.clone()),
             ("model", self.model.clone()),
+            ("quant", self.quantization.clone()),
+            ("spec", self.speculative.clone()),
             ("simulated", self.simulated.map(|s| if s { "yes" } else { "no" }.to_string())),
             ("from", self.from.clone()),
             ("to", self.to.clone()),
@@ -224,19 +244,99 @@ impl IndexFilters {
             && self.gpu_count.is_none_or(|n| e.gpu_count == Some(n))
             && self.engine.as_ref().is_none_or(|g| e.engine.as_ref() == Some(g))
             && self.model.as_ref().is_none_or(|m| short_model(e).as_ref() == Some(m))
+            && self.engine_version.as_ref().is_none_or(|v| e.engine_version.as_ref() == Some(v))
+            && self.quantization.as_ref().is_none_or(|q| e.quantization.as_ref() == Some(q))
+            && self.speculative.as_ref().is_none_or(|s| speculative(e) == *s)
             && self.simulated.is_none_or(|s| e.simulated == s)
     }
 }
 
-/// The values the GPU, engine and model facets offer, each sorted and without repeats.
-pub fn choices(entries: &[RunIndexEntry]) -> [Vec<String>; 3] {
+/// The speculative decoding of an entry as the `spec` facet matches it ([`NONE`] when none).
+fn speculative(e: &RunIndexEntry) -> String {
+    e.speculative_decoding.clone().unwrap_or_else(|| NONE.to_string())
+}
+
+/// The values the GPU, engine, model, engine version, quantization and speculative decoding
+/// facets offer, each sorted and without repeats (the last with [`NONE`] when a run has none).
+pub fn choices(entries: &[RunIndexEntry]) -> [Vec<String>; 6] {
     let distinct = |f: &dyn Fn(&RunIndexEntry) -> Option<String>| {
         let mut v: Vec<String> = entries.iter().filter_map(f).collect();
         v.sort();
         v.dedup();
         v
     };
-    [distinct(&gpu), distinct(&|e| e.engine.clone()), distinct(&short_model)]
+    [
+        distinct(&gpu),
+        distinct(&|e| e.engine.clone()),
+        distinct(&short_model),
+        distinct(&|e| e.engine_version.clone()),
+        distinct(&|e| e.quantization.clone()),
+        distinct(&|e| Some(speculative(e))),
+    ]
+}
+
+/// The columns of the run table's CSV export ([`to_csv`]): the entry's facts as the index
+/// records them (numbers unformatted, empty when unknown).
+pub const CSV_COLUMNS: [&str; 20] = [
+    "file",
+    "label",
+    "also_published_as",
+    "gpu",
+    "gpu_count",
+    "engine",
+    "engine_version",
+    "model",
+    "quantization",
+    "speculative_decoding",
+    "started_at",
+    "simulated",
+    "peak_total_tps",
+    "peak_context",
+    "peak_concurrency",
+    "peak_total_tps_per_gpu",
+    "ttft_ms_single",
+    "ttft_context",
+    "largest_context_tokens",
+    "sha256",
+];
+
+/// The rows `rows` (indexes into `entries`, as [`order`] gives them) as CSV with the header
+/// [`CSV_COLUMNS`]: what the filtered table shows, for a spreadsheet or a notebook.
+pub fn to_csv(entries: &[RunIndexEntry], rows: &[usize]) -> String {
+    let also = other_names(entries);
+    let mut w = csv::WriterBuilder::new().terminator(csv::Terminator::Any(b'\n')).from_writer(Vec::new());
+    let num = |v: Option<f64>| v.map(|v| format!("{v}")).unwrap_or_default();
+    let text = |v: &Option<String>| v.clone().unwrap_or_default();
+    // Writing into a Vec cannot fail, and every record has the header's length.
+    let _ = w.write_record(CSV_COLUMNS);
+    for &i in rows {
+        let Some(e) = entries.get(i) else { continue };
+        let h = e.headline.clone().unwrap_or_default();
+        let record: [String; 20] = [
+            e.file.clone(),
+            e.label.clone(),
+            also[i].join(" "),
+            gpu(e).unwrap_or_default(),
+            e.gpu_count.map(|n| n.to_string()).unwrap_or_default(),
+            text(&e.engine),
+            text(&e.engine_version),
+            text(&e.model),
+            text(&e.quantization),
+            text(&e.speculative_decoding),
+            text(&e.started_at),
+            e.simulated.to_string(),
+            num(h.peak_total_tps),
+            text(&h.peak_context),
+            h.peak_concurrency.map(|n| n.to_string()).unwrap_or_default(),
+            num(h.peak_total_tps_per_gpu),
+            num(h.ttft_ms_single),
+            text(&h.ttft_context),
+            h.largest_context.as_ref().map(|c| c.tokens.to_string()).unwrap_or_default(),
+            text(&e.sha256),
+        ];
+        let _ = w.write_record(&record);
+    }
+    String::from_utf8(w.into_inner().unwrap_or_default()).unwrap_or_default()
 }
 
 /// The GPU counts the GPU-count facet offers, ascending, without repeats.
@@ -322,6 +422,9 @@ mod tests {
                 simulated,
                 started_at: started.map(str::to_string),
                 sha256: Some(sha256_hex(file.as_bytes())),
+                engine_version: Some(if file < "c" { "0.26.1" } else { "0.27.0" }.into()),
+                quantization: (file != "d.json").then(|| if file == "e.json" { "FP8" } else { "INT4" }.into()),
+                speculative_decoding: matches!(file, "b.json" | "f.json").then(|| "mtp, 2 speculative tokens".into()),
                 ..base.clone()
             })
             .collect()
@@ -364,6 +467,42 @@ mod tests {
         });
         assert_eq!(all, ["a.json"]);
         assert_eq!(gpu_counts(&entries()), [1, 2, 8]);
+        // The engine version, quantization and speculative decoding of the index entries.
+        assert_eq!(f(&|f| f.engine_version = Some("0.26.1".into())), ["a.json", "b.json"]);
+        assert_eq!(f(&|f| f.quantization = Some("INT4".into())), ["a.json", "b.json", "c.json", "f.json"]);
+        assert_eq!(f(&|f| f.speculative = Some("mtp, 2 speculative tokens".into())), ["b.json", "f.json"]);
+        assert_eq!(f(&|f| f.speculative = Some(NONE.into())), ["a.json", "c.json", "d.json", "e.json"]);
+        let [_, _, _, versions, quants, specs] = choices(&entries());
+        assert_eq!(versions, ["0.26.1", "0.27.0"]);
+        assert_eq!(quants, ["FP8", "INT4"]);
+        assert_eq!(specs, ["mtp, 2 speculative tokens", NONE]);
+    }
+
+    #[test]
+    fn the_filtered_table_exports_as_csv() {
+        let e = entries();
+        let f = IndexFilters { gpu: Some("H200 NVL".into()), ..IndexFilters::default() };
+        let rows = order(&e, parse_order("-date"), &f);
+        let csv = to_csv(&e, &rows);
+        let mut r = csv::Reader::from_reader(csv.as_bytes());
+        assert_eq!(r.headers().unwrap().iter().collect::<Vec<_>>(), CSV_COLUMNS);
+        let records: Vec<csv::StringRecord> = r.records().map(Result::unwrap).collect();
+        let col =
+            |rec: &csv::StringRecord, name: &str| rec[CSV_COLUMNS.iter().position(|c| *c == name).unwrap()].to_string();
+        // The rows the filter keeps, in the table's order: c (March), f (February), a (January).
+        assert_eq!(records.iter().map(|x| col(x, "file")).collect::<Vec<_>>(), ["c.json", "f.json", "a.json"]);
+        let c = &records[0];
+        assert_eq!(col(c, "gpu"), "H200 NVL");
+        assert_eq!(col(c, "gpu_count"), "8");
+        assert_eq!(col(c, "model"), "org/Llama-70B");
+        assert_eq!(col(c, "engine_version"), "0.27.0");
+        assert_eq!(col(c, "started_at"), "2026-03-31T23:59:59Z");
+        assert_eq!(col(c, "simulated"), "false");
+        assert_eq!(col(c, "sha256"), sha256_hex(b"c.json"));
+        assert_eq!(col(&records[1], "speculative_decoding"), "mtp, 2 speculative tokens");
+        let peak = e[2].headline.as_ref().and_then(|h| h.peak_total_tps).unwrap();
+        assert_eq!(col(c, "peak_total_tps").parse::<f64>().unwrap(), peak, "figures unformatted");
+        assert_eq!(col(c, "speculative_decoding"), "", "unknown is empty");
     }
 
     #[test]
@@ -374,7 +513,10 @@ mod tests {
             gpu: Some("H100".into()),
             gpu_count: Some(8),
             engine: Some("sglang".into()),
+            engine_version: Some("0.26.1".into()),
             model: Some("Qwen3-8B".into()),
+            quantization: Some("INT4".into()),
+            speculative: Some("mtp, 2 speculative tokens".into()),
             simulated: Some(true),
             from: Some("2026-02-01".into()),
             to: Some("2026-02-28".into()),

@@ -11,7 +11,10 @@
 //! - the front page in headless Chromium (`speedmatrix serve SITE`): the page's own
 //!   `speedmatrix-index` mark (the run table in the DOM, ms since navigation start) on the
 //!   first load of a fresh browser profile (cold) and the median of `RUNS` fresh navigations
-//!   after it (warm, default 7), and which files the page fetched (the index, never a run).
+//!   after it (warm, default 7), and which files the page fetched (the index, never a run);
+//! - the fleet view of every run (`?fleet=1`) the same way in a fresh profile of its own: its
+//!   `speedmatrix-fleet` mark (the chart of every valid cell in the DOM), the page fetching the
+//!   index and the site's cells table (`runs/cells.csv`), never a run file.
 //!
 //! `cargo bench -p speedmatrix-tests --bench site_scale` (the Chromium part needs chromium +
 //! chromedriver; without them it says so and measures publishing only). `SITE_DIR=DIR` keeps
@@ -149,16 +152,43 @@ fn serve(site: &Path) -> (Proc, String) {
     (Proc(child), format!("{url}/"))
 }
 
-/// The `speedmatrix-index` mark (ms since navigation start), once the page has set it.
-async fn index_mark(c: &Client) -> Option<f64> {
-    let v = c
-        .execute(
-            "const m = performance.getEntriesByName('speedmatrix-index'); \
-             return m.length && document.querySelectorAll('#run-table tbody tr').length ? m[0].startTime : null;",
-            vec![],
-        )
-        .await
-        .ok()?;
+/// A page of the site the bench loads: the front page (its run table) or the fleet view.
+struct Page {
+    /// What it is, for the report.
+    name: &'static str,
+    /// The query the URL adds.
+    query: &'static str,
+    /// The performance mark the page sets when it is drawn.
+    mark: &'static str,
+    /// What must be in the DOM besides (a JS expression).
+    ready: &'static str,
+    /// The files under `runs/` it may fetch.
+    fetches: &'static [&'static str],
+}
+
+const FRONT: Page = Page {
+    name: "front page, run table",
+    query: "",
+    mark: "speedmatrix-index",
+    ready: "document.querySelectorAll('#run-table tbody tr').length",
+    fetches: &["/runs/index.json"],
+};
+
+const FLEET: Page = Page {
+    name: "fleet view of every run (?fleet=1)",
+    query: "?fleet=1",
+    mark: "speedmatrix-fleet",
+    ready: "document.querySelector('#fleet-chart')",
+    fetches: &["/runs/index.json", "/runs/cells.csv"],
+};
+
+/// The page's mark (ms since navigation start), once the page has set it.
+async fn page_mark(c: &Client, page: &Page) -> Option<f64> {
+    let js = format!(
+        "const m = performance.getEntriesByName('{}'); return m.length && {} ? m[0].startTime : null;",
+        page.mark, page.ready
+    );
+    let v = c.execute(&js, vec![]).await.ok()?;
     v.as_f64()
 }
 
@@ -180,7 +210,7 @@ fn median(v: &mut [f64]) -> f64 {
     speedmatrix_schema::stats::percentile_sorted(v, 50.0).unwrap_or(f64::NAN)
 }
 
-async fn front_page(driver: &Path, site: &Path, profile: &Path, runs: usize, n: usize) {
+async fn load_page(driver: &Path, site: &Path, profile: &Path, runs: usize, n: usize, page: &Page) {
     let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
     let _driver = Proc(
         Command::new(driver).arg(format!("--port={port}")).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap(),
@@ -209,29 +239,38 @@ async fn front_page(driver: &Path, site: &Path, profile: &Path, runs: usize, n: 
     let mut warm = Vec::new();
     for i in 0..=runs {
         c.goto("about:blank").await.unwrap();
-        c.goto(&base).await.unwrap();
+        c.goto(&format!("{base}{}", page.query)).await.unwrap();
         let t = Instant::now();
         let mark = loop {
-            if let Some(m) = index_mark(&c).await {
+            if let Some(m) = page_mark(&c, page).await {
                 break m;
             }
-            assert!(t.elapsed() < Duration::from_secs(60), "no speedmatrix-index mark");
+            assert!(t.elapsed() < Duration::from_secs(60), "no {} mark", page.mark);
             tokio::time::sleep(Duration::from_millis(20)).await;
         };
         let rows = c.execute("return document.querySelectorAll('#run-table tbody tr').length;", vec![]).await.unwrap();
         assert_eq!(rows.as_u64(), Some(n as u64), "every run is a row");
         let fetched = fetched_runs(&c).await;
-        assert!(fetched.iter().all(|p| p.ends_with("/runs/index.json")), "the front page fetched a run: {fetched:?}");
+        assert!(
+            fetched.iter().all(|p| page.fetches.iter().any(|f| p.ends_with(f))),
+            "the {} fetched a run: {fetched:?}",
+            page.name
+        );
         if i == 0 {
             println!(
-                "front page, first load (fresh profile, cold cache): run table at {mark:.0} ms; fetched {fetched:?}"
+                "{}, first load (fresh profile, cold cache): drawn at {mark:.0} ms; fetched {fetched:?}",
+                page.name
             );
         } else {
             warm.push(mark);
         }
     }
+    if page.mark == FLEET.mark {
+        let points = c.execute("return document.querySelector('#fleet-chart').dataset.points;", vec![]).await.unwrap();
+        println!("{}: {} points drawn", page.name, points.as_str().unwrap_or("?"));
+    }
     let min = warm.iter().copied().fold(f64::MAX, f64::min);
-    println!("front page, {runs} warm loads: run table median {:.0} ms (min {min:.0})", median(&mut warm));
+    println!("{}, {runs} warm loads: drawn median {:.0} ms (min {min:.0})", page.name, median(&mut warm));
     let _ = c.close().await;
 }
 
@@ -278,5 +317,7 @@ fn main() {
         return;
     };
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    rt.block_on(front_page(&driver, &site, &tmp.path().join("profile"), runs, n + 1));
+    rt.block_on(load_page(&driver, &site, &tmp.path().join("profile"), runs, n + 1, &FRONT));
+    // The fleet view in a fresh profile of its own, so its first load is cold too.
+    rt.block_on(load_page(&driver, &site, &tmp.path().join("profile-fleet"), runs, n + 1, &FLEET));
 }

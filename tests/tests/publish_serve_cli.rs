@@ -259,7 +259,7 @@ fn publishing_into_a_site_adds_replaces_removes_and_leaves_nothing_stale() {
 }
 
 #[test]
-fn a_version_1_index_is_read_and_rewritten_as_version_3() {
+fn a_version_1_index_is_read_and_rewritten_as_the_current_version() {
     let dir = tempfile::tempdir().unwrap();
     let site = dir.path().join("site");
     std::fs::create_dir_all(site.join("runs")).unwrap();
@@ -271,11 +271,14 @@ fn a_version_1_index_is_read_and_rewritten_as_version_3() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("gone.json is listed in the index but missing; left out"));
     let index = index_of(&site);
-    assert_eq!(index.schema_version, 3);
+    assert_eq!(index.schema_version, speedmatrix_schema::site::INDEX_SCHEMA_VERSION);
+    assert_eq!(index.schema_version, 4);
     assert_eq!(index_files(&site), ["seed.json", "import-llm-inference-bench.json"]);
     let seed = &index.runs[0];
     assert_eq!(seed.label, "Qwen3.5-122B-A10B-GPTQ-Int4 on H200 NVL 141GB ×2", "regenerated from the file");
     assert_eq!(seed.headline.as_ref().and_then(|h| h.peak_total_tps), Some(6342.6));
+    // Version 4 records speculative decoding, for the run table's facet.
+    assert_eq!(seed.speculative_decoding.as_deref(), Some("mtp, 2 speculative tokens"));
     let import = &index.runs[1];
     assert_eq!(import.gpu_count, None);
     let h = import.headline.as_ref().unwrap();

@@ -7,7 +7,11 @@
 //! to what `speedmatrix_schema::slo::capacity` computes from the files. One file published
 //! under two names is one row with both names, and the front page fetches no run; a run file
 //! edited after publishing is flagged when opened. Every facet and the sort set in the page
-//! make a permalink that a fresh browser opens to the same rows.
+//! make a permalink that a fresh browser opens to the same rows. The fleet view draws every
+//! valid cell of the filtered runs with each GPU type's frontier (what
+//! `speedmatrix_schema::fleet` computes from the site's cells table), follows the facets and
+//! opens a clicked point's run at its cell; the filtered table downloads as CSV; picks are in
+//! the URL; the diff and comparison views flag an edited file too.
 //!
 //! Needs `chromium` and `chromedriver` (scripts/setup.d/web.sh); without them each test prints
 //! why it skips, except under `CI=true`.
@@ -259,6 +263,19 @@ fn one_file_under_two_names_is_one_row_and_a_file_edited_after_publishing_is_fla
         assert_eq!(mark.as_str(), Some(" · changed after publishing"));
         let marks = c.execute("return document.querySelectorAll('#run-table .changed').length;", vec![]).await.unwrap();
         assert_eq!(marks, serde_json::json!(1));
+        // The diff and the comparison check each file against the index too: the edited run
+        // is flagged with both digests, the seed is not.
+        c.goto(&format!("{base}?a=runs/{SEED}&b=runs/{MTP}")).await.unwrap();
+        let flagged = wait_text(&c, ".notice.integrity[data-side=\"B\"]", "changed after it was published").await;
+        assert!(flagged.contains(&published[..12]) && flagged.contains(&now[..12]), "{flagged}");
+        wait_text(&c, "#main", "edited after publishing").await;
+        let n = c.execute("return document.querySelectorAll('.notice.integrity').length;", vec![]).await.unwrap();
+        assert_eq!(n, serde_json::json!(1), "only side B is flagged");
+        c.goto(&format!("{base}?compare=runs/{MTP}&compare=runs/{SEED}")).await.unwrap();
+        let flagged = wait_text(&c, ".notice.integrity[data-run=\"0\"]", "changed after it was published").await;
+        assert!(flagged.contains(&now[..12]), "{flagged}");
+        let n = c.execute("return document.querySelectorAll('.notice.integrity').length;", vec![]).await.unwrap();
+        assert_eq!(n, serde_json::json!(1), "only the edited run is flagged");
         // The seed, unchanged, has no warning.
         c.goto(&format!("{base}?show=runs/{SEED}")).await.unwrap();
         wait_text(&c, "#run-title", "Qwen3.5").await;
@@ -298,6 +315,15 @@ fn facets_and_sort_are_a_permalink_that_a_fresh_browser_opens_to_the_same_rows()
                 v["hardware"]["gpu_count"] = n.into();
                 v["engine"]["name"] = engine.into();
                 v["engine"]["model"] = model.into();
+                // The engine version, quantization and speculative decoding facets: r3 runs a
+                // newer vLLM, r7 FP8 weights without speculative decoding.
+                if name == "r3" {
+                    v["engine"]["version"] = "0.27.0".into();
+                }
+                if name == "r7" {
+                    v["engine"]["quantization"] = "FP8".into();
+                    v["engine"]["speculative_decoding"] = Value::Null;
+                }
                 if simulated {
                     v["engine"]["simulated"] =
                         serde_json::json!({"by": "speedmatrix twin", "profile": "h200-qwen3.5-122b"});
@@ -366,6 +392,177 @@ fn facets_and_sort_are_a_permalink_that_a_fresh_browser_opens_to_the_same_rows()
             shown,
             serde_json::json!(["H100 SXM", "8", "vllm", "Qwen3-8B", "no", "nightly", "2026-02-01", "2026-02-28"])
         );
+        // The engine version, quantization and speculative decoding facets, each in the URL.
+        for (id, value, want) in [
+            ("version", "0.27.0", vec!["r3.json"]),
+            ("version", "", vec!["r3.json", "r7.json"]),
+            ("quant", "FP8", vec!["r7.json"]),
+            ("quant", "", vec!["r3.json", "r7.json"]),
+            ("spec", "none", vec!["r7.json"]),
+            ("spec", "mtp, 2 speculative tokens", vec!["r3.json"]),
+        ] {
+            f.find(Locator::Css(&format!("#index-{id}"))).await.unwrap().select_by_value(value).await.unwrap();
+            wait_rows(&f, &want).await;
+        }
+        let with_spec = f.current_url().await.unwrap().to_string();
+        assert!(with_spec.contains("spec=mtp%2C+2+speculative+tokens"), "{with_spec}");
+        f.find(Locator::Css("#index-quant")).await.unwrap().select_by_value("INT4").await.unwrap();
+        f.find(Locator::Css("#index-version")).await.unwrap().select_by_value("0.27.0").await.unwrap();
+        wait_rows(&f, &["r3.json"]).await;
+        let permalink = f.current_url().await.unwrap().to_string();
+        for p in ["version=0.27.0", "quant=INT4", "spec=mtp"] {
+            assert!(permalink.contains(p), "{p} is not in {permalink}");
+        }
         let _ = f.close().await;
+        c.goto(&permalink).await.unwrap();
+        wait_rows(&c, &["r3.json"]).await;
+        let shown = c
+            .execute(
+                "return ['version','quant','spec'].map(id => document.querySelector('#index-' + id).value);",
+                vec![],
+            )
+            .await
+            .unwrap();
+        assert_eq!(shown, serde_json::json!(["0.27.0", "INT4", "mtp, 2 speculative tokens"]));
+    });
+}
+
+/// The fleet view's drawing: (points drawn, per GPU type (GPU, points, frontier links)).
+async fn fleet_drawn(c: &Client) -> (usize, Vec<(String, usize, Vec<String>)>) {
+    let js = "const s = document.querySelector('#fleet-chart'); if (!s) return null; \
+              return [Number(s.dataset.points), [...s.querySelectorAll('.fleet-series')].map(g => \
+              [g.dataset.gpu, Number(g.querySelector('.fleet-points').dataset.count), \
+               [...g.querySelectorAll('.frontier-point')].map(p => p.dataset.href)])];";
+    let v = until(c, "the fleet chart", js).await;
+    serde_json::from_value(v).expect("the fleet's drawing")
+}
+
+/// What the fleet view must draw for the runs `keep` keeps, computed from the site's cells table.
+fn fleet_expected(site: &std::path::Path, keep: &[&str]) -> (usize, Vec<(String, usize, Vec<String>)>) {
+    let csv = std::fs::read_to_string(site.join("runs/cells.csv")).unwrap();
+    let points = speedmatrix_schema::fleet::points_from_csv(&csv).unwrap();
+    let f = speedmatrix_schema::fleet::fleet(&points, |file| keep.contains(&file));
+    let series = f
+        .series
+        .iter()
+        .map(|s| (s.gpu.clone(), s.points.len(), s.frontier.iter().map(|&i| s.points[i].href()).collect()))
+        .collect();
+    (f.point_count(), series)
+}
+
+#[test]
+fn the_fleet_view_follows_the_facets_and_links_its_points_the_table_exports_as_csv_and_picks_are_a_link() {
+    scenario(|c| async move {
+        let site = tempfile::tempdir().unwrap();
+        publish(&sources(), site.path());
+        let (_server, base) = serve(&[site.path()]);
+
+        // The fleet view of every run, opened by its permalink: every valid decode cell with a
+        // per-GPU figure, grouped by GPU type, each type's frontier marked.
+        c.goto(&format!("{base}?fleet=1")).await.unwrap();
+        wait_rows(&c, &[SEED, MTP, NO_SPEC, IMPORT]).await;
+        let want = fleet_expected(site.path(), &[SEED, MTP, NO_SPEC, IMPORT]);
+        assert!(want.0 > 10 && !want.1.is_empty(), "{want:?}");
+        let drawn = fleet_drawn(&c).await;
+        assert_eq!(drawn, want);
+        // Cells of runs without a GPU count (no per-GPU figure) are counted, not drawn.
+        let csv_all = std::fs::read_to_string(site.path().join("runs/cells.csv")).unwrap();
+        let all = speedmatrix_schema::fleet::points_from_csv(&csv_all).unwrap();
+        let left_out = speedmatrix_schema::fleet::fleet(&all, |_| true).without_gpu_count;
+        let shown =
+            c.execute("return document.querySelector('#fleet-left-out')?.innerText || '';", vec![]).await.unwrap();
+        let shown = shown.as_str().unwrap_or_default();
+        if left_out > 0 {
+            assert!(shown.starts_with(&format!("{left_out} valid cells are not drawn")), "{shown}");
+        } else {
+            assert_eq!(shown, "");
+        }
+        // The frontier table links each frontier point.
+        let links = c
+            .execute(
+                "return [...document.querySelectorAll('#fleet-frontier a')].map(a => a.getAttribute('href'));",
+                vec![],
+            )
+            .await
+            .unwrap();
+        let hrefs: Vec<String> = want.1.iter().flat_map(|s| s.2.clone()).collect();
+        assert_eq!(links, serde_json::json!(hrefs));
+
+        // It follows the run table's facets: the simulated runs only.
+        c.find(Locator::Css("#index-simulated")).await.unwrap().select_by_value("yes").await.unwrap();
+        wait_rows(&c, &[MTP, NO_SPEC]).await;
+        let want = fleet_expected(site.path(), &[MTP, NO_SPEC]);
+        let js = format!("return document.querySelector('#fleet-chart')?.dataset.points === '{}';", want.0);
+        until(&c, "the fleet of the simulated runs", &js).await;
+        assert_eq!(fleet_drawn(&c).await, want);
+
+        // The filtered table as CSV: the rows shown, in their order, with the index's facts.
+        c.find(Locator::Css("#index-csv")).await.unwrap().click().await.unwrap();
+        let csv = c
+            .execute(
+                "const h = document.querySelector('#index-csv').getAttribute('href'); return h.startsWith('data:text/csv') ? decodeURIComponent(h.slice(h.indexOf(',') + 1)) : null;",
+                vec![],
+            )
+            .await
+            .unwrap();
+        let index =
+            speedmatrix_schema::site::load_index(&std::fs::read(site.path().join("runs/index.json")).unwrap()).unwrap();
+        let filters = speedmatrix_schema::site_table::IndexFilters { simulated: Some(true), ..Default::default() };
+        let rows = speedmatrix_schema::site_table::order(&index.runs, None, &filters);
+        let expected = speedmatrix_schema::site_table::to_csv(&index.runs, &rows);
+        assert_eq!(csv.as_str(), Some(expected.as_str()));
+        assert_eq!(expected.lines().count(), 3, "a header and the two simulated runs");
+        assert!(expected.lines().nth(1).unwrap().starts_with(MTP));
+        assert_eq!(text(&c, "#index-csv").await, "Download these 2 rows as CSV");
+
+        // A click on a point (here the first point of the first GPU type, not necessarily on the
+        // frontier) opens its run at that cell.
+        let (_, first) = &want;
+        let csv_text = std::fs::read_to_string(site.path().join("runs/cells.csv")).unwrap();
+        let points = speedmatrix_schema::fleet::points_from_csv(&csv_text).unwrap();
+        let f = speedmatrix_schema::fleet::fleet(&points, |file| [MTP, NO_SPEC].contains(&file));
+        let target = f.series[0].points[0].href();
+        assert_eq!(f.series[0].gpu, first[0].0);
+        c.execute(
+            "const s = document.querySelector('#fleet-chart'); const d = s.querySelector('.fleet-points').getAttribute('d'); \
+             const m = /^M([-0-9.]+) ([-0-9.]+)/.exec(d); const p = s.createSVGPoint(); p.x = Number(m[1]); p.y = Number(m[2]); \
+             const q = p.matrixTransform(s.getScreenCTM()); \
+             s.dispatchEvent(new MouseEvent('click', {clientX: q.x, clientY: q.y, bubbles: true}));",
+            vec![],
+        )
+        .await
+        .unwrap();
+        let cell = target.rsplit("cell=").next().unwrap().to_string();
+        let show = format!("runs/{}", f.series[0].points[0].run_file);
+        let js = format!(
+            "const p = new URLSearchParams(location.search); return p.get('show') === {show:?} && p.get('cell') === {cell:?} || null;"
+        );
+        until(&c, &format!("the point's run and cell ({target})"), &js).await;
+        let panel =
+            until(&c, "the cell's detail", "return document.querySelector('#cell-panel')?.dataset.cell || null;").await;
+        assert_eq!(panel.as_str(), Some(cell.as_str()));
+
+        // Picks are in the URL: a fresh load of it has the same runs picked, and the link to
+        // compare them.
+        c.goto(&base).await.unwrap();
+        wait_rows(&c, &[SEED, MTP, NO_SPEC, IMPORT]).await;
+        for file in [NO_SPEC, SEED, IMPORT] {
+            c.find(Locator::Css(&format!("#run-table tr[data-file=\"{file}\"] input.pick")))
+                .await
+                .unwrap()
+                .click()
+                .await
+                .unwrap();
+        }
+        let picked_url = c.current_url().await.unwrap().to_string();
+        assert!(picked_url.contains(&format!("pick={NO_SPEC}&pick={SEED}&pick={IMPORT}")), "{picked_url}");
+        c.goto("about:blank").await.unwrap();
+        c.goto(&picked_url).await.unwrap();
+        let js = "return [...document.querySelectorAll('#run-table input.pick')].filter(i => i.checked).length === 3 && document.querySelector('#compare-picked') ? document.querySelector('#compare-picked').getAttribute('href') : null;";
+        let href = until(&c, "three picks from the URL", js).await;
+        assert_eq!(
+            href.as_str(),
+            Some(format!("?compare=runs/{NO_SPEC}&compare=runs/{SEED}&compare=runs/{IMPORT}").as_str())
+        );
     });
 }

@@ -90,6 +90,7 @@ mod tests {
                 "0.26.1rc1.dev638+g52be12cfa",
                 "Qwen3.5-122B-A10B-GPTQ-Int4",
                 "INT4",
+                "mtp, 2 speculative tokens",
                 "—",
                 "no",
                 "6,342.6",
@@ -126,7 +127,7 @@ mod tests {
             order(&e, None, &IndexFilters { simulated: Some(true), ..IndexFilters::default() }),
             Vec::<usize>::new()
         );
-        let [gpus, engines, models] = choices(&e);
+        let [gpus, engines, models, ..] = choices(&e);
         assert_eq!(gpus, ["H200 NVL"]);
         assert_eq!(engines, ["vllm"]);
         assert_eq!(models, ["Qwen3.5-122B-A10B-GPTQ-Int4", "qwen", "tiny-twin"], "the import names its model qwen");

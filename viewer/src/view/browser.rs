@@ -107,6 +107,25 @@ pub fn set_query(name: &str, value: Option<&str>) {
     }
 }
 
+/// Set every value of a repeated query parameter (`?pick=a&pick=b`; none removes it) in the
+/// address bar without reloading.
+pub fn set_query_all(name: &str, values: &[String]) {
+    let w = window();
+    let Ok(href) = w.location().href() else { return };
+    let Ok(url) = web_sys::Url::new(&href) else { return };
+    let sp = url.search_params();
+    sp.delete(name);
+    for v in values {
+        sp.append(name, v);
+    }
+    if url.href() == href {
+        return;
+    }
+    if let Ok(history) = w.history() {
+        let _ = history.replace_state_with_url(&JsValue::NULL, "", Some(&url.href()));
+    }
+}
+
 /// `url` resolved against `base` (itself resolved against the page).
 pub fn resolve(url: &str, base: &str) -> String {
     let page = window().location().href().unwrap_or_default();

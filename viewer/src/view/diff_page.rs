@@ -20,6 +20,7 @@ use crate::view::browser::{self, Fetched};
 use crate::view::chart_view::charts_section;
 use crate::view::run_report::{heat_cell, matrix_table, metric_options};
 use crate::view::simulated_marks::SimulatedMark;
+use crate::view::site_digests;
 use crate::view::view_state::{metric_from_url, page_view_state, ViewState};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
@@ -57,11 +58,20 @@ fn side_from(name: String, bytes: Result<Vec<u8>, String>) -> Side {
     }
 }
 
-fn load_url(side: RwSignal<Side>, url: String) {
+/// Fetch side `name`'s run from `url`; a file of the site whose bytes no longer have the
+/// index's digest gets a warning in `changed`.
+fn load_url(side: RwSignal<Side>, url: String, name: &'static str, changed: RwSignal<Vec<(&'static str, String)>>) {
     side.set(Side::Loading(url.clone()));
+    changed.update(|c| c.retain(|(n, _)| *n != name));
     spawn_local(async move {
+        let digests = site_digests::index_digests().await;
         let state = match browser::fetch_bytes(&url).await {
-            Fetched::Body(bytes) => side_from(url.clone(), Ok(bytes)),
+            Fetched::Body(bytes) => {
+                if let Some(w) = site_digests::changed(&digests, &url, &bytes) {
+                    changed.update(|c| c.push((name, w)));
+                }
+                side_from(url.clone(), Ok(bytes))
+            }
             Fetched::NotFound => Side::Failed(url.clone(), "HTTP 404 Not Found".into()),
             Fetched::Failed(e) => Side::Failed(url.clone(), e),
         };
@@ -76,6 +86,7 @@ pub fn DiffPage() -> impl IntoView {
     let (view, _theme) = page_view_state();
     let a = RwSignal::new(Side::Empty);
     let b = RwSignal::new(Side::Empty);
+    let changed: RwSignal<Vec<(&'static str, String)>> = RwSignal::new(Vec::new());
     let index: RwSignal<Vec<(String, String)>> = RwSignal::new(Vec::new());
     let metric = RwSignal::new(metric_from_url());
     let threshold = RwSignal::new(browser::query("threshold").and_then(|t| parse_percent(&t).ok()));
@@ -86,10 +97,10 @@ pub fn DiffPage() -> impl IntoView {
         b.set(side_from(name_b.clone(), Ok(bytes_b.clone())));
     } else {
         if let Some(u) = browser::query("a") {
-            load_url(a, u);
+            load_url(a, u, "A", changed);
         }
         if let Some(u) = browser::query("b") {
-            load_url(b, u);
+            load_url(b, u, "B", changed);
         }
     }
     let protocol = web_sys::window().and_then(|w| w.location().protocol().ok()).unwrap_or_default();
@@ -117,10 +128,11 @@ pub fn DiffPage() -> impl IntoView {
         <header class="topbar">
             <a class="brand" href="./">"speedmatrix"</a>
             <span class="diff-mode">"Compare two runs"</span>
-            <SidePicker name="A" param="a" side=a index=index />
-            <SidePicker name="B" param="b" side=b index=index />
+            <SidePicker name="A" param="a" side=a index=index changed=changed />
+            <SidePicker name="B" param="b" side=b index=index changed=changed />
         </header>
         <main id="main">
+            <ChangedFiles changed=changed />
             {move || match (a.get(), b.get()) {
                 (Side::Loaded(_, ra), Side::Loaded(_, rb)) => {
                     view! { <DiffView a=ra b=rb metric=metric threshold=threshold view=view /> }.into_any()
@@ -150,6 +162,25 @@ pub fn DiffPage() -> impl IntoView {
     }
 }
 
+/// The warnings of the sides whose files changed after the site published them.
+#[component]
+fn ChangedFiles(changed: RwSignal<Vec<(&'static str, String)>>) -> impl IntoView {
+    move || {
+        changed
+            .get()
+            .into_iter()
+            .map(|(name, w)| {
+                view! {
+                    <p class="notice integrity" role="alert" data-side=name>
+                        <b>{name} ": "</b>
+                        {w}
+                    </p>
+                }
+            })
+            .collect_view()
+    }
+}
+
 fn side_status(name: &'static str, s: Side) -> impl IntoView {
     let (class, text) = match s {
         Side::Empty => ("empty", "not picked yet".to_string()),
@@ -172,12 +203,14 @@ fn SidePicker(
     param: &'static str,
     side: RwSignal<Side>,
     index: RwSignal<Vec<(String, String)>>,
+    changed: RwSignal<Vec<(&'static str, String)>>,
 ) -> impl IntoView {
     let on_file = move |ev: web_sys::Event| {
         let input: web_sys::HtmlInputElement = event_target(&ev);
         let Some(file) = input.files().and_then(|f| f.get(0)) else { return };
         input.set_value("");
         browser::set_query(param, None);
+        changed.update(|c| c.retain(|(n, _)| *n != name));
         spawn_local(async move {
             let bytes = browser::file_bytes(&file).await;
             side.set(side_from(file.name(), bytes.map_err(|e| format!("cannot read the file: {e}"))));
@@ -202,7 +235,7 @@ fn SidePicker(
                                     let url = event_target_value(&ev);
                                     if !url.is_empty() {
                                         browser::set_query(param, Some(&url));
-                                        load_url(side, url);
+                                        load_url(side, url, name, changed);
                                     }
                                 }
                             >

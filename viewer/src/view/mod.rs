@@ -18,4 +18,5 @@ pub mod multi_run_page;
 pub mod report_page;
 pub mod run_report;
 pub mod simulated_marks;
+pub mod site_digests;
 pub mod view_state;

@@ -12,6 +12,7 @@ use crate::model::run_report;
 use crate::view::browser::{self, Fetched};
 use crate::view::chart_view::charts_section;
 use crate::view::simulated_marks::SimulatedMark;
+use crate::view::site_digests;
 use crate::view::view_state::{page_view_state, ViewState};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
@@ -41,14 +42,20 @@ enum Slot {
     Failed(String),
 }
 
-async fn fetch_run(url: &str) -> Slot {
+/// Fetch and read one run; with the warning when it is a file of the site whose bytes no
+/// longer have the index's digest.
+async fn fetch_run(url: &str, digests: &[site_digests::Digest]) -> (Slot, Option<String>) {
     match browser::fetch_bytes(url).await {
-        Fetched::Body(bytes) => match load_results(&bytes) {
-            Ok(r) => Slot::Loaded(Arc::new(r)),
-            Err(e) => Slot::Failed(e.to_string()),
-        },
-        Fetched::NotFound => Slot::Failed("HTTP 404 Not Found".into()),
-        Fetched::Failed(e) => Slot::Failed(e),
+        Fetched::Body(bytes) => {
+            let changed = site_digests::changed(digests, url, &bytes);
+            let slot = match load_results(&bytes) {
+                Ok(r) => Slot::Loaded(Arc::new(r)),
+                Err(e) => Slot::Failed(e.to_string()),
+            };
+            (slot, changed)
+        }
+        Fetched::NotFound => (Slot::Failed("HTTP 404 Not Found".into()), None),
+        Fetched::Failed(e) => (Slot::Failed(e), None),
     }
 }
 
@@ -60,12 +67,20 @@ pub fn MultiPage() -> impl IntoView {
     let dropped = urls.len().saturating_sub(MAX_RUNS);
     urls.truncate(MAX_RUNS);
     let slots = RwSignal::new(urls.iter().map(|u| (u.clone(), Slot::Loading)).collect::<Vec<_>>());
-    for (i, url) in urls.into_iter().enumerate() {
-        spawn_local(async move {
-            let slot = fetch_run(&url).await;
-            slots.update(|s| s[i].1 = slot);
-        });
-    }
+    let changed: RwSignal<Vec<(usize, String)>> = RwSignal::new(Vec::new());
+    spawn_local(async move {
+        let digests = std::sync::Arc::new(site_digests::index_digests().await);
+        for (i, url) in urls.into_iter().enumerate() {
+            let digests = digests.clone();
+            spawn_local(async move {
+                let (slot, warning) = fetch_run(&url, &digests).await;
+                if let Some(w) = warning {
+                    changed.update(|c| c.push((i, w)));
+                }
+                slots.update(|s| s[i].1 = slot);
+            });
+        }
+    });
     let loaded = move || {
         slots.with(|s| {
             s.iter()
@@ -88,6 +103,15 @@ pub fn MultiPage() -> impl IntoView {
                     {format!("{dropped} more runs were asked for: a comparison draws at most {MAX_RUNS}.")}
                 </p>
             })}
+            {move || {
+                let mut c = changed.get();
+                c.sort();
+                c.into_iter()
+                    .map(|(i, w)| {
+                        view! { <p class="notice integrity" role="alert" data-run=i.to_string()>{w}</p> }
+                    })
+                    .collect_view()
+            }}
             {move || match loaded() {
                 Some(runs) => view! { <MultiView runs=runs view=view /> }.into_any(),
                 None => view! { <SlotList slots=slots /> }.into_any(),

@@ -6,12 +6,15 @@
 //! - `topbar`: the run picker, the theme picker and the compare link;
 //! - `run_table`: the site's runs as a sortable, filterable table with picks to compare (the
 //!   front page of a site of two runs or more; the picked run's report follows it);
+//! - `fleet`: the fleet view under the run table (every valid cell of the filtered runs, tok/s
+//!   per GPU against per-user tok/s, each GPU type's frontier), from the site's `runs/cells.csv`;
 //! - `files`: the file button and the drop zone.
 //!
 //! Every string from a results file is inserted as text (`{value}` in `view!`), never as HTML:
 //! the page has no `inner_html`.
 
 mod files;
+mod fleet;
 mod run_table;
 mod runs;
 mod topbar;

@@ -1,9 +1,13 @@
 //! The site's runs as a table (the front page of a site of two runs or more): one row per run of
 //! `runs/index.json` with its GPU, engine, model, date, whether it was simulated and its
-//! headline figures; sortable by any column, filtered by words, label, GPU, GPU count, engine,
-//! model, simulated or not and a date range (sort and facets kept in the URL: a permalink); a checkbox per run to pick 2 … 12 to
-//! compare. What it shows is [`crate::model::run_index`] (pure); the picked run's report follows.
+//! headline figures; sortable by any column, filtered by words, label, GPU, GPU count, engine
+//! and its version, model, quantization, speculative decoding, simulated or not and a date
+//! range (sort and facets kept in the URL: a permalink); a checkbox per run to pick 2 … 12 to
+//! compare (the picks kept in the URL as `pick=FILE`); the rows the filters keep download as
+//! CSV; the fleet view of the same rows follows ([`super::fleet`]). What it shows is
+//! [`crate::model::run_index`] (pure); the picked run's report follows.
 
+use super::fleet::FleetView;
 use super::runs::State;
 use crate::model::run_index::{self, IndexFilters, COLUMNS};
 use crate::view::browser;
@@ -15,6 +19,15 @@ pub(super) fn RunTable(state: State) -> impl IntoView {
     let sort = RwSignal::new(browser::query("order").and_then(|v| run_index::parse_order(&v)));
     let filters = RwSignal::new(IndexFilters::from_query(browser::query));
     let picked: RwSignal<Vec<usize>> = RwSignal::new(Vec::new());
+    // The picks go to the URL (`pick=FILE`, in pick order) so a comparison's choice is a link too.
+    Effect::new(move |_| {
+        let files: Vec<String> =
+            state.index.with(|ix| picked.get().iter().filter_map(|&i| ix.get(i).map(|e| e.file.clone())).collect());
+        if state.index.with(Vec::is_empty) {
+            return;
+        }
+        browser::set_query_all("pick", &files);
+    });
     let set_filters = move |f: IndexFilters| {
         for (k, v) in f.params() {
             browser::set_query(k, v.as_deref());
@@ -26,13 +39,21 @@ pub(super) fn RunTable(state: State) -> impl IntoView {
         (entries.len() > 1).then(|| {
             // For the render benchmark (tests/benches/viewer_render.rs): the table is in the DOM.
             request_animation_frame(|| browser::mark("speedmatrix-index"));
-            let [gpus, engines, models] = run_index::choices(&entries);
+            let [gpus, engines, models, versions, quants, specs] = run_index::choices(&entries);
             let counts = run_index::gpu_counts(&entries);
+            let wanted = browser::query_all("pick");
+            let from_url: Vec<usize> =
+                wanted.iter().filter_map(|f| entries.iter().position(|e| e.file == *f)).collect();
+            if picked.get_untracked().is_empty() && !from_url.is_empty() {
+                picked.set(from_url);
+            }
+            let choices = Choices { gpus, counts, engines, versions, models, quants, specs };
             view! {
                 <details class="section run-index" id="runs" open=browser::query("show").is_none()>
                     <summary><h2>{heading(&entries)}</h2></summary>
-                    <FilterBar filters=filters set_filters=set_filters gpus=gpus counts=counts engines=engines models=models />
+                    <FilterBar filters=filters set_filters=set_filters choices=choices />
                     <ComparePicked state=state picked=picked />
+                    <CsvLink state=state sort=sort filters=filters />
                     <div class="table-wrap">
                         <table class="data run-table" id="run-table">
                             <TableHead sort=sort />
@@ -42,8 +63,45 @@ pub(super) fn RunTable(state: State) -> impl IntoView {
                         </table>
                     </div>
                 </details>
+                <FleetView state=state filters=filters />
             }
         })
+    }
+}
+
+/// The values each facet's picker offers.
+struct Choices {
+    gpus: Vec<String>,
+    counts: Vec<u32>,
+    engines: Vec<String>,
+    versions: Vec<String>,
+    models: Vec<String>,
+    quants: Vec<String>,
+    specs: Vec<String>,
+}
+
+/// The link that downloads the rows the filters keep, in the table's order, as CSV
+/// ([`run_index::to_csv`]); the file is made when the link is clicked.
+#[component]
+fn CsvLink(
+    state: State,
+    sort: RwSignal<Option<(&'static str, bool)>>,
+    filters: RwSignal<IndexFilters>,
+) -> impl IntoView {
+    let rows = move || state.index.with(|e| run_index::order(e, sort.get(), &filters.get()));
+    let on_click = move |ev: web_sys::MouseEvent| {
+        let csv = state.index.with_untracked(|e| {
+            run_index::to_csv(e, &run_index::order(e, sort.get_untracked(), &filters.get_untracked()))
+        });
+        let a: web_sys::HtmlAnchorElement = event_target(&ev);
+        a.set_href(&format!("data:text/csv;charset=utf-8,{}", String::from(js_sys::encode_uri_component(&csv))));
+    };
+    view! {
+        <p class="csv-export">
+            <a id="index-csv" href="#" download="runs.csv" on:click=on_click>
+                {move || format!("Download these {} rows as CSV", rows().len())}
+            </a>
+        </p>
     }
 }
 
@@ -62,11 +120,9 @@ fn heading(entries: &[speedmatrix_schema::site::RunIndexEntry]) -> String {
 fn FilterBar(
     filters: RwSignal<IndexFilters>,
     set_filters: impl Fn(IndexFilters) + Copy + Send + Sync + 'static,
-    gpus: Vec<String>,
-    counts: Vec<u32>,
-    engines: Vec<String>,
-    models: Vec<String>,
+    choices: Choices,
 ) -> impl IntoView {
+    let Choices { gpus, counts, engines, versions, models, quants, specs } = choices;
     let now = filters.get_untracked();
     let picker = move |id: &'static str, label: &'static str, values: Vec<String>, current: Option<String>| {
         let on_change = move |ev: web_sys::Event| {
@@ -77,6 +133,9 @@ fn FilterBar(
                 "gpu" => f.gpu = v,
                 "gpus" => f.gpu_count = v.and_then(|n| n.parse().ok()),
                 "engine" => f.engine = v,
+                "version" => f.engine_version = v,
+                "quant" => f.quantization = v,
+                "spec" => f.speculative = v,
                 _ => f.model = v,
             }
             set_filters(f);
@@ -137,7 +196,10 @@ fn FilterBar(
             {picker("gpu", "GPU", gpus, now.gpu.clone())}
             {picker("gpus", "GPUs", counts.iter().map(u32::to_string).collect(), now.gpu_count.map(|n| n.to_string()))}
             {picker("engine", "Engine", engines, now.engine.clone())}
+            {picker("version", "Version", versions, now.engine_version.clone())}
             {picker("model", "Model", models, now.model.clone())}
+            {picker("quant", "Quantization", quants, now.quantization.clone())}
+            {picker("spec", "Speculative decoding", specs, now.speculative.clone())}
             <label>
                 "Simulated "
                 <select id="index-simulated" on:change=on_sim>
