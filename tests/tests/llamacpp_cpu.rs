@@ -4,7 +4,8 @@
 //! The server is built by `scripts/setup.sh` (scripts/setup.d/llama-server.sh) into
 //! `$SPEEDMATRIX_CACHE/servers` (default `~/.cache/speedmatrix/servers`). Where it is missing
 //! the test says SKIPPED — and fails under `CI=true`. The server runs `-c 4096 -np 4`: four
-//! slots of 1,024 tokens each. The matrix stays within a slot (256 and 512 tokens + 512 output),
+//! slots of 1,024 tokens each (and `--slot-save-path`, without which this llama-server answers
+//! the prefix cache's erase, `POST /slots/{id}?action=erase`, with 501). The matrix stays within a slot (256 and 512 tokens + 512 output),
 //! adds a 1K context that cannot fit one (over capacity), and runs 1, 2, 4 and 8 streams: 8
 //! streams on 4 slots must be `requests_queued`; the opening streams of 4 are warm in every slot
 //! (TTFT well under a cold prefill). Token counts are checked against
@@ -35,11 +36,14 @@ fn start_llama(dir: &Path) -> Option<(ServerProcess, String)> {
         return None;
     }
     let port = server::free_port();
+    std::fs::create_dir_all(dir.join("slots")).unwrap();
     let mut cmd = Command::new(bin);
     cmd.arg("-m")
         .arg(&model)
         .args(["--host", "127.0.0.1", "--port", &port.to_string(), "-c", "4096", "-np", "4", "-t", "1"])
-        .args(["--metrics", "--no-webui", "-a", "smollm2"]);
+        .args(["--metrics", "--no-webui", "-a", "smollm2", "--slot-save-path"])
+        // Slot actions (the prefix cache's erase among them) answer 501 without a save path.
+        .arg(dir.join("slots"));
     let mut proc = ServerProcess::spawn("llama-server", cmd, port, &dir.join("llama.log"));
     proc.wait_ready(Duration::from_secs(60), |url| curl(&[&format!("{url}/health")]).is_some());
     let url = proc.url.clone();
@@ -194,12 +198,55 @@ fn chat_prompts_on_llama_server_are_the_planned_length() {
         .arg(&out)
         .output()
         .unwrap();
-    drop(server);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "{stderr}");
     assert!(!stderr.contains("% off the target"), "a prompt missed its length: {stderr}");
     let r: Results = speedmatrix_schema::load_results(&std::fs::read(&out).unwrap()).expect("a valid results file");
     prompts_are_as_planned(&r);
+    prefix_cache_hit_as_planned(&url, dir.path());
+    drop(server);
+}
+
+/// A 90 % prefix-share cell on llama.cpp (512 tokens, one stream, 8-token answers, a 2-s
+/// window; the server started by [`chat_prompts_on_llama_server_are_the_planned_length`]): the
+/// slots are erased before it (`POST /slots/{id}?action=erase`, recorded), and the hit rate is
+/// within 10 points of the plan, from the responses' usage (`cached_tokens`, the file's source)
+/// and from their `timings.cache_n` ÷ (`cache_n` + `prompt_n`) alike.
+fn prefix_cache_hit_as_planned(url: &str, dir: &Path) {
+    let out = dir.join("prefix.json");
+    let o = Command::new(support::BIN)
+        .args(["run", "--url", url, "--contexts", "512", "--concurrency", "1", "--prefix-share", "90%"])
+        .args(["--prefill-contexts", "none", "--duration", "2s", "--max-tokens", "8"])
+        .args(["--endpoint", "completions", "--quiet", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    let r: Results = speedmatrix_schema::load_results(&std::fs::read(&out).unwrap()).expect("a valid results file");
+    assert_eq!(r.decode.len(), 1);
+    let c = &r.decode[0];
+    assert!(c.status.is_measured(), "{:?} {:?}", c.status, c.reason);
+    let pc = c.prefix_cache.as_ref().expect("the cell's prefix cache");
+    eprintln!("llama.cpp 512 × 1 prefix 90%: {pc:?}");
+    assert_eq!(pc.cache_start, speedmatrix_schema::CacheStart::Reset, "{pc:?}");
+    assert_eq!(pc.cache_start_detail, "POST /slots/{id}?action=erase for each of 4 slots");
+    // This llama-server also returns usage.prompt_tokens_details.cached_tokens, which the
+    // collector prefers (server usage); its timings must tell the same within the 10 points.
+    assert_eq!(pc.hit_rate_source, Some(speedmatrix_schema::HitRateSource::Usage), "{pc:?}");
+    let m = pc.measured_hit_rate.expect("a measured hit rate");
+    assert!((m - 0.9).abs() <= 0.10, "measured {m}, planned 0.9: {pc:?}");
+    let (mut cache_n, mut prompt_n, mut timed) = (0, 0, 0);
+    for t in c.requests.iter().filter_map(|q| q.server_timings.as_ref()) {
+        cache_n += t.cached_tokens.expect("timings.cache_n");
+        prompt_n += t.prompt_tokens.expect("timings.prompt_n");
+        timed += 1;
+    }
+    let from_timings = cache_n as f64 / (cache_n + prompt_n) as f64;
+    eprintln!("timings: cache_n {cache_n}, prompt_n {prompt_n} over {timed} requests: {from_timings:.4}");
+    assert!(timed > 0, "no request with the server's timings");
+    assert!((from_timings - 0.9).abs() <= 0.10, "cache_n ÷ (cache_n + prompt_n) {from_timings}, planned 0.9");
+    assert!(!c.reason.as_deref().unwrap_or("").contains("prefix cache:"), "{:?}", c.reason);
 }
 
 /// Two open-loop rate cells (issue 34) against llama.cpp's own per-request `timings` (the

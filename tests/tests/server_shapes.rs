@@ -78,6 +78,8 @@ shapes! {
     per_chunk_usage_holding_each_chunks_own_count_gives_way_to_the_final_usage,
     speculative_chunks_with_final_usage_only_have_no_itl_percentiles,
     speculative_chunks_with_only_a_token_counter_have_no_itl_percentiles,
+    a_server_restarted_mid_cell_gives_no_hit_rate_and_no_acceptance,
+    a_hit_rate_two_sources_disagree_on_names_both,
 }
 
 /// The shapes, one function per row.
@@ -1128,5 +1130,85 @@ mod table {
     /// `speedmatrix show` of the run's results file.
     fn show(o: &Outcome) -> String {
         show_args(o, &[])
+    }
+
+    /// A server restarted mid-cell (its counters began again from 0): the prefix-share cell's
+    /// hit rate and its speculative-decoding counts are null with the reason in `missing` —
+    /// never a negative, zero or wrong rate from a difference across the restart. The server
+    /// restarts as its 3rd completion request arrives: the 1st is the cell's warm-up, the 2nd
+    /// its first measured stream, so the reading before the cell's first request holds the
+    /// long run's counts (a million each) and every reading after the restart a few thousand.
+    /// Load: none can change it — whenever the readings fall, the first is before the restart
+    /// and the last after it.
+    pub fn a_server_restarted_mid_cell_gives_no_hit_rate_and_no_acceptance() -> Shape {
+        Shape {
+            rule: "counters that went down mid-cell (a restart) give null figures with the reason, never a wrong rate",
+            script: Script { restart_at: Some(3), generation_counter: true, ..Script::default() },
+            args:
+                "--contexts 1k --concurrency 1 --prefill-contexts none --prefix-share 90% --duration 1s --max-tokens 32",
+            exit: 0,
+            prefill: vec![],
+            decode: vec![measured()],
+            check: Some(|o, c| {
+                c.that(o.bodies.len() >= 3, || format!("the restart happened: {} requests", o.bodies.len()));
+                let cell = &o.results.decode[0];
+                let pc = cell.prefix_cache.as_ref();
+                c.eq(
+                    "measured hit rate",
+                    pc.map(|p| (p.measured_hit_rate, p.hit_tokens, p.query_tokens)),
+                    Some((None, None, None)),
+                );
+                let missing = |figure: &str| cell.missing.iter().find(|m| m.figure == figure).map(|m| m.reason.clone());
+                let hit = missing("prefix_cache.measured_hit_rate").unwrap_or_default();
+                c.that(hit.starts_with("the server's prefix-cache counters went down during it (a restart?)"), || {
+                    format!("missing names the restart for the hit rate: {:?}", cell.missing)
+                });
+                c.eq("spec_decode", cell.spec_decode.as_ref(), None);
+                let spec = missing("spec_decode").unwrap_or_default();
+                c.that(spec.contains("speculative-decoding counters went down during the cell (a restart?)"), || {
+                    format!("missing names the restart for speculative decoding: {:?}", cell.missing)
+                });
+                c.eq("acceptance rate", cell.spec_accept_rate, None);
+                let server = cell.server.as_ref();
+                c.eq(
+                    "window prefix-cache counts",
+                    server.map(|s| (s.prefix_cache_hit_tokens, s.prefix_cache_query_tokens, s.spec_mean_accepted_len)),
+                    Some((None, None, None)),
+                );
+            }),
+        }
+    }
+
+    /// The responses' count of cached prompt tokens (`usage.prompt_tokens_details.cached_tokens`)
+    /// and the server's Prometheus counters disagree: the file keeps the responses' rate and the
+    /// cell's reason names both figures. The usage says 90 of each request's ~1,029 prompt
+    /// tokens (8.7 %); the counters (those of [`Script::restart_at`], never reached here) count
+    /// nine tenths of every prompt hit (90 %).
+    /// Load: none can change it — both are token counts.
+    pub fn a_hit_rate_two_sources_disagree_on_names_both() -> Shape {
+        Shape {
+            rule: "a hit rate two sources disagree on names both in the reason",
+            script: Script {
+                restart_at: Some(1_000_000),
+                stream: StreamScript { cached_tokens: Some(90), ..StreamScript::default() },
+                ..Script::default()
+            },
+            args:
+                "--contexts 1k --concurrency 1 --prefill-contexts none --prefix-share 90% --duration 1s --max-tokens 32",
+            exit: 0,
+            prefill: vec![],
+            decode: vec![with(
+                CellStatus::Valid,
+                &["from server usage (8.", "and from the server's Prometheus counters (90", "disagree by 8"],
+            )],
+            check: Some(|o, c| {
+                let pc = o.results.decode[0].prefix_cache.as_ref();
+                c.eq(
+                    "hit-rate source",
+                    pc.and_then(|p| p.hit_rate_source),
+                    Some(speedmatrix_schema::HitRateSource::Usage),
+                );
+            }),
+        }
     }
 }

@@ -16,9 +16,10 @@ use std::time::Duration;
 /// One vLLM at a time: two CPU servers on two cores would measure each other.
 static ONE_SERVER: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// Start vLLM with `extra` flags; ready when `/health` answers (it needs no API key, while
+/// Start vLLM with `extra` flags (`dev_mode`: with `VLLM_SERVER_DEV_MODE=1`, which serves `POST
+/// /reset_prefix_cache`); ready when `/health` answers (it needs no API key, while
 /// `/v1/models` answers 401 when the server has one).
-fn start_vllm(dir: &std::path::Path, extra: &[&str]) -> Option<ServerProcess> {
+fn start_vllm(dir: &std::path::Path, extra: &[&str], dev_mode: bool) -> Option<ServerProcess> {
     let w = server::cache();
     let python = w.join("vllm-venv/bin/python");
     let model = w.join("model/smollm2-135m-hf");
@@ -39,6 +40,9 @@ fn start_vllm(dir: &std::path::Path, extra: &[&str]) -> Option<ServerProcess> {
         .env("VLLM_CPU_KVCACHE_SPACE", "1")
         .env("HF_HUB_OFFLINE", "1")
         .env("VLLM_HOST_IP", "127.0.0.1");
+    if dev_mode {
+        cmd.env("VLLM_SERVER_DEV_MODE", "1");
+    }
     let mut server = ServerProcess::spawn("vLLM", cmd, port, &dir.join("vllm.log"));
     server.wait_ready(Duration::from_secs(240), |url| {
         std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
@@ -123,7 +127,7 @@ fn run_cpu_matrix(url: &str, out: &std::path::Path, real: bool, window_s: f64) -
 fn run_against_real_vllm_on_cpu() {
     let _one = ONE_SERVER.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
-    let Some(server) = start_vllm(dir.path(), &[]) else { return };
+    let Some(server) = start_vllm(dir.path(), &[], false) else { return };
     let out = dir.path().join("run.json");
     let r = run_cpu_matrix(&server.url, &out, true, WINDOW_S);
     show(&out);
@@ -190,6 +194,7 @@ fn run_against_real_vllm_on_cpu() {
     // The viewer-side table has every row.
     assert_eq!(speedmatrix_schema::table::rows(&r).len(), 6);
     two_rates(&server.url, dir.path());
+    prefix_cache_hit_as_planned(&server.url, dir.path());
     drop(server);
     the_twin_of_the_run_reproduces_it(&r, dir.path());
 }
@@ -240,37 +245,32 @@ fn two_rates(url: &str, dir: &std::path::Path) {
     }
 }
 
-/// The same matrix with ngram speculative decoding and an API key on the server: chunks carry up
-/// to 4 tokens (some with empty text), the client counts tokens by usage, not by chunk, and the
-/// counts still agree with the server's; the key appears nowhere in the file or the output.
+/// ngram speculative decoding, an API key and prefix caching off (`--no-enable-prefix-caching`,
+/// with `VLLM_SERVER_DEV_MODE=1`) on the server, in two runs: the matrix's short context
+/// (128 × 1 and 8, the 512 prefill row) and its long one as a 90 % prefix-share cell (1,536 × 1).
+/// Chunks carry up to 4 tokens (some with empty text), the client counts tokens by usage, not by
+/// chunk, and the counts still agree with the server's; every cell's acceptance from the
+/// counters is consistent ([`acceptance_is_consistent`]); the prefix-share cell starts from a
+/// reset cache and says its planned share was not hit, and why; the key appears nowhere in the
+/// files or the output. (Without prefix caching every stream prefills its whole prompt: 1,536
+/// × 8 alone took 35 s to start its streams, so the long context runs one stream.)
 #[test]
 fn run_against_real_vllm_with_ngram_speculative_decoding_and_an_api_key() {
     let _one = ONE_SERVER.lock().unwrap_or_else(|e| e.into_inner());
     let key = "sk-vllm-cpu-test-4b1d9e0c5a7f";
     let dir = tempfile::tempdir().unwrap();
     let spec = r#"{"method":"ngram","num_speculative_tokens":3,"prompt_lookup_max":4,"prompt_lookup_min":2}"#;
-    let Some(server) = start_vllm(dir.path(), &["--api-key", key, "--speculative-config", spec]) else { return };
-    let out = dir.path().join("run.json");
-    let o = Command::new(support::BIN)
-        .args(["run", "--url", &server.url, "--contexts", "128,1536", "--concurrency", "1,8"])
-        .args(["--prefill-contexts", "512", "--duration", "4s", "--max-tokens", "512", "--temperature", "0"])
-        .args(["--quiet", "-o"])
-        .arg(&out)
-        .env("OPENAI_API_KEY", key)
-        .env_remove("SPEEDMATRIX_API_KEY")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(0), "{stderr}");
-    let text = std::fs::read_to_string(&out).unwrap();
-    assert!(!text.contains(key) && !stderr.contains(key) && !String::from_utf8_lossy(&o.stdout).contains(key));
-    let r = speedmatrix_schema::load_results(text.as_bytes()).expect("a valid results file");
-    show(&out);
+    let flags = ["--api-key", key, "--speculative-config", spec, "--no-enable-prefix-caching"];
+    let Some(server) = start_vllm(dir.path(), &flags, true) else { return };
+    let short = ["--contexts", "128", "--concurrency", "1,8", "--prefill-contexts", "512"];
+    let r = ngram_run(&server.url, &dir.path().join("run.json"), key, &short);
+    let long = ["--contexts", "1536", "--concurrency", "1", "--prefill-contexts", "none", "--prefix-share", "90%"];
+    let shared = ngram_run(&server.url, &dir.path().join("prefix.json"), key, &long);
     let launch = r.engine.launch_command.as_deref().unwrap();
     assert!(launch.contains("--api-key <redacted>"), "{launch}");
     assert_eq!(r.engine.speculative_decoding.as_deref(), Some("ngram, 3 tokens"));
     let mut multi_token_chunks = false;
-    for c in &r.decode {
+    for c in r.decode.iter().chain(&shared.decode) {
         let name = format!("{} × {}", c.context.label, c.concurrency);
         assert!(
             matches!(c.status, speedmatrix_schema::CellStatus::Valid | speedmatrix_schema::CellStatus::RequestsQueued),
@@ -286,9 +286,146 @@ fn run_against_real_vllm_with_ngram_speculative_decoding_and_an_api_key() {
         let len = c.server.as_ref().and_then(|s| s.spec_mean_accepted_len).unwrap();
         assert!((1.0..=4.0).contains(&len), "{name}: mean accepted length {len}");
         eprintln!("{name}: acceptance {rate}, mean accepted length {len}");
+        acceptance_is_consistent(&name, c, 3);
     }
     assert!(multi_token_chunks, "ngram speculative decoding sends multi-token chunks");
+    assert_eq!(r.decode.len() + shared.decode.len(), 3);
     counts_agree(&r, 4);
+    counts_agree(&shared, 4);
+    caching_off_misses_the_plan(&shared);
+}
+
+/// `run` against the ngram server (key `key`) with `matrix` (`--duration 4s --max-tokens 512
+/// --temperature 0` beside it) into `out`; the key in no output.
+fn ngram_run(url: &str, out: &std::path::Path, key: &str, matrix: &[&str]) -> speedmatrix_schema::Results {
+    let o = Command::new(support::BIN)
+        .args(["run", "--url", url])
+        .args(matrix)
+        .args(["--duration", "4s", "--max-tokens", "512", "--temperature", "0", "--quiet", "-o"])
+        .arg(out)
+        .env("OPENAI_API_KEY", key)
+        .env_remove("SPEEDMATRIX_API_KEY")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    let text = std::fs::read_to_string(out).unwrap();
+    assert!(!text.contains(key) && !stderr.contains(key) && !String::from_utf8_lossy(&o.stdout).contains(key));
+    show(out);
+    speedmatrix_schema::load_results(text.as_bytes()).expect("a valid results file")
+}
+
+/// A cell's `spec_decode` block against itself and the cell: counts from the counters
+/// (Prometheus), accepted ≤ draft tokens ≤ `k` × drafts (ngram proposes at most `k` tokens per
+/// draft), the acceptance rate accepted ÷ draft tokens and the mean accepted length 1 +
+/// accepted ÷ drafts (rounded to 3 decimals as written), the per-position counts summing to the
+/// accepted tokens, each position accepting no more than the one before (a token is accepted
+/// only after its predecessor), the cell's `spec_accept_rate` the same figure, and the server
+/// generating at least one token per draft plus every accepted one.
+fn acceptance_is_consistent(name: &str, c: &speedmatrix_schema::DecodeCell, k: u64) {
+    let f = c.spec_decode.as_ref().unwrap_or_else(|| panic!("{name}: a spec_decode block"));
+    assert_eq!(f.source, speedmatrix_schema::SpecDecodeSource::PrometheusCounters, "{name}");
+    let (drafts, draft, accepted) = (f.drafts.unwrap(), f.draft_tokens.unwrap(), f.accepted_tokens.unwrap());
+    eprintln!(
+        "{name}: {drafts} drafts, {draft} draft tokens, {accepted} accepted, by position {:?}",
+        f.accepted_per_position
+    );
+    assert!(drafts > 0 && drafts <= draft && draft <= k * drafts && accepted <= draft, "{name}: {f:?}");
+    let round3 = |v: f64| (v * 1000.0).round() / 1000.0;
+    assert_eq!(f.acceptance_rate, Some(round3(accepted as f64 / draft as f64)), "{name}");
+    assert_eq!(f.mean_accepted_length, Some(round3(1.0 + accepted as f64 / drafts as f64)), "{name}");
+    assert_eq!(c.spec_accept_rate, f.acceptance_rate, "{name}: one acceptance rate");
+    assert_eq!(f.accepted_per_position.len() as u64, k, "{name}: vLLM counts each of the {k} positions");
+    assert_eq!(f.accepted_per_position.iter().sum::<u64>(), accepted, "{name}: positions sum to the accepted");
+    assert!(f.accepted_per_position.windows(2).all(|w| w[1] <= w[0]), "{name}: {:?}", f.accepted_per_position);
+    let by_pos: Vec<f64> = f.accepted_per_position.iter().map(|&n| round3(n as f64 / drafts as f64)).collect();
+    assert_eq!(f.acceptance_by_position, by_pos, "{name}");
+    let generated = c.server.as_ref().and_then(|s| s.generation_tokens).unwrap();
+    assert!(
+        generated >= drafts + accepted,
+        "{name}: {generated} tokens generated, {drafts} drafts + {accepted} accepted"
+    );
+}
+
+/// `run --prefix-share 90%` on a 1K context: a decode cell (one stream, 8-token answers, a 2-s
+/// window) and the prefill rows (the cold one, and a warm one whose 90 % prefix was sent just
+/// before).
+fn prefix_share_run(url: &str, dir: &std::path::Path) -> speedmatrix_schema::Results {
+    let out = dir.join("prefix.json");
+    let o = Command::new(support::BIN)
+        .args(["run", "--url", url, "--contexts", "1k", "--concurrency", "1", "--prefix-share", "90%"])
+        .args(["--prefill-contexts", "1k", "--duration", "2s", "--max-tokens", "8", "--quiet", "-o"])
+        .arg(&out)
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("SPEEDMATRIX_API_KEY")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    show(&out);
+    speedmatrix_schema::load_results(&std::fs::read(&out).unwrap()).expect("a valid results file")
+}
+
+/// Prefix caching on (vLLM's default), the server without `VLLM_SERVER_DEV_MODE`: its `POST
+/// /reset_prefix_cache` answers 404, so the file says the prompts were salted and why; the
+/// 90 % cell's and the warm row's hit rates from the `vllm:prefix_cache_hits` / `_queries`
+/// growth (Prometheus) are within 10 points of the plan (the CPU backend caches whole blocks:
+/// 7 of the 1K prompt's 8 blocks of 128 tokens hold the 921-token prefix, 87.5 %), no reason
+/// says otherwise, and the warm row's TTFT is below the cold row's (about a tenth of the prompt
+/// to prefill: 0.4 s against 4 s quiet; the bound holds unless a load spike stalls the warm
+/// request alone for seconds).
+fn prefix_cache_hit_as_planned(url: &str, dir: &std::path::Path) {
+    let r = prefix_share_run(url, dir);
+    assert_eq!(r.config.prefix_shares, [0.9]);
+    let near = |pc: &speedmatrix_schema::PrefixCacheFigures, what: &str| {
+        assert_eq!(pc.cache_start, speedmatrix_schema::CacheStart::Salted, "{what}: {pc:?}");
+        assert!(pc.cache_start_detail.contains("VLLM_SERVER_DEV_MODE=1"), "{what}: {}", pc.cache_start_detail);
+        assert_eq!(pc.hit_rate_source, Some(speedmatrix_schema::HitRateSource::Prometheus), "{what}: {pc:?}");
+        let m = pc.measured_hit_rate.unwrap_or_else(|| panic!("{what}: a measured hit rate: {pc:?}"));
+        eprintln!(
+            "{what}: measured hit rate {m} ({} of {} tokens), planned 0.9",
+            pc.hit_tokens.unwrap(),
+            pc.query_tokens.unwrap()
+        );
+        assert!((m - 0.9).abs() <= 0.10, "{what}: measured {m}, planned 0.9");
+    };
+    assert_eq!(r.decode.len(), 1);
+    let c = &r.decode[0];
+    assert!(c.status.is_measured(), "{:?} {:?}", c.status, c.reason);
+    assert_eq!(c.prefix_share, Some(0.9));
+    near(c.prefix_cache.as_ref().expect("the cell's prefix cache"), "1K × 1 prefix 90%");
+    assert!(!c.reason.as_deref().unwrap_or("").contains("prefix cache:"), "{:?}", c.reason);
+    assert_eq!(r.prefill.len(), 2, "the cold row and the warm one");
+    let (cold, warm) = (&r.prefill[0], &r.prefill[1]);
+    assert_eq!((cold.prefix_share, warm.prefix_share), (None, Some(0.9)));
+    assert_eq!(warm.status, speedmatrix_schema::CellStatus::Valid, "{:?}", warm.reason);
+    near(warm.prefix_cache.as_ref().expect("the warm row's prefix cache"), "prefill 1K warm");
+    let (cold_ms, warm_ms) = (cold.ttft_ms.unwrap(), warm.ttft_ms.unwrap());
+    eprintln!("prefill 1K: cold TTFT {cold_ms} ms, warm (90 % cached) {warm_ms} ms");
+    assert!(warm_ms < cold_ms, "warm TTFT {warm_ms} ms not below cold {cold_ms} ms");
+}
+
+/// `--no-enable-prefix-caching` (and `VLLM_SERVER_DEV_MODE=1`): the 90 % cell starts from a
+/// reset cache (`POST /reset_prefix_cache`, recorded); the server looks up no prompt token in
+/// a cache it does not keep (its counters stay put), so the hit rate is null with the reason in
+/// `missing`, and the cell's reason says the planned share was not hit and why — never a
+/// silent valid cell.
+fn caching_off_misses_the_plan(r: &speedmatrix_schema::Results) {
+    assert_eq!(r.decode.len(), 1);
+    let c = &r.decode[0];
+    assert_eq!(c.prefix_share, Some(0.9));
+    let pc = c.prefix_cache.as_ref().expect("the cell's prefix cache");
+    eprintln!("caching off: {pc:?}, reason {:?}, missing {:?}", c.reason, c.missing);
+    assert_eq!(pc.cache_start, speedmatrix_schema::CacheStart::Reset, "{pc:?}");
+    assert_eq!(pc.cache_start_detail, "POST /reset_prefix_cache");
+    assert_eq!((pc.measured_hit_rate, pc.hit_tokens, pc.query_tokens), (None, Some(0), Some(0)), "{pc:?}");
+    assert!(c.missing.iter().any(|m| m.figure == "prefix_cache.measured_hit_rate"), "{:?}", c.missing);
+    let reason = c.reason.as_deref().unwrap_or("");
+    assert!(
+        reason.contains("the planned share 90% was not hit")
+            && reason.contains("the server reports its prefix caching off"),
+        "{reason}"
+    );
 }
 
 /// A twin of any run: the fit of a real vLLM CPU run (`speedmatrix simulate --fit`), served by

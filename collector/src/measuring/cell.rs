@@ -171,6 +171,8 @@ fn decode_figures(s: &mut Session, ctx: &ContextSize, n: u32, warmed: Warmed, se
         .shared
         .as_ref()
         .and_then(|_| crate::measuring::prefix::count(records.iter().map(|r| &r.record), &scrapes));
+    // The prefix cache's second source (and a restart) is read from the same readings.
+    let prefix_scrapes = warmed.shared.as_ref().map(|_| scrapes.clone()).unwrap_or_default();
     let rate_limited = crate::measuring::measure::rate_limit_note(records.iter().map(|r| &r.record));
     let early = crate::measuring::measure::early_stop_note(records.iter().map(|r| &r.record), s.spec.max_tokens);
     let endings = crate::measuring::endings::verdict(records.iter().map(|r| &r.record), s.spec.max_tokens);
@@ -207,7 +209,7 @@ fn decode_figures(s: &mut Session, ctx: &ContextSize, n: u32, warmed: Warmed, se
         crate::measuring::measure::add_note(&mut cell.reason, note);
     }
     if let Some(shared) = &warmed.shared {
-        prefix_figures(s, &mut cell, shared, counted);
+        prefix_figures(s, &mut cell, shared, counted, &prefix_scrapes);
     }
     cell
 }
@@ -219,6 +221,7 @@ fn prefix_figures(
     cell: &mut DecodeCell,
     shared: &SharedWarm,
     counted: Option<crate::measuring::prefix::Counted>,
+    scrapes: &[crate::measuring::scrape::Scrape],
 ) {
     cell.prefix_share = Some(shared.share);
     let f = &s.info.facts;
@@ -231,7 +234,7 @@ fn prefix_figures(
         preemptions: server.and_then(|x| x.preemptions),
         reset: false,
     };
-    let o = crate::measuring::prefix::outcome(shared.share, &shared.start, counted, s.has_metrics, &evidence);
+    let o = crate::measuring::prefix::outcome(shared.share, &shared.start, counted, scrapes, s.has_metrics, &evidence);
     if cell.status.is_measured() {
         if let Some(note) = o.note {
             s.log(format!(

@@ -640,14 +640,29 @@ pub fn counter_at(scrapes: &[Scrape], get: impl Fn(&Metrics) -> Option<f64>, t_m
     Some(before.1 + (after.1 - before.1) * (t_ms - before.0) / (after.0 - before.0))
 }
 
-/// A counter's growth over the window `[w0, w1]`, read between scrapes ([`counter_at`]).
+/// A counter's growth over the window `[w0, w1]`, read between scrapes ([`counter_at`]);
+/// `None` when it went down between the readings that bracket the window (a server restarted:
+/// its counters began again from 0, so no growth over the window can be told).
 pub fn counter_delta(
     scrapes: &[Scrape],
     get: impl Fn(&Metrics) -> Option<f64> + Copy,
     w0: f64,
     w1: f64,
 ) -> Option<f64> {
+    if went_down(scrapes, get, w0, w1) {
+        return None;
+    }
     Some((counter_at(scrapes, get, w1)? - counter_at(scrapes, get, w0)?).max(0.0))
+}
+
+/// Whether a counter read lower than the reading before it anywhere from the last reading at
+/// or before `w0` to the first at or after `w1` (a restarted server's counters start from 0).
+pub fn went_down(scrapes: &[Scrape], get: impl Fn(&Metrics) -> Option<f64>, w0: f64, w1: f64) -> bool {
+    let first = scrapes.iter().rposition(|s| s.t_ms <= w0).unwrap_or(0);
+    let last = scrapes.iter().position(|s| s.t_ms >= w1).unwrap_or(scrapes.len().saturating_sub(1));
+    let values: Vec<f64> =
+        scrapes.get(first..=last).unwrap_or_default().iter().filter_map(|s| get(&s.metrics)).collect();
+    values.windows(2).any(|w| w[1] < w[0])
 }
 
 /// Server figures from the cell's Prometheus readings: gauges sampled inside the window,

@@ -213,7 +213,7 @@ fn warm_row(
         prompt_tokens: row.prompt_tokens,
         ..Default::default()
     };
-    let o = crate::measuring::prefix::outcome(share, start, counted, s.has_metrics, &evidence);
+    let o = crate::measuring::prefix::outcome(share, start, counted, &scrapes, s.has_metrics, &evidence);
     if row.status.is_measured() {
         if let Some(note) = o.note {
             s.log(format!(

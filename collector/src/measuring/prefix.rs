@@ -12,11 +12,14 @@
 
 use crate::measuring::client::StreamRecord;
 use crate::measuring::error::CellError;
-use crate::measuring::measure::counter_delta;
+use crate::measuring::measure::{counter_delta, went_down};
 use crate::measuring::prompt::Prompt;
 use crate::measuring::scrape::Scrape;
 use crate::measuring::session::Session;
-use speedmatrix_schema::prefix::{hit_rate, off_plan_note, share_label, Evidence};
+use speedmatrix_schema::prefix::{
+    below_reasons, hit_rate, off_plan_note, share_label, unexplained, Evidence, TOLERANCE,
+};
+use speedmatrix_schema::stats::round3;
 use speedmatrix_schema::{CacheStart, ContextSize, HitRateSource, MissingFigure, PrefixCacheFigures};
 
 /// The number of the warm-up request (llama.cpp: the first of one per slot, counting down);
@@ -175,21 +178,62 @@ pub fn count<'a>(records: impl IntoIterator<Item = &'a StreamRecord> + Clone, sc
         let (hits, queries) = timings.iter().fold((0, 0), |(h, q), (c, p)| (h + c, q + c + p));
         return Some(Counted { hits, queries, source: HitRateSource::ServerTimings });
     }
+    prometheus(scrapes)
+}
+
+/// The prefix-cache counters' growth from the first reading to the last (Prometheus); `None`
+/// without both counters, or when either went down between two readings (a restart).
+fn prometheus(scrapes: &[Scrape]) -> Option<Counted> {
     let (first, last) = (scrapes.first()?, scrapes.last()?);
     let hits = counter_delta(scrapes, |m| m.prefix_hits, first.t_ms, last.t_ms)?;
     let queries = counter_delta(scrapes, |m| m.prefix_queries, first.t_ms, last.t_ms)?;
     Some(Counted { hits: hits.round() as u64, queries: queries.round() as u64, source: HitRateSource::Prometheus })
 }
 
-/// Why no source gave the hit rate.
-fn missing_reason(has_metrics: bool) -> String {
-    let metrics = match has_metrics {
-        true => "the server's /metrics has no prefix-cache hit and query counters",
-        false => "the server has no usable /metrics",
+/// Whether the prefix-cache hit or query counter read lower than the reading before it (a
+/// server restarted during the row or cell).
+fn counters_went_down(scrapes: &[Scrape]) -> bool {
+    let (Some(first), Some(last)) = (scrapes.first(), scrapes.last()) else { return false };
+    went_down(scrapes, |m| m.prefix_hits, first.t_ms, last.t_ms)
+        || went_down(scrapes, |m| m.prefix_queries, first.t_ms, last.t_ms)
+}
+
+/// Why no source gave the hit rate (`restarted`: the counters went down during it).
+fn missing_reason(has_metrics: bool, restarted: bool) -> String {
+    let metrics = match (has_metrics, restarted) {
+        (_, true) => {
+            "the server's prefix-cache counters went down during it (a restart?), so they give no count over it"
+        }
+        (true, false) => "the server's /metrics has no prefix-cache hit and query counters",
+        (false, false) => "the server has no usable /metrics",
     };
     format!(
         "{metrics}, and its responses carried neither usage.prompt_tokens_details.cached_tokens nor timings.cache_n"
     )
+}
+
+/// The note when the responses' count (`counted`, usage or timings) and the Prometheus counters
+/// over the same span give hit rates more than [`TOLERANCE`] apart: both figures, named. The
+/// file's rate is the responses' (per request, exact); the counters also count requests whose
+/// response carried no count (cancelled at the window's end) and anything else the server ran
+/// meanwhile.
+fn disagreement(counted: Counted, scrapes: &[Scrape]) -> Option<String> {
+    if counted.source == HitRateSource::Prometheus {
+        return None;
+    }
+    let prom = prometheus(scrapes)?;
+    let (a, b) = (hit_rate(counted.hits, counted.queries)?, hit_rate(prom.hits, prom.queries)?);
+    ((a - b).abs() > TOLERANCE + 1e-9).then(|| {
+        format!(
+            "prefix cache: the hit rate from {} ({}) and from the server's Prometheus counters ({}: {} of {} prompt tokens) disagree by {:.0} points; the file's rate is the responses' (other requests the server ran meanwhile count in its counters)",
+            source_words(counted.source),
+            share_label(round3(a)),
+            share_label(round3(b)),
+            prom.hits,
+            prom.queries,
+            (a - b).abs() * 100.0
+        )
+    })
 }
 
 /// What a row's or cell's prefix cache came to: its figures, the note when the measured rate
@@ -204,9 +248,32 @@ pub struct Outcome {
     pub missing: Option<MissingFigure>,
 }
 
+/// The note of a row or cell planned at `share` whose server counted no prompt token looked
+/// up in its prefix cache (its counters did not grow): the plan was not hit, and why it may be.
+fn nothing_looked_up(share: f64, evidence: &Evidence) -> String {
+    let mut why = below_reasons(share, evidence);
+    if why.is_empty() {
+        why.push(unexplained(evidence));
+    }
+    format!(
+        "prefix cache: the planned share {} was not hit: the server looked up none of the prompt tokens in its prefix cache; {}",
+        share_label(share),
+        why.join("; ")
+    )
+}
+
 /// The prefix-cache figures of a row or cell planned at `share` that began as `start`, from
-/// what `counted` gives; `evidence` explains an off-plan rate.
-pub fn outcome(share: f64, start: &Start, counted: Option<Counted>, has_metrics: bool, evidence: &Evidence) -> Outcome {
+/// what `counted` gives ([`count`] of its records and `scrapes`); `evidence` explains an
+/// off-plan rate. A second source that disagrees with the first by more than [`TOLERANCE`] is
+/// named in the note with both rates.
+pub fn outcome(
+    share: f64,
+    start: &Start,
+    counted: Option<Counted>,
+    scrapes: &[Scrape],
+    has_metrics: bool,
+    evidence: &Evidence,
+) -> Outcome {
     let rate = counted.and_then(|c| hit_rate(c.hits, c.queries));
     let figures = PrefixCacheFigures {
         planned_share: share,
@@ -221,11 +288,17 @@ pub fn outcome(share: f64, start: &Start, counted: Option<Counted>, has_metrics:
         figure: HIT_RATE_FIGURE.into(),
         reason: match counted {
             Some(_) => "the server counted no prompt tokens looked up in its prefix cache".into(),
-            None => missing_reason(has_metrics),
+            None => missing_reason(has_metrics, counters_went_down(scrapes)),
         },
     });
-    let note = rate
-        .and_then(|m| off_plan_note(share, m, &Evidence { reset: start.how == CacheStart::Reset, ..evidence.clone() }));
+    let evidence = Evidence { reset: start.how == CacheStart::Reset, ..evidence.clone() };
+    let off_plan = match (rate, counted) {
+        (Some(m), _) => off_plan_note(share, m, &evidence),
+        (None, Some(_)) if share > 0.0 => Some(nothing_looked_up(share, &evidence)),
+        (None, _) => None,
+    };
+    let notes: Vec<String> = off_plan.into_iter().chain(counted.and_then(|c| disagreement(c, scrapes))).collect();
+    let note = (!notes.is_empty()).then(|| notes.join("; "));
     Outcome { figures, note, missing }
 }
 
@@ -289,22 +362,80 @@ mod tests {
             0.9,
             &Start { how: CacheStart::Salted, detail: "no reset".into() },
             None,
+            &[],
             true,
             &Evidence::default(),
         );
         assert_eq!(o.figures.measured_hit_rate, None);
         assert!(o.missing.unwrap().reason.contains("no prefix-cache hit and query counters"));
+        // Counters that did not grow (vLLM with --no-enable-prefix-caching): no rate, and the
+        // reason says the plan was not hit.
+        let nothing = Some(Counted { hits: 0, queries: 0, source: HitRateSource::Prometheus });
+        let off = Evidence { caching_on: Some(false), ..Evidence::default() };
+        let reset = Start { how: CacheStart::Reset, detail: "POST /reset_prefix_cache".into() };
+        let o = outcome(0.9, &reset, nothing, &[], true, &off);
+        assert_eq!(o.figures.measured_hit_rate, None);
+        assert_eq!(
+            o.note.as_deref(),
+            Some("prefix cache: the planned share 90% was not hit: the server looked up none of the prompt tokens in its prefix cache; the server reports its prefix caching off")
+        );
+        assert!(o.missing.unwrap().reason.contains("counted no prompt tokens looked up"));
+        assert_eq!(outcome(0.0, &reset, nothing, &[], true, &off).note, None, "a plan of 0 is no miss");
         let counted = Some(Counted { hits: 0, queries: 2000, source: HitRateSource::Prometheus });
         let off = Evidence { caching_on: Some(false), ..Evidence::default() };
         let o = outcome(
             0.9,
             &Start { how: CacheStart::Reset, detail: "POST /reset_prefix_cache".into() },
             counted,
+            &[],
             true,
             &off,
         );
         assert_eq!(o.figures.measured_hit_rate, Some(0.0));
         assert!(o.note.unwrap().contains("prefix caching off"));
         assert_eq!(line_part(Some(0.9), Some(&o.figures)), " · prefix 90% · hit 0% (Prometheus)");
+    }
+
+    fn reading(t_ms: f64, hits: f64, queries: f64) -> Scrape {
+        let metrics = crate::measuring::discovery::Metrics {
+            prefix_hits: Some(hits),
+            prefix_queries: Some(queries),
+            ..Default::default()
+        };
+        Scrape { t_ms, metrics }
+    }
+
+    #[test]
+    fn counters_that_went_down_give_no_rate_and_say_why() {
+        let reset = Start { how: CacheStart::Reset, detail: "POST /reset_prefix_cache".into() };
+        // Restarted mid-cell, then grown past the first reading: the ends alone would give 1,800
+        // hits of 1,000 queries (a rate of 180 %), the clamp of a plain difference 0 of 0.
+        let s = [reading(0.0, 9000.0, 10_000.0), reading(500.0, 900.0, 1000.0), reading(900.0, 10_800.0, 11_000.0)];
+        assert_eq!(count(std::iter::empty::<&StreamRecord>(), &s), None);
+        let o = outcome(0.9, &reset, None, &s, true, &Evidence::default());
+        assert_eq!((o.figures.measured_hit_rate, o.figures.hit_tokens, o.note.as_deref()), (None, None, None));
+        let missing = o.missing.unwrap();
+        assert_eq!(missing.figure, HIT_RATE_FIGURE);
+        assert!(missing.reason.starts_with("the server's prefix-cache counters went down"), "{}", missing.reason);
+        // Per-response counts are no counters: a restart leaves them whole.
+        let a = StreamRecord { prompt_tokens: Some(1000), cached_tokens: Some(896), ..StreamRecord::default() };
+        let c = count([&a], &s).unwrap();
+        assert_eq!((c.hits, c.source), (896, HitRateSource::Usage));
+        assert_eq!(outcome(0.9, &reset, Some(c), &s, true, &Evidence::default()).note, None);
+    }
+
+    #[test]
+    fn two_sources_that_disagree_are_both_named() {
+        let reset = Start { how: CacheStart::Reset, detail: "POST /reset_prefix_cache".into() };
+        let usage = Counted { hits: 1792, queries: 2000, source: HitRateSource::Usage };
+        // The counters saw 2,000 of 4,000 tokens hit: 50 % against the responses' 89.6 %.
+        let s = [reading(0.0, 100.0, 100.0), reading(900.0, 2100.0, 4100.0)];
+        let o = outcome(0.9, &reset, Some(usage), &s, true, &Evidence::default());
+        assert_eq!((o.figures.measured_hit_rate, o.figures.hit_rate_source), (Some(0.896), Some(HitRateSource::Usage)));
+        let note = o.note.unwrap();
+        assert!(note.contains("from server usage (89.6%) and from the server's Prometheus counters (50%: 2000 of 4000 prompt tokens) disagree by 40 points"), "{note}");
+        // Within the tolerance: no note.
+        let s = [reading(0.0, 100.0, 100.0), reading(900.0, 3500.0, 4100.0)];
+        assert_eq!(outcome(0.9, &reset, Some(usage), &s, true, &Evidence::default()).note, None);
     }
 }

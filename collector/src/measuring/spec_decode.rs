@@ -43,6 +43,11 @@ pub fn outcome(scrapes: &[Scrape], w0: f64, w1: f64) -> Outcome {
             && s.metrics.spec_accepted_tokens.is_some()
     };
     if let (Some(a), Some(b)) = (scrapes.iter().find(counted), scrapes.iter().rev().find(counted)) {
+        // A restart between two readings may leave the last reading above the first (the
+        // counters began again from 0 and grew past it): every step is checked, not the ends.
+        if restarted(scrapes) {
+            return went_down();
+        }
         return from_counters(&a.metrics, &b.metrics);
     }
     let gauge: Vec<f64> =
@@ -72,20 +77,37 @@ pub fn outcome(scrapes: &[Scrape], w0: f64, w1: f64) -> Outcome {
     }
 }
 
+/// Whether any speculative-decoding counter read lower than its reading before (over every
+/// reading of the cell, in time order).
+fn restarted(scrapes: &[Scrape]) -> bool {
+    let counters: [fn(&crate::measuring::discovery::Metrics) -> Option<f64>; 3] =
+        [|m| m.spec_drafts, |m| m.spec_draft_tokens, |m| m.spec_accepted_tokens];
+    counters.iter().any(|get| {
+        let v: Vec<f64> = scrapes.iter().filter_map(|s| get(&s.metrics)).collect();
+        v.windows(2).any(|w| w[1] < w[0])
+    })
+}
+
+/// No figures: a counter went down during the cell (the server restarted), so no count of the
+/// cell's speculation can be told — null with the reason, never a negative or partial count.
+fn went_down() -> Outcome {
+    Outcome {
+        figures: None,
+        missing: Some(MissingFigure {
+            figure: FIGURE.into(),
+            reason: "the server's speculative-decoding counters went down during the cell (a restart?): no counts"
+                .into(),
+        }),
+    }
+}
+
 /// The figures from the counters of the first reading `a` and the last `b`.
 fn from_counters(a: &crate::measuring::discovery::Metrics, b: &crate::measuring::discovery::Metrics) -> Outcome {
     let get = |f: fn(&crate::measuring::discovery::Metrics) -> Option<f64>| grew(f(a)?, f(b)?);
     let (Some(drafts), Some(draft_tokens), Some(accepted)) =
         (get(|m| m.spec_drafts), get(|m| m.spec_draft_tokens), get(|m| m.spec_accepted_tokens))
     else {
-        return Outcome {
-            figures: None,
-            missing: Some(MissingFigure {
-                figure: FIGURE.into(),
-                reason: "the server's speculative-decoding counters went down during the cell (a restart?): no counts"
-                    .into(),
-            }),
-        };
+        return went_down();
     };
     let per_pos: Vec<u64> = match (a.spec_accepted_per_pos.len(), b.spec_accepted_per_pos.len()) {
         (0, _) | (_, 0) => vec![],
@@ -198,6 +220,12 @@ mod tests {
     #[test]
     fn a_counter_that_went_down_gives_no_counts() {
         let o = outcome(&[at(0.0, 100.0, 300.0, 50.0, &[]), at(900.0, 3.0, 9.0, 1.0, &[])], 0.0, 900.0);
+        assert_eq!(o.figures, None);
+        assert!(o.missing.unwrap().reason.contains("went down"));
+        // Restarted mid-cell and grown past the first reading by the end: the ends alone would
+        // give 20 drafts, 60 tokens, 60 accepted (an acceptance of 100 %), all wrong.
+        let s = [at(0.0, 100.0, 300.0, 50.0, &[]), at(400.0, 2.0, 6.0, 1.0, &[]), at(900.0, 120.0, 360.0, 110.0, &[])];
+        let o = outcome(&s, 0.0, 900.0);
         assert_eq!(o.figures, None);
         assert!(o.missing.unwrap().reason.contains("went down"));
     }

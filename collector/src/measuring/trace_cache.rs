@@ -46,7 +46,7 @@ pub fn reuse(entries: &[TraceEntry], start: &Start, served: &Served) -> Reuse {
     let counted = count(served.records, served.scrapes);
     // The measured side as a prefix-share cell has it (sources, counts, missing reason); its
     // judgement against a plan is replaced by the one against the ideal.
-    let o = outcome(ideal.share, start, counted, served.has_metrics, &served.evidence);
+    let o = outcome(ideal.share, start, counted, served.scrapes, served.has_metrics, &served.evidence);
     let measured = o.figures.measured_hit_rate;
     let note = measured.and_then(|m| reuse_note(&ideal, m, &served.evidence, served.kv_budget_tokens));
     let figures = TracePrefixCache {

@@ -10,7 +10,8 @@
 //! (`abort`, `error`), a server that ignores `max_tokens` either way, a `/metrics` that accepts
 //! and never answers, gzip-encoded event streams, an error object with HTTP 200.
 //! a gateway in front of it) while its own queue reads 0; usage that is not a running total
-//! (stuck at 1, each chunk's own count) beside a true output-token counter.
+//! (stuck at 1, each chunk's own count) beside a true output-token counter; prefix-cache and
+//! speculative-decoding counters of a server that restarts mid-run (they begin again from 0).
 //!
 //! Each is a real axum server on a loopback socket, answering what discovery and the prompt
 //! builder ask (`/v1/models`, `/tokenize`, `/metrics`, `/version` → 404) and streaming
@@ -221,7 +222,17 @@ pub struct Script {
     /// rest wait before their first token (a server that slows down: thermal throttling, a
     /// neighbour taking the GPU, a cache that stopped hitting). No gauge says so.
     pub slow_after: Option<(usize, usize)>,
+    /// `n`: `/metrics` answers vLLM's prefix-cache and speculative-decoding counters of a
+    /// server that restarts as its `n`-th completion request arrives. Before, they hold what a
+    /// long run counted ([`RESTART_BASE`] each) plus every request's share; from then on, only
+    /// the `n`-th request's and later ones' (a restarted server's counters begin again from 0).
+    /// Each request adds, as it arrives: its prompt tokens to the queries and nine tenths of them
+    /// to the hits; 10 drafts, 30 draft tokens, 15 accepted.
+    pub restart_at: Option<usize>,
 }
+
+/// What each counter of [`Script::restart_at`] holds before the restart.
+pub const RESTART_BASE: u64 = 1_000_000;
 
 impl Default for Script {
     fn default() -> Self {
@@ -248,6 +259,7 @@ impl Default for Script {
             usage_prompt_extra: 0,
             generation_counter: false,
             slow_after: None,
+            restart_at: None,
         }
     }
 }

@@ -44,7 +44,7 @@ pub(super) async fn metrics(State(s): State<Arc<AppState>>) -> Response {
     if !s.script.metrics_slow_while_streaming || s.streaming.load(Ordering::SeqCst) > 0 {
         tokio::time::sleep(s.script.metrics_delay).await;
     }
-    if s.script.live_gauges || s.script.generation_counter {
+    if s.script.live_gauges || s.script.generation_counter || s.script.restart_at.is_some() {
         return live_gauges(&s);
     }
     match &s.script.metrics {
@@ -72,7 +72,34 @@ fn live_gauges(s: &AppState) -> Response {
             "# TYPE vllm:generation_tokens counter\nvllm:generation_tokens_total{{model_name=\"{m}\"}} {generated}\n"
         );
     }
+    if let Some(n) = s.script.restart_at {
+        text += &restarting_counters(s, n);
+    }
     ([(header::CONTENT_TYPE, s.script.metrics_content_type)], text).into_response()
+}
+
+/// The prefix-cache and speculative-decoding counters of a server that restarts as its `n`-th
+/// completion request arrives (see [`super::Script::restart_at`]).
+fn restarting_counters(s: &AppState, n: usize) -> String {
+    let bodies = s.bodies.lock().map(|b| b.clone()).unwrap_or_default();
+    let (base, counted) = match bodies.len() >= n {
+        true => (0, &bodies[n - 1..]),
+        false => (super::RESTART_BASE, &bodies[..]),
+    };
+    let queries: u64 = counted.iter().map(prompt_tokens).sum();
+    let k = counted.len() as u64;
+    let m = &s.script.model;
+    let line = |name: &str, v: u64| {
+        format!("# TYPE vllm:{name}_total counter\nvllm:{name}_total{{model_name=\"{m}\"}} {}\n", base + v)
+    };
+    [
+        line("prefix_cache_queries", queries),
+        line("prefix_cache_hits", queries * 9 / 10),
+        line("spec_decode_num_drafts", 10 * k),
+        line("spec_decode_num_draft_tokens", 30 * k),
+        line("spec_decode_num_accepted_tokens", 15 * k),
+    ]
+    .concat()
 }
 
 /// Tokens of a prompt, as this server counts them: one per 4 characters (rounded up) plus a
