@@ -227,16 +227,18 @@ pub fn delta_cell(r: Option<&RowDiff>, col: &Column, threshold: f64, context: &s
 }
 
 /// The delta heatmap: rows are the contexts of either run, columns their concurrency levels.
+/// With prefix-share cells (`--prefix-share`), each context has a row per share above 0 too
+/// (`8K · prefix 90%`, [`RunDiff::matrix_rows`]).
 pub fn delta_grid(d: &RunDiff, col: &Column) -> Vec<(String, Vec<DeltaCell>)> {
-    d.contexts
-        .iter()
-        .map(|ctx| {
+    d.matrix_rows()
+        .into_iter()
+        .map(|(ctx, share, label)| {
             let cells = d
                 .concurrency
                 .iter()
-                .map(|&n| delta_cell(d.decode_cell(ctx.tokens, n), col, d.threshold, &ctx.label, n))
+                .map(|&n| delta_cell(d.decode_cell_at(ctx.tokens, n, share), col, d.threshold, &label, n))
                 .collect();
-            (ctx.label.clone(), cells)
+            (label, cells)
         })
         .collect()
 }
@@ -287,7 +289,11 @@ pub fn diff_lines(d: &RunDiff) -> Vec<DiffLine> {
             let Some(column) = registry::column(&x.column) else { continue };
             out.push(DiffLine {
                 phase: r.cell.phase,
-                context: r.cell.context.label.clone(),
+                context: format!(
+                    "{}{}",
+                    r.cell.context.label,
+                    speedmatrix_schema::prefix::name_suffix(r.cell.prefix_share)
+                ),
                 context_tokens: r.cell.context.tokens,
                 concurrency: r.cell.concurrency,
                 column,
