@@ -8,9 +8,15 @@
 //!   TTFT chart draws a warm line beside the cold one. The heatmap picks the share its cells
 //!   show (`?share=90` keeps it), and a cell's panel gives its measured hit rate beside the
 //!   planned share and its speculative decoding (acceptance rate, mean accepted length).
-//! - tests/fixtures/turns-twin.json: `run --contexts 1k --concurrency 2 --turns 3 --think-time
-//!   100ms`. The "Conversations" section has one table row per turn and a TTFT-by-turn chart
-//!   with a point per turn.
+//! - tests/fixtures/turns-twin.json: `run --contexts 1k --concurrency 1 --turns 4 --think-time
+//!   100ms --max-tokens 32`. The "Conversations" section has one table row per turn (the table
+//!   `show` prints) and a TTFT-by-turn chart with a point per turn.
+//! - tests/fixtures/trace-cache-twin.json: `run --trace tests/fixtures/traces/mooncake-100.jsonl
+//!   --trace-to 6 --max-tokens 32` (37 requests). The trace section gives the trace's ideal reuse
+//!   beside the hit rate the server measured.
+//! - The diff view of each fixture against a changed copy: a matrix row per prefix share, the
+//!   warm row's TTFT compared with the other warm row's (worse when doubled), and the
+//!   conversations' turns paired by number (turn 2's TTFT doubled: worse; turn 1: same).
 //!
 //! Every expected figure is read from the fixture and written by the same registry formats;
 //! nothing depends on timing. Skips without Chromium and chromedriver, except under `CI=true`.
@@ -164,5 +170,85 @@ fn conversations_have_a_row_and_a_ttft_point_per_turn() {
             assert_eq!(got, *want);
         }
         assert_eq!(drawn(&c, "turn-ttft").await, (1, turns));
+    });
+}
+
+/// A copy of fixture `name` as another run (`id`, `label`), changed by `edit`, in `dir`.
+fn changed(dir: &std::path::Path, name: &str, id: &str, edit: impl FnOnce(&mut Value)) -> std::path::PathBuf {
+    let mut v: Value =
+        serde_json::from_slice(&std::fs::read(root().join("tests/fixtures").join(name)).unwrap()).unwrap();
+    v["run"]["id"] = id.into();
+    v["run"]["label"] = format!("changed {name}").into();
+    edit(&mut v);
+    let out = dir.join(format!("{id}.json"));
+    std::fs::write(&out, serde_json::to_vec(&v).unwrap()).unwrap();
+    out
+}
+
+#[test]
+fn the_diff_view_compares_warm_rows_share_cells_and_turns() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a_share, a_turns) = (fixture("prefix-spec-twin.json").0, fixture("turns-twin.json").0);
+    // B: the warm row's TTFT doubled; turn 2's TTFT p50 doubled.
+    let b_share = changed(dir.path(), "prefix-spec-twin.json", "b-share", |v| {
+        let warm = v["prefill"].as_array_mut().unwrap().iter_mut().find(|p| p["prefix_share"] == 0.9).unwrap();
+        warm["ttft_ms"] = (warm["ttft_ms"].as_f64().unwrap() * 2.0).into();
+    });
+    let b_turns = changed(dir.path(), "turns-twin.json", "b-turns", |v| {
+        let t = &mut v["conversations"][0]["per_turn"][1]["ttft_ms"]["p50"];
+        *t = (t.as_f64().unwrap() * 2.0).into();
+    });
+    scenario(|c| async move {
+        let (_server, base) = serve(&[&a_share, &b_share, &a_turns, &b_turns]);
+        c.goto(&format!("{base}?a=runs/prefix-spec-twin.json&b=runs/b-share.json")).await.unwrap();
+        // The delta matrix: a row for the cold cells and one for the 90 % cells.
+        let rows = until(
+            &c,
+            "the delta matrix rows",
+            "const t = document.querySelector('#delta table'); \
+             return t && [...t.querySelectorAll('tbody th')].map(th => th.innerText);",
+        )
+        .await;
+        assert_eq!(rows, serde_json::json!(["1K", "1K · prefix 90%"]));
+        // The matched measurements: the warm row's TTFT, twice A's, is worse.
+        let warm = until(
+            &c,
+            "the warm row's TTFT in the matched table",
+            "const rows = [...document.querySelectorAll('#diff-table tbody tr')].map(tr => tr.innerText); \
+             return rows.find(r => r.includes('1K · prefix 90%') && r.includes('TTFT (ms)') && r.toLowerCase().includes('prefill'));",
+        )
+        .await;
+        assert!(warm.as_str().unwrap().to_lowercase().contains("worse"), "{warm}");
+        let notes =
+            c.execute("return document.body.innerText.includes('prefix-share cells and warm prefill rows');", vec![]);
+        assert_eq!(notes.await.unwrap(), Value::Bool(false), "no 'Not compared' note for them");
+
+        // Conversations: turn 2's TTFT, twice A's, is worse; turn 1's the same.
+        c.goto(&format!("{base}?a=runs/turns-twin.json&b=runs/b-turns.json")).await.unwrap();
+        wait_text(&c, "#diff-turns h2", "Conversations").await;
+        let kind = |turn: u32| {
+            format!(
+                "const td = document.querySelector('#turn-diff-table tr[data-turn=\"{turn}\"] td[data-col=ttft_ms_p50]'); \
+                 return td && td.dataset.kind;"
+            )
+        };
+        assert_eq!(until(&c, "turn 2's verdict", &kind(2)).await, Value::from("worse"));
+        assert_eq!(until(&c, "turn 1's verdict", &kind(1)).await, Value::from("same"));
+    });
+}
+
+#[test]
+fn the_trace_section_gives_the_ideal_reuse_beside_the_measured_hit_rate() {
+    let (path, r) = fixture("trace-cache-twin.json");
+    let pc = r.traces[0].prefix_cache.clone().expect("the replay's prefix cache");
+    let want = prefix::trace_cache_text(&r.traces[0]).unwrap();
+    assert!(want.contains(&format!("ideal reuse {}", pct("trace_ideal_reuse", pc.ideal_reuse))), "{want}");
+    let m = pc.measured_hit_rate.expect("a measured hit rate");
+    assert!(want.contains(&format!("measured hit rate {} (Prometheus)", pct("prefix_cache_hit_rate", m))), "{want}");
+    scenario(|c| async move {
+        let (_server, url) = serve(&[&path]);
+        c.goto(&url).await.unwrap();
+        wait_text(&c, "#traces h2", "Trace replay").await;
+        assert_eq!(text(&c, ".trace-prefix-cache[data-trace=\"0\"]").await, want);
     });
 }
