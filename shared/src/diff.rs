@@ -544,7 +544,8 @@ pub fn diff_with(a: &Results, b: &Results, threshold: Option<f64>) -> RunDiff {
     });
     let given_threshold = threshold;
     let threshold = threshold.unwrap_or(DEFAULT_THRESHOLD);
-    let cols = columns();
+    let mut cols = columns();
+    cols.extend(crate::registry::cell_figures());
     // Rows and cells pair by phase, context, concurrency and prefix share (a warm row with the
     // warm row of the same share, never with a cold one).
     type Key = (Phase, u64, u32, Option<u32>);

@@ -6,7 +6,8 @@
 //!   ngram:3`. The prefill table has the warm row right after the cold one, labelled by its
 //!   share, with the measured hit rate beside the plan and its TTFT against the cold row's; the
 //!   TTFT chart draws a warm line beside the cold one. The heatmap picks the share its cells
-//!   show (`?share=90` keeps it), and a cell's panel gives its measured hit rate beside the
+//!   show (`?share=90` keeps it), its metric selector offers the measured prefix-cache hit
+//!   rate, and a cell's panel gives its measured hit rate beside the
 //!   planned share and its speculative decoding (acceptance rate, mean accepted length).
 //! - tests/fixtures/turns-twin.json: `run --contexts 1k --concurrency 1 --turns 4 --think-time
 //!   100ms --max-tokens 32`. The "Conversations" section has one table row per turn (the table
@@ -122,12 +123,21 @@ fn warm_prefill_rows_sit_beside_the_cold_ones_and_the_heatmap_picks_the_share() 
         wait_text(&c, &heat(&warm2.context.label, 2), &total(&warm2)).await;
         wait_text(&c, "#decode .section-sub", "prefix share 90%").await;
         until(&c, "the share in the URL", "return location.search.includes('share=90') && location.search;").await;
+        // The metric selector offers the measured hit rate: the 90 % cells read it.
+        c.execute(
+            "const s = document.querySelector('#heatmap-metric'); s.value = 'prefix_cache_hit_rate'; \
+             s.dispatchEvent(new Event('change', {bubbles: true}));",
+            vec![],
+        )
+        .await
+        .unwrap();
+        let m = pc.measured_hit_rate.expect("a measured hit rate");
+        wait_text(&c, &heat(&warm2.context.label, 2), &pct("prefix_cache_hit_rate", m)).await;
 
         // A link with the share and a cell opens that cell's panel at that share.
         c.goto(&format!("{url}/?share=90&cell={}x2", warm2.context.tokens)).await.unwrap();
         wait_text(&c, "#cell-panel-title", "· prefix 90%").await;
         let hit = text(&c, "#cell-prefix-cache li[data-figure=prefix_cache_hit_rate]").await;
-        let m = pc.measured_hit_rate.expect("a measured hit rate");
         assert!(hit.contains(&format!("{} (Prometheus", pct("prefix_cache_hit_rate", m))), "{hit}");
         let plan = text(&c, "#cell-prefix-cache li[data-figure=prefix_share]").await;
         assert!(plan.contains("90% (plan)"), "{plan}");

@@ -5,7 +5,7 @@
 //! `view::diff_page` turns them into elements.
 
 use speedmatrix_schema::diff::{percent, signed_delta, Delta, DeltaInterval, RowDiff, RunDiff, Verdict};
-use speedmatrix_schema::registry::{self, Column};
+use speedmatrix_schema::registry::Column;
 use speedmatrix_schema::table::Phase;
 use speedmatrix_schema::CellStatus;
 use std::cmp::Ordering;
@@ -286,7 +286,7 @@ pub fn diff_lines(d: &RunDiff) -> Vec<DiffLine> {
     for r in &d.rows {
         for x in &r.deltas {
             let (Some(a), Some(b), Some(abs), Some(verdict)) = (x.a, x.b, x.abs, x.verdict) else { continue };
-            let Some(column) = registry::column(&x.column) else { continue };
+            let Some(column) = crate::model::run_report::heatmap_column(&x.column) else { continue };
             out.push(DiffLine {
                 phase: r.cell.phase,
                 context: format!(

@@ -148,8 +148,17 @@ pub fn warm_words(share: Option<f64>) -> String {
 
 /// Metrics the heatmap can show: every registry metric a decode cell can carry, as its
 /// column (a distribution's median). `prompt_tps` belongs to prefill rows and is left out.
+/// Then the cell figures beyond the table ([`registry::cell_figures`]: the measured prefix-cache
+/// hit rate, the mean accepted length).
 pub fn heatmap_metrics() -> Vec<Column> {
-    METRICS.iter().filter(|m| m.id != "prompt_tps").filter_map(|m| column(m.id)).collect()
+    let mut v: Vec<Column> = METRICS.iter().filter(|m| m.id != "prompt_tps").filter_map(|m| column(m.id)).collect();
+    v.extend(registry::cell_figures());
+    v
+}
+
+/// The heatmap metric with this id ([`heatmap_metrics`]; a bare distribution id means its p50).
+pub fn heatmap_column(id: &str) -> Option<Column> {
+    column(id).or_else(|| registry::cell_figures().into_iter().find(|c| c.id() == id))
 }
 
 /// The default heatmap metric (total tok/s).
@@ -997,8 +1006,17 @@ mod tests {
     #[test]
     fn metric_selector_covers_the_registry() {
         let ids: Vec<String> = heatmap_metrics().iter().map(|c| c.id()).collect();
-        assert_eq!(ids.len(), METRICS.len() - 1);
+        assert_eq!(ids.len(), METRICS.len() - 1 + 2, "and the hit rate and the mean accepted length");
         assert_eq!(ids[0], "total_tps");
+        assert!(ids.ends_with(&["prefix_cache_hit_rate".to_string(), "spec_mean_accepted_len".to_string()]));
+        // The prefix-share fixture's 90 % cells: the hit rate as the heatmap shows it.
+        let r = speedmatrix_schema::load_results(include_bytes!("../../../tests/fixtures/prefix-spec-twin.json"))
+            .expect("the prefix-share fixture loads");
+        let hit = heatmap_column("prefix_cache_hit_rate").unwrap();
+        let h = heatmap(&at_share(&r, Some(9000)), &hit);
+        assert_eq!(h.rows[0].1[0].value.as_deref(), Some("89.1%"));
+        assert!(has_decode_data(&r, &heatmap_column("spec_mean_accepted_len").unwrap()));
+        assert!(!has_decode_data(&seed(), &hit));
         assert!(ids.contains(&"ttft_ms_p50".to_string()));
         assert_eq!(metric_option_label(&column("ttft_ms").unwrap()), "TTFT (ms, median)");
         assert_eq!(metric_option_label(&column("total_tps").unwrap()), "Total tok/s");

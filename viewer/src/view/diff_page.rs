@@ -247,7 +247,8 @@ pub fn DiffView(
     let d = Memo::new(move |_| diff_with(&a2, &b2, threshold.get()));
     let total = column(run_report::DEFAULT_METRIC).expect("total_tps is in the registry");
     let options = run_report::heatmap_metrics();
-    let selected = Memo::new(move |_| column(&metric.get()).filter(|c| options.contains(c)).unwrap_or(total));
+    let selected =
+        Memo::new(move |_| run_report::heatmap_column(&metric.get()).filter(|c| options.contains(c)).unwrap_or(total));
     let choices: Vec<(String, String, bool)> = run_report::heatmap_metrics()
         .iter()
         .map(|c| {

@@ -129,7 +129,8 @@ pub(super) fn DecodeHeatmap(r: Arc<Results>, metric: RwSignal<String>, view: Vie
     }
     let total = column(run_report::DEFAULT_METRIC).expect("total_tps is in the registry");
     let options = run_report::heatmap_metrics();
-    let selected = Memo::new(move |_| column(&metric.get()).filter(|c| options.contains(c)).unwrap_or(total));
+    let selected =
+        Memo::new(move |_| run_report::heatmap_column(&metric.get()).filter(|c| options.contains(c)).unwrap_or(total));
     let choices: Vec<(String, String, bool)> = run_report::heatmap_metrics()
         .iter()
         .map(|c| (c.id(), run_report::metric_option_label(c), run_report::has_decode_data(&r, c)))
