@@ -1,10 +1,11 @@
 //! Multi-turn conversations (`run --turns N`, docs/METHODOLOGY.md, "Conversations"): how a
 //! context is shared out between turn 1's prompt and the later turns, and a turn's figures
-//! from what its requests saw. Pure.
+//! from what its requests saw, and the per-turn table `show` and the page print. Pure.
 
 use crate::prefix::hit_rate;
+use crate::registry;
 use crate::stats::{distribution_rounded, percentile_sorted, round3};
-use crate::{HitRateSource, TurnFigures};
+use crate::{ConversationCell, Distribution, HitRateSource, Results, TurnFigures};
 
 /// Tokens of each later turn's new user message, sized as a whole prompt.
 pub const FOLLOW_UP_TOKENS: u64 = 64;
@@ -99,6 +100,78 @@ pub fn turn_figures(
         hit_tokens: cache.map(|c| c.hits),
         query_tokens: cache.map(|c| c.queries),
     }
+}
+
+fn dash() -> String {
+    "—".to_string()
+}
+
+/// A turn's cache hit rate as the registry writes it: `86.5%`.
+pub fn hit_rate_text(v: f64) -> String {
+    registry::CONVERSATION.iter().find(|m| m.id == "turn_cache_hit_rate").map_or_else(dash, |m| m.display(v))
+}
+
+/// A ms statistic: `123 ms`.
+fn ms(d: Option<Distribution>, stat: fn(&Distribution) -> Option<f64>) -> String {
+    registry::metric("ttft_ms").zip(d.as_ref().and_then(stat)).map_or_else(dash, |(m, v)| m.display(v))
+}
+
+fn turn_row(c: &ConversationCell, t: &TurnFigures) -> Vec<String> {
+    let hit = match (t.cache_hit_rate, t.hit_rate_source) {
+        (Some(h), src) => format!("{} ({})", hit_rate_text(h), src.map_or("?", HitRateSource::words)),
+        (None, _) => dash(),
+    };
+    vec![
+        format!("{} × {}", c.context.label, c.sessions),
+        t.turn.to_string(),
+        t.prompt_tokens.map_or_else(dash, |p| p.to_string()),
+        ms(t.ttft_ms, |d| d.p50),
+        ms(t.ttft_ms, |d| d.p99),
+        ms(t.itl_ms, |d| d.p50),
+        ms(t.e2e_ms, |d| d.p50),
+        t.ttft_ratio.map_or_else(dash, |r| format!("{r:.2}×")),
+        hit,
+        format!("{} of {}", t.completed, t.completed + t.failed),
+    ]
+}
+
+/// The per-turn table's column headers (`show` and the page print the same table).
+pub const TURN_HEADERS: [&str; 10] = [
+    "Context × sessions",
+    "Turn",
+    "Prompt tokens",
+    "TTFT p50",
+    "TTFT p99",
+    "ITL p50",
+    "E2E p50",
+    "TTFT vs turn 1",
+    "Cache hit",
+    "Finished",
+];
+
+/// The per-turn table's rows: one per conversation cell and turn — the prompt the server
+/// counted, TTFT, ITL and E2E, what the turn costs against turn 1, the prefix-cache hit rate
+/// with its source, the sessions that finished it.
+pub fn turn_rows(r: &Results) -> Vec<Vec<String>> {
+    r.conversations.iter().flat_map(|c| c.per_turn.iter().map(move |t| turn_row(c, t))).collect()
+}
+
+/// One line per conversation cell: its plan, status and reason, then its missing figures.
+pub fn turn_notes(r: &Results) -> Vec<String> {
+    let mut out = vec![];
+    for c in &r.conversations {
+        out.push(format!(
+            "- {} × {} sessions, {} turns, think time {} s: {}{}",
+            c.context.label,
+            c.sessions,
+            c.turns,
+            c.think_time_s,
+            c.status.label(),
+            c.reason.as_deref().map(|why| format!(" ({why})")).unwrap_or_default()
+        ));
+        out.extend(c.missing.iter().map(|m| format!("  missing {}: {}", m.figure, m.reason)));
+    }
+    out
 }
 
 #[cfg(test)]

@@ -31,6 +31,7 @@ use std::collections::BTreeMap;
 
 pub mod rates;
 pub mod traces;
+pub mod turns;
 
 /// The tally's key for a decode cell whose status differs between the runs
 /// ([`RunDiff::tally`]).
@@ -215,8 +216,9 @@ pub fn window_difference(a: &Results, b: &Results) -> Option<(Option<f64>, Optio
     }
 }
 
-/// Where a row or cell is: phase, context and concurrency (1 for prefill rows).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// Where a row or cell is: phase, context and concurrency (1 for prefill rows), and a prefix
+/// share above 0.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CellRef {
     /// `prefill` or `decode`.
     pub phase: Phase,
@@ -224,14 +226,21 @@ pub struct CellRef {
     pub context: ContextSize,
     /// Simultaneous streams (1 for prefill rows).
     pub concurrency: u32,
+    /// A warm prefill row's or a prefix-share cell's share above 0 (`--prefix-share`, plan,
+    /// fraction 0–1); absent for a cold row and for cells at share 0, which pair with the cells
+    /// of a run without shares.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefix_share: Option<f64>,
 }
 
 impl CellRef {
-    /// "8K × 128" for a decode cell, "prefill 8K" for a prefill row.
+    /// "8K × 128" for a decode cell, "prefill 8K" for a prefill row, then ` · prefix 90%` for
+    /// a share above 0.
     pub fn describe(&self) -> String {
+        let share = crate::prefix::name_suffix(self.prefix_share);
         match self.phase {
-            Phase::Prefill => format!("prefill {}", self.context.label),
-            Phase::Decode => format!("{} × {}", self.context.label, self.concurrency),
+            Phase::Prefill => format!("prefill {}{share}", self.context.label),
+            Phase::Decode => format!("{} × {}{share}", self.context.label, self.concurrency),
         }
     }
 }
@@ -366,7 +375,7 @@ pub struct PromptMismatch {
 }
 
 /// A status change of a matched row.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StatusChange {
     /// Where.
     #[serde(flatten)]
@@ -427,31 +436,64 @@ pub struct RunDiff {
     /// be; left out of the JSON when neither run replayed a trace.
     #[serde(skip_serializing_if = "traces::TraceDiff::is_empty")]
     pub traces: traces::TraceDiff,
-    /// Prefix-share cells and warm prefill rows (`--prefix-share` above 0) of both runs, left
-    /// out of the comparison: rows and cells are matched by context and concurrency, which a
-    /// share would make ambiguous. Left out of the JSON when 0.
-    #[serde(skip_serializing_if = "is_zero")]
-    pub prefix_share_rows_left_out: usize,
+    /// The conversations' turns of both runs compared ([`turns::turn_diff`]); left out of the
+    /// JSON when neither run has conversations.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub turns: Vec<turns::TurnDiff>,
 }
 
-fn is_zero(n: &usize) -> bool {
-    *n == 0
-}
-
-/// A warm prefill row or a prefix-share cell (share above 0): not compared (see
-/// [`RunDiff::prefix_share_rows_left_out`]).
-fn shares_a_prefix(r: &Row<'_>) -> bool {
-    r.prefix_share().is_some_and(|s| s > 0.0)
+/// A row's or cell's prefix share as the diff keys it: basis points above 0
+/// ([`crate::prefix::key`]); `None` for a cold row and for share 0, which pairs with a run
+/// without shares.
+fn share_key(r: &Row<'_>) -> Option<u32> {
+    crate::prefix::key(r.prefix_share()).filter(|k| *k > 0)
 }
 
 impl RunDiff {
     /// The decode cell at (context tokens, concurrency), if either run has it.
     pub fn decode_cell(&self, context_tokens: u64, concurrency: u32) -> Option<&RowDiff> {
+        self.decode_cell_at(context_tokens, concurrency, None)
+    }
+
+    /// The decode cell at (context tokens, concurrency, prefix share above 0 in basis points;
+    /// `None`: share 0 or none), if either run has it.
+    pub fn decode_cell_at(&self, context_tokens: u64, concurrency: u32, share: Option<u32>) -> Option<&RowDiff> {
         self.rows.iter().find(|r| {
             r.cell.phase == Phase::Decode
                 && r.cell.context.tokens == context_tokens
                 && r.cell.concurrency == concurrency
+                && crate::prefix::key(r.cell.prefix_share) == share
         })
+    }
+
+    /// The rows of the decode matrix: each context of either run, then one row per prefix share
+    /// above 0 (basis points) that either run measured at that context — with its label,
+    /// `8K`, `8K · prefix 90%`.
+    pub fn matrix_rows(&self) -> Vec<(&ContextSize, Option<u32>, String)> {
+        let mut shares: Vec<u32> = self
+            .rows
+            .iter()
+            .filter(|r| r.cell.phase == Phase::Decode)
+            .filter_map(|r| crate::prefix::key(r.cell.prefix_share))
+            .collect();
+        shares.sort_unstable();
+        shares.dedup();
+        let mut out = Vec::new();
+        for ctx in &self.contexts {
+            out.push((ctx, None, ctx.label.clone()));
+            for &k in &shares {
+                let has = self.rows.iter().any(|r| {
+                    r.cell.phase == Phase::Decode
+                        && r.cell.context.tokens == ctx.tokens
+                        && crate::prefix::key(r.cell.prefix_share) == Some(k)
+                });
+                if has {
+                    let suffix = crate::prefix::name_suffix(Some(f64::from(k) / 10_000.0));
+                    out.push((ctx, Some(k), format!("{}{suffix}", ctx.label)));
+                }
+            }
+        }
+        out
     }
 
     /// The prefill rows.
@@ -502,31 +544,26 @@ pub fn diff_with(a: &Results, b: &Results, threshold: Option<f64>) -> RunDiff {
     });
     let given_threshold = threshold;
     let threshold = threshold.unwrap_or(DEFAULT_THRESHOLD);
-    let cols = columns();
-    type Key = (Phase, u64, u32);
-    let key = |r: &Row<'_>| (r.phase(), r.context().tokens, r.concurrency());
+    let mut cols = columns();
+    cols.extend(crate::registry::cell_figures());
+    // Rows and cells pair by phase, context, concurrency and prefix share (a warm row with the
+    // warm row of the same share, never with a cold one).
+    type Key = (Phase, u64, u32, Option<u32>);
+    let key = |r: &Row<'_>| (r.phase(), r.context().tokens, r.concurrency(), share_key(r));
     let mut pairs: BTreeMap<Key, (Option<Row<'_>>, Option<Row<'_>>)> = BTreeMap::new();
-    let mut prefix_share_rows_left_out = 0;
     for r in rows(a) {
-        if shares_a_prefix(&r) {
-            prefix_share_rows_left_out += 1;
-            continue;
-        }
         pairs.entry(key(&r)).or_default().0.get_or_insert(r);
     }
     for r in rows(b) {
-        if shares_a_prefix(&r) {
-            prefix_share_rows_left_out += 1;
-            continue;
-        }
         pairs.entry(key(&r)).or_default().1.get_or_insert(r);
     }
     let mut out_rows = Vec::new();
     let (mut only_in_a, mut only_in_b, mut status_changes, mut prompt_mismatches) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::<PromptMismatch>::new());
-    for ((phase, _, concurrency), (ra, rb)) in pairs {
+    for ((phase, _, concurrency, share), (ra, rb)) in pairs {
         let context = ra.or(rb).map(|r| r.context().clone()).expect("a pair holds at least one row");
-        let cell = CellRef { phase, context, concurrency };
+        let prefix_share = share.and_then(|_| ra.or(rb).and_then(|r| r.prefix_share()));
+        let cell = CellRef { phase, context, concurrency, prefix_share };
         let mut row = row_diff(&cell, ra, rb, &cols, threshold);
         if let (true, Some(Row::Decode(ca)), Some(Row::Decode(cb))) = (noise_rule.is_some(), ra, rb) {
             attach_intervals(&mut row, ca, cb);
@@ -571,7 +608,7 @@ pub fn diff_with(a: &Results, b: &Results, threshold: Option<f64>) -> RunDiff {
         prompt_mismatches,
         rates: rates::rate_diff(a, b, given_threshold),
         traces: traces::trace_diff(a, b, given_threshold),
-        prefix_share_rows_left_out,
+        turns: turns::turn_diff(a, b, given_threshold),
     }
 }
 

@@ -521,6 +521,16 @@ pub enum SpecDecodeSource {
     PrometheusGauge,
 }
 
+impl SpecDecodeSource {
+    /// The source in words, as `show` and the page print it: `Prometheus counters`.
+    pub fn words(self) -> &'static str {
+        match self {
+            SpecDecodeSource::PrometheusCounters => "Prometheus counters",
+            SpecDecodeSource::PrometheusGauge => "Prometheus gauge",
+        }
+    }
+}
+
 /// Speculative decoding during a cell, from the server's own counters
 /// (`docs/METHODOLOGY.md`, "Speculative decoding").
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -1015,6 +1025,17 @@ pub enum HitRateSource {
     Usage,
     /// llama.cpp's `timings.cache_n` ÷ (`cache_n` + `prompt_n`) of its requests (server usage).
     ServerTimings,
+}
+
+impl HitRateSource {
+    /// The source in words, as `show` and the page print it: `Prometheus`, `server usage`.
+    pub fn words(self) -> &'static str {
+        match self {
+            HitRateSource::Prometheus => "Prometheus",
+            HitRateSource::Usage => "server usage",
+            HitRateSource::ServerTimings => "server timings",
+        }
+    }
 }
 
 /// A prefix-share row's or cell's prefix cache: what was planned, how the cache started, and

@@ -64,6 +64,54 @@ pub fn name_suffix(share: Option<f64>) -> String {
     share.map(|s| format!(" · prefix {}", share_label(s))).unwrap_or_default()
 }
 
+/// A prefix-share row's or cell's hit rate with the plan beside it and the source:
+/// `89.6% hit (plan 90%, Prometheus)`; `hit rate unknown (plan 90%)` without a source. The
+/// terminal (`show`) and the page print it.
+pub fn hit_rate_text(share: f64, figures: Option<&crate::PrefixCacheFigures>) -> String {
+    let plan = share_label(share);
+    let pct =
+        |m: f64| crate::registry::PREFIX_CACHE.iter().find(|x| x.id == "prefix_cache_hit_rate").map(|x| x.display(m));
+    match figures.and_then(|f| Some((pct(f.measured_hit_rate?)?, f.hit_rate_source))) {
+        Some((m, src)) => format!("{m} hit (plan {plan}, {})", src.map_or("?", crate::HitRateSource::words)),
+        None => format!("hit rate unknown (plan {plan})"),
+    }
+}
+
+/// A replay's prefix cache in words: `Prefix cache: ideal reuse 61.2% (trace: …) · measured
+/// hit rate 60.8% (Prometheus) · cache reset (POST /reset_prefix_cache).`; `None` for a replay
+/// the file gives no prefix cache for. The terminal (`show`) and the page print it.
+pub fn trace_cache_text(t: &crate::TraceRow) -> Option<String> {
+    let f = t.prefix_cache.as_ref()?;
+    let pct = |id: &str, v: f64| {
+        crate::registry::PREFIX_CACHE.iter().find(|x| x.id == id).map_or_else(|| "—".to_string(), |x| x.display(v))
+    };
+    let measured = match (f.measured_hit_rate, f.hit_rate_source) {
+        (Some(m), src) => format!(
+            "measured hit rate {} ({})",
+            pct("prefix_cache_hit_rate", m),
+            src.map_or("?", crate::HitRateSource::words)
+        ),
+        (None, _) => "measured hit rate unknown (the row's missing figures say why)".into(),
+    };
+    let start = match f.cache_start {
+        crate::CacheStart::Reset => format!("cache reset ({})", f.cache_start_detail),
+        crate::CacheStart::Salted => "prompts salted (no reset)".to_string(),
+    };
+    Some(format!(
+        "Prefix cache: ideal reuse {} (trace: blocks sent earlier in the slice, {} of {} prompt tokens) · {measured} · {start}.",
+        pct("trace_ideal_reuse", f.ideal_reuse),
+        f.ideal_reused_tokens,
+        f.trace_prompt_tokens
+    ))
+}
+
+/// The part of a row's or cell's `reason` that says why its measured hit rate is off the plan
+/// (the note [`off_plan_note`] wrote, from `prefix cache:` on); `None` when it has none.
+pub fn off_plan_reason(reason: Option<&str>) -> Option<&str> {
+    let r = reason?;
+    r.find("prefix cache: measured hit rate").map(|i| &r[i..])
+}
+
 /// The share of a prompt of `prompt_tokens` a cache of whole `block` tokens can serve when its
 /// first `share` is cached: the prefix cut down to whole blocks.
 pub fn block_ceiling(share: f64, prompt_tokens: u64, block: u64) -> f64 {

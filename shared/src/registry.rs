@@ -236,7 +236,7 @@ pub static DERIVED: &[Metric] = &[
 /// planned share (a trace's ideal reuse) and the hit rate the server's counters measured
 /// beside it. They are not columns of the flat
 /// measurement table (a row or cell without a share has neither); `show` prints them beside
-/// the cell. Defined, like every metric, in `docs/METHODOLOGY.md` ("Prefix caching").
+/// the cell, and the page's heatmap and the diff take the hit rate ([`cell_figures`]). Defined, like every metric, in `docs/METHODOLOGY.md` ("Prefix caching").
 #[rustfmt::skip]
 pub static PREFIX_CACHE: &[Metric] = &[
     m("prefix_share", "Prefix share", Unit::Fraction, Style::Percent(0), None, S,
@@ -381,6 +381,18 @@ pub fn columns() -> Vec<Column> {
             Kind::Scalar => vec![Column { metric, stat: None }],
             Kind::Distribution => Stat::ALL.iter().map(|&s| Column { metric, stat: Some(s) }).collect(),
         })
+        .collect()
+}
+
+/// The figures of a decode cell beyond the flat table's columns that a heatmap can show and a
+/// diff compares: the measured prefix-cache hit rate ([`PREFIX_CACHE`]) and the mean accepted
+/// length of speculative decoding ([`SPEC_DECODE`]), as scalar columns.
+pub fn cell_figures() -> Vec<Column> {
+    PREFIX_CACHE
+        .iter()
+        .chain(SPEC_DECODE)
+        .filter(|m| matches!(m.id, "prefix_cache_hit_rate" | "spec_mean_accepted_len"))
+        .map(|metric| Column { metric, stat: None })
         .collect()
 }
 

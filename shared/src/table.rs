@@ -129,6 +129,7 @@ impl<'a> Row<'a> {
                 "prompt_tokens" => p.prompt_tokens.map(|v| v as f64),
                 "completed_requests" => p.completed_requests.map(|v| v as f64),
                 "ttft_ms" if col.stat == Some(Stat::P50) => p.ttft_ms,
+                "prefix_cache_hit_rate" => p.prefix_cache.as_ref().and_then(|f| f.measured_hit_rate),
                 _ => None,
             },
             Row::Decode(d) => {
@@ -152,15 +153,20 @@ impl<'a> Row<'a> {
                     "gpu_power_w" => d.gpu_power_w,
                     "energy_j_per_token" => d.energy_j_per_token,
                     "window_s" => d.window_s,
+                    "prefix_cache_hit_rate" => d.prefix_cache.as_ref().and_then(|f| f.measured_hit_rate),
+                    "spec_mean_accepted_len" => d.spec_decode.as_ref().and_then(|f| f.mean_accepted_length),
                     _ => None,
                 }
             }
         }
     }
 
-    /// The value of a column given by id (`ttft_ms_p50`; a bare distribution id means p50).
+    /// The value of a column given by id (`ttft_ms_p50`; a bare distribution id means p50), or
+    /// of a [`crate::registry::cell_figures`] figure.
     pub fn value_of(&self, column_id: &str) -> Option<f64> {
-        crate::registry::column(column_id).and_then(|c| self.value(&c))
+        crate::registry::column(column_id)
+            .or_else(|| crate::registry::cell_figures().into_iter().find(|c| c.id() == column_id))
+            .and_then(|c| self.value(&c))
     }
 }
 

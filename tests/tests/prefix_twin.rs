@@ -97,19 +97,35 @@ fn prefix_shares_hit_as_planned_from_a_reset_cache() {
     let o = Command::new(support::BIN).args(["show", "-f", "csv"]).arg(dir.path().join("run.json")).output().unwrap();
     let csv = String::from_utf8_lossy(&o.stdout);
     assert!(csv.lines().next().unwrap().ends_with(",prefix_share,prefix_cache_hit_rate,prefix_cache_hit_rate_source"));
-    // `diff` matches cells by context and concurrency: it compares the cold ones (share 0 and
-    // the cold prefill row) and says the 4 share cells and 2 warm rows of each run were left
-    // out, never pairing a 90 % cell with a 0 % one.
+    // `diff` matches rows and cells by context, concurrency and share: the file against itself
+    // pairs all 3 prefill rows (cold, 50 %, 90 %) and all 6 cells, never a 90 % cell with a 0 %
+    // one, and finds no change.
     let file = dir.path().join("run.json");
     let o = Command::new(support::BIN).arg("diff").arg(&file).arg(&file).args(["-f", "json"]).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let d: Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(d["prefix_share_rows_left_out"], 12, "{}", d["prefix_share_rows_left_out"]);
-    let compared = d["rows"].as_array().unwrap().len();
-    assert_eq!(compared, 3, "the cold prefill row and the two share-0 cells: {}", d["rows"]);
+    assert!(d.get("prefix_share_rows_left_out").is_none(), "nothing is left out");
+    let rows = d["rows"].as_array().unwrap();
+    let keys: Vec<(String, Value)> =
+        rows.iter().map(|r| (r["phase"].as_str().unwrap().to_string(), r["prefix_share"].clone())).collect();
+    let count = |phase: &str, share: Value| keys.iter().filter(|k| k.0 == phase && k.1 == share).count();
+    assert_eq!(rows.len(), 9, "{keys:?}");
+    assert_eq!(count("prefill", Value::Null), 1, "{keys:?}");
+    assert_eq!(count("prefill", serde_json::json!(0.9)), 1, "{keys:?}");
+    assert_eq!(count("decode", Value::Null), 2, "share 0 pairs as a cold cell: {keys:?}");
+    assert_eq!(count("decode", serde_json::json!(0.5)), 2, "{keys:?}");
+    for r in rows {
+        for x in r["deltas"].as_array().unwrap() {
+            // A file against itself: no change anywhere ("not enough data" where the noise
+            // rule needs repeats).
+            assert!(!matches!(x["verdict"].as_str(), Some("better" | "worse" | "changed")), "{r}");
+        }
+    }
     let o = Command::new(support::BIN).arg("diff").arg(&file).arg(&file).output().unwrap();
     let text = String::from_utf8_lossy(&o.stdout);
-    assert!(text.contains("12 prefix-share cells and warm prefill rows"), "{text}");
+    assert!(text.contains("2K context, warm: prefix 90%"), "{text}");
+    assert!(text.contains("2K · prefix 50%"), "a matrix row per share: {text}");
+    assert!(!text.contains("Not compared"), "{text}");
     // `export` keys the rows by their share too: each decode cell and warm row carries its
     // planned share and the measured hit rate with its source; the cold prefill row neither.
     let cells = dir.path().join("cells.csv");
@@ -136,9 +152,10 @@ fn prefix_shares_hit_as_planned_from_a_reset_cache() {
     for w in want {
         assert!(seen.iter().any(|s| s == w), "{w} in {seen:?}");
     }
-    // The page's heatmap has one cell per context and concurrency: it says which it shows.
+    // The page's heatmap shows one share's cells (the cold ones first) and offers the others.
     if let Some(dom) = support::dom::rendered_dom(&file) {
-        assert!(dom.contains("This run also measured prefix-share cells (prefix 50 %, 90 %)"), "{dom}");
+        assert!(dom.contains("Prefix share 0%: each request's prompt is 0% of the context"), "{dom}");
+        assert!(dom.contains("The run measured 3 shares"), "{dom}");
     }
 }
 

@@ -317,11 +317,7 @@ pub fn line_part(share: Option<f64>, figures: Option<&PrefixCacheFigures>) -> St
 
 /// A hit-rate source in words.
 pub fn source_words(s: HitRateSource) -> &'static str {
-    match s {
-        HitRateSource::Prometheus => "Prometheus",
-        HitRateSource::Usage => "server usage",
-        HitRateSource::ServerTimings => "server timings",
-    }
+    s.words()
 }
 
 #[cfg(test)]

@@ -140,10 +140,7 @@ fn from_counters(a: &crate::measuring::discovery::Metrics, b: &crate::measuring:
 
 /// A source in words, for `show`.
 pub fn source_words(s: SpecDecodeSource) -> &'static str {
-    match s {
-        SpecDecodeSource::PrometheusCounters => "Prometheus counters",
-        SpecDecodeSource::PrometheusGauge => "Prometheus gauge",
-    }
+    s.words()
 }
 
 /// A cell's speculation for one terminal line: ` · accept 62.5% · 2.87 tok/draft`, or empty.

@@ -12,8 +12,9 @@ use crate::files::FileError;
 use crate::terminal::show::{heading, Grid, Markup};
 use crate::text::clean;
 use speedmatrix_schema::diff::{
-    self, gate, percent, rates, signed_delta, traces, CellRef, Gate, PercentError, RowDiff, RunDiff, TALLY_KEYS,
+    self, gate, percent, rates, signed_delta, traces, turns, CellRef, Gate, PercentError, RowDiff, RunDiff, TALLY_KEYS,
 };
+use speedmatrix_schema::prefix::share_label;
 use speedmatrix_schema::registry::{self, Column};
 use speedmatrix_schema::table::Phase;
 use speedmatrix_schema::CellStatus;
@@ -229,15 +230,20 @@ fn verdict_rule(d: &RunDiff) -> String {
 /// Cells of one run only, a line per prefill row and per context of decode cells:
 /// `prefill 128K`, `128K × 1, 2, 4, 8`.
 fn grouped(cells: &[CellRef]) -> Vec<String> {
-    let mut out: Vec<(Option<u64>, String)> = Vec::new();
+    type Group = Option<(u64, Option<u32>)>;
+    let mut out: Vec<(Group, String)> = Vec::new();
     for c in cells {
+        let group = Some((c.context.tokens, speedmatrix_schema::prefix::key(c.prefix_share)));
         match c.phase {
             Phase::Prefill => out.push((None, c.describe())),
             Phase::Decode => match out.last_mut() {
-                Some((Some(t), line)) if *t == c.context.tokens => {
-                    let _ = write!(line, ", {}", c.concurrency);
+                // `8K × 1, 2, 4 · prefix 90%`: the share stays at the end of the line.
+                Some((g, line)) if *g == group => {
+                    let suffix = speedmatrix_schema::prefix::name_suffix(c.prefix_share);
+                    line.truncate(line.len() - suffix.len());
+                    let _ = write!(line, ", {}{suffix}", c.concurrency);
                 }
-                _ => out.push((Some(c.context.tokens), c.describe())),
+                _ => out.push((group, c.describe())),
             },
         }
     }
@@ -262,6 +268,7 @@ pub fn render(d: &RunDiff, opts: &Options, gate: Option<&Gate>, markup: Markup) 
     lists_section(&mut out, d, markup);
     rate_section(&mut out, &d.rates, markup);
     trace_section(&mut out, &d.traces, markup);
+    turn_section(&mut out, &d.turns, markup);
     if let Some(g) = gate {
         gate_section(&mut out, g, d.noise.is_some(), markup);
     }
@@ -306,7 +313,11 @@ fn prefill_section(out: &mut String, d: &RunDiff, markup: Markup) {
         .iter()
         .map(|r| {
             vec![
-                format!("{} context", clean(&r.cell.context.label)),
+                format!(
+                    "{} context{}",
+                    clean(&r.cell.context.label),
+                    r.cell.prefix_share.map(|s| format!(", warm: prefix {}", share_label(s))).unwrap_or_default()
+                ),
                 cell_text(Some(r), &prompt),
                 cell_text(Some(r), &ttft),
             ]
@@ -333,11 +344,11 @@ fn decode_section(out: &mut String, d: &RunDiff, col: &Column, markup: Markup) {
     );
     let headers = std::iter::once("Context".to_string()).chain(d.concurrency.iter().map(u32::to_string)).collect();
     let rows = d
-        .contexts
-        .iter()
-        .map(|ctx| {
-            std::iter::once(clean(&ctx.label))
-                .chain(d.concurrency.iter().map(|&n| cell_text(d.decode_cell(ctx.tokens, n), col)))
+        .matrix_rows()
+        .into_iter()
+        .map(|(ctx, share, label)| {
+            std::iter::once(clean(&label))
+                .chain(d.concurrency.iter().map(|&n| cell_text(d.decode_cell_at(ctx.tokens, n, share), col)))
                 .collect()
         })
         .collect();
@@ -403,21 +414,6 @@ fn lists_section(out: &mut String, d: &RunDiff, markup: Markup) {
             })
             .collect(),
     );
-    list(
-        out,
-        "Not compared",
-        (d.prefix_share_rows_left_out > 0)
-            .then(|| prefix_share_note(d.prefix_share_rows_left_out))
-            .into_iter()
-            .collect(),
-    );
-}
-
-/// The line saying that prefix-share rows and cells were left out of a diff.
-fn prefix_share_note(n: usize) -> String {
-    format!(
-        "{n} prefix-share cells and warm prefill rows (--prefix-share above 0) of the two runs: diff compares the cold rows and cells only"
-    )
 }
 
 /// The figures of a rate cell the diff's rate table shows, in column order.
@@ -445,6 +441,50 @@ fn figure_lines(d: Option<&diff::Delta>, column: &str) -> String {
         lines.push(format!("{change}{pm} {}", v.label()));
     } else if let Some(why) = &d.not_comparable {
         lines.push(format!("not comparable ({})", clean(why)));
+    }
+    lines.join("\n")
+}
+
+/// "Conversations": every turn of either run's conversation cells, A → B on TTFT p50, ITL p50,
+/// TTFT vs turn 1 and the cache hit rate, with the threshold's verdicts. Nothing when neither
+/// run has conversations.
+fn turn_section(out: &mut String, d: &[turns::TurnDiff], markup: Markup) {
+    if d.is_empty() {
+        return;
+    }
+    heading(out, markup, 2, "Conversations — per turn: A → B");
+    let _ = writeln!(
+        out,
+        "Turns pair by context, sessions and turn; every figure by the threshold (no per-turn samples).\n"
+    );
+    let headers = std::iter::once("Turn".to_string())
+        .chain(turns::TURN_FIGURES.iter().map(|f| turns::figure_label(f.0).to_string()))
+        .collect();
+    let rows = d
+        .iter()
+        .map(|t| {
+            let side = match (t.in_a, t.in_b) {
+                (true, false) => " (only in A)",
+                (false, true) => " (only in B)",
+                _ => "",
+            };
+            std::iter::once(format!("{}{side}", clean(&t.describe())))
+                .chain(turns::TURN_FIGURES.iter().map(|f| turn_figure_lines(t.delta(f.0), f.0)))
+                .collect()
+        })
+        .collect();
+    out.push_str(&Grid { headers, rows, numeric_from: 1 }.render(markup));
+    out.push('\n');
+}
+
+/// A turn figure as lines: `A → B` and `Δ % verdict`.
+fn turn_figure_lines(d: Option<&diff::Delta>, id: &str) -> String {
+    let Some(d) = d else { return "—".into() };
+    let show = |v: Option<f64>| v.map(|v| turns::figure_text(id, v)).unwrap_or_else(|| "—".into());
+    let mut lines = vec![format!("{} → {}", show(d.a), show(d.b))];
+    if let (Some(v), Some(abs)) = (d.verdict, d.abs) {
+        let change = d.rel.map(|x| percent(x, true)).unwrap_or_else(|| turns::figure_text(id, abs));
+        lines.push(format!("{change} {}", v.label()));
     }
     lines.join("\n")
 }

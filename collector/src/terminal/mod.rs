@@ -4,9 +4,7 @@
 //! - [`show`]: `speedmatrix show FILE` — header cards, prefill table, decode matrix (text,
 //!   Markdown) or the full measurement table (CSV, JSON);
 //! - [`compare`]: `speedmatrix diff A.json B.json` — header differences and the delta matrix
-//!   (text, Markdown, JSON) and the regression gate;
-//! - [`turns`]: the conversations (`--turns`) in `show`, one row per cell and turn.
+//!   (text, Markdown, JSON) and the regression gate.
 
 pub mod compare;
 pub mod show;
-pub mod turns;

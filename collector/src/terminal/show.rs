@@ -9,7 +9,7 @@ use crate::command::{CommandError, Failure, OutputError};
 use crate::files::FileError;
 use crate::text::clean;
 use comfy_table::{presets, CellAlignment, Table};
-use speedmatrix_schema::prefix::share_label;
+use speedmatrix_schema::prefix::{hit_rate_text, share_label};
 use speedmatrix_schema::registry::{self, metric};
 use speedmatrix_schema::site::run_title;
 use speedmatrix_schema::slo::{capacity, Slo};
@@ -235,20 +235,6 @@ fn fmt(id: &str, v: Option<f64>) -> String {
     }
 }
 
-/// A prefix-share row's or cell's hit rate with the plan beside it and the source:
-/// `89.6% hit (plan 90%, Prometheus)`; `hit rate unknown (plan 90%)` without a source.
-pub fn hit_rate_text(share: f64, figures: Option<&speedmatrix_schema::PrefixCacheFigures>) -> String {
-    let plan = speedmatrix_schema::prefix::share_label(share);
-    match figures.and_then(|f| Some((f.measured_hit_rate?, f.hit_rate_source))) {
-        Some((m, src)) => format!(
-            "{} hit (plan {plan}, {})",
-            registry::PREFIX_CACHE.iter().find(|x| x.id == "prefix_cache_hit_rate").map_or_else(dash, |x| x.display(m)),
-            src.map_or("?", crate::measuring::prefix::source_words)
-        ),
-        None => format!("hit rate unknown (plan {plan})"),
-    }
-}
-
 fn prefill_table(r: &Results) -> Grid {
     // The prompt-token column only when some row knows its real prompt length.
     let columns = if r.prefill.iter().any(|p| p.prompt_tokens.is_some()) { 4 } else { 3 };
@@ -466,7 +452,7 @@ fn trace_section(r: &Results, markup: Markup, all: bool, out: &mut String) {
         );
     }
     for t in &r.traces {
-        if let Some(line) = trace_cache_line(t) {
+        if let Some(line) = speedmatrix_schema::prefix::trace_cache_text(t) {
             let _ = writeln!(out, "{}", clean(&line));
         }
     }
@@ -479,43 +465,20 @@ fn trace_section(r: &Results, markup: Markup, all: bool, out: &mut String) {
     out.push('\n');
 }
 
-/// The conversations (`--turns`): one row per cell and turn ([`crate::terminal::turns`]), then
-/// each cell's status, reason and missing figures.
+/// The conversations (`--turns`): one row per cell and turn
+/// ([`speedmatrix_schema::conversation::turn_rows`], the table the page shows too), then each
+/// cell's status, reason and missing figures.
 fn conversation_section(r: &Results, markup: Markup, out: &mut String) {
-    use crate::terminal::turns;
     heading(out, markup, 2, "Conversations — per turn, each turn the whole history plus a new message");
-    let headers = turns::HEADERS.map(String::from).to_vec();
-    out.push_str(&Grid { headers, rows: turns::rows(r), numeric_from: 1 }.render(markup));
+    let headers = speedmatrix_schema::conversation::TURN_HEADERS.map(String::from).to_vec();
+    out.push_str(
+        &Grid { headers, rows: speedmatrix_schema::conversation::turn_rows(r), numeric_from: 1 }.render(markup),
+    );
     out.push('\n');
-    for line in turns::notes(r) {
+    for line in speedmatrix_schema::conversation::turn_notes(r) {
         let _ = writeln!(out, "{}", clean(&line));
     }
     out.push('\n');
-}
-
-/// A replay's prefix cache in words: `Prefix cache: ideal reuse 61.2% (trace) · measured hit
-/// rate 60.8% (Prometheus) · cache reset (POST /reset_prefix_cache).`
-fn trace_cache_line(t: &speedmatrix_schema::TraceRow) -> Option<String> {
-    let f = t.prefix_cache.as_ref()?;
-    let pct = |id: &str, v: f64| registry::PREFIX_CACHE.iter().find(|x| x.id == id).map_or_else(dash, |x| x.display(v));
-    let measured = match (f.measured_hit_rate, f.hit_rate_source) {
-        (Some(m), src) => format!(
-            "measured hit rate {} ({})",
-            pct("prefix_cache_hit_rate", m),
-            src.map_or("?", crate::measuring::prefix::source_words)
-        ),
-        (None, _) => "measured hit rate unknown (the row's missing figures say why)".into(),
-    };
-    let start = match f.cache_start {
-        speedmatrix_schema::CacheStart::Reset => format!("cache reset ({})", f.cache_start_detail),
-        speedmatrix_schema::CacheStart::Salted => "prompts salted (no reset)".to_string(),
-    };
-    Some(format!(
-        "Prefix cache: ideal reuse {} (trace: blocks sent earlier in the slice, {} of {} prompt tokens) · {measured} · {start}.",
-        pct("trace_ideal_reuse", f.ideal_reuse),
-        f.ideal_reused_tokens,
-        f.trace_prompt_tokens
-    ))
 }
 
 /// The rate cells, one row each ([`export::rate_table_line`], the builder the page uses too),

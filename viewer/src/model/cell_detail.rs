@@ -10,8 +10,11 @@
 
 use crate::model::chart_spec::{all_x, all_y, axis, col, ChartSpec, LegendEntry, Point, Series, Stroke, TickStyle};
 use crate::model::run_report;
+use speedmatrix_schema::prefix;
 use speedmatrix_schema::registry::{self, column, Column, Style, INTERVAL_FIGURES};
-use speedmatrix_schema::{CellStatus, DecodeCell, Interval, IntervalMethod, RequestSample, Results, WindowSeries};
+use speedmatrix_schema::{
+    CacheStart, CellStatus, DecodeCell, Interval, IntervalMethod, RequestSample, Results, WindowSeries,
+};
 
 /// What the panel says for a window without a per-second series.
 pub const NO_SERIES: &str = "Per-second series unavailable: this file has no per-second series for this window \
@@ -61,9 +64,10 @@ impl CellKey {
     }
 }
 
-/// The panel's heading: "8K context · 128 at once".
+/// The panel's heading: "8K context · 128 at once", with ` · prefix 90%` for a prefix-share
+/// cell.
 pub fn title(c: &DecodeCell) -> String {
-    format!("{} context · {} at once", c.context.label, c.concurrency)
+    format!("{} context · {} at once{}", c.context.label, c.concurrency, prefix::name_suffix(c.prefix_share))
 }
 
 /// One measurement window of a cell: the cell's own, or one repeat's.
@@ -451,6 +455,129 @@ fn missing_reason<'c>(c: &'c DecodeCell, figure: &str) -> &'c str {
     listed.map_or("the file gives neither an interval nor a reason", |m| m.reason.as_str())
 }
 
+/// One figure of the panel's prefix-cache or speculative-decoding list.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FigureLine {
+    /// The figure's id (`data-figure`): a registry metric id, or `cache_start`, `off_plan`.
+    pub figure: &'static str,
+    /// "Prefix-cache hit rate".
+    pub label: String,
+    /// "89.6% (Prometheus: 1,840 of 2,048 prompt tokens)".
+    pub text: String,
+}
+
+fn registry_label(list: &[registry::Metric], id: &str) -> String {
+    list.iter().chain(registry::METRICS).find(|m| m.id == id).map_or_else(|| id.to_string(), |m| m.label.to_string())
+}
+
+fn registry_display(list: &[registry::Metric], id: &str, v: f64) -> String {
+    list.iter().chain(registry::METRICS).find(|m| m.id == id).map_or_else(|| v.to_string(), |m| m.display(v))
+}
+
+/// A prefix-share cell's prefix cache (`run --prefix-share`): the planned share, the hit rate
+/// the server measured beside it with its source (or why there is none), how the cache started,
+/// and when the rate is more than [`prefix::TOLERANCE`] off the plan, why it may be. Empty for a
+/// cell without a share.
+pub fn prefix_cache_lines(c: &DecodeCell) -> Vec<FigureLine> {
+    let Some(share) = c.prefix_share else { return Vec::new() };
+    let list = registry::PREFIX_CACHE;
+    let f = c.prefix_cache.as_ref();
+    let mut out = vec![FigureLine {
+        figure: "prefix_share",
+        label: registry_label(list, "prefix_share"),
+        text: format!("{} (plan)", prefix::share_label(share)),
+    }];
+    let measured = f.and_then(|f| Some((f.measured_hit_rate?, f)));
+    let hit = match measured {
+        Some((m, f)) => {
+            let tokens = match (f.hit_tokens, f.query_tokens) {
+                (Some(h), Some(q)) => {
+                    format!(": {} of {} prompt tokens", registry::format_int(h), registry::format_int(q))
+                }
+                _ => String::new(),
+            };
+            let src = f.hit_rate_source.map_or("source not recorded", |s| s.words());
+            format!("{} ({src}{tokens})", registry_display(list, "prefix_cache_hit_rate", m))
+        }
+        None => {
+            let why = c.missing.iter().find(|m| m.figure.contains("hit_rate")).map(|m| m.reason.as_str());
+            format!("{}: {}", run_report::DASH, why.unwrap_or("the file gives no measured hit rate"))
+        }
+    };
+    out.push(FigureLine {
+        figure: "prefix_cache_hit_rate",
+        label: registry_label(list, "prefix_cache_hit_rate"),
+        text: hit,
+    });
+    if let Some(f) = f {
+        let how = match f.cache_start {
+            CacheStart::Reset => "reset",
+            CacheStart::Salted => "salted",
+        };
+        out.push(FigureLine {
+            figure: "cache_start",
+            label: "Cache start".into(),
+            text: format!("{how} ({})", f.cache_start_detail),
+        });
+    }
+    if let Some((m, _)) = measured.filter(|(m, _)| (m - share).abs() > prefix::TOLERANCE + 1e-9) {
+        let why = prefix::off_plan_reason(c.reason.as_deref()).map_or_else(
+            || format!("{:.0} points off the plan; the file says no more", (m - share).abs() * 100.0),
+            str::to_string,
+        );
+        out.push(FigureLine { figure: "off_plan", label: "Why it may differ".into(), text: why });
+    }
+    out
+}
+
+/// A cell's speculative decoding (`spec_decode`, from the server's counters): acceptance rate
+/// and mean accepted length with their source, draft and accepted tokens, acceptance by
+/// position. Empty for a cell without it.
+pub fn spec_decode_lines(c: &DecodeCell) -> Vec<FigureLine> {
+    let Some(f) = c.spec_decode.as_ref() else { return Vec::new() };
+    let list = registry::SPEC_DECODE;
+    let or_dash =
+        |id: &str, v: Option<f64>| v.map_or_else(|| run_report::DASH.to_string(), |v| registry_display(list, id, v));
+    let mut out = vec![
+        FigureLine {
+            figure: "spec_accept_rate",
+            label: registry_label(list, "spec_accept_rate"),
+            text: format!("{} ({})", or_dash("spec_accept_rate", f.acceptance_rate), f.source.words()),
+        },
+        FigureLine {
+            figure: "spec_mean_accepted_len",
+            label: registry_label(list, "spec_mean_accepted_len"),
+            text: match f.mean_accepted_length {
+                Some(v) => {
+                    format!("{} tokens per verification step", registry_display(list, "spec_mean_accepted_len", v))
+                }
+                None => run_report::DASH.to_string(),
+            },
+        },
+    ];
+    if let (Some(d), Some(a)) = (f.draft_tokens, f.accepted_tokens) {
+        out.push(FigureLine {
+            figure: "spec_draft_tokens",
+            label: registry_label(list, "spec_draft_tokens"),
+            text: format!("{} drafted, {} accepted", registry::format_int(d), registry::format_int(a)),
+        });
+    }
+    if !f.acceptance_by_position.is_empty() {
+        let by: Vec<String> = f
+            .acceptance_by_position
+            .iter()
+            .enumerate()
+            .map(|(k, v)| format!("{k}: {}", registry_display(list, "spec_acceptance_by_position", *v)))
+            .collect();
+        out.push(FigureLine {
+            figure: "spec_acceptance_by_position",
+            label: registry_label(list, "spec_acceptance_by_position"),
+            text: by.join(" · "),
+        });
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -461,6 +588,45 @@ mod tests {
     fn seed() -> Results {
         speedmatrix_schema::load_results(include_bytes!("../../../tests/fixtures/h200-qwen3.5-122b-vllm.json"))
             .expect("the seed fixture loads")
+    }
+
+    /// The twin run at prefix shares 0 and 90 % with ngram speculation
+    /// (tests/fixtures/prefix-spec-twin.json).
+    fn shared_prefix() -> Results {
+        speedmatrix_schema::load_results(include_bytes!("../../../tests/fixtures/prefix-spec-twin.json"))
+            .expect("the prefix-share fixture loads")
+    }
+
+    #[test]
+    fn a_share_cell_gives_its_hit_rate_beside_the_plan_and_its_speculation() {
+        let r = shared_prefix();
+        let c = r.decode.iter().find(|c| c.prefix_share == Some(0.9) && c.concurrency == 2).unwrap();
+        assert_eq!(title(c), "1K context · 2 at once · prefix 90%");
+        let lines = prefix_cache_lines(c);
+        let text = |id: &str| lines.iter().find(|l| l.figure == id).map(|l| l.text.clone());
+        assert_eq!(text("prefix_share").as_deref(), Some("90% (plan)"));
+        assert_eq!(
+            text("prefix_cache_hit_rate").as_deref(),
+            Some("89.1% (Prometheus: 34,656 of 38,912 prompt tokens)")
+        );
+        assert_eq!(text("cache_start").as_deref(), Some("reset (POST /reset_prefix_cache)"));
+        assert_eq!(text("off_plan"), None, "within 10 points of the plan");
+        // 90 points off: the line says why, from the cell's reason.
+        let mut off = c.clone();
+        off.prefix_cache.as_mut().unwrap().measured_hit_rate = Some(0.0);
+        off.reason =
+            Some("prefix cache: measured hit rate 0% is 90 points below the planned share 90%: caching off".into());
+        let why = prefix_cache_lines(&off).into_iter().find(|l| l.figure == "off_plan").unwrap();
+        assert!(why.text.starts_with("prefix cache: measured hit rate 0% is 90 points below"), "{}", why.text);
+        let spec = spec_decode_lines(c);
+        let text = |id: &str| spec.iter().find(|l| l.figure == id).map(|l| l.text.clone());
+        assert_eq!(text("spec_accept_rate").as_deref(), Some("25.7% (Prometheus counters)"));
+        assert_eq!(text("spec_mean_accepted_len").as_deref(), Some("1.77 tokens per verification step"));
+        assert_eq!(text("spec_draft_tokens").as_deref(), Some("4,089 drafted, 1,051 accepted"));
+        assert_eq!(text("spec_acceptance_by_position").as_deref(), Some("0: 45.9% · 1: 21.4% · 2: 9.8%"));
+        // The seed has neither.
+        let seed = seed();
+        assert!(prefix_cache_lines(&seed.decode[0]).is_empty() && spec_decode_lines(&seed.decode[0]).is_empty());
     }
 
     fn series() -> WindowSeries {

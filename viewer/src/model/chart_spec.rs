@@ -6,6 +6,7 @@
 //! Every chart is built from a list of runs, each with a [`Stroke`], so a second run can be
 //! overlaid on the first (run A solid, run B dashed): see [`charts`].
 
+use speedmatrix_schema::prefix;
 use speedmatrix_schema::registry::{self, column, Column};
 use speedmatrix_schema::table::Row;
 use speedmatrix_schema::{CellStatus, Results};
@@ -419,12 +420,15 @@ pub(crate) fn all_y(series: &[Series]) -> Vec<f64> {
     series.iter().flat_map(|s| s.points.iter().flat_map(move |p| std::iter::once(p.y).chain(ends(p)))).collect()
 }
 
-/// Prefill rows as a series of `field` (`prompt_tps` or `ttft_ms`) against context tokens.
-fn prefill_series(run: &RunRef<'_>, id: &str) -> Series {
+/// Prefill rows as a series of `field` (`prompt_tps` or `ttft_ms`) against context tokens: the
+/// cold rows (`share` `None`), or the warm rows of one prefix share (basis points,
+/// [`prefix::key`]).
+fn prefill_series(run: &RunRef<'_>, id: &str, share: Option<u32>) -> Series {
     let r = run.results;
-    let points = r
+    let mut points = r
         .prefill
         .iter()
+        .filter(|p| prefix::key(p.prefix_share) == share)
         .filter_map(|p| {
             let y = match id {
                 "prompt_tps" => p.prompt_tps,
@@ -434,16 +438,40 @@ fn prefill_series(run: &RunRef<'_>, id: &str) -> Series {
                 x: p.context.tokens as f64,
                 y,
                 status: p.status,
-                label: format!("{} context", p.context.label),
+                label: format!("{} context{}", p.context.label, crate::model::run_report::warm_words(p.prefix_share)),
                 x_text: format!("{} tokens", registry::format_int(p.context.tokens)),
                 y_text: metric_text(id, y),
                 interval: None,
             })
         })
         .collect::<Vec<_>>();
-    let mut points = points;
     points.sort_by(|a, b| a.x.total_cmp(&b.x));
-    Series { name: run.series_name("Prefill"), colour: 0, stroke: run.stroke, points }
+    let (name, colour) = match share {
+        None => ("Prefill".to_string(), 0),
+        Some(k) => {
+            let label = prefix::share_label(f64::from(k) / 10_000.0);
+            let place = warm_shares(run.results).iter().position(|s| *s == k).unwrap_or(0);
+            (format!("Warm, prefix {label}"), place + 1)
+        }
+    };
+    Series { name: run.series_name(&name), colour, stroke: run.stroke, points }
+}
+
+/// The prefix shares of a run's warm prefill rows (`--prefix-share`), basis points, ascending.
+fn warm_shares(r: &Results) -> Vec<u32> {
+    let mut v: Vec<u32> = r.prefill.iter().filter_map(|p| prefix::key(p.prefix_share)).collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// The prefill TTFT series of a run: the cold rows, then one series per warm share.
+fn prefill_ttft_series(run: &RunRef<'_>) -> Vec<Series> {
+    std::iter::once(None)
+        .chain(warm_shares(run.results).into_iter().map(Some))
+        .map(|share| prefill_series(run, "ttft_ms", share))
+        .filter(|s| !s.points.is_empty())
+        .collect()
 }
 
 /// One series per planned context of decode cells: `y` (a registry column) against `x`
@@ -521,11 +549,11 @@ pub fn charts(runs: &[RunRef<'_>]) -> Vec<ChartSpec> {
     let palette = context_palette(runs);
 
     let s: Vec<Series> =
-        runs.iter().map(|r| prefill_series(r, "prompt_tps")).filter(|s| !s.points.is_empty()).collect();
+        runs.iter().map(|r| prefill_series(r, "prompt_tps", None)).filter(|s| !s.points.is_empty()).collect();
     out.push(ChartSpec {
         id: "prefill-tps",
         title: "Prefill throughput by context".into(),
-        caption: "Prompt tokens processed per second for one request at each context length.".into(),
+        caption: "Prompt tokens processed per second for one request with a cold prompt at each context length.".into(),
         x: level_axis(tokens_axis.clone(), all_x(&s), TickStyle::Tokens),
         y: axis(prompt, all_y(&s), TickStyle::Compact, false),
         series: s,
@@ -535,11 +563,15 @@ pub fn charts(runs: &[RunRef<'_>]) -> Vec<ChartSpec> {
         legend: None,
     });
 
-    let s: Vec<Series> = runs.iter().map(|r| prefill_series(r, "ttft_ms")).filter(|s| !s.points.is_empty()).collect();
+    let s: Vec<Series> = runs.iter().flat_map(prefill_ttft_series).collect();
+    let warm = runs.iter().any(|r| !warm_shares(r.results).is_empty());
     out.push(ChartSpec {
         id: "prefill-ttft",
         title: "Time to first token by context".into(),
-        caption: "TTFT of one request with a cold prompt: the prefill time a user waits.".into(),
+        caption: match warm {
+            false => "TTFT of one request with a cold prompt: the prefill time a user waits.".into(),
+            true => "TTFT of one request with a cold prompt (the prefill time a user waits), and warm: with the prompt's prefix share already in the server's prefix cache (--prefix-share).".into(),
+        },
         x: level_axis(tokens_axis, all_x(&s), TickStyle::Tokens),
         y: axis(ttft.metric.header(), all_y(&s), TickStyle::Compact, true),
         series: s,

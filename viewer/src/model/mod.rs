@@ -4,6 +4,7 @@
 
 pub mod cell_detail;
 pub mod chart_spec;
+pub mod conversation_report;
 pub mod live_feed;
 pub mod multi_run;
 pub mod rate_diff;

@@ -59,6 +59,18 @@ fn cell(r: &RateRowDiff, column: &'static str, threshold: f64) -> RateDeltaCell 
 /// the change with its verdict when `compared` (both runs have the row, with one status);
 /// otherwise only A → B, with why on hover (`Delta::not_comparable`, the noise note).
 pub fn delta_cell(d: Option<&Delta>, compared: bool, column: &'static str, threshold: f64) -> RateDeltaCell {
+    delta_cell_with(d, compared, column, threshold, figure_text)
+}
+
+/// [`delta_cell`] with the figures written by `figure_text` (a conversation turn's figures:
+/// [`speedmatrix_schema::diff::turns::figure_text`]).
+pub fn delta_cell_with(
+    d: Option<&Delta>,
+    compared: bool,
+    column: &'static str,
+    threshold: f64,
+    figure_text: fn(&str, f64) -> String,
+) -> RateDeltaCell {
     let mut c = RateDeltaCell {
         column,
         kind: CellKind::NoFigure,

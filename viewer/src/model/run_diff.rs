@@ -5,7 +5,7 @@
 //! `view::diff_page` turns them into elements.
 
 use speedmatrix_schema::diff::{percent, signed_delta, Delta, DeltaInterval, RowDiff, RunDiff, Verdict};
-use speedmatrix_schema::registry::{self, Column};
+use speedmatrix_schema::registry::Column;
 use speedmatrix_schema::table::Phase;
 use speedmatrix_schema::CellStatus;
 use std::cmp::Ordering;
@@ -227,16 +227,18 @@ pub fn delta_cell(r: Option<&RowDiff>, col: &Column, threshold: f64, context: &s
 }
 
 /// The delta heatmap: rows are the contexts of either run, columns their concurrency levels.
+/// With prefix-share cells (`--prefix-share`), each context has a row per share above 0 too
+/// (`8K · prefix 90%`, [`RunDiff::matrix_rows`]).
 pub fn delta_grid(d: &RunDiff, col: &Column) -> Vec<(String, Vec<DeltaCell>)> {
-    d.contexts
-        .iter()
-        .map(|ctx| {
+    d.matrix_rows()
+        .into_iter()
+        .map(|(ctx, share, label)| {
             let cells = d
                 .concurrency
                 .iter()
-                .map(|&n| delta_cell(d.decode_cell(ctx.tokens, n), col, d.threshold, &ctx.label, n))
+                .map(|&n| delta_cell(d.decode_cell_at(ctx.tokens, n, share), col, d.threshold, &label, n))
                 .collect();
-            (ctx.label.clone(), cells)
+            (label, cells)
         })
         .collect()
 }
@@ -284,10 +286,14 @@ pub fn diff_lines(d: &RunDiff) -> Vec<DiffLine> {
     for r in &d.rows {
         for x in &r.deltas {
             let (Some(a), Some(b), Some(abs), Some(verdict)) = (x.a, x.b, x.abs, x.verdict) else { continue };
-            let Some(column) = registry::column(&x.column) else { continue };
+            let Some(column) = crate::model::run_report::heatmap_column(&x.column) else { continue };
             out.push(DiffLine {
                 phase: r.cell.phase,
-                context: r.cell.context.label.clone(),
+                context: format!(
+                    "{}{}",
+                    r.cell.context.label,
+                    speedmatrix_schema::prefix::name_suffix(r.cell.prefix_share)
+                ),
                 context_tokens: r.cell.context.tokens,
                 concurrency: r.cell.concurrency,
                 column,

@@ -5,11 +5,12 @@
 //! Numbers are always written by the registry ([`speedmatrix_schema::registry`]); status words
 //! come from [`CellStatus::label`]; nothing here parses or validates a file.
 
+use speedmatrix_schema::prefix;
 use speedmatrix_schema::registry::{self, column, columns, Column, Kind, METRICS};
 use speedmatrix_schema::site::run_title;
 use speedmatrix_schema::status::{e2e_empty, over_capacity_reason, EmptyFigure};
 use speedmatrix_schema::table::{rows, Phase, Row, SEED_COLUMNS};
-use speedmatrix_schema::{CellStatus, ContextSize, DecodeCell, Interval, Results};
+use speedmatrix_schema::{CellStatus, ContextSize, DecodeCell, Interval, PrefillRow, Results};
 use std::cmp::Ordering;
 
 /// The placeholder written for a figure the file does not have.
@@ -48,6 +49,15 @@ pub struct PrefillLine {
     pub reason: Option<String>,
     /// "⚠ served from cache" when the server served the prompt from its prefix cache.
     pub note: Option<&'static str>,
+    /// A warm row's planned share (`--prefix-share`), basis points ([`prefix::key`]); `None`
+    /// for a cold row.
+    pub share_key: Option<u32>,
+    /// A warm row's prefix cache: "89.6% hit (plan 90%, Prometheus)"; "cold" for a cold row
+    /// of a run with warm rows; `None` when the run has none.
+    pub cache: Option<String>,
+    /// A warm row's TTFT against its context's cold one: "0.12× cold"; `None` when either is
+    /// missing, and for a cold row.
+    pub vs_cold: Option<String>,
 }
 
 /// An RFC 3339 time as a short line, `2026-11-30 14:19 UTC` (to the minute, in UTC); the value
@@ -80,35 +90,75 @@ pub fn interval_of<'c>(c: &'c DecodeCell, column: &Column) -> Option<&'c Interva
     speedmatrix_schema::diff::cell_interval(c, &column.id()).ok()
 }
 
-/// The prefill table: context, prompt tok/s, TTFT (and prompt tokens when known).
+/// The prefill table: context, prompt tok/s, TTFT (and prompt tokens when known); with
+/// `--prefix-share`, each context's warm rows (by share) right after its cold one, with their
+/// measured hit rate beside the plan and their TTFT against the cold row's.
 pub fn prefill_lines(r: &Results) -> Vec<PrefillLine> {
-    let top = r.prefill.iter().filter_map(|p| p.prompt_tps).fold(0.0_f64, f64::max);
-    r.prefill
-        .iter()
-        .map(|p| PrefillLine {
-            context: format!("{} context", p.context.label),
-            prompt_tps: if p.status.is_measured() {
-                fmt("prompt_tps", p.prompt_tps)
-            } else {
-                p.status.label().to_string()
-            },
-            ttft: fmt("ttft_ms", p.ttft_ms),
-            prompt_tokens: p.prompt_tokens.map(registry::format_int).unwrap_or_else(|| DASH.into()),
-            share: match p.prompt_tps {
-                Some(v) if top > 0.0 && p.status.is_measured() => (v / top).clamp(0.0, 1.0),
-                _ => 0.0,
-            },
-            status: p.status,
-            reason: p.reason.clone(),
-            note: speedmatrix_schema::status::prefill_cache_note(p),
+    let top =
+        r.prefill.iter().filter(|p| p.prefix_share.is_none()).filter_map(|p| p.prompt_tps).fold(0.0_f64, f64::max);
+    let warm_rows = r.prefill.iter().any(|p| p.prefix_share.is_some());
+    let mut rows: Vec<&PrefillRow> = r.prefill.iter().collect();
+    rows.sort_by_key(|p| (p.context.tokens, prefix::key(p.prefix_share)));
+    let cold_ttft = |tokens: u64| {
+        r.prefill
+            .iter()
+            .find(|p| p.context.tokens == tokens && p.prefix_share.is_none() && p.status.is_measured())
+            .and_then(|p| p.ttft_ms)
+    };
+    rows.into_iter()
+        .map(|p| {
+            let warm = p.prefix_share.is_some();
+            PrefillLine {
+                context: format!("{} context{}", p.context.label, warm_words(p.prefix_share)),
+                prompt_tps: if p.status.is_measured() {
+                    fmt("prompt_tps", p.prompt_tps)
+                } else {
+                    p.status.label().to_string()
+                },
+                ttft: fmt("ttft_ms", p.ttft_ms),
+                prompt_tokens: p.prompt_tokens.map(registry::format_int).unwrap_or_else(|| DASH.into()),
+                share: match p.prompt_tps {
+                    Some(v) if top > 0.0 && p.status.is_measured() && !warm => (v / top).clamp(0.0, 1.0),
+                    _ => 0.0,
+                },
+                status: p.status,
+                reason: p.reason.clone(),
+                note: speedmatrix_schema::status::prefill_cache_note(p),
+                share_key: prefix::key(p.prefix_share),
+                cache: match p.prefix_share {
+                    Some(s) => Some(prefix::hit_rate_text(s, p.prefix_cache.as_ref())),
+                    None => warm_rows.then(|| "cold".to_string()),
+                },
+                vs_cold: match (p.prefix_share, p.ttft_ms, cold_ttft(p.context.tokens)) {
+                    (Some(_), Some(w), Some(c)) if c > 0.0 && p.status.is_measured() => {
+                        Some(format!("{:.2}× cold", w / c))
+                    }
+                    _ => None,
+                },
+            }
         })
         .collect()
 }
 
+/// How a prefill row is named after its context: ` · warm, prefix 90%` for a warm row
+/// (`--prefix-share`), nothing for a cold one.
+pub fn warm_words(share: Option<f64>) -> String {
+    share.map(|s| format!(" · warm, prefix {}", prefix::share_label(s))).unwrap_or_default()
+}
+
 /// Metrics the heatmap can show: every registry metric a decode cell can carry, as its
 /// column (a distribution's median). `prompt_tps` belongs to prefill rows and is left out.
+/// Then the cell figures beyond the table ([`registry::cell_figures`]: the measured prefix-cache
+/// hit rate, the mean accepted length).
 pub fn heatmap_metrics() -> Vec<Column> {
-    METRICS.iter().filter(|m| m.id != "prompt_tps").filter_map(|m| column(m.id)).collect()
+    let mut v: Vec<Column> = METRICS.iter().filter(|m| m.id != "prompt_tps").filter_map(|m| column(m.id)).collect();
+    v.extend(registry::cell_figures());
+    v
+}
+
+/// The heatmap metric with this id ([`heatmap_metrics`]; a bare distribution id means its p50).
+pub fn heatmap_column(id: &str) -> Option<Column> {
+    column(id).or_else(|| registry::cell_figures().into_iter().find(|c| c.id() == id))
 }
 
 /// The default heatmap metric (total tok/s).
@@ -603,9 +653,59 @@ pub fn table_order(r: &Results, cols: &[TableColumn], keys: &[SortKey], filters:
 }
 
 /// The query parameters of the page's view (permalinks): `?metric=…&sort=…&phase=…&context=…
-/// &concurrency=…&status=…&columns=all&show=…&cell=…`, beside the repeatable `?run=URL`.
-pub const VIEW_PARAMS: [&str; 9] =
-    ["metric", "sort", "phase", "context", "concurrency", "status", "columns", "show", "cell"];
+/// &concurrency=…&status=…&columns=all&show=…&cell=…&share=…`, beside the repeatable `?run=URL`.
+pub const VIEW_PARAMS: [&str; 10] =
+    ["metric", "sort", "phase", "context", "concurrency", "status", "columns", "show", "cell", "share"];
+
+/// The prefix shares of a run's decode cells (`--prefix-share`), basis points
+/// ([`prefix::key`]), ascending; empty for a run without them.
+pub fn decode_shares(r: &Results) -> Vec<u32> {
+    let mut v: Vec<u32> = r.decode.iter().filter_map(|c| prefix::key(c.prefix_share)).collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// The share the heatmap shows: `wanted` when the run has cells at it, else share 0 (the cold
+/// cells) where the run has them, else its smallest; `None` for a run without shares.
+pub fn heatmap_share(r: &Results, wanted: Option<u32>) -> Option<u32> {
+    let shares = decode_shares(r);
+    wanted.filter(|w| shares.contains(w)).or_else(|| shares.first().copied())
+}
+
+/// The run with only the decode cells at prefix share `key` (all of them for `None`): what the
+/// heatmap and its cell panel show when the run has cells at several shares.
+pub fn at_share(r: &Results, key: Option<u32>) -> Results {
+    let mut out = r.clone();
+    if key.is_some() {
+        out.decode.retain(|c| prefix::key(c.prefix_share) == key);
+    }
+    out
+}
+
+/// A share as the URL keeps it (`?share=90`, percent of the prompt) and back; `None` for
+/// anything [`prefix::parse_share`] refuses.
+pub fn share_param(key: u32) -> String {
+    prefix::share_label(f64::from(key) / 10_000.0).trim_end_matches('%').to_string()
+}
+
+/// What the heatmap says of its prefix share (`run --prefix-share`): what the share is, and
+/// with cells at `shares` shares that the picker shows the others; `None` without shares.
+pub fn share_note(shown: Option<u32>, shares: usize) -> Option<String> {
+    let label = prefix::share_label(f64::from(shown?) / 10_000.0);
+    let what = format!(
+        "Prefix share {label}: each request's prompt is {label} of the context as a prefix shared by the cell's requests, then a rest of its own; the cell panel gives the server's measured prefix-cache hit rate beside it."
+    );
+    Some(match shares > 1 {
+        true => format!("{what} The run measured {shares} shares: the picker above shows each one's cells."),
+        false => what,
+    })
+}
+
+/// The inverse of [`share_param`].
+pub fn parse_share_param(v: &str) -> Option<u32> {
+    prefix::key(prefix::parse_share(&format!("{}%", v.trim())).ok())
+}
 
 /// Sort keys as a query value: column ids in key order, `-` before a descending one
 /// (`total_tps,-ttft_ms_p50`); `None` when unsorted.
@@ -726,6 +826,40 @@ mod tests {
         assert_eq!(get("Run", "Time per measurement").as_deref(), Some("30 s"));
         assert_eq!(get("Run", "Max output").as_deref(), Some("4,096 tokens"));
         assert_eq!(get("Run", "Prefill mode").as_deref(), Some("Measured during decode warm-up"));
+    }
+
+    #[test]
+    fn warm_rows_follow_their_cold_row_and_the_heatmap_shows_one_share() {
+        let r = speedmatrix_schema::load_results(include_bytes!("../../../tests/fixtures/prefix-spec-twin.json"))
+            .expect("the prefix-share fixture loads");
+        let p = prefill_lines(&r);
+        assert_eq!(p.len(), 2);
+        assert_eq!((p[0].context.as_str(), p[0].cache.as_deref(), p[0].share_key), ("1K context", Some("cold"), None));
+        assert_eq!(p[1].context, "1K context · warm, prefix 90%");
+        assert_eq!(p[1].share_key, Some(9000));
+        assert_eq!(p[1].cache.as_deref(), Some("89.1% hit (plan 90%, Prometheus)"));
+        let (warm, cold) = (r.prefill[1].ttft_ms.unwrap(), r.prefill[0].ttft_ms.unwrap());
+        assert_eq!(p[1].vs_cold, Some(format!("{:.2}× cold", warm / cold)));
+        assert_eq!(p[1].share, 0.0, "the bar compares cold rows only");
+        // The seed has no warm row: no cache column.
+        assert!(prefill_lines(&seed()).iter().all(|l| l.cache.is_none()));
+
+        assert_eq!(decode_shares(&r), [0, 9000]);
+        assert_eq!(heatmap_share(&r, None), Some(0), "the cold cells by default");
+        assert_eq!(heatmap_share(&r, Some(9000)), Some(9000));
+        assert_eq!(heatmap_share(&r, Some(5000)), Some(0), "a share the run lacks falls back");
+        let warm = at_share(&r, Some(9000));
+        assert!(warm.decode.len() == 2 && warm.decode.iter().all(|c| c.prefix_share == Some(0.9)));
+        let h = heatmap(&warm, &column("total_tps").unwrap());
+        let want = column("total_tps").unwrap().display(warm.decode[1].total_tps.unwrap());
+        assert_eq!(h.rows[0].1[1].value.as_deref(), Some(want.as_str()));
+        assert_eq!((share_param(9000), parse_share_param("90")), ("90".to_string(), Some(9000)));
+        assert_eq!((share_param(1250), parse_share_param("12.5")), ("12.5".to_string(), Some(1250)));
+        assert_eq!(parse_share_param("x"), None);
+        assert_eq!(decode_shares(&seed()), Vec::<u32>::new());
+        assert_eq!(at_share(&seed(), None).decode.len(), seed().decode.len());
+        assert!(share_note(Some(9000), 2).unwrap().contains("The run measured 2 shares"));
+        assert_eq!(share_note(None, 0), None);
     }
 
     #[test]
@@ -872,8 +1006,17 @@ mod tests {
     #[test]
     fn metric_selector_covers_the_registry() {
         let ids: Vec<String> = heatmap_metrics().iter().map(|c| c.id()).collect();
-        assert_eq!(ids.len(), METRICS.len() - 1);
+        assert_eq!(ids.len(), METRICS.len() - 1 + 2, "and the hit rate and the mean accepted length");
         assert_eq!(ids[0], "total_tps");
+        assert!(ids.ends_with(&["prefix_cache_hit_rate".to_string(), "spec_mean_accepted_len".to_string()]));
+        // The prefix-share fixture's 90 % cells: the hit rate as the heatmap shows it.
+        let r = speedmatrix_schema::load_results(include_bytes!("../../../tests/fixtures/prefix-spec-twin.json"))
+            .expect("the prefix-share fixture loads");
+        let hit = heatmap_column("prefix_cache_hit_rate").unwrap();
+        let h = heatmap(&at_share(&r, Some(9000)), &hit);
+        assert_eq!(h.rows[0].1[0].value.as_deref(), Some("89.1%"));
+        assert!(has_decode_data(&r, &heatmap_column("spec_mean_accepted_len").unwrap()));
+        assert!(!has_decode_data(&seed(), &hit));
         assert!(ids.contains(&"ttft_ms_p50".to_string()));
         assert_eq!(metric_option_label(&column("ttft_ms").unwrap()), "TTFT (ms, median)");
         assert_eq!(metric_option_label(&column("total_tps").unwrap()), "Total tok/s");

@@ -24,7 +24,7 @@ use crate::view::site_digests;
 use crate::view::view_state::{metric_from_url, page_view_state, ViewState};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
-use speedmatrix_schema::diff::{diff_with, parse_percent, percent, HeaderChange, RunDiff, TALLY_KEYS};
+use speedmatrix_schema::diff::{diff_with, parse_percent, percent, turns, HeaderChange, RunDiff, TALLY_KEYS};
 use speedmatrix_schema::registry::{column, Column};
 use speedmatrix_schema::site::load_index;
 use speedmatrix_schema::{load_results, registry, Results};
@@ -280,7 +280,8 @@ pub fn DiffView(
     let d = Memo::new(move |_| diff_with(&a2, &b2, threshold.get()));
     let total = column(run_report::DEFAULT_METRIC).expect("total_tps is in the registry");
     let options = run_report::heatmap_metrics();
-    let selected = Memo::new(move |_| column(&metric.get()).filter(|c| options.contains(c)).unwrap_or(total));
+    let selected =
+        Memo::new(move |_| run_report::heatmap_column(&metric.get()).filter(|c| options.contains(c)).unwrap_or(total));
     let choices: Vec<(String, String, bool)> = run_report::heatmap_metrics()
         .iter()
         .map(|c| {
@@ -309,6 +310,7 @@ pub fn DiffView(
             {what_changed(d, selected)}
             {move || d.with(rate_changes)}
             {move || d.with(trace_changes)}
+            {move || d.with(turn_changes)}
             <OverlaidCharts a=a.clone() b=b.clone() view=view />
             <MatchedTable d=d selected=selected />
         </article>
@@ -382,8 +384,11 @@ fn side_by_side(a: Arc<Results>, b: Arc<Results>, d: Memo<RunDiff>, selected: Me
         let col = selected.get();
         let range = run_report::value_range(&[&a, &b], &col);
         let (contexts, levels) = d.with(|d| (d.contexts.clone(), d.concurrency.clone()));
-        let ha = run_report::heatmap_on(&a, &col, range, &contexts, &levels);
-        let hb = run_report::heatmap_on(&b, &col, range, &contexts, &levels);
+        // With prefix-share cells, each side shows its cold cells (share 0), as its report does
+        // by default; "What changed" has a row per share.
+        let cold = |r: &Results| run_report::at_share(r, run_report::heatmap_share(r, None));
+        let ha = run_report::heatmap_on(&cold(&a), &col, range, &contexts, &levels);
+        let hb = run_report::heatmap_on(&cold(&b), &col, range, &contexts, &levels);
         let (lo, hi) = ha.scale_ends.clone().unwrap_or_else(|| (run_report::DASH.into(), run_report::DASH.into()));
         view! {
             <section class="section" id="diff-side">
@@ -548,12 +553,6 @@ fn not_compared(d: &RunDiff) -> impl IntoView {
             percent(m.rel, true)
         ));
     }
-    if d.prefix_share_rows_left_out > 0 {
-        items.push(format!(
-            "Not compared: {} prefix-share cells and warm prefill rows (--prefix-share above 0) of the two runs; the diff compares the cold rows and cells only",
-            d.prefix_share_rows_left_out
-        ));
-    }
     (!items.is_empty()).then(|| {
         view! {
             <section class="section" id="diff-notes">
@@ -655,6 +654,65 @@ fn trace_changes(d: &RunDiff) -> Option<impl IntoView> {
                                         <td class="num" data-col="requests">{l.requests}</td>
                                         <td class=format!("d-{}", l.kind.id()) data-col="status">{l.status}</td>
                                         {l.cells.into_iter().map(rate_delta_td).collect_view()}
+                                    </tr>
+                                }
+                            })
+                            .collect_view()}
+                    </tbody>
+                </table>
+            </div>
+        </section>
+    })
+}
+
+/// "Conversations": every turn of either run's conversation cells, B against A on TTFT p50,
+/// ITL p50, TTFT vs turn 1 and the cache hit rate (the threshold's verdicts); nothing when
+/// neither run has conversations.
+fn turn_changes(d: &RunDiff) -> Option<impl IntoView> {
+    if d.turns.is_empty() {
+        return None;
+    }
+    let rule = format!("no per-turn samples: changes under {} are the same", percent(d.threshold, false));
+    Some(view! {
+        <section class="section" id="diff-turns">
+            <h2>"Conversations"</h2>
+            <p class="section-sub">"Turns matched by context, sessions and turn number · B against A · " {rule}</p>
+            <div class="table-wrap">
+                <table class="measurements rate-diff" id="turn-diff-table">
+                    <thead>
+                        <tr>
+                            <th scope="col">"Turn"</th>
+                            {turns::TURN_FIGURES
+                                .iter()
+                                .map(|f| view! { <th scope="col">{turns::figure_label(f.0)}</th> })
+                                .collect_view()}
+                        </tr>
+                    </thead>
+                    <tbody>
+                        {d.turns
+                            .iter()
+                            .map(|t| {
+                                let both = t.in_a && t.in_b;
+                                let side = match (t.in_a, t.in_b) {
+                                    (true, false) => " (only in A)",
+                                    (false, true) => " (only in B)",
+                                    _ => "",
+                                };
+                                view! {
+                                    <tr data-turn=t.turn.to_string()>
+                                        <th scope="row">{format!("{}{side}", t.describe())}</th>
+                                        {turns::TURN_FIGURES
+                                            .iter()
+                                            .map(|f| {
+                                                rate_delta_td(rate_diff::delta_cell_with(
+                                                    t.delta(f.0),
+                                                    both,
+                                                    f.0,
+                                                    d.threshold,
+                                                    turns::figure_text,
+                                                ))
+                                            })
+                                            .collect_view()}
                                     </tr>
                                 }
                             })

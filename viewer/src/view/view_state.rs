@@ -20,6 +20,9 @@ pub struct ViewState {
     pub all_columns: RwSignal<bool>,
     /// The decode cell whose detail panel is open under the heatmap (`?cell=8192x128`).
     pub cell: RwSignal<Option<CellKey>>,
+    /// The prefix share whose cells the heatmap shows, basis points (`?share=90`); `None`: the
+    /// default ([`run_report::heatmap_share`]).
+    pub share: RwSignal<Option<u32>>,
     /// Whether the dark theme is in force (the toggle, else the system's preference).
     pub dark: Signal<bool>,
     /// (width changes counter, devicePixelRatio): charts redraw when it changes.
@@ -34,14 +37,16 @@ impl ViewState {
             filters: RwSignal::new(Filters::default()),
             all_columns: RwSignal::new(false),
             cell: RwSignal::new(None),
+            share: RwSignal::new(None),
             dark: Signal::stored(false),
             viewport: RwSignal::new((0, 1.0)),
         }
     }
 
-    /// Read sort, filters, columns and the open cell from the page URL.
+    /// Read sort, filters, columns, the open cell and the heatmap's share from the page URL.
     pub(super) fn read_url(self) {
         self.cell.set(browser::query("cell").and_then(|v| CellKey::parse(&v)));
+        self.share.set(browser::query("share").and_then(|v| run_report::parse_share_param(&v)));
         self.sort.set(browser::query("sort").map(|v| run_report::parse_sort(&v)).unwrap_or_default());
         self.filters.set(run_report::filters_from(browser::query));
         self.all_columns.set(browser::query("columns").as_deref() == Some("all"));
@@ -87,6 +92,7 @@ pub(crate) fn page_view_state() -> (ViewState, RwSignal<String>) {
         filters: RwSignal::new(Filters::default()),
         all_columns: RwSignal::new(false),
         cell: RwSignal::new(None),
+        share: RwSignal::new(None),
         dark,
         viewport,
     };

@@ -1,10 +1,11 @@
 //! The detail panel of one decode cell, under the heatmap: opened by a click on a cell (or
 //! Enter / Space on a focused one), closed by its button, kept in the URL (`?cell=8192x128`) so
-//! a link reopens it. What it shows comes from [`crate::model::cell_detail`]: the cell's intervals,
+//! a link reopens it. What it shows comes from [`crate::model::cell_detail`]: a prefix-share
+//! cell's measured hit rate beside its plan, the cell's speculative decoding, its intervals,
 //! its repeats and their spread, and for the window picked (the latest repeat first) its
 //! per-second charts, its requests' TTFTs and its errors — or the words saying the file has none.
 
-use crate::model::cell_detail::{self, CellKey, IntervalLine, RepeatLine};
+use crate::model::cell_detail::{self, CellKey, FigureLine, IntervalLine, RepeatLine};
 use crate::model::chart_spec::ChartSpec;
 use crate::model::run_report;
 use crate::view::browser;
@@ -39,11 +40,29 @@ fn panel(r: Arc<Results>, key: CellKey, view: ViewState) -> Option<impl IntoView
                 <button type="button" class="png" id="cell-close" on:click=close>"Close"</button>
             </div>
             {c.reason.clone().map(|why| view! { <p class="note" id="cell-reason">{why}</p> })}
+            {figures("Prefix cache", "cell-prefix-cache", cell_detail::prefix_cache_lines(c))}
+            {figures("Speculative decoding", "cell-spec-decode", cell_detail::spec_decode_lines(c))}
             {intervals(c)}
             {repeats(c)}
             {window_picker(c, picked)}
             {move || window_view(&r_window, key, picked.get(), view)}
         </section>
+    })
+}
+
+/// A list of the cell's figures under `heading` (its prefix cache, its speculative decoding);
+/// nothing when it has none.
+fn figures(heading: &'static str, id: &'static str, lines: Vec<FigureLine>) -> Option<impl IntoView> {
+    (!lines.is_empty()).then(|| {
+        view! {
+            <h4>{heading}</h4>
+            <ul class="cell-intervals" id=id>
+                {lines
+                    .into_iter()
+                    .map(|l| view! { <li data-figure=l.figure><b>{l.label} ": "</b>{l.text}</li> })
+                    .collect_view()}
+            </ul>
+        }
     })
 }
 

@@ -9,6 +9,7 @@ use crate::model::run_report::{self, HeatCell};
 use crate::view::browser;
 use crate::view::view_state::ViewState;
 use leptos::prelude::*;
+use speedmatrix_schema::prefix;
 use speedmatrix_schema::registry::{column, Column};
 use speedmatrix_schema::{CellStatus, PrefillMode, Results};
 use std::sync::Arc;
@@ -128,13 +129,16 @@ pub(super) fn DecodeHeatmap(r: Arc<Results>, metric: RwSignal<String>, view: Vie
     }
     let total = column(run_report::DEFAULT_METRIC).expect("total_tps is in the registry");
     let options = run_report::heatmap_metrics();
-    let selected = Memo::new(move |_| column(&metric.get()).filter(|c| options.contains(c)).unwrap_or(total));
+    let selected =
+        Memo::new(move |_| run_report::heatmap_column(&metric.get()).filter(|c| options.contains(c)).unwrap_or(total));
     let choices: Vec<(String, String, bool)> = run_report::heatmap_metrics()
         .iter()
         .map(|c| (c.id(), run_report::metric_option_label(c), run_report::has_decode_data(&r, c)))
         .collect();
     let warmup_note = r.config.prefill_mode == Some(PrefillMode::DecodeWarmup);
-    let share_note = prefix_share_note(&r);
+    let shares = run_report::decode_shares(&r);
+    let r_share = r.clone();
+    let shown_share = Memo::new(move |_| run_report::heatmap_share(&r_share, view.share.get()));
     let statuses_present: Vec<CellStatus> =
         CellStatus::ALL.into_iter().filter(|s| r.decode.iter().any(|c| c.status == *s)).collect();
     Some(view! {
@@ -143,8 +147,10 @@ pub(super) fn DecodeHeatmap(r: Arc<Results>, metric: RwSignal<String>, view: Vie
             <div class="section-bar">
                 <p class="section-sub">
                     {move || run_report::metric_option_label(&selected.get())}
+                    {move || shown_share.get().map(|k| format!(" · prefix share {}", prefix::share_label(f64::from(k) / 10_000.0)))}
                     " · rows are context length, columns are simultaneous requests"
                 </p>
+                {share_picker(shares.clone(), shown_share, view)}
                 <label class="metric-picker">
                     "Metric "
                     <select
@@ -159,7 +165,13 @@ pub(super) fn DecodeHeatmap(r: Arc<Results>, metric: RwSignal<String>, view: Vie
                     </select>
                 </label>
             </div>
-            {clickable_cells(r.clone(), view.cell, heatmap_and_legend(r.clone(), selected))}
+            {
+                let r = r.clone();
+                move || {
+                    let shown = Arc::new(run_report::at_share(&r, shown_share.get()));
+                    clickable_cells(shown.clone(), view.cell, heatmap_and_legend(shown, selected))
+                }
+            }
             {status_marks(&statuses_present)}
             {warmup_note
                 .then(|| {
@@ -169,26 +181,48 @@ pub(super) fn DecodeHeatmap(r: Arc<Results>, metric: RwSignal<String>, view: Vie
                         </p>
                     }
                 })}
-            {share_note.map(|n| view! { <p class="note" id="heatmap-prefix-shares">{n}</p> })}
-            <CellPanel r=r.clone() view=view />
+            {move || {
+                run_report::share_note(shown_share.get(), shares.len())
+                    .map(|n| view! { <p class="note" id="heatmap-prefix-shares">{n}</p> })
+            }}
+            {
+                let r = r.clone();
+                move || {
+                    let shown = Arc::new(run_report::at_share(&r, shown_share.get()));
+                    view! { <CellPanel r=shown view=view /> }
+                }
+            }
         </section>
     })
 }
 
-/// What the heatmap leaves out of a run with prefix-share cells (`run --prefix-share`): it has
-/// one cell per context and concurrency, the first of the file's (share 0 where it was measured).
-fn prefix_share_note(r: &Results) -> Option<String> {
-    let mut shares: Vec<f64> = r.decode.iter().filter_map(|c| c.prefix_share).filter(|s| *s > 0.0).collect();
-    shares.sort_by(f64::total_cmp);
-    shares.dedup();
-    if shares.is_empty() {
-        return None;
-    }
-    let list: Vec<String> = shares.iter().map(|s| format!("{:.0} %", s * 100.0)).collect();
-    Some(format!(
-        "This run also measured prefix-share cells (prefix {}): the heatmap shows one cell per context and concurrency, the cold one (share 0) where the run has it; `speedmatrix show` lists every share.",
-        list.join(", ")
-    ))
+/// The picker of the prefix share whose cells the heatmap shows, for a run with cells at two
+/// or more shares (`run --prefix-share 0,50%,90%`); kept in the URL (`?share=90`).
+fn share_picker(shares: Vec<u32>, shown: Memo<Option<u32>>, view: ViewState) -> Option<impl IntoView> {
+    (shares.len() > 1).then(|| {
+        view! {
+            <label class="metric-picker">
+                "Prefix share "
+                <select
+                    id="heatmap-share"
+                    on:change=move |ev| {
+                        if let Some(k) = run_report::parse_share_param(&event_target_value(&ev)) {
+                            browser::push_query(&[("share", Some(run_report::share_param(k)))]);
+                            view.share.set(Some(k));
+                        }
+                    }
+                >
+                    {shares
+                        .into_iter()
+                        .map(|k| {
+                            let label = prefix::share_label(f64::from(k) / 10_000.0);
+                            view! { <option value=run_report::share_param(k) selected=move || shown.get() == Some(k)>{label}</option> }
+                        })
+                        .collect_view()}
+                </select>
+            </label>
+        }
+    })
 }
 
 /// The heatmap `inner` with its cells opening their panel: a click on a cell, or Enter / Space

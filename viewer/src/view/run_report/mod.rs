@@ -10,6 +10,8 @@
 //!   when the run has any;
 //! - `traces`: the replayed traces (their figures, the trace in words, each one's timeline:
 //!   offered and completed, in flight, TTFT), when the run has any;
+//! - `conversations`: the multi-turn conversations (the per-turn table, TTFT and ITL by turn),
+//!   when the run has any;
 //! - the charts, each with its readout, table mirror and PNG ([`crate::view::chart_view`]);
 //! - `measurements`: the all-measurements table with its sort and filters.
 //!
@@ -18,6 +20,7 @@
 //! text, never as HTML.
 
 mod cell_panel;
+mod conversations;
 mod header;
 mod heatmap;
 mod measurements;
@@ -36,7 +39,7 @@ use speedmatrix_schema::Results;
 use std::sync::Arc;
 
 /// The report of one run: title, cards, launch command, prefill table, heatmap, request rates,
-/// trace replay, charts and the all-measurements table.
+/// trace replay, conversations, charts and the all-measurements table.
 #[component]
 pub fn Report(
     /// The run.
@@ -80,6 +83,7 @@ pub fn Report(
             <heatmap::DecodeHeatmap r=r.clone() metric=metric view=view />
             <rates::RateSection r=r.clone() view=view />
             <traces::TraceSection r=r.clone() view=view />
+            <conversations::ConversationSection r=r.clone() view=view />
             <chart_view::Charts r=r.clone() view=view />
             <measurements::AllMeasurements r=r view=view />
         </article>

@@ -1,6 +1,7 @@
 //! The "Trace replay" section: each replayed trace of the run as a line of a rate cell's
 //! figures (its status mark, the reason on hover and focus), the trace it replayed in words,
-//! and its timeline — offered and completed requests, requests in flight, each request's TTFT
+//! its prefix cache (the trace's ideal reuse beside the hit rate the server measured) and its
+//! timeline — offered and completed requests, requests in flight, each request's TTFT
 //! ([`crate::model::trace_report`] decides what). Nothing when the run replayed no trace.
 
 use crate::model::{run_report, trace_report};
@@ -77,6 +78,9 @@ fn timeline(r: &Results, i: usize, view: ViewState, stem: String) -> impl IntoVi
     view! {
         <div class="trace-timeline" data-trace=i.to_string()>
             <h3>"Timeline · " {trace_report::title(r, i)}</h3>
+            {r.traces.get(i).and_then(speedmatrix_schema::prefix::trace_cache_text).map(|t| view! {
+                <p class="section-sub trace-prefix-cache" data-trace=i.to_string()>{t}</p>
+            })}
             {body}
             {(!notes.is_empty())
                 .then(|| {
