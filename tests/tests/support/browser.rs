@@ -37,6 +37,21 @@ impl Drop for Proc {
     }
 }
 
+/// chromedriver in a process group of its own, with every Chromium it started: killed as a
+/// group when dropped, so a test that panics mid-scenario leaves no browser behind (killing
+/// chromedriver alone orphaned its Chromium processes, which then held a core each).
+pub struct DriverGroup(Child);
+
+impl Drop for DriverGroup {
+    fn drop(&mut self) {
+        if let Ok(pid) = i32::try_from(self.0.id()) {
+            // SAFETY: kill(2) with a negative pid signals that process group; no memory involved.
+            unsafe { libc::kill(-pid, libc::SIGKILL) };
+        }
+        let _ = self.0.wait();
+    }
+}
+
 pub fn on_path(name: &str) -> Option<PathBuf> {
     std::env::var_os("PATH").and_then(|p| std::env::split_paths(&p).map(|d| d.join(name)).find(|f| f.is_file()))
 }
@@ -76,18 +91,18 @@ pub fn serve(args: &[&Path]) -> (Proc, String) {
 pub struct Browser {
     /// The WebDriver session.
     pub client: Client,
-    _driver: Proc,
+    _driver: DriverGroup,
 }
 
 pub async fn browser(driver: &Path, chromium: Option<&Path>) -> Browser {
     let port = free_port();
-    let child = Command::new(driver)
-        .arg(format!("--port={port}"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start chromedriver");
-    let driver = Proc(child);
+    let child = std::os::unix::process::CommandExt::process_group(
+        Command::new(driver).arg(format!("--port={port}")).stdout(Stdio::null()).stderr(Stdio::null()),
+        0,
+    )
+    .spawn()
+    .expect("start chromedriver");
+    let driver = DriverGroup(child);
     let start = Instant::now();
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
         assert!(start.elapsed() < Duration::from_secs(15), "chromedriver did not start");
