@@ -57,7 +57,7 @@ impl FleetPoint {
     pub fn href(&self) -> String {
         format!(
             "?show={}&cell={}x{}",
-            encode(&format!("runs/{}", self.run_file)),
+            crate::site::encode_query_value(&format!("runs/{}", self.run_file)),
             self.context_tokens,
             self.concurrency
         )
@@ -67,19 +67,6 @@ impl FleetPoint {
     pub fn name(&self) -> String {
         format!("{} · {} × {}", self.run_file, self.context, self.concurrency)
     }
-}
-
-/// Percent-encode a query value: everything but letters, digits and `-._~/`.
-fn encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b'/') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 /// Why `cells.csv` cannot give the fleet view's points.

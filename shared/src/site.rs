@@ -251,6 +251,20 @@ pub fn entry_for_file(r: &Results, file: &str, bytes: &[u8]) -> RunIndexEntry {
     RunIndexEntry { sha256: Some(sha256_hex(bytes)), ..entry_for(r, file) }
 }
 
+/// Percent-encode a value for a site URL's query (`?show=runs/a%20b.json`): everything but
+/// letters, digits and `-._~/`.
+pub fn encode_query_value(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b'/') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 /// The SHA-256 of `bytes` as 64 lowercase hex digits (the index's `sha256`).
 pub fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::Digest;

@@ -11,7 +11,7 @@ pub use speedmatrix_schema::site_table::*;
 /// (`?a=…&b=…`), the comparison of many for three to [`crate::model::multi_run::MAX_RUNS`]
 /// (`?compare=…&compare=…`); `None` for fewer than two or more than the most.
 pub fn compare_href(urls: &[String]) -> Option<String> {
-    let enc = js_free_encode;
+    let enc = speedmatrix_schema::site::encode_query_value;
     match urls.len() {
         2 => Some(format!("?a={}&b={}", enc(&urls[0]), enc(&urls[1]))),
         n if (3..=crate::model::multi_run::MAX_RUNS).contains(&n) => {
@@ -42,19 +42,6 @@ pub fn picker_label(label: &str, started_at: Option<&str>, simulated: bool) -> S
     }
     if simulated {
         out.push_str(" · Simulated");
-    }
-    out
-}
-
-/// Percent-encode a URL for a query value: everything but letters, digits and `-._~/`.
-fn js_free_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b'/') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
     }
     out
 }
