@@ -186,7 +186,7 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
-/// The rows: 1, 32, 128 streams at 10 ms ITL; 512 at 25 ms, 2,048 at 100 ms and 8,192 at 400 ms
+/// The rows: 1, 32, 128 streams at 10 ms ITL; 512 at 25 ms, 1,024 at 50 ms, 2,048 at 100 ms and 8,192 at 400 ms
 /// (≈ 20,000 tok/s, what one emitter core writes on time); then 128 streams in lock-step.
 fn rows() -> Vec<Row> {
     let all = [
@@ -194,6 +194,7 @@ fn rows() -> Vec<Row> {
         (32, 10, false),
         (128, 10, false),
         (512, 25, false),
+        (1024, 50, false),
         (2048, 100, false),
         (8192, 400, false),
         (128, 10, true),
@@ -368,9 +369,33 @@ fn reader_figures(e: &Emitted, stdout: &str, started: Instant) -> Measured {
         reported_tps: v["tokens"].as_f64().map(|t| t / window),
         delivered_tps: Some(e.between_unix_us(from, to) as f64 / window),
         rss_mb: None,
-        note: format!("{}{}", server_ttft_words(e, started), reader_lateness(e, &v, started)),
+        note: format!(
+            "{}{}{}",
+            burst_words(e, started, ttft.len()),
+            server_ttft_words(e, started),
+            reader_lateness(e, &v, started)
+        ),
         sigill: false,
     }
+}
+
+/// The reader's opening burst as the emitter read it: the first `n` requests' arrivals (the N
+/// streams' first requests; a replacement comes after a whole stream) after the first one's.
+fn burst_words(e: &Emitted, started: Instant, n: usize) -> String {
+    let mut arrivals: Vec<f64> = e.served_since(started).values().map(|s| s.arrival_ms).collect();
+    arrivals.sort_by(f64::total_cmp);
+    arrivals.truncate(n);
+    spread_words("the emitter's reads", &arrivals)
+}
+
+/// The spread of sorted instants (ms) after the first: p50 / max in words, for `n` > 1.
+fn spread_words(whose: &str, sorted: &[f64]) -> String {
+    let Some(&first) = sorted.first().filter(|_| sorted.len() > 1) else { return String::new() };
+    let mut after: Vec<f64> = sorted.iter().map(|t| t - first).collect();
+    let max = after.last().copied().unwrap_or(0.0);
+    percentile(&mut after, 50.0)
+        .map(|p50| format!("opening burst spread {p50:.3} / {max:.3} ms (p50 / max, {whose}); "))
+        .unwrap_or_default()
 }
 
 /// The emitter's own TTFT p50 (first token written − request read) over a client's requests:
@@ -399,17 +424,16 @@ fn lateness_words(late: &mut [f64]) -> String {
     }
 }
 
+/// The collector measured: `SPEEDMATRIX=PATH` (another build, e.g. an earlier commit's, for a
+/// before/after), else the one built with this bench.
+fn speedmatrix_binary() -> String {
+    std::env::var("SPEEDMATRIX").unwrap_or_else(|_| env!("CARGO_BIN_EXE_speedmatrix-under-test").to_string())
+}
+
 fn speedmatrix_command(addr: SocketAddr, row: Row, seconds: f64, dir: &Path) -> Command {
     std::fs::create_dir_all(dir).unwrap();
     let mut c = Command::new("taskset");
-    c.args([
-        "-c",
-        &client_cpus(),
-        env!("CARGO_BIN_EXE_speedmatrix-under-test"),
-        "run",
-        "--url",
-        &format!("http://{addr}"),
-    ]);
+    c.args(["-c", &client_cpus(), &speedmatrix_binary(), "run", "--url", &format!("http://{addr}")]);
     c.args(["--contexts", "128", "--prefill-contexts", "none", "--concurrency", &row.streams.to_string()]);
     c.args(["--duration", &format!("{seconds}s"), "--max-tokens", &MAX_TOKENS.to_string(), "--quiet", "-o"]);
     c.arg(dir.join("run.json"));
@@ -430,6 +454,16 @@ fn speedmatrix_figures(e: &Emitted, dir: &Path, started: Instant) -> Measured {
     let status =
         c["status"].as_str().map(|s| if s == "valid" { String::new() } else { format!("{s}: {}; ", c["reason"]) });
     let late = offset.map(|offset| read_lateness(&served, c, offset)).unwrap_or_default();
+    let opening: Vec<&Value> =
+        c["requests"].as_array().into_iter().flatten().filter(|q| q["opening"].as_bool() == Some(true)).collect();
+    let mut sent: Vec<f64> = opening.iter().filter_map(|q| q["start_ms"].as_f64()).collect();
+    sent.sort_by(f64::total_cmp);
+    // The emitter's reads of the same requests (by response id: the warm-up requests before them
+    // are not part of the burst).
+    let mut read: Vec<f64> =
+        opening.iter().filter_map(|q| Some(served.get(&response_number(q)?)?.arrival_ms)).collect();
+    read.sort_by(f64::total_cmp);
+    let burst = format!("{}{}", spread_words("the emitter's reads", &read), spread_words("its own send stamps", &sent));
     Measured {
         cpu_us_per_token: None,
         ttft_p50: c["ttft_ms"]["p50"].as_f64(),
@@ -437,7 +471,7 @@ fn speedmatrix_figures(e: &Emitted, dir: &Path, started: Instant) -> Measured {
         reported_tps: c["total_tps"].as_f64(),
         delivered_tps: delivered,
         rss_mb: None,
-        note: format!("{}{}{late}", status.unwrap_or_default(), server_ttft_words(e, started)),
+        note: format!("{}{burst}{}{late}", status.unwrap_or_default(), server_ttft_words(e, started)),
         sigill: false,
     }
 }

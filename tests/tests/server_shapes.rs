@@ -80,6 +80,8 @@ shapes! {
     speculative_chunks_with_only_a_token_counter_have_no_itl_percentiles,
     a_server_restarted_mid_cell_gives_no_hit_rate_and_no_acceptance,
     a_hit_rate_two_sources_disagree_on_names_both,
+    warm_connections_open_in_batches_one_per_stream,
+    a_warm_connection_the_server_closed_is_replaced_not_failed,
 }
 
 /// The shapes, one function per row.
@@ -89,7 +91,7 @@ mod table {
     use super::EXIT_CELL_ERRORS;
     use speedmatrix_schema::{CachedTokensSource, CellStatus, KvBudgetSource, PlanPhase, TokenCountSource};
     use std::time::Duration;
-    use support::scripted::{Answer, Script, StreamScript, UsageCount};
+    use support::scripted::{Answer, Script, Seen, StreamScript, UsageCount};
 
     /// SSE comments (`: ping`) are bytes from the server: during a prefill longer than
     /// `--stall-timeout` they keep the stream alive, as SGLang and many proxies send them.
@@ -1208,6 +1210,71 @@ mod table {
                     pc.and_then(|p| p.hit_rate_source),
                     Some(speedmatrix_schema::HitRateSource::Usage),
                 );
+            }),
+        }
+    }
+
+    /// Requests that came on a connection no earlier request had used: a stream that paid for
+    /// its own connect (ports are unique among open connections on loopback).
+    fn on_new_connections(seen: &[Seen]) -> usize {
+        let mut used = std::collections::HashSet::new();
+        seen.iter().filter(|s| used.insert(s.port) && s.decode).count()
+    }
+
+    /// 300 streams, more than one warm-up batch (`WARM_BATCH`, 256), against a listen backlog of
+    /// one batch and a `/v1/models` that answers after 200 ms: the collector opens its warm
+    /// connections a batch at a time (the server never answers more than a batch of warm-ups
+    /// at once) and every stream's request comes on a connection of its own that was opened
+    /// before the cell (none pays a connect inside its TTFT).
+    /// Load: counts only. The bound is the client's — it connects the next batch once the last
+    /// one's answers arrived, however late — and no stream ends inside the 2-s window (each
+    /// would run 200 s), so every decode request is an opening one.
+    pub fn warm_connections_open_in_batches_one_per_stream() -> Shape {
+        Shape {
+            rule: "warm-up connections open in batches, one held connection per stream",
+            script: Script {
+                backlog: Some(speedmatrix::measuring::held::WARM_BATCH as u32),
+                models_delay: Duration::from_millis(200),
+                stream: StreamScript { gap: Duration::from_millis(200), ..StreamScript::default() },
+                ..Script::default()
+            },
+            args: "--contexts 256 --concurrency 300 --prefill-contexts none --duration 2s --max-tokens 1000",
+            exit: 0,
+            prefill: vec![],
+            decode: vec![measured()],
+            check: Some(|o, c| {
+                let batch = speedmatrix::measuring::held::WARM_BATCH as i64;
+                let most = o.models_most_at_once;
+                c.that(most <= batch, || format!("{most} warm-ups answered at once, more than a batch of {batch}"));
+                let decodes: Vec<&Seen> = o.seen.iter().filter(|s| s.decode).collect();
+                c.eq("decode requests (300 opening streams, none replaced)", decodes.len(), 300);
+                let ports: std::collections::HashSet<u16> = decodes.iter().map(|s| s.port).collect();
+                c.eq("connections the 300 streams came on", ports.len(), 300);
+                c.eq("streams that opened their own connection", on_new_connections(&o.seen), 0);
+            }),
+        }
+    }
+
+    /// The server closes every connection after its `/v1/models` answer (`Connection: close`,
+    /// as a keep-alive timeout or a proxy does to an idle connection): the warm connections are
+    /// gone before the cell, and each stream opens a new one instead of failing.
+    /// Load: none — whenever the closes arrive, a closed connection is never used.
+    pub fn a_warm_connection_the_server_closed_is_replaced_not_failed() -> Shape {
+        Shape {
+            rule: "a warm connection the server closed is replaced, the stream does not fail",
+            script: Script { models_close: true, ..Script::default() },
+            args: "--contexts 256 --concurrency 4 --prefill-contexts none --duration 2s --max-tokens 16",
+            exit: 0,
+            prefill: vec![],
+            decode: vec![measured()],
+            check: Some(|o, c| {
+                let models: std::collections::HashSet<u16> =
+                    o.seen.iter().filter(|s| s.models).map(|s| s.port).collect();
+                c.that(models.len() >= 4, || format!("{} connections warmed, 4 streams", models.len()));
+                let on_closed = o.seen.iter().filter(|s| s.decode && models.contains(&s.port)).count();
+                c.eq("decode requests on a connection the server had closed", on_closed, 0);
+                let decodes = o.seen.iter().filter(|s| s.decode).count();
+                c.that(decodes >= 4, || format!("{decodes} decode requests, 4 streams"));
             }),
         }
     }

@@ -15,8 +15,9 @@
 //! frames split across reads) is handled by the `eventsource-stream` crate; each payload is read
 //! by [`ChunkParser`] ([`crate::measuring::wire`]).
 
+use crate::measuring::held::{Conn, Held, NotHeld};
 use crate::measuring::wire::{excerpt, ChunkError, ChunkParser, ParsedChunk};
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
 use serde_json::Value;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
@@ -101,6 +102,9 @@ pub struct Client {
     http: reqwest::Client,
     base: String,
     api_key: Option<String>,
+    /// The streams' own connections ([`crate::measuring::held`]), or why the streams go through
+    /// `http` instead (`https://`, a proxy).
+    held: Result<std::sync::Arc<Held>, NotHeld>,
 }
 
 impl Client {
@@ -115,7 +119,15 @@ impl Client {
             .tcp_nodelay(true)
             .build()
             .map_err(|e| HttpError::Setup { url: base_url.to_string(), message: error_chain(&e) })?;
-        Ok(Client { http, base: base_url.trim_end_matches('/').to_string(), api_key })
+        let base = base_url.trim_end_matches('/').to_string();
+        let held = Held::for_base(&base, api_key.as_deref(), |v| std::env::var(v).ok()).map(std::sync::Arc::new);
+        Ok(Client { http, base, api_key, held })
+    }
+
+    /// Why streamed requests go through the pooled client, not held connections (no bounded
+    /// warm-up, no burst); `None` when they are held.
+    pub fn not_held(&self) -> Option<&NotHeld> {
+        self.held.as_ref().err()
     }
 
     /// The base URL.
@@ -209,9 +221,15 @@ impl Client {
         })
     }
 
-    /// Open up to `n` connections to the server and leave them idle in the pool, so the streams
-    /// of a cell do not pay TCP (and TLS) set-up inside their TTFT. Uses `GET /v1/models`.
+    /// Have `n` idle connections to the server, so the streams of a cell do not pay TCP (and
+    /// TLS) set-up inside their TTFT, each answered once on `GET /v1/models`. Held connections
+    /// ([`Held::warm`]) are opened in batches of [`crate::measuring::held::WARM_BATCH`]; through
+    /// the pooled client (`https://`, a proxy) all at once.
     pub async fn warm_connections(&self, n: usize) {
+        if let Ok(held) = &self.held {
+            held.warm(n).await;
+            return;
+        }
         let url = self.url("/v1/models");
         let gets = (0..n).map(|_| {
             let rb = self.auth(self.http.get(&url).timeout(Duration::from_secs(10)));
@@ -257,16 +275,16 @@ impl Client {
     pub async fn stream(&self, path: &str, body: &bytes::Bytes, ctl: StreamCtl) -> StreamRecord {
         let StreamCtl { clock, stall, mut cancel, id, events, live_tokens, keep_text } = ctl;
         let mut rec = StreamRecord { id, sent_ms: clock.now_ms(), ..StreamRecord::default() };
-        let resp = match self.answered(path, body, (clock, stall), &mut cancel, &mut rec).await {
+        let answer = match self.answered(path, body, (clock, stall), &mut cancel, &mut rec).await {
             Some(r) => r,
             None => return rec,
         };
-        let decoding = match Decoding::of(&resp) {
+        let decoding = match Decoding::of(&answer.headers) {
             Ok(d) => d,
             Err(e) => return rec.fail(clock, e),
         };
-        let body = decoded(watched(resp.bytes_stream(), stall), decoding);
-        let mut sse = std::pin::pin!(eventsource_stream::Eventsource::eventsource(body));
+        let body = decoded(watched(answer.body, stall), decoding);
+        let mut sse = Box::pin(eventsource_stream::Eventsource::eventsource(body));
         let mut parser = ChunkParser::default();
         // Once tokens flow, only events count as life: a stream that then sends nothing but
         // keep-alive comments (a proxy in front of a stuck engine) stalls like a silent one.
@@ -296,6 +314,15 @@ impl Client {
             };
             if event.data.trim() == "[DONE]" {
                 rec.done = true;
+                rec.ended_ms = Some(clock.now_ms());
+                // The body's end (the chunked terminator) usually came with `[DONE]`: read, it
+                // hands a held connection back for the stream that replaces this one; not yet
+                // here, it is read in the background (never inside a stream's time).
+                if !matches!(sse.as_mut().next().now_or_never(), Some(None)) {
+                    tokio::spawn(async move {
+                        let _ = tokio::time::timeout(stall, async { while sse.next().await.is_some() {} }).await;
+                    });
+                }
                 break;
             }
             if keep_text {
@@ -319,7 +346,7 @@ impl Client {
             }
         }
         rec.continuous_usage = parser.continuous_usage;
-        rec.ended_ms = Some(clock.now_ms());
+        rec.ended_ms = rec.ended_ms.or_else(|| Some(clock.now_ms()));
         rec
     }
 
@@ -333,7 +360,7 @@ impl Client {
         (clock, stall): (Clock, Duration),
         cancel: &mut watch::Receiver<bool>,
         rec: &mut StreamRecord,
-    ) -> Option<reqwest::Response> {
+    ) -> Option<Answer> {
         loop {
             let written = SendStamp::new(clock);
             let resp = tokio::select! {
@@ -367,14 +394,71 @@ impl Client {
     }
 
     /// POST a streamed request and wait, at most `stall`, for its response headers: an SSE
-    /// response, or why not.
+    /// response, or why not. On a held connection when the client has them, else through the
+    /// pooled client.
     async fn open_stream(
         &self,
         path: &str,
         body: bytes::Bytes,
         written: &SendStamp,
         stall: Duration,
-    ) -> Result<reqwest::Response, StreamError> {
+    ) -> Result<Answer, StreamError> {
+        match &self.held {
+            Ok(held) => self.open_held(held, path, body, written, stall).await,
+            Err(_) => self.open_pooled(path, body, written, stall).await,
+        }
+    }
+
+    /// [`Client::open_stream`] on a held connection; the connection goes back to `held` when
+    /// the body ends.
+    async fn open_held(
+        &self,
+        held: &std::sync::Arc<Held>,
+        path: &str,
+        body: bytes::Bytes,
+        written: &SendStamp,
+        stall: Duration,
+    ) -> Result<Answer, StreamError> {
+        let url = self.url(path);
+        let unreachable = |message: String| StreamError::Http(HttpError::Unreachable { url: url.clone(), message });
+        let req = held.request(http::Method::POST, path, written.body(body)).map_err(unreachable)?;
+        let (resp, conn) = tokio::time::timeout(stall, held.send(req))
+            .await
+            .map_err(|_| StreamError::NoHeaders { stall })?
+            .map_err(unreachable)?;
+        let (head, incoming) = resp.into_parts();
+        let body = held_body(incoming, conn, held.clone());
+        let status = head.status;
+        let content_type =
+            head.headers.get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+        if status.is_success() && content_type.contains("event-stream") {
+            return Ok(Answer { headers: head.headers, body });
+        }
+        let text = tokio::time::timeout(stall, whole_text(body)).await.unwrap_or_default();
+        if !status.is_success() {
+            let retry_after = head
+                .headers
+                .get(http::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| retry_after_secs(v, std::time::SystemTime::now()));
+            let status = status.as_u16();
+            return Err(StreamError::Http(HttpError::Status { url, status, body: excerpt(&text), retry_after }));
+        }
+        // A success status with an error body ("model overloaded"): the server's own words.
+        Err(match crate::measuring::wire::error_message(&text) {
+            Some(message) => StreamError::ErrorBody { content_type, message },
+            None => StreamError::NotSse { content_type },
+        })
+    }
+
+    /// [`Client::open_stream`] through the pooled client (`https://`, a proxy).
+    async fn open_pooled(
+        &self,
+        path: &str,
+        body: bytes::Bytes,
+        written: &SendStamp,
+        stall: Duration,
+    ) -> Result<Answer, StreamError> {
         let url = self.url(path);
         let request = self
             .http
@@ -396,8 +480,50 @@ impl Client {
                 None => StreamError::NotSse { content_type },
             });
         }
-        Ok(resp)
+        let headers = resp.headers().clone();
+        let body = resp.bytes_stream().map(|piece| piece.map_err(|e| BodyError::Transport(error_chain(&e))));
+        Ok(Answer { headers, body: Box::pin(body) })
     }
+}
+
+/// A streamed answer's head and its body's bytes, whichever connection carried it.
+struct Answer {
+    headers: http::HeaderMap,
+    body: BodyBytes,
+}
+
+/// A response body as its bytes arrive.
+type BodyBytes = std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<bytes::Bytes, BodyError>> + Send>>;
+
+/// The bytes of a body that came on a held connection; when the body ends, the connection goes
+/// back to `held` (dropped before its end, it closes: a cancelled stream's server sees it go).
+fn held_body(incoming: hyper::body::Incoming, conn: Conn, held: std::sync::Arc<Held>) -> BodyBytes {
+    use http_body_util::BodyExt;
+    Box::pin(futures_util::stream::unfold(Some((incoming, conn, held)), |state| async move {
+        let (mut incoming, conn, held) = state?;
+        loop {
+            match incoming.frame().await {
+                Some(Ok(frame)) => match frame.into_data() {
+                    Ok(data) => return Some((Ok(data), Some((incoming, conn, held)))),
+                    Err(_) => continue, // trailers
+                },
+                Some(Err(e)) => return Some((Err(BodyError::Transport(error_chain(&e))), None)),
+                None => {
+                    held.give_back(conn);
+                    return None;
+                }
+            }
+        }
+    }))
+}
+
+/// A whole (short) body as text; what arrived before an error when it breaks.
+async fn whole_text(mut body: BodyBytes) -> String {
+    let mut bytes = Vec::new();
+    while let Some(Ok(piece)) = body.next().await {
+        bytes.extend_from_slice(&piece);
+    }
+    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 /// When a request's bytes were written: the instant the HTTP client first asked its body for
@@ -423,16 +549,23 @@ impl SendStamp {
 
     /// A request body of `bytes` that stamps this on its first poll.
     fn body(&self, bytes: bytes::Bytes) -> StampedBody {
-        StampedBody { len: bytes.len() as u64, bytes: Some(bytes), stamp: self.clone() }
+        StampedBody { len: bytes.len() as u64, bytes: Some(bytes), stamp: Some(self.clone()) }
     }
 }
 
 /// A whole request body that notes, in its [`SendStamp`], when it was first polled. Its exact
 /// size hint makes the client send `Content-Length` (not chunked), as for a plain body.
-struct StampedBody {
+pub(crate) struct StampedBody {
     bytes: Option<bytes::Bytes>,
     len: u64,
-    stamp: SendStamp,
+    stamp: Option<SendStamp>,
+}
+
+impl StampedBody {
+    /// No body, nothing stamped (a `GET`).
+    pub(crate) fn empty() -> StampedBody {
+        StampedBody { bytes: None, len: 0, stamp: None }
+    }
 }
 
 impl http_body::Body for StampedBody {
@@ -444,8 +577,9 @@ impl http_body::Body for StampedBody {
         _: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, Self::Error>>> {
         let frame = self.bytes.take().map(|b| {
-            let now = self.stamp.clock.now_ms();
-            self.stamp.ms.store(now.to_bits(), std::sync::atomic::Ordering::Release);
+            if let Some(stamp) = &self.stamp {
+                stamp.ms.store(stamp.clock.now_ms().to_bits(), std::sync::atomic::Ordering::Release);
+            }
             Ok(http_body::Frame::data(b))
         });
         std::task::Poll::Ready(frame)
@@ -558,7 +692,7 @@ impl StreamError {
     /// closed before the body's end); the SSE wrapper alone would hide them.
     fn broke(e: &eventsource_stream::EventStreamError<BodyError>) -> StreamError {
         StreamError::Broke(match e {
-            eventsource_stream::EventStreamError::Transport(BodyError::Transport(t)) => error_chain(t),
+            eventsource_stream::EventStreamError::Transport(BodyError::Transport(t)) => t.clone(),
             other => other.to_string(),
         })
     }
@@ -570,9 +704,9 @@ enum BodyError {
     /// No bytes at all for the stall timeout.
     #[error("stalled")]
     Stalled,
-    /// The connection failed.
-    #[error("{}", error_chain(.0))]
-    Transport(reqwest::Error),
+    /// The connection failed (the transport's own causes, in words).
+    #[error("{0}")]
+    Transport(String),
     /// A compressed body that does not decode.
     #[error("the compressed body does not decode: {0}")]
     Decode(String),
@@ -583,15 +717,12 @@ enum BodyError {
 /// before its first token only a server that sends nothing for `stall` fails the stream. The
 /// timeout sits under the SSE parser, which swallows comments; [`Client::stream`] adds the
 /// timer on events once tokens flow.
-fn watched(
-    body: impl futures_util::Stream<Item = reqwest::Result<bytes::Bytes>> + Unpin,
-    stall: Duration,
-) -> impl futures_util::Stream<Item = Result<bytes::Bytes, BodyError>> {
+fn watched(body: BodyBytes, stall: Duration) -> impl futures_util::Stream<Item = Result<bytes::Bytes, BodyError>> {
     futures_util::stream::unfold(Some(body), move |body| async move {
         let mut body = body?;
         match tokio::time::timeout(stall, body.next()).await {
             Ok(Some(Ok(b))) => Some((Ok(b), Some(body))),
-            Ok(Some(Err(e))) => Some((Err(BodyError::Transport(e)), None)),
+            Ok(Some(Err(e))) => Some((Err(e), None)),
             Ok(None) => None,
             Err(_) => Some((Err(BodyError::Stalled), None)),
         }
@@ -608,8 +739,8 @@ enum Decoding {
 
 impl Decoding {
     /// The decoding of `resp`'s body; [`StreamError::Encoding`] for one not decoded here.
-    fn of(resp: &reqwest::Response) -> Result<Decoding, StreamError> {
-        let encoding = resp.headers().get(reqwest::header::CONTENT_ENCODING).and_then(|v| v.to_str().ok());
+    fn of(headers: &http::HeaderMap) -> Result<Decoding, StreamError> {
+        let encoding = headers.get(http::header::CONTENT_ENCODING).and_then(|v| v.to_str().ok());
         match encoding.map(|e| e.trim().to_ascii_lowercase()).as_deref() {
             None | Some("" | "identity") => Ok(Decoding::Identity),
             Some("gzip" | "x-gzip") => Ok(Decoding::Gzip(Box::new(flate2::write::GzDecoder::new(vec![])))),
@@ -660,7 +791,7 @@ async fn cancelled(rx: &mut watch::Receiver<bool>) {
     }
 }
 
-fn error_chain(e: &dyn std::error::Error) -> String {
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut src = e.source();
     while let Some(inner) = src {

@@ -19,6 +19,8 @@
 //! - [`plan`]: flags + server → the cells to measure (pure);
 //! - [`prompt`]: prompts of exact token counts (`/tokenize`, varied prose);
 //! - [`client`]: HTTP and SSE, one record per streamed request;
+//! - [`held`]: the streams' own HTTP/1.1 connections — warmed in batches (a small listen
+//!   backlog resets none), handed from a finished stream to its replacement;
 //! - [`wire`]: a streamed chunk's payload → its tokens, finish reason, usage (`ChunkParser`: a
 //!   typed, borrowed fast path, a `Value` fallback);
 //! - [`prometheus`]: `/metrics` text (Prometheus 0.0.4, OpenMetrics) → samples;
@@ -69,6 +71,7 @@ pub mod error;
 pub mod fdlimit;
 pub mod gpu;
 pub mod header;
+pub mod held;
 pub mod launch;
 pub mod live_state;
 pub mod locate;

@@ -67,6 +67,9 @@ pub async fn measure(args: &RunArgs) -> Result<u8, RunError> {
     }
     crate::measuring::conversation::fits(&plan, &spec)?;
     print_plan(&info, &plan, &spec);
+    if let Some(why @ crate::measuring::held::NotHeld::Proxy(_)) = client.not_held() {
+        say!("note: {why}: the streams go through it, their warm-up connections open all at once and the opening requests of a cell leave less tightly together");
+    }
     if spec.dry_run {
         let preview = header::fresh_results(&info, &plan, &spec, &Host::none());
         say!("plan: {}", estimate_line(&remaining(&preview, &[]), "estimated wall time"));

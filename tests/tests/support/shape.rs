@@ -98,6 +98,10 @@ pub struct Outcome {
     pub bodies: Vec<Value>,
     /// How long the collector's process ran, start to exit.
     pub wall: std::time::Duration,
+    /// Every `/v1/models` and completion request the server received, with its connection.
+    pub seen: Vec<scripted::Seen>,
+    /// The most `/v1/models` requests the server answered at once.
+    pub models_most_at_once: i64,
 }
 
 /// The mismatches found so far.
@@ -129,14 +133,15 @@ pub async fn run(name: &str, shape: Shape) {
     let started = std::time::Instant::now();
     let (code, stderr) = collect(&server.url, &out, &args).await;
     let wall = started.elapsed();
-    let bodies = server.bodies();
+    let (bodies, seen, models_most_at_once) = (server.bodies(), server.seen(), server.models_most_at_once());
     drop(server);
     let mut c = Checks::default();
     c.eq("exit code", code, Some(shape.exit));
     match load(&out) {
         Err(why) => c.0.push(why),
         Ok((results, raw)) => {
-            let o = Outcome { code, stderr: stderr.clone(), out, results, raw, bodies, wall };
+            let o =
+                Outcome { code, stderr: stderr.clone(), out, results, raw, bodies, wall, seen, models_most_at_once };
             verdict(&o, &shape.prefill, &shape.decode, &mut c);
             if let Some(check) = shape.check {
                 let checked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(&o, &mut c)));

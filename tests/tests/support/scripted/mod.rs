@@ -11,7 +11,9 @@
 //! and never answers, gzip-encoded event streams, an error object with HTTP 200.
 //! a gateway in front of it) while its own queue reads 0; usage that is not a running total
 //! (stuck at 1, each chunk's own count) beside a true output-token counter; prefix-cache and
-//! speculative-decoding counters of a server that restarts mid-run (they begin again from 0).
+//! speculative-decoding counters of a server that restarts mid-run (they begin again from 0);
+//! a small listen backlog and a slow `/v1/models` (the collector's warm-up in batches), and a
+//! `/v1/models` that closes its connection (a warm connection gone before the cell).
 //!
 //! Each is a real axum server on a loopback socket, answering what discovery and the prompt
 //! builder ask (`/v1/models`, `/tokenize`, `/metrics`, `/version` → 404) and streaming
@@ -229,6 +231,24 @@ pub struct Script {
     /// Each request adds, as it arrives: its prompt tokens to the queries and nine tenths of them
     /// to the hits; 10 drafts, 30 draft tokens, 15 accepted.
     pub restart_at: Option<usize>,
+    /// The listen backlog (the kernel's accept queue); `None`: tokio's default (1,024).
+    pub backlog: Option<u32>,
+    /// How long `/v1/models` takes to answer (the collector warms its connections with it).
+    pub models_delay: Duration,
+    /// `/v1/models` answers with `Connection: close`, so the connection it came on closes (a
+    /// warm connection the server drops before the cell: a keep-alive timeout, a proxy).
+    pub models_close: bool,
+}
+
+/// One request as the server saw it: which endpoint, on which connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Seen {
+    /// `GET /v1/models`.
+    pub models: bool,
+    /// A completion with `max_tokens` > 1 (a decode stream, not a probe or a warm-up).
+    pub decode: bool,
+    /// The client's port: one connection each (on loopback, while it is open).
+    pub port: u16,
 }
 
 /// What each counter of [`Script::restart_at`] holds before the restart.
@@ -260,6 +280,9 @@ impl Default for Script {
             generation_counter: false,
             slow_after: None,
             restart_at: None,
+            backlog: None,
+            models_delay: Duration::ZERO,
+            models_close: false,
         }
     }
 }
@@ -283,6 +306,20 @@ struct AppState {
     streaming: Arc<std::sync::atomic::AtomicI64>,
     /// Tokens written in streams so far (the generation counter).
     generated: Arc<std::sync::atomic::AtomicU64>,
+    /// `/v1/models`, completions: every request, in order of arrival.
+    seen: Mutex<Vec<Seen>>,
+    /// `/v1/models` requests being answered now, and the most at once.
+    models_open: Arc<std::sync::atomic::AtomicI64>,
+    models_most: std::sync::atomic::AtomicI64,
+}
+
+impl AppState {
+    /// Note a request on the connection from `port`.
+    fn saw(&self, seen: Seen) {
+        if let Ok(mut s) = self.seen.lock() {
+            s.push(seen);
+        }
+    }
 }
 
 /// Counts one stream in a count (admitted, open) until dropped.
@@ -314,6 +351,16 @@ impl Scripted {
     pub fn bodies(&self) -> Vec<Value> {
         self.state.bodies.lock().map(|b| b.clone()).unwrap_or_default()
     }
+
+    /// Every `/v1/models` and completion request so far, with its connection's port.
+    pub fn seen(&self) -> Vec<Seen> {
+        self.state.seen.lock().map(|b| b.clone()).unwrap_or_default()
+    }
+
+    /// The most `/v1/models` requests the server was answering at once.
+    pub fn models_most_at_once(&self) -> i64 {
+        self.state.models_most.load(std::sync::atomic::Ordering::SeqCst)
+    }
 }
 
 impl Drop for Scripted {
@@ -338,6 +385,9 @@ pub async fn start(script: Script) -> Scripted {
         admitted: Default::default(),
         streaming: Default::default(),
         generated: Default::default(),
+        seen: Default::default(),
+        models_open: Default::default(),
+        models_most: Default::default(),
     });
     let app = Router::new()
         .route("/v1/models", get(routes::models))
@@ -346,9 +396,12 @@ pub async fn start(script: Script) -> Scripted {
         .route("/v1/chat/completions", post(stream::complete))
         .route("/v1/completions", post(stream::complete))
         .with_state(state.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1:0");
+    let socket = tokio::net::TcpSocket::new_v4().expect("a TCP socket");
+    socket.bind("127.0.0.1:0".parse().expect("an address")).expect("bind 127.0.0.1:0");
+    let listener = socket.listen(state.script.backlog.unwrap_or(1024)).expect("listen");
     let url = format!("http://{}", listener.local_addr().expect("a local address"));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
     tokio::spawn(async move {
         let _ = axum::serve(listener, app)
             .with_graceful_shutdown(async {

@@ -2,12 +2,13 @@
 //! gauges or 404, as slow as the script says) and `/tokenize`; and what every endpoint shares —
 //! a revoked key's 401 and this server's prompt token count.
 
-use super::AppState;
+use super::{AppState, Seen};
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{ConnectInfo, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
+use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -21,8 +22,15 @@ pub(super) fn unauthorized() -> Response {
     (StatusCode::UNAUTHORIZED, axum::Json(json!({"error": "Unauthorized"}))).into_response()
 }
 
-/// `/v1/models`: the served model (and [`super::Script::more_models`]) with its `max_model_len`.
-pub(super) async fn models(State(s): State<Arc<AppState>>) -> Response {
+/// `/v1/models`: the served model (and [`super::Script::more_models`]) with its `max_model_len`,
+/// after [`super::Script::models_delay`], with `Connection: close` when
+/// [`super::Script::models_close`].
+pub(super) async fn models(State(s): State<Arc<AppState>>, ConnectInfo(peer): ConnectInfo<SocketAddr>) -> Response {
+    s.saw(Seen { models: true, decode: false, port: peer.port() });
+    let open = super::Counted::new(&s.models_open);
+    s.models_most.fetch_max(s.models_open.load(Ordering::SeqCst), Ordering::SeqCst);
+    tokio::time::sleep(s.script.models_delay).await;
+    drop(open);
     if revoked(&s) {
         return unauthorized();
     }
@@ -30,7 +38,11 @@ pub(super) async fn models(State(s): State<Arc<AppState>>) -> Response {
     let names = std::iter::once(m.model.as_str()).chain(m.more_models.iter().copied());
     let data: Vec<Value> =
         names.map(|id| json!({"id": id, "object": "model", "max_model_len": m.max_model_len})).collect();
-    axum::Json(json!({"object": "list", "data": data})).into_response()
+    let mut answer = axum::Json(json!({"object": "list", "data": data})).into_response();
+    if m.models_close {
+        answer.headers_mut().insert(header::CONNECTION, header::HeaderValue::from_static("close"));
+    }
+    answer
 }
 
 /// `/metrics` after [`super::Script::metrics_delay`] (only while streams are open, when

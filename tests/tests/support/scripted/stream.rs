@@ -9,7 +9,7 @@
 use super::routes::{prompt_tokens, revoked, unauthorized};
 use super::{Answer, AppState, Counted, StreamScript, UsageCount};
 use axum::body::{Body, Bytes};
-use axum::extract::State;
+use axum::extract::{ConnectInfo, State};
 use axum::http::{header, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
@@ -147,8 +147,15 @@ impl Writer {
 }
 
 /// The request's answer: a refusal, an HTML page, a non-streamed completion, or a stream.
-pub(super) async fn complete(State(s): State<Arc<AppState>>, uri: Uri, body: Bytes) -> Response {
+pub(super) async fn complete(
+    State(s): State<Arc<AppState>>,
+    ConnectInfo(peer): ConnectInfo<std::net::SocketAddr>,
+    uri: Uri,
+    body: Bytes,
+) -> Response {
     let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let decode = v["max_tokens"].as_u64().unwrap_or(16) > 1;
+    s.saw(super::Seen { models: false, decode, port: peer.port() });
     if revoked(&s) {
         return unauthorized();
     }

@@ -1,0 +1,284 @@
+//! Held connections: the HTTP/1.1 connections that carry the streamed requests, opened and kept
+//! by the collector itself (hyper's low-level client, `hyper::client::conn::http1`, over tokio's
+//! `TcpStream`), not by a pooled client.
+//!
+//! Why not reqwest's pool for the streams: a pooled client decides itself which connection a
+//! request takes — it hands a small answer's connection back at once, so warming N connections
+//! in batches through it reuses the first batch's, and it races every checkout against a new
+//! connect. Here a connection is an object the collector holds:
+//! - **Bounded warm-up** ([`Held::warm`]): connections are opened in batches of
+//!   [`WARM_BATCH`], each answered once on `GET /v1/models` (so the server has accepted it)
+//!   before the next batch connects. At most a batch of handshakes waits in the server's accept
+//!   queue, so a listen backlog smaller than the streams (uvicorn's default 2,048, `somaxconn`
+//!   4,096) resets none of them.
+//! - **A burst that is a burst**: each stream takes an idle connection ([`Held::take`]) and its
+//!   request is the cell's serialized body behind a fixed head, so N opening requests leave one
+//!   after another with nothing between them but their writes.
+//! - A stream whose body ended hands its connection back ([`Held::give_back`]) for the stream
+//!   that replaces it.
+//!
+//! A connection the server closed or reset while it sat idle is noticed by its connection task
+//! ([`SendRequest::is_closed`], or `ready()` failing), and the stream opens a new one instead; a
+//! request that the connection could not take (it closed as the request was handed over, before
+//! any byte was written) goes out on a new connection. Only plain `http://` URLs with no proxy
+//! configured take this path ([`Held::for_base`]); `https://`, a proxy from the environment and
+//! everything that is not a streamed request (discovery, `/metrics`, probes) stay with reqwest.
+
+use crate::measuring::client::StampedBody;
+use http_body_util::BodyExt;
+use hyper::client::conn::http1::SendRequest;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// A held connection: hyper's handle to send requests on it; its I/O runs in a task of its own.
+pub(crate) type Conn = SendRequest<StampedBody>;
+
+/// Connections opened at once by [`Held::warm`]: each batch is answered before the next
+/// connects, so at most this many handshakes wait in a server's accept queue (an eighth of
+/// uvicorn's default backlog of 2,048; 8,192 streams take 32 batches, one round trip each).
+pub const WARM_BATCH: usize = 256;
+
+/// How long one connect, or one warm-up answer, may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The collector's own connections to one server (`http://host:port[/prefix]`).
+pub(crate) struct Held {
+    /// `host:port`, as connected to.
+    addr: String,
+    /// The `Host` header.
+    host: http::HeaderValue,
+    /// The base URL's path ("" or "/prefix"), put before every request's path.
+    prefix: String,
+    /// `Authorization: Bearer KEY`, when the run has an API key.
+    auth: Option<http::HeaderValue>,
+    /// Open connections no stream is using.
+    idle: Mutex<Vec<Conn>>,
+}
+
+impl std::fmt::Debug for Held {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Held").field("addr", &self.addr).field("prefix", &self.prefix).finish_non_exhaustive()
+    }
+}
+
+/// Why a base URL's streams go through reqwest instead ([`Held::for_base`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotHeld {
+    /// Not a plain `http://` URL (`https://`: TLS stays with reqwest).
+    Scheme(String),
+    /// A proxy is set in the environment (reqwest honours it; held connections would not).
+    Proxy(&'static str),
+    /// The URL or the API key cannot be put into a request head as they are.
+    Unusable(String),
+}
+
+impl std::fmt::Display for NotHeld {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotHeld::Scheme(s) => write!(f, "the URL's scheme is {s:?}, not http"),
+            NotHeld::Proxy(v) => write!(f, "the environment sets a proxy ({v})"),
+            NotHeld::Unusable(why) => f.write_str(why),
+        }
+    }
+}
+
+/// The proxy variables reqwest reads from the environment for an `http://` URL.
+const PROXY_VARS: [&str; 4] = ["HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"];
+
+impl Held {
+    /// Held connections for `base` (`http://host:port`, maybe a path after it), or why its
+    /// streams stay with reqwest. `proxy_var` reads an environment variable (the process's in
+    /// the collector; a map in tests).
+    pub fn for_base(
+        base: &str,
+        api_key: Option<&str>,
+        proxy_var: impl Fn(&str) -> Option<String>,
+    ) -> Result<Held, NotHeld> {
+        let uri: http::Uri = base.parse().map_err(|e| NotHeld::Unusable(format!("the URL does not parse: {e}")))?;
+        match uri.scheme_str() {
+            Some("http") => {}
+            other => return Err(NotHeld::Scheme(other.unwrap_or("").to_string())),
+        }
+        if let Some(var) = PROXY_VARS.into_iter().find(|v| proxy_var(v).is_some_and(|x| !x.trim().is_empty())) {
+            return Err(NotHeld::Proxy(var));
+        }
+        let authority = uri.authority().ok_or_else(|| NotHeld::Unusable("the URL has no host".into()))?;
+        let port = authority.port_u16().unwrap_or(80);
+        let addr = format!("{}:{port}", authority.host());
+        let host = http::HeaderValue::from_str(authority.as_str())
+            .map_err(|e| NotHeld::Unusable(format!("the host is no header value: {e}")))?;
+        let auth = api_key
+            .map(|k| http::HeaderValue::from_str(&format!("Bearer {k}")))
+            .transpose()
+            .map_err(|_| NotHeld::Unusable("the API key is no header value".into()))?;
+        let prefix = uri.path().trim_end_matches('/').to_string();
+        Ok(Held { addr, host, prefix, auth, idle: Mutex::new(vec![]) })
+    }
+
+    /// An idle connection that is still open, if there is one.
+    pub fn take(&self) -> Option<Conn> {
+        let mut idle = self.idle.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        while let Some(c) = idle.pop() {
+            if !c.is_closed() {
+                return Some(c);
+            }
+        }
+        None
+    }
+
+    /// Keep `conn` for the next stream (unless it closed).
+    pub fn give_back(&self, conn: Conn) {
+        if !conn.is_closed() {
+            self.idle.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(conn);
+        }
+    }
+
+    /// Idle connections still open (closed ones are dropped).
+    pub fn idle(&self) -> usize {
+        let mut idle = self.idle.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        idle.retain(|c| !c.is_closed());
+        idle.len()
+    }
+
+    /// Open a connection: TCP connect (at most [`CONNECT_TIMEOUT`]) and hyper's HTTP/1.1
+    /// handshake, its I/O spawned as a task that ends when the connection closes.
+    pub async fn open(&self) -> Result<Conn, String> {
+        let tcp = tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(&self.addr))
+            .await
+            .map_err(|_| format!("no connection within {}", humantime::format_duration(CONNECT_TIMEOUT)))?
+            .map_err(|e| e.to_string())?;
+        let _ = tcp.set_nodelay(true);
+        let (conn, io) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
+            .await
+            .map_err(|e| crate::measuring::client::error_chain(&e))?;
+        tokio::spawn(async move {
+            let _ = io.await;
+        });
+        Ok(conn)
+    }
+
+    /// Have `n` idle connections, each answered once by the server: the missing ones opened in
+    /// batches of [`WARM_BATCH`], a batch's `GET /v1/models` answered (or failed) before the next
+    /// batch connects. Each missing one is tried once: a connection that fails, or that the
+    /// server closes after its answer, is left out (the stream that finds none opens its own).
+    /// Returns how many are idle now.
+    pub async fn warm(&self, n: usize) -> usize {
+        let mut missing = n.saturating_sub(self.idle());
+        while missing > 0 {
+            let batch = missing.min(WARM_BATCH);
+            let opened = futures_util::future::join_all((0..batch).map(|_| self.warm_one())).await;
+            for c in opened.into_iter().flatten() {
+                self.give_back(c);
+            }
+            missing -= batch;
+        }
+        self.idle()
+    }
+
+    /// One new connection, answered once on `GET /v1/models` (body read to its end).
+    async fn warm_one(&self) -> Option<Conn> {
+        let mut conn = self.open().await.ok()?;
+        let req = self.request(http::Method::GET, "/v1/models", StampedBody::empty()).ok()?;
+        let answered = async {
+            conn.ready().await.ok()?;
+            let resp = conn.send_request(req).await.ok()?;
+            resp.into_body().collect().await.ok()
+        };
+        tokio::time::timeout(CONNECT_TIMEOUT, answered).await.ok().flatten()?;
+        Some(conn)
+    }
+
+    /// A request for `path` (after the base URL's own path) with the run's headers: `Host`,
+    /// the API key, and for a body `Content-Type: application/json` and
+    /// `Accept: text/event-stream`.
+    pub fn request(
+        &self,
+        method: http::Method,
+        path: &str,
+        body: StampedBody,
+    ) -> Result<http::Request<StampedBody>, String> {
+        let mut b = http::Request::builder()
+            .method(method.clone())
+            .uri(format!("{}{path}", self.prefix))
+            .header(http::header::HOST, self.host.clone());
+        if let Some(a) = &self.auth {
+            b = b.header(http::header::AUTHORIZATION, a.clone());
+        }
+        if method == http::Method::POST {
+            b = b
+                .header(http::header::CONTENT_TYPE, "application/json")
+                .header(http::header::ACCEPT, "text/event-stream");
+        }
+        b.body(body).map_err(|e| e.to_string())
+    }
+
+    /// Send `req` on an idle connection (a new one when none is idle, or when the idle one
+    /// closed before it took the request) and wait for the response head.
+    pub async fn send(
+        &self,
+        req: http::Request<StampedBody>,
+    ) -> Result<(http::Response<hyper::body::Incoming>, Conn), String> {
+        let mut conn = match self.take() {
+            Some(c) => c,
+            None => self.open().await?,
+        };
+        if conn.ready().await.is_err() {
+            // Closed or reset while idle (a server's keep-alive timeout): a new connection.
+            conn = self.open().await?;
+            conn.ready().await.map_err(|e| crate::measuring::client::error_chain(&e))?;
+        }
+        match conn.try_send_request(req).await {
+            Ok(resp) => Ok((resp, conn)),
+            Err(mut e) => match e.take_message() {
+                // The connection closed as it was handed the request, before writing it.
+                Some(req) => {
+                    let mut fresh = self.open().await?;
+                    fresh.ready().await.map_err(|e| crate::measuring::client::error_chain(&e))?;
+                    let resp = fresh.send_request(req).await.map_err(|e| crate::measuring::client::error_chain(&e))?;
+                    Ok((resp, fresh))
+                }
+                None => Err(crate::measuring::client::error_chain(e.error())),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn no_env(_: &str) -> Option<String> {
+        None
+    }
+
+    #[test]
+    fn plain_http_is_held_and_keeps_its_path_and_key() {
+        let h = Held::for_base("http://127.0.0.1:8000/proxy/", Some("sk-1"), no_env).unwrap();
+        assert_eq!(h.addr, "127.0.0.1:8000");
+        assert_eq!(h.prefix, "/proxy");
+        let req = h.request(http::Method::POST, "/v1/completions", StampedBody::empty()).unwrap();
+        assert_eq!(req.uri(), "/proxy/v1/completions");
+        assert_eq!(req.headers()[http::header::HOST], "127.0.0.1:8000");
+        assert_eq!(req.headers()[http::header::AUTHORIZATION], "Bearer sk-1");
+        assert_eq!(req.headers()[http::header::ACCEPT], "text/event-stream");
+        let h = Held::for_base("http://server", None, no_env).unwrap();
+        assert_eq!(h.addr, "server:80");
+        let get = h.request(http::Method::GET, "/v1/models", StampedBody::empty()).unwrap();
+        assert!(get.headers().get(http::header::AUTHORIZATION).is_none());
+        assert!(get.headers().get(http::header::CONTENT_TYPE).is_none());
+        assert_eq!(Held::for_base("http://[::1]:9/", None, no_env).unwrap().addr, "[::1]:9");
+    }
+
+    #[test]
+    fn https_and_proxies_stay_with_reqwest() {
+        let e = Held::for_base("https://api.example.com", None, no_env).unwrap_err();
+        assert_eq!(e, NotHeld::Scheme("https".into()));
+        let proxied = |v: &str| (v == "http_proxy").then(|| "http://proxy:3128".to_string());
+        let e = Held::for_base("http://127.0.0.1:8000", None, proxied).unwrap_err();
+        assert_eq!(e.to_string(), "the environment sets a proxy (http_proxy)");
+        let empty = |_: &str| Some(" ".to_string());
+        assert!(Held::for_base("http://127.0.0.1:8000", None, empty).is_ok(), "an empty variable sets no proxy");
+        let e = Held::for_base("http://127.0.0.1:8000", Some("bad\nkey"), no_env).unwrap_err();
+        assert!(matches!(e, NotHeld::Unusable(_)), "{e}");
+    }
+}
