@@ -48,6 +48,21 @@ pub fn excerpt(s: &str, max: usize) -> String {
     }
 }
 
+/// An error and its sources in one line (`a: b: c`), each cause once.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(inner) = src {
+        let t = inner.to_string();
+        if !s.contains(&t) {
+            s.push_str(": ");
+            s.push_str(&t);
+        }
+        src = inner.source();
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

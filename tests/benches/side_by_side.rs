@@ -361,6 +361,8 @@ fn reader_figures(e: &Emitted, stdout: &str, started: Instant) -> Measured {
     let v: Value = serde_json::from_str(stdout.trim()).unwrap_or(Value::Null);
     let mut ttft: Vec<f64> = v["opening_ttft_ms"].as_array().into_iter().flatten().filter_map(Value::as_f64).collect();
     let window = v["window_s"].as_f64().unwrap_or(f64::NAN);
+    let mut sent: Vec<f64> = v["opening_sent_ms"].as_array().into_iter().flatten().filter_map(Value::as_f64).collect();
+    sent.sort_by(f64::total_cmp);
     let (from, to) = (v["start_unix_us"].as_u64().unwrap_or(0), v["end_unix_us"].as_u64().unwrap_or(0));
     Measured {
         cpu_us_per_token: None,
@@ -370,8 +372,9 @@ fn reader_figures(e: &Emitted, stdout: &str, started: Instant) -> Measured {
         delivered_tps: Some(e.between_unix_us(from, to) as f64 / window),
         rss_mb: None,
         note: format!(
-            "{}{}{}",
+            "{}{}{}{}",
             burst_words(e, started, ttft.len()),
+            spread_words("its own send stamps", &sent),
             server_ttft_words(e, started),
             reader_lateness(e, &v, started)
         ),

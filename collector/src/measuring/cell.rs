@@ -12,6 +12,7 @@
 use crate::measuring::client::CellStream;
 use crate::measuring::client::{request_body, FirstToken, StreamCtl, StreamRecord};
 use crate::measuring::error::CellError;
+use crate::measuring::held::Gate;
 use crate::measuring::measure::{decode_cell, Observation, WindowTimes};
 use crate::measuring::measurement::Measurement;
 use crate::measuring::prompt::Prompt;
@@ -351,6 +352,8 @@ struct Streams {
     stall: Duration,
     done: Vec<CellStream>,
     opened_ms: f64,
+    /// The opening streams' gate: their requests leave together ([`Gate`]).
+    gate: Option<Gate>,
 }
 
 impl Streams {
@@ -372,6 +375,7 @@ impl Streams {
             stall: s.spec.stall,
             done: vec![],
             opened_ms: s.clock.now_ms(),
+            gate: Some(Gate::new(n as usize)),
         };
         for _ in 0..n {
             st.spawn(true);
@@ -390,6 +394,7 @@ impl Streams {
             events: Some(self.events_tx.clone()),
             live_tokens: Some(self.live.clone()),
             keep_text: false,
+            gate: opening.then(|| self.gate.clone()).flatten(),
         };
         let body = match &self.per_request {
             Some(b) => b.of(id),

@@ -15,8 +15,9 @@
 //! frames split across reads) is handled by the `eventsource-stream` crate; each payload is read
 //! by [`ChunkParser`] ([`crate::measuring::wire`]).
 
-use crate::measuring::held::{Conn, Held, NotHeld};
+use crate::measuring::held::{Arrival, Conn, Gate, Held, NotHeld, SendStamp};
 use crate::measuring::wire::{excerpt, ChunkError, ChunkParser, ParsedChunk};
+use crate::text::error_chain;
 use futures_util::{FutureExt, StreamExt};
 use serde_json::Value;
 use std::time::{Duration, Instant};
@@ -37,6 +38,11 @@ impl Clock {
     /// Milliseconds since the clock's zero (monotonic).
     pub fn now_ms(&self) -> f64 {
         self.start.elapsed().as_secs_f64() * 1000.0
+    }
+
+    /// The clock's zero.
+    pub fn zero(&self) -> Instant {
+        self.start
     }
 
     /// The instant `ms` after the clock's zero.
@@ -273,9 +279,10 @@ impl Client {
     /// `body` is the serialized JSON request (serialize once with [`request_body`] and share it
     /// across streams: serializing a 256K-token prompt inside the timed path would add to TTFT).
     pub async fn stream(&self, path: &str, body: &bytes::Bytes, ctl: StreamCtl) -> StreamRecord {
-        let StreamCtl { clock, stall, mut cancel, id, events, live_tokens, keep_text } = ctl;
+        let StreamCtl { clock, stall, mut cancel, id, events, live_tokens, keep_text, gate } = ctl;
         let mut rec = StreamRecord { id, sent_ms: clock.now_ms(), ..StreamRecord::default() };
-        let answer = match self.answered(path, body, (clock, stall), &mut cancel, &mut rec).await {
+        let arrival = gate.map(Arrival::new);
+        let answer = match self.answered(path, body, (clock, stall), &mut cancel, &mut rec, arrival).await {
             Some(r) => r,
             None => return rec,
         };
@@ -360,11 +367,12 @@ impl Client {
         (clock, stall): (Clock, Duration),
         cancel: &mut watch::Receiver<bool>,
         rec: &mut StreamRecord,
+        mut arrival: Option<Arrival>,
     ) -> Option<Answer> {
         loop {
-            let written = SendStamp::new(clock);
+            let written = SendStamp::new(clock.zero());
             let resp = tokio::select! {
-                r = self.open_stream(path, body.clone(), &written, stall) => r,
+                r = self.open_stream(path, body.clone(), &written, stall, arrival.take()) => r,
                 _ = cancelled(cancel) => return rec.cancel_in_place(clock),
             };
             // The request's time counts from when its bytes were written, not from when this
@@ -402,10 +410,16 @@ impl Client {
         body: bytes::Bytes,
         written: &SendStamp,
         stall: Duration,
+        arrival: Option<Arrival>,
     ) -> Result<Answer, StreamError> {
         match &self.held {
-            Ok(held) => self.open_held(held, path, body, written, stall).await,
-            Err(_) => self.open_pooled(path, body, written, stall).await,
+            Ok(held) => self.open_held(held, path, body, written, (stall, arrival)).await,
+            Err(_) => {
+                if let Some(a) = arrival {
+                    a.pass().await;
+                }
+                self.open_pooled(path, body, written, stall).await
+            }
         }
     }
 
@@ -417,12 +431,12 @@ impl Client {
         path: &str,
         body: bytes::Bytes,
         written: &SendStamp,
-        stall: Duration,
+        (stall, arrival): (Duration, Option<Arrival>),
     ) -> Result<Answer, StreamError> {
         let url = self.url(path);
         let unreachable = |message: String| StreamError::Http(HttpError::Unreachable { url: url.clone(), message });
         let req = held.request(http::Method::POST, path, written.body(body)).map_err(unreachable)?;
-        let (resp, conn) = tokio::time::timeout(stall, held.send(req))
+        let (resp, conn) = tokio::time::timeout(stall, held.send(req, arrival))
             .await
             .map_err(|_| StreamError::NoHeaders { stall })?
             .map_err(unreachable)?;
@@ -524,74 +538,6 @@ async fn whole_text(mut body: BodyBytes) -> String {
         bytes.extend_from_slice(&piece);
     }
     String::from_utf8_lossy(&bytes).into_owned()
-}
-
-/// When a request's bytes were written: the instant the HTTP client first asked its body for
-/// data, which it does as it writes the request (head and body in one flush) — after pool
-/// checkout and any connection set-up, before the server can answer. Shared between the body
-/// (in the connection's task) and the stream's task.
-#[derive(Clone)]
-struct SendStamp {
-    clock: Clock,
-    /// `f64` bits of the run-clock ms; NaN until written.
-    ms: std::sync::Arc<std::sync::atomic::AtomicU64>,
-}
-
-impl SendStamp {
-    fn new(clock: Clock) -> Self {
-        SendStamp { clock, ms: std::sync::Arc::new(std::sync::atomic::AtomicU64::new(f64::NAN.to_bits())) }
-    }
-
-    /// The write instant, once the body was asked for.
-    fn ms(&self) -> Option<f64> {
-        Some(f64::from_bits(self.ms.load(std::sync::atomic::Ordering::Acquire))).filter(|v| v.is_finite())
-    }
-
-    /// A request body of `bytes` that stamps this on its first poll.
-    fn body(&self, bytes: bytes::Bytes) -> StampedBody {
-        StampedBody { len: bytes.len() as u64, bytes: Some(bytes), stamp: Some(self.clone()) }
-    }
-}
-
-/// A whole request body that notes, in its [`SendStamp`], when it was first polled. Its exact
-/// size hint makes the client send `Content-Length` (not chunked), as for a plain body.
-pub(crate) struct StampedBody {
-    bytes: Option<bytes::Bytes>,
-    len: u64,
-    stamp: Option<SendStamp>,
-}
-
-impl StampedBody {
-    /// No body, nothing stamped (a `GET`).
-    pub(crate) fn empty() -> StampedBody {
-        StampedBody { bytes: None, len: 0, stamp: None }
-    }
-}
-
-impl http_body::Body for StampedBody {
-    type Data = bytes::Bytes;
-    type Error = std::convert::Infallible;
-
-    fn poll_frame(
-        mut self: std::pin::Pin<&mut Self>,
-        _: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, Self::Error>>> {
-        let frame = self.bytes.take().map(|b| {
-            if let Some(stamp) = &self.stamp {
-                stamp.ms.store(stamp.clock.now_ms().to_bits(), std::sync::atomic::Ordering::Release);
-            }
-            Ok(http_body::Frame::data(b))
-        });
-        std::task::Poll::Ready(frame)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.bytes.is_none()
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        http_body::SizeHint::with_exact(if self.bytes.is_some() { self.len } else { 0 })
-    }
 }
 
 /// The longest `Retry-After` a rate-limited request waits before it is sent again, s: a short
@@ -791,20 +737,6 @@ async fn cancelled(rx: &mut watch::Receiver<bool>) {
     }
 }
 
-pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(inner) = src {
-        let t = inner.to_string();
-        if !s.contains(&t) {
-            s.push_str(": ");
-            s.push_str(&t);
-        }
-        src = inner.source();
-    }
-    s
-}
-
 /// `stream_options` of every request: usage on every chunk (`continuous_usage_stats`, a vLLM
 /// extension that other servers ignore) and a final usage chunk. Asked of every engine: a
 /// server that sends several tokens per chunk is counted right only with it, or with the final
@@ -837,6 +769,8 @@ pub struct StreamCtl {
     /// Keep the answer's content text in the record (`StreamRecord::content`: a conversation
     /// sends it back); off on every measuring path that needs only the timing.
     pub keep_text: bool,
+    /// A cell's opening streams: wait at this gate, request ready, until all are ready.
+    pub gate: Option<Gate>,
 }
 
 /// What a stream tells its coordinator while it runs: its first token arrived (its record, with

@@ -122,6 +122,7 @@ impl Conversation {
                 events: None,
                 live_tokens: None,
                 keep_text: true,
+                gate: None,
             };
             let record = s.client.stream(s.path, &Self::body(s, &history, c.answer_tokens), ctl).await;
             let after = if read_counters { s.scrape().await } else { None };

@@ -16,6 +16,9 @@
 //!   after another with nothing between them but their writes.
 //! - A stream whose body ended hands its connection back ([`Held::give_back`]) for the stream
 //!   that replaces it.
+//! - The request's send: its body ([`StampedBody`]) notes when it is written ([`SendStamp`]),
+//!   and a cell's opening streams wait at a [`Gate`], each with its connection ready and its
+//!   request built, until all are ready, then leave together.
 //!
 //! A connection the server closed or reset while it sat idle is noticed by its connection task
 //! ([`SendRequest::is_closed`], or `ready()` failing), and the stream opens a new one instead; a
@@ -24,7 +27,7 @@
 //! configured take this path ([`Held::for_base`]); `https://`, a proxy from the environment and
 //! everything that is not a streamed request (discovery, `/metrics`, probes) stay with reqwest.
 
-use crate::measuring::client::StampedBody;
+use crate::text::error_chain;
 use http_body_util::BodyExt;
 use hyper::client::conn::http1::SendRequest;
 use std::sync::Mutex;
@@ -150,7 +153,7 @@ impl Held {
         let _ = tcp.set_nodelay(true);
         let (conn, io) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
             .await
-            .map_err(|e| crate::measuring::client::error_chain(&e))?;
+            .map_err(|e| error_chain(&e))?;
         tokio::spawn(async move {
             let _ = io.await;
         });
@@ -213,10 +216,12 @@ impl Held {
     }
 
     /// Send `req` on an idle connection (a new one when none is idle, or when the idle one
-    /// closed before it took the request) and wait for the response head.
+    /// closed before it took the request) and wait for the response head. With an `arrival`,
+    /// the request waits at its gate, its connection ready, until the other streams are ready.
     pub async fn send(
         &self,
         req: http::Request<StampedBody>,
+        arrival: Option<Arrival>,
     ) -> Result<(http::Response<hyper::body::Incoming>, Conn), String> {
         let mut conn = match self.take() {
             Some(c) => c,
@@ -225,7 +230,10 @@ impl Held {
         if conn.ready().await.is_err() {
             // Closed or reset while idle (a server's keep-alive timeout): a new connection.
             conn = self.open().await?;
-            conn.ready().await.map_err(|e| crate::measuring::client::error_chain(&e))?;
+            conn.ready().await.map_err(|e| error_chain(&e))?;
+        }
+        if let Some(a) = arrival {
+            a.pass().await;
         }
         match conn.try_send_request(req).await {
             Ok(resp) => Ok((resp, conn)),
@@ -233,12 +241,143 @@ impl Held {
                 // The connection closed as it was handed the request, before writing it.
                 Some(req) => {
                     let mut fresh = self.open().await?;
-                    fresh.ready().await.map_err(|e| crate::measuring::client::error_chain(&e))?;
-                    let resp = fresh.send_request(req).await.map_err(|e| crate::measuring::client::error_chain(&e))?;
+                    fresh.ready().await.map_err(|e| error_chain(&e))?;
+                    let resp = fresh.send_request(req).await.map_err(|e| error_chain(&e))?;
                     Ok((resp, fresh))
                 }
-                None => Err(crate::measuring::client::error_chain(e.error())),
+                None => Err(error_chain(e.error())),
             },
+        }
+    }
+}
+
+/// When a request's bytes were written: the instant the HTTP client first asked its body for
+/// data, which it does as it writes the request (head and body in one flush) — after pool
+/// checkout and any connection set-up, before the server can answer. Shared between the body
+/// (in the connection's task) and the stream's task.
+#[derive(Clone)]
+pub(crate) struct SendStamp {
+    /// The run clock's zero (`Clock::zero` of the client module).
+    zero: std::time::Instant,
+    /// `f64` bits of the run-clock ms; NaN until written.
+    ms: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl SendStamp {
+    pub(crate) fn new(zero: std::time::Instant) -> Self {
+        SendStamp { zero, ms: std::sync::Arc::new(std::sync::atomic::AtomicU64::new(f64::NAN.to_bits())) }
+    }
+
+    /// The write instant, once the body was asked for.
+    pub(crate) fn ms(&self) -> Option<f64> {
+        Some(f64::from_bits(self.ms.load(std::sync::atomic::Ordering::Acquire))).filter(|v| v.is_finite())
+    }
+
+    /// A request body of `bytes` that stamps this on its first poll.
+    pub(crate) fn body(&self, bytes: bytes::Bytes) -> StampedBody {
+        StampedBody { len: bytes.len() as u64, bytes: Some(bytes), stamp: Some(self.clone()) }
+    }
+}
+
+/// A whole request body that notes, in its [`SendStamp`], when it was first polled. Its exact
+/// size hint makes the client send `Content-Length` (not chunked), as for a plain body.
+pub(crate) struct StampedBody {
+    bytes: Option<bytes::Bytes>,
+    len: u64,
+    stamp: Option<SendStamp>,
+}
+
+impl StampedBody {
+    /// No body, nothing stamped (a `GET`).
+    pub(crate) fn empty() -> StampedBody {
+        StampedBody { bytes: None, len: 0, stamp: None }
+    }
+}
+
+impl http_body::Body for StampedBody {
+    type Data = bytes::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, Self::Error>>> {
+        let frame = self.bytes.take().map(|b| {
+            if let Some(stamp) = &self.stamp {
+                let ms = stamp.zero.elapsed().as_secs_f64() * 1000.0;
+                stamp.ms.store(ms.to_bits(), std::sync::atomic::Ordering::Release);
+            }
+            Ok(http_body::Frame::data(b))
+        });
+        std::task::Poll::Ready(frame)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.bytes.is_none()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::SizeHint::with_exact(if self.bytes.is_some() { self.len } else { 0 })
+    }
+}
+
+/// A cell's opening streams meet here: each arrives with its request ready on its connection
+/// (or having failed before that), and once all have arrived they are released together, so
+/// their requests are written one right after another, with no stream's set-up in between.
+#[derive(Debug, Clone)]
+pub struct Gate {
+    inner: std::sync::Arc<GateInner>,
+}
+
+#[derive(Debug)]
+struct GateInner {
+    /// Streams yet to arrive.
+    left: std::sync::atomic::AtomicUsize,
+    /// `true` once every stream arrived.
+    open: tokio::sync::watch::Sender<bool>,
+}
+
+impl Gate {
+    /// A gate for `n` streams (open at once for none).
+    pub fn new(n: usize) -> Gate {
+        Gate {
+            inner: std::sync::Arc::new(GateInner {
+                left: std::sync::atomic::AtomicUsize::new(n),
+                open: tokio::sync::watch::channel(n == 0).0,
+            }),
+        }
+    }
+
+    fn arrive(&self) {
+        if self.inner.left.fetch_sub(1, std::sync::atomic::Ordering::AcqRel) == 1 {
+            self.inner.open.send_replace(true);
+        }
+    }
+}
+
+/// One stream's arrival at its [`Gate`]: made at [`Arrival::pass`], or when dropped unmade (a
+/// stream that failed or was cancelled before its request was ready holds no one up).
+pub(crate) struct Arrival(Option<Gate>);
+
+impl Arrival {
+    pub(crate) fn new(gate: Gate) -> Arrival {
+        Arrival(Some(gate))
+    }
+
+    /// Arrive and wait until every stream has.
+    pub(crate) async fn pass(mut self) {
+        if let Some(gate) = self.0.take() {
+            let mut open = gate.inner.open.subscribe();
+            gate.arrive();
+            let _ = open.wait_for(|o| *o).await;
+        }
+    }
+}
+
+impl Drop for Arrival {
+    fn drop(&mut self) {
+        if let Some(gate) = self.0.take() {
+            gate.arrive();
         }
     }
 }

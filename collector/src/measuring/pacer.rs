@@ -127,6 +127,7 @@ impl<B: Bodies> InFlight<B> {
             events: None,
             live_tokens: None,
             keep_text: false,
+            gate: None,
         };
         let (client, path, body) = (s.client.clone(), s.path, self.bodies.body(id));
         self.sent.push(Sent { id, scheduled_ms, held });

@@ -275,6 +275,7 @@ impl Session {
             events: None,
             live_tokens: None,
             keep_text: false,
+            gate: None,
         };
         self.client.stream(self.path, &request_body(&self.body(prompt, max_tokens)), ctl).await
     }

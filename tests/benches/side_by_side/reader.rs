@@ -15,6 +15,8 @@ pub struct Report {
     pub opening_ttft_ms: Vec<f64>,
     /// TTFT of every request.
     pub ttft_ms: Vec<f64>,
+    /// When each stream's first request was about to be written, ms after the streams started.
+    pub opening_sent_ms: Vec<f64>,
     /// Every request's response id number and when its first token was read (µs since the Unix
     /// epoch): the digits after `"id":"cmpl-` in the first token's bytes, the only thing parsed.
     pub first_reads: Vec<(u64, u64)>,
@@ -26,7 +28,7 @@ pub struct Report {
 
 impl Report {
     pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({"opening_ttft_ms": self.opening_ttft_ms, "ttft_ms": self.ttft_ms, "first_reads": self.first_reads, "tokens": self.tokens, "window_s": self.window_s,
+        serde_json::json!({"opening_ttft_ms": self.opening_ttft_ms, "ttft_ms": self.ttft_ms, "opening_sent_ms": self.opening_sent_ms, "first_reads": self.first_reads, "tokens": self.tokens, "window_s": self.window_s,
                            "start_unix_us": self.start_unix_us, "end_unix_us": self.end_unix_us})
     }
 }
@@ -109,8 +111,10 @@ pub fn run(addr: SocketAddr, streams: usize, seconds: f64, max_tokens: u32) -> R
         let tasks: Vec<_> =
             conns.into_iter().map(|c| tokio::spawn(one_stream(addr, c, req, deadline, clock))).collect();
         let (mut opening_ttft_ms, mut ttft_ms, mut first_reads, mut tokens) = (Vec::new(), Vec::new(), Vec::new(), 0);
+        let mut opening_sent_ms = Vec::new();
         for t in tasks {
-            let (mut t_ms, mut reads, n) = t.await.unwrap();
+            let (mut t_ms, mut reads, n, sent) = t.await.unwrap();
+            opening_sent_ms.extend(sent);
             opening_ttft_ms.extend(t_ms.first());
             ttft_ms.append(&mut t_ms);
             first_reads.append(&mut reads);
@@ -120,6 +124,7 @@ pub fn run(addr: SocketAddr, streams: usize, seconds: f64, max_tokens: u32) -> R
         Report {
             opening_ttft_ms,
             ttft_ms,
+            opening_sent_ms,
             first_reads,
             tokens,
             window_s,
@@ -152,15 +157,17 @@ async fn warm_up(mut c: TcpStream, addr: SocketAddr) -> TcpStream {
     }
 }
 
-/// One stream until the deadline: its requests' TTFTs and the tokens it read in the window.
+/// One stream until the deadline: its requests' TTFTs, first reads and the tokens it read in the
+/// window, and when its first request was about to be written (ms after `start`).
 async fn one_stream(
     addr: SocketAddr,
     c: TcpStream,
     req: &'static [u8],
     deadline: Instant,
     (start, start_unix_us): (Instant, u64),
-) -> (Vec<f64>, Vec<(u64, u64)>, u64) {
+) -> (Vec<f64>, Vec<(u64, u64)>, u64, Option<f64>) {
     let (mut ttfts, mut reads, mut tokens) = (Vec::new(), Vec::new(), 0u64);
+    let mut first_sent = None;
     let mut buf = vec![0u8; 16 * 1024];
     let (mut token, mut end) = (Needle::new(b"\"text\":\""), Needle::new(b"\r\n0\r\n\r\n"));
     let mut conn = Some(c);
@@ -173,9 +180,10 @@ async fn one_stream(
                     let _ = c.set_nodelay(true);
                     c
                 }
-                Err(_) => return (ttfts, reads, tokens),
+                Err(_) => return (ttfts, reads, tokens, first_sent),
             },
         };
+        first_sent.get_or_insert(sent.duration_since(start).as_secs_f64() * 1e3);
         if c.write_all(req).await.is_err() {
             continue;
         }
@@ -204,7 +212,7 @@ async fn one_stream(
         }
         conn = Some(c);
     }
-    (ttfts, reads, tokens)
+    (ttfts, reads, tokens, first_sent)
 }
 
 /// The number in the first `"id":"cmpl-N"` of `bytes`.
