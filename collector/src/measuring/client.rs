@@ -436,7 +436,15 @@ impl Client {
         let url = self.url(path);
         let unreachable = |message: String| StreamError::Http(HttpError::Unreachable { url: url.clone(), message });
         let req = held.request(http::Method::POST, path, written.body(body)).map_err(unreachable)?;
-        let (resp, conn) = tokio::time::timeout(stall, held.send(req, arrival))
+        let conn = tokio::time::timeout(stall, held.ready())
+            .await
+            .map_err(|_| StreamError::NoHeaders { stall })?
+            .map_err(unreachable)?;
+        // The wait at the gate is the client's own: the stall timeout counts the server's time.
+        if let Some(a) = arrival {
+            a.pass().await;
+        }
+        let (resp, conn) = tokio::time::timeout(stall, held.send(conn, req))
             .await
             .map_err(|_| StreamError::NoHeaders { stall })?
             .map_err(unreachable)?;

@@ -215,26 +215,28 @@ impl Held {
         b.body(body).map_err(|e| e.to_string())
     }
 
-    /// Send `req` on an idle connection (a new one when none is idle, or when the idle one
-    /// closed before it took the request) and wait for the response head. With an `arrival`,
-    /// the request waits at its gate, its connection ready, until the other streams are ready.
-    pub async fn send(
-        &self,
-        req: http::Request<StampedBody>,
-        arrival: Option<Arrival>,
-    ) -> Result<(http::Response<hyper::body::Incoming>, Conn), String> {
+    /// A connection ready for a request: an idle one, else (none idle, or the idle one closed
+    /// or was reset while idle: a server's keep-alive timeout) a new one.
+    pub async fn ready(&self) -> Result<Conn, String> {
         let mut conn = match self.take() {
             Some(c) => c,
             None => self.open().await?,
         };
         if conn.ready().await.is_err() {
-            // Closed or reset while idle (a server's keep-alive timeout): a new connection.
             conn = self.open().await?;
             conn.ready().await.map_err(|e| error_chain(&e))?;
         }
-        if let Some(a) = arrival {
-            a.pass().await;
-        }
+        Ok(conn)
+    }
+
+    /// Send `req` on `conn` ([`Held::ready`]; on a new connection when `conn` closed before it
+    /// took the request) and wait for the response head.
+    pub async fn send(
+        &self,
+        conn: Conn,
+        req: http::Request<StampedBody>,
+    ) -> Result<(http::Response<hyper::body::Incoming>, Conn), String> {
+        let mut conn = conn;
         match conn.try_send_request(req).await {
             Ok(resp) => Ok((resp, conn)),
             Err(mut e) => match e.take_message() {
