@@ -132,7 +132,7 @@ pub async fn build(
 
 /// Put the prefix of `prompt` in the server's cache: one `max_tokens: 1` request of its own
 /// (rest [`WARM_ID`]); on a server with a prompt cache per slot (llama.cpp), one per slot that
-/// `n` streams will take, at once. Returns the first warm-up's TTFT (a cold prefill of the
+/// `n` streams will take, at once, each pinned to its slot ([`Session::warm_slot`]). Returns the first warm-up's TTFT (a cold prefill of the
 /// whole prompt: the readiness limit's yardstick).
 ///
 /// # Errors
@@ -140,7 +140,8 @@ pub async fn build(
 pub async fn warm(s: &Session, prompt: &SharedPrompt, n: u32) -> Result<Option<f64>, CellError> {
     let k = s.info.facts.slots.map_or(1, |slots| slots.min(n).max(1)) as usize;
     let texts: Vec<String> = (0..k).map(|i| prompt.text(WARM_ID - i)).collect();
-    let records = futures_util::future::join_all(texts.iter().map(|t| s.single(t, 1))).await;
+    let warm_ups = texts.iter().zip(0u32..).map(|(t, i)| s.warm_slot(t, Some(i)));
+    let records = futures_util::future::join_all(warm_ups).await;
     if let Some(e) = records.iter().find_map(|r| r.error.clone()) {
         return Err(CellError::WarmUp(e));
     }
