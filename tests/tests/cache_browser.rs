@@ -22,8 +22,6 @@
 //! Every expected figure is read from the fixture and written by the same registry formats;
 //! nothing depends on timing. Skips without Chromium and chromedriver, except under `CI=true`.
 
-mod support;
-
 use serde_json::Value;
 use speedmatrix_schema::registry::{self, metric};
 use speedmatrix_schema::{load_results, prefix, Results};

@@ -7,8 +7,6 @@
 //! onto the twin's clock with the offset between request send times (client) and arrival times
 //! (twin), matched by the completion `id`.
 
-mod support;
-
 use support::collect;
 
 use collect::{collect, read};
@@ -381,7 +379,7 @@ async fn without_any_usage_the_count_is_marked_approximate() {
         t.total_tps
     );
     let shown =
-        std::process::Command::new(support::BIN).arg("show").arg(dir.path().join("no-usage.json")).output().unwrap();
+        std::process::Command::new(support::bin()).arg("show").arg(dir.path().join("no-usage.json")).output().unwrap();
     let text = String::from_utf8_lossy(&shown.stdout);
     assert!(text.contains("≈ approximate"), "{text}");
 }
@@ -548,7 +546,7 @@ async fn interrupted_then_resumed_equals_uninterrupted_and_the_file_is_always_va
     // Interrupted with SIGINT once two decode cells are written, while another task reads the
     // file as fast as it can: every read must be a valid results file.
     let out = dir.path().join("run.json");
-    let mut child = tokio::process::Command::new(support::BIN)
+    let mut child = tokio::process::Command::new(support::bin())
         .args(["run", "--url", &url, "--quiet", "-o"])
         .arg(&out)
         .args(args)

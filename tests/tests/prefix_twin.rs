@@ -12,8 +12,6 @@
 //!
 //! No timing is asserted: hit rates are token counts, the same on a busy machine.
 
-mod support;
-
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
@@ -22,7 +20,7 @@ use support::twin::twin;
 /// `run` against `url` with `args`; the results file's JSON, the exit code and stderr.
 fn run(dir: &Path, url: &str, args: &[&str]) -> (Value, Option<i32>, String) {
     let out = dir.join("run.json");
-    let o = Command::new(support::BIN)
+    let o = Command::new(support::bin())
         .args(["run", "--url", url, "--quiet", "--force", "-o"])
         .arg(&out)
         .args(["--duration", "2s", "--max-tokens", "64"])
@@ -91,20 +89,20 @@ fn prefix_shares_hit_as_planned_from_a_reset_cache() {
         assert!(p["reason"].is_null(), "a warm row is served from cache by design: {}", p["reason"]);
     }
     // `show` prints the share and the measured rate beside the plan.
-    let o = Command::new(support::BIN).arg("show").arg(dir.path().join("run.json")).output().unwrap();
+    let o = Command::new(support::bin()).arg("show").arg(dir.path().join("run.json")).output().unwrap();
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(text.contains("2K · prefix 90%"), "{text}");
     assert!(text.contains("hit (plan 90%, Prometheus)"), "{text}");
     assert!(text.contains("2K context, warm: prefix 50%"), "{text}");
-    let o = Command::new(support::BIN).args(["show", "-f", "csv"]).arg(dir.path().join("run.json")).output().unwrap();
+    let o = Command::new(support::bin()).args(["show", "-f", "csv"]).arg(dir.path().join("run.json")).output().unwrap();
     let csv = String::from_utf8_lossy(&o.stdout);
     assert!(csv.lines().next().unwrap().ends_with(",prefix_share,prefix_cache_hit_rate,prefix_cache_hit_rate_source"));
     // `diff` matches rows and cells by context, concurrency and share: the file against itself
     // pairs all 3 prefill rows (cold, 50 %, 90 %) and all 6 cells, never a 90 % cell with a 0 %
     // one, and finds no change.
     let file = dir.path().join("run.json");
-    let o = Command::new(support::BIN).arg("diff").arg(&file).arg(&file).args(["-f", "json"]).output().unwrap();
+    let o = Command::new(support::bin()).arg("diff").arg(&file).arg(&file).args(["-f", "json"]).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let d: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(d.get("prefix_share_rows_left_out").is_none(), "nothing is left out");
@@ -124,7 +122,7 @@ fn prefix_shares_hit_as_planned_from_a_reset_cache() {
             assert!(!matches!(x["verdict"].as_str(), Some("better" | "worse" | "changed")), "{r}");
         }
     }
-    let o = Command::new(support::BIN).arg("diff").arg(&file).arg(&file).output().unwrap();
+    let o = Command::new(support::bin()).arg("diff").arg(&file).arg(&file).output().unwrap();
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("2K context, warm: prefix 90%"), "{text}");
     assert!(text.contains("2K · prefix 50%"), "a matrix row per share: {text}");
@@ -132,7 +130,7 @@ fn prefix_shares_hit_as_planned_from_a_reset_cache() {
     // `export` keys the rows by their share too: each decode cell and warm row carries its
     // planned share and the measured hit rate with its source; the cold prefill row neither.
     let cells = dir.path().join("cells.csv");
-    let o = Command::new(support::BIN).arg("export").arg(&file).arg("-o").arg(&cells).output().unwrap();
+    let o = Command::new(support::bin()).arg("export").arg(&file).arg("-o").arg(&cells).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let csv = std::fs::read_to_string(&cells).unwrap();
     let mut lines = csv.lines();
@@ -226,7 +224,7 @@ fn bad_prefix_shares_are_refused_before_any_request() {
         (&["--prefix-share", "100%"][..], "needs a unique rest"),
         (&["--prefix-share", "50%", "--rates", "1"][..], "rate cells and --trace do not take it yet"),
     ] {
-        let o = Command::new(support::BIN)
+        let o = Command::new(support::bin())
             .args(["run", "--url", "http://127.0.0.1:9", "--dry-run"])
             .args(args)
             .output()

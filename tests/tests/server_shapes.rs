@@ -21,8 +21,6 @@
 //! other suites running, the worst seen: a close 340 ms late, a stream silent for 2 s, a
 //! turnaround of 125 ms (780 ms once, with all rows at once in one `cargo test` process).
 
-mod support;
-
 use support::shape::run;
 
 /// The exit code of a complete run in which some cells are errors (docs/CLI.md, "Exit codes").
@@ -84,12 +82,11 @@ shapes! {
 
 /// The shapes, one function per row.
 mod table {
-    use super::support;
-    use super::support::shape::{is, measured, valid_without_reason, with, Cell, Outcome, Reason, Shape, Status};
     use super::EXIT_CELL_ERRORS;
     use speedmatrix_schema::{CachedTokensSource, CellStatus, KvBudgetSource, PlanPhase, TokenCountSource};
     use std::time::Duration;
     use support::scripted::{Answer, Script, StreamScript, UsageCount};
+    use support::shape::{is, measured, valid_without_reason, with, Cell, Outcome, Reason, Shape, Status};
 
     /// SSE comments (`: ping`) are bytes from the server: during a prefill longer than
     /// `--stall-timeout` they keep the stream alive, as SGLang and many proxies send them.
@@ -1123,7 +1120,7 @@ mod table {
 
     /// `speedmatrix show` of the run's results file with `args`.
     fn show_args(o: &Outcome, args: &[&str]) -> String {
-        let shown = std::process::Command::new(support::BIN).arg("show").arg(&o.out).args(args).output().unwrap();
+        let shown = std::process::Command::new(support::bin()).arg("show").arg(&o.out).args(args).output().unwrap();
         String::from_utf8_lossy(&shown.stdout).into_owned()
     }
 
