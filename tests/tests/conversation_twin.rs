@@ -100,6 +100,15 @@ fn each_turn_sends_the_history_prefills_only_the_new_tokens_and_times_as_the_twi
     let text = String::from_utf8_lossy(&shown.stdout);
     assert!(text.contains("Conversations — per turn") && text.contains("TTFT vs turn 1"), "{text}");
     assert!(text.contains("4K × 1") && text.contains("(Prometheus)"), "{text}");
+
+    // A finished conversation run cannot be continued (its sessions' histories are not in the
+    // file): refused by name, exit 2, the file as it was (not even its finished_at rewritten).
+    let before = std::fs::read(&out).unwrap();
+    let o = Command::new(support::bin()).args(["run", "--quiet", "--resume"]).arg(&out).output().unwrap();
+    let log = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{log}");
+    assert!(log.contains("it is a conversation run (--turns), which is not resumed yet"), "{log}");
+    assert_eq!(std::fs::read(&out).unwrap(), before, "the refused resume left the file unchanged");
 }
 
 #[test]
@@ -112,7 +121,7 @@ fn conversation_flags_that_do_not_combine_are_one_line_naming_them() {
             "--endpoint completions: --turns sends the history as chat messages",
         ),
         (&["--turns", "3", "--think-time", "soon"], "--think-time"),
-        (&["--turns", "1"], "--turns"),
+        (&["--turns", "1"], "--turns <N>': give 2 to 100 turns per session"),
     ];
     for (flags, expected) in cases {
         let o = Command::new(support::bin())

@@ -132,8 +132,10 @@ fn a_client_held_back_by_max_in_flight_is_client_limited_and_its_ttft_counts_the
 
 #[test]
 fn bad_rate_flags_are_named_before_the_server_is_asked() {
-    let cases: [(&[&str], &str); 7] = [
+    let cases: [(&[&str], &str); 8] = [
         (&["--rates", "0.05", "--duration", "10s"], "fewer than one: give --duration 200s or more"),
+        // A negative rate is a value the rates' check names, not an unknown flag.
+        (&["--rates", "-1"], "--rates \"-1\": give request rates from 0.001"),
         (&["--rates", "auto,1", "--slo", "ttft=1s"], "or auto alone"),
         (&["--rates", "1", "--arrival", "gamma:1e9"], "at most 10"),
         (&["--rates", "0"], "--rates \"0\""),

@@ -143,6 +143,12 @@ pub enum RunError {
         /// What is wrong (with the line, when it is one line's).
         why: String,
     },
+    /// `--resume` of a conversation run (`--turns`): not resumable yet, like `--resume --turns`.
+    #[error(
+        "--resume {}: it is a conversation run (--turns), which is not resumed yet; start it again with another -o",
+        .0.display()
+    )]
+    ResumeConversations(PathBuf),
     /// `--resume` with other prompts than the run's (`--prompts` given or left out).
     #[error("--resume: {0}")]
     ResumePrompts(String),
