@@ -26,6 +26,8 @@ fn unreachable_server_names_the_flag() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.starts_with("error: cannot reach http://127.0.0.1:9/v1/models"), "{err}");
     assert!(err.contains("is --url right?"), "{err}");
+    // The URL once: reqwest's "error sending request for url (URL)" is not repeated after it.
+    assert_eq!(err.matches("127.0.0.1:9").count(), 1, "{err}");
 }
 
 #[test]

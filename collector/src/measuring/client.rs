@@ -660,8 +660,15 @@ async fn cancelled(rx: &mut watch::Receiver<bool>) {
     }
 }
 
+/// `e` and its sources, each once, without reqwest's "error sending request for url (URL)":
+/// every error that carries this text names the URL already ("cannot reach URL: …").
 fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
+    if let Some(rest) = s.strip_prefix("error sending request for url (") {
+        if let Some(i) = rest.find(')') {
+            s = format!("error sending the request{}", &rest[i + 1..]);
+        }
+    }
     let mut src = e.source();
     while let Some(inner) = src {
         let t = inner.to_string();
