@@ -420,6 +420,10 @@ fn lists_section(out: &mut String, d: &RunDiff, markup: Markup) {
 const RATE_COLUMNS: [&str; 6] =
     ["achieved_rps", "goodput_rps", "total_tps", "ttft_ms_p50", "tpot_ms_p50", "e2e_ms_p50"];
 
+/// The figures of a rate cell the table adds when a cell of either run has them: the measured
+/// prefix-cache hit rate (`--prefix-share`) and speculative decoding (threshold verdicts only).
+const RATE_CACHE_SPEC_COLUMNS: [&str; 3] = ["prefix_cache_hit_rate", "spec_accept_rate", "spec_mean_accepted_len"];
+
 /// One figure of a rate cell as lines: `A → B` and `Δ % ± verdict`, or the status words.
 pub fn rate_cell_text(r: &rates::RateRowDiff, column: &str) -> String {
     figure_lines(r.delta(column), column)
@@ -507,12 +511,16 @@ fn rate_section(out: &mut String, d: &rates::RateDiff, markup: Markup) {
             percent(n.min_change, false)
         ),
     };
-    let _ = writeln!(out, "Matched by context, rate and arrival process · {rule}.\n");
+    let _ = writeln!(out, "Matched by context, prefix share, rate and arrival process · {rule}.\n");
     if !d.rows.is_empty() {
+        let columns: Vec<&str> = RATE_COLUMNS
+            .into_iter()
+            .chain(RATE_CACHE_SPEC_COLUMNS.into_iter().filter(|c| d.rows.iter().any(|r| r.delta(c).is_some())))
+            .collect();
         let headers = ["Context", "Rate", "Status"]
             .into_iter()
             .map(String::from)
-            .chain(RATE_COLUMNS.iter().map(|c| rates::figure_label(c)))
+            .chain(columns.iter().map(|c| rates::figure_label(c)))
             .collect();
         let rows = d
             .rows
@@ -524,9 +532,8 @@ fn rate_section(out: &mut String, d: &rates::RateDiff, markup: Markup) {
                     (a, b) if a == b => status_words(a),
                     (a, b) => format!("{} → {}", status_words(a), status_words(b)),
                 };
-                let mut row =
-                    vec![clean(&r.cell.context.label), speedmatrix_schema::rate_label(r.cell.rate_rps), status];
-                row.extend(RATE_COLUMNS.iter().map(|c| rate_cell_text(r, c)));
+                let mut row = vec![clean(&r.cell.row_label()), speedmatrix_schema::rate_label(r.cell.rate_rps), status];
+                row.extend(columns.iter().map(|c| rate_cell_text(r, c)));
                 row
             })
             .collect();

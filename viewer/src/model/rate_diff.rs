@@ -120,7 +120,7 @@ pub fn rate_lines(d: &RateDiff, threshold: f64) -> Vec<RateDiffLine> {
                 (a, _) => (CellKind::NoFigure, words(a).to_string()),
             };
             RateDiffLine {
-                context: r.cell.context.label.clone(),
+                context: r.cell.row_label(),
                 rate: rate_label(r.cell.rate_rps),
                 kind,
                 status,

@@ -74,17 +74,14 @@ fn latency_chart(
     caption: &str,
     y_label: &str,
 ) -> Option<ChartSpec> {
-    let mut contexts: Vec<(u64, String)> =
-        r.rates.iter().map(|c| (c.context.tokens, c.context.label.clone())).collect();
-    contexts.sort();
-    contexts.dedup();
+    let contexts = rate_rows(r);
     let mut series = Vec::new();
-    for (colour, (tokens, label)) in contexts.iter().enumerate() {
+    for (colour, (key, label)) in contexts.iter().enumerate() {
         for (name, stroke, figure) in lines {
             let mut points: Vec<Point> = r
                 .rates
                 .iter()
-                .filter(|c| c.context.tokens == *tokens && c.status.is_measured())
+                .filter(|c| row_key(c) == *key && c.status.is_measured())
                 .filter_map(|c| {
                     let x = c.achieved_rps.filter(|v| v.is_finite())?;
                     let y = figure(c).filter(|v| v.is_finite())?;
@@ -219,16 +216,34 @@ pub struct RateHeatmap {
     pub darker_is_better: Option<bool>,
 }
 
+/// Where a rate cell sits among the rows of the heatmap and the lines of the charts: its
+/// context, then its prefix share (none first).
+fn row_key(c: &RateCell) -> (u64, Option<u32>) {
+    (c.context.tokens, speedmatrix_schema::prefix::key(c.prefix_share))
+}
+
+/// The rows of the heatmap (lines of the charts): each context and prefix share of the run's
+/// rate cells, in order, with its label ("8K", "8K · prefix 90%").
+fn rate_rows(r: &Results) -> Vec<((u64, Option<u32>), String)> {
+    let mut rows: Vec<((u64, Option<u32>), String)> = r
+        .rates
+        .iter()
+        .map(|c| {
+            (row_key(c), format!("{}{}", c.context.label, speedmatrix_schema::prefix::name_suffix(c.prefix_share)))
+        })
+        .collect();
+    rows.sort_by(|a, b| a.0.cmp(&b.0));
+    rows.dedup_by(|a, b| a.0 == b.0);
+    rows
+}
+
 /// The heatmap of figure `id` (one of [`HEATMAP_METRICS`]; another gives the default's) over
 /// the run's rate cells: contexts by tokens, rates ascending; cells not measured show their
 /// status.
 pub fn rate_heatmap(r: &Results, id: &str) -> RateHeatmap {
     let id = if HEATMAP_METRICS.contains(&id) { id } else { DEFAULT_HEATMAP_METRIC };
     let (higher_is_better, value_of) = figure(id).expect("HEATMAP_METRICS are rate figures");
-    let mut contexts: Vec<(u64, String)> =
-        r.rates.iter().map(|c| (c.context.tokens, c.context.label.clone())).collect();
-    contexts.sort();
-    contexts.dedup();
+    let contexts = rate_rows(r);
     let mut rates: Vec<f64> = r.rates.iter().map(|c| c.rate_rps).collect();
     rates.sort_by(f64::total_cmp);
     rates.dedup();
@@ -249,10 +264,10 @@ pub fn rate_heatmap(r: &Results, id: &str) -> RateHeatmap {
     };
     let rows = contexts
         .iter()
-        .map(|(tokens, label)| {
+        .map(|(key, label)| {
             let cells = rates
                 .iter()
-                .map(|&rate| match r.rates.iter().find(|c| c.context.tokens == *tokens && c.rate_rps == rate) {
+                .map(|&rate| match r.rates.iter().find(|c| row_key(c) == *key && c.rate_rps == rate) {
                     None => RateHeatCell {
                         context: label.clone(),
                         rate: rate_label(rate),
