@@ -15,6 +15,11 @@
 //! - tests/fixtures/trace-cache-twin.json: `run --trace tests/fixtures/traces/mooncake-100.jsonl
 //!   --trace-to 6 --max-tokens 32` (37 requests). The trace section gives the trace's ideal reuse
 //!   beside the hit rate the server measured.
+//! - tests/fixtures/rates-share-spec-twin.json: `run --contexts 1k --rates 1,2 --arrival
+//!   constant --prefill-contexts none --prefix-share 0,90% --duration 6s --max-tokens 64`
+//!   against `simulate --profile tiny --spec-decode ngram:3`. The "Request rates" table has a
+//!   row per context, share and rate, each share cell with its measured hit rate beside the plan
+//!   and every cell with its speculative decoding (acceptance rate, mean accepted length).
 //! - The diff view of each fixture against a changed copy: a matrix row per prefix share, the
 //!   warm row's TTFT compared with the other warm row's (worse when doubled), and the
 //!   conversations' turns paired by number (turn 2's TTFT doubled: worse; turn 1: same).
@@ -260,5 +265,36 @@ fn the_trace_section_gives_the_ideal_reuse_beside_the_measured_hit_rate() {
         c.goto(&url).await.unwrap();
         wait_text(&c, "#traces h2", "Trace replay").await;
         assert_eq!(text(&c, ".trace-prefix-cache[data-trace=\"0\"]").await, want);
+    });
+}
+
+#[test]
+fn rate_cells_show_their_share_hit_rate_and_acceptance_in_the_rate_table() {
+    let (path, r) = fixture("rates-share-spec-twin.json");
+    assert!(r.rates.len() >= 4, "two shares × two rates");
+    scenario(|c| async move {
+        let (_server, url) = serve(&[&path]);
+        c.goto(&url).await.unwrap();
+        wait_text(&c, "#rates h2", "Request rates").await;
+        let headers = text(&c, "#rates-table thead").await;
+        assert!(headers.contains("Prefix cache") && headers.contains("Speculative decoding"), "{headers}");
+        for cell in &r.rates {
+            let share = cell.prefix_share.expect("every rate cell of the fixture has a share");
+            let context = format!("{} · prefix {}", cell.context.label, prefix::share_label(share));
+            let row = format!("#rates-table tr[data-context={context:?}][data-rate={:?}]", cell.rate_label());
+            // The hit rate beside the plan, with its source, as the file has it.
+            let pc = cell.prefix_cache.as_ref().expect("a share cell's prefix cache");
+            let hit = pct("prefix_cache_hit_rate", pc.measured_hit_rate.expect("a measured hit rate"));
+            let want = format!("{hit} hit (plan {}, Prometheus)", prefix::share_label(share));
+            assert_eq!(wait_text(&c, &format!("{row} td[data-col=prefix_cache]"), &want).await, want);
+            // Speculative decoding from the server's counters: acceptance, mean accepted length.
+            let spec = cell.spec_decode.as_ref().expect("the twin speculated");
+            let want = format!(
+                "{} accepted · mean accepted length {} (Prometheus counters)",
+                pct("spec_accept_rate", spec.acceptance_rate.unwrap()),
+                pct("spec_mean_accepted_len", spec.mean_accepted_length.unwrap())
+            );
+            assert_eq!(text(&c, &format!("{row} td[data-col=spec_decode]")).await, want);
+        }
     });
 }

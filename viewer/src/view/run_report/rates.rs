@@ -33,6 +33,8 @@ pub(super) fn status_cell(l: &rate_report::RateLine) -> impl IntoView {
 fn rate_table(r: &Results) -> impl IntoView {
     let lines = rate_report::rate_lines(r);
     let with_slo = r.config.rate_slo.is_some();
+    let with_prefix = speedmatrix_schema::export::rates_have_shares(r);
+    let with_spec = speedmatrix_schema::export::rates_have_spec(r);
     view! {
         <table class="measurements rates" id="rates-table">
             <thead>
@@ -46,6 +48,8 @@ fn rate_table(r: &Results) -> impl IntoView {
                         })
                         .collect_view()}
                     {with_slo.then(|| view! { <th scope="col" class="num">{speedmatrix_schema::export::RATE_GOODPUT_HEADER}</th> })}
+                    {with_prefix.then(|| view! { <th scope="col">{speedmatrix_schema::export::RATE_PREFIX_HEADER}</th> })}
+                    {with_spec.then(|| view! { <th scope="col">{speedmatrix_schema::export::RATE_SPEC_HEADER}</th> })}
                 </tr>
             </thead>
             <tbody>
@@ -66,6 +70,8 @@ fn rate_table(r: &Results) -> impl IntoView {
                                     .map(|(col, v)| view! { <td class="num" data-col=col>{v}</td> })
                                     .collect_view()}
                                 {with_slo.then(|| view! { <td class="num" data-col="goodput_rps">{l.goodput.clone()}</td> })}
+                                {with_prefix.then(|| view! { <td data-col="prefix_cache">{l.prefix_cache.clone()}</td> })}
+                                {with_spec.then(|| view! { <td data-col="spec_decode">{l.spec_decode.clone()}</td> })}
                             </tr>
                         }
                     })
