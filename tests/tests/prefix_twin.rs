@@ -342,6 +342,11 @@ fn rate_cells_take_the_share_axis_and_measure_what_the_twin_counted() {
     let shares: Vec<f64> = rows.iter().map(|r| f(&r["prefix_share"])).collect();
     assert_eq!(shares, [0.0, 0.9], "{d}");
     assert!(rows.iter().all(|r| r["status_a"] == r["status_b"]), "{d}");
+    let hit = rows[1]["deltas"].as_array().unwrap().iter().find(|x| x["column"] == "prefix_cache_hit_rate");
+    assert_eq!(hit.map(|x| &x["verdict"]), Some(&Value::from("same")), "the hit rate by the threshold: {d}");
+    let o = Command::new(support::BIN).arg("diff").arg(&file).arg(&file).output().unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("1K · prefix 90%") && text.contains("Prefix-cache hit rate"), "{text}");
     // `export`: each rate row carries its share, the measured rate, its source and the reset.
     let out = dir.path().join("cells.csv");
     let o = Command::new(support::BIN).arg("export").arg(&file).arg("-o").arg(&out).output().unwrap();
@@ -361,4 +366,37 @@ fn rate_cells_take_the_share_axis_and_measure_what_the_twin_counted() {
         );
         assert_eq!((row[at("prefix_cache_hit_rate_source")], row[at("prefix_cache_start")]), ("prometheus", "reset"));
     }
+}
+
+#[test]
+fn a_rate_cell_whose_share_was_not_hit_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_twin, url) = twin(&["--profile", "tiny", "--no-prefix-cache"]);
+    let (r, code, stderr) = run(
+        dir.path(),
+        &url,
+        &[
+            "--contexts",
+            "1k",
+            "--rates",
+            "2",
+            "--arrival",
+            "constant",
+            "--prefill-contexts",
+            "none",
+            "--prefix-share",
+            "90%",
+        ],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    let c = &r["rates"][0];
+    let pc = &c["prefix_cache"];
+    assert_eq!((f(&pc["planned_share"]), f(&pc["measured_hit_rate"])), (0.9, 0.0), "{pc}");
+    let reason = c["reason"].as_str().unwrap_or_else(|| panic!("a rate cell off its plan says why: {c}"));
+    assert!(reason.contains("measured hit rate 0% is 90 points below the planned share 90%"), "{reason}");
+    assert!(reason.contains("the server reports its prefix caching off"), "{reason}");
+    assert!(
+        stderr.contains("warning: rate 1K · prefix 90% at 2 req/s: prefix cache:"),
+        "the terminal says it: {stderr}"
+    );
 }
