@@ -416,6 +416,13 @@ pub struct RateTableLine {
     /// Speculative decoding from the server's counters: acceptance rate, mean accepted length
     /// and the source; a dash without figures.
     pub spec_decode: String,
+    /// The prefix cache in detail (the page's tooltip): "10,032 of 11,264 prompt tokens served
+    /// from the cache · cache reset (POST /reset_prefix_cache)", and why the rate may be off the
+    /// plan; `None` without a share.
+    pub prefix_cache_detail: Option<String>,
+    /// Speculative decoding in detail (the page's tooltip): "606 draft tokens, 156 accepted ·
+    /// acceptance by position 0: 33.7% · 1: 25.7% · 2: 17.8%"; `None` without figures.
+    pub spec_decode_detail: Option<String>,
     /// "≈ approximate: tokens counted from chunks" when the cell's tokens could not be counted
     /// exactly (total tok/s and TPOT are then approximate), as the decode table marks it.
     pub note: Option<&'static str>,
@@ -506,7 +513,55 @@ pub fn rate_table_line(c: &RateCell) -> RateTableLine {
             .prefix_share
             .map_or_else(|| DASH.to_string(), |share| crate::prefix::hit_rate_text(share, c.prefix_cache.as_ref())),
         spec_decode: spec_text(c),
+        prefix_cache_detail: prefix_detail(c),
+        spec_decode_detail: spec_detail(c),
     }
+}
+
+/// A share rate cell's prefix cache in detail, for the page's tooltip: the counts the hit rate
+/// comes from (or why there is none), how the cache began, and why the rate may be off the
+/// plan when the cell says so. `None` without a share.
+fn prefix_detail(c: &RateCell) -> Option<String> {
+    let f = c.prefix_cache.as_ref()?;
+    let counts = match (f.measured_hit_rate, f.hit_tokens, f.query_tokens) {
+        (Some(_), Some(h), Some(q)) => format!(
+            "{} of {} prompt tokens served from the cache",
+            crate::registry::format_int(h),
+            crate::registry::format_int(q)
+        ),
+        _ => {
+            let why =
+                c.missing.iter().find(|m| m.figure == "prefix_cache.measured_hit_rate").map(|m| m.reason.as_str());
+            format!("no hit rate: {}", why.unwrap_or("the cell was not measured"))
+        }
+    };
+    let start = match f.cache_start {
+        crate::CacheStart::Reset => format!("cache reset ({})", f.cache_start_detail),
+        crate::CacheStart::Salted => format!("prompts salted: {}", f.cache_start_detail),
+    };
+    let off = crate::prefix::off_plan_reason(c.reason.as_deref());
+    Some([Some(counts), Some(start), off.map(str::to_string)].into_iter().flatten().collect::<Vec<_>>().join(" · "))
+}
+
+/// A rate cell's speculative decoding in detail, for the page's tooltip: draft and accepted
+/// tokens, acceptance by draft position. `None` without figures.
+fn spec_detail(c: &RateCell) -> Option<String> {
+    let f = c.spec_decode.as_ref()?;
+    let mut parts = Vec::new();
+    if let (Some(d), Some(a)) = (f.draft_tokens, f.accepted_tokens) {
+        parts.push(format!(
+            "{} draft tokens, {} accepted",
+            crate::registry::format_int(d),
+            crate::registry::format_int(a)
+        ));
+    }
+    let by = crate::registry::SPEC_DECODE.iter().find(|m| m.id == "spec_acceptance_by_position");
+    if let (false, Some(m)) = (f.acceptance_by_position.is_empty(), by) {
+        let by: Vec<String> =
+            f.acceptance_by_position.iter().enumerate().map(|(k, v)| format!("{k}: {}", m.display(*v))).collect();
+        parts.push(format!("acceptance by position {}", by.join(" · ")));
+    }
+    (!parts.is_empty()).then(|| parts.join(" · "))
 }
 
 #[cfg(test)]

@@ -286,7 +286,8 @@ fn rate_cells_show_their_share_hit_rate_and_acceptance_in_the_rate_table() {
             let pc = cell.prefix_cache.as_ref().expect("a share cell's prefix cache");
             let hit = pct("prefix_cache_hit_rate", pc.measured_hit_rate.expect("a measured hit rate"));
             let want = format!("{hit} hit (plan {}, Prometheus)", prefix::share_label(share));
-            assert_eq!(wait_text(&c, &format!("{row} td[data-col=prefix_cache]"), &want).await, want);
+            let got = wait_text(&c, &format!("{row} td[data-col=prefix_cache]"), &want).await;
+            assert!(got.starts_with(&want), "{got:?}");
             // Speculative decoding from the server's counters: acceptance, mean accepted length.
             let spec = cell.spec_decode.as_ref().expect("the twin speculated");
             let want = format!(
@@ -294,7 +295,37 @@ fn rate_cells_show_their_share_hit_rate_and_acceptance_in_the_rate_table() {
                 pct("spec_accept_rate", spec.acceptance_rate.unwrap()),
                 pct("spec_mean_accepted_len", spec.mean_accepted_length.unwrap())
             );
-            assert_eq!(text(&c, &format!("{row} td[data-col=spec_decode]")).await, want);
+            let got = text(&c, &format!("{row} td[data-col=spec_decode]")).await;
+            assert!(got.starts_with(&want), "{got:?} starts with {want:?}");
+            // The counts behind both, in a tooltip on focus.
+            let pc_tip = format!(
+                "{} of {} prompt tokens served from the cache · cache reset (POST /reset_prefix_cache)",
+                registry::format_int(pc.hit_tokens.unwrap()),
+                registry::format_int(pc.query_tokens.unwrap())
+            );
+            assert_eq!(tip(&c, &format!("{row} td[data-col=prefix_cache]")).await, pc_tip);
+            let by: Vec<String> = spec
+                .acceptance_by_position
+                .iter()
+                .enumerate()
+                .map(|(k, v)| format!("{k}: {}", pct("spec_acceptance_by_position", *v)))
+                .collect();
+            let spec_tip = format!(
+                "{} draft tokens, {} accepted · acceptance by position {}",
+                registry::format_int(spec.draft_tokens.unwrap()),
+                registry::format_int(spec.accepted_tokens.unwrap()),
+                by.join(" · ")
+            );
+            assert_eq!(tip(&c, &format!("{row} td[data-col=spec_decode]")).await, spec_tip);
         }
     });
+}
+
+/// The tooltip of the element `css` once focused and shown.
+async fn tip(c: &fantoccini::Client, css: &str) -> String {
+    let body = format!(
+        "const td = document.querySelector({css:?}); td.focus(); const t = td.querySelector('.hm-tip'); \
+         return t && getComputedStyle(t).display === 'block' ? t.textContent : null;"
+    );
+    until(c, &format!("the tooltip of {css}"), &body).await.as_str().unwrap_or_default().to_string()
 }

@@ -523,6 +523,14 @@ mod tests {
         );
         assert_eq!(lines[2].prefix_cache, "89.1% hit (plan 90%, Prometheus)");
         assert!(lines[2].spec_decode.ends_with("(Prometheus counters)"), "{}", lines[2].spec_decode);
+        assert_eq!(
+            lines[2].prefix_cache_detail.as_deref(),
+            Some("6,384 of 7,168 prompt tokens served from the cache · cache reset (POST /reset_prefix_cache)")
+        );
+        assert_eq!(
+            lines[2].spec_decode_detail.as_deref(),
+            Some("780 draft tokens, 191 accepted · acceptance by position 0: 44.2% · 1: 20.0% · 2: 9.2%")
+        );
         let h = rate_heatmap(&r, "ttft_ms_p50");
         let rows: Vec<&str> = h.rows.iter().map(|(l, _)| l.as_str()).collect();
         assert_eq!(rows, ["1K · prefix 0%", "1K · prefix 90%"], "one row per share, never one cell for two");
