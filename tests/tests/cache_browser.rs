@@ -20,6 +20,9 @@
 //!   against `simulate --profile tiny --spec-decode ngram:3`. The "Request rates" table has a
 //!   row per context, share and rate, each share cell with its measured hit rate beside the plan
 //!   and every cell with its speculative decoding (acceptance rate, mean accepted length).
+//! - The diff view of the rate fixture against a copy whose 90 % cell at 1 req/s hit half as
+//!   often and accepted half as many drafts: the rate table pairs the cells by share and adds
+//!   the hit rate ("changed") and the acceptance rate ("worse") beside the usual figures.
 //! - The diff view of each fixture against a changed copy: a matrix row per prefix share, the
 //!   warm row's TTFT compared with the other warm row's (worse when doubled), and the
 //!   conversations' turns paired by number (turn 2's TTFT doubled: worse; turn 1: same).
@@ -328,4 +331,58 @@ async fn tip(c: &fantoccini::Client, css: &str) -> String {
          return t && getComputedStyle(t).display === 'block' ? t.textContent : null;"
     );
     until(c, &format!("the tooltip of {css}"), &body).await.as_str().unwrap_or_default().to_string()
+}
+
+#[test]
+fn the_diff_view_compares_rate_cells_by_share_with_their_hit_rate_and_acceptance() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, r) = fixture("rates-share-spec-twin.json");
+    // B: the 90 % cell at 1 req/s hit half as often and accepted half the drafts it did.
+    let b = changed(dir.path(), "rates-share-spec-twin.json", "b-rates", |v| {
+        let cell =
+            v["rates"].as_array_mut().unwrap().iter_mut().find(|c| c["prefix_share"] == 0.9 && c["rate_rps"] == 1.0);
+        let cell = cell.unwrap();
+        let hit = &mut cell["prefix_cache"]["measured_hit_rate"];
+        *hit = (hit.as_f64().unwrap() / 2.0).into();
+        let acc = &mut cell["spec_decode"]["acceptance_rate"];
+        *acc = (acc.as_f64().unwrap() / 2.0).into();
+    });
+    let cell = r.rates.iter().find(|c| c.prefix_share == Some(0.9) && c.rate_rps == 1.0).unwrap().clone();
+    let hit = cell.prefix_cache.as_ref().unwrap().measured_hit_rate.unwrap();
+    scenario(|c| async move {
+        let (_server, base) = serve(&[&a, &b]);
+        c.goto(&format!("{base}?a=runs/rates-share-spec-twin.json&b=runs/b-rates.json")).await.unwrap();
+        wait_text(&c, "#diff-rates h2", "Request rates").await;
+        let head = text(&c, "#rate-diff-table thead").await;
+        for h in ["Prefix-cache hit rate", "Acceptance rate", "Mean accepted length"] {
+            assert!(head.contains(h), "{h} in {head:?}");
+        }
+        let rows = until(
+            &c,
+            "the rate diff rows",
+            "return document.querySelectorAll('#rate-diff-table tbody tr').length || null;",
+        )
+        .await;
+        assert_eq!(rows, Value::from(4), "the 0 % and 90 % cells pair with their own share");
+        let row = "#rate-diff-table tr[data-context=\"1K · prefix 90%\"][data-rate=\"1 req/s\"]";
+        let kind =
+            |col: &str| format!("return document.querySelector('{row} td[data-col={col}]')?.dataset.kind || null;");
+        let hit_kind = until(&c, "the hit-rate cell", &kind("prefix_cache_hit_rate")).await;
+        assert_eq!(hit_kind, Value::from("changed"), "the hit rate has no direction: changed");
+        let detail = text(&c, &format!("{row} td[data-col=prefix_cache_hit_rate] .dm-detail")).await;
+        assert_eq!(
+            detail,
+            format!("{} → {}", pct("prefix_cache_hit_rate", hit), pct("prefix_cache_hit_rate", hit / 2.0))
+        );
+        assert_eq!(until(&c, "the acceptance cell", &kind("spec_accept_rate")).await, Value::from("worse"));
+        // The share-0 cell at the same rate did not change.
+        let same = "#rate-diff-table tr[data-context=\"1K · prefix 0%\"][data-rate=\"1 req/s\"]";
+        let same_kind = until(
+            &c,
+            "the share-0 acceptance cell",
+            &format!("return document.querySelector('{same} td[data-col=spec_accept_rate]')?.dataset.kind || null;"),
+        )
+        .await;
+        assert_eq!(same_kind, Value::from("same"));
+    });
 }

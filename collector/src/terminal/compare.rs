@@ -420,10 +420,6 @@ fn lists_section(out: &mut String, d: &RunDiff, markup: Markup) {
 const RATE_COLUMNS: [&str; 6] =
     ["achieved_rps", "goodput_rps", "total_tps", "ttft_ms_p50", "tpot_ms_p50", "e2e_ms_p50"];
 
-/// The figures of a rate cell the table adds when a cell of either run has them: the measured
-/// prefix-cache hit rate (`--prefix-share`) and speculative decoding (threshold verdicts only).
-const RATE_CACHE_SPEC_COLUMNS: [&str; 3] = ["prefix_cache_hit_rate", "spec_accept_rate", "spec_mean_accepted_len"];
-
 /// One figure of a rate cell as lines: `A → B` and `Δ % ± verdict`, or the status words.
 pub fn rate_cell_text(r: &rates::RateRowDiff, column: &str) -> String {
     figure_lines(r.delta(column), column)
@@ -513,10 +509,8 @@ fn rate_section(out: &mut String, d: &rates::RateDiff, markup: Markup) {
     };
     let _ = writeln!(out, "Matched by context, prefix share, rate and arrival process · {rule}.\n");
     if !d.rows.is_empty() {
-        let columns: Vec<&str> = RATE_COLUMNS
-            .into_iter()
-            .chain(RATE_CACHE_SPEC_COLUMNS.into_iter().filter(|c| d.rows.iter().any(|r| r.delta(c).is_some())))
-            .collect();
+        // With the hit rate and speculative decoding where a cell has them.
+        let columns: Vec<&str> = RATE_COLUMNS.into_iter().chain(rates::cache_spec_figures(d)).collect();
         let headers = ["Context", "Rate", "Status"]
             .into_iter()
             .map(String::from)

@@ -54,6 +54,16 @@ pub const RATE_FIGURES: [(&str, Option<bool>, FigureOf); 15] = [
     ("spec_mean_accepted_len", Some(true), |c| c.spec_decode.as_ref().and_then(|s| s.mean_accepted_length)),
 ];
 
+/// The figures of [`RATE_FIGURES`] a rate table shows only when a cell of either run has them:
+/// the measured prefix-cache hit rate (`--prefix-share`) and speculative decoding (threshold
+/// verdicts only). `speedmatrix diff` and the page's diff view add them to their tables.
+pub const CACHE_SPEC_FIGURES: [&str; 3] = ["prefix_cache_hit_rate", "spec_accept_rate", "spec_mean_accepted_len"];
+
+/// The figures of [`CACHE_SPEC_FIGURES`] some row of `d` has a delta of, in that order.
+pub fn cache_spec_figures(d: &RateDiff) -> Vec<&'static str> {
+    CACHE_SPEC_FIGURES.into_iter().filter(|c| d.rows.iter().any(|r| r.delta(c).is_some())).collect()
+}
+
 /// The figures that get an interval from a rate cell's per-request samples. Total tok/s has
 /// none (a rate cell keeps no per-second series of its output tokens, only each request's
 /// total) and keeps the threshold rule.
