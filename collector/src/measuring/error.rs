@@ -104,8 +104,8 @@ pub enum RunError {
     /// A `--prefix-share` value that is not a share.
     #[error("--prefix-share: {0}")]
     PrefixShare(String),
-    /// `--prefix-share` with rate cells or a trace, which do not take it yet.
-    #[error("--prefix-share applies to concurrency cells and prefill rows; rate cells and --trace do not take it yet (run them without --prefix-share)")]
+    /// `--prefix-share` with `--rates auto` or a trace, which do not take it yet.
+    #[error("--prefix-share applies to concurrency cells, rate cells of given rates and prefill rows; --rates auto and --trace do not take it yet (run them without --prefix-share)")]
     PrefixShareOpenLoop,
     /// `--turns` with a flag it does not combine with (yet), or `--think-time` without it.
     #[error("{flag}: {why}")]

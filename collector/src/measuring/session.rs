@@ -221,11 +221,12 @@ impl Session {
             return Start { how: CacheStart::Salted, detail: why };
         };
         for path in &reset.paths {
-            if let Err(e) = self.client.post_empty(path, std::time::Duration::from_secs(60)).await {
-                let hint = match self.info.kind {
-                    crate::measuring::engine::EngineKind::Vllm => " (vLLM serves it with VLLM_SERVER_DEV_MODE=1)",
-                    _ => "",
-                };
+            let answer = self.client.post_empty(path, std::time::Duration::from_secs(60)).await;
+            let failed = match answer {
+                Ok(body) => crate::measuring::cache_start::refused(&body).map(|e| (e, "")),
+                Err(e) => Some((e.to_string(), crate::measuring::cache_start::hint(self.info.kind))),
+            };
+            if let Some((e, hint)) = failed {
                 let why = format!(
                     "{} failed ({e}){hint}: the prompts carry text unique to this row or cell instead",
                     reset.label

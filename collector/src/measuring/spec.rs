@@ -215,7 +215,7 @@ impl RunSpec {
             (None, Some(text)) => speedmatrix_schema::prefix::parse_shares(text).map_err(RunError::PrefixShare)?,
             (None, None) => vec![],
         };
-        if !prefix_shares.is_empty() && (!rates.is_empty() || rate_search || trace.is_some()) {
+        if !prefix_shares.is_empty() && (rate_search || trace.is_some()) {
             return Err(RunError::PrefixShareOpenLoop);
         }
         let turns = turns(args, (!rates.is_empty() || rate_search, trace.is_some(), !prefix_shares.is_empty()))?;

@@ -96,6 +96,8 @@ pub struct Outcome {
     pub raw: Value,
     /// The JSON bodies of every completion request the server received.
     pub bodies: Vec<Value>,
+    /// The prefix-cache resets the server was asked for.
+    pub resets: usize,
     /// How long the collector's process ran, start to exit.
     pub wall: std::time::Duration,
 }
@@ -130,13 +132,14 @@ pub async fn run(name: &str, shape: Shape) {
     let (code, stderr) = collect(&server.url, &out, &args).await;
     let wall = started.elapsed();
     let bodies = server.bodies();
+    let resets = server.resets();
     drop(server);
     let mut c = Checks::default();
     c.eq("exit code", code, Some(shape.exit));
     match load(&out) {
         Err(why) => c.0.push(why),
         Ok((results, raw)) => {
-            let o = Outcome { code, stderr: stderr.clone(), out, results, raw, bodies, wall };
+            let o = Outcome { code, stderr: stderr.clone(), out, results, raw, bodies, resets, wall };
             verdict(&o, &shape.prefill, &shape.decode, &mut c);
             if let Some(check) = shape.check {
                 let checked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(&o, &mut c)));

@@ -11,7 +11,10 @@
 //! and never answers, gzip-encoded event streams, an error object with HTTP 200.
 //! a gateway in front of it) while its own queue reads 0; usage that is not a running total
 //! (stuck at 1, each chunk's own count) beside a true output-token counter; prefix-cache and
-//! speculative-decoding counters of a server that restarts mid-run (they begin again from 0).
+//! speculative-decoding counters of a server that restarts mid-run (they begin again from 0);
+//! a prefix-cache reset that answers HTTP 200 `{"success": false}` (vLLM: the reset did not
+//! happen) and llama.cpp's slot erase answering 501 (no `--slot-save-path`), behind a `/props`
+//! that says llama.cpp.
 //!
 //! Each is a real axum server on a loopback socket, answering what discovery and the prompt
 //! builder ask (`/v1/models`, `/tokenize`, `/metrics`, `/version` → 404) and streaming
@@ -229,6 +232,12 @@ pub struct Script {
     /// Each request adds, as it arrives: its prompt tokens to the queries and nine tenths of them
     /// to the hits; 10 drafts, 30 draft tokens, 15 accepted.
     pub restart_at: Option<usize>,
+    /// What `POST /reset_prefix_cache` and `POST /slots/{id}` (llama.cpp's slot erase) answer:
+    /// HTTP status and JSON body; `None`: 404.
+    pub reset_answer: Option<(u16, &'static str)>,
+    /// What `GET /props` answers (llama.cpp: `total_slots`, `default_generation_settings`);
+    /// `None`: 404.
+    pub props: Option<Value>,
 }
 
 /// What each counter of [`Script::restart_at`] holds before the restart.
@@ -260,6 +269,8 @@ impl Default for Script {
             generation_counter: false,
             slow_after: None,
             restart_at: None,
+            reset_answer: None,
+            props: None,
         }
     }
 }
@@ -283,6 +294,8 @@ struct AppState {
     streaming: Arc<std::sync::atomic::AtomicI64>,
     /// Tokens written in streams so far (the generation counter).
     generated: Arc<std::sync::atomic::AtomicU64>,
+    /// Prefix-cache resets asked for (`POST /reset_prefix_cache`, `POST /slots/{id}`).
+    resets: std::sync::atomic::AtomicUsize,
 }
 
 /// Counts one stream in a count (admitted, open) until dropped.
@@ -314,6 +327,11 @@ impl Scripted {
     pub fn bodies(&self) -> Vec<Value> {
         self.state.bodies.lock().map(|b| b.clone()).unwrap_or_default()
     }
+
+    /// Prefix-cache resets asked for so far.
+    pub fn resets(&self) -> usize {
+        self.state.resets.load(std::sync::atomic::Ordering::SeqCst)
+    }
 }
 
 impl Drop for Scripted {
@@ -338,11 +356,15 @@ pub async fn start(script: Script) -> Scripted {
         admitted: Default::default(),
         streaming: Default::default(),
         generated: Default::default(),
+        resets: Default::default(),
     });
     let app = Router::new()
         .route("/v1/models", get(routes::models))
         .route("/metrics", get(routes::metrics))
         .route("/tokenize", post(routes::tokenize))
+        .route("/reset_prefix_cache", post(routes::reset))
+        .route("/slots/{id}", post(routes::reset))
+        .route("/props", get(routes::props))
         .route("/v1/chat/completions", post(stream::complete))
         .route("/v1/completions", post(stream::complete))
         .with_state(state.clone());
