@@ -317,14 +317,14 @@ fn rate_cells_take_the_share_axis_and_measure_what_the_twin_counted() {
     }
     // `show`'s rate table: a row per share, the hit rate beside the plan.
     let file = dir.path().join("run.json");
-    let o = Command::new(support::BIN).arg("show").arg(&file).output().unwrap();
+    let o = Command::new(support::bin()).arg("show").arg(&file).output().unwrap();
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(text.contains("1K · prefix 90%"), "{text}");
     assert!(text.contains("1K · prefix 0%"), "{text}");
     assert!(text.contains("Prefix cache"), "{text}");
     assert!(text.contains("hit (plan 90%, Prometheus)"), "{text}");
-    let o = Command::new(support::BIN).args(["show", "--rates", "-f", "json"]).arg(&file).output().unwrap();
+    let o = Command::new(support::bin()).args(["show", "--rates", "-f", "json"]).arg(&file).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let rows: Value = serde_json::from_slice(&o.stdout).unwrap();
     let rows = rows.as_array().unwrap();
@@ -333,7 +333,7 @@ fn rate_cells_take_the_share_axis_and_measure_what_the_twin_counted() {
     assert_eq!(rows[1]["prefix_cache_hit_rate"], cells[1]["prefix_cache"]["measured_hit_rate"]);
     assert_eq!(rows[1]["prefix_cache_hit_rate_source"], "prometheus");
     // `diff` pairs the cells by share as well: the file against itself, two rows, no change.
-    let o = Command::new(support::BIN).arg("diff").arg(&file).arg(&file).args(["-f", "json"]).output().unwrap();
+    let o = Command::new(support::bin()).arg("diff").arg(&file).arg(&file).args(["-f", "json"]).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let d: Value = serde_json::from_slice(&o.stdout).unwrap();
     let rows = d["rates"]["rows"].as_array().unwrap();
@@ -342,12 +342,12 @@ fn rate_cells_take_the_share_axis_and_measure_what_the_twin_counted() {
     assert!(rows.iter().all(|r| r["status_a"] == r["status_b"]), "{d}");
     let hit = rows[1]["deltas"].as_array().unwrap().iter().find(|x| x["column"] == "prefix_cache_hit_rate");
     assert_eq!(hit.map(|x| &x["verdict"]), Some(&Value::from("same")), "the hit rate by the threshold: {d}");
-    let o = Command::new(support::BIN).arg("diff").arg(&file).arg(&file).output().unwrap();
+    let o = Command::new(support::bin()).arg("diff").arg(&file).arg(&file).output().unwrap();
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("1K · prefix 90%") && text.contains("Prefix-cache hit rate"), "{text}");
     // `export`: each rate row carries its share, the measured rate, its source and the reset.
     let out = dir.path().join("cells.csv");
-    let o = Command::new(support::BIN).arg("export").arg(&file).arg("-o").arg(&out).output().unwrap();
+    let o = Command::new(support::bin()).arg("export").arg(&file).arg("-o").arg(&out).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let csv = std::fs::read_to_string(&out).unwrap();
     let mut lines = csv.lines();
