@@ -224,7 +224,8 @@ pub struct RunArgs {
     /// requests arrive on a schedule that does not wait for the server, and their latencies
     /// count from their scheduled instants. Without --concurrency, only rate cells are measured.
     /// `auto` (with --slo) searches per context for the highest rate that meets the SLO.
-    #[arg(long, value_delimiter = ',', value_name = "RPS")]
+    // A negative rate is a value (refused by the rates' own check, which names the flag), not a flag.
+    #[arg(long, value_delimiter = ',', value_name = "RPS", allow_negative_numbers = true)]
     pub rates: Vec<String>,
     /// The SLO of rate cells: `ttft=2s,tpot=50ms[,p=90]` (limits on TTFT and TPOT at the 50th,
     /// 90th or 99th percentile; p=50 by default). Each rate cell gets its goodput (requests/s
@@ -295,7 +296,7 @@ pub struct RunArgs {
     /// many sessions at once (closed loop), each sending N turns — turn 1 a prompt of its own,
     /// every later turn the whole history (prompts and the server's answers) plus a new
     /// message; figures per turn. Chat endpoint only.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(2..=i64::from(speedmatrix_schema::conversation::MAX_TURNS)))]
+    #[arg(long, value_name = "N", value_parser = parse_turns)]
     pub turns: Option<u32>,
     /// With --turns: the pause between an answer's end and the session's next turn.
     #[arg(long, value_name = "DUR")]
@@ -564,4 +565,14 @@ pub struct DemoArgs {
     /// Port on 127.0.0.1 for the page; 0 lets the system pick a free one.
     #[arg(long, default_value_t = 8765)]
     pub port: u16,
+}
+
+/// `--turns N`: 2 to [`speedmatrix_schema::conversation::MAX_TURNS`] turns per session (clap
+/// names the flag and the value before this message).
+fn parse_turns(s: &str) -> Result<u32, String> {
+    let max = speedmatrix_schema::conversation::MAX_TURNS;
+    match s.trim().parse::<u32>() {
+        Ok(n) if (2..=max).contains(&n) => Ok(n),
+        _ => Err(format!("give 2 to {max} turns per session, e.g. --turns 5 (turn 1 and at least one follow-up)")),
+    }
 }

@@ -48,9 +48,16 @@ pub fn excerpt(s: &str, max: usize) -> String {
     }
 }
 
-/// An error and its sources in one line (`a: b: c`), each cause once.
+/// `e` and its sources, each once, in one line (`a: b: c`), without reqwest's "error sending
+/// request for url (URL)": every error that carries this text names the URL already ("cannot
+/// reach URL: …").
 pub fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
+    if let Some(rest) = s.strip_prefix("error sending request for url (") {
+        if let Some(i) = rest.find(')') {
+            s = format!("error sending the request{}", &rest[i + 1..]);
+        }
+    }
     let mut src = e.source();
     while let Some(inner) = src {
         let t = inner.to_string();

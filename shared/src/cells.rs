@@ -127,7 +127,8 @@ impl<'a> Ctx<'a> {
         match self.item {
             Item::Prefill(p) => p.prefix_cache.as_ref(),
             Item::Decode(d) => d.prefix_cache.as_ref(),
-            _ => None,
+            Item::Rate(r) => r.prefix_cache.as_ref(),
+            Item::Trace(_) => None,
         }
     }
 
@@ -282,6 +283,7 @@ fn rate_value(c: &RateCell, column: &Column) -> Option<f64> {
         "output_tokens" => c.output_tokens.map(|v| v as f64),
         "completed_requests" => c.completed_requests.map(|v| v as f64),
         "window_s" => c.window_s,
+        "spec_accept_rate" => c.spec_decode.as_ref().and_then(|s| s.acceptance_rate),
         _ => None,
     }
 }
@@ -498,6 +500,14 @@ fn key_columns() -> Vec<CellColumn> {
             |c| Value::Text(c.prefix_cache().and_then(|p| p.hit_rate_source.as_ref()).and_then(id_of)),
         ),
         col(
+            "prefix_cache_start",
+            Text,
+            "",
+            "speedmatrix",
+            "How a prefix-share row's or cell's cache began: reset (the server's own reset answered) or salted (its prompts carry text unique to it; the file's cache_start_detail says why).",
+            |c| Value::Text(c.prefix_cache().and_then(|p| id_of(&p.cache_start))),
+        ),
+        col(
             "status",
             Text,
             "",
@@ -579,6 +589,26 @@ fn figure_columns() -> Vec<CellColumn> {
             }
         })
         .collect()
+}
+
+/// The speculative-decoding figure beside `spec_accept_rate` (a decode or rate cell's
+/// `spec_decode`): the mean accepted length.
+fn spec_columns() -> Vec<CellColumn> {
+    vec![col(
+        "spec_mean_accepted_len",
+        Float,
+        "tokens",
+        "Prometheus",
+        "Speculative decoding: 1 + accepted ÷ drafts, the tokens each verification step produced (decode and rate cells; SGLang's accept-length gauge).",
+        |c| {
+            let spec = match c.item {
+                Item::Decode(d) => d.spec_decode.as_ref(),
+                Item::Rate(r) | Item::Trace(r) => r.spec_decode.as_ref(),
+                Item::Prefill(_) => None,
+            };
+            Value::Float(spec.and_then(|s| s.mean_accepted_length).filter(|v| v.is_finite()))
+        },
+    )]
 }
 
 /// The figures derived from a row and its run's header.
@@ -746,6 +776,7 @@ pub fn columns() -> Vec<CellColumn> {
     let mut out = header_columns();
     out.extend(key_columns());
     out.extend(figure_columns());
+    out.extend(spec_columns());
     out.extend(derived_columns());
     out.extend(interval_columns());
     out.extend(rate_columns());

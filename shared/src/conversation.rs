@@ -161,9 +161,10 @@ pub fn turn_notes(r: &Results) -> Vec<String> {
     let mut out = vec![];
     for c in &r.conversations {
         out.push(format!(
-            "- {} × {} sessions, {} turns, think time {} s: {}{}",
+            "- {} × {} session{}, {} turns, think time {} s: {}{}",
             c.context.label,
             c.sessions,
+            if c.sessions == 1 { "" } else { "s" },
             c.turns,
             c.think_time_s,
             c.status.label(),

@@ -168,8 +168,8 @@ pub const RATE_KEY_COLUMNS: [&str; 13] = [
     "scheduled_requests",
 ];
 
-/// The columns after the distributions.
-const RATE_TAIL_COLUMNS: [&str; 12] = [
+/// The columns after the distributions (the prefix-cache ones empty without `--prefix-share`).
+const RATE_TAIL_COLUMNS: [&str; 15] = [
     "completed_requests",
     "total_tps",
     "output_tokens",
@@ -182,6 +182,9 @@ const RATE_TAIL_COLUMNS: [&str; 12] = [
     "unfinished",
     "warmup_s",
     "window_s",
+    "prefix_share",
+    "prefix_cache_hit_rate",
+    "prefix_cache_hit_rate_source",
 ];
 
 /// Every header of the rate cells' table, in order: [`RATE_KEY_COLUMNS`], then
@@ -241,6 +244,16 @@ fn rate_fields(c: &RateCell) -> Vec<Field> {
         Field::Count(sat.map(|s| s.unfinished)),
         Field::Float(c.warmup_s),
         Field::Float(c.window_s),
+        Field::Float(c.prefix_share),
+        Field::Float(c.prefix_cache.as_ref().and_then(|p| p.measured_hit_rate)),
+        Field::Text(
+            c.prefix_cache
+                .as_ref()
+                .and_then(|p| p.hit_rate_source)
+                .and_then(|s| serde_json::to_value(s).ok())
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
+        ),
     ]);
     f
 }
@@ -330,12 +343,48 @@ pub const RATE_TABLE_HEADERS: [&str; 11] = [
 /// The header of the goodput column, shown when the run has an SLO.
 pub const RATE_GOODPUT_HEADER: &str = "Goodput req/s (✓ meets the SLO)";
 
+/// The header of the prefix-cache column, shown when a rate cell has a prefix share.
+pub const RATE_PREFIX_HEADER: &str = "Prefix cache";
+
+/// Whether some rate cell has a prefix share (`--prefix-share`): the rate table then shows
+/// [`RATE_PREFIX_HEADER`].
+pub fn rates_have_shares(results: &Results) -> bool {
+    results.rates.iter().any(|c| c.prefix_share.is_some())
+}
+
+/// The header of the page's speculative-decoding column, shown when a rate cell has figures
+/// of it (`show` prints them in its own speculative-decoding table).
+pub const RATE_SPEC_HEADER: &str = "Speculative decoding";
+
+/// Whether some rate cell has speculative-decoding figures (`spec_decode`).
+pub fn rates_have_spec(results: &Results) -> bool {
+    results.rates.iter().any(|c| c.spec_decode.is_some())
+}
+
+/// A rate cell's speculative decoding in one line: "25.7% accepted · mean accepted length 1.77
+/// (Prometheus)"; a dash without figures.
+fn spec_text(c: &RateCell) -> String {
+    let Some(f) = c.spec_decode.as_ref() else { return DASH.to_string() };
+    let metric =
+        |id: &str| crate::registry::metric(id).or_else(|| crate::registry::SPEC_DECODE.iter().find(|m| m.id == id));
+    let show = |id: &str, v: Option<f64>| match (metric(id), v) {
+        (Some(m), Some(v)) if v.is_finite() => m.display(v),
+        _ => DASH.to_string(),
+    };
+    format!(
+        "{} accepted · mean accepted length {} ({})",
+        show("spec_accept_rate", f.acceptance_rate),
+        show("spec_mean_accepted_len", f.mean_accepted_length),
+        f.source.words()
+    )
+}
+
 /// One line of the rate table people read: a context at an offered rate, every figure
 /// written as `show` prints it and the page draws it (a dash when absent). The one builder of
 /// that table: `show` and the viewer both read it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RateTableLine {
-    /// The context's label, "8K".
+    /// The context's label, "8K", with the cell's prefix share: "8K · prefix 90%".
     pub context: String,
     /// The planned rate, "0.5 req/s".
     pub rate: String,
@@ -361,6 +410,19 @@ pub struct RateTableLine {
     pub send_lag_p99: String,
     /// With an SLO: goodput, "0.40", with " ✓" when the cell meets the SLO; a dash without.
     pub goodput: String,
+    /// A prefix-share cell: the measured hit rate beside the plan and its source, "89.6% hit
+    /// (plan 90%, Prometheus)" ([`crate::prefix::hit_rate_text`]); a dash without a share.
+    pub prefix_cache: String,
+    /// Speculative decoding from the server's counters: acceptance rate, mean accepted length
+    /// and the source; a dash without figures.
+    pub spec_decode: String,
+    /// The prefix cache in detail (the page's tooltip): "10,032 of 11,264 prompt tokens served
+    /// from the cache · cache reset (POST /reset_prefix_cache)", and why the rate may be off the
+    /// plan; `None` without a share.
+    pub prefix_cache_detail: Option<String>,
+    /// Speculative decoding in detail (the page's tooltip): "606 draft tokens, 156 accepted ·
+    /// acceptance by position 0: 33.7% · 1: 25.7% · 2: 17.8%"; `None` without figures.
+    pub spec_decode_detail: Option<String>,
     /// "≈ approximate: tokens counted from chunks" when the cell's tokens could not be counted
     /// exactly (total tok/s and TPOT are then approximate), as the decode table marks it.
     pub note: Option<&'static str>,
@@ -395,17 +457,22 @@ fn metric_text(id: &str, v: Option<f64>) -> String {
     }
 }
 
+/// Where a rate cell sits in the rate table: its context, then its prefix share (none first).
+fn rate_row_key(c: &RateCell) -> (u64, Option<u32>) {
+    (c.context.tokens, crate::prefix::key(c.prefix_share))
+}
+
 /// The rate table's order: each rate cell as (its index in `results.rates`, its place in the
-/// order its context's rates were measured, 1 = first), contexts by tokens and rates ascending
-/// within a context. The file keeps the measuring order; with `--rates auto` it is the
-/// search's, not the rate order.
+/// order its context's (and prefix share's) rates were measured, 1 = first), contexts by
+/// tokens, then prefix shares ascending, rates ascending within them. The file keeps the
+/// measuring order; with `--rates auto` it is the search's, not the rate order.
 pub fn rate_table_order(results: &Results) -> Vec<(usize, usize)> {
     let rates = &results.rates;
     let mut order: Vec<(usize, usize)> = (0..rates.len())
-        .map(|i| (i, 1 + rates[..i].iter().filter(|x| x.context.tokens == rates[i].context.tokens).count()))
+        .map(|i| (i, 1 + rates[..i].iter().filter(|x| rate_row_key(x) == rate_row_key(&rates[i])).count()))
         .collect();
     order.sort_by(|&(i, _), &(j, _)| {
-        rates[i].context.tokens.cmp(&rates[j].context.tokens).then(rates[i].rate_rps.total_cmp(&rates[j].rate_rps))
+        rate_row_key(&rates[i]).cmp(&rate_row_key(&rates[j])).then(rates[i].rate_rps.total_cmp(&rates[j].rate_rps))
     });
     order
 }
@@ -414,8 +481,8 @@ pub fn rate_table_order(results: &Results) -> Vec<(usize, usize)> {
 pub fn rates_measured_out_of_order(results: &Results) -> bool {
     let order = rate_table_order(results);
     order.windows(2).any(|w| {
-        let same_context = results.rates[w[0].0].context.tokens == results.rates[w[1].0].context.tokens;
-        same_context && w[1].1 < w[0].1
+        let same_row = rate_row_key(&results.rates[w[0].0]) == rate_row_key(&results.rates[w[1].0]);
+        same_row && w[1].1 < w[0].1
     })
 }
 
@@ -423,7 +490,7 @@ pub fn rates_measured_out_of_order(results: &Results) -> bool {
 pub fn rate_table_line(c: &RateCell) -> RateTableLine {
     let stat = |d: Option<Distribution>, p: StatOf| d.as_ref().and_then(p);
     RateTableLine {
-        context: c.context.label.clone(),
+        context: format!("{}{}", c.context.label, crate::prefix::name_suffix(c.prefix_share)),
         rate: c.rate_label(),
         status: c.status,
         reason: c.reason.clone(),
@@ -442,7 +509,59 @@ pub fn rate_table_line(c: &RateCell) -> RateTableLine {
             _ => DASH.to_string(),
         },
         note: crate::status::approximate_rate_note(c),
+        prefix_cache: c
+            .prefix_share
+            .map_or_else(|| DASH.to_string(), |share| crate::prefix::hit_rate_text(share, c.prefix_cache.as_ref())),
+        spec_decode: spec_text(c),
+        prefix_cache_detail: prefix_detail(c),
+        spec_decode_detail: spec_detail(c),
     }
+}
+
+/// A share rate cell's prefix cache in detail, for the page's tooltip: the counts the hit rate
+/// comes from (or why there is none), how the cache began, and why the rate may be off the
+/// plan when the cell says so. `None` without a share.
+fn prefix_detail(c: &RateCell) -> Option<String> {
+    let f = c.prefix_cache.as_ref()?;
+    let counts = match (f.measured_hit_rate, f.hit_tokens, f.query_tokens) {
+        (Some(_), Some(h), Some(q)) => format!(
+            "{} of {} prompt tokens served from the cache",
+            crate::registry::format_int(h),
+            crate::registry::format_int(q)
+        ),
+        _ => {
+            let why =
+                c.missing.iter().find(|m| m.figure == "prefix_cache.measured_hit_rate").map(|m| m.reason.as_str());
+            format!("no hit rate: {}", why.unwrap_or("the cell was not measured"))
+        }
+    };
+    let start = match f.cache_start {
+        crate::CacheStart::Reset => format!("cache reset ({})", f.cache_start_detail),
+        crate::CacheStart::Salted => format!("prompts salted: {}", f.cache_start_detail),
+    };
+    let off = crate::prefix::off_plan_reason(c.reason.as_deref());
+    Some([Some(counts), Some(start), off.map(str::to_string)].into_iter().flatten().collect::<Vec<_>>().join(" · "))
+}
+
+/// A rate cell's speculative decoding in detail, for the page's tooltip: draft and accepted
+/// tokens, acceptance by draft position. `None` without figures.
+fn spec_detail(c: &RateCell) -> Option<String> {
+    let f = c.spec_decode.as_ref()?;
+    let mut parts = Vec::new();
+    if let (Some(d), Some(a)) = (f.draft_tokens, f.accepted_tokens) {
+        parts.push(format!(
+            "{} draft tokens, {} accepted",
+            crate::registry::format_int(d),
+            crate::registry::format_int(a)
+        ));
+    }
+    let by = crate::registry::SPEC_DECODE.iter().find(|m| m.id == "spec_acceptance_by_position");
+    if let (false, Some(m)) = (f.acceptance_by_position.is_empty(), by) {
+        let by: Vec<String> =
+            f.acceptance_by_position.iter().enumerate().map(|(k, v)| format!("{k}: {}", m.display(*v))).collect();
+        parts.push(format!("acceptance by position {}", by.join(" · ")));
+    }
+    (!parts.is_empty()).then(|| parts.join(" · "))
 }
 
 #[cfg(test)]

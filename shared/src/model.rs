@@ -1690,6 +1690,15 @@ pub struct RateCell {
     /// `--max-in-flight`: the most requests the client keeps open (plan); absent: no limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_in_flight: Option<u32>,
+    /// `--prefix-share`: the share of each request's prompt that is a prefix shared by the
+    /// cell's requests, the rest unique to the request (plan, fraction 0–1). Absent: every
+    /// request a cold prefill of a prompt of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_share: Option<f64>,
+    /// A prefix-share rate cell's prefix cache: how it started, the measured hit rate over the
+    /// cell's requests beside the planned share. Absent without `prefix_share`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_cache: Option<PrefixCacheFigures>,
     /// Valid, saturated, client-limited, error or not run.
     pub status: CellStatus,
     /// Why the status, and notes.
@@ -1803,6 +1812,8 @@ impl RateCell {
             rate_rps,
             arrival,
             max_in_flight,
+            prefix_share: None,
+            prefix_cache: None,
             status: CellStatus::NotRun,
             reason: Some("pending".into()),
             warmup_s: None,

@@ -15,14 +15,20 @@
 //! - tests/fixtures/trace-cache-twin.json: `run --trace tests/fixtures/traces/mooncake-100.jsonl
 //!   --trace-to 6 --max-tokens 32` (37 requests). The trace section gives the trace's ideal reuse
 //!   beside the hit rate the server measured.
+//! - tests/fixtures/rates-share-spec-twin.json: `run --contexts 1k --rates 1,2 --arrival
+//!   constant --prefill-contexts none --prefix-share 0,90% --duration 6s --max-tokens 64`
+//!   against `simulate --profile tiny --spec-decode ngram:3`. The "Request rates" table has a
+//!   row per context, share and rate, each share cell with its measured hit rate beside the plan
+//!   and every cell with its speculative decoding (acceptance rate, mean accepted length).
+//! - The diff view of the rate fixture against a copy whose 90 % cell at 1 req/s hit half as
+//!   often and accepted half as many drafts: the rate table pairs the cells by share and adds
+//!   the hit rate ("changed") and the acceptance rate ("worse") beside the usual figures.
 //! - The diff view of each fixture against a changed copy: a matrix row per prefix share, the
 //!   warm row's TTFT compared with the other warm row's (worse when doubled), and the
 //!   conversations' turns paired by number (turn 2's TTFT doubled: worse; turn 1: same).
 //!
 //! Every expected figure is read from the fixture and written by the same registry formats;
 //! nothing depends on timing. Skips without Chromium and chromedriver, except under `CI=true`.
-
-mod support;
 
 use serde_json::Value;
 use speedmatrix_schema::registry::{self, metric};
@@ -260,5 +266,121 @@ fn the_trace_section_gives_the_ideal_reuse_beside_the_measured_hit_rate() {
         c.goto(&url).await.unwrap();
         wait_text(&c, "#traces h2", "Trace replay").await;
         assert_eq!(text(&c, ".trace-prefix-cache[data-trace=\"0\"]").await, want);
+    });
+}
+
+#[test]
+fn rate_cells_show_their_share_hit_rate_and_acceptance_in_the_rate_table() {
+    let (path, r) = fixture("rates-share-spec-twin.json");
+    assert!(r.rates.len() >= 4, "two shares × two rates");
+    scenario(|c| async move {
+        let (_server, url) = serve(&[&path]);
+        c.goto(&url).await.unwrap();
+        wait_text(&c, "#rates h2", "Request rates").await;
+        let headers = text(&c, "#rates-table thead").await;
+        assert!(headers.contains("Prefix cache") && headers.contains("Speculative decoding"), "{headers}");
+        for cell in &r.rates {
+            let share = cell.prefix_share.expect("every rate cell of the fixture has a share");
+            let context = format!("{} · prefix {}", cell.context.label, prefix::share_label(share));
+            let row = format!("#rates-table tr[data-context={context:?}][data-rate={:?}]", cell.rate_label());
+            // The hit rate beside the plan, with its source, as the file has it.
+            let pc = cell.prefix_cache.as_ref().expect("a share cell's prefix cache");
+            let hit = pct("prefix_cache_hit_rate", pc.measured_hit_rate.expect("a measured hit rate"));
+            let want = format!("{hit} hit (plan {}, Prometheus)", prefix::share_label(share));
+            let got = wait_text(&c, &format!("{row} td[data-col=prefix_cache]"), &want).await;
+            assert!(got.starts_with(&want), "{got:?}");
+            // Speculative decoding from the server's counters: acceptance, mean accepted length.
+            let spec = cell.spec_decode.as_ref().expect("the twin speculated");
+            let want = format!(
+                "{} accepted · mean accepted length {} (Prometheus counters)",
+                pct("spec_accept_rate", spec.acceptance_rate.unwrap()),
+                pct("spec_mean_accepted_len", spec.mean_accepted_length.unwrap())
+            );
+            let got = text(&c, &format!("{row} td[data-col=spec_decode]")).await;
+            assert!(got.starts_with(&want), "{got:?} starts with {want:?}");
+            // The counts behind both, in a tooltip on focus.
+            let pc_tip = format!(
+                "{} of {} prompt tokens served from the cache · cache reset (POST /reset_prefix_cache)",
+                registry::format_int(pc.hit_tokens.unwrap()),
+                registry::format_int(pc.query_tokens.unwrap())
+            );
+            assert_eq!(tip(&c, &format!("{row} td[data-col=prefix_cache]")).await, pc_tip);
+            let by: Vec<String> = spec
+                .acceptance_by_position
+                .iter()
+                .enumerate()
+                .map(|(k, v)| format!("{k}: {}", pct("spec_acceptance_by_position", *v)))
+                .collect();
+            let spec_tip = format!(
+                "{} draft tokens, {} accepted · acceptance by position {}",
+                registry::format_int(spec.draft_tokens.unwrap()),
+                registry::format_int(spec.accepted_tokens.unwrap()),
+                by.join(" · ")
+            );
+            assert_eq!(tip(&c, &format!("{row} td[data-col=spec_decode]")).await, spec_tip);
+        }
+    });
+}
+
+/// The tooltip of the element `css` once focused and shown.
+async fn tip(c: &fantoccini::Client, css: &str) -> String {
+    let body = format!(
+        "const td = document.querySelector({css:?}); td.focus(); const t = td.querySelector('.hm-tip'); \
+         return t && getComputedStyle(t).display === 'block' ? t.textContent : null;"
+    );
+    until(c, &format!("the tooltip of {css}"), &body).await.as_str().unwrap_or_default().to_string()
+}
+
+#[test]
+fn the_diff_view_compares_rate_cells_by_share_with_their_hit_rate_and_acceptance() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, r) = fixture("rates-share-spec-twin.json");
+    // B: the 90 % cell at 1 req/s hit half as often and accepted half the drafts it did.
+    let b = changed(dir.path(), "rates-share-spec-twin.json", "b-rates", |v| {
+        let cell =
+            v["rates"].as_array_mut().unwrap().iter_mut().find(|c| c["prefix_share"] == 0.9 && c["rate_rps"] == 1.0);
+        let cell = cell.unwrap();
+        let hit = &mut cell["prefix_cache"]["measured_hit_rate"];
+        *hit = (hit.as_f64().unwrap() / 2.0).into();
+        let acc = &mut cell["spec_decode"]["acceptance_rate"];
+        *acc = (acc.as_f64().unwrap() / 2.0).into();
+    });
+    let cell = r.rates.iter().find(|c| c.prefix_share == Some(0.9) && c.rate_rps == 1.0).unwrap().clone();
+    let hit = cell.prefix_cache.as_ref().unwrap().measured_hit_rate.unwrap();
+    scenario(|c| async move {
+        let (_server, base) = serve(&[&a, &b]);
+        c.goto(&format!("{base}?a=runs/rates-share-spec-twin.json&b=runs/b-rates.json")).await.unwrap();
+        wait_text(&c, "#diff-rates h2", "Request rates").await;
+        let head = text(&c, "#rate-diff-table thead").await;
+        for h in ["Prefix-cache hit rate", "Acceptance rate", "Mean accepted length"] {
+            assert!(head.contains(h), "{h} in {head:?}");
+        }
+        let rows = until(
+            &c,
+            "the rate diff rows",
+            "return document.querySelectorAll('#rate-diff-table tbody tr').length || null;",
+        )
+        .await;
+        assert_eq!(rows, Value::from(4), "the 0 % and 90 % cells pair with their own share");
+        let row = "#rate-diff-table tr[data-context=\"1K · prefix 90%\"][data-rate=\"1 req/s\"]";
+        let kind =
+            |col: &str| format!("return document.querySelector('{row} td[data-col={col}]')?.dataset.kind || null;");
+        let hit_kind = until(&c, "the hit-rate cell", &kind("prefix_cache_hit_rate")).await;
+        assert_eq!(hit_kind, Value::from("changed"), "the hit rate has no direction: changed");
+        let detail = text(&c, &format!("{row} td[data-col=prefix_cache_hit_rate] .dm-detail")).await;
+        assert_eq!(
+            detail,
+            format!("{} → {}", pct("prefix_cache_hit_rate", hit), pct("prefix_cache_hit_rate", hit / 2.0))
+        );
+        assert_eq!(until(&c, "the acceptance cell", &kind("spec_accept_rate")).await, Value::from("worse"));
+        // The share-0 cell at the same rate did not change.
+        let same = "#rate-diff-table tr[data-context=\"1K · prefix 0%\"][data-rate=\"1 req/s\"]";
+        let same_kind = until(
+            &c,
+            "the share-0 acceptance cell",
+            &format!("return document.querySelector('{same} td[data-col=spec_accept_rate]')?.dataset.kind || null;"),
+        )
+        .await;
+        assert_eq!(same_kind, Value::from("same"));
     });
 }

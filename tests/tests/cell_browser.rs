@@ -14,8 +14,6 @@
 //! `repeat_twin.rs` does; under heavy load a cell could come out queued, and the test then
 //! fails on the status it reads.
 
-mod support;
-
 use speedmatrix_schema::registry::column;
 use speedmatrix_schema::{CellStatus, DecodeCell, Results};
 use std::path::Path;
@@ -41,7 +39,7 @@ const MATRIX: [&str; 12] = [
 /// Measure the matrix against a fresh tiny twin into `out`; the file's contents.
 fn measure(out: &Path) -> Results {
     let (_twin, url) = twin(&["--profile", "tiny"]);
-    let o = Command::new(support::BIN)
+    let o = Command::new(support::bin())
         .args(["run", "--url", &url, "--quiet", "-o"])
         .arg(out)
         .args(MATRIX)

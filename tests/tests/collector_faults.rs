@@ -8,8 +8,6 @@
 //!
 //! These run the collector in real time: run them under the machine-wide lock.
 
-mod support;
-
 use speedmatrix_schema::{load_results, CellStatus, Results, RunStatus};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -36,7 +34,7 @@ fn sigkill_leaves_a_whole_file_that_resume_completes_and_a_hand_edited_one_is_re
     let (_twin, url) = twin(&[]);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run.json");
-    let run = Command::new(support::BIN)
+    let run = Command::new(support::bin())
         .args(["run", "--url", &url, "-o", out.to_str().unwrap(), "--quiet"])
         .args(PLAN)
         .stderr(Stdio::null())
@@ -56,7 +54,7 @@ fn sigkill_leaves_a_whole_file_that_resume_completes_and_a_hand_edited_one_is_re
     v["decode"][0]["total_tps"] = "fast".into();
     let bad = dir.path().join("edited.json");
     std::fs::write(&bad, serde_json::to_vec(&v).unwrap()).unwrap();
-    let o = Command::new(support::BIN).args(["run", "--resume", bad.to_str().unwrap(), "--quiet"]).output().unwrap();
+    let o = Command::new(support::bin()).args(["run", "--resume", bad.to_str().unwrap(), "--quiet"]).output().unwrap();
     let log = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{log}");
     assert!(log.contains("edited.json") && log.contains("decode[0].total_tps"), "{log}");
@@ -64,14 +62,15 @@ fn sigkill_leaves_a_whole_file_that_resume_completes_and_a_hand_edited_one_is_re
     v["engine"]["version"] = "0.19.0".into();
     let other = dir.path().join("other-server.json");
     std::fs::write(&other, serde_json::to_vec(&v).unwrap()).unwrap();
-    let o = Command::new(support::BIN).args(["run", "--resume", other.to_str().unwrap(), "--quiet"]).output().unwrap();
+    let o =
+        Command::new(support::bin()).args(["run", "--resume", other.to_str().unwrap(), "--quiet"]).output().unwrap();
     let log = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{log}");
     assert!(log.contains("0.19.0") && log.contains("--accept-change engine-version"), "the field and its flag: {log}");
     assert_eq!(std::fs::read(&other).unwrap(), serde_json::to_vec(&v).unwrap(), "a refused resume writes nothing");
 
     // The killed run resumes and completes, keeping the cell measured before.
-    let o = Command::new(support::BIN).args(["run", "--resume", out.to_str().unwrap(), "--quiet"]).output().unwrap();
+    let o = Command::new(support::bin()).args(["run", "--resume", out.to_str().unwrap(), "--quiet"]).output().unwrap();
     let log = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "{log}");
     let done = read(&out).unwrap();
@@ -93,7 +92,7 @@ fn a_save_that_fails_stops_the_run_naming_the_file_and_keeps_the_last_good_one()
     // cell's through and fails the last, as a disk filling up would. (Halfway, not just under
     // the complete size: two runs' files differ by tens of bytes, a cell adds kilobytes.)
     let probe = dir.path().join("probe.json");
-    let run = Command::new(support::BIN)
+    let run = Command::new(support::bin())
         .args(["run", "--url", &url, "-o", probe.to_str().unwrap(), "--quiet"])
         .args(PLAN)
         .stderr(Stdio::piped())
@@ -116,7 +115,7 @@ fn a_save_that_fails_stops_the_run_naming_the_file_and_keeps_the_last_good_one()
         out.display(),
         PLAN.join(" ")
     );
-    let o = Command::new("bash").args(["-c", &script, support::BIN]).output().expect("run bash");
+    let o = Command::new("bash").args(["-c", &script, support::bin()]).output().expect("run bash");
     let log = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "a failed save is a failure while working: {log}");
     assert!(log.contains(&format!("cannot write {}", out.display())), "the error names the file: {log}");

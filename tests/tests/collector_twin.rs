@@ -7,8 +7,6 @@
 //! onto the twin's clock with the offset between request send times (client) and arrival times
 //! (twin), matched by the completion `id`.
 
-mod support;
-
 use support::collect;
 
 use collect::{collect, read};
@@ -188,15 +186,22 @@ impl Table {
         self.line(rel.abs() <= pct, format!("{what} {value:.1}, {against} {reference:.1} ({rel:+.2} %, ± {pct} %)"));
     }
 
-    /// A measured time within max(60 ms, 1 %) of the trace's. The floor is about 2 × the
-    /// collector's worst TTFT error against the trace on a loaded 2-core machine: +28.1 ms for
-    /// the 8K prefill row (one request read late by a starved client) in stop 42's loaded run —
-    /// two `yes` hogs, a CPU vLLM and a release build beside it, load average 10 —; +13.3 ms in
-    /// CI beside a cargo build and a CPU vLLM (stop 41); under `yes > /dev/null` ×2 alone,
-    /// +8.7 ms (8K × 128's median; [`close_ms`]), +6.3 ms at 64K × 16, ≤ 1.1 ms for a lone
-    /// stream or a prefill row. Quiet, every figure is within 1 ms (printed by each test).
-    fn ms(&mut self, what: String, measured: f64, truth: f64) {
-        let tol = (truth.abs() * 0.01).max(60.0);
+    /// A measured time of `requests` requests (their median) within max(floor, 1 %) of the
+    /// trace's. What is left is how late a starved client reads what the twin wrote, and a
+    /// median of many streams is spared one late read where a single request is not, so:
+    /// - a median of 3 or more requests: a floor of 60 ms, about 2 × the worst error of such a
+    ///   median seen on a loaded 2-core machine (+28.1 ms; +14.4 ms for 8K × 16 in CI at load
+    ///   average 44; under `yes > /dev/null` ×2 alone +8.7 ms for 8K × 128, +6.3 ms at 64K × 16);
+    /// - one or two requests (a prefill row, a lone stream's opening request): a floor of
+    ///   250 ms, about 3 × the worst single read seen: +79.5 ms for the 8K prefill row in a CI
+    ///   run at load average 44 on 2 cores (three builds and a hogged test run beside it); +28.1 ms
+    ///   in stop 42's loaded run (load 10).
+    ///
+    /// Quiet, every figure is within 1 ms (printed by each test). A wrong start or end instant
+    /// (a whole prefill or a step, hundreds of ms here) is still far outside either floor.
+    fn ms(&mut self, what: String, measured: f64, truth: f64, requests: usize) {
+        let floor = if requests >= 3 { 60.0 } else { 250.0 };
+        let tol = (truth.abs() * 0.01).max(floor);
         let d = measured - truth;
         self.line(d.abs() <= tol, format!("{what} {measured:.3}, trace {truth:.3} ({d:+.3} ms, ± {tol:.3})"));
     }
@@ -381,7 +386,7 @@ async fn without_any_usage_the_count_is_marked_approximate() {
         t.total_tps
     );
     let shown =
-        std::process::Command::new(support::BIN).arg("show").arg(dir.path().join("no-usage.json")).output().unwrap();
+        std::process::Command::new(support::bin()).arg("show").arg(dir.path().join("no-usage.json")).output().unwrap();
     let text = String::from_utf8_lossy(&shown.stdout);
     assert!(text.contains("≈ approximate"), "{text}");
 }
@@ -437,7 +442,8 @@ async fn reproduces_the_seed_at(context: &str) {
             15.0,
         );
         let truth = p50(p.requests.iter().map(|q| true_ttft(q, &trace, offset)).collect());
-        table.ms(format!("prefill {:>5} TTFT ms: measured", p.context.label), p.ttft_ms.unwrap(), truth);
+        let ttft = p.ttft_ms.unwrap();
+        table.ms(format!("prefill {:>5} TTFT ms: measured", p.context.label), ttft, truth, p.requests.len());
     }
     for c in &r.decode {
         let name = format!("decode {:>5} × {:>3}", c.context.label, c.concurrency);
@@ -471,7 +477,8 @@ async fn reproduces_the_seed_at(context: &str) {
         // Real time: the collector against the trace.
         let t = truth(c, &trace, offset);
         table.pct(format!("{name} total tok/s: measured"), c.total_tps.unwrap(), "trace", t.total_tps, 1.0);
-        table.ms(format!("{name} TTFT p50 ms: measured"), c.ttft_ms.unwrap().p50.unwrap(), t.ttft_p50);
+        let opening = c.concurrency as usize;
+        table.ms(format!("{name} TTFT p50 ms: measured"), c.ttft_ms.unwrap().p50.unwrap(), t.ttft_p50, opening);
     }
     table.assert_all(context);
 }
@@ -548,7 +555,7 @@ async fn interrupted_then_resumed_equals_uninterrupted_and_the_file_is_always_va
     // Interrupted with SIGINT once two decode cells are written, while another task reads the
     // file as fast as it can: every read must be a valid results file.
     let out = dir.path().join("run.json");
-    let mut child = tokio::process::Command::new(support::BIN)
+    let mut child = tokio::process::Command::new(support::bin())
         .args(["run", "--url", &url, "--quiet", "-o"])
         .arg(&out)
         .args(args)

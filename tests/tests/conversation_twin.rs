@@ -13,8 +13,6 @@
 //! - The per-turn hit rate (Prometheus, read around each turn: one session) is the twin's
 //!   truth exactly.
 
-mod support;
-
 use serde_json::Value;
 use std::process::Command;
 use support::twin::twin;
@@ -47,7 +45,7 @@ fn each_turn_sends_the_history_prefills_only_the_new_tokens_and_times_as_the_twi
     let scale = TIME_SCALE.to_string();
     let (twin_process, url) = twin(&["--trace", truth_path.to_str().unwrap(), "--time-scale", &scale]);
     let out = dir.path().join("turns.json");
-    let o = Command::new(support::BIN)
+    let o = Command::new(support::bin())
         .args(["run", "--url", &url, "-o", out.to_str().unwrap(), "--force", "--quiet"])
         .args(["--contexts", "4k", "--concurrency", "1", "--prefill-contexts", "none", "--max-tokens", "16"])
         .args(["--turns", "5", "--think-time", "100ms"])
@@ -98,10 +96,19 @@ fn each_turn_sends_the_history_prefills_only_the_new_tokens_and_times_as_the_twi
         assert!((ratio - expected).abs() < 0.01, "turn {}: ratio {ratio} vs {expected}", k + 1);
     }
 
-    let shown = Command::new(support::BIN).args(["show"]).arg(&out).output().unwrap();
+    let shown = Command::new(support::bin()).args(["show"]).arg(&out).output().unwrap();
     let text = String::from_utf8_lossy(&shown.stdout);
     assert!(text.contains("Conversations — per turn") && text.contains("TTFT vs turn 1"), "{text}");
     assert!(text.contains("4K × 1") && text.contains("(Prometheus)"), "{text}");
+
+    // A finished conversation run cannot be continued (its sessions' histories are not in the
+    // file): refused by name, exit 2, the file as it was (not even its finished_at rewritten).
+    let before = std::fs::read(&out).unwrap();
+    let o = Command::new(support::bin()).args(["run", "--quiet", "--resume"]).arg(&out).output().unwrap();
+    let log = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{log}");
+    assert!(log.contains("it is a conversation run (--turns), which is not resumed yet"), "{log}");
+    assert_eq!(std::fs::read(&out).unwrap(), before, "the refused resume left the file unchanged");
 }
 
 #[test]
@@ -114,10 +121,10 @@ fn conversation_flags_that_do_not_combine_are_one_line_naming_them() {
             "--endpoint completions: --turns sends the history as chat messages",
         ),
         (&["--turns", "3", "--think-time", "soon"], "--think-time"),
-        (&["--turns", "1"], "--turns"),
+        (&["--turns", "1"], "--turns <N>': give 2 to 100 turns per session"),
     ];
     for (flags, expected) in cases {
-        let o = Command::new(support::BIN)
+        let o = Command::new(support::bin())
             .args(["run", "--url", "http://127.0.0.1:9", "--dry-run"])
             .args(flags)
             .output()
@@ -128,7 +135,7 @@ fn conversation_flags_that_do_not_combine_are_one_line_naming_them() {
     }
     // A context too short for the later turns: named with what to change, before any request.
     let (_twin, url) = twin(&[]);
-    let o = Command::new(support::BIN)
+    let o = Command::new(support::bin())
         .args(["run", "--url", &url, "--dry-run", "--contexts", "1k", "--turns", "5", "--max-tokens", "256"])
         .output()
         .unwrap();

@@ -3,8 +3,6 @@
 //! The demo's run also checks the wall-time estimates (see `support::estimate`). The two tests
 //! run one at a time, so neither slows the other's twin.
 
-mod support;
-
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Command, Stdio};
 
@@ -26,7 +24,7 @@ fn demo_measures_publishes_and_serves_both_runs() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let start = std::time::Instant::now();
-    let mut child = Command::new(support::BIN)
+    let mut child = Command::new(support::bin())
         .args(["demo", "--port", "0", "-o"])
         .arg(dir.path())
         .stdout(Stdio::piped())
@@ -95,7 +93,7 @@ fn demo_measures_publishes_and_serves_both_runs() {
 fn an_interrupted_demo_says_to_run_it_again() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(support::BIN)
+    let mut child = Command::new(support::bin())
         .args(["demo", "--port", "0", "-o"])
         .arg(dir.path())
         .stdout(Stdio::null())

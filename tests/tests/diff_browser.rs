@@ -5,8 +5,6 @@
 //! one-run-only marks. Harness as in viewer_browser.rs (chromedriver + fantoccini; a test skips
 //! without the tools, except under `CI=true`).
 
-mod support;
-
 use browser::*;
 use fantoccini::{Client, Locator};
 use serde_json::{json, Value};

@@ -4,8 +4,6 @@
 //! (`tests/tests/snapshots/diff_cli__*.snap`); the printed numbers are also checked against
 //! values computed from the fixture; `--fail-on-regression` and bad input exit as documented.
 
-mod support;
-
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -77,7 +75,7 @@ fn pair() -> Pair {
 }
 
 fn diff(a: &Path, b: &Path, args: &[&str]) -> Output {
-    Command::new(support::BIN)
+    Command::new(support::bin())
         .current_dir(root())
         .arg("diff")
         .arg(a)

@@ -4,8 +4,6 @@
 //! docs/EXPORT.md lists the cells table's columns as the code has them; the docs name only
 //! files that exist; README links them.
 
-mod support;
-
 use speedmatrix_schema::registry::{CONVERSATION, DERIVED, METRICS, PREFIX_CACHE, SPEC_DECODE};
 use speedmatrix_schema::CellStatus;
 use std::path::{Path, PathBuf};
@@ -78,7 +76,8 @@ fn readme_links_the_docs() {
 
 /// The `--help` of `speedmatrix` with `args` (none: the top level).
 fn help(args: &[&str]) -> String {
-    let o = std::process::Command::new(support::BIN).args(args).arg("--help").output().expect("run speedmatrix --help");
+    let o =
+        std::process::Command::new(support::bin()).args(args).arg("--help").output().expect("run speedmatrix --help");
     assert!(o.status.success(), "speedmatrix {} --help: {}", args.join(" "), String::from_utf8_lossy(&o.stderr));
     String::from_utf8(o.stdout).expect("help is UTF-8")
 }

@@ -3,8 +3,6 @@
 //! cells over the KV budget, the estimated wall time — and writes nothing. Each plan is a
 //! snapshot (`tests/tests/snapshots/dry_run_cli__*.snap`, ports shown as `[port]`).
 
-mod support;
-
 use speedmatrix_twin::{self as twin, Fault, Flavor, Profile, TwinConfig};
 
 /// Run `speedmatrix run --dry-run --url URL ARGS…`; returns what it printed (stdout, then
@@ -12,7 +10,7 @@ use speedmatrix_twin::{self as twin, Fault, Flavor, Profile, TwinConfig};
 async fn dry_run(url: &str, args: &[&str]) -> String {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("plan.json");
-    let o = tokio::process::Command::new(support::BIN)
+    let o = tokio::process::Command::new(support::bin())
         .args(["run", "--dry-run", "--url", url, "-o"])
         .arg(&out)
         .args(args)
@@ -139,7 +137,7 @@ async fn what_the_run_would_refuse_about_o_is_a_note() {
         )),
         (&unwritable, format!("note: without --dry-run the run would stop here: cannot write {}: ", unwritable.display())),
     ] {
-        let o = tokio::process::Command::new(support::BIN)
+        let o = tokio::process::Command::new(support::bin())
             .args(["run", "--dry-run", "--url", &t.url(), "--contexts", "1k", "--concurrency", "1"])
             .args(["--prefill-contexts", "none", "-o"])
             .arg(out)

@@ -4,8 +4,6 @@
 //! endpoint or proxy). Each must give a complete results file with the right engine name and
 //! statuses, and list what it could not measure.
 
-mod support;
-
 use support::collect;
 
 use collect::{collect, read};

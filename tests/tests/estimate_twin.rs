@@ -7,8 +7,6 @@
 //! few others.
 //! The demo's plan (prefill rows, then cells) is checked by `demo_cli` on the demo's own run.
 
-mod support;
-
 use std::process::Command;
 use std::time::Instant;
 use support::estimate::check_estimates;
@@ -20,7 +18,7 @@ fn timed_run(flags: &[&str]) -> (f64, String) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run.json");
     let start = Instant::now();
-    let o = Command::new(support::BIN)
+    let o = Command::new(support::bin())
         .args(["run", "--url", &url, "-o", out.to_str().unwrap(), "--quiet"])
         .args(flags)
         .output()

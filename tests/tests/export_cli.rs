@@ -11,8 +11,6 @@
 //! - bad input: an `--out` whose format cannot be told, an invalid run, no run — exit 2 with a
 //!   line that says what to do.
 
-mod support;
-
 use speedmatrix_schema::{load_results, Results};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -34,7 +32,7 @@ fn load(path: &Path) -> Results {
 }
 
 fn export(runs: &[PathBuf], args: &[&str]) -> Output {
-    Command::new(support::BIN).arg("export").args(runs).args(args).output().expect("run speedmatrix export")
+    Command::new(support::bin()).arg("export").args(runs).args(args).output().expect("run speedmatrix export")
 }
 
 fn ok(o: &Output) -> String {

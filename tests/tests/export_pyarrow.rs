@@ -12,8 +12,6 @@
 //! - figures of every row: total tok/s, TTFT, output tokens, rates, intervals, send lag, the
 //!   simulated flag — nulls where the file has no figure, never 0.
 
-mod support;
-
 use serde_json::Value;
 use speedmatrix_schema::{load_results, Interval, IntervalMethod, Results, TraceRow};
 use std::path::{Path, PathBuf};

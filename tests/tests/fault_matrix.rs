@@ -8,8 +8,6 @@
 //! keep-alives, split frames) are covered by `collector_twin.rs`; server shapes (HTML with
 //! HTTP 200, `/metrics` missing or odd) by `server_shapes.rs`.
 
-mod support;
-
 use speedmatrix_schema::{CellStatus, Results, RunStatus};
 use std::net::TcpListener;
 use std::path::Path;
@@ -294,7 +292,7 @@ struct Twin {
 impl Twin {
     /// `speedmatrix simulate --profile tiny --port PORT`, ready when it accepts connections.
     fn start(port: u16) -> Twin {
-        let child = Command::new(support::BIN)
+        let child = Command::new(support::bin())
             .args(["simulate", "--profile", "tiny", "--port", &port.to_string()])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -345,7 +343,7 @@ fn wait_for_cells(out: &Path, n: usize) {
 
 /// The collector against `url` in its own process (so the test can act while it runs).
 fn spawn_run(url: &str, out: &Path, extra: &[&str]) -> Child {
-    Command::new(support::BIN)
+    Command::new(support::bin())
         .args(["run", "--url", url, "--contexts", "256", "--concurrency", "1,2,4", "--prefill-contexts", "none"])
         .args(["--duration", "3s", "--max-tokens", "64", "--quiet", "--no-gpu", "-o"])
         .arg(out)
@@ -436,7 +434,7 @@ fn a_run_resumed_at_another_url_records_where_its_cells_were_measured() {
     let o = run.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(EXIT_FAILED), "{}", String::from_utf8_lossy(&o.stderr));
     let resume = |extra: &[&str]| {
-        let o = Command::new(support::BIN)
+        let o = Command::new(support::bin())
             .args(["run", "--quiet", "--no-gpu", "--resume"])
             .arg(&out)
             .args(["--accept-change", "launch-command"])

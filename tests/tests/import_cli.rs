@@ -4,8 +4,6 @@
 //! Chromium. The summary line and the imported file are snapshots
 //! (`tests/tests/snapshots/import_cli__*.snap`).
 
-mod support;
-
 use support::dom;
 
 use speedmatrix_schema::{load_results, CellStatus, Results};
@@ -17,7 +15,7 @@ fn fixture(name: &str) -> PathBuf {
 }
 
 fn speedmatrix(args: &[&str]) -> (Option<i32>, String, String) {
-    let o = Command::new(support::BIN).args(args).output().unwrap();
+    let o = Command::new(support::bin()).args(args).output().unwrap();
     (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
 }
 

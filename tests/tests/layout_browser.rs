@@ -5,8 +5,6 @@
 //! box instead. Harness as in viewer_browser.rs (chromedriver + fantoccini; skips without the
 //! tools, except under `CI=true`).
 
-mod support;
-
 use browser::*;
 use fantoccini::Client;
 use std::path::PathBuf;

@@ -6,8 +6,6 @@
 //! nor change its figures. Timing-sensitive (one browser at a time, .config/nextest.toml); harness as in
 //! viewer_browser.rs (a test skips without the tools, except under `CI=true`).
 
-mod support;
-
 use browser::*;
 use serde_json::Value;
 use speedmatrix_schema::{CellStatus, Results, RunStatus};
@@ -29,7 +27,7 @@ const CELLS: u64 = 4;
 
 /// `speedmatrix run --url URL -o OUT PLAN EXTRA`, its stderr lines sent to the returned channel.
 fn start_run(url: &str, out: &Path, extra: &[&str]) -> (Proc, mpsc::Receiver<String>) {
-    let mut child: Child = Command::new(support::BIN)
+    let mut child: Child = Command::new(support::bin())
         .args(["run", "--url", url, "--quiet", "-o"])
         .arg(out)
         .args(PLAN)
@@ -196,7 +194,7 @@ fn serve_watch_follows_a_file_another_process_writes() {
             assert!(start.elapsed() < Duration::from_secs(30), "the run wrote no file");
             std::thread::sleep(Duration::from_millis(20));
         }
-        let mut child = Command::new(support::BIN)
+        let mut child = Command::new(support::bin())
             .args(["serve", "--port", "0", "--watch"])
             .arg(&out)
             .stdout(Stdio::piped())
@@ -358,7 +356,7 @@ fn a_taken_port_or_an_unreadable_file_is_refused_before_anything_is_measured_or_
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = taken.local_addr().unwrap().port().to_string();
     let out = dir.path().join("never.json");
-    let o = Command::new(support::BIN)
+    let o = Command::new(support::bin())
         .args(["run", "--url", &url, "--quiet", "--serve", &port, "-o"])
         .arg(&out)
         .args(PLAN)
@@ -369,7 +367,7 @@ fn a_taken_port_or_an_unreadable_file_is_refused_before_anything_is_measured_or_
     assert!(err.contains(&format!("--serve: cannot listen on 127.0.0.1:{port}")), "{err}");
     assert!(!out.exists(), "nothing is measured or written when the page cannot be served");
     let missing = dir.path().join("missing.json");
-    let o = Command::new(support::BIN).args(["serve", "--port", "0", "--watch"]).arg(&missing).output().unwrap();
+    let o = Command::new(support::bin()).args(["serve", "--port", "0", "--watch"]).arg(&missing).output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("missing.json"), "{err}");

@@ -11,8 +11,6 @@
 //! (TTFT well under a cold prefill). Token counts are checked against
 //! `llamacpp:tokens_predicted_total`, which grows when a request ends (also when cancelled).
 
-mod support;
-
 use support::dom;
 use support::server::{self, ServerProcess};
 
@@ -81,7 +79,7 @@ fn run_against_real_llama_server_on_cpu() {
     let Some((server, url)) = start_llama(dir.path()) else { return };
     let before = tokens_predicted(&url);
     let out = dir.path().join("llamacpp.json");
-    let o = Command::new(support::BIN)
+    let o = Command::new(support::bin())
         .args(["run", "--url", &url, "--contexts", "256,512,1k", "--concurrency", "1,4,8"])
         .args(["--prefill-contexts", "256,512", "--duration", "3s", "--max-tokens", "512"])
         .args(["--endpoint", "completions", "--quiet", "-o"])
@@ -192,7 +190,7 @@ fn chat_prompts_on_llama_server_are_the_planned_length() {
     let dir = tempfile::tempdir().unwrap();
     let Some((server, url)) = start_llama(dir.path()) else { return };
     let out = dir.path().join("chat.json");
-    let o = Command::new(support::BIN)
+    let o = Command::new(support::bin())
         .args(["run", "--url", &url, "--contexts", "300", "--concurrency", "1", "--prefill-contexts", "256,700"])
         .args(["--duration", "2s", "--max-tokens", "64", "--endpoint", "chat", "--quiet", "-o"])
         .arg(&out)
@@ -214,7 +212,7 @@ fn chat_prompts_on_llama_server_are_the_planned_length() {
 /// and from their `timings.cache_n` ÷ (`cache_n` + `prompt_n`) alike.
 fn prefix_cache_hit_as_planned(url: &str, dir: &Path) {
     let out = dir.join("prefix.json");
-    let o = Command::new(support::BIN)
+    let o = Command::new(support::bin())
         .args(["run", "--url", url, "--contexts", "512", "--concurrency", "1", "--prefix-share", "90%"])
         .args(["--prefill-contexts", "none", "--duration", "2s", "--max-tokens", "8"])
         .args(["--endpoint", "completions", "--quiet", "-o"])
@@ -260,7 +258,7 @@ fn rate_cells_on_llama_server_agree_with_its_own_timings() {
     let dir = tempfile::tempdir().unwrap();
     let Some((server, url)) = start_llama(dir.path()) else { return };
     let out = dir.path().join("rates.json");
-    let o = Command::new(support::BIN)
+    let o = Command::new(support::bin())
         .args(["run", "--url", &url, "--contexts", "64", "--rates", "0.5,3", "--keep-going", "--arrival", "constant"])
         .args(["--prefill-contexts", "none", "--duration", "6s", "--max-tokens", "16"])
         .args(["--endpoint", "completions", "--quiet", "-o"])

@@ -15,8 +15,6 @@
 //! starts of replacements; a busy CPU moves only the window's edges (ms against 10 s). The three
 //! runs go side by side (about 35 s): .config/nextest.toml keeps it with few others.
 
-mod support;
-
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -51,7 +49,7 @@ const SAME: [&str; 2] = ["--threshold", "1%"];
 fn measure(dir: &Path, name: &str, twin_args: &[&str]) -> PathBuf {
     let (_twin, url) = twin(&[&["--profile", "tiny", "--no-prefix-cache"], twin_args].concat());
     let out = dir.join(format!("{name}.json"));
-    let o = Command::new(support::BIN)
+    let o = Command::new(support::bin())
         .args(["run", "--url", &url, "--quiet", "-o"])
         .arg(&out)
         .args(MATRIX)

@@ -14,8 +14,6 @@
 //!
 //! These run the collector in real time: run them under the machine-wide lock.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use support::twin::Listening;
@@ -23,12 +21,11 @@ use support::twin::Listening;
 use serde_json::Value;
 use speedmatrix_schema::{load_results, CellStatus, GpuSelectionMethod, Results, ServerPlace};
 
-const BIN: &str = support::BIN;
 const RELAY: &str = env!("CARGO_BIN_EXE_tcp-relay");
 
 /// `speedmatrix simulate --profile tiny --port 0 EXTRA…`.
 fn twin(extra: &[&str]) -> Listening {
-    let mut cmd = Command::new(BIN);
+    let mut cmd = Command::new(support::bin());
     cmd.args(["simulate", "--profile", "tiny", "--port", "0"]).args(extra);
     Listening::start(cmd)
 }
@@ -45,7 +42,7 @@ fn relay(upstream: &Listening) -> Listening {
 /// server's running gauge: with 32-token streams, two or three /metrics readings in 1 s could
 /// land in gaps and make the cell "requests queued" (0.7 of 1 running, seen side by side).
 fn collect(url: &str, out: &Path, extra: &[&str]) -> Output {
-    Command::new(BIN)
+    Command::new(support::bin())
         .args(["run", "--url", url, "--contexts", "256", "--concurrency", "1", "--prefill-contexts", "none"])
         .args(["--duration", "1s", "--max-tokens", "1024", "--quiet", "-o"])
         .arg(out)
@@ -106,7 +103,7 @@ fn a_server_behind_a_relay_is_remote_and_this_machine_is_only_the_client() {
     no_gpu_figures(&relayed, "a remote server");
 
     // What people read says so.
-    let show = Command::new(BIN).arg("show").arg(dir.path().join("relayed.json")).output().unwrap();
+    let show = Command::new(support::bin()).arg("show").arg(dir.path().join("relayed.json")).output().unwrap();
     let text = String::from_utf8_lossy(&show.stdout);
     assert!(text.contains("Server") && text.contains("remote: "), "{text}");
     assert!(text.contains("Client"), "{text}");
@@ -134,7 +131,7 @@ fn a_second_server_on_the_port_does_not_lend_its_launch_command() {
 
 /// `speedmatrix simulate --host HOST --port PORT` (PORT as the flag says, not 0).
 fn twin_at(host: &str, port: &str, extra: &[&str]) -> Listening {
-    let mut cmd = Command::new(BIN);
+    let mut cmd = Command::new(support::bin());
     cmd.args(["simulate", "--profile", "tiny", "--host", host, "--port", port]).args(extra);
     Listening::start(cmd)
 }
@@ -150,7 +147,7 @@ fn the_diff_finds_launch_commands_of_twins_on_any_port_and_never_calls_unknown_s
     let (_, a) = measured(&a_twin.url, dir.path(), "a.json", &[]);
     let (_, b) = measured(&b_twin.url, dir.path(), "b.json", &[]);
     let diff = |a: &Path, b: &Path| {
-        let o = Command::new(BIN).arg("diff").arg(a).arg(b).output().unwrap();
+        let o = Command::new(support::bin()).arg("diff").arg(a).arg(b).output().unwrap();
         String::from_utf8_lossy(&o.stdout).into_owned()
     };
     let text = diff(&a, &b);
@@ -180,7 +177,7 @@ fn resume_refuses_another_server_unless_accepted_and_records_it_per_cell() {
     let dir = tempfile::tempdir().unwrap();
     let server = twin(&[]);
     let out = dir.path().join("run.json");
-    let o = Command::new(BIN)
+    let o = Command::new(support::bin())
         .args(["run", "--url", &server.url, "--contexts", "256", "--concurrency", "1,2", "--prefill-contexts", "none"])
         .args(["--duration", "1s", "--max-tokens", "32", "--quiet", "-o"])
         .arg(&out)
@@ -197,7 +194,7 @@ fn resume_refuses_another_server_unless_accepted_and_records_it_per_cell() {
     });
     std::fs::write(&out, serde_json::to_string_pretty(&v).unwrap()).unwrap();
     let resume = |extra: &[&str]| {
-        Command::new(BIN)
+        Command::new(support::bin())
             .args([
                 "run",
                 "--url",

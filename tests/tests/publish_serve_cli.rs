@@ -1,8 +1,6 @@
 //! `speedmatrix publish` and `speedmatrix serve` end to end (no browser): the site's files, the
 //! run index, bad input, and what the server answers on 127.0.0.1.
 
-mod support;
-
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -15,7 +13,7 @@ fn root() -> PathBuf {
 }
 
 fn speedmatrix() -> Command {
-    let mut c = Command::new(support::BIN);
+    let mut c = Command::new(support::bin());
     c.current_dir(root());
     c
 }

@@ -10,15 +10,13 @@
 //! and on bounds that scale with the cell (the in-flight noise rule), not on wall-clock
 //! tolerances; the one time bound (the send lag) is checked against the rule's own limit.
 
-mod support;
-
 use speedmatrix_schema::{load_results, CellStatus, Results};
 use std::process::Command;
 use support::twin::twin;
 
 fn run(url: &str, dir: &std::path::Path, extra: &[&str]) -> (Results, String) {
     let out = dir.join("run.json");
-    let o = Command::new(support::BIN)
+    let o = Command::new(support::bin())
         .args(["run", "--url", url, "-o", out.to_str().unwrap(), "--force", "--quiet"])
         .args(if extra.contains(&"--contexts") { &[][..] } else { &["--contexts", "8k"][..] })
         .args(["--prefill-contexts", "none", "--max-tokens", "16"])
@@ -86,13 +84,13 @@ fn a_rate_the_twin_keeps_up_with_is_valid_and_one_past_capacity_is_saturated_and
 
     assert!(!r.config.rate_keep_going, "the file says the sweep stops at a saturated rate");
 
-    let shown = Command::new(support::BIN).args(["show", "--all"]).arg(dir.path().join("run.json")).output().unwrap();
+    let shown = Command::new(support::bin()).args(["show", "--all"]).arg(dir.path().join("run.json")).output().unwrap();
     let text = String::from_utf8_lossy(&shown.stdout);
     assert!(text.contains("Request rates") && text.contains("Saturated") && text.contains("saturated: "), "{text}");
 
     // Resumed with --keep-going, the skipped rate is measured and the file says so.
     let out = dir.path().join("run.json");
-    let o = Command::new(support::BIN)
+    let o = Command::new(support::bin())
         .args(["run", "--resume", out.to_str().unwrap(), "--keep-going", "--quiet"])
         .output()
         .expect("resume the run");
@@ -134,8 +132,10 @@ fn a_client_held_back_by_max_in_flight_is_client_limited_and_its_ttft_counts_the
 
 #[test]
 fn bad_rate_flags_are_named_before_the_server_is_asked() {
-    let cases: [(&[&str], &str); 7] = [
+    let cases: [(&[&str], &str); 8] = [
         (&["--rates", "0.05", "--duration", "10s"], "fewer than one: give --duration 200s or more"),
+        // A negative rate is a value the rates' check names, not an unknown flag.
+        (&["--rates", "-1"], "--rates \"-1\": give request rates from 0.001"),
         (&["--rates", "auto,1", "--slo", "ttft=1s"], "or auto alone"),
         (&["--rates", "1", "--arrival", "gamma:1e9"], "at most 10"),
         (&["--rates", "0"], "--rates \"0\""),
@@ -144,7 +144,7 @@ fn bad_rate_flags_are_named_before_the_server_is_asked() {
         (&["--max-in-flight", "2"], "--max-in-flight applies to rate cells only"),
     ];
     for (flags, expected) in cases {
-        let o = Command::new(support::BIN)
+        let o = Command::new(support::bin())
             .args(["run", "--url", "http://127.0.0.1:9", "--dry-run"])
             .args(flags)
             .output()

@@ -8,8 +8,6 @@
 //! only, not enough data). Harness as in viewer_browser.rs (skips without the tools, except
 //! under `CI=true`).
 
-mod support;
-
 use browser::*;
 use serde_json::Value;
 use speedmatrix_schema::{load_results, CellStatus, Results};

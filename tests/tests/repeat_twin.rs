@@ -19,8 +19,6 @@
 //! into TTFT against the few ms a busy CPU adds ([`SAME`] gives the measurement). The four runs
 //! go side by side (each against its own twin, under the same load at the same moments).
 
-mod support;
-
 use speedmatrix_schema::{load_results, CellStatus, Results, RunStatus};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -62,7 +60,7 @@ fn read(path: &Path) -> Option<Results> {
 }
 
 fn collector(url: &str, out: &Path) -> Command {
-    let mut c = Command::new(support::BIN);
+    let mut c = Command::new(support::bin());
     c.args(["run", "--url", url, "--quiet", "-o"]).arg(out).args(MATRIX);
     c
 }
@@ -101,7 +99,7 @@ fn interrupted_and_resumed(dir: &Path) -> (Results, Results, String) {
     assert_eq!(o.status.code(), Some(130), "{}", String::from_utf8_lossy(&o.stderr));
     let stopped = read(&out).expect("the interrupted file");
     // The plan's N is the file's: another one is refused, and nothing is measured.
-    let o = Command::new(support::BIN)
+    let o = Command::new(support::bin())
         .args(["run", "--resume"])
         .arg(&out)
         .args(["--repeat", "2", "--quiet"])
@@ -111,7 +109,7 @@ fn interrupted_and_resumed(dir: &Path) -> (Results, Results, String) {
     assert_eq!(o.status.code(), Some(2), "{refused}");
     assert!(refused.contains("--repeat differs from the file's") && refused.contains("--repeat 3"), "{refused}");
     assert_eq!(read(&out).as_ref(), Some(&stopped));
-    let o = Command::new(support::BIN).args(["run", "--resume"]).arg(&out).arg("--quiet").output().unwrap();
+    let o = Command::new(support::bin()).args(["run", "--resume"]).arg(&out).arg("--quiet").output().unwrap();
     let log = String::from_utf8_lossy(&o.stderr).to_string();
     assert_eq!(o.status.code(), Some(0), "{log}");
     (stopped, read(&out).expect("the resumed file"), log)
@@ -169,7 +167,7 @@ fn print_deltas(d: &serde_json::Value, column: &str) {
 
 #[test]
 fn repeats_give_intervals_that_hold_a_reseeded_twin_within_noise_and_resume_fills_the_missing() {
-    let bad = Command::new(support::BIN).args(["run", "--repeat", "0", "--dry-run"]).output().unwrap();
+    let bad = Command::new(support::bin()).args(["run", "--repeat", "0", "--dry-run"]).output().unwrap();
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--repeat"), "{}", String::from_utf8_lossy(&bad.stderr));
 
@@ -184,7 +182,7 @@ fn repeats_give_intervals_that_hold_a_reseeded_twin_within_noise_and_resume_fill
 
     let run = read(&a).unwrap();
     assert_three_interleaved_repeats(&run);
-    let show = Command::new(support::BIN).arg("show").arg(&a).output().unwrap();
+    let show = Command::new(support::bin()).arg("show").arg(&a).output().unwrap();
     let text = String::from_utf8_lossy(&show.stdout);
     assert!(text.contains("Repeats") && text.contains("3 per cell, interleaved"), "{text}");
     assert_three_interleaved_repeats(&read(&again).unwrap());

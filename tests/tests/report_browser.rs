@@ -4,8 +4,6 @@
 //! diff view. Harness as in viewer_browser.rs (a test skips without the tools, except under
 //! `CI=true`).
 
-mod support;
-
 use browser::*;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -16,7 +14,7 @@ const SEED_LABEL: &str = "Qwen3.5-122B-A10B-GPTQ-Int4 on H200 NVL 141GB ×2";
 
 /// `speedmatrix report FILES -o OUT`, which must succeed.
 fn report(files: &[&Path], out: &Path) -> String {
-    let o = Command::new(support::BIN).arg("report").args(files).arg("-o").arg(out).output().expect("run report");
+    let o = Command::new(support::bin()).arg("report").args(files).arg("-o").arg(out).output().expect("run report");
     assert!(o.status.success(), "report failed: {}", String::from_utf8_lossy(&o.stderr));
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
@@ -90,7 +88,7 @@ fn a_report_of_one_run_opens_from_file_with_every_part_of_the_page() {
         .unwrap();
         let csv =
             until(&c, "the CSV download", "return window.__blobs.length ? window.__blobs[0].text() : null;").await;
-        let show = Command::new(support::BIN).args(["show", "--format", "csv"]).arg(fixture()).output().unwrap();
+        let show = Command::new(support::bin()).args(["show", "--format", "csv"]).arg(fixture()).output().unwrap();
         assert!(show.status.success());
         assert_eq!(csv.as_str().unwrap().trim_end(), String::from_utf8_lossy(&show.stdout).trim_end());
         assert_eq!(fetched(&c).await, json!([]), "a self-contained report fetches nothing");
@@ -119,16 +117,16 @@ fn report_refuses_three_files_and_an_output_that_is_an_input() {
     let dir = tempfile::tempdir().unwrap();
     let seed = dir.path().join("seed.json");
     std::fs::copy(fixture(), &seed).unwrap();
-    let o = Command::new(support::BIN).arg("report").arg(&seed).arg("-o").arg(&seed).output().unwrap();
+    let o = Command::new(support::bin()).arg("report").arg(&seed).arg("-o").arg(&seed).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("that is one of the results files"));
     assert_eq!(std::fs::read(&seed).unwrap(), std::fs::read(fixture()).unwrap(), "the input is untouched");
-    let o = Command::new(support::BIN).args(["report"]).args([&seed, &seed, &seed]).output().unwrap();
+    let o = Command::new(support::bin()).args(["report"]).args([&seed, &seed, &seed]).output().unwrap();
     assert_eq!(o.status.code(), Some(2), "clap refuses a third file");
     let bad = dir.path().join("bad.json");
     std::fs::write(&bad, b"{\"schema\": 1}").unwrap();
     let o =
-        Command::new(support::BIN).arg("report").arg(&bad).arg("-o").arg(dir.path().join("r.html")).output().unwrap();
+        Command::new(support::bin()).arg("report").arg(&bad).arg("-o").arg(dir.path().join("r.html")).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("bad.json"), "the error names the file");
     assert!(!dir.path().join("r.html").exists(), "nothing written");

@@ -5,8 +5,6 @@
 //! has a `--kv-budget` of the user's (below the twin's own), which the resume keeps: the plan's
 //! over-capacity cell stays over capacity and the header check does not see a changed budget.
 
-mod support;
-
 use speedmatrix_schema::{load_results, CellStatus, Results, RunStatus};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -35,7 +33,7 @@ fn resume_with_only_the_file_completes_every_planned_cell() {
         "--kv-budget",
         "60000",
     ];
-    let run = Command::new(support::BIN)
+    let run = Command::new(support::bin())
         .args(["run", "--url", &url, "-o", out.to_str().unwrap(), "--quiet"])
         .args(flags)
         .stderr(Stdio::piped())
@@ -63,7 +61,7 @@ fn resume_with_only_the_file_completes_every_planned_cell() {
     assert_eq!(stopped.config.server_url.as_deref(), Some(url.as_str()), "the file records the server");
 
     // Resume with the file alone: no --url, no matrix flags.
-    let o = Command::new(support::BIN).args(["run", "--resume", out.to_str().unwrap(), "--quiet"]).output().unwrap();
+    let o = Command::new(support::bin()).args(["run", "--resume", out.to_str().unwrap(), "--quiet"]).output().unwrap();
     let log = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "{log}");
     assert!(log.contains("from the file") && log.contains("--contexts") && log.contains("--url"), "{log}");
@@ -89,7 +87,7 @@ fn resume_with_only_the_file_completes_every_planned_cell() {
     assert_eq!(done.run.id, stopped.run.id);
 
     // An explicit flag the file's plan does not match is still refused by the resume check.
-    let o = Command::new(support::BIN)
+    let o = Command::new(support::bin())
         .args(["run", "--resume", out.to_str().unwrap(), "--duration", "3s", "--quiet"])
         .output()
         .unwrap();

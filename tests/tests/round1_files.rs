@@ -2,8 +2,6 @@
 //! load through the migration, keep every planned cell, prefill row and request, and still
 //! render with `show`.
 
-mod support;
-
 use serde_json::Value;
 use speedmatrix_schema::load_results;
 use std::path::PathBuf;
@@ -41,7 +39,7 @@ fn every_round1_file_loads_with_all_it_holds() {
             assert_eq!(u64::from(cell.concurrency), rawc["concurrency"].as_u64().unwrap());
             assert_eq!(cell.context.tokens, rawc["context"]["tokens"].as_u64().unwrap());
         }
-        let out = Command::new(support::BIN).arg("show").arg(&f).output().unwrap();
+        let out = Command::new(support::bin()).arg("show").arg(&f).output().unwrap();
         assert!(out.status.success(), "{}: {}", f.display(), String::from_utf8_lossy(&out.stderr));
     }
 }
@@ -75,7 +73,7 @@ fn the_migration_nulls_what_round1_imports_invented_and_says_why() {
         r.decode.iter().any(|c| c.ttft_ms.as_ref().is_some_and(|d| d.count.is_some())),
         "TTFT counts requests: kept"
     );
-    let show = Command::new(support::BIN).arg("show").arg(&file).output().unwrap();
+    let show = Command::new(support::bin()).arg("show").arg(&file).output().unwrap();
     let text = String::from_utf8_lossy(&show.stdout);
     assert!(show.status.success(), "{}", String::from_utf8_lossy(&show.stderr));
     assert!(!text.contains("vunknown"), "{text}");

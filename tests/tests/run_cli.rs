@@ -1,14 +1,12 @@
 //! `speedmatrix run` input errors: a run that cannot start exits 2 with one actionable line and
 //! writes no results file. (Measuring is tested against the twin and a real vLLM.)
 
-mod support;
-
 use std::process::Command;
 
 fn run(args: &[&str]) -> (Option<i32>, String) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r.json");
-    let o = Command::new(support::BIN)
+    let o = Command::new(support::bin())
         .arg("run")
         .args(args)
         .arg("-o")
@@ -28,6 +26,8 @@ fn unreachable_server_names_the_flag() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.starts_with("error: cannot reach http://127.0.0.1:9/v1/models"), "{err}");
     assert!(err.contains("is --url right?"), "{err}");
+    // The URL once: reqwest's "error sending request for url (URL)" is not repeated after it.
+    assert_eq!(err.matches("127.0.0.1:9").count(), 1, "{err}");
 }
 
 #[test]
@@ -107,7 +107,7 @@ fn a_scheme_other_than_http_is_named_not_doubled() {
 
 /// `run -o out` against port 9, where nothing answers: its exit code and stderr.
 fn run_to_dead_port(out: &std::path::Path) -> (Option<i32>, String) {
-    let o = Command::new(support::BIN)
+    let o = Command::new(support::bin())
         .args(["run", "--url", "http://127.0.0.1:9", "--quiet", "-o"])
         .arg(out)
         .output()
@@ -163,7 +163,7 @@ fn an_output_folder_that_cannot_be_written_is_refused_before_the_server_is_asked
 /// `speedmatrix run ARGS` with the open-files limits set to `soft`/`hard` first (`ulimit -n`).
 fn run_with_file_limit(soft: u64, hard: u64, args: &[&str]) -> std::process::Output {
     use std::os::unix::process::CommandExt;
-    let mut cmd = Command::new(support::BIN);
+    let mut cmd = Command::new(support::bin());
     cmd.arg("run").args(args);
     // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
     unsafe {

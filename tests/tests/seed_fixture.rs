@@ -7,8 +7,6 @@
 //! Where the seed page is absent (a user's clone) the test prints that it skipped; under
 //! `CI=true` it fails instead.
 
-mod support;
-
 use speedmatrix::terminal::show::{all_measurements, matrix_cell, render_report, Markup};
 use speedmatrix_schema::{load_results, registry, Results};
 use std::path::PathBuf;

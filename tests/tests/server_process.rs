@@ -3,16 +3,12 @@
 //! and that an API key never reaches any of them — passed by flag, by environment variable, or
 //! sitting in the server's launch command.
 
-mod support;
-
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use speedmatrix_schema::{load_results, CellStatus, Results, RunStatus};
-
-const BIN: &str = support::BIN;
 
 /// A twin in its own process; killed when dropped.
 struct Twin {
@@ -34,7 +30,7 @@ fn free_port() -> u16 {
 /// `speedmatrix simulate --profile tiny` on a free port, ready when it accepts connections.
 fn start_twin(extra: &[&str]) -> Twin {
     let port = free_port();
-    let child = Command::new(BIN)
+    let child = Command::new(support::bin())
         .args(["simulate", "--profile", "tiny", "--port", &port.to_string()])
         .args(extra)
         .stdout(Stdio::null())
@@ -74,7 +70,7 @@ fn a_server_that_dies_mid_run_leaves_a_complete_file_of_what_was_measured() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run.json");
     let mut twin = start_twin(&[]);
-    let run = Command::new(BIN)
+    let run = Command::new(support::bin())
         .args(["run", "--url", &twin.url, "--contexts", "256,512", "--concurrency", "1,2"])
         .args(["--prefill-contexts", "256", "--duration", "1s", "--quiet", "--no-gpu", "-o"])
         .arg(&out)
@@ -120,7 +116,7 @@ fn an_api_key_never_reaches_the_file_the_log_or_the_progress_output() {
     let twin = start_twin(&["--api-key", key]);
     let run = |name: &str, flags: &[&str], env: Option<(&str, &str)>| -> (PathBuf, Output) {
         let out = dir.path().join(format!("{name}.json"));
-        let mut cmd = Command::new(BIN);
+        let mut cmd = Command::new(support::bin());
         cmd.args(["run", "--url", &twin.url, "--contexts", "256", "--concurrency", "1", "--prefill-contexts", "256"])
             .args(["--duration", "1s", "--no-gpu", "-o"])
             .arg(&out)
@@ -175,7 +171,7 @@ fn sigterm_and_a_closed_stderr_leave_a_finished_file() {
     let dir = tempfile::tempdir().unwrap();
     let twin = start_twin(&[]);
     let out = dir.path().join("term.json");
-    let run = Command::new(BIN)
+    let run = Command::new(support::bin())
         .args(["run", "--url", &format!("{}/v1", twin.url), "--contexts", "256,512", "--concurrency", "1,2"])
         .args(["--prefill-contexts", "none", "--duration", "1s", "--no-gpu", "-o"])
         .arg(&out)
@@ -193,7 +189,7 @@ fn sigterm_and_a_closed_stderr_leave_a_finished_file() {
 
     // stderr closed from the start: the run still measures every cell and finishes the file.
     let out = dir.path().join("closed.json");
-    let mut child = Command::new(BIN)
+    let mut child = Command::new(support::bin())
         .args(["run", "--url", &twin.url, "--contexts", "256", "--concurrency", "1", "--prefill-contexts", "256"])
         .args(["--duration", "1s", "--no-gpu", "-o"])
         .arg(&out)
@@ -217,7 +213,7 @@ fn resuming_a_failed_run_measures_its_error_cells_again() {
     let out = dir.path().join("run.json");
     let mut twin = start_twin(&[]);
     let flags = ["--contexts", "256", "--concurrency", "1,2", "--prefill-contexts", "none", "--duration", "1s"];
-    let run = Command::new(BIN)
+    let run = Command::new(support::bin())
         .args(["run", "--url", &twin.url, "--no-gpu", "--quiet", "-o"])
         .arg(&out)
         .args(flags)
@@ -237,7 +233,7 @@ fn resuming_a_failed_run_measures_its_error_cells_again() {
     // found by its socket) differs from the file's: resuming refuses it unless accepted.
     let twin = start_twin(&[]);
     let resume = |extra: &[&str]| {
-        Command::new(BIN)
+        Command::new(support::bin())
             .args(["run", "--url", &twin.url, "--no-gpu", "--quiet", "--resume"])
             .arg(&out)
             .args(flags)

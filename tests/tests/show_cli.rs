@@ -3,8 +3,6 @@
 //! JSON) is a snapshot (`tests/tests/snapshots/show_cli__*.snap`). Bad input must give one line
 //! `error: FILE: problem at PLACE`, exit code 2, and never a panic.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -15,7 +13,7 @@ fn root() -> PathBuf {
 }
 
 fn show(args: &[&str]) -> Output {
-    Command::new(support::BIN).current_dir(root()).arg("show").args(args).output().expect("run speedmatrix")
+    Command::new(support::bin()).current_dir(root()).arg("show").args(args).output().expect("run speedmatrix")
 }
 
 fn stdout(o: &Output) -> String {
@@ -181,7 +179,7 @@ fn rates_csv_and_json_give_one_row_per_rate_cell_as_the_file_has_it() {
 #[test]
 fn all_text_table_and_stdin() {
     let bytes = std::fs::read(root().join(FIXTURE)).unwrap();
-    let mut child = Command::new(support::BIN)
+    let mut child = Command::new(support::bin())
         .args(["show", "-", "--all"])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
@@ -379,7 +377,7 @@ fn cells_must_belong_to_the_plan() {
 fn closed_stdout_is_not_a_panic() {
     use std::io::Read;
     for args in [vec!["schema"], vec!["show", FIXTURE, "--all"]] {
-        let mut child = Command::new(support::BIN)
+        let mut child = Command::new(support::bin())
             .current_dir(root())
             .args(&args)
             .stdout(std::process::Stdio::piped())

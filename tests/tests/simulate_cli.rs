@@ -1,13 +1,11 @@
 //! `speedmatrix simulate` as a process: one `listening on URL` line, a clean stop on Ctrl-C, and
 //! exit code 2 for bad flags.
 
-mod support;
-
 #[tokio::test]
 async fn cli_prints_one_line_and_stops_on_ctrl_c() {
     use std::io::{BufRead, BufReader};
     use std::process::{Command, Stdio};
-    let exe = support::BIN;
+    let exe = support::bin();
     let mut child = Command::new(exe)
         .args(["simulate", "--profile", "tiny", "--port", "0", "--seed", "1"])
         .stdout(Stdio::piped())
@@ -41,7 +39,7 @@ async fn cli_prints_one_line_and_stops_on_ctrl_c() {
 fn bad_fault_values_and_trace_paths_are_refused_clearly() {
     use std::process::Command;
     let simulate = |extra: &[&str]| {
-        let out = Command::new(support::BIN)
+        let out = Command::new(support::bin())
             .args(["simulate", "--profile", "tiny", "--port", "0"])
             .args(extra)
             .output()
@@ -68,7 +66,7 @@ fn bad_fault_values_and_trace_paths_are_refused_clearly() {
 #[test]
 fn residuals_print_the_seed_fit_and_a_fit_of_any_run() {
     use std::process::Command;
-    let out = Command::new(support::BIN).args(["simulate", "--residuals"]).output().unwrap();
+    let out = Command::new(support::bin()).args(["simulate", "--residuals"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(table.contains("residuals of profile h200-qwen3.5-122b"), "{table}");
@@ -78,17 +76,17 @@ fn residuals_print_the_seed_fit_and_a_fit_of_any_run() {
     assert!(table.contains("over capacity → over capacity"));
     // --fit prints the same table for the seed fixture, with what the fit assumed.
     let fixture = format!("{}/fixtures/h200-qwen3.5-122b-vllm.json", env!("CARGO_MANIFEST_DIR"));
-    let out = Command::new(support::BIN).args(["simulate", "--fit", &fixture, "--residuals"]).output().unwrap();
+    let out = Command::new(support::bin()).args(["simulate", "--fit", &fixture, "--residuals"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0));
     let fitted = String::from_utf8_lossy(&out.stdout);
     assert!(fitted.starts_with("fit: "), "{fitted}");
     let body = |t: &str| t.lines().skip_while(|l| !l.starts_with("prefill")).collect::<Vec<_>>().join("\n");
     assert_eq!(body(&fitted), body(&table), "the h200 profile is the fit of the seed fixture");
-    let out = Command::new(support::BIN).args(["simulate", "--profile", "tiny", "--residuals"]).output().unwrap();
+    let out = Command::new(support::bin()).args(["simulate", "--profile", "tiny", "--residuals"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     // A run of rate cells (no decode cell) fits too, and its valid rate cells are replayed.
     let rates = format!("{}/fixtures/rates-twin.json", env!("CARGO_MANIFEST_DIR"));
-    let out = Command::new(support::BIN).args(["simulate", "--fit", &rates, "--residuals"]).output().unwrap();
+    let out = Command::new(support::bin()).args(["simulate", "--fit", &rates, "--residuals"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(table.contains("fit: decode steps: 0 from decode cells, 1 from rate cells"), "{table}");
@@ -110,7 +108,7 @@ fn a_busy_port_exits_1_for_every_command_that_listens() {
         vec!["demo", "--port", &port, "-o", demo_out.to_str().unwrap()],
     ];
     for args in &commands {
-        let out = Command::new(support::BIN).args(args).output().unwrap();
+        let out = Command::new(support::bin()).args(args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
         assert!(err.contains(&port) && err.to_lowercase().contains("in use"), "{args:?}: {err}");

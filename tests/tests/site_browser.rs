@@ -16,8 +16,6 @@
 //! Needs `chromium` and `chromedriver` (scripts/setup.d/web.sh); without them each test prints
 //! why it skips, except under `CI=true`.
 
-mod support;
-
 use browser::*;
 use fantoccini::{Client, Locator};
 use serde_json::Value;

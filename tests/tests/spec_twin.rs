@@ -19,8 +19,6 @@
 //! Decode cells ask for more tokens than any stream can reach in its window, so no stream is
 //! replaced, and rate cells' short requests all finish in the drain.
 
-mod support;
-
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::Path;
@@ -30,7 +28,7 @@ use support::twin::twin;
 /// `run` against `url` with `args` into `dir/NAME.json`; the results, the exit code and stderr.
 fn run(dir: &Path, name: &str, url: &str, args: &[&str]) -> (Value, Option<i32>, String) {
     let out = dir.join(format!("{name}.json"));
-    let o = Command::new(support::BIN)
+    let o = Command::new(support::bin())
         .args(["run", "--url", url, "--quiet", "--force", "-o"])
         .arg(&out)
         .args(["--duration", "2s", "--prefill-contexts", "none"])
@@ -121,7 +119,7 @@ fn every_cells_drafts_and_acceptance_are_the_twins_truth_exactly() {
     );
     check_cell(&rate_cells[0], &truth);
     // `show` carries it: the table and the matrix cell's acceptance.
-    let o = Command::new(support::BIN).arg("show").arg(dir.path().join("run.json")).output().unwrap();
+    let o = Command::new(support::bin()).arg("show").arg(dir.path().join("run.json")).output().unwrap();
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(text.contains("Speculative decoding — the server's counters over each cell's requests"), "{text}");
@@ -160,7 +158,7 @@ fn your_own_repetitive_prompts_are_accepted_more_and_named_in_the_file() {
     let tokens = own["decode"][0]["prompt_tokens"].as_u64().unwrap();
     assert!((1000..=1024).contains(&tokens), "{tokens}");
     // A resumed run keeps its prompts: without the file again it is refused before any request.
-    let o = Command::new(support::BIN)
+    let o = Command::new(support::bin())
         .args(["run", "--quiet", "--resume"])
         .arg(dir.path().join("own.json"))
         .output()
@@ -205,7 +203,7 @@ fn a_bad_prompts_file_is_refused_naming_the_flag_file_and_line() {
         (&dir.path().join("absent.jsonl"), "cannot be read"),
     ] {
         // Port 9 (discard): nothing is asked of it, the file is refused first.
-        let o = Command::new(support::BIN)
+        let o = Command::new(support::bin())
             .args(["run", "--url", "http://127.0.0.1:9", "--dry-run", "--prompts"])
             .arg(file)
             .output()

@@ -9,8 +9,6 @@
 //! replay" too: one replay against a changed copy, and against one that says it replayed another
 //! slice.
 
-mod support;
-
 use browser::*;
 use serde_json::Value;
 use speedmatrix_schema::{load_results, Results};

@@ -15,8 +15,6 @@
 //! arrive together (the later one finds nothing cached while the earlier one is in prefill);
 //! the measured figures are printed.
 
-mod support;
-
 use speedmatrix_schema::{load_results, CacheStart, HitRateSource, Results};
 use std::collections::HashMap;
 use std::process::Command;
@@ -75,14 +73,14 @@ fn replay(twin_args: &[&str]) -> (Results, String, (u64, u64), String) {
     args.extend_from_slice(twin_args);
     let (twin_process, url) = twin(&args);
     let out = dir.path().join("trace.json");
-    let o = Command::new(support::BIN)
+    let o = Command::new(support::bin())
         .args(["run", "--url", &url, "-o", out.to_str().unwrap(), "--force", "--quiet", "--trace", FIXTURE])
         .output()
         .expect("run the collector");
     let log = String::from_utf8_lossy(&o.stderr).to_string();
     assert_eq!(o.status.code(), Some(0), "{log}");
     drop(twin_process); // its shutdown writes every request's truth line
-    let shown = Command::new(support::BIN).args(["show"]).arg(&out).output().unwrap();
+    let shown = Command::new(support::bin()).args(["show"]).arg(&out).output().unwrap();
     let text = String::from_utf8_lossy(&shown.stdout).to_string();
     (load_results(&std::fs::read(&out).unwrap()).expect("a valid results file"), log, twin_truth(&truth_path), text)
 }
@@ -129,7 +127,7 @@ fn without_a_reset_the_replay_is_salted_and_finds_nothing_of_an_earlier_one() {
     let (_twin, url) = twin(&["--fault", "reset-404"]);
     let run = |name: &str| {
         let out = dir.path().join(name);
-        let o = Command::new(support::BIN)
+        let o = Command::new(support::bin())
             .args(["run", "--url", &url, "-o", out.to_str().unwrap(), "--force", "--quiet", "--trace", FIXTURE])
             .args(["--trace-to", "4", "--trace-speed", "4"])
             .output()

@@ -16,8 +16,6 @@
 //! Regenerate the fixture after changing the generator: `SPEEDMATRIX_BLESS=1 cargo nextest run
 //! -p speedmatrix-tests --test trace_twin the_fixture_is_what_its_generator_writes`.
 
-mod support;
-
 use speedmatrix_schema::{load_results, CellStatus, Results};
 use std::collections::HashMap;
 use std::process::Command;
@@ -134,7 +132,7 @@ fn served_as_planned(c: &speedmatrix_schema::RateCell, log: &str) {
 
 fn replay(url: &str, dir: &std::path::Path, extra: &[&str]) -> (Results, String) {
     let out = dir.join("trace.json");
-    let o = Command::new(support::BIN)
+    let o = Command::new(support::bin())
         .args(["run", "--url", url, "-o", out.to_str().unwrap(), "--force", "--quiet", "--trace", FIXTURE])
         .args(extra)
         .output()
@@ -222,10 +220,11 @@ fn a_mooncake_trace_replays_on_time_with_its_prefixes_shared_exactly_and_its_len
     eprintln!("block pairs compared: {shared} shared, {distinct} distinct");
     assert!(shared > 100 && distinct > 100, "the fixture exercises both ({shared} shared, {distinct} distinct)");
 
-    let shown = Command::new(support::BIN).args(["show", "--all"]).arg(dir.path().join("trace.json")).output().unwrap();
+    let shown =
+        Command::new(support::bin()).args(["show", "--all"]).arg(dir.path().join("trace.json")).output().unwrap();
     let text = String::from_utf8_lossy(&shown.stdout);
     assert!(text.contains("Trace replay") && text.contains("mooncake-100.jsonl at 1×"), "{text}");
-    let csv = Command::new(support::BIN)
+    let csv = Command::new(support::bin())
         .args(["show", "--traces", "-f", "csv"])
         .arg(dir.path().join("trace.json"))
         .output()
@@ -259,7 +258,7 @@ fn a_bad_trace_file_or_flag_is_one_line_naming_it() {
         (&["--trace-from", "10"], "give --trace FILE.jsonl too".into()),
     ];
     for (flags, expected) in cases {
-        let o = Command::new(support::BIN)
+        let o = Command::new(support::bin())
             .args(["run", "--url", "http://127.0.0.1:9", "--dry-run"])
             .args(flags)
             .output()
@@ -271,7 +270,8 @@ fn a_bad_trace_file_or_flag_is_one_line_naming_it() {
     }
     // A request longer than the server's context: named before anything is sent.
     let (_twin, url) = twin(&["--max-model-len", "2048"]);
-    let o = Command::new(support::BIN).args(["run", "--url", &url, "--dry-run", "--trace", FIXTURE]).output().unwrap();
+    let o =
+        Command::new(support::bin()).args(["run", "--url", &url, "--dry-run", "--trace", FIXTURE]).output().unwrap();
     let log = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{log}");
     assert!(log.contains("exceed the server's max_model_len 2048") && log.contains(": line "), "{log}");
@@ -280,7 +280,7 @@ fn a_bad_trace_file_or_flag_is_one_line_naming_it() {
 #[test]
 fn the_dry_run_shows_the_trace_and_its_replay_time() {
     let (_twin, url) = twin(&[]);
-    let o = Command::new(support::BIN)
+    let o = Command::new(support::bin())
         .args(["run", "--url", &url, "--dry-run", "--trace", FIXTURE, "--trace-speed", "2", "--trace-from", "5"])
         .output()
         .unwrap();
@@ -322,7 +322,7 @@ fn resume_replays_a_trace_not_yet_measured_and_refuses_another_speed() {
     });
     std::fs::write(&out, serde_json::to_vec(&v).unwrap()).unwrap();
 
-    let o = Command::new(support::BIN).args(["run", "--quiet", "--resume"]).arg(&out).output().unwrap();
+    let o = Command::new(support::bin()).args(["run", "--quiet", "--resume"]).arg(&out).output().unwrap();
     let log = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "{log}");
     assert!(log.contains("--trace") && log.contains("from the file"), "the note names the trace taken: {log}");
@@ -332,7 +332,7 @@ fn resume_replays_a_trace_not_yet_measured_and_refuses_another_speed() {
     assert_eq!(row.cell.scheduled_requests, Some(kept as u64));
     assert!(row.requests.iter().all(|q| q.output_tokens == Some(q.output_length)));
 
-    let o = Command::new(support::BIN)
+    let o = Command::new(support::bin())
         .args(["run", "--quiet", "--resume"])
         .arg(&out)
         .args(["--trace", FIXTURE, "--trace-to", "4", "--trace-speed", "2"])
@@ -376,7 +376,7 @@ fn diff_compares_two_replays_of_one_slice_and_refuses_another_slice() {
     }
     let file = |d: &std::path::Path| d.join("trace.json");
     let diff = |x: &std::path::Path, y: &std::path::Path, format: &str| {
-        let o = Command::new(support::BIN).args(["diff", "-f", format]).arg(file(x)).arg(file(y)).output().unwrap();
+        let o = Command::new(support::bin()).args(["diff", "-f", format]).arg(file(x)).arg(file(y)).output().unwrap();
         assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
         String::from_utf8(o.stdout).unwrap()
     };

@@ -6,8 +6,6 @@
 //! measured timing histograms of `/metrics` are masked (`tests/tests/support/snap.rs`); chunk
 //! boundaries, key order and text are compared as written.
 
-mod support;
-
 use serde_json::{json, Value};
 use speedmatrix_twin::{self as twin, Fault, Flavor, Profile, ReasoningField, TwinConfig, TwinHandle};
 use std::time::{Duration, Instant};

@@ -5,8 +5,6 @@
 //! Needs `chromium` and `chromedriver` (scripts/setup.d/web.sh). Without them each test prints
 //! why it skips, except under `CI=true`, where that is a failure.
 
-mod support;
-
 use browser::*;
 use fantoccini::actions::{InputSource, KeyAction, KeyActions};
 use fantoccini::{Client, Locator};
@@ -683,7 +681,7 @@ fn csv_json_and_png_exports_match_the_cli_and_the_file() {
         c.find(Locator::Css("#export-csv")).await.unwrap().click().await.unwrap();
         until(&c, "the CSV download", "return window.__blobs.length == 1;").await;
         let csv = blob_text(0).await;
-        let cli = Command::new(support::BIN)
+        let cli = Command::new(support::bin())
             .args(["show", "--format", "csv"])
             .arg(fixture())
             .output()

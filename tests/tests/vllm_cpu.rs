@@ -6,8 +6,6 @@
 //! test checks consistency (client vs server counters, exact prompt lengths, statuses), not
 //! absolute speeds.
 
-mod support;
-
 use support::server::{self, ServerProcess};
 
 use std::process::Command;
@@ -75,7 +73,7 @@ fn counts_agree(r: &speedmatrix_schema::Results, step_tokens: u64) {
 }
 
 fn show(out: &std::path::Path) {
-    let o = Command::new(support::BIN).arg("show").arg(out).output().unwrap();
+    let o = Command::new(support::bin()).arg("show").arg(out).output().unwrap();
     eprintln!("{}", String::from_utf8_lossy(&o.stdout));
 }
 
@@ -107,7 +105,7 @@ const TWIN_SPEED: f64 = 4.0;
 /// (`real`), `SPEEDMATRIX_KEEP_RUN=FILE` keeps a copy of the results file (e.g. to try
 /// `speedmatrix simulate --fit FILE` on a real run).
 fn run_cpu_matrix(url: &str, out: &std::path::Path, real: bool, window_s: f64) -> speedmatrix_schema::Results {
-    let o = Command::new(support::BIN)
+    let o = Command::new(support::bin())
         .args(["run", "--url", url, "--duration", &format!("{}ms", window_s * 1000.0)])
         .args(CPU_MATRIX)
         .arg(out)
@@ -211,7 +209,7 @@ fn run_against_real_vllm_on_cpu() {
 /// machine): `cargo bench -p speedmatrix-tests --bench vllm_rates`, figures in BENCHMARKS.md.
 fn two_rates(url: &str, dir: &std::path::Path) {
     let out = dir.join("rates.json");
-    let o = Command::new(support::BIN)
+    let o = Command::new(support::bin())
         .args(["run", "--url", url, "--contexts", "128", "--rates", "1,6", "--keep-going"])
         .args(["--prefill-contexts", "none", "--duration", "5s", "--max-tokens", "8", "--quiet", "-o"])
         .arg(&out)
@@ -298,7 +296,7 @@ fn run_against_real_vllm_with_ngram_speculative_decoding_and_an_api_key() {
 /// `run` against the ngram server (key `key`) with `matrix` (`--duration 4s --max-tokens 512
 /// --temperature 0` beside it) into `out`; the key in no output.
 fn ngram_run(url: &str, out: &std::path::Path, key: &str, matrix: &[&str]) -> speedmatrix_schema::Results {
-    let o = Command::new(support::BIN)
+    let o = Command::new(support::bin())
         .args(["run", "--url", url])
         .args(matrix)
         .args(["--duration", "4s", "--max-tokens", "512", "--temperature", "0", "--quiet", "-o"])
@@ -352,7 +350,7 @@ fn acceptance_is_consistent(name: &str, c: &speedmatrix_schema::DecodeCell, k: u
 /// before).
 fn prefix_share_run(url: &str, dir: &std::path::Path) -> speedmatrix_schema::Results {
     let out = dir.join("prefix.json");
-    let o = Command::new(support::BIN)
+    let o = Command::new(support::bin())
         .args(["run", "--url", url, "--contexts", "1k", "--concurrency", "1", "--prefix-share", "90%"])
         .args(["--prefill-contexts", "1k", "--duration", "2s", "--max-tokens", "8", "--quiet", "-o"])
         .arg(&out)

@@ -261,14 +261,15 @@ impl Client {
             .map_err(|e| HttpError::Body { url, message: format!("not JSON ({e}): {}", excerpt(&text)) })
     }
 
-    /// `POST path` without a body, the answer's body ignored (a prefix-cache reset); `Ok` on
-    /// 2xx.
+    /// `POST path` without a body (a prefix-cache reset) → the answer's body text (empty when
+    /// it could not be read); `Ok` on 2xx.
     ///
     /// # Errors
     /// [`HttpError`] for transport failures and non-2xx statuses.
-    pub async fn post_empty(&self, path: &str, timeout: Duration) -> Result<(), HttpError> {
+    pub async fn post_empty(&self, path: &str, timeout: Duration) -> Result<String, HttpError> {
         let url = self.url(path);
-        self.send(self.http.post(&url), &url, Some(timeout)).await.map(|_| ())
+        let resp = self.send(self.http.post(&url), &url, Some(timeout)).await?;
+        Ok(resp.text().await.unwrap_or_default())
     }
 
     /// Run one streamed completion (`POST path` with `body`, which must set `"stream": true`)

@@ -90,7 +90,8 @@ pub struct Seen {
 impl Conversation {
     fn label(&self) -> String {
         let c = &self.cell;
-        format!("conversation {} × {} sessions · {} turns", c.context.label, c.sessions, c.turns)
+        let sessions = if c.sessions == 1 { "session" } else { "sessions" };
+        format!("conversation {} × {} {sessions} · {} turns", c.context.label, c.sessions, c.turns)
     }
 
     /// The request body of a turn: the run's usual request with `messages` for `history`.

@@ -104,8 +104,8 @@ pub enum RunError {
     /// A `--prefix-share` value that is not a share.
     #[error("--prefix-share: {0}")]
     PrefixShare(String),
-    /// `--prefix-share` with rate cells or a trace, which do not take it yet.
-    #[error("--prefix-share applies to concurrency cells and prefill rows; rate cells and --trace do not take it yet (run them without --prefix-share)")]
+    /// `--prefix-share` with `--rates auto` or a trace, which do not take it yet.
+    #[error("--prefix-share applies to concurrency cells, rate cells of given rates and prefill rows; --rates auto and --trace do not take it yet (run them without --prefix-share)")]
     PrefixShareOpenLoop,
     /// `--turns` with a flag it does not combine with (yet), or `--think-time` without it.
     #[error("{flag}: {why}")]
@@ -143,6 +143,12 @@ pub enum RunError {
         /// What is wrong (with the line, when it is one line's).
         why: String,
     },
+    /// `--resume` of a conversation run (`--turns`): not resumable yet, like `--resume --turns`.
+    #[error(
+        "--resume {}: it is a conversation run (--turns), which is not resumed yet; start it again with another -o",
+        .0.display()
+    )]
+    ResumeConversations(PathBuf),
     /// `--resume` with other prompts than the run's (`--prompts` given or left out).
     #[error("--resume: {0}")]
     ResumePrompts(String),

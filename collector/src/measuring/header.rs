@@ -85,13 +85,7 @@ pub(crate) fn fresh_results(info: &ServerInfo, plan: &Plan, spec: &RunSpec, host
         config: run_config(plan, spec),
         prefill,
         decode,
-        rates: plan
-            .contexts
-            .iter()
-            .flat_map(|ctx| {
-                plan.rates.iter().map(move |&r| RateCell::new(ctx.clone(), r, spec.arrival, spec.max_in_flight))
-            })
-            .collect(),
+        rates: planned_rates(plan, spec),
         rate_at_slo: vec![],
         traces: spec.trace.iter().map(|t| crate::measuring::trace::planned_row(t, spec.max_in_flight)).collect(),
         conversations: crate::measuring::conversation::planned(plan, spec),
@@ -99,6 +93,27 @@ pub(crate) fn fresh_results(info: &ServerInfo, plan: &Plan, spec: &RunSpec, host
         missing: info.facts.missing.iter().chain(&host.missing).cloned().chain(spec_missing(info, host)).collect(),
         import: None,
     }
+}
+
+/// The rate cells of the plan, context-major, then prefix share (`--prefix-share`; none
+/// without), then rate ascending: a context's cells of one share are measured in rate order, so
+/// a saturated rate skips that share's higher rates.
+fn planned_rates(plan: &Plan, spec: &RunSpec) -> Vec<RateCell> {
+    let shares: Vec<Option<f64>> = match plan.prefix_shares.is_empty() {
+        true => vec![None],
+        false => plan.prefix_shares.iter().map(|s| Some(*s)).collect(),
+    };
+    let mut cells = Vec::with_capacity(plan.contexts.len() * shares.len() * plan.rates.len());
+    for ctx in &plan.contexts {
+        for &share in &shares {
+            for &r in &plan.rates {
+                let mut c = RateCell::new(ctx.clone(), r, spec.arrival, spec.max_in_flight);
+                c.prefix_share = share;
+                cells.push(c);
+            }
+        }
+    }
+    cells
 }
 
 /// Speculative decoding the launch command sets but `/metrics` does not count, as the file's

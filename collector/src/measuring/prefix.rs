@@ -132,7 +132,7 @@ pub async fn build(
 
 /// Put the prefix of `prompt` in the server's cache: one `max_tokens: 1` request of its own
 /// (rest [`WARM_ID`]); on a server with a prompt cache per slot (llama.cpp), one per slot that
-/// `n` streams will take, at once. Returns the first warm-up's TTFT (a cold prefill of the
+/// `n` streams will take, at once, each pinned to its slot ([`Session::warm_slot`]). Returns the first warm-up's TTFT (a cold prefill of the
 /// whole prompt: the readiness limit's yardstick).
 ///
 /// # Errors
@@ -140,7 +140,8 @@ pub async fn build(
 pub async fn warm(s: &Session, prompt: &SharedPrompt, n: u32) -> Result<Option<f64>, CellError> {
     let k = s.info.facts.slots.map_or(1, |slots| slots.min(n).max(1)) as usize;
     let texts: Vec<String> = (0..k).map(|i| prompt.text(WARM_ID - i)).collect();
-    let records = futures_util::future::join_all(texts.iter().map(|t| s.single(t, 1))).await;
+    let warm_ups = texts.iter().zip(0u32..).map(|(t, i)| s.warm_slot(t, Some(i)));
+    let records = futures_util::future::join_all(warm_ups).await;
     if let Some(e) = records.iter().find_map(|r| r.error.clone()) {
         return Err(CellError::WarmUp(e));
     }
@@ -182,8 +183,13 @@ pub fn count<'a>(records: impl IntoIterator<Item = &'a StreamRecord> + Clone, sc
 }
 
 /// The prefix-cache counters' growth from the first reading to the last (Prometheus); `None`
-/// without both counters, or when either went down between two readings (a restart).
+/// without two readings of both counters (one reading is no growth: a /metrics that failed
+/// or answered late during the cell would read as "0 of 0 looked up"), or when either went
+/// down between two readings (a restart).
 fn prometheus(scrapes: &[Scrape]) -> Option<Counted> {
+    if readings_with_counters(scrapes) < 2 {
+        return None;
+    }
     let (first, last) = (scrapes.first()?, scrapes.last()?);
     let hits = counter_delta(scrapes, |m| m.prefix_hits, first.t_ms, last.t_ms)?;
     let queries = counter_delta(scrapes, |m| m.prefix_queries, first.t_ms, last.t_ms)?;
@@ -198,14 +204,23 @@ fn counters_went_down(scrapes: &[Scrape]) -> bool {
         || went_down(scrapes, |m| m.prefix_queries, first.t_ms, last.t_ms)
 }
 
-/// Why no source gave the hit rate (`restarted`: the counters went down during it).
-fn missing_reason(has_metrics: bool, restarted: bool) -> String {
-    let metrics = match (has_metrics, restarted) {
-        (_, true) => {
+/// The readings that hold both prefix-cache counters.
+fn readings_with_counters(scrapes: &[Scrape]) -> usize {
+    scrapes.iter().filter(|s| s.metrics.prefix_hits.is_some() && s.metrics.prefix_queries.is_some()).count()
+}
+
+/// Why no source gave the hit rate, from the row's or cell's readings of /metrics.
+fn missing_reason(has_metrics: bool, scrapes: &[Scrape]) -> String {
+    let metrics = match (has_metrics, counters_went_down(scrapes), readings_with_counters(scrapes)) {
+        (_, true, _) => {
             "the server's prefix-cache counters went down during it (a restart?), so they give no count over it"
         }
-        (true, false) => "the server's /metrics has no prefix-cache hit and query counters",
-        (false, false) => "the server has no usable /metrics",
+        (false, _, _) => "the server has no usable /metrics",
+        (true, _, 0) if scrapes.is_empty() => {
+            "no reading of the server's /metrics came during it (it failed or answered late)"
+        }
+        (true, _, 0) => "the server's /metrics has no prefix-cache hit and query counters",
+        (true, _, _) => "only one reading of the server's prefix-cache counters came during it (its /metrics failed or answered late), which gives no count over it",
     };
     format!(
         "{metrics}, and its responses carried neither usage.prompt_tokens_details.cached_tokens nor timings.cache_n"
@@ -288,7 +303,7 @@ pub fn outcome(
         figure: HIT_RATE_FIGURE.into(),
         reason: match counted {
             Some(_) => "the server counted no prompt tokens looked up in its prefix cache".into(),
-            None => missing_reason(has_metrics, counters_went_down(scrapes)),
+            None => missing_reason(has_metrics, scrapes),
         },
     });
     let evidence = Evidence { reset: start.how == CacheStart::Reset, ..evidence.clone() };
@@ -354,11 +369,13 @@ mod tests {
         assert_eq!((c.hits, c.queries, c.source), (896, 1000, HitRateSource::Usage));
         let none = StreamRecord::default();
         assert_eq!(count([&none], &[]), None);
+        // Readings of a /metrics without the counters.
+        let bare = [0.0, 500.0].map(|t_ms| Scrape { t_ms, metrics: Default::default() });
         let o = outcome(
             0.9,
             &Start { how: CacheStart::Salted, detail: "no reset".into() },
             None,
-            &[],
+            &bare,
             true,
             &Evidence::default(),
         );
@@ -399,6 +416,23 @@ mod tests {
             ..Default::default()
         };
         Scrape { t_ms, metrics }
+    }
+
+    #[test]
+    fn one_reading_of_the_counters_is_no_count() {
+        // The cell's /metrics answered once (then failed or came late): no growth to read, so
+        // no "0 of 0 looked up" (which would say the server looked up nothing), but why.
+        let reset = Start { how: CacheStart::Reset, detail: "POST /reset_prefix_cache".into() };
+        let one = [reading(0.0, 9000.0, 10_000.0)];
+        assert_eq!(count(std::iter::empty::<&StreamRecord>(), &one), None);
+        let o = outcome(0.9, &reset, None, &one, true, &Evidence::default());
+        assert_eq!((o.figures.measured_hit_rate, o.note.as_deref()), (None, None));
+        assert!(o.missing.unwrap().reason.starts_with("only one reading of the server's prefix-cache counters"));
+        let o = outcome(0.9, &reset, None, &[], true, &Evidence::default());
+        assert!(o.missing.unwrap().reason.starts_with("no reading of the server's /metrics came during it"));
+        let two = [reading(0.0, 9000.0, 10_000.0), reading(500.0, 9900.0, 11_000.0)];
+        let c = count(std::iter::empty::<&StreamRecord>(), &two).unwrap();
+        assert_eq!((c.hits, c.queries, c.source), (900, 1000, HitRateSource::Prometheus));
     }
 
     #[test]

@@ -14,6 +14,12 @@
 //! Every request's prompt is the cell's prompt behind a request number of fixed width
 //! (`[request 000042]`): each is a cold prefill (no prefix shared with another request), of the
 //! same length, and its body is the cell's serialized body with the number written in place.
+//!
+//! A prefix-share cell (`--prefix-share`, [`crate::measuring::prefix`]) starts from a known
+//! cache state (the server's reset, else salted prompts), its requests' prompts are a prefix
+//! shared by the cell's requests then a rest unique to each (the request number first), the
+//! prefix is sent once before the schedule starts, and the cell's measured hit rate over all its
+//! requests is recorded beside the planned share, as a concurrency cell's.
 
 use crate::measuring::client::{request_body, StreamRecord};
 use crate::measuring::error::CellError;
@@ -39,27 +45,50 @@ pub struct RateAt {
     pub arrival: Arrival,
     /// `--max-in-flight`.
     pub max_in_flight: Option<u32>,
+    /// Its prefix share (`--prefix-share`); `None`: every request a cold prefill.
+    pub prefix_share: Option<f64>,
 }
 
 /// The request number's text in every prompt: fixed width, so every body has the same length.
 const NUMBER: &str = "000000";
 
-/// What the warm stage prepared: the cell's serialized body and where its request number is.
+/// What the warm stage prepared: the cell's request bodies, the prompt's length and note.
 #[derive(Clone)]
 pub struct Warmed {
-    body: bytes::Bytes,
-    number_at: usize,
+    body: Body,
     prompt_tokens: Option<u64>,
     prompt_note: Option<String>,
+}
+
+/// The bodies of a rate cell's requests.
+#[derive(Clone)]
+enum Body {
+    /// One serialized body, the request number at `number_at`.
+    Numbered { body: bytes::Bytes, number_at: usize },
+    /// A prefix-share cell: a shared prefix, then each request's number and rest.
+    Shared(SharedRate),
+}
+
+/// A prefix-share rate cell's warm stage: its bodies, its share and how its cache began.
+#[derive(Clone)]
+struct SharedRate {
+    bodies: crate::measuring::prefix::Bodies,
+    share: f64,
+    start: crate::measuring::prefix::Start,
 }
 
 impl Bodies for Warmed {
     /// The body of request `id`: the cell's body with its number written in place.
     fn body(&self, id: usize) -> bytes::Bytes {
-        let mut b = self.body.to_vec();
-        let digits = format!("{:06}", id % 1_000_000);
-        b[self.number_at..self.number_at + NUMBER.len()].copy_from_slice(digits.as_bytes());
-        bytes::Bytes::from(b)
+        match &self.body {
+            Body::Numbered { body, number_at } => {
+                let mut b = body.to_vec();
+                let digits = format!("{:06}", id % 1_000_000);
+                b[*number_at..*number_at + NUMBER.len()].copy_from_slice(digits.as_bytes());
+                bytes::Bytes::from(b)
+            }
+            Body::Shared(x) => x.bodies.of(id),
+        }
     }
 }
 
@@ -125,12 +154,20 @@ impl Measurement for RateAt {
     }
 
     fn name(&self) -> String {
-        format!("rate {} at {}", self.context.label, speedmatrix_schema::rate_label(self.rate_rps))
+        format!(
+            "rate {}{} at {}",
+            self.context.label,
+            speedmatrix_schema::prefix::name_suffix(self.prefix_share),
+            speedmatrix_schema::rate_label(self.rate_rps)
+        )
     }
 
     /// The cell's prompt (not warmed: every request is a cold prefill), its body, and idle
     /// connections for the requests expected in flight at first.
     async fn warm(&self, s: &mut Session) -> Result<Warmed, CellError> {
+        if let Some(share) = self.prefix_share {
+            return self.warm_shared(s, share).await;
+        }
         // The request number and its brackets take a few tokens of the context.
         let target = ContextSize { tokens: self.context.tokens.saturating_sub(8).max(1), ..self.context.clone() };
         let tag = format!("context {} rate {}", self.context.label, self.rate_rps);
@@ -143,14 +180,13 @@ impl Measurement for RateAt {
             .position(|w| w == needle.as_bytes())
             .map(|i| i + "[request ".len())
             .ok_or_else(|| CellError::WarmUp("the request body does not hold its request number".into()))?;
-        let expected = (self.rate_rps.ceil() as usize + 2).min(self.max_in_flight.map_or(64, |m| m as usize)).min(64);
-        s.client.warm_connections(expected).await;
+        s.client.warm_connections(self.expected_in_flight()).await;
         let busy_note = settle(s).await;
         let prompt_note = match (s.prompt_note(&self.context), busy_note) {
             (Some(a), Some(b)) => Some(format!("{a}; {b}")),
             (a, b) => a.or(b),
         };
-        Ok(Warmed { body, number_at, prompt_tokens: p.tokens.map(|t| t + 8), prompt_note })
+        Ok(Warmed { body: Body::Numbered { body, number_at }, prompt_tokens: p.tokens.map(|t| t + 8), prompt_note })
     }
 
     /// Send on schedule: a warm-up until the first request finished, then the window.
@@ -268,8 +304,18 @@ impl Measurement for RateAt {
     fn figures(&self, s: &mut Session, warmed: Warmed, seen: Seen) -> RateCell {
         let Seen { records, sent, scrapes, times, drain_end_ms, drain_limit_s, cpu_s, start_ms } = seen;
         s.outputs_measured(&records);
+        // A prefix-share cell's hit rate counts every request of the cell, from the readings
+        // around all of them (its second source and a restart read from the same).
+        let shared = match &warmed.body {
+            Body::Shared(x) => {
+                Some((x.clone(), crate::measuring::prefix::count(records.iter(), &scrapes), scrapes.clone()))
+            }
+            Body::Numbered { .. } => None,
+        };
+        let mut planned = RateCell::new(self.context.clone(), self.rate_rps, self.arrival, self.max_in_flight);
+        planned.prefix_share = self.prefix_share;
         let obs = RateObservation {
-            cell: RateCell::new(self.context.clone(), self.rate_rps, self.arrival, self.max_in_flight),
+            cell: planned,
             prompt_tokens: warmed.prompt_tokens,
             records,
             sent,
@@ -294,11 +340,15 @@ impl Measurement for RateAt {
         if let Some(note) = warmed.prompt_note {
             crate::measuring::measure::add_note(&mut cell.reason, note);
         }
+        if let Some((x, counted, scrapes)) = shared {
+            prefix_figures(s, &mut cell, &x, counted, &scrapes);
+        }
         cell
     }
 
     fn not_started(&self, why: &CellError) -> RateCell {
         let mut cell = RateCell::new(self.context.clone(), self.rate_rps, self.arrival, self.max_in_flight);
+        cell.prefix_share = self.prefix_share;
         cell.status = CellStatus::Error;
         cell.reason = Some(why.to_string());
         cell
@@ -306,9 +356,10 @@ impl Measurement for RateAt {
 
     fn line(&self, cell: &RateCell) -> String {
         format!(
-            "rate {:>6} at {:>10}: {} · achieved {} req/s · {} tok/s · TTFT p50 {} ms · send lag p99 {} ms{}{}",
+            "rate {:>6} at {:>10}{}: {} · achieved {} req/s · {} tok/s · TTFT p50 {} ms · send lag p99 {} ms{}{}",
             cell.context.label,
             cell.rate_label(),
+            crate::measuring::prefix::line_part(cell.prefix_share, cell.prefix_cache.as_ref()),
             cell.status.label(),
             cell.achieved_rps.map_or("—".into(), |v| format!("{v:.2}")),
             cell.total_tps.map_or("—".into(), |v| format!("{v:.1}")),
@@ -351,7 +402,81 @@ pub(crate) async fn settle(s: &Session) -> Option<String> {
     }
 }
 
+/// A prefix-share rate cell's prefix cache: the measured hit rate over its requests beside the
+/// planned share, with why when it is off (in `reason`; never a silent valid) and why when no
+/// source gave it.
+fn prefix_figures(
+    s: &Session,
+    cell: &mut RateCell,
+    shared: &SharedRate,
+    counted: Option<crate::measuring::prefix::Counted>,
+    scrapes: &[crate::measuring::scrape::Scrape],
+) {
+    cell.prefix_share = Some(shared.share);
+    let f = &s.info.facts;
+    let server = cell.server.as_ref();
+    let evidence = speedmatrix_schema::prefix::Evidence {
+        caching_on: f.prefix_caching,
+        block_tokens: f.cache_block_tokens,
+        prompt_tokens: cell.prompt_tokens,
+        kv_usage_max: server.and_then(|x| x.kv_cache_usage_max),
+        preemptions: server.and_then(|x| x.preemptions),
+        reset: false,
+    };
+    let o = crate::measuring::prefix::outcome(shared.share, &shared.start, counted, scrapes, s.has_metrics, &evidence);
+    if cell.status.is_measured() {
+        if let Some(note) = o.note {
+            s.log(format!(
+                "warning: rate {}{} at {}: {note}",
+                cell.context.label,
+                speedmatrix_schema::prefix::name_suffix(Some(shared.share)),
+                cell.rate_label()
+            ));
+            crate::measuring::measure::add_note(&mut cell.reason, note);
+        }
+        cell.missing.extend(o.missing);
+    }
+    cell.prefix_cache = Some(o.figures);
+}
+
 impl RateAt {
+    /// Requests expected in flight at first (idle connections to open, slots to warm): the
+    /// rate plus two, within `--max-in-flight`, at most 64.
+    fn expected_in_flight(&self) -> usize {
+        (self.rate_rps.ceil() as usize + 2).min(self.max_in_flight.map_or(64, |m| m as usize)).min(64)
+    }
+
+    /// A prefix-share cell's warm stage: the server idle, its cache put in a known state
+    /// (reset, else its prompts salted with text unique to the cell), its prompts built, the
+    /// shared prefix sent once (once per slot the first requests take on llama.cpp), idle
+    /// connections. The schedule then finds the prefix cached from its first request.
+    async fn warm_shared(&self, s: &mut Session, share: f64) -> Result<Warmed, CellError> {
+        let expected = self.expected_in_flight();
+        s.client.warm_connections(expected).await;
+        let busy_note = settle(s).await;
+        let start = s.cache_start().await;
+        let tag = format!(
+            "context {} rate {} prefix {}",
+            self.context.label,
+            self.rate_rps,
+            speedmatrix_schema::prefix::share_label(share)
+        );
+        let salt = format!("rate cell {}", self.index);
+        let prompt = crate::measuring::prefix::build(s, &self.context, share, &tag, start.salt(&salt)).await?;
+        crate::measuring::prefix::warm(s, &prompt, u32::try_from(expected).unwrap_or(u32::MAX)).await?;
+        let max_tokens = s.spec.max_tokens;
+        let bodies = crate::measuring::prefix::Bodies::new(&prompt, |t| s.body(t, max_tokens));
+        let prompt_note = match (s.prompt_note(&self.context), busy_note) {
+            (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+            (a, b) => a.or(b),
+        };
+        Ok(Warmed {
+            body: Body::Shared(SharedRate { bodies, share, start }),
+            prompt_tokens: prompt.tokens,
+            prompt_note,
+        })
+    }
+
     /// The warm-up ends at `at_ms` (the first request finished, or the limit passed): the
     /// window runs from there for `--duration`.
     fn window_opens(&self, s: &Session, at_ms: f64, window_ms: f64, timed_out: bool) -> Times {

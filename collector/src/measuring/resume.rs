@@ -156,7 +156,10 @@ pub(crate) fn resume(
             again += 1;
         }
         for c in r.rates.iter_mut().filter(|c| c.status == CellStatus::Error) {
-            *c = speedmatrix_schema::RateCell::new(c.context.clone(), c.rate_rps, c.arrival, c.max_in_flight);
+            let mut blank =
+                speedmatrix_schema::RateCell::new(c.context.clone(), c.rate_rps, c.arrival, c.max_in_flight);
+            blank.prefix_share = c.prefix_share;
+            *c = blank;
             again += 1;
         }
         for t in r.traces.iter_mut().filter(|t| t.cell.status == CellStatus::Error) {

@@ -292,8 +292,9 @@ fn print_plan(info: &ServerInfo, plan: &Plan, spec: &RunSpec) {
     if !plan.rates.is_empty() {
         let rates: Vec<String> = plan.rates.iter().map(|r| speedmatrix_schema::rate_label(*r)).collect();
         say!(
-            "plan: rate cells {contexts} × [{}], {} arrivals (seed {}){}, {} s windows, max_tokens {}; latencies from each request's scheduled instant",
+            "plan: rate cells {contexts} × [{}]{}, {} arrivals (seed {}){}, {} s windows, max_tokens {}; latencies from each request's scheduled instant",
             rates.join(", "),
+            rate_shares(&plan.prefix_shares),
             speedmatrix_schema::arrivals::process_text(&spec.arrival),
             spec.arrival.seed,
             spec.max_in_flight.map(|m| format!(", at most {m} in flight")).unwrap_or_default(),
@@ -312,6 +313,15 @@ fn print_plan(info: &ServerInfo, plan: &Plan, spec: &RunSpec) {
     for c in plan.cells.iter().filter(|c| c.over_capacity.is_some()) {
         say!("plan: over capacity (not run): {} × {}", c.context.label, c.concurrency);
     }
+}
+
+/// The prefix shares of the rate cells in the plan's line: ` × prefix share [0%, 90%]`.
+fn rate_shares(shares: &[f64]) -> String {
+    if shares.is_empty() {
+        return String::new();
+    }
+    let labels: Vec<String> = shares.iter().map(|s| speedmatrix_schema::prefix::share_label(*s)).collect();
+    format!(" × prefix share [{}]", labels.join(", "))
 }
 
 /// "estimated wall time ≈ 52 s (assuming 10,000 prompt tok/s …)" for an estimate.
@@ -416,6 +426,7 @@ async fn measure_rates(s: &mut Session) -> Result<Option<String>, FileError> {
             rate_rps: c.rate_rps,
             arrival: c.arrival,
             max_in_flight: c.max_in_flight,
+            prefix_share: c.prefix_share,
         };
         if let Some(cause) = measure_one(s, &cell).await? {
             return Ok(Some(cause));
@@ -427,13 +438,27 @@ async fn measure_rates(s: &mut Session) -> Result<Option<String>, FileError> {
             _ => "",
         };
         if !beyond.is_empty() && !s.spec.keep_going {
-            let (tokens, label) = (c.context.tokens, c.rate_label());
-            let why = format!("not run: {label} was {beyond} at this context, so higher rates are skipped (--keep-going measures them)");
+            let (tokens, share, label) = (c.context.tokens, c.prefix_share, c.rate_label());
+            let at = match share {
+                Some(x) => format!("this context and prefix share {}", speedmatrix_schema::prefix::share_label(x)),
+                None => "this context".into(),
+            };
+            let why = format!(
+                "not run: {label} was {beyond} at {at}, so higher rates are skipped (--keep-going measures them)"
+            );
             let mut skipped = vec![];
             for higher in s.results.rates.iter_mut().skip(index + 1) {
-                if higher.context.tokens == tokens && higher.status == CellStatus::NotRun {
+                if higher.context.tokens == tokens
+                    && higher.prefix_share == share
+                    && higher.status == CellStatus::NotRun
+                {
                     higher.reason = Some(why.clone());
-                    skipped.push(format!("plan: rate {} at {}: {why}", higher.context.label, higher.rate_label()));
+                    skipped.push(format!(
+                        "plan: rate {}{} at {}: {why}",
+                        higher.context.label,
+                        speedmatrix_schema::prefix::name_suffix(share),
+                        higher.rate_label()
+                    ));
                 }
             }
             for line in skipped {
@@ -471,6 +496,7 @@ async fn search_rates(s: &mut Session) -> Result<Option<String>, FileError> {
                         rate_rps,
                         arrival: s.spec.arrival,
                         max_in_flight: s.spec.max_in_flight,
+                        prefix_share: None,
                     };
                     if let Some(cause) = measure_one(s, &at).await? {
                         return Ok(Some(cause));

@@ -215,7 +215,7 @@ impl RunSpec {
             (None, Some(text)) => speedmatrix_schema::prefix::parse_shares(text).map_err(RunError::PrefixShare)?,
             (None, None) => vec![],
         };
-        if !prefix_shares.is_empty() && (!rates.is_empty() || rate_search || trace.is_some()) {
+        if !prefix_shares.is_empty() && (rate_search || trace.is_some()) {
             return Err(RunError::PrefixShareOpenLoop);
         }
         let turns = turns(args, (!rates.is_empty() || rate_search, trace.is_some(), !prefix_shares.is_empty()))?;
@@ -342,6 +342,10 @@ impl FromFile {
     fn read(args: &RunArgs) -> Result<(FromFile, Option<Results>), RunError> {
         let (Some(path), Some(given)) = (&args.resume, &args.given) else { return Ok((FromFile::default(), None)) };
         let r = crate::files::read_results(path)?;
+        // Its sessions' histories are not in the file: nothing to continue them from.
+        if !r.conversations.is_empty() {
+            return Err(RunError::ResumeConversations(path.clone()));
+        }
         let (c, e) = (&r.config, &r.engine);
         let mut taken: Vec<&str> = vec![];
         // Whether flag `id` (`flag` on the command line) is taken from the file.

@@ -507,12 +507,14 @@ fn rate_section(out: &mut String, d: &rates::RateDiff, markup: Markup) {
             percent(n.min_change, false)
         ),
     };
-    let _ = writeln!(out, "Matched by context, rate and arrival process · {rule}.\n");
+    let _ = writeln!(out, "Matched by context, prefix share, rate and arrival process · {rule}.\n");
     if !d.rows.is_empty() {
+        // With the hit rate and speculative decoding where a cell has them.
+        let columns: Vec<&str> = RATE_COLUMNS.into_iter().chain(rates::cache_spec_figures(d)).collect();
         let headers = ["Context", "Rate", "Status"]
             .into_iter()
             .map(String::from)
-            .chain(RATE_COLUMNS.iter().map(|c| rates::figure_label(c)))
+            .chain(columns.iter().map(|c| rates::figure_label(c)))
             .collect();
         let rows = d
             .rows
@@ -524,9 +526,8 @@ fn rate_section(out: &mut String, d: &rates::RateDiff, markup: Markup) {
                     (a, b) if a == b => status_words(a),
                     (a, b) => format!("{} → {}", status_words(a), status_words(b)),
                 };
-                let mut row =
-                    vec![clean(&r.cell.context.label), speedmatrix_schema::rate_label(r.cell.rate_rps), status];
-                row.extend(RATE_COLUMNS.iter().map(|c| rate_cell_text(r, c)));
+                let mut row = vec![clean(&r.cell.row_label()), speedmatrix_schema::rate_label(r.cell.rate_rps), status];
+                row.extend(columns.iter().map(|c| rate_cell_text(r, c)));
                 row
             })
             .collect();

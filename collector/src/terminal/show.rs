@@ -344,7 +344,13 @@ fn spec_decode_table(r: &Results) -> Option<Grid> {
         Some(row(name, c.spec_decode.as_ref()?))
     });
     let rates = r.rates.iter().filter_map(|c| {
-        Some(row(format!("rate {} at {}", clean(&c.context.label), c.rate_label()), c.spec_decode.as_ref()?))
+        let name = format!(
+            "rate {}{} at {}",
+            clean(&c.context.label),
+            speedmatrix_schema::prefix::name_suffix(c.prefix_share),
+            c.rate_label()
+        );
+        Some(row(name, c.spec_decode.as_ref()?))
     });
     let rows: Vec<Vec<String>> = decode.chain(rates).collect();
     let headers = [
@@ -483,10 +489,12 @@ fn conversation_section(r: &Results, markup: Markup, out: &mut String) {
 
 /// The rate cells, one row each ([`export::rate_table_line`], the builder the page uses too),
 /// rates ascending per context: what was offered and achieved, throughput, latencies from the
-/// scheduled instants, the send lag, and with an SLO the goodput; when a context's rates were
-/// measured in another order (`--rates auto`), a "Measured" column (`#n`) says which.
+/// scheduled instants, the send lag, with an SLO the goodput, and with prefix shares the
+/// measured hit rate beside the plan; when a context's rates were measured in another order
+/// (`--rates auto`), a "Measured" column (`#n`) says which.
 fn rate_table(r: &Results) -> Grid {
     let with_slo = r.config.rate_slo.is_some();
+    let with_prefix = export::rates_have_shares(r);
     let measured = export::rates_measured_out_of_order(r);
     let rows = export::rate_table_order(r)
         .into_iter()
@@ -505,6 +513,9 @@ fn rate_table(r: &Results) -> Grid {
             if with_slo {
                 row.push(l.goodput.clone());
             }
+            if with_prefix {
+                row.push(l.prefix_cache.clone());
+            }
             row
         })
         .collect();
@@ -514,6 +525,9 @@ fn rate_table(r: &Results) -> Grid {
     }
     if with_slo {
         headers.push(export::RATE_GOODPUT_HEADER.to_string());
+    }
+    if with_prefix {
+        headers.push(export::RATE_PREFIX_HEADER.to_string());
     }
     Grid { headers, rows, numeric_from: if measured { 4 } else { 3 } }
 }

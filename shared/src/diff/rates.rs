@@ -1,8 +1,8 @@
 //! The rate cells of two runs compared (docs/METHODOLOGY.md, "Comparing runs", rate cells):
 //! part of [`super::RunDiff`], so `speedmatrix diff` and the page's diff view print it.
 //!
-//! - Rate cells are matched by (context, offered rate, arrival process and its CV); the seed
-//!   may differ (it only draws another schedule of the same process).
+//! - Rate cells are matched by (context, prefix share, offered rate, arrival process and its
+//!   CV); the seed may differ (it only draws another schedule of the same process).
 //! - Every figure of [`RATE_FIGURES`] either side has gets A, B, the change and a verdict as a
 //!   decode cell's figures do (threshold, the figure's direction).
 //! - The figures per-request samples give an interval of ([`RATE_NOISE_FIGURES`]: TTFT, TPOT
@@ -33,8 +33,10 @@ fn p90(d: Option<Distribution>) -> Option<f64> {
 }
 
 /// The figures of a rate cell the diff compares: column id (as `show --rates` names it),
-/// whether higher is better (`None`: no direction, only "changed"), the figure.
-pub const RATE_FIGURES: [(&str, Option<bool>, FigureOf); 12] = [
+/// whether higher is better (`None`: no direction, only "changed"), the figure. The measured
+/// prefix-cache hit rate, the acceptance rate and the mean accepted length are one count per
+/// cell (no samples): the threshold rule only.
+pub const RATE_FIGURES: [(&str, Option<bool>, FigureOf); 15] = [
     ("offered_rps", None, |c| c.offered_rps),
     ("achieved_rps", Some(true), |c| c.achieved_rps),
     ("goodput_rps", Some(true), |c| c.goodput_rps),
@@ -47,7 +49,20 @@ pub const RATE_FIGURES: [(&str, Option<bool>, FigureOf); 12] = [
     ("e2e_ms_p90", Some(false), |c| p90(c.e2e_ms)),
     ("send_lag_ms_p99", None, |c| c.send_lag_ms.and_then(|d| d.p99)),
     ("avg_in_flight", None, |c| c.avg_in_flight),
+    ("prefix_cache_hit_rate", None, |c| c.prefix_cache.as_ref().and_then(|p| p.measured_hit_rate)),
+    ("spec_accept_rate", Some(true), |c| c.spec_decode.as_ref().and_then(|s| s.acceptance_rate)),
+    ("spec_mean_accepted_len", Some(true), |c| c.spec_decode.as_ref().and_then(|s| s.mean_accepted_length)),
 ];
+
+/// The figures of [`RATE_FIGURES`] a rate table shows only when a cell of either run has them:
+/// the measured prefix-cache hit rate (`--prefix-share`) and speculative decoding (threshold
+/// verdicts only). `speedmatrix diff` and the page's diff view add them to their tables.
+pub const CACHE_SPEC_FIGURES: [&str; 3] = ["prefix_cache_hit_rate", "spec_accept_rate", "spec_mean_accepted_len"];
+
+/// The figures of [`CACHE_SPEC_FIGURES`] some row of `d` has a delta of, in that order.
+pub fn cache_spec_figures(d: &RateDiff) -> Vec<&'static str> {
+    CACHE_SPEC_FIGURES.into_iter().filter(|c| d.rows.iter().any(|r| r.delta(c).is_some())).collect()
+}
 
 /// The figures that get an interval from a rate cell's per-request samples. Total tok/s has
 /// none (a rate cell keeps no per-second series of its output tokens, only each request's
@@ -63,10 +78,14 @@ pub struct RateRef {
     pub rate_rps: f64,
     /// The arrival process (its seed is A's when both have the cell).
     pub arrival: Arrival,
+    /// Its prefix share (`--prefix-share`); absent for a cell without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefix_share: Option<f64>,
 }
 
 impl RateRef {
-    /// "8K at 2 req/s", with the process when it is not Poisson: "8K at 2 req/s (gamma CV 4)".
+    /// "8K at 2 req/s", with the process when it is not Poisson: "8K at 2 req/s (gamma CV 4)",
+    /// and the prefix share where it has one: "8K · prefix 90% at 2 req/s".
     pub fn describe(&self) -> String {
         let process = match self.arrival.process {
             ArrivalProcess::Poisson => String::new(),
@@ -74,21 +93,37 @@ impl RateRef {
             ArrivalProcess::Gamma => format!(" (gamma CV {})", self.arrival.cv.unwrap_or(1.0)),
             ArrivalProcess::Trace => " (trace)".into(),
         };
-        format!("{} at {}{process}", self.context.label, rate_label(self.rate_rps))
+        format!(
+            "{}{} at {}{process}",
+            self.context.label,
+            crate::prefix::name_suffix(self.prefix_share),
+            rate_label(self.rate_rps)
+        )
     }
 
-    fn key(&self) -> (u64, u64, u8, u64) {
+    /// The row's context as the rate tables write it: "8K", "8K · prefix 90%".
+    pub fn row_label(&self) -> String {
+        format!("{}{}", self.context.label, crate::prefix::name_suffix(self.prefix_share))
+    }
+
+    fn key(&self) -> (u64, Option<u32>, u64, u8, u64) {
         let process = match self.arrival.process {
             ArrivalProcess::Poisson => 0,
             ArrivalProcess::Constant => 1,
             ArrivalProcess::Gamma => 2,
             ArrivalProcess::Trace => 3,
         };
-        (self.context.tokens, self.rate_rps.to_bits(), process, self.arrival.cv.unwrap_or(0.0).to_bits())
+        (
+            self.context.tokens,
+            crate::prefix::key(self.prefix_share),
+            self.rate_rps.to_bits(),
+            process,
+            self.arrival.cv.unwrap_or(0.0).to_bits(),
+        )
     }
 
     fn of(c: &RateCell) -> RateRef {
-        RateRef { context: c.context.clone(), rate_rps: c.rate_rps, arrival: c.arrival }
+        RateRef { context: c.context.clone(), rate_rps: c.rate_rps, arrival: c.arrival, prefix_share: c.prefix_share }
     }
 }
 
@@ -289,6 +324,9 @@ pub fn figure_text(column: &str, v: f64) -> String {
     if let Some(col) = crate::registry::column(column) {
         return col.display(v);
     }
+    if let Some(col) = crate::registry::cell_figures().into_iter().find(|c| c.id() == column) {
+        return col.display(v);
+    }
     let two = crate::registry::format_number(v, crate::registry::Style::Fixed(2));
     if column.ends_with("_rps") {
         format!("{two} req/s")
@@ -307,6 +345,10 @@ pub fn figure_label(column: &str) -> String {
         "goodput_rps" => "Goodput req/s".into(),
         "send_lag_ms_p99" => "Send lag p99".into(),
         "avg_in_flight" => "Mean in flight".into(),
+        other if crate::registry::column(other).is_none() => crate::registry::cell_figures()
+            .into_iter()
+            .find(|c| c.id() == other)
+            .map_or(other.to_string(), |c| c.metric.label.to_string()),
         other => crate::registry::column(other).map_or(other.to_string(), |c| {
             let stat = c.stat.map(|s| format!(" {}", s.suffix())).unwrap_or_default();
             format!("{}{stat}", c.metric.label)

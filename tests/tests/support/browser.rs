@@ -73,7 +73,7 @@ pub use super::server::free_port;
 
 /// `speedmatrix serve ARGS --port 0`; returns the process and its base URL (ending in `/`).
 pub fn serve(args: &[&Path]) -> (Proc, String) {
-    let mut child = Command::new(super::BIN)
+    let mut child = Command::new(super::bin())
         .arg("serve")
         .args(args)
         .args(["--port", "0"])

@@ -7,7 +7,7 @@ use std::process::{Command, Output, Stdio};
 
 /// `speedmatrix diff A B ARGS…`.
 pub fn diff(a: &Path, b: &Path, args: &[&str]) -> Output {
-    Command::new(super::BIN).arg("diff").arg(a).arg(b).args(args).output().expect("run speedmatrix diff")
+    Command::new(super::bin()).arg("diff").arg(a).arg(b).args(args).output().expect("run speedmatrix diff")
 }
 
 /// `speedmatrix diff A B -f json --metric METRIC`, parsed (it must exit 0).
@@ -38,7 +38,7 @@ pub fn verdicts(d: &Value, column: &str) -> Vec<String> {
 
 /// `speedmatrix publish RUNS --out DIR` (it must succeed).
 pub fn publish<P: AsRef<Path>>(runs: &[P], out: &Path) {
-    let status = Command::new(super::BIN)
+    let status = Command::new(super::bin())
         .arg("publish")
         .args(runs.iter().map(AsRef::as_ref))
         .arg("--out")

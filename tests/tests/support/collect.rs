@@ -6,7 +6,7 @@ use std::path::Path;
 
 /// Run the collector binary with `args` against `url`, writing `out`; returns (exit code, stderr).
 pub async fn collect(url: &str, out: &Path, args: &[&str]) -> (Option<i32>, String) {
-    let o = tokio::process::Command::new(super::BIN)
+    let o = tokio::process::Command::new(super::bin())
         .args(["run", "--url", url, "--quiet", "-o"])
         .arg(out)
         .args(args)

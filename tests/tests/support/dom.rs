@@ -15,7 +15,7 @@ pub fn rendered_dom(file: &Path) -> Option<String> {
         super::skip("chromium not found: the viewer check needs it (scripts/setup.d/web.sh)");
         return None;
     };
-    let mut child = Command::new(super::BIN)
+    let mut child = Command::new(super::bin())
         .arg("serve")
         .arg(file)
         .args(["--port", "0"])

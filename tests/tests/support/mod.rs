@@ -1,8 +1,9 @@
-//! The end-to-end tests' shared harness, declared by each test file as `mod support;` (each
-//! file uses part of it, so unused items are expected). One module a job, and the suites that
+//! The end-to-end tests' shared harness, built once as this package's library `support`
+//! (`tests/Cargo.toml`, `[lib]`) and linked by every suite and bench, which name it as
+//! `support::…` (each uses part of it, so unused items are expected). One module a job, and the suites that
 //! use it:
 //!
-//! - [`BIN`]: the `speedmatrix` binary under test — most suites;
+//! - [`bin`]: the `speedmatrix` binary under test — most suites;
 //! - [`browser`]: `speedmatrix serve`, chromedriver + headless Chromium, DOM polling — the
 //!   `*_browser.rs` suites;
 //! - [`cli`]: `speedmatrix diff` (its JSON, its verdicts) and `publish` as the tests call them —
@@ -55,10 +56,32 @@ pub mod shape;
 pub mod snap;
 pub mod twin;
 
-/// The binary under test. It is `collector/src/main.rs` built by this package as
-/// `speedmatrix-under-test` (see `tests/Cargo.toml`): cargo hands a test the path of a binary of
-/// its own package only.
-pub const BIN: &str = env!("CARGO_BIN_EXE_speedmatrix-under-test");
+/// The binary under test: `collector/src/main.rs` built by this package as
+/// `speedmatrix-under-test` (see `tests/Cargo.toml`), beside the running test's own binary
+/// (`target/<profile>/deps/<suite>-<hash>` → `target/<profile>/speedmatrix-under-test`). Cargo
+/// names it to tests at compile time (`CARGO_BIN_EXE_*`) but not to this library, which every
+/// suite links instead of compiling the harness again; nextest names it at run time too
+/// (`NEXTEST_BIN_EXE_*`), which is taken first.
+///
+/// # Panics
+/// When neither gives an existing file (the binary was not built: run the tests with cargo).
+pub fn bin() -> &'static str {
+    static BIN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        let named = ["NEXTEST_BIN_EXE_speedmatrix-under-test", "NEXTEST_BIN_EXE_speedmatrix_under_test"]
+            .iter()
+            .find_map(std::env::var_os)
+            .map(std::path::PathBuf::from);
+        let beside = std::env::current_exe()
+            .ok()
+            .and_then(|exe| Some(exe.parent()?.parent()?.join("speedmatrix-under-test")));
+        let path = named.into_iter().chain(beside).find(|p| p.is_file());
+        let path = path.unwrap_or_else(|| {
+            panic!("speedmatrix-under-test not found beside the test binary: build it with `cargo test -p speedmatrix-tests`")
+        });
+        path.to_string_lossy().into_owned()
+    })
+}
 
 /// A test that cannot run on this machine (a tool or file is missing): under `CI=true` that is
 /// a failure; elsewhere it prints `SKIPPED: why` and, when `scripts/test.sh` set

@@ -96,6 +96,8 @@ pub struct Outcome {
     pub raw: Value,
     /// The JSON bodies of every completion request the server received.
     pub bodies: Vec<Value>,
+    /// The prefix-cache resets the server was asked for.
+    pub resets: usize,
     /// How long the collector's process ran, start to exit.
     pub wall: std::time::Duration,
     /// Every `/v1/models` and completion request the server received, with its connection.
@@ -134,14 +136,25 @@ pub async fn run(name: &str, shape: Shape) {
     let (code, stderr) = collect(&server.url, &out, &args).await;
     let wall = started.elapsed();
     let (bodies, seen, models_most_at_once) = (server.bodies(), server.seen(), server.models_most_at_once());
+    let resets = server.resets();
     drop(server);
     let mut c = Checks::default();
     c.eq("exit code", code, Some(shape.exit));
     match load(&out) {
         Err(why) => c.0.push(why),
         Ok((results, raw)) => {
-            let o =
-                Outcome { code, stderr: stderr.clone(), out, results, raw, bodies, wall, seen, models_most_at_once };
+            let o = Outcome {
+                code,
+                stderr: stderr.clone(),
+                out,
+                results,
+                raw,
+                bodies,
+                resets,
+                wall,
+                seen,
+                models_most_at_once,
+            };
             verdict(&o, &shape.prefill, &shape.decode, &mut c);
             if let Some(check) = shape.check {
                 let checked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(&o, &mut c)));

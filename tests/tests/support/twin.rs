@@ -39,7 +39,7 @@ impl Listening {
 
 /// Start the twin with `args` after `simulate --port 0`; its process and `http://ADDR`.
 pub fn twin(args: &[&str]) -> (Listening, String) {
-    let mut cmd = Command::new(super::BIN);
+    let mut cmd = Command::new(super::bin());
     cmd.args(["simulate", "--port", "0"]).args(args);
     let twin = Listening::start(cmd);
     let url = twin.url.clone();

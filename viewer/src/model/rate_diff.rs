@@ -9,9 +9,16 @@ use speedmatrix_schema::diff::rates::{figure_label, figure_text, RateDiff, RateR
 use speedmatrix_schema::diff::{percent, Delta, Verdict};
 use speedmatrix_schema::{rate_label, CellStatus};
 
-/// The figures of a rate cell the diff view's rate table shows, in column order.
+/// The figures of a rate cell the diff view's rate table shows, in column order; then those of
+/// [`speedmatrix_schema::diff::rates::CACHE_SPEC_FIGURES`] a cell has ([`columns`]).
 pub const RATE_COLUMNS: [&str; 6] =
     ["achieved_rps", "goodput_rps", "total_tps", "ttft_ms_p50", "tpot_ms_p50", "e2e_ms_p50"];
+
+/// The figures of the rate table of `d`: [`RATE_COLUMNS`], then the measured prefix-cache hit
+/// rate and speculative decoding where a cell of either run has them.
+pub fn columns(d: &RateDiff) -> Vec<&'static str> {
+    RATE_COLUMNS.into_iter().chain(speedmatrix_schema::diff::rates::cache_spec_figures(d)).collect()
+}
 
 /// One figure of one rate cell in the diff view.
 #[derive(Debug, Clone, PartialEq)]
@@ -43,7 +50,7 @@ pub struct RateDiffLine {
     pub kind: CellKind,
     /// "Valid", "Valid → Saturated", "only in A".
     pub status: String,
-    /// One per [`RATE_COLUMNS`].
+    /// One per figure of [`columns`].
     pub cells: Vec<RateDeltaCell>,
 }
 
@@ -108,6 +115,7 @@ pub fn delta_cell_with(
 /// Every rate cell of either run, by context then rate, each figure as the delta heatmap
 /// writes a cell (`threshold`: the diff's, for the colour scale).
 pub fn rate_lines(d: &RateDiff, threshold: f64) -> Vec<RateDiffLine> {
+    let figures = columns(d);
     d.rows
         .iter()
         .map(|r| {
@@ -120,22 +128,23 @@ pub fn rate_lines(d: &RateDiff, threshold: f64) -> Vec<RateDiffLine> {
                 (a, _) => (CellKind::NoFigure, words(a).to_string()),
             };
             RateDiffLine {
-                context: r.cell.context.label.clone(),
+                context: r.cell.row_label(),
                 rate: rate_label(r.cell.rate_rps),
                 kind,
                 status,
-                cells: RATE_COLUMNS.iter().map(|c| cell(r, c, threshold)).collect(),
+                cells: figures.iter().map(|c| cell(r, c, threshold)).collect(),
             }
         })
         .collect()
 }
 
-/// The headers of the rate table: context, rate, status, then one per [`RATE_COLUMNS`].
-pub fn headers() -> Vec<String> {
+/// The headers of the rate table of `d`: context, rate, status, then one per figure of
+/// [`columns`].
+pub fn headers(d: &RateDiff) -> Vec<String> {
     ["Context", "Rate", "Status"]
         .into_iter()
         .map(String::from)
-        .chain(RATE_COLUMNS.iter().map(|c| figure_label(c)))
+        .chain(columns(d).iter().map(|c| figure_label(c)))
         .collect()
 }
 
@@ -186,6 +195,35 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     #[test]
+    fn share_cells_pair_by_share_and_add_the_hit_rate_and_acceptance_columns() {
+        let a = load_results(include_bytes!("../../../tests/fixtures/rates-share-spec-twin.json"))
+            .expect("valid rate-share fixture");
+        let mut b = a.clone();
+        let c = b.rates.iter_mut().find(|c| c.prefix_share == Some(0.9) && c.rate_rps == 1.0).unwrap();
+        let pc = c.prefix_cache.as_mut().unwrap();
+        pc.measured_hit_rate = pc.measured_hit_rate.map(|v| v / 2.0);
+        let x = diff(&a, &b, 0.05);
+        assert_eq!(columns(&x.rates)[6..], ["prefix_cache_hit_rate", "spec_accept_rate", "spec_mean_accepted_len"]);
+        assert_eq!(headers(&x.rates)[9..], ["Prefix-cache hit rate", "Acceptance rate", "Mean accepted length"]);
+        let lines = rate_lines(&x.rates, x.threshold);
+        let keys: Vec<(&str, &str)> = lines.iter().map(|l| (l.context.as_str(), l.rate.as_str())).collect();
+        assert_eq!(
+            keys,
+            [
+                ("1K · prefix 0%", "1 req/s"),
+                ("1K · prefix 0%", "2 req/s"),
+                ("1K · prefix 90%", "1 req/s"),
+                ("1K · prefix 90%", "2 req/s")
+            ]
+        );
+        let hit = lines[2].cells.iter().find(|c| c.column == "prefix_cache_hit_rate").unwrap();
+        assert_eq!(hit.kind, CellKind::Verdict(Verdict::Changed));
+        assert_eq!(hit.detail.as_deref(), Some("89.1% → 44.5%"));
+        let same = lines[3].cells.iter().find(|c| c.column == "prefix_cache_hit_rate").unwrap();
+        assert_eq!(same.kind, CellKind::Verdict(Verdict::Same));
+    }
+
+    #[test]
     fn rate_lines_carry_each_figures_verdict_and_the_notes_list_what_is_not_compared() {
         let a = load_results(include_bytes!("../../../tests/fixtures/rates-twin.json")).expect("valid rates fixture");
         let mut b = a.clone();
@@ -198,7 +236,7 @@ mod tests {
         let x = diff(&a, &b, 0.05);
         let lines = rate_lines(&x.rates, x.threshold);
         assert_eq!(lines.len(), 8);
-        assert_eq!(headers().len(), 3 + RATE_COLUMNS.len());
+        assert_eq!(headers(&x.rates).len(), 3 + RATE_COLUMNS.len(), "no hit rate, no speculation: no more columns");
         let low = &lines[0];
         assert_eq!((low.context.as_str(), low.rate.as_str(), low.status.as_str()), ("8K", "0.5 req/s", "Valid"));
         let ttft = low.cells.iter().find(|c| c.column == "ttft_ms_p50").unwrap();

@@ -74,17 +74,15 @@ fn latency_chart(
     caption: &str,
     y_label: &str,
 ) -> Option<ChartSpec> {
-    let mut contexts: Vec<(u64, String)> =
-        r.rates.iter().map(|c| (c.context.tokens, c.context.label.clone())).collect();
-    contexts.sort();
-    contexts.dedup();
+    let contexts = rate_rows(r);
     let mut series = Vec::new();
-    for (colour, (tokens, label)) in contexts.iter().enumerate() {
+    for (colour, row) in contexts.iter().enumerate() {
+        let label = row.chart_name();
         for (name, stroke, figure) in lines {
             let mut points: Vec<Point> = r
                 .rates
                 .iter()
-                .filter(|c| c.context.tokens == *tokens && c.status.is_measured())
+                .filter(|c| row_key(c) == row.key && c.status.is_measured())
                 .filter_map(|c| {
                     let x = c.achieved_rps.filter(|v| v.is_finite())?;
                     let y = figure(c).filter(|v| v.is_finite())?;
@@ -92,7 +90,7 @@ fn latency_chart(
                         x,
                         y,
                         status: c.status,
-                        label: format!("{label} context · {name} · {} offered", c.rate_label()),
+                        label: format!("{label} · {name} · {} offered", c.rate_label()),
                         x_text: format!("{x:.2} req/s"),
                         y_text: metric(metric_id, Some(y)),
                         interval: None,
@@ -100,7 +98,7 @@ fn latency_chart(
                 })
                 .collect();
             points.sort_by(|a, b| a.x.total_cmp(&b.x));
-            series.push(Series { name: format!("{label} context · {name}"), colour, stroke: *stroke, points });
+            series.push(Series { name: format!("{label} · {name}"), colour, stroke: *stroke, points });
         }
     }
     series.retain(|s| !s.points.is_empty());
@@ -219,16 +217,52 @@ pub struct RateHeatmap {
     pub darker_is_better: Option<bool>,
 }
 
+/// Where a rate cell sits among the rows of the heatmap and the lines of the charts: its
+/// context, then its prefix share (none first).
+fn row_key(c: &RateCell) -> (u64, Option<u32>) {
+    (c.context.tokens, speedmatrix_schema::prefix::key(c.prefix_share))
+}
+
+/// A row of the heatmap (a colour of the charts): a context and prefix share of the run's rate
+/// cells.
+struct RateRow {
+    key: (u64, Option<u32>),
+    context: String,
+    share: Option<f64>,
+}
+
+impl RateRow {
+    /// The heatmap's row label: "8K", "8K · prefix 90%".
+    fn label(&self) -> String {
+        format!("{}{}", self.context, speedmatrix_schema::prefix::name_suffix(self.share))
+    }
+
+    /// The charts' words for it: "8K context", "8K context · prefix 90%".
+    fn chart_name(&self) -> String {
+        format!("{} context{}", self.context, speedmatrix_schema::prefix::name_suffix(self.share))
+    }
+}
+
+/// The rows of the heatmap (colours of the charts): each context and prefix share of the run's
+/// rate cells, contexts by tokens, shares ascending (none first).
+fn rate_rows(r: &Results) -> Vec<RateRow> {
+    let mut rows: Vec<RateRow> = r
+        .rates
+        .iter()
+        .map(|c| RateRow { key: row_key(c), context: c.context.label.clone(), share: c.prefix_share })
+        .collect();
+    rows.sort_by_key(|a| a.key);
+    rows.dedup_by(|a, b| a.key == b.key);
+    rows
+}
+
 /// The heatmap of figure `id` (one of [`HEATMAP_METRICS`]; another gives the default's) over
 /// the run's rate cells: contexts by tokens, rates ascending; cells not measured show their
 /// status.
 pub fn rate_heatmap(r: &Results, id: &str) -> RateHeatmap {
     let id = if HEATMAP_METRICS.contains(&id) { id } else { DEFAULT_HEATMAP_METRIC };
     let (higher_is_better, value_of) = figure(id).expect("HEATMAP_METRICS are rate figures");
-    let mut contexts: Vec<(u64, String)> =
-        r.rates.iter().map(|c| (c.context.tokens, c.context.label.clone())).collect();
-    contexts.sort();
-    contexts.dedup();
+    let contexts = rate_rows(r);
     let mut rates: Vec<f64> = r.rates.iter().map(|c| c.rate_rps).collect();
     rates.sort_by(f64::total_cmp);
     rates.dedup();
@@ -249,10 +283,11 @@ pub fn rate_heatmap(r: &Results, id: &str) -> RateHeatmap {
     };
     let rows = contexts
         .iter()
-        .map(|(tokens, label)| {
+        .map(|row| {
+            let label = row.label();
             let cells = rates
                 .iter()
-                .map(|&rate| match r.rates.iter().find(|c| c.context.tokens == *tokens && c.rate_rps == rate) {
+                .map(|&rate| match r.rates.iter().find(|c| row_key(c) == row.key && c.rate_rps == rate) {
                     None => RateHeatCell {
                         context: label.clone(),
                         rate: rate_label(rate),
@@ -276,7 +311,7 @@ pub fn rate_heatmap(r: &Results, id: &str) -> RateHeatmap {
                     }
                 })
                 .collect();
-            (label.clone(), cells)
+            (label, cells)
         })
         .collect();
     let scale_ends = range.map(|(lo, hi)| {
@@ -468,6 +503,49 @@ mod tests {
         let choices = heatmap_choices(&r);
         assert!(choices.iter().any(|(id, _, has)| id == "goodput_rps" && !has));
         assert!(choices.iter().any(|(id, label, has)| id == "ttft_ms_p90" && label == "TTFT p90" && *has));
+    }
+
+    #[test]
+    fn prefix_shares_are_rows_of_their_own_in_the_table_the_heatmap_and_the_charts() {
+        // The twin at shares 0 and 90 % × 1 and 2 req/s (tests/fixtures/rates-share-spec-twin.json).
+        let r = speedmatrix_schema::load_results(include_bytes!("../../../tests/fixtures/rates-share-spec-twin.json"))
+            .expect("the rate-share fixture loads");
+        let lines = rate_lines(&r);
+        let keys: Vec<(&str, &str)> = lines.iter().map(|l| (l.context.as_str(), l.rate.as_str())).collect();
+        assert_eq!(
+            keys,
+            [
+                ("1K · prefix 0%", "1 req/s"),
+                ("1K · prefix 0%", "2 req/s"),
+                ("1K · prefix 90%", "1 req/s"),
+                ("1K · prefix 90%", "2 req/s")
+            ]
+        );
+        assert_eq!(lines[2].prefix_cache, "89.1% hit (plan 90%, Prometheus)");
+        assert!(lines[2].spec_decode.ends_with("(Prometheus counters)"), "{}", lines[2].spec_decode);
+        assert_eq!(
+            lines[2].prefix_cache_detail.as_deref(),
+            Some("6,384 of 7,168 prompt tokens served from the cache · cache reset (POST /reset_prefix_cache)")
+        );
+        assert_eq!(
+            lines[2].spec_decode_detail.as_deref(),
+            Some("780 draft tokens, 191 accepted · acceptance by position 0: 44.2% · 1: 20.0% · 2: 9.2%")
+        );
+        let h = rate_heatmap(&r, "ttft_ms_p50");
+        let rows: Vec<&str> = h.rows.iter().map(|(l, _)| l.as_str()).collect();
+        assert_eq!(rows, ["1K · prefix 0%", "1K · prefix 90%"], "one row per share, never one cell for two");
+        assert!(h.rows.iter().all(|(_, cells)| cells.iter().all(|c| c.status.is_some())));
+        let chart = ttft_chart(&r).expect("a TTFT chart");
+        let names: Vec<&str> = chart.series.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "1K context · prefix 0% · TTFT p50",
+                "1K context · prefix 0% · TTFT p90",
+                "1K context · prefix 90% · TTFT p50",
+                "1K context · prefix 90% · TTFT p90"
+            ]
+        );
     }
 
     #[test]

@@ -564,7 +564,7 @@ fn not_compared(d: &RunDiff) -> impl IntoView {
 }
 
 /// "Request rates": every rate cell of either run, B against A on the figures of
-/// [`rate_diff::RATE_COLUMNS`], and what was not compared; nothing when neither run has rate
+/// [`rate_diff::columns`], and what was not compared; nothing when neither run has rate
 /// cells.
 fn rate_changes(d: &RunDiff) -> Option<impl IntoView> {
     if d.rates.is_empty() {
@@ -583,11 +583,11 @@ fn rate_changes(d: &RunDiff) -> Option<impl IntoView> {
     Some(view! {
         <section class="section" id="diff-rates">
             <h2>"Request rates"</h2>
-            <p class="section-sub">"Open-loop rate cells matched by context, rate and arrival process · B against A · " {rule}</p>
+            <p class="section-sub">"Open-loop rate cells matched by context, prefix share, rate and arrival process · B against A · " {rule}</p>
             <div class="table-wrap">
                 <table class="measurements rate-diff" id="rate-diff-table">
                     <thead>
-                        <tr>{rate_diff::headers().into_iter().map(|h| view! { <th scope="col">{h}</th> }).collect_view()}</tr>
+                        <tr>{rate_diff::headers(&d.rates).into_iter().map(|h| view! { <th scope="col">{h}</th> }).collect_view()}</tr>
                     </thead>
                     <tbody>
                         {lines

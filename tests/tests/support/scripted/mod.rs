@@ -14,6 +14,9 @@
 //! speculative-decoding counters of a server that restarts mid-run (they begin again from 0);
 //! a small listen backlog and a slow `/v1/models` (the collector's warm-up in batches), and a
 //! `/v1/models` that closes its connection (a warm connection gone before the cell).
+//! a prefix-cache reset that answers HTTP 200 `{"success": false}` (vLLM: the reset did not
+//! happen) and llama.cpp's slot erase answering 501 (no `--slot-save-path`), behind a `/props`
+//! that says llama.cpp.
 //!
 //! Each is a real axum server on a loopback socket, answering what discovery and the prompt
 //! builder ask (`/v1/models`, `/tokenize`, `/metrics`, `/version` → 404) and streaming
@@ -238,6 +241,12 @@ pub struct Script {
     /// `/v1/models` answers with `Connection: close`, so the connection it came on closes (a
     /// warm connection the server drops before the cell: a keep-alive timeout, a proxy).
     pub models_close: bool,
+    /// What `POST /reset_prefix_cache` and `POST /slots/{id}` (llama.cpp's slot erase) answer:
+    /// HTTP status and JSON body; `None`: 404.
+    pub reset_answer: Option<(u16, &'static str)>,
+    /// What `GET /props` answers (llama.cpp: `total_slots`, `default_generation_settings`);
+    /// `None`: 404.
+    pub props: Option<Value>,
 }
 
 /// One request as the server saw it: which endpoint, on which connection.
@@ -283,6 +292,8 @@ impl Default for Script {
             backlog: None,
             models_delay: Duration::ZERO,
             models_close: false,
+            reset_answer: None,
+            props: None,
         }
     }
 }
@@ -311,6 +322,8 @@ struct AppState {
     /// `/v1/models` requests being answered now, and the most at once.
     models_open: Arc<std::sync::atomic::AtomicI64>,
     models_most: std::sync::atomic::AtomicI64,
+    /// Prefix-cache resets asked for (`POST /reset_prefix_cache`, `POST /slots/{id}`).
+    resets: std::sync::atomic::AtomicUsize,
 }
 
 impl AppState {
@@ -361,6 +374,11 @@ impl Scripted {
     pub fn models_most_at_once(&self) -> i64 {
         self.state.models_most.load(std::sync::atomic::Ordering::SeqCst)
     }
+
+    /// Prefix-cache resets asked for so far.
+    pub fn resets(&self) -> usize {
+        self.state.resets.load(std::sync::atomic::Ordering::SeqCst)
+    }
 }
 
 impl Drop for Scripted {
@@ -388,11 +406,15 @@ pub async fn start(script: Script) -> Scripted {
         seen: Default::default(),
         models_open: Default::default(),
         models_most: Default::default(),
+        resets: Default::default(),
     });
     let app = Router::new()
         .route("/v1/models", get(routes::models))
         .route("/metrics", get(routes::metrics))
         .route("/tokenize", post(routes::tokenize))
+        .route("/reset_prefix_cache", post(routes::reset))
+        .route("/slots/{id}", post(routes::reset))
+        .route("/props", get(routes::props))
         .route("/v1/chat/completions", post(stream::complete))
         .route("/v1/completions", post(stream::complete))
         .with_state(state.clone());

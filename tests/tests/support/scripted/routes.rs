@@ -1,5 +1,6 @@
 //! The scripted server's small endpoints: `/v1/models`, `/metrics` (a fixed text, live vLLM
-//! gauges or 404, as slow as the script says) and `/tokenize`; and what every endpoint shares —
+//! gauges or 404, as slow as the script says), `/tokenize`, the prefix-cache reset and `/props`;
+//! and what every endpoint shares —
 //! a revoked key's 401 and this server's prompt token count.
 
 use super::{AppState, Seen};
@@ -131,4 +132,27 @@ pub(super) async fn tokenize(State(s): State<Arc<AppState>>, body: Bytes) -> Res
     }
     let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     axum::Json(json!({"count": prompt_tokens(&v)})).into_response()
+}
+
+/// `POST /reset_prefix_cache` and `POST /slots/{id}`: the script's answer (see
+/// [`super::Script::reset_answer`]), or 404. Every call is kept, by path, with the bodies.
+pub(super) async fn reset(State(s): State<Arc<AppState>>) -> Response {
+    s.resets.fetch_add(1, Ordering::SeqCst);
+    match s.script.reset_answer {
+        Some((status, body)) => (
+            StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            [(header::CONTENT_TYPE, "application/json")],
+            body,
+        )
+            .into_response(),
+        None => (StatusCode::NOT_FOUND, axum::Json(json!({"detail": "Not Found"}))).into_response(),
+    }
+}
+
+/// `GET /props`: the script's (see [`super::Script::props`]), or 404.
+pub(super) async fn props(State(s): State<Arc<AppState>>) -> Response {
+    match &s.script.props {
+        Some(v) => axum::Json(v.clone()).into_response(),
+        None => (StatusCode::NOT_FOUND, "Not Found").into_response(),
+    }
 }

@@ -30,9 +30,23 @@ pub(super) fn status_cell(l: &rate_report::RateLine) -> impl IntoView {
     }
 }
 
+/// A figure of a rate line with its detail (the counts behind it) as a tooltip on hover and
+/// focus, when it has one.
+fn detail_cell(col: &'static str, text: String, detail: Option<String>) -> impl IntoView {
+    let focusable = detail.is_some().then_some("0");
+    view! {
+        <td class="rate-detail" data-col=col tabindex=focusable>
+            {text}
+            {detail.map(|t| view! { <span class="hm-tip" role="tooltip">{t}</span> })}
+        </td>
+    }
+}
+
 fn rate_table(r: &Results) -> impl IntoView {
     let lines = rate_report::rate_lines(r);
     let with_slo = r.config.rate_slo.is_some();
+    let with_prefix = speedmatrix_schema::export::rates_have_shares(r);
+    let with_spec = speedmatrix_schema::export::rates_have_spec(r);
     view! {
         <table class="measurements rates" id="rates-table">
             <thead>
@@ -46,6 +60,8 @@ fn rate_table(r: &Results) -> impl IntoView {
                         })
                         .collect_view()}
                     {with_slo.then(|| view! { <th scope="col" class="num">{speedmatrix_schema::export::RATE_GOODPUT_HEADER}</th> })}
+                    {with_prefix.then(|| view! { <th scope="col">{speedmatrix_schema::export::RATE_PREFIX_HEADER}</th> })}
+                    {with_spec.then(|| view! { <th scope="col">{speedmatrix_schema::export::RATE_SPEC_HEADER}</th> })}
                 </tr>
             </thead>
             <tbody>
@@ -66,6 +82,8 @@ fn rate_table(r: &Results) -> impl IntoView {
                                     .map(|(col, v)| view! { <td class="num" data-col=col>{v}</td> })
                                     .collect_view()}
                                 {with_slo.then(|| view! { <td class="num" data-col="goodput_rps">{l.goodput.clone()}</td> })}
+                                {with_prefix.then(|| detail_cell("prefix_cache", l.prefix_cache.clone(), l.prefix_cache_detail.clone()))}
+                                {with_spec.then(|| detail_cell("spec_decode", l.spec_decode.clone(), l.spec_decode_detail.clone()))}
                             </tr>
                         }
                     })
