@@ -225,16 +225,7 @@ fn prefix_figures(
     scrapes: &[crate::measuring::scrape::Scrape],
 ) {
     cell.prefix_share = Some(shared.share);
-    let f = &s.info.facts;
-    let server = cell.server.as_ref();
-    let evidence = speedmatrix_schema::prefix::Evidence {
-        caching_on: f.prefix_caching,
-        block_tokens: f.cache_block_tokens,
-        prompt_tokens: cell.prompt_tokens,
-        kv_usage_max: server.and_then(|x| x.kv_cache_usage_max),
-        preemptions: server.and_then(|x| x.preemptions),
-        reset: false,
-    };
+    let evidence = crate::measuring::prefix::evidence(s, cell.prompt_tokens, cell.server.as_ref());
     let o = crate::measuring::prefix::outcome(shared.share, &shared.start, counted, scrapes, s.has_metrics, &evidence);
     if cell.status.is_measured() {
         if let Some(note) = o.note {

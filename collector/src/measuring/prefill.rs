@@ -206,13 +206,7 @@ fn warm_row(
     let counted = crate::measuring::prefix::count([&seen.record], &scrapes);
     let mut row = prefill_row_of(s, ctx, prompt, seen, false);
     row.prefix_share = Some(share);
-    let f = &s.info.facts;
-    let evidence = speedmatrix_schema::prefix::Evidence {
-        caching_on: f.prefix_caching,
-        block_tokens: f.cache_block_tokens,
-        prompt_tokens: row.prompt_tokens,
-        ..Default::default()
-    };
+    let evidence = crate::measuring::prefix::evidence(s, row.prompt_tokens, None);
     let o = crate::measuring::prefix::outcome(share, start, counted, &scrapes, s.has_metrics, &evidence);
     if row.status.is_measured() {
         if let Some(note) = o.note {

@@ -148,6 +148,27 @@ pub async fn warm(s: &Session, prompt: &SharedPrompt, n: u32) -> Result<Option<f
     Ok(records.first().and_then(StreamRecord::ttft_ms))
 }
 
+/// What the server and the row's or cell's figures say about why a measured hit rate may be
+/// off its plan: the server's caching switch and block size ([`Facts`]), the prompt's length,
+/// and — for decode and rate cells — the KV-cache usage peak and preemptions from `/metrics`.
+///
+/// [`Facts`]: crate::measuring::engine::Facts
+pub fn evidence(
+    s: &Session,
+    prompt_tokens: Option<u64>,
+    server: Option<&speedmatrix_schema::ServerFigures>,
+) -> Evidence {
+    let f = &s.info.facts;
+    Evidence {
+        caching_on: f.prefix_caching,
+        block_tokens: f.cache_block_tokens,
+        prompt_tokens,
+        kv_usage_max: server.and_then(|x| x.kv_cache_usage_max),
+        preemptions: server.and_then(|x| x.preemptions),
+        reset: false,
+    }
+}
+
 /// Prompt tokens served from the cache and looked up, and where the counts came from.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Counted {
