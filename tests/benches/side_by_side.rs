@@ -42,7 +42,8 @@
 //! PEERS=vllm-bench or PEERS=python one of them; VLLM_PYTHON=PATH another Python for vllm bench
 //! serve, VLLM_BENCH=PATH another vllm-bench binary; CLIENT_CPUS=0,1 gives the clients both
 //! CPUs; KEEP_FILES=1 keeps their results files; BACKLOG=N the emitter's listen backlog, default
-//! 16,384 — a row's note counts the kernel's listen-queue overflows while its client ran). `side_by_side serve [ITL_MS] [lockstep]` runs
+//! 16,384 — a row's note counts the kernel's listen-queue overflows while its client ran; RUNS=N
+//! measures every row N times, the clients in turn within each run, and prints the medians). `side_by_side serve [ITL_MS] [lockstep]` runs
 //! the emitter alone (for `perf`).
 
 #[path = "side_by_side/emitter.rs"]
@@ -104,6 +105,7 @@ struct Row {
 }
 
 /// What one client measured at one row.
+#[derive(Clone)]
 struct Measured {
     cpu_us_per_token: Option<f64>,
     ttft_p50: Option<f64>,
@@ -136,37 +138,33 @@ fn harness() {
     let mut peers = peers();
     println!("| streams | ITL | client | CPU µs per token | × reader | TTFT p50 ms | p50 error | TTFT p99 ms | p99 error | reported tok/s | delivered tok/s | reported vs delivered | RSS MB | note |");
     println!("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+    let runs: usize = env_or("RUNS", 1).max(1);
+    let mut medians = Vec::new();
     for row in rows {
         e.set_timing(Timing {
             ttft: Duration::from_millis(50),
             itl: Duration::from_millis(row.itl_ms),
             lockstep: row.lockstep,
         });
-        let floor =
-            measure(&e, || reader_command(addr, row, seconds), |out, started, _| reader_figures(&e, out, started));
-        print_row(row, "bare reader", &floor, &floor);
-        let dir_sm = dir.join(format!("sm-{}-{}", row.streams, row.lockstep));
-        let sm = measure(
-            &e,
-            || speedmatrix_command(addr, row, seconds, &dir_sm),
-            |_, started, _| speedmatrix_figures(&e, &dir_sm, started),
-        );
-        print_row(row, "speedmatrix", &sm, &floor);
-        let mut unable = Vec::new();
-        for (k, p) in peers.iter().enumerate() {
-            let file = dir.join(format!("{}-{}-{}.json", p.name.replace(' ', "-"), row.streams, row.lockstep));
-            let m = measure(&e, || peer_command(p, addr, row, &file), |_, _, sent| vllm_figures(&file, row, sent));
-            print_row(row, p.name, &m, &floor);
-            if m.sigill {
-                unable.push(k);
+        // Every run of a row measures each client once, in the same order, so a slow spell of
+        // the machine falls on every client of one run rather than on one client's runs.
+        let mut row_runs: Vec<Vec<(&'static str, Measured, Measured)>> = Vec::new();
+        for run in 1..=runs {
+            if runs > 1 {
+                println!("| {} | | run {run} of {runs} | load average {} |", row.streams, load_average());
             }
+            row_runs.push(measure_row(&e, addr, row, seconds, &dir, &mut peers));
         }
-        for k in unable.into_iter().rev() {
-            let p = peers.remove(k);
-            println!(
-                "| {} | | {} | left out of the rows below: it cannot run on this CPU (SIGILL) |",
-                row.streams, p.name
-            );
+        if runs > 1 {
+            medians.extend(median_rows(row, &row_runs));
+        }
+    }
+    if runs > 1 {
+        println!("\nMedians of {runs} runs per row (each run's CPU and TTFT taken against the bare reader of the same run):\n");
+        println!("| streams | ITL | client | CPU µs per token | × reader | TTFT p50 error ms | \\|TTFT p50 error\\| ms | TTFT p99 error ms | reported vs delivered | RSS MB | runs |");
+        println!("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+        for line in medians {
+            println!("{line}");
         }
     }
     if std::env::var_os("KEEP_FILES").is_some() {
@@ -174,6 +172,91 @@ fn harness() {
     } else {
         let _ = std::fs::remove_dir_all(&dir);
     }
+}
+
+/// Each client once at `row`: the bare reader, speedmatrix, then the peers (a peer killed by
+/// SIGILL is left out of the rows after). Returns (client, its figures, the reader's figures).
+fn measure_row(
+    e: &Emitted,
+    addr: SocketAddr,
+    row: Row,
+    seconds: f64,
+    dir: &Path,
+    peers: &mut Vec<Peer>,
+) -> Vec<(&'static str, Measured, Measured)> {
+    let floor = measure(e, || reader_command(addr, row, seconds), |out, started, _| reader_figures(e, out, started));
+    print_row(row, "bare reader", &floor, &floor);
+    let dir_sm = dir.join(format!("sm-{}-{}", row.streams, row.lockstep));
+    let sm = measure(
+        e,
+        || speedmatrix_command(addr, row, seconds, &dir_sm),
+        |_, started, _| speedmatrix_figures(e, &dir_sm, started),
+    );
+    print_row(row, "speedmatrix", &sm, &floor);
+    let mut out = vec![("bare reader", floor.clone(), floor.clone()), ("speedmatrix", sm, floor.clone())];
+    let mut unable = Vec::new();
+    for (k, p) in peers.iter().enumerate() {
+        let file = dir.join(format!("{}-{}-{}.json", p.name.replace(' ', "-"), row.streams, row.lockstep));
+        let m = measure(e, || peer_command(p, addr, row, &file), |_, _, sent| vllm_figures(&file, row, sent));
+        print_row(row, p.name, &m, &floor);
+        if m.sigill {
+            unable.push(k);
+        }
+        out.push((p.name, m, floor.clone()));
+    }
+    for k in unable.into_iter().rev() {
+        let p = peers.remove(k);
+        println!("| {} | | {} | left out of the rows below: it cannot run on this CPU (SIGILL) |", row.streams, p.name);
+    }
+    out
+}
+
+/// One line per client of the medians over a row's runs: CPU per token, its ratio to the same
+/// run's reader, the TTFT p50 / p99 error against the same run's reader, the reported-vs-delivered
+/// gap and the peak RSS (each the median of the runs that gave it).
+fn median_rows(row: Row, runs: &[Vec<(&'static str, Measured, Measured)>]) -> Vec<String> {
+    let f = |x: Option<f64>, d: usize| x.map(|x| format!("{x:.d$}")).unwrap_or_else(|| "—".into());
+    let itl = format!("{} ms{}", row.itl_ms, if row.lockstep { " lock-step" } else { "" });
+    let mut clients: Vec<&'static str> = Vec::new();
+    for run in runs {
+        for (c, _, _) in run {
+            if !clients.contains(c) {
+                clients.push(c);
+            }
+        }
+    }
+    clients
+        .into_iter()
+        .map(|client| {
+            let of = |pick: &dyn Fn(&Measured, &Measured) -> Option<f64>| {
+                let mut v: Vec<f64> = runs
+                    .iter()
+                    .flat_map(|r| r.iter().filter(|(c, _, _)| *c == client))
+                    .filter_map(|(_, m, floor)| pick(m, floor))
+                    .collect();
+                let n = v.len();
+                (percentile(&mut v, 50.0), n)
+            };
+            let (cpu, n) = of(&|m, _| m.cpu_us_per_token);
+            let (ratio, _) = of(&|m, fl| m.cpu_us_per_token.zip(fl.cpu_us_per_token).map(|(a, b)| a / b));
+            let (p50, _) = of(&|m, fl| m.ttft_p50.zip(fl.ttft_p50).map(|(a, b)| a - b));
+            let (abs50, _) = of(&|m, fl| m.ttft_p50.zip(fl.ttft_p50).map(|(a, b)| (a - b).abs()));
+            let (p99, _) = of(&|m, fl| m.ttft_p99.zip(fl.ttft_p99).map(|(a, b)| a - b));
+            let (gap, _) = of(&|m, _| m.reported_tps.zip(m.delivered_tps).map(|(r, d)| (r / d - 1.0) * 100.0));
+            let (rss, _) = of(&|m, _| m.rss_mb);
+            format!(
+                "| {} | {itl} | {client} | {} | {} | {} | {} | {} | {} | {} | {n} |",
+                row.streams,
+                f(cpu, 2),
+                f(ratio, 2),
+                p50.map(|x| format!("{x:+.2}")).unwrap_or_else(|| "—".into()),
+                f(abs50, 2),
+                p99.map(|x| format!("{x:+.2}")).unwrap_or_else(|| "—".into()),
+                gap.map(|x| format!("{x:+.2} %")).unwrap_or_else(|| "—".into()),
+                f(rss, 1),
+            )
+        })
+        .collect()
 }
 
 /// The CPUs every client is pinned to: `CLIENT_CPUS` (a `taskset` list), default CPU 0. With
