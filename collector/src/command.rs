@@ -89,7 +89,14 @@ pub fn print_json(value: &impl serde::Serialize) -> Result<(), OutputError> {
     print_out(&s)
 }
 
-/// A multi-threaded tokio runtime for one command (run, serve, simulate, demo).
+/// The tokio runtime for one command (run, serve, simulate, demo): one worker per CPU this
+/// process may use (`available_parallelism` follows `taskset` and cgroup limits); on one CPU a
+/// single-threaded runtime, which does the same work without the multi-threaded scheduler's
+/// cross-thread bookkeeping on every task wake-up (a stream's every chunk wakes its task).
 pub(crate) fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread().enable_all().build()
+    if std::thread::available_parallelism().is_ok_and(|n| n.get() == 1) {
+        tokio::runtime::Builder::new_current_thread().enable_all().build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread().enable_all().build()
+    }
 }
