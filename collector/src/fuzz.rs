@@ -77,7 +77,7 @@ fn read(bytes: &[u8], cuts: &[usize]) -> (Vec<String>, Vec<u32>, bool) {
     }
     let rt = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
     rt.block_on(async {
-        let mut sse = std::pin::pin!(eventsource_stream::Eventsource::eventsource(futures_util::stream::iter(pieces)));
+        let mut sse = std::pin::pin!(sseer::EventStream::new(futures_util::stream::iter(pieces)));
         let (mut events, mut tokens) = (Vec::new(), Vec::new());
         let mut parser = ChunkParser::default();
         while let Some(ev) = sse.next().await {
@@ -85,7 +85,7 @@ fn read(bytes: &[u8], cuts: &[usize]) -> (Vec<String>, Vec<u32>, bool) {
             if ev.data.trim() != "[DONE]" {
                 tokens.push(parser.parse(&ev.data).expect("a generated chunk").tokens);
             }
-            events.push(ev.data);
+            events.push(ev.data.to_string());
         }
         (events, tokens, parser.continuous_usage)
     })
@@ -123,6 +123,33 @@ proptest! {
         }
     }
 
+    /// The one-pass scan of a chunk and the full `Value` parse agree on any payload: generated
+    /// chunks with odd values, the same cut short or with a byte changed anywhere, and any text.
+    #[test]
+    fn the_chunk_scan_and_the_full_parse_agree(
+        json in json_payload(),
+        common in common_chunk(),
+        data in "\\PC{0,120}",
+        at in any::<usize>(),
+        byte in prop::sample::select(b"{}[]\",:\\ 0-9eE.nulltrfas".to_vec()),
+    ) {
+        // What servers send is read by the scan itself, not left to the full parse.
+        prop_assert!(crate::measuring::wire::fields(&common).is_some(), "{}", common);
+        let cut = |s: &str| s.char_indices().map(|(i, _)| i).nth(at % s.chars().count().max(1)).unwrap_or(0);
+        let mut edited = common.clone();
+        let k = cut(&common);
+        edited.replace_range(k..k + common[k..].chars().next().map_or(0, char::len_utf8), &(byte as char).to_string());
+        for d in [json.as_str(), common.as_str(), &common[..cut(&common)], edited.as_str(), data.as_str()] {
+            for last_total in [0, 3] {
+                let (mut fast, mut slow) = (ChunkParser::default(), ChunkParser::default());
+                (fast.last_total, slow.last_total) = (last_total, last_total);
+                let (a, b) = (fast.parse(d), slow.parse_value(d));
+                prop_assert_eq!(format!("{a:?}"), format!("{b:?}"), "{}", d);
+                prop_assert_eq!((fast.last_total, fast.continuous_usage), (slow.last_total, slow.continuous_usage));
+            }
+        }
+    }
+
     /// Any payload: a chunk, an in-band error or "not JSON" with an excerpt; never a panic.
     #[test]
     fn any_payload_parses_or_fails_cleanly(data in "\\PC{0,200}", json in json_payload()) {
@@ -134,6 +161,28 @@ proptest! {
             }
         }
     }
+}
+
+/// A chunk as vLLM, SGLang and llama.cpp send it (chat or completions, with or without usage),
+/// with text of any characters (escaped by the serializer as JSON requires).
+fn common_chunk() -> impl Strategy<Value = String> {
+    (any::<bool>(), "\\PC{0,12}", prop::option::of(0u64..5000), any::<bool>(), prop::option::of("stop|length")).prop_map(
+        |(chat, text, usage, cached, finish)| {
+            let choice = if chat {
+                serde_json::json!({"index": 0, "delta": {"content": text}, "logprobs": null, "finish_reason": finish})
+            } else {
+                serde_json::json!({"index": 0, "text": text, "logprobs": null, "finish_reason": finish, "stop_reason": null})
+            };
+            let mut v = serde_json::json!({"id": "cmpl-1", "object": "text_completion", "created": 1, "model": "m", "choices": [choice]});
+            if let Some(n) = usage {
+                v["usage"] = serde_json::json!({"prompt_tokens": 128, "total_tokens": 128 + n, "completion_tokens": n});
+                if cached {
+                    v["usage"]["prompt_tokens_details"] = serde_json::json!({"cached_tokens": 64});
+                }
+            }
+            v.to_string()
+        },
+    )
 }
 
 /// Chunk-shaped JSON with wrong types and odd values in every field the parser reads.

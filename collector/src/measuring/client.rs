@@ -12,8 +12,9 @@
 //! every token-carrying chunk on the run's monotonic [`Clock`], how many tokens it carried
 //! (from cumulative `usage.completion_tokens`, else 1 per chunk until the measurement reconciles
 //! it with the request's final usage), and how the stream ended. SSE framing (comments, CRLF,
-//! frames split across reads) is handled by the `eventsource-stream` crate; each payload is read
-//! by [`ChunkParser`] ([`crate::measuring::wire`]).
+//! frames split across reads) is handled by the `sseer` crate (its events borrow the bytes as
+//! they arrived: no copy per event); each payload is read by [`ChunkParser`]
+//! ([`crate::measuring::wire`]).
 
 use crate::measuring::held::{Arrival, Conn, Gate, Held, NotHeld, SendStamp};
 use crate::measuring::wire::{excerpt, ChunkError, ChunkParser, ParsedChunk};
@@ -291,28 +292,43 @@ impl Client {
             Ok(d) => d,
             Err(e) => return rec.fail(clock, e),
         };
-        let body = decoded(watched(answer.body, stall), decoding);
-        let mut sse = Box::pin(eventsource_stream::Eventsource::eventsource(body));
+        let last_bytes = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(clock.now_ms().to_bits()));
+        let body = Pieces { body: answer.body, decoding, clock, last: last_bytes.clone() };
+        let mut sse = Box::pin(sseer::EventStream::new(body));
         let mut parser = ChunkParser::default();
-        // Once tokens flow, only events count as life: a stream that then sends nothing but
-        // keep-alive comments (a proxy in front of a stuck engine) stalls like a silent one.
-        let mut token_deadline: Option<tokio::time::Instant> = None;
+        // One stall timer for the whole stream, moved on only when it fires: before the first
+        // token any bytes are life (an SSE comment such as `: ping` during a long prefill);
+        // once tokens flow only events are (a proxy's keep-alives in front of a stuck engine
+        // stall like silence). Each chunk stamps its time; the timer reads the stamps when it
+        // fires instead of being set again at every chunk.
+        let mut last_event_ms = clock.now_ms();
+        let stall_timer = tokio::time::sleep(stall);
+        tokio::pin!(stall_timer);
         // One wait for cancellation for the whole stream (not a new one at every event).
         let mut cancel_wait = std::pin::pin!(cancelled(&mut cancel));
         loop {
             let next = tokio::select! {
                 n = sse.next() => n,
                 _ = &mut cancel_wait => { rec.cancelled = true; break; }
-                _ = sleep_until_some(token_deadline) => return rec.fail(clock, StreamError::NoTokens { stall }),
-            };
-            if !rec.chunks.is_empty() {
-                token_deadline = Some(tokio::time::Instant::now() + stall);
-            }
-            let t_ms = clock.now_ms();
-            let event = match next {
-                Some(Err(eventsource_stream::EventStreamError::Transport(BodyError::Stalled))) => {
-                    return rec.fail(clock, StreamError::Stalled { stall })
+                _ = &mut stall_timer => {
+                    let bytes_ms = f64::from_bits(last_bytes.load(std::sync::atomic::Ordering::Relaxed));
+                    let flowing = !rec.chunks.is_empty();
+                    let alive_ms = if flowing { last_event_ms } else { bytes_ms };
+                    let at = clock.instant_at(alive_ms) + stall;
+                    if at > std::time::Instant::now() {
+                        stall_timer.as_mut().reset(tokio::time::Instant::from_std(at));
+                        continue;
+                    }
+                    return rec.fail(clock, if flowing && clock.instant_at(bytes_ms) + stall > std::time::Instant::now() {
+                        StreamError::NoTokens { stall }
+                    } else {
+                        StreamError::Stalled { stall }
+                    });
                 }
+            };
+            let t_ms = clock.now_ms();
+            last_event_ms = t_ms;
+            let event = match next {
                 None => {
                     let why = rec.ended_early();
                     return rec.fail(clock, why);
@@ -521,23 +537,51 @@ type BodyBytes = std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<bytes:
 /// The bytes of a body that came on a held connection; when the body ends, the connection goes
 /// back to `held` (dropped before its end, it closes: a cancelled stream's server sees it go).
 fn held_body(incoming: hyper::body::Incoming, conn: Conn, held: std::sync::Arc<Held>) -> BodyBytes {
-    use http_body_util::BodyExt;
-    Box::pin(futures_util::stream::unfold(Some((incoming, conn, held)), |state| async move {
-        let (mut incoming, conn, held) = state?;
-        loop {
-            match incoming.frame().await {
-                Some(Ok(frame)) => match frame.into_data() {
-                    Ok(data) => return Some((Ok(data), Some((incoming, conn, held)))),
+    Box::pin(HeldBody { incoming, conn: Some(conn), held, ended: false })
+}
+
+/// [`held_body`]'s stream: the body's data frames, one poll each (trailers skipped).
+struct HeldBody {
+    incoming: hyper::body::Incoming,
+    /// Until the body's end hands it back.
+    conn: Option<Conn>,
+    held: std::sync::Arc<Held>,
+    /// The body ended or broke: nothing more comes.
+    ended: bool,
+}
+
+impl futures_util::Stream for HeldBody {
+    type Item = Result<bytes::Bytes, BodyError>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        use hyper::body::Body as _;
+        use std::task::Poll;
+        let this = &mut *self;
+        while !this.ended {
+            match std::pin::Pin::new(&mut this.incoming).poll_frame(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                    Ok(data) => return Poll::Ready(Some(Ok(data))),
                     Err(_) => continue, // trailers
                 },
-                Some(Err(e)) => return Some((Err(BodyError::Transport(error_chain(&e))), None)),
-                None => {
-                    held.give_back(conn);
-                    return None;
+                Poll::Ready(Some(Err(e))) => {
+                    this.ended = true;
+                    this.conn = None;
+                    return Poll::Ready(Some(Err(BodyError::Transport(error_chain(&e)))));
+                }
+                Poll::Ready(None) => {
+                    this.ended = true;
+                    if let Some(conn) = this.conn.take() {
+                        this.held.give_back(conn);
+                    }
                 }
             }
         }
-    }))
+        Poll::Ready(None)
+    }
 }
 
 /// A whole (short) body as text; what arrived before an error when it breaks.
@@ -645,9 +689,10 @@ pub enum StreamError {
 impl StreamError {
     /// A broken event stream: the transport's own causes say what broke (e.g. the connection
     /// closed before the body's end); the SSE wrapper alone would hide them.
-    fn broke(e: &eventsource_stream::EventStreamError<BodyError>) -> StreamError {
+    fn broke(e: &sseer::errors::EventStreamError<BodyError>) -> StreamError {
         StreamError::Broke(match e {
-            eventsource_stream::EventStreamError::Transport(BodyError::Transport(t)) => t.clone(),
+            sseer::errors::EventStreamError::Transport(BodyError::Transport(t)) => t.clone(),
+            sseer::errors::EventStreamError::Utf8Error(u) => format!("the event stream is not UTF-8: {u}"),
             other => other.to_string(),
         })
     }
@@ -656,9 +701,6 @@ impl StreamError {
 /// Why a response body stopped giving bytes.
 #[derive(Debug, thiserror::Error)]
 enum BodyError {
-    /// No bytes at all for the stall timeout.
-    #[error("stalled")]
-    Stalled,
     /// The connection failed (the transport's own causes, in words).
     #[error("{0}")]
     Transport(String),
@@ -667,21 +709,42 @@ enum BodyError {
     Decode(String),
 }
 
-/// The body's bytes with the stall timeout applied to every read: any bytes reset it — an SSE
-/// comment (`: ping`, sent by SGLang and proxies during a long prefill) as much as a token — so
-/// before its first token only a server that sends nothing for `stall` fails the stream. The
-/// timeout sits under the SSE parser, which swallows comments; [`Client::stream`] adds the
-/// timer on events once tokens flow.
-fn watched(body: BodyBytes, stall: Duration) -> impl futures_util::Stream<Item = Result<bytes::Bytes, BodyError>> {
-    futures_util::stream::unfold(Some(body), move |body| async move {
-        let mut body = body?;
-        match tokio::time::timeout(stall, body.next()).await {
-            Ok(Some(Ok(b))) => Some((Ok(b), Some(body))),
-            Ok(Some(Err(e))) => Some((Err(e), None)),
-            Ok(None) => None,
-            Err(_) => Some((Err(BodyError::Stalled), None)),
+/// A streamed body's bytes as the SSE parser reads them: decoded as its `Content-Encoding`
+/// says (a piece that decodes to nothing yet is skipped; one that does not decode ends the body
+/// with [`BodyError::Decode`]), and each piece's arrival stamped (run-clock ms, `f64` bits) into
+/// `last`, which the stall timer of [`Client::stream`] reads when it fires — any bytes, an SSE
+/// comment (`: ping`, sent by SGLang and proxies during a long prefill) as much as a token, keep
+/// a stream that has no token yet alive. The stamp sits under the SSE parser, which swallows
+/// comments.
+struct Pieces {
+    body: BodyBytes,
+    decoding: Decoding,
+    clock: Clock,
+    last: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl futures_util::Stream for Pieces {
+    type Item = Result<bytes::Bytes, BodyError>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        use std::task::Poll;
+        let this = &mut *self;
+        loop {
+            match this.body.as_mut().poll_next(cx) {
+                Poll::Ready(Some(Ok(piece))) => {
+                    this.last.store(this.clock.now_ms().to_bits(), std::sync::atomic::Ordering::Relaxed);
+                    match this.decoding.feed(piece) {
+                        Ok(b) if b.is_empty() => continue,
+                        decoded => return Poll::Ready(Some(decoded)),
+                    }
+                }
+                other => return other,
+            }
         }
-    })
+    }
 }
 
 /// How a streamed body is encoded (`Content-Encoding`), and its decoder: gzip and deflate are
@@ -718,24 +781,6 @@ impl Decoding {
             Decoding::Deflate(d) => run(d.as_mut(), &b, |d| std::mem::take(d.get_mut())),
         };
         decoded.map(bytes::Bytes::from).map_err(|e| BodyError::Decode(e.to_string()))
-    }
-}
-
-/// `body` decoded as `decoding` says; a body that does not decode ends with
-/// [`BodyError::Decode`].
-fn decoded(
-    body: impl futures_util::Stream<Item = Result<bytes::Bytes, BodyError>>,
-    mut decoding: Decoding,
-) -> impl futures_util::Stream<Item = Result<bytes::Bytes, BodyError>> {
-    body.map(move |piece| piece.and_then(|b| decoding.feed(b)))
-        .filter(|piece| std::future::ready(!matches!(piece, Ok(b) if b.is_empty())))
-}
-
-/// Until `at`; forever without one.
-async fn sleep_until_some(at: Option<tokio::time::Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
     }
 }
 

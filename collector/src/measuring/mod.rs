@@ -22,7 +22,8 @@
 //! - [`held`]: the streams' own HTTP/1.1 connections — warmed in batches (a small listen
 //!   backlog resets none), handed from a finished stream to its replacement;
 //! - [`wire`]: a streamed chunk's payload → its tokens, finish reason, usage (`ChunkParser`: a
-//!   typed, borrowed fast path, a `Value` fallback);
+//!   one-pass scan of the common shape, a `Value` fallback);
+//! - [`chunk_scan`]: that scan — checks a chunk is JSON and reads only the fields measured;
 //! - [`prometheus`]: `/metrics` text (Prometheus 0.0.4, OpenMetrics) → samples;
 //! - [`prefill`]: one prefill row, cold (and how cold it really was) or warm (`--prefix-share`);
 //! - [`prefix`]: prefix-share cells and warm rows — the cache reset (else salted prompts), the
@@ -62,6 +63,7 @@ macro_rules! say {
 
 pub mod cache_start;
 pub mod cell;
+pub mod chunk_scan;
 pub mod client;
 pub mod conversation;
 pub mod discovery;

@@ -1,19 +1,16 @@
 //! An SSE `data:` payload of an OpenAI-shaped stream → what the measurement reads of it
 //! ([`ChunkParser`]: tokens from cumulative usage, finish reason, in-band errors), pure.
 //!
-//! The fields of the common chunk shape are deserialized straight into typed, borrowed
-//! structs ([`fields`]): no tree of every key and string of every chunk (the
-//! [`serde_json::Value`] the parser falls back to), which is most of what a chunk costs the
+//! The fields of the common chunk shape are read in one pass over its bytes ([`fields`],
+//! [`super::chunk_scan`]): no tree of every key and string of every chunk (the
+//! [`serde_json::Value`] the parser falls back to), which was most of what a chunk cost the
 //! client. Only the common shape is read so; anything else — an `error` or `timings` key or
 //! `object: "error"` (read in full by the fallback), a field of an unexpected type, a
 //! duplicated key — gives `None`, and [`ChunkParser`] parses the payload as a `Value`
-//! instead, so both paths give the same answer (unit-tested on the odd shapes).
+//! instead, so both paths give the same answer (unit- and property-tested on the odd shapes).
 
-use serde::de::IgnoredAny;
-use serde::Deserialize;
 use serde_json::Value;
 use speedmatrix_schema::stats::round3;
-use std::borrow::Cow;
 
 /// The longest excerpt of a server's answer an error message quotes, characters.
 const EXCERPT_CHARS: usize = 300;
@@ -21,71 +18,6 @@ const EXCERPT_CHARS: usize = 300;
 /// `s` cut to [`EXCERPT_CHARS`], safe for one line (the client's HTTP errors quote so too).
 pub(crate) fn excerpt(s: &str) -> String {
     crate::text::excerpt(s, EXCERPT_CHARS)
-}
-
-/// Whether a key was present at all, with any value (`null` included).
-#[derive(Debug, Default)]
-struct Present(bool);
-
-impl<'de> Deserialize<'de> for Present {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        IgnoredAny::deserialize(d)?;
-        Ok(Present(true))
-    }
-}
-
-#[derive(Deserialize)]
-struct Chunk<'a> {
-    #[serde(borrow, default)]
-    id: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    object: Option<Cow<'a, str>>,
-    #[serde(default)]
-    error: Present,
-    #[serde(default)]
-    timings: Present,
-    #[serde(borrow, default)]
-    choices: Option<Vec<Choice<'a>>>,
-    #[serde(default)]
-    usage: Option<Usage>,
-}
-
-#[derive(Deserialize)]
-struct Choice<'a> {
-    #[serde(borrow, default)]
-    delta: Option<Delta<'a>>,
-    #[serde(borrow, default)]
-    text: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    finish_reason: Option<Cow<'a, str>>,
-}
-
-#[derive(Deserialize)]
-struct Delta<'a> {
-    #[serde(borrow, default)]
-    content: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    reasoning: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    reasoning_content: Option<Cow<'a, str>>,
-    #[serde(default)]
-    tool_calls: Option<Vec<IgnoredAny>>,
-}
-
-#[derive(Deserialize)]
-struct Usage {
-    #[serde(default)]
-    prompt_tokens: Option<u64>,
-    #[serde(default)]
-    completion_tokens: Option<u64>,
-    #[serde(default)]
-    prompt_tokens_details: Option<Details>,
-}
-
-#[derive(Deserialize)]
-struct Details {
-    #[serde(default)]
-    cached_tokens: Option<u64>,
 }
 
 /// What a chunk of the common shape says.
@@ -109,33 +41,16 @@ pub struct Fields {
     pub cached_tokens: Option<u64>,
 }
 
-fn nonempty(s: &Option<Cow<'_, str>>) -> bool {
-    s.as_deref().is_some_and(|s| !s.is_empty())
-}
-
 /// The fields of `data` when it is a chunk of the common shape; `None` otherwise (the caller
 /// reads it as a `Value`).
 pub fn fields(data: &str) -> Option<Fields> {
-    let c: Chunk<'_> = serde_json::from_str(data).ok()?;
-    if c.error.0 || c.timings.0 || c.object.as_deref() == Some("error") {
-        return None;
-    }
-    let choice = c.choices.as_ref().and_then(|v| v.first());
-    let delta = choice.and_then(|c| c.delta.as_ref());
-    let content = delta.is_some_and(|d| nonempty(&d.content)) || choice.is_some_and(|c| nonempty(&c.text));
-    let reasoning = delta.is_some_and(|d| nonempty(&d.reasoning) || nonempty(&d.reasoning_content));
-    let tool = delta.and_then(|d| d.tool_calls.as_ref()).is_some_and(|t| !t.is_empty());
-    let usage = c.usage.as_ref();
-    Some(Fields {
-        id: c.id.map(Cow::into_owned),
-        has_choice: choice.is_some(),
-        content,
-        has_text: content || reasoning || tool,
-        finish_reason: choice.and_then(|c| c.finish_reason.clone()).map(Cow::into_owned),
-        prompt_tokens: usage.and_then(|u| u.prompt_tokens),
-        completion_tokens: usage.and_then(|u| u.completion_tokens),
-        cached_tokens: usage.and_then(|u| u.prompt_tokens_details.as_ref()).and_then(|d| d.cached_tokens),
-    })
+    fields_of(data, true)
+}
+
+/// [`fields`], with the completion's `id` copied out only when `want_id` (a stream's first
+/// chunk names it; the others repeat it).
+fn fields_of(data: &str, want_id: bool) -> Option<Fields> {
+    super::chunk_scan::scan(data, want_id)
 }
 
 /// What one SSE `data:` payload told us.
@@ -151,7 +66,8 @@ pub struct ParsedChunk {
     pub completion_tokens: Option<u64>,
     /// `usage.prompt_tokens`, if present.
     pub prompt_tokens: Option<u64>,
-    /// The completion's `id`, if present.
+    /// The completion's `id`: from the first chunk of the stream that names it (the chunks
+    /// after it repeat it and are not copied out).
     pub id: Option<String>,
     /// The server's own timing of the request (llama.cpp `timings`), if present.
     pub timings: Option<speedmatrix_schema::ServerTimings>,
@@ -217,14 +133,16 @@ pub fn error_message(body: &str) -> Option<String> {
 /// carry no new tokens.
 #[derive(Debug, Clone)]
 pub struct ChunkParser {
-    last_total: u64,
+    pub(crate) last_total: u64,
+    /// A chunk named the completion's `id` (later chunks' ids are not copied out).
+    has_id: bool,
     /// False once a text chunk arrived without usage.
     pub continuous_usage: bool,
 }
 
 impl Default for ChunkParser {
     fn default() -> Self {
-        ChunkParser { last_total: 0, continuous_usage: true }
+        ChunkParser { last_total: 0, has_id: false, continuous_usage: true }
     }
 }
 
@@ -255,9 +173,10 @@ impl ChunkParser {
     /// [`ChunkError::InBand`] for an error object (`{"error": …}`, sent with HTTP 200),
     /// [`ChunkError::NotJson`] for a payload that is not JSON.
     pub fn parse(&mut self, data: &str) -> Result<ParsedChunk, ChunkError> {
-        let Some(f) = fields(data) else {
+        let Some(f) = fields_of(data, !self.has_id) else {
             return self.parse_value(data);
         };
+        self.has_id |= f.id.is_some();
         let out = ParsedChunk {
             content: f.content,
             finish_reason: f.finish_reason,
@@ -272,7 +191,7 @@ impl ChunkParser {
 
     /// [`ChunkParser::parse`] of any payload, through a [`Value`]: what the typed fast path
     /// (`wire::fields`) leaves to it (errors, llama.cpp's `timings`, odd shapes).
-    fn parse_value(&mut self, data: &str) -> Result<ParsedChunk, ChunkError> {
+    pub(crate) fn parse_value(&mut self, data: &str) -> Result<ParsedChunk, ChunkError> {
         let v: Value = serde_json::from_str(data)
             .map_err(|e| ChunkError::NotJson { message: e.to_string(), excerpt: excerpt(data) })?;
         if let Some(err) = v.get("error") {
@@ -284,10 +203,11 @@ impl ChunkParser {
             return Err(ChunkError::InBand(excerpt(&v.to_string())));
         }
         let mut out = ParsedChunk {
-            id: v.get("id").and_then(Value::as_str).map(str::to_string),
+            id: v.get("id").and_then(Value::as_str).filter(|_| !self.has_id).map(str::to_string),
             timings: v.get("timings").and_then(server_timings),
             ..ParsedChunk::default()
         };
+        self.has_id |= out.id.is_some();
         let choice = v.get("choices").and_then(Value::as_array).and_then(|c| c.first());
         let mut has_text = false;
         if let Some(c) = choice {
@@ -380,6 +300,35 @@ mod tests {
             r#"{"choices":[null]}"#,
             r#"[1,2]"#,
             r#"not json"#,
+            // What the one-pass scan reads itself, or leaves to the `Value` path.
+            " { \"id\" : \"c3\" ,\n \"choices\":[ {\"text\" : \"\\n\" } , 7 ] ,\"usage\":{ \"completion_tokens\" : 9 } } \r\n",
+            r#"{"id":"c\u00e9","choices":[{"text":"\ud83d\ude00","finish_reason":"stop"}]}"#,
+            r#"{"choices":[{"text":"\ud83d"}]}"#,
+            r#"{"choices":[{"text":"\ude00x"}]}"#,
+            r#"{"choices":[{"text":"a\qb"}]}"#,
+            r#"{"choices":[{"text":"tab	inside"}]}"#,
+            r#"{"choices":[{"finish_reason":"st\"op"}]}"#,
+            r#"{"\u0069d":"c4","choices":[{"text":"x"}]}"#,
+            r#"{"object":"\u0065rror","message":"escaped"}"#,
+            r#"{"choices":[{"text":"x"}],"usage":{"completion_tokens":-1}}"#,
+            r#"{"choices":[{"text":"x"}],"usage":{"completion_tokens":1e2}}"#,
+            r#"{"choices":[{"text":"x"}],"usage":{"completion_tokens":18446744073709551616}}"#,
+            r#"{"choices":[{"text":"x"}],"usage":{"completion_tokens":01}}"#,
+            r#"{"choices":[{"text":"x"}],"usage":null,"model":[[[[{"a":[1.5e-3,-0,true,false,null]}]]]]}"#,
+            r#"{"choices":[{"text":"x","text":""}]}"#,
+            r#"{"choices":[{"delta":{"content":"","content":"y"}}]}"#,
+            r#"{"choices":[{"text":"x"}],"usage":{"prompt_tokens_details":{"cached_tokens":3,"cached_tokens":4}}}"#,
+            r#"{"choices":[{"text":"x"}]} trailing"#,
+            r#"{"choices":[{"text":"x"},]}"#,
+            r#"{"choices":[{"text":"x"}],}"#,
+            r#"{"choices":[{"text":"x"}]"#,
+            r#"{"choices":[{"delta":{"tool_calls":null,"content":null,"reasoning":""}}],"id":null,"object":null}"#,
+            r#"{"choices":[{"delta":null,"finish_reason":null,"text":null}],"usage":{"prompt_tokens":null,"prompt_tokens_details":null}}"#,
+            r#"{"a":nul}"#,
+            r#"{"a":1.}"#,
+            r#"{"a":-}"#,
+            r#""just a string""#,
+            "",
         ];
         for data in shapes {
             let (mut fast, mut slow) =
@@ -390,6 +339,20 @@ mod tests {
             assert_eq!(format!("{a:?}"), format!("{b:?}"), "{data}");
             assert_eq!((fast.last_total, fast.continuous_usage), (slow.last_total, slow.continuous_usage), "{data}");
         }
+    }
+
+    #[test]
+    fn the_id_is_read_once_and_only_the_first_choice_is_measured() {
+        let mut p = ChunkParser::default();
+        let a = p.parse(r#"{"id":"c1","choices":[{"delta":{"content":"a"}},{"delta":{"content":""}}],"usage":{"completion_tokens":1}}"#).unwrap();
+        let b =
+            p.parse(r#"{"id":"c1","choices":[{"delta":{"content":"b"}}],"usage":{"completion_tokens":2}}"#).unwrap();
+        assert_eq!((a.id.as_deref(), b.id.as_deref()), (Some("c1"), None));
+        assert!(a.content && b.content);
+        // A second choice of any shape is skipped, not read.
+        let f = fields(r#"{"choices":[{"delta":{"content":""}},{"delta":{"content":"x"}},[1,{"z":null}]]}"#).unwrap();
+        assert!(f.has_choice && !f.content);
+        assert_eq!(fields(r#"{"choices":[]}"#).map(|f| f.has_choice), Some(false));
     }
 
     #[test]

@@ -1,0 +1,440 @@
+//! One pass over a streamed chunk's JSON that checks it is JSON and reads the few fields the
+//! measurement needs ([`scan`]), pure: the client's hot path (every chunk of every stream).
+//!
+//! A full parse builds, or at least deserializes into structs, every key and string of every
+//! chunk (`id`, `object`, `created`, `model`, `index`, `logprobs`, …); this reads them once,
+//! byte by byte, keeping only: the top-level `id`, whether `object` is `"error"` or an `error` or
+//! `timings` key is present, the first choice's `delta.content` / `text` / `delta.reasoning` /
+//! `delta.reasoning_content` (empty or not), `delta.tool_calls` (an array, empty or not) and
+//! `finish_reason`, and `usage.prompt_tokens`, `usage.completion_tokens` and
+//! `usage.prompt_tokens_details.cached_tokens`.
+//!
+//! It gives `None` — and the caller reads the payload as a `serde_json::Value` instead, which
+//! gives the same answer for every payload the scan reads (unit- and property-tested in
+//! `wire.rs` and `fuzz.rs`) — for anything it does not read itself: not JSON, not an object, an
+//! error or `timings`, a field it reads with another type than the usual one, a duplicated field
+//! it reads, an escaped key, an escaped `id` or `finish_reason` it must copy out, a number that
+//! is no `u64` where a count is read, nesting deeper than [`MAX_DEPTH`].
+
+use super::wire::Fields;
+
+/// Nesting the scan follows; deeper payloads go to the full parser.
+pub const MAX_DEPTH: usize = 64;
+
+/// The fields of a chunk of the common shape, `None` for anything else (see the module docs).
+/// `want_id`: copy the `id` out (a stream's first chunk names it; the rest repeat it).
+pub fn scan(data: &str, want_id: bool) -> Option<Fields> {
+    let mut s = Scanner { b: data.as_bytes(), i: 0 };
+    let mut f = Fields::default();
+    s.ws();
+    s.top(&mut f, want_id)?;
+    s.ws();
+    (s.i == s.b.len()).then_some(f)
+}
+
+/// What a string value was, without unescaping it.
+#[derive(Clone, Copy)]
+enum Str<'a> {
+    /// No escape sequence: the text itself.
+    Plain(&'a str),
+    /// It has escape sequences (valid ones); `empty` is false (an escape is a character).
+    Escaped,
+}
+
+impl Str<'_> {
+    fn nonempty(self) -> bool {
+        match self {
+            Str::Plain(s) => !s.is_empty(),
+            Str::Escaped => true,
+        }
+    }
+}
+
+/// Which of the fields read so far were seen (a second one sends the payload to the full parser,
+/// which knows what a duplicate means).
+#[derive(Default)]
+struct Seen(u32);
+
+impl Seen {
+    fn first(&mut self, bit: u32) -> Option<()> {
+        if self.0 & bit != 0 {
+            return None;
+        }
+        self.0 |= bit;
+        Some(())
+    }
+}
+
+struct Scanner<'a> {
+    b: &'a [u8],
+    i: usize,
+}
+
+impl<'a> Scanner<'a> {
+    fn peek(&self) -> Option<u8> {
+        self.b.get(self.i).copied()
+    }
+
+    fn ws(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
+            self.i += 1;
+        }
+    }
+
+    fn eat(&mut self, c: u8) -> Option<()> {
+        self.ws();
+        (self.peek()? == c).then(|| self.i += 1)
+    }
+
+    /// A string (the opening quote next): its text when it has no escape sequence. Validates
+    /// escapes and refuses control characters, as JSON does.
+    fn string(&mut self) -> Option<Str<'a>> {
+        self.eat(b'"')?;
+        let start = self.i;
+        let mut escaped = false;
+        loop {
+            let rest = self.b.get(self.i..)?;
+            let k = memchr::memchr2(b'"', b'\\', rest)?;
+            if rest[..k].iter().any(|&c| c < 0x20) {
+                return None;
+            }
+            self.i += k;
+            if self.b[self.i] == b'"' {
+                let end = self.i;
+                self.i += 1;
+                if escaped {
+                    return Some(Str::Escaped);
+                }
+                // Whole characters between two ASCII quotes of a `&str`: valid UTF-8.
+                return std::str::from_utf8(&self.b[start..end]).ok().map(Str::Plain);
+            }
+            escaped = true;
+            self.i += 1;
+            match self.peek()? {
+                b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => self.i += 1,
+                b'u' => {
+                    self.i += 1;
+                    self.unicode_escape()?;
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// The four hex digits after `\u`; a leading surrogate must be followed by `\uDC00`–`\uDFFF`,
+    /// and a trailing one cannot stand alone (as a JSON string read into text requires).
+    fn unicode_escape(&mut self) -> Option<()> {
+        let unit = self.hex4()?;
+        match unit {
+            0xD800..=0xDBFF => {
+                if !self.b.get(self.i..)?.starts_with(b"\\u") {
+                    return None;
+                }
+                self.i += 2;
+                (0xDC00..=0xDFFF).contains(&self.hex4()?).then_some(())
+            }
+            0xDC00..=0xDFFF => None,
+            _ => Some(()),
+        }
+    }
+
+    fn hex4(&mut self) -> Option<u16> {
+        let h = std::str::from_utf8(self.b.get(self.i..self.i + 4)?).ok()?;
+        let v = u16::from_str_radix(h, 16).ok()?;
+        if !h.bytes().all(|c| c.is_ascii_hexdigit()) {
+            return None;
+        }
+        self.i += 4;
+        Some(v)
+    }
+
+    /// A key (no escapes: an escaped key goes to the full parser) and its colon.
+    fn key(&mut self) -> Option<&'a str> {
+        match self.string()? {
+            Str::Plain(k) => {
+                self.eat(b':')?;
+                Some(k)
+            }
+            Str::Escaped => None,
+        }
+    }
+
+    /// `null` next (consumed) or not (nothing consumed).
+    fn null(&mut self) -> Option<bool> {
+        self.ws();
+        if self.b.get(self.i..)?.starts_with(b"null") {
+            self.i += 4;
+            return Some(true);
+        }
+        Some(false)
+    }
+
+    /// A string or `null`.
+    fn opt_string(&mut self) -> Option<Option<Str<'a>>> {
+        if self.null()? {
+            return Some(None);
+        }
+        self.string().map(Some)
+    }
+
+    /// A non-negative integer that fits `u64` (no fraction, no exponent), or `null`.
+    fn opt_u64(&mut self) -> Option<Option<u64>> {
+        if self.null()? {
+            return Some(None);
+        }
+        let start = self.i;
+        while let Some(b'0'..=b'9') = self.peek() {
+            self.i += 1;
+        }
+        let digits = std::str::from_utf8(&self.b[start..self.i]).ok()?;
+        if digits.is_empty() || (digits.len() > 1 && digits.starts_with('0')) {
+            return None;
+        }
+        if let Some(b'.' | b'e' | b'E') = self.peek() {
+            return None;
+        }
+        digits.parse().ok().map(Some)
+    }
+
+    /// Any JSON value, checked and skipped.
+    fn skip(&mut self, depth: usize) -> Option<()> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        self.ws();
+        match self.peek()? {
+            b'"' => self.string().map(|_| ()),
+            b'{' => self.object(|s, _| s.skip(depth + 1)),
+            b'[' => self.array(|s, _| s.skip(depth + 1)),
+            b't' => self.literal(b"true"),
+            b'f' => self.literal(b"false"),
+            b'n' => self.literal(b"null"),
+            _ => self.number(),
+        }
+    }
+
+    fn literal(&mut self, word: &[u8]) -> Option<()> {
+        self.b.get(self.i..)?.starts_with(word).then(|| self.i += word.len())
+    }
+
+    /// A number by JSON's grammar: `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`.
+    fn number(&mut self) -> Option<()> {
+        let digits = |s: &mut Self| {
+            let start = s.i;
+            while let Some(b'0'..=b'9') = s.peek() {
+                s.i += 1;
+            }
+            (s.i > start).then_some(())
+        };
+        if self.peek() == Some(b'-') {
+            self.i += 1;
+        }
+        if self.peek() == Some(b'0') {
+            self.i += 1;
+        } else {
+            digits(self)?;
+        }
+        if self.peek() == Some(b'.') {
+            self.i += 1;
+            digits(self)?;
+        }
+        if let Some(b'e' | b'E') = self.peek() {
+            self.i += 1;
+            if let Some(b'+' | b'-') = self.peek() {
+                self.i += 1;
+            }
+            digits(self)?;
+        }
+        Some(())
+    }
+
+    /// An object (the `{` next): `member(self, key)` reads each member's value.
+    fn object(&mut self, mut member: impl FnMut(&mut Self, &'a str) -> Option<()>) -> Option<()> {
+        self.eat(b'{')?;
+        self.ws();
+        if self.peek()? == b'}' {
+            self.i += 1;
+            return Some(());
+        }
+        loop {
+            let k = self.key()?;
+            member(self, k)?;
+            self.ws();
+            match self.peek()? {
+                b',' => self.i += 1,
+                b'}' => {
+                    self.i += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// An array (the `[` next): `element(self, index)` reads each element.
+    fn array(&mut self, mut element: impl FnMut(&mut Self, usize) -> Option<()>) -> Option<()> {
+        self.eat(b'[')?;
+        self.ws();
+        if self.peek()? == b']' {
+            self.i += 1;
+            return Some(());
+        }
+        let mut n = 0;
+        loop {
+            element(self, n)?;
+            n += 1;
+            self.ws();
+            match self.peek()? {
+                b',' => self.i += 1,
+                b']' => {
+                    self.i += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// The chunk itself.
+    fn top(&mut self, f: &mut Fields, want_id: bool) -> Option<()> {
+        let mut seen = Seen::default();
+        let (mut choice, mut content, mut reasoning, mut tool) = (false, false, false, false);
+        self.object(|s, k| match k {
+            "id" => {
+                seen.first(1)?;
+                if let Some(id) = s.opt_string()? {
+                    if want_id {
+                        f.id = Some(match id {
+                            Str::Plain(t) => t.to_string(),
+                            Str::Escaped => return None,
+                        });
+                    }
+                }
+                Some(())
+            }
+            "object" => {
+                seen.first(2)?;
+                match s.opt_string()? {
+                    Some(Str::Plain("error")) | Some(Str::Escaped) => None,
+                    _ => Some(()),
+                }
+            }
+            "error" | "timings" => None,
+            "choices" => {
+                seen.first(4)?;
+                if s.null()? {
+                    return Some(());
+                }
+                s.array(|s, n| {
+                    if n > 0 {
+                        return s.skip(2);
+                    }
+                    choice = true;
+                    s.choice(f, &mut content, &mut reasoning, &mut tool)
+                })
+            }
+            "usage" => {
+                seen.first(8)?;
+                if s.null()? {
+                    return Some(());
+                }
+                s.usage(f)
+            }
+            _ => s.skip(1),
+        })?;
+        f.has_choice = choice;
+        f.content = content;
+        f.has_text = content || reasoning || tool;
+        Some(())
+    }
+
+    /// The first choice: `text`, `finish_reason` and `delta`.
+    fn choice(&mut self, f: &mut Fields, content: &mut bool, reasoning: &mut bool, tool: &mut bool) -> Option<()> {
+        let mut seen = Seen::default();
+        self.object(|s, k| match k {
+            "text" => {
+                seen.first(1)?;
+                *content |= s.opt_string()?.is_some_and(Str::nonempty);
+                Some(())
+            }
+            "finish_reason" => {
+                seen.first(2)?;
+                f.finish_reason = match s.opt_string()? {
+                    None => None,
+                    Some(Str::Plain(r)) => Some(r.to_string()),
+                    Some(Str::Escaped) => return None,
+                };
+                Some(())
+            }
+            "delta" => {
+                seen.first(4)?;
+                if s.null()? {
+                    return Some(());
+                }
+                s.delta(content, reasoning, tool)
+            }
+            _ => s.skip(2),
+        })
+    }
+
+    /// A choice's `delta`: `content`, `reasoning`, `reasoning_content`, `tool_calls`.
+    fn delta(&mut self, content: &mut bool, reasoning: &mut bool, tool: &mut bool) -> Option<()> {
+        let mut seen = Seen::default();
+        self.object(|s, k| match k {
+            "content" => {
+                seen.first(1)?;
+                *content |= s.opt_string()?.is_some_and(Str::nonempty);
+                Some(())
+            }
+            "reasoning" | "reasoning_content" => {
+                seen.first(if k == "reasoning" { 2 } else { 4 })?;
+                *reasoning |= s.opt_string()?.is_some_and(Str::nonempty);
+                Some(())
+            }
+            "tool_calls" => {
+                seen.first(8)?;
+                if s.null()? {
+                    return Some(());
+                }
+                s.array(|s, _| {
+                    *tool = true;
+                    s.skip(4)
+                })
+            }
+            _ => s.skip(3),
+        })
+    }
+
+    /// `usage`: the prompt's and the completion's tokens, and the prompt's cached tokens.
+    fn usage(&mut self, f: &mut Fields) -> Option<()> {
+        let mut seen = Seen::default();
+        self.object(|s, k| match k {
+            "prompt_tokens" => {
+                seen.first(1)?;
+                f.prompt_tokens = s.opt_u64()?;
+                Some(())
+            }
+            "completion_tokens" => {
+                seen.first(2)?;
+                f.completion_tokens = s.opt_u64()?;
+                Some(())
+            }
+            "prompt_tokens_details" => {
+                seen.first(4)?;
+                if s.null()? {
+                    return Some(());
+                }
+                let mut inner = Seen::default();
+                s.object(|s, k| match k {
+                    "cached_tokens" => {
+                        inner.first(1)?;
+                        f.cached_tokens = s.opt_u64()?;
+                        Some(())
+                    }
+                    _ => s.skip(3),
+                })
+            }
+            _ => s.skip(2),
+        })
+    }
+}
