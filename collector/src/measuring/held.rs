@@ -23,7 +23,11 @@
 //! A connection the server closed or reset while it sat idle is noticed by its connection task
 //! ([`SendRequest::is_closed`], or `ready()` failing), and the stream opens a new one instead; a
 //! request that the connection could not take (it closed as the request was handed over, before
-//! any byte was written) goes out on a new connection. Only plain `http://` URLs with no proxy
+//! any byte was written) goes out on a new connection. A request that was written and then
+//! closed on without a byte of answer is not sent again ([`SendFailed::unanswered`]: the server
+//! may have read it; the stream fails saying so). An answer whose end is the connection's close
+//! (HTTP/1.0) or that says `Connection: close` closes its connection, and the stream after it
+//! opens a new one. Only plain `http://` URLs with no proxy
 //! configured take this path ([`Held::for_base`]); `https://`, a proxy from the environment and
 //! everything that is not a streamed request (discovery, `/metrics`, probes) stay with reqwest.
 
