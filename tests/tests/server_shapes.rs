@@ -82,6 +82,12 @@ shapes! {
     a_llamacpp_slot_erase_answering_501_salts_the_cell_and_names_the_flag,
     warm_connections_open_in_batches_one_per_stream,
     a_warm_connection_the_server_closed_is_replaced_not_failed,
+    idle_connections_the_server_resets_are_never_written_to,
+    a_server_that_closes_every_decode_request_unanswered_gives_error_cells_that_say_so,
+    a_server_that_closes_each_connections_first_decode_request_gives_error_cells_that_say_so,
+    an_http_1_0_proxy_closing_every_stream_is_read_to_its_close,
+    a_proxy_answering_connection_close_every_time_gets_a_new_connection_per_stream,
+    a_hung_metrics_with_a_prefix_share_cell_keeps_the_estimate_and_says_why_no_hit_rate,
 }
 
 /// The shapes, one function per row.
@@ -89,8 +95,8 @@ mod table {
     use super::EXIT_CELL_ERRORS;
     use speedmatrix_schema::{CachedTokensSource, CellStatus, KvBudgetSource, PlanPhase, TokenCountSource};
     use std::time::Duration;
-    use support::scripted::{Answer, Script, Seen, StreamScript, UsageCount};
-    use support::shape::{is, measured, valid_without_reason, with, Cell, Outcome, Reason, Shape, Status};
+    use support::scripted::{Answer, Front, Script, Seen, StreamScript, UsageCount};
+    use support::shape::{is, measured, valid_without_reason, with, Cell, Checks, Outcome, Reason, Shape, Status};
 
     /// SSE comments (`: ping`) are bytes from the server: during a prefill longer than
     /// `--stall-timeout` they keep the stream alive, as SGLang and many proxies send them.
@@ -766,18 +772,7 @@ mod table {
             prefill: vec![is(CellStatus::Valid)],
             decode: vec![measured(), measured(), measured()],
             check: Some(|o, c| {
-                let estimate = support::estimate::estimate_in(&o.stderr, "plan: estimated wall time");
-                // The collector's own clock of what the estimate covers (its closing line "done
-                // in 11 s"), not the process's: at a load average of 1,700 (a helper's bench of
-                // thousands of threads beside the hogged suites) the process took 14.4 s to
-                // start, run and exit while its run took 11 s.
-                let done = o.stderr.lines().find_map(|l| l.strip_prefix("done in "));
-                let wall =
-                    done.and_then(|d| d.split(" (").next()).map_or(o.wall.as_secs_f64(), support::estimate::seconds);
-                eprintln!("hung /metrics: the run took {wall:.1} s against its estimate of {estimate:?} s");
-                c.that(estimate.is_some_and(|e| (wall - e).abs() <= 0.2 * e), || {
-                    format!("the run took {wall:.1} s against its estimate of {estimate:?} s (20 % allowed)")
-                });
+                within_estimate(o, c, "hung /metrics");
                 let noted: Vec<_> =
                     o.results.missing.iter().filter(|m| m.reason.starts_with("/metrics failed")).collect();
                 c.eq("one missing entry for the failing /metrics", noted.len(), 1);
@@ -788,6 +783,20 @@ mod table {
                 c.eq("the engine (discovery read /metrics)", o.results.engine.name.as_deref(), Some("vllm"));
             }),
         }
+    }
+
+    /// The run took its plan's estimate, to 20 %, by the collector's own clock of what the
+    /// estimate covers (its closing line "done in 11 s"), not the process's: at a load average
+    /// of 1,700 (a helper's bench of thousands of threads beside the hogged suites) the process
+    /// took 14.4 s to start, run and exit while its run took 11 s.
+    fn within_estimate(o: &Outcome, c: &mut Checks, what: &str) {
+        let estimate = support::estimate::estimate_in(&o.stderr, "plan: estimated wall time");
+        let done = o.stderr.lines().find_map(|l| l.strip_prefix("done in "));
+        let wall = done.and_then(|d| d.split(" (").next()).map(support::estimate::seconds);
+        eprintln!("{what}: the run took {wall:?} s against its estimate of {estimate:?} s");
+        c.that(wall.zip(estimate).is_some_and(|(w, e)| (w - e).abs() <= 0.2 * e), || {
+            format!("the run took {wall:?} s (its closing line) against its estimate of {estimate:?} s (20 % allowed)")
+        });
     }
 
     /// A proxy that compresses the event stream with gzip: decoded as it arrives, measured as
@@ -1373,6 +1382,200 @@ mod table {
                 c.eq("decode requests on a connection the server had closed", on_closed, 0);
                 let decodes = o.seen.iter().filter(|s| s.decode).count();
                 c.that(decodes >= 4, || format!("{decodes} decode requests, 4 streams"));
+            }),
+        }
+    }
+
+    /// vLLM's queue gauges with its prefix-cache counters (for a server whose `/metrics` then
+    /// hangs).
+    const GAUGES_AND_PREFIX_COUNTERS: &str = "vllm:num_requests_running 0\nvllm:num_requests_waiting 0\n\
+        vllm:prefix_cache_queries_total 1000\nvllm:prefix_cache_hits_total 900\n";
+
+    /// A server whose keep-alive timeout is shorter than the collector's pause before a cell:
+    /// every connection idle when the collector reads `/metrics` after warming the cell's
+    /// connections (and before its streams open) is reset (RST) — the warm connections answered
+    /// on `GET /v1/models`, and that of the finished prefill probe (`Front::ResetIdle`). Each
+    /// stream finds its connection gone and opens a new one: no stream is written to a reset
+    /// connection, none fails.
+    /// Load: the resets happen while the collector waits for that `/metrics` answer (1-s limit)
+    /// and are delivered (loopback) before it, a few milliseconds of the front's work; the
+    /// streams (2,000 tokens, 20 s) outlast the 1-s window, so no connection goes idle inside
+    /// the cell.
+    pub fn idle_connections_the_server_resets_are_never_written_to() -> Shape {
+        Shape {
+            rule: "connections the server reset while idle are never written to: each stream opens a new one",
+            script: Script {
+                front: Some(Front::ResetIdle),
+                metrics: Some("vllm:num_requests_running 0\nvllm:num_requests_waiting 0\n".into()),
+                ..Script::default()
+            },
+            args: "--contexts 256 --concurrency 4 --prefill-contexts 256 --duration 1s --max-tokens 2000",
+            exit: 0,
+            prefill: vec![is(CellStatus::Valid)],
+            decode: vec![is(CellStatus::Valid)],
+            check: Some(|o, c| {
+                let f = &o.front;
+                // The 4 streams' idle connections: the finished probe's and 3 warmed beside it.
+                let warm = f.resets.iter().filter(|(_, last)| last == "GET /v1/models").count();
+                let probes = f.resets.iter().filter(|(_, last)| last.starts_with("POST /v1/")).count();
+                c.that(warm + probes >= 4 && probes >= 1, || {
+                    format!("{warm} warm and {probes} finished streams' connections reset, 4 streams: {:?}", f.resets)
+                });
+                let decodes: Vec<_> = f.requests.iter().filter(|r| r.decode).collect();
+                c.eq("decode requests (4 opening streams, none replaced)", decodes.len(), 4);
+                let reused: Vec<_> = decodes.iter().filter(|r| r.nth > 0).collect();
+                c.that(reused.is_empty(), || format!("streams written to a connection used before: {reused:?}"));
+                let cell = &o.results.decode[0];
+                let errors: Vec<_> = cell.requests.iter().filter_map(|r| r.error.as_deref()).collect();
+                c.that(errors.is_empty(), || format!("stream errors: {errors:?}"));
+            }),
+        }
+    }
+
+    /// The check of a cell whose decode requests the server closed unanswered: each such
+    /// stream failed with the plain words (not "cannot reach", not hyper's own), none stalled,
+    /// and the prefill row measured before stays in the file.
+    fn closed_unanswered(o: &Outcome, c: &mut Checks) {
+        let f = &o.front;
+        c.that(!f.closed.is_empty(), || "no connection was closed on a decode request".into());
+        c.that(o.results.prefill[0].ttft_ms.is_some(), || "the prefill row's TTFT is in the file".into());
+        let cell = &o.results.decode[0];
+        // The first failed stream fails the cell; the others are cancelled then.
+        let errors: Vec<&str> = cell.requests.iter().filter_map(|r| r.error.as_deref()).collect();
+        c.that(!errors.is_empty(), || "no request has an error".into());
+        let plain = "closed the connection after the request without answering";
+        let odd: Vec<&&str> = errors.iter().filter(|e| !e.contains(plain) || e.contains("cannot reach")).collect();
+        c.that(odd.is_empty(), || format!("errors that do not say the server closed unanswered: {odd:?}"));
+    }
+
+    /// A server (or proxy) that reads every decode request and closes the connection without a
+    /// byte of answer: each stream fails at once with that said in plain words (no hang, no
+    /// panic), the cell is an error that says why, the run goes on to its end and the prefill
+    /// row measured before stays in the file.
+    /// Load: none — the closes are answers to the requests; the 30-s stall timeout is far off.
+    pub fn a_server_that_closes_every_decode_request_unanswered_gives_error_cells_that_say_so() -> Shape {
+        Shape {
+            rule: "a decode request closed unanswered is an error that says so; the run and its earlier rows stand",
+            script: Script { front: Some(Front::CloseOnDecode { every: true }), ..Script::default() },
+            args: "--contexts 256 --concurrency 2 --prefill-contexts 256 --duration 1s --max-tokens 64 --stall-timeout 30s",
+            exit: EXIT_CELL_ERRORS,
+            prefill: vec![is(CellStatus::Valid)],
+            decode: vec![with(CellStatus::Error, &["closed the connection after the request without answering"])],
+            check: Some(closed_unanswered),
+        }
+    }
+
+    /// The same on the first decode request of each connection only (a proxy that drops a
+    /// connection's first request): every stream's request is its connection's first decode
+    /// request — its warm connection's, or a new one's — so every one fails the same way.
+    /// Load: none (as the row above).
+    pub fn a_server_that_closes_each_connections_first_decode_request_gives_error_cells_that_say_so() -> Shape {
+        Shape {
+            rule: "a decode request closed unanswered is an error that says so; the run and its earlier rows stand",
+            script: Script { front: Some(Front::CloseOnDecode { every: false }), ..Script::default() },
+            args: "--contexts 256 --concurrency 2 --prefill-contexts 256 --duration 1s --max-tokens 64 --stall-timeout 30s",
+            exit: EXIT_CELL_ERRORS,
+            prefill: vec![is(CellStatus::Valid)],
+            decode: vec![with(CellStatus::Error, &["closed the connection after the request without answering"])],
+            check: Some(|o, c| {
+                closed_unanswered(o, c);
+                let warm: std::collections::HashSet<u16> =
+                    o.front.requests.iter().filter(|r| r.line == "GET /v1/models").map(|r| r.port).collect();
+                let on_warm = o.front.closed.iter().filter(|p| warm.contains(p)).count();
+                c.that(on_warm >= 1, || "no warm connection carried a decode request".into());
+            }),
+        }
+    }
+
+    /// The check of a cell behind a proxy that closes every connection after one answer: every
+    /// request came on a connection of its own, the streams that ended were replaced, and each
+    /// completed stream counted the 24 tokens the script sent it.
+    fn one_answer_per_connection(o: &Outcome, c: &mut Checks) {
+        let f = &o.front;
+        let again: Vec<_> = f.requests.iter().filter(|r| r.nth > 0).collect();
+        c.that(again.is_empty(), || format!("requests on a connection that had answered before: {again:?}"));
+        let decodes = f.requests.iter().filter(|r| r.decode).count();
+        c.that(decodes > 2, || format!("{decodes} decode requests: the 2 streams were never replaced"));
+        let cell = &o.results.decode[0];
+        let errors: Vec<_> = cell.requests.iter().filter_map(|r| r.error.as_deref()).collect();
+        c.that(errors.is_empty(), || format!("stream errors: {errors:?}"));
+        let done: Vec<_> = cell.requests.iter().filter(|r| r.e2e_ms.is_some()).collect();
+        c.that(done.len() >= 2, || format!("{} streams completed", done.len()));
+        let miscounted: Vec<_> = done.iter().filter(|r| r.output_tokens != Some(24)).map(|r| r.output_tokens).collect();
+        c.that(miscounted.is_empty(), || format!("completed streams whose count is not the 24 sent: {miscounted:?}"));
+        c.eq("token count source", cell.token_count_source, Some(TokenCountSource::ContinuousUsage));
+    }
+
+    /// An HTTP/1.0 proxy in front: every answer is `HTTP/1.0 200 OK`, `Connection: close`, no
+    /// `Transfer-Encoding`, the event stream's end is the connection's close. Each stream is
+    /// read to the close and counts the tokens sent; its connection is not used again (the next
+    /// stream opens its own); the cell is measured (valid on a quiet machine).
+    /// Load: the checks are counts; each 24-token stream (0.3 s) ends well inside its stall
+    /// time. The status may be requests queued on a busy machine: the client view counts a
+    /// replacement's turnaround (here with a connect in it) as not running, and short streams
+    /// make it a large share — at load average 25 on 2 cores, 120 ms between a stream's end and
+    /// its replacement's send (274 ms in a 2-s window) read as 1.9 of 2 streams running.
+    pub fn an_http_1_0_proxy_closing_every_stream_is_read_to_its_close() -> Shape {
+        Shape {
+            rule: "HTTP/1.0 event streams delimited by a close are read to the close, one connection each",
+            script: Script { front: Some(Front::Http10), ..Script::default() },
+            args: "--contexts 256 --concurrency 2 --prefill-contexts 256 --duration 2s --max-tokens 24",
+            exit: 0,
+            prefill: vec![is(CellStatus::Valid)],
+            decode: vec![measured()],
+            check: Some(one_answer_per_connection),
+        }
+    }
+
+    /// An HTTP/1.1 proxy that answers every request with `Connection: close` (chunked, then the
+    /// close): as the row above.
+    /// Load: as the row above (this row was the one seen requests queued at load average 25).
+    pub fn a_proxy_answering_connection_close_every_time_gets_a_new_connection_per_stream() -> Shape {
+        Shape {
+            rule: "answers with Connection: close are read to their end; the next stream opens a new connection",
+            script: Script { front: Some(Front::Close11), ..Script::default() },
+            args: "--contexts 256 --concurrency 2 --prefill-contexts 256 --duration 2s --max-tokens 24",
+            exit: 0,
+            prefill: vec![is(CellStatus::Valid)],
+            decode: vec![measured()],
+            check: Some(one_answer_per_connection),
+        }
+    }
+
+    /// A `/metrics` that answers discovery, then accepts and never answers, with prefix-share
+    /// cells (`--prefix-share 0,90%`): the run keeps its plan's estimate (no wait on `/metrics`
+    /// beyond its 1-s limit per reading), both cells are measured, and the 90 % cell's hit rate
+    /// is null — no count at all, not 0 — with the reason in `missing`.
+    /// Load: the estimate holds to 20 % by the collector's own clock (as the hung-`/metrics`
+    /// row above).
+    pub fn a_hung_metrics_with_a_prefix_share_cell_keeps_the_estimate_and_says_why_no_hit_rate() -> Shape {
+        Shape {
+            rule: "a hung /metrics holds no prefix-share cell: the estimate holds and the hit rate is null with why",
+            script: Script {
+                metrics: Some(GAUGES_AND_PREFIX_COUNTERS.into()),
+                metrics_hang_after: Some(1),
+                ..Script::default()
+            },
+            args: "--contexts 256 --concurrency 2 --prefill-contexts none --prefix-share 0,90% --duration 3s --max-tokens 2000",
+            exit: 0,
+            prefill: vec![],
+            decode: vec![measured(), measured()],
+            check: Some(|o, c| {
+                within_estimate(o, c, "hung /metrics, prefix share");
+                let shared: Vec<_> = o.results.decode.iter().filter(|d| d.prefix_share == Some(0.9)).collect();
+                c.eq("cells at 90 %", shared.len(), 1);
+                let Some(cell) = shared.first() else { return };
+                let pc = cell.prefix_cache.as_ref();
+                c.eq(
+                    "hit rate and counts",
+                    pc.map(|p| (p.measured_hit_rate, p.hit_rate_source, p.hit_tokens, p.query_tokens)),
+                    Some((None, None, None, None)),
+                );
+                let why = cell.missing.iter().find(|m| m.figure == "prefix_cache.measured_hit_rate");
+                let why = why.map(|m| m.reason.as_str()).unwrap_or_default();
+                c.that(why.starts_with("no reading of the server's /metrics came during it"), || {
+                    format!("missing says why the hit rate is null: {:?}", cell.missing)
+                });
             }),
         }
     }

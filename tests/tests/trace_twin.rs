@@ -3,10 +3,12 @@
 //! mooncake-100.jsonl`, written by [`mooncake_fixture`] below) replayed at 1×.
 //!
 //! What is checked, and against what:
-//! - every request is scheduled at its timestamp (the schedule, exact) and written close to it:
-//!   the send lag's p99 stays within the rate rule's floor (`LAG_FLOOR_MS`, 10 ms: about twice
-//!   the worst p99 measured on a loaded 2-core machine), a bound that holds under load — the
-//!   measured figure is printed;
+//! - every request is scheduled at its timestamp (the schedule, exact) and sent as the
+//!   collector reports it, checked against the twin's own log of the same requests so that no
+//!   bound depends on how busy the machine is (`sent_on_time_as_reported`): the reported send
+//!   lag is when the twin got each request, requests of one instant overlap at the twin (the
+//!   pacer is open-loop), and the lag is within the rate rule's 10-ms floor whenever the twin
+//!   kept its own schedule — the measured figures are printed;
 //! - requests with equal hash ids share those prefix tokens exactly, and distinct ids do not:
 //!   the twin's own truth log (`simulate --trace`) hashes every whole block of 512 prompt
 //!   tokens as the twin tokenized them, and block `b` of two requests is equal exactly when
@@ -97,9 +99,22 @@ fn the_fixture_is_what_its_generator_writes() {
     assert_eq!(file.lines().count(), 100);
 }
 
-/// Lines of the twin's truth log by response id: (prompt block hashes, prompt tokens, output
-/// tokens).
-fn twin_truth(path: &std::path::Path) -> HashMap<String, (Vec<String>, u64, u64)> {
+/// One request as the twin's truth log has it.
+struct Truth {
+    /// Prompt block hashes.
+    blocks: Vec<String>,
+    prompt: u64,
+    output: u64,
+    /// When its body had been read, twin clock (ms since the twin started).
+    arrival_ms: f64,
+    /// When its last chunk was written, twin clock.
+    end_ms: f64,
+    /// Its chunks' lateness against the twin's own schedule (written − planned), ms.
+    chunk_lags_ms: Vec<f64>,
+}
+
+/// Lines of the twin's truth log by response id.
+fn twin_truth(path: &std::path::Path) -> HashMap<String, Truth> {
     std::fs::read_to_string(path)
         .expect("the twin's trace")
         .lines()
@@ -110,9 +125,26 @@ fn twin_truth(path: &std::path::Path) -> HashMap<String, (Vec<String>, u64, u64)
                 .map(|b| b.iter().map(|h| h.as_str().unwrap().to_string()).collect())
                 .unwrap_or_default();
             let n = |k: &str| v[k].as_u64().unwrap();
-            (v["id"].as_str().unwrap().to_string(), (blocks, n("prompt_tokens"), n("output_tokens")))
+            let chunks = v["chunks"].as_array().cloned().unwrap_or_default();
+            let ms = |c: &serde_json::Value, k: &str| c[k].as_f64().unwrap();
+            let truth = Truth {
+                blocks,
+                prompt: n("prompt_tokens"),
+                output: n("output_tokens"),
+                arrival_ms: v["arrival_ms"].as_f64().unwrap(),
+                end_ms: chunks.last().map_or(f64::NAN, |c| ms(c, "written_ms")),
+                chunk_lags_ms: chunks.iter().map(|c| ms(c, "written_ms") - ms(c, "planned_ms")).collect(),
+            };
+            (v["id"].as_str().unwrap().to_string(), truth)
         })
         .collect()
+}
+
+/// The `q`-quantile (0–1) of `v` (nearest rank).
+fn quantile(v: &[f64], q: f64) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    v.get(((v.len() as f64 * q).ceil() as usize).saturating_sub(1)).copied().unwrap_or(f64::NAN)
 }
 
 /// The twin kept up with the trace: the row is Valid — or, on a machine so loaded that the
@@ -172,37 +204,21 @@ fn a_mooncake_trace_replays_on_time_with_its_prefixes_shared_exactly_and_its_len
         let planned = q.scheduled_ms.unwrap() - t0;
         assert!((planned - q.timestamp_ms).abs() < 0.01, "{q:?} scheduled {planned} ms after the first");
     }
-    // Written close to the schedule: every request's send lag (printed: p99 0.9–6.8 ms at load
-    // average 4–13 on 2 cores, 10.9 ms at 12–18). Load-proof bounds: the median within the
-    // rule's 10 ms floor (most requests on time unless the pacer is broken) and every request
-    // within 250 ms (a client that waited for answers before sending would lag by an E2E
-    // latency, ≈ 0.6 s here); the p99 is the rule's business (`served_as_planned`).
-    let lag = c.send_lag_ms.expect("a send-lag summary");
-    let lags: Vec<f64> = c.requests.iter().map(|q| q.send_lag_ms.expect("every request's send lag")).collect();
-    let max = lags.iter().copied().fold(0.0, f64::max);
-    eprintln!(
-        "send lag over {} requests: p50 {:.3} ms, p90 {:.3} ms, p99 {:.3} ms, max {max:.3} ms",
-        lags.len(),
-        lag.p50.unwrap(),
-        lag.p90.unwrap(),
-        lag.p99.unwrap(),
-    );
-    assert!(lag.p50.unwrap() <= speedmatrix_schema::rate::LAG_FLOOR_MS && max <= 250.0, "{lag:?}, max {max}");
-
     // The twin's truth: prompts and outputs of the trace's lengths; blocks shared exactly.
     let truth = twin_truth(&truth_path);
     let mut blocks: Vec<(&[u64], &[String])> = vec![];
     for (q, sample) in row.requests.iter().zip(&c.requests) {
         let id = q.response_id.as_deref().expect("every request was answered");
         assert_eq!(sample.response_id.as_deref(), Some(id), "requests[i] and cell.requests[i] are one request");
-        let (b, prompt, output) = &truth[id];
-        assert_eq!(*prompt, q.input_length, "line {}: prompt tokens as the twin counted them", q.line);
+        let t = &truth[id];
+        assert_eq!(t.prompt, q.input_length, "line {}: prompt tokens as the twin counted them", q.line);
         assert_eq!(q.prompt_tokens, Some(q.input_length), "line {}: usage", q.line);
-        assert_eq!(*output, q.output_length, "line {}: output tokens (twin truth)", q.line);
+        assert_eq!(t.output, q.output_length, "line {}: output tokens (twin truth)", q.line);
         assert_eq!(q.output_tokens, Some(q.output_length), "line {}: usage", q.line);
-        assert_eq!(b.len() as u64, q.input_length / 512, "line {}: whole blocks", q.line);
-        blocks.push((&q.hash_ids, b));
+        assert_eq!(t.blocks.len() as u64, q.input_length / 512, "line {}: whole blocks", q.line);
+        blocks.push((&q.hash_ids, &t.blocks));
     }
+    sent_on_time_as_reported(c, &row.requests, &truth);
     let (mut shared, mut distinct) = (0, 0);
     for (i, (ids_i, b_i)) in blocks.iter().enumerate() {
         for (ids_j, b_j) in &blocks[i + 1..] {
@@ -236,6 +252,78 @@ fn a_mooncake_trace_replays_on_time_with_its_prefixes_shared_exactly_and_its_len
         lines[0].starts_with("context,") && lines[1].starts_with("trace,") && lines[1].contains(",trace,"),
         "{csv}"
     );
+}
+
+/// The sends, against the twin's own log of the same requests. Each request's send lag (its
+/// write − its scheduled instant, client clock) is the rate rule's input: a client that ran
+/// late makes the row Client-limited (`served_as_planned`). An absolute bound on it cannot hold
+/// on a loaded machine — at load average 15–27 on 2 cores a starved collector showed a p99 of
+/// 1.8 s — so what is asserted is what load cannot fake:
+/// - the reported lag is the truth: each request reached the twin when the collector says it
+///   wrote it. With the two clocks aligned on the request that went fastest (arrival − send is
+///   a constant offset plus the twin's delay in reading it), the median extra delay is within
+///   the rule's 10-ms floor plus the twin's own median lateness (a starved twin reads late as
+///   it writes late: 4.9 ms extra beside 32 ms of twin lateness at p90, load average 25). A
+///   collector that stamped its sends before writing them (at the schedule, or before a wait
+///   for a connection) would hide its lag from the rule; this catches it wherever the hidden
+///   lag is more than the twin's own lateness;
+/// - the pacer is open-loop: requests the trace schedules at the same instant reached the
+///   twin while the first of them was still being answered (its last chunk not yet written,
+///   twin clock) — at least half of these pairs, where a client that waited for an answer
+///   before the next send overlaps none (only a stall of the collector longer than an answer,
+///   ≥ 0.3 s, between two writes of one instant can part a pair);
+/// - when the machine let the twin keep its own schedule (its chunks' p90 lateness within the
+///   10-ms floor), it let the collector too: the collector's p50 send lag is within the floor.
+///   On a quiet machine that keeps the old bound's power over a pacer that is late on every
+///   send; on a starved one the twin's own lateness says so, and the rule's verdict stands.
+fn sent_on_time_as_reported(
+    c: &speedmatrix_schema::RateCell,
+    requests: &[speedmatrix_schema::TraceRequest],
+    truth: &HashMap<String, Truth>,
+) {
+    let lag = c.send_lag_ms.expect("a send-lag summary");
+    let lags: Vec<f64> = c.requests.iter().map(|q| q.send_lag_ms.expect("every request's send lag")).collect();
+    // arrival (twin clock) − send (client clock): a constant offset plus the twin's read delay.
+    let offsets: Vec<f64> = c
+        .requests
+        .iter()
+        .map(|q| truth[q.response_id.as_deref().unwrap()].arrival_ms - (q.start_ms + q.send_lag_ms.unwrap()))
+        .collect();
+    let fastest = offsets.iter().copied().fold(f64::INFINITY, f64::min);
+    let extra: Vec<f64> = offsets.iter().map(|o| o - fastest).collect();
+    let twin_lags: Vec<f64> = truth.values().flat_map(|t| t.chunk_lags_ms.iter().copied()).collect();
+    let (twin_p50, twin_p90) = (quantile(&twin_lags, 0.5), quantile(&twin_lags, 0.9));
+    let pairs: Vec<(f64, f64, f64)> = requests
+        .windows(2)
+        .filter(|w| w[0].timestamp_ms == w[1].timestamp_ms)
+        .map(|w| {
+            let t = |q: &speedmatrix_schema::TraceRequest| &truth[q.response_id.as_deref().unwrap()];
+            (t(&w[1]).arrival_ms, t(&w[0]).end_ms, t(&w[0]).end_ms - t(&w[0]).arrival_ms)
+        })
+        .collect();
+    let overlapped = pairs.iter().filter(|(second_arrived, first_ended, _)| second_arrived < first_ended).count();
+    let shortest = pairs.iter().map(|p| p.2).fold(f64::INFINITY, f64::min);
+    eprintln!(
+        "send lag over {} requests: p50 {:.3} ms, p90 {:.3} ms, p99 {:.3} ms, max {:.3} ms; \
+         arrival at the twin after the reported send, beyond the fastest: p50 {:.3} ms, max {:.3} ms; \
+         the twin's own chunk lateness p50 {twin_p50:.3} ms, p90 {twin_p90:.3} ms; {overlapped} of {} same-instant pairs overlapped \
+         (the first's answer took {shortest:.0} ms or more)",
+        lags.len(),
+        lag.p50.unwrap(),
+        lag.p90.unwrap(),
+        lag.p99.unwrap(),
+        quantile(&lags, 1.0),
+        quantile(&extra, 0.5),
+        quantile(&extra, 1.0),
+        pairs.len(),
+    );
+    let floor = speedmatrix_schema::rate::LAG_FLOOR_MS;
+    assert!(quantile(&extra, 0.5) <= floor + twin_p50, "the sends were written later than reported: {extra:?}");
+    assert!(pairs.len() >= 5, "the fixture has {} pairs of requests at one instant", pairs.len());
+    assert!(2 * overlapped >= pairs.len(), "{overlapped} of {} same-instant pairs overlapped: {pairs:?}", pairs.len());
+    if twin_p90 <= floor {
+        assert!(lag.p50.unwrap() <= floor, "late sends while the twin kept its schedule (p90 {twin_p90} ms): {lag:?}");
+    }
 }
 
 #[test]

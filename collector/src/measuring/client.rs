@@ -63,6 +63,16 @@ pub enum HttpError {
         /// The transport error.
         message: String,
     },
+    /// The request was written and the server closed the connection without answering it
+    /// (hyper's "connection closed before message completed"): a server or proxy that drops
+    /// requests, a restart, a keep-alive timeout that closed the connection as it was used.
+    #[error("{url}: the server closed the connection after the request without answering ({message})")]
+    Unanswered {
+        /// The URL requested.
+        url: String,
+        /// The transport's words.
+        message: String,
+    },
     /// The server answered with a non-success status.
     #[error("{url} answered HTTP {status}: {body}")]
     Status {
@@ -169,7 +179,10 @@ impl Client {
                 Some(l) => format!("no answer within {}: {}", humantime::format_duration(l), error_chain(&e)),
                 None => error_chain(&e),
             };
-            HttpError::Unreachable { url: url.to_string(), message }
+            match crate::measuring::held::closed_unanswered(&e) {
+                true => HttpError::Unanswered { url: url.to_string(), message },
+                false => HttpError::Unreachable { url: url.to_string(), message },
+            }
         })?;
         if resp.status().is_success() {
             return Ok(resp);
@@ -464,7 +477,10 @@ impl Client {
         let (resp, conn) = tokio::time::timeout(stall, held.send(conn, req))
             .await
             .map_err(|_| StreamError::NoHeaders { stall })?
-            .map_err(unreachable)?;
+            .map_err(|e| match e.unanswered {
+                true => StreamError::Http(HttpError::Unanswered { url: url.clone(), message: e.message }),
+                false => unreachable(e.message),
+            })?;
         let (head, incoming) = resp.into_parts();
         let body = held_body(incoming, conn, held.clone());
         let status = head.status;

@@ -105,7 +105,7 @@ fn unreachable_hint(e: &HttpError) -> String {
 fn classify(e: HttpError) -> DiscoverError {
     match e {
         HttpError::Status { status: 401 | 403, url, .. } => DiscoverError::Unauthorized { url },
-        HttpError::Unreachable { .. } => DiscoverError::Unreachable(e),
+        HttpError::Unreachable { .. } | HttpError::Unanswered { .. } => DiscoverError::Unreachable(e),
         other => DiscoverError::NotOpenAi(other),
     }
 }

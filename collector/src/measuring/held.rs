@@ -23,7 +23,11 @@
 //! A connection the server closed or reset while it sat idle is noticed by its connection task
 //! ([`SendRequest::is_closed`], or `ready()` failing), and the stream opens a new one instead; a
 //! request that the connection could not take (it closed as the request was handed over, before
-//! any byte was written) goes out on a new connection. Only plain `http://` URLs with no proxy
+//! any byte was written) goes out on a new connection. A request that was written and then
+//! closed on without a byte of answer is not sent again ([`SendFailed::unanswered`]: the server
+//! may have read it; the stream fails saying so). An answer whose end is the connection's close
+//! (HTTP/1.0) or that says `Connection: close` closes its connection, and the stream after it
+//! opens a new one. Only plain `http://` URLs with no proxy
 //! configured take this path ([`Held::for_base`]); `https://`, a proxy from the environment and
 //! everything that is not a streamed request (discovery, `/metrics`, probes) stay with reqwest.
 
@@ -235,22 +239,51 @@ impl Held {
         &self,
         conn: Conn,
         req: http::Request<StampedBody>,
-    ) -> Result<(http::Response<hyper::body::Incoming>, Conn), String> {
+    ) -> Result<(http::Response<hyper::body::Incoming>, Conn), SendFailed> {
         let mut conn = conn;
         match conn.try_send_request(req).await {
             Ok(resp) => Ok((resp, conn)),
             Err(mut e) => match e.take_message() {
                 // The connection closed as it was handed the request, before writing it.
                 Some(req) => {
-                    let mut fresh = self.open().await?;
-                    fresh.ready().await.map_err(|e| error_chain(&e))?;
-                    let resp = fresh.send_request(req).await.map_err(|e| error_chain(&e))?;
+                    let mut fresh = self.open().await.map_err(SendFailed::unreachable)?;
+                    fresh.ready().await.map_err(|e| SendFailed::of(&e))?;
+                    let resp = fresh.send_request(req).await.map_err(|e| SendFailed::of(&e))?;
                     Ok((resp, fresh))
                 }
-                None => Err(error_chain(e.error())),
+                None => Err(SendFailed::of(e.error())),
             },
         }
     }
+}
+
+/// Why a request sent on a held connection got no response head ([`Held::send`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SendFailed {
+    /// The transport's words (hyper's error chain).
+    pub message: String,
+    /// The request was written and the server closed the connection without a byte of answer
+    /// (hyper: "connection closed before message completed") — it was reached; it did not
+    /// answer.
+    pub unanswered: bool,
+}
+
+impl SendFailed {
+    fn of(e: &hyper::Error) -> SendFailed {
+        SendFailed { message: error_chain(e), unanswered: closed_unanswered(e) }
+    }
+
+    fn unreachable(message: String) -> SendFailed {
+        SendFailed { message, unanswered: false }
+    }
+}
+
+/// Whether `e`, or an error it wraps (reqwest wraps hyper's), is hyper's "connection closed
+/// before message completed": the request went out and the server closed the connection
+/// before a whole answer head came back.
+pub(crate) fn closed_unanswered(e: &(dyn std::error::Error + 'static)) -> bool {
+    std::iter::successors(Some(e), |e| e.source())
+        .any(|e| e.downcast_ref::<hyper::Error>().is_some_and(hyper::Error::is_incomplete_message))
 }
 
 /// When a request's bytes were written: the instant the HTTP client first asked its body for

@@ -106,10 +106,17 @@ pub(crate) async fn after_failure(s: &mut Session, first_try: Option<&str>) -> R
 }
 
 /// Whether a failure's reason says the connection broke rather than that the server answered an
-/// error: the words of `StreamError::Broke`, `StreamError::Truncated` and
-/// `HttpError::Unreachable` (unit-tested against them).
+/// error: the words of `StreamError::Broke`, `StreamError::Truncated`, `HttpError::Unreachable`
+/// and `HttpError::Unanswered` (unit-tested against them).
 fn connection_broke(reason: &str) -> bool {
-    ["stream broke:", "stream ended early", "cannot reach "].iter().any(|w| reason.contains(w))
+    [
+        "stream broke:",
+        "stream ended early",
+        "cannot reach ",
+        "closed the connection after the request without answering",
+    ]
+    .iter()
+    .any(|w| reason.contains(w))
 }
 
 /// The reason of a row or cell measured again after the server came back.
@@ -129,10 +136,15 @@ mod tests {
     #[test]
     fn a_broken_connection_is_told_by_the_errors_own_words() {
         let unreachable = HttpError::Unreachable { url: "http://x/v1".into(), message: "connection refused".into() };
+        let unanswered = HttpError::Unanswered {
+            url: "http://x/v1".into(),
+            message: "connection closed before message completed".into(),
+        };
         for broke in [
             StreamError::Truncated.to_string(),
             StreamError::Broke("reset".into()).to_string(),
             unreachable.to_string(),
+            unanswered.to_string(),
         ] {
             assert!(connection_broke(&format!("1 of 2 streams failed: {broke}")), "{broke}");
         }

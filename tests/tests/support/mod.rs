@@ -18,7 +18,8 @@
 //!   `demo_cli`, `estimate_twin`;
 //! - [`scripted`]: small scripted OpenAI-compatible servers for shapes the twin lacks
 //!   (`scripted/mod.rs`: the script and `start`; `scripted/routes.rs`: `/v1/models`, `/metrics`,
-//!   `/tokenize`; `scripted/stream.rs`: the completion endpoints) — `server_shapes`,
+//!   `/tokenize`; `scripted/stream.rs`: the completion endpoints; `scripted/front.rs`: a
+//!   proxy's stand-in in front of the server for connection shapes) — `server_shapes`,
 //!   `fault_matrix`;
 //! - [`server`]: real servers (vLLM, llama.cpp) started, watched and killed — `vllm_cpu`,
 //!   `llamacpp_cpu`, [`browser`];

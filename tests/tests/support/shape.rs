@@ -104,6 +104,8 @@ pub struct Outcome {
     pub seen: Vec<scripted::Seen>,
     /// The most `/v1/models` requests the server answered at once.
     pub models_most_at_once: i64,
+    /// What the script's [`scripted::Front`] saw and did (empty without one).
+    pub front: scripted::FrontLog,
 }
 
 /// The mismatches found so far.
@@ -137,6 +139,7 @@ pub async fn run(name: &str, shape: Shape) {
     let wall = started.elapsed();
     let (bodies, seen, models_most_at_once) = (server.bodies(), server.seen(), server.models_most_at_once());
     let resets = server.resets();
+    let front = server.front_log();
     drop(server);
     let mut c = Checks::default();
     c.eq("exit code", code, Some(shape.exit));
@@ -154,8 +157,10 @@ pub async fn run(name: &str, shape: Shape) {
                 wall,
                 seen,
                 models_most_at_once,
+                front,
             };
             verdict(&o, &shape.prefill, &shape.decode, &mut c);
+            c.eq("what the front could not do as scripted", o.front.problems.clone(), vec![]);
             if let Some(check) = shape.check {
                 let checked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(&o, &mut c)));
                 if let Err(panic) = checked {

@@ -23,11 +23,19 @@
 //! completions as its [`Script`] says. It keeps every request body it received, so a test can
 //! check what the collector asked for.
 //!
+//! Connection shapes (an idle keep-alive connection reset, a connection closed as a request
+//! arrives, HTTP/1.0 answers delimited by a close, `Connection: close` on every answer) come
+//! from a [`Front`] between the collector and the server ([`Script::front`]).
+//!
 //! Here: the script ([`Script`], [`StreamScript`], [`Failing`]) and [`start`]; `routes.rs`
-//! answers `/v1/models`, `/metrics` and `/tokenize`; `stream.rs` the completion endpoints.
+//! answers `/v1/models`, `/metrics` and `/tokenize`; `stream.rs` the completion endpoints;
+//! `front.rs` the [`Front`].
 
+mod front;
 mod routes;
 mod stream;
+
+pub use front::{Front, FrontLog, FrontRequest};
 
 use axum::routing::{get, post};
 use axum::Router;
@@ -247,6 +255,9 @@ pub struct Script {
     /// What `GET /props` answers (llama.cpp: `total_slots`, `default_generation_settings`);
     /// `None`: 404.
     pub props: Option<Value>,
+    /// A proxy's stand-in in front of the server, doing to the collector's connections what
+    /// the [`Front`] says; `None`: the collector talks to the server itself.
+    pub front: Option<Front>,
 }
 
 /// One request as the server saw it: which endpoint, on which connection.
@@ -294,6 +305,7 @@ impl Default for Script {
             models_close: false,
             reset_answer: None,
             props: None,
+            front: None,
         }
     }
 }
@@ -356,6 +368,7 @@ pub struct Scripted {
     /// `http://127.0.0.1:PORT`.
     pub url: String,
     state: Arc<AppState>,
+    front: Option<Arc<front::FrontState>>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
@@ -378,6 +391,11 @@ impl Scripted {
     /// Prefix-cache resets asked for so far.
     pub fn resets(&self) -> usize {
         self.state.resets.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// What the [`Front`] saw and did (empty without one).
+    pub fn front_log(&self) -> FrontLog {
+        self.front.as_ref().map(|f| f.log()).unwrap_or_default()
     }
 }
 
@@ -421,7 +439,14 @@ pub async fn start(script: Script) -> Scripted {
     let socket = tokio::net::TcpSocket::new_v4().expect("a TCP socket");
     socket.bind("127.0.0.1:0".parse().expect("an address")).expect("bind 127.0.0.1:0");
     let listener = socket.listen(state.script.backlog.unwrap_or(1024)).expect("listen");
-    let url = format!("http://{}", listener.local_addr().expect("a local address"));
+    let addr = listener.local_addr().expect("a local address");
+    let (url, front) = match state.script.front {
+        Some(f) => {
+            let (at, front) = front::start(f, addr).await;
+            (format!("http://{at}"), Some(front))
+        }
+        None => (format!("http://{addr}"), None),
+    };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
     tokio::spawn(async move {
@@ -431,5 +456,5 @@ pub async fn start(script: Script) -> Scripted {
             })
             .await;
     });
-    Scripted { url, state, stop: Some(stop) }
+    Scripted { url, state, front, stop: Some(stop) }
 }
