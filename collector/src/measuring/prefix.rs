@@ -338,6 +338,44 @@ pub fn outcome(
     Outcome { figures, note, missing }
 }
 
+/// A prefix-share decode or rate cell, as [`judge`] reads and notes it.
+pub struct Judged<'a> {
+    /// Its name for the terminal's warning, e.g. `decode 8K × 4 · prefix 50%`.
+    pub name: String,
+    /// Its prompt tokens and server figures (the evidence of an off-plan rate).
+    pub prompt_tokens: Option<u64>,
+    /// Its server figures.
+    pub server: Option<&'a speedmatrix_schema::ServerFigures>,
+    /// Whether it was measured: only then are the note and the missing figure recorded.
+    pub measured: bool,
+    /// Its reason, which gets the off-plan note.
+    pub reason: &'a mut Option<String>,
+    /// Its missing figures, which get the hit rate's when no source gave it.
+    pub missing: &'a mut Vec<MissingFigure>,
+}
+
+/// A prefix-share cell's prefix cache (planned at `share`, begun as `start`): the measured hit
+/// rate beside the plan ([`outcome`]), with why when it is off (in the reason and on the
+/// terminal; never a silent valid) and why when no source gave it. Returns the figures.
+pub fn judge(
+    s: &Session,
+    (share, start): (f64, &Start),
+    counted: Option<Counted>,
+    scrapes: &[Scrape],
+    cell: Judged<'_>,
+) -> PrefixCacheFigures {
+    let evidence = evidence(s, cell.prompt_tokens, cell.server);
+    let o = outcome(share, start, counted, scrapes, s.has_metrics, &evidence);
+    if cell.measured {
+        if let Some(note) = o.note {
+            s.log(format!("warning: {}: {note}", cell.name));
+            crate::measuring::measure::add_note(cell.reason, note);
+        }
+        cell.missing.extend(o.missing);
+    }
+    o.figures
+}
+
 /// The line's words for a row's or cell's prefix cache: `prefix 90% · hit 89.6% (Prometheus)`.
 pub fn line_part(share: Option<f64>, figures: Option<&PrefixCacheFigures>) -> String {
     let Some(share) = share else { return String::new() };

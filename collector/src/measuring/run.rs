@@ -91,7 +91,7 @@ pub async fn measure(args: &RunArgs) -> Result<u8, RunError> {
     let what = if s.spec.resume.is_some() { "estimated wall time of what is left" } else { "estimated wall time" };
     say!("plan: {}", estimate_line(&e, what));
     s.started = (std::time::Instant::now(), e.total_s);
-    s.assumed = (e.prompt_tps.1 == Basis::Assumed, e.readiness.1 == Basis::Assumed);
+    s.assumed = (e.prompt_tps.1 == Basis::Assumed, e.readiness.1 == Basis::Assumed, e.answer_pace.1 == Basis::Assumed);
     s.save()?;
     let stopped = tokio::select! {
         r = measure_all(&mut s) => r?.map(|cause| (RunStatus::Failed, cause, 1)),
