@@ -263,7 +263,7 @@ fn print_plan(info: &ServerInfo, plan: &Plan, spec: &RunSpec) {
     };
     let prefill_dropped = plan.not_run.iter().any(|n| n.phase == speedmatrix_schema::PlanPhase::Prefill);
     match (plan.prefill.is_empty(), prefill_dropped) {
-        (false, _) => say!("plan: prefill at {}", labels(&plan.prefill)),
+        (false, _) => say!("plan: prefill at {}{}", labels(&plan.prefill), warm_rows(&plan.prefix_shares)),
         (true, false) => say!("plan: no prefill rows (--prefill-contexts none)"),
         (true, true) => say!("plan: no prefill rows: every prefill context is over the server's limit (see below)"),
     }
@@ -283,8 +283,9 @@ fn print_plan(info: &ServerInfo, plan: &Plan, spec: &RunSpec) {
         );
     } else if !plan.concurrency.is_empty() {
         say!(
-            "plan: decode {contexts} × concurrency {:?}, {} s windows, max_tokens {}",
+            "plan: decode {contexts} × concurrency {:?}{}, {} s windows, max_tokens {}",
             plan.concurrency,
+            rate_shares(&plan.prefix_shares),
             window.as_secs_f64(),
             spec.max_tokens
         );
@@ -336,7 +337,18 @@ fn print_plan(info: &ServerInfo, plan: &Plan, spec: &RunSpec) {
     }
 }
 
-/// The prefix shares of the rate cells in the plan's line: ` × prefix share [0%, 90%]`.
+/// The warm prefill rows of `--prefix-share` in the plan's line: `, each cold and warm at
+/// prefix share [50%, 90%]` (a share above 0 gets a warm row; 0 is the cold row).
+fn warm_rows(shares: &[f64]) -> String {
+    let labels: Vec<String> =
+        shares.iter().filter(|s| **s > 0.0).map(|s| speedmatrix_schema::prefix::share_label(*s)).collect();
+    match labels.is_empty() {
+        true => String::new(),
+        false => format!(", each cold and warm at prefix share [{}]", labels.join(", ")),
+    }
+}
+
+/// The prefix shares of the decode and rate cells in the plan's line: ` × prefix share [0%, 90%]`.
 fn rate_shares(shares: &[f64]) -> String {
     if shares.is_empty() {
         return String::new();
