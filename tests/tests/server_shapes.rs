@@ -1270,6 +1270,12 @@ mod table {
         }
     }
 
+    /// What llama.cpp's `/props` says of a server of 2 slots of 8,192 tokens each (discovery
+    /// then calls it llama.cpp).
+    fn llamacpp_props() -> serde_json::Value {
+        serde_json::json!({"total_slots": 2, "default_generation_settings": {"n_ctx": 8192}})
+    }
+
     /// llama.cpp's slot erase (`POST /slots/{id}?action=erase`) answering 501, as llama-server
     /// does when started without `--slot-save-path`: the cell is salted, and its detail names
     /// the 501 and the flag that enables the erase.
@@ -1278,10 +1284,7 @@ mod table {
         Shape {
             rule: "a llama.cpp slot erase answered 501 salts the cell and names --slot-save-path",
             script: Script {
-                props: Some(serde_json::json!({
-                    "total_slots": 2,
-                    "default_generation_settings": {"n_ctx": 8192},
-                })),
+                props: Some(llamacpp_props()),
                 reset_answer: Some((
                     501,
                     r#"{"error":{"code":501,"message":"This server does not support slots action. Start it with `--slot-save-path`","type":"not_supported_error"}}"#,
@@ -1321,10 +1324,7 @@ mod table {
         Shape {
             rule: "a 400 to id_slot: the warm-up goes again without it, the cell is measured and says its slots were not pinned",
             script: Script {
-                props: Some(serde_json::json!({
-                    "total_slots": 2,
-                    "default_generation_settings": {"n_ctx": 8192},
-                })),
+                props: Some(llamacpp_props()),
                 refuse_fields: &["id_slot"],
                 ..Script::default()
             },

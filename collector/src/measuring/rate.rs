@@ -411,23 +411,9 @@ fn prefix_figures(
     counted: Option<crate::measuring::prefix::Counted>,
     scrapes: &[crate::measuring::scrape::Scrape],
 ) {
-    cell.prefix_share = Some(shared.share);
-    let name = format!(
-        "rate {}{} at {}",
-        cell.context.label,
-        speedmatrix_schema::prefix::name_suffix(Some(shared.share)),
-        cell.rate_label()
-    );
-    let judged = crate::measuring::prefix::Judged {
-        name,
-        prompt_tokens: cell.prompt_tokens,
-        server: cell.server.as_ref(),
-        measured: cell.status.is_measured(),
-        reason: &mut cell.reason,
-        missing: &mut cell.missing,
-    };
-    let figures = crate::measuring::prefix::judge(s, (shared.share, &shared.start), counted, scrapes, judged);
-    cell.prefix_cache = Some(figures);
+    let suffix = speedmatrix_schema::prefix::name_suffix(Some(shared.share));
+    let name = format!("rate {}{suffix} at {}", cell.context.label, cell.rate_label());
+    crate::measuring::prefix::judge(s, (shared.share, &shared.start), (counted, scrapes), &name, cell);
 }
 
 impl RateAt {
