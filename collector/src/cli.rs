@@ -214,16 +214,19 @@ pub struct RunArgs {
     /// Served model name (default: the first the server lists).
     #[arg(long)]
     pub model: Option<String>,
-    /// Decode contexts (matrix rows): tokens, `8k` (= 8,192) or `max`.
+    /// Decode contexts (matrix rows): tokens, `8k` (= 8,192) or `max`. Given more than once,
+    /// the lists add up; a value listed twice is measured once (with a note).
     #[arg(long, value_delimiter = ',', default_value = "8k,16k,32k,64k,128k,max")]
     pub contexts: Vec<String>,
-    /// Concurrency levels (matrix columns): simultaneous streams.
+    /// Concurrency levels (matrix columns): simultaneous streams. Given more than once, the
+    /// lists add up; a value listed twice is measured once (with a note).
     #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16,32,64,128")]
     pub concurrency: Vec<u32>,
     /// Open-loop request rates (requests/s) of rate cells at each context, e.g. `0.5,1,2,4`:
     /// requests arrive on a schedule that does not wait for the server, and their latencies
     /// count from their scheduled instants. Without --concurrency, only rate cells are measured.
-    /// `auto` (with --slo) searches per context for the highest rate that meets the SLO.
+    /// `auto` (with --slo) searches per context for the highest rate that meets the SLO. Given
+    /// more than once, the lists add up; a rate listed twice is measured once (with a note).
     // A negative rate is a value (refused by the rates' own check, which names the flag), not a flag.
     #[arg(long, value_delimiter = ',', value_name = "RPS", allow_negative_numbers = true)]
     pub rates: Vec<String>,
@@ -265,7 +268,8 @@ pub struct RunArgs {
     /// Replay the trace up to this many seconds of trace time (its requests before then).
     #[arg(long, value_name = "SECONDS")]
     pub trace_to: Option<String>,
-    /// Prefill contexts (one cold request each); `none` for no prefill rows.
+    /// Prefill contexts (one cold request each); `none` for no prefill rows. Given more than
+    /// once, the lists add up; a value listed twice is measured once (with a note).
     #[arg(long, value_delimiter = ',', default_value = "8k,16k,32k,64k,128k,max")]
     pub prefill_contexts: Vec<String>,
     /// Measurement window per decode cell, e.g. `30s`, `10s`, `2m`.
@@ -296,8 +300,9 @@ pub struct RunArgs {
     /// many sessions at once (closed loop), each sending N turns — turn 1 a prompt of its own,
     /// every later turn the whole history (prompts and the server's answers) plus a new
     /// message; figures per turn. Chat endpoint only.
-    #[arg(long, value_name = "N", value_parser = parse_turns)]
-    pub turns: Option<u32>,
+    // Checked by the run's spec (one line naming the flag, exit 2), not by clap.
+    #[arg(long, value_name = "N")]
+    pub turns: Option<String>,
     /// With --turns: the pause between an answer's end and the session's next turn.
     #[arg(long, value_name = "DUR")]
     pub think_time: Option<String>,
@@ -565,14 +570,4 @@ pub struct DemoArgs {
     /// Port on 127.0.0.1 for the page; 0 lets the system pick a free one.
     #[arg(long, default_value_t = 8765)]
     pub port: u16,
-}
-
-/// `--turns N`: 2 to [`speedmatrix_schema::conversation::MAX_TURNS`] turns per session (clap
-/// names the flag and the value before this message).
-fn parse_turns(s: &str) -> Result<u32, String> {
-    let max = speedmatrix_schema::conversation::MAX_TURNS;
-    match s.trim().parse::<u32>() {
-        Ok(n) if (2..=max).contains(&n) => Ok(n),
-        _ => Err(format!("give 2 to {max} turns per session, e.g. --turns 5 (turn 1 and at least one follow-up)")),
-    }
 }

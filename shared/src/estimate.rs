@@ -23,6 +23,26 @@ pub const DRAIN_S: f64 = 0.1;
 /// Per prompt sent alone (prefill row or warm-up), beyond its prefill: building the prompt and
 /// the round trips around it, s.
 pub const PER_PROMPT_S: f64 = 0.1;
+/// The pace of a conversation's answers assumed until a conversation cell is measured: per
+/// output token, a fixed part and a part per session at once (the seed's H200 run decodes at
+/// 4.2 ms per token with 1 stream, 6.1 ms with 8 and 10.1 ms with 32).
+pub const ASSUMED_ANSWER_PACE: Pace = Pace { base_ms: 4.0, per_stream_ms: 0.2 };
+
+/// Time per output token of a stream among `n`, ms ≈ `base_ms + per_stream_ms × n`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Pace {
+    /// The fixed part, ms per token.
+    pub base_ms: f64,
+    /// The part per stream, ms per token.
+    pub per_stream_ms: f64,
+}
+
+impl Pace {
+    /// Time per output token of a stream among `n`, s.
+    pub fn at(&self, n: u32) -> f64 {
+        (self.base_ms + self.per_stream_ms * f64::from(n)).max(0.0) / 1000.0
+    }
+}
 
 /// Readiness of a cell of `n` streams ≈ `base_s + per_stream_s × n`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -58,12 +78,17 @@ pub struct Estimate {
     pub prefill_s: f64,
     /// Warm-ups left, s.
     pub warmup_s: f64,
-    /// Decode cells left (readiness + window + drain each), s.
+    /// Decode cells left (readiness + window + drain each), rate cells and traces, s.
     pub decode_s: f64,
+    /// Conversation cells left (`--turns`: each turn's new prompt tokens, its answer, the
+    /// think time between turns), s.
+    pub conversations_s: f64,
     /// The prompt rate used, tok/s, and where it came from.
     pub prompt_tps: (f64, Basis),
     /// The readiness model used, and where it came from.
     pub readiness: (Readiness, Basis),
+    /// The pace of conversation answers used, and where it came from.
+    pub answer_pace: (Pace, Basis),
 }
 
 impl Estimate {
@@ -71,12 +96,16 @@ impl Estimate {
     /// prompt tok/s and readiness 0.2 s + 0.16 s per stream"), or `None` when all is measured.
     pub fn assumptions(&self) -> Option<String> {
         let mut parts = vec![];
-        if self.prompt_tps.1 == Basis::Assumed && self.prefill_s + self.warmup_s > 0.0 {
+        if self.prompt_tps.1 == Basis::Assumed && self.prefill_s + self.warmup_s + self.conversations_s > 0.0 {
             parts.push(format!("{} prompt tok/s", crate::registry::format_int(self.prompt_tps.0.round() as u64)));
         }
         if self.readiness.1 == Basis::Assumed && self.decode_s > 0.0 {
             let r = self.readiness.0;
             parts.push(format!("readiness {:.1} s + {:.2} s per stream", r.base_s, r.per_stream_s));
+        }
+        if self.answer_pace.1 == Basis::Assumed && self.conversations_s > 0.0 {
+            let p = self.answer_pace.0;
+            parts.push(format!("answers at {:.1} ms + {:.1} ms per session per token", p.base_ms, p.per_stream_ms));
         }
         (!parts.is_empty()).then(|| format!("assuming {}", parts.join(" and ")))
     }
@@ -121,21 +150,13 @@ pub fn measured_readiness(r: &Results) -> Option<Readiness> {
         .filter_map(|c| Some((f64::from(c.concurrency), c.readiness.as_ref()?.after_ms / 1000.0)))
         .filter(|(_, y)| y.is_finite())
         .collect();
-    if pts.is_empty() {
-        return None;
-    }
-    let n = pts.len() as f64;
-    let (mx, my) = (pts.iter().map(|p| p.0).sum::<f64>() / n, pts.iter().map(|p| p.1).sum::<f64>() / n);
-    let sxx: f64 = pts.iter().map(|p| (p.0 - mx).powi(2)).sum();
-    if sxx <= 0.0 {
-        let scale = my / ASSUMED_READINESS.at(mx as u32).max(1e-9);
-        return Some(Readiness {
-            base_s: ASSUMED_READINESS.base_s * scale,
-            per_stream_s: ASSUMED_READINESS.per_stream_s * scale,
-        });
-    }
-    let slope = (pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum::<f64>() / sxx).max(0.0);
-    Some(Readiness { base_s: (my - slope * mx).max(0.0), per_stream_s: slope })
+    Some(match fit_line(&pts)? {
+        Fit::Line { base, slope } => Readiness { base_s: base, per_stream_s: slope },
+        Fit::Mean { x, y } => {
+            let scale = y / ASSUMED_READINESS.at(x as u32).max(1e-9);
+            Readiness { base_s: ASSUMED_READINESS.base_s * scale, per_stream_s: ASSUMED_READINESS.per_stream_s * scale }
+        }
+    })
 }
 
 /// The estimate of the rows and cells of `r` still `not_run`, and of the repeats
@@ -181,26 +202,86 @@ pub fn remaining(r: &Results, warm: &[u64]) -> Estimate {
         .map(|c| f64::from(crate::repeats::left(c, n)) * (readiness.0.at(c.concurrency) + window_s + DRAIN_S))
         .sum::<f64>()
         + rates_s(r, window_s, &prompt_s)
-        + traces_s(r)
-        + conversations_s(r, &prompt_s);
-    Estimate { total_s: prefill_s + warmup_s + decode_s, prefill_s, warmup_s, decode_s, prompt_tps, readiness }
-}
-
-/// A conversation's answers are timed at this many seconds per output token (a slow stream;
-/// the estimate knows no decode speed before the cell).
-const ANSWER_S_PER_TOKEN: f64 = 0.05;
-
-/// The conversation cells still to measure (`--turns`): each turn a cold prefill of the whole
-/// context at most, its answer, and the think time.
-fn conversations_s(r: &Results, prompt_s: &dyn Fn(u64) -> f64) -> f64 {
-    r.conversations
+        + traces_s(r);
+    let answer_pace = match measured_answer_pace(r) {
+        Some(p) => (p, Basis::Measured),
+        None => (ASSUMED_ANSWER_PACE, Basis::Assumed),
+    };
+    let conversations_s: f64 = r
+        .conversations
         .iter()
         .filter(|c| c.status == CellStatus::NotRun)
-        .map(|c| {
-            let turn = prompt_s(c.context.tokens) + f64::from(c.answer_tokens) * ANSWER_S_PER_TOKEN + c.think_time_s;
-            f64::from(c.turns) * turn
-        })
-        .sum()
+        .map(|c| conversation_s(c, prompt_tps.0, &answer_pace.0))
+        .sum();
+    Estimate {
+        total_s: prefill_s + warmup_s + decode_s + conversations_s,
+        prefill_s,
+        warmup_s,
+        decode_s,
+        conversations_s,
+        prompt_tps,
+        readiness,
+        answer_pace,
+    }
+}
+
+/// One conversation cell (`--turns`), s: its warm stage builds each session's turn-1 prompt
+/// ([`PER_PROMPT_S`] each); its sessions then run side by side, so it lasts as long as one
+/// session, whose turns wait for the server's prefill of every session's new tokens (turn 1 a
+/// prompt of its own, cold; each later turn only the last answer and the new message, the
+/// history cached), then answer at the pace of that many streams; the think time passes
+/// between turns (not after the last).
+pub fn conversation_s(c: &crate::ConversationCell, prompt_tps: f64, pace: &Pace) -> f64 {
+    let sessions = f64::from(c.sessions.max(1));
+    let prefill = |tokens: u64| sessions * tokens as f64 / prompt_tps.max(1.0);
+    let answer = f64::from(c.answer_tokens) * pace.at(c.sessions);
+    let first = prefill(c.first_prompt_tokens) + answer;
+    let later = prefill(u64::from(c.answer_tokens) + c.follow_up_tokens) + answer + c.think_time_s;
+    sessions * PER_PROMPT_S + first + f64::from(c.turns.saturating_sub(1)) * later
+}
+
+/// The answers' pace measured so far: the median inter-token latency of the measured
+/// conversation cells' turns, fitted over their sessions as [`measured_readiness`] fits
+/// readiness (one level: the assumed line scaled through it).
+pub fn measured_answer_pace(r: &Results) -> Option<Pace> {
+    let pts: Vec<(f64, f64)> = r
+        .conversations
+        .iter()
+        .flat_map(|c| c.per_turn.iter().filter_map(move |t| Some((f64::from(c.sessions), t.itl_ms.as_ref()?.p50?))))
+        .filter(|(_, y)| y.is_finite())
+        .collect();
+    let line = fit_line(&pts)?;
+    Some(match line {
+        Fit::Line { base, slope } => Pace { base_ms: base, per_stream_ms: slope },
+        Fit::Mean { x, y } => {
+            let scale = y / (ASSUMED_ANSWER_PACE.at(x as u32) * 1000.0).max(1e-9);
+            Pace {
+                base_ms: ASSUMED_ANSWER_PACE.base_ms * scale,
+                per_stream_ms: ASSUMED_ANSWER_PACE.per_stream_ms * scale,
+            }
+        }
+    })
+}
+
+/// A least-squares line through points (x, y), its intercept at least 0 and its slope at
+/// least 0; or, with one x only, their mean point.
+enum Fit {
+    Line { base: f64, slope: f64 },
+    Mean { x: f64, y: f64 },
+}
+
+fn fit_line(pts: &[(f64, f64)]) -> Option<Fit> {
+    if pts.is_empty() {
+        return None;
+    }
+    let n = pts.len() as f64;
+    let (mx, my) = (pts.iter().map(|p| p.0).sum::<f64>() / n, pts.iter().map(|p| p.1).sum::<f64>() / n);
+    let sxx: f64 = pts.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    if sxx <= 0.0 {
+        return Some(Fit::Mean { x: mx, y: my });
+    }
+    let slope = (pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum::<f64>() / sxx).max(0.0);
+    Some(Fit::Line { base: (my - slope * mx).max(0.0), slope })
 }
 
 /// The traces still to replay (`--trace`): each its replay (the slice's span ÷ the speed) and
@@ -354,6 +435,49 @@ mod tests {
             c.status = CellStatus::OverCapacity;
         }
         assert_eq!(remaining(&r, &[]).total_s, 0.0);
+    }
+
+    /// The tiny twin's conversation run (tests/fixtures/turns-twin.json): 1K, 1 session, 4
+    /// turns of 32-token answers, think time 0.1 s; its turns took 69, 66, 66 and 66 ms (E2E
+    /// p50) at 2.1 ms per token, 0.57 s with the think time.
+    fn turns() -> Results {
+        crate::load_results(include_bytes!("../../tests/fixtures/turns-twin.json")).expect("the turns fixture")
+    }
+
+    #[test]
+    fn a_conversation_is_costed_by_its_turns_new_tokens_answers_and_think_time() {
+        let mut r = turns();
+        let took: f64 =
+            r.conversations[0].per_turn.iter().map(|t| t.e2e_ms.as_ref().unwrap().p50.unwrap()).sum::<f64>() / 1000.0
+                + 3.0 * 0.1;
+        // Measured: the answers' pace is the cell's own, 2.1 ms per token at 1 session.
+        let pace = measured_answer_pace(&r).expect("a measured conversation");
+        assert!((pace.at(1) * 1000.0 - 2.1).abs() < 0.01, "{pace:?}");
+        r.conversations[0].status = CellStatus::NotRun;
+        let e = remaining(&r, &[]);
+        assert_eq!(e.answer_pace.1, Basis::Measured);
+        assert!((e.conversations_s - conversation_s(&r.conversations[0], ASSUMED_PROMPT_TPS, &pace)).abs() < 1e-9);
+        // 0.1 s building the prompt + 736 cold tokens + 3 × (96 new tokens + 0.1 s) + 4 answers.
+        let want = PER_PROMPT_S + (736.0 + 3.0 * 96.0) / ASSUMED_PROMPT_TPS + 3.0 * 0.1 + 4.0 * 32.0 * pace.at(1);
+        assert!((e.conversations_s - want).abs() < 1e-9, "{e:?}");
+        assert!(e.conversations_s < 2.0 * took, "{} s against the {took:.2} s its turns took", e.conversations_s);
+        assert_eq!(e.decode_s, 0.0, "a conversation run has no decode cells to cost");
+        assert_eq!(e.total_s, e.conversations_s);
+        // Before any is measured: the assumed pace, said; no readiness (no decode cell) assumed.
+        r.conversations[0].per_turn.clear();
+        let e = remaining(&r, &[]);
+        assert_eq!(e.answer_pace, (ASSUMED_ANSWER_PACE, Basis::Assumed));
+        assert_eq!(
+            e.assumptions().as_deref(),
+            Some("assuming 10,000 prompt tok/s and answers at 4.0 ms + 0.2 ms per session per token")
+        );
+        // The old rule (each turn a cold prefill of the whole context and 50 ms per answer token)
+        // said 7.6 s for this 0.57-s cell; now within a few times the twin's (a fast server's).
+        assert!(e.conversations_s < 4.0 * took, "{} s against {took:.2} s", e.conversations_s);
+        // Sessions at once share the server's prefill and slow each stream.
+        r.conversations[0].sessions = 8;
+        let eight = remaining(&r, &[]).conversations_s;
+        assert!(eight > e.conversations_s, "{eight} > {}", e.conversations_s);
     }
 
     #[test]

@@ -20,13 +20,15 @@ pub fn parse_share(s: &str) -> Result<f64, String> {
         return Ok(0.0);
     }
     let Some(num) = t.strip_suffix('%') else {
-        return Err(format!("`{t}` is no share: write a percentage of the prompt, e.g. 0,50%,90%"));
+        return Err(format!("`{t}` is no share: write percentages of the prompt, e.g. --prefix-share 0,50%,90%"));
     };
-    let v: f64 = num.trim().parse().map_err(|_| format!("`{t}` is no percentage: write e.g. 50%"))?;
+    let v: f64 = num.trim().parse().map_err(|_| {
+        format!("`{t}` is no percentage: write shares from 0 to {}%, e.g. --prefix-share 0,50%,90%", MAX_SHARE * 100.0)
+    })?;
     if !v.is_finite() || !(0.0..=MAX_SHARE * 100.0).contains(&v) {
         return Err(format!(
-            "`{t}` is outside 0%…{}%: each prompt needs a unique rest after its shared prefix",
-            MAX_SHARE * 100.0
+            "`{t}` is outside 0%…{max}%: each prompt needs a unique rest after its shared prefix; give shares from 0 to {max}%, e.g. --prefix-share 0,50%,90%",
+            max = MAX_SHARE * 100.0
         ));
     }
     Ok((v * 100.0).round() / 10_000.0)

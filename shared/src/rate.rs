@@ -195,7 +195,8 @@ pub fn rate_status(e: &RateEvidence) -> (CellStatus, Option<String>, Saturation)
         return match late {
             Some(l) => (CellStatus::ClientLimited, Some(l), saturation),
             None => {
-                let notes: Vec<String> = hiccup.into_iter().chain(short_window_note(allowed, e.scheduled)).collect();
+                let notes: Vec<String> =
+                    hiccup.into_iter().chain(short_window_note(allowed, e.scheduled, e.completed)).collect();
                 (CellStatus::Valid, (!notes.is_empty()).then(|| notes.join("; ")), saturation)
             }
         };
@@ -210,12 +211,20 @@ pub fn rate_status(e: &RateEvidence) -> (CellStatus, Option<String>, Saturation)
 }
 
 /// The note of a valid cell whose window was too short to see a server falling well short of
-/// the offered rate ([`blind_share`] over [`BLIND_SHARE_NOTE`]).
-fn short_window_note(allowed: f64, scheduled: u64) -> Option<String> {
-    let share = blind_share(allowed, scheduled).filter(|s| *s > BLIND_SHARE_NOTE)?;
+/// the offered rate ([`blind_share`] over [`BLIND_SHARE_NOTE`]), in counts: how many of the
+/// window's requests finished in it, and how few could have finished with the cell still
+/// looking the same (none, when the noise allowed is as large as the window's requests).
+fn short_window_note(allowed: f64, scheduled: u64, completed: u64) -> Option<String> {
+    blind_share(allowed, scheduled).filter(|s| *s > BLIND_SHARE_NOTE)?;
+    // The growth is a whole count: up to the allowed noise's whole part goes unseen.
+    let noise = allowed.floor().max(0.0) as u64;
+    let as_few = scheduled.saturating_sub(noise);
+    let unseen = match as_few {
+        0 => "even a server that finished none of them would look the same".to_string(),
+        n => format!("a server that finished as few as {n} of them would look the same"),
+    };
     Some(format!(
-        "valid within what a short window can tell: {scheduled} requests were scheduled in it and an in-flight growth up to {allowed:.0} is noise at this load, so a server completing up to {:.0} % fewer requests than offered would look the same; a longer --duration tells more",
-        100.0 * share.min(1.0)
+        "valid within what a short window can tell: {completed} of the {scheduled} requests scheduled in the window finished in it, and an in-flight growth of up to {noise} is noise at this load, so {unseen}; a longer --duration tells more"
     ))
 }
 
@@ -405,13 +414,30 @@ mod tests {
         assert_eq!(status, CellStatus::Valid);
         assert!(s.growth_allowed > 19.0, "{}", s.growth_allowed);
         let reason = reason.expect("a note");
-        assert!(reason.contains("38 requests were scheduled") && reason.contains("up to 60 % fewer"), "{reason}");
+        assert!(reason.contains("19 of the 38 requests scheduled in the window finished in it"), "{reason}");
+        assert!(reason.contains("growth of up to 22 is noise"), "{reason}");
+        assert!(reason.contains("as few as 16 of them would look the same"), "{reason}");
+        assert!(!reason.contains('%'), "counts, no share: {reason}");
         assert!(reason.contains("a longer --duration"), "{reason}");
         // The same load over a window 8 × as long: the growth is beyond noise.
         let long =
             RateEvidence { scheduled: 304, completed: 152, in_flight: (15, 167), avg_in_flight: 91.0, ..stable() };
         assert_eq!(rate_status(&long).0, CellStatus::Saturated);
         assert_eq!(blind_share(10.0, 0), None);
+    }
+
+    #[test]
+    fn a_window_of_a_few_requests_says_in_counts_that_it_cannot_tell_even_none_finishing() {
+        // Offered 1 req/s over 4 s: 4 requests scheduled, 3 finished in the window, the noise
+        // allowed (5) above the 4 requests: a server finishing none would look the same.
+        let e = RateEvidence { scheduled: 4, completed: 3, in_flight: (0, 1), avg_in_flight: 0.5, ..stable() };
+        let (status, reason, s) = rate_status(&e);
+        assert_eq!(status, CellStatus::Valid);
+        assert!(s.growth_allowed >= 4.0, "{}", s.growth_allowed);
+        let reason = reason.expect("a note");
+        assert!(reason.contains("3 of the 4 requests scheduled in the window finished in it"), "{reason}");
+        assert!(reason.contains("a server that finished none of them would look the same"), "{reason}");
+        assert!(!reason.contains('%'), "no share that reads as nonsense: {reason}");
     }
 
     #[test]

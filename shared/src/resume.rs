@@ -6,7 +6,7 @@
 //! (`--accept-change KEY`); an accepted difference is recorded on every row and cell measured
 //! afterwards ([`crate::AcceptedDifference`]).
 
-use crate::model::{AcceptedDifference, Results};
+use crate::model::{AcceptedDifference, CellStatus, Results};
 
 /// A header field compared on resume: the key `--accept-change` takes, the field path, and how
 /// to read it.
@@ -117,6 +117,33 @@ pub fn refused<'a>(diffs: &'a [Difference], accepted: &[String]) -> Vec<&'a Diff
     diffs.iter().filter(|d| !accepted.iter().any(|a| a == d.key)).collect()
 }
 
+/// The measurements a resumed run of `r` would take (`keep_going`: `--keep-going`, which
+/// measures the rates skipped after a saturated one): prefill rows not run, each repeat a decode
+/// cell still needs, rate cells pending (a `--rates auto` context still to search counts one),
+/// traces and conversations not run. 0: the run is complete, nothing to resume.
+pub fn left_to_measure(r: &Results, keep_going: bool) -> usize {
+    let not_run = |s: CellStatus| s == CellStatus::NotRun;
+    let n = crate::repeats::planned(r);
+    let skipped = |reason: Option<&str>| reason.is_some_and(|r| r.starts_with("not run: "));
+    let rates = match r.config.rate_search {
+        true => {
+            r.config.contexts.iter().filter(|c| !r.rate_at_slo.iter().any(|f| f.context.tokens == c.tokens)).count()
+        }
+        false => r.rates.iter().filter(|c| not_run(c.status) && (keep_going || !skipped(c.reason.as_deref()))).count(),
+    };
+    r.prefill.iter().filter(|p| not_run(p.status)).count()
+        + r.decode.iter().map(|c| crate::repeats::left(c, n) as usize).sum::<usize>()
+        + rates
+        + r.traces.iter().filter(|t| not_run(t.cell.status)).count()
+        + r.conversations.iter().filter(|c| not_run(c.status)).count()
+}
+
+/// The rows and cells of `r`, every kind: prefill rows, decode, rate and conversation cells,
+/// traces.
+pub fn rows_and_cells(r: &Results) -> usize {
+    r.prefill.len() + r.decode.len() + r.rates.len() + r.traces.len() + r.conversations.len()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -160,5 +187,22 @@ mod tests {
         c.hardware.server_location.as_mut().unwrap().place = crate::ServerPlace::Remote;
         assert_eq!(differences(&b, &c)[0].key, "server-location");
         assert!(keys().contains(&"all"));
+    }
+
+    #[test]
+    fn a_complete_run_has_nothing_left_and_a_partial_one_its_unmeasured_cells() {
+        let mut r = seed();
+        assert_eq!(r.run.status, crate::RunStatus::Complete);
+        assert_eq!(left_to_measure(&r, false), 0, "every row and cell of the seed is measured");
+        assert_eq!(rows_and_cells(&r), r.prefill.len() + r.decode.len());
+        assert!(r.decode[0].status.is_measured());
+        let measured = r.decode.iter().filter(|c| c.status.is_measured()).count();
+        assert!(measured < r.decode.len(), "the seed has cells over capacity, never measured");
+        r.decode[0].status = CellStatus::NotRun;
+        r.prefill[1].status = CellStatus::NotRun;
+        assert_eq!(left_to_measure(&r, false), 2);
+        r.config.repeats = Some(3);
+        // The unmeasured cell needs 3; every measured one 2 more; over capacity none.
+        assert_eq!(left_to_measure(&r, false), 1 + 3 + 2 * (measured - 1));
     }
 }

@@ -113,7 +113,7 @@ fn each_turn_sends_the_history_prefills_only_the_new_tokens_and_times_as_the_twi
 
 #[test]
 fn conversation_flags_that_do_not_combine_are_one_line_naming_them() {
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 6] = [
         (&["--turns", "3", "--rates", "1"], "--rates: does not combine with --turns: conversations run closed loop"),
         (&["--think-time", "2s"], "--think-time: applies to conversations only; give --turns N too"),
         (
@@ -121,7 +121,8 @@ fn conversation_flags_that_do_not_combine_are_one_line_naming_them() {
             "--endpoint completions: --turns sends the history as chat messages",
         ),
         (&["--turns", "3", "--think-time", "soon"], "--think-time"),
-        (&["--turns", "1"], "--turns <N>': give 2 to 100 turns per session"),
+        (&["--turns", "1"], "--turns: `1` is not a number of turns: give 2 to 100 turns per session (turn 1 and at least one follow-up), e.g. --turns 5"),
+        (&["--turns", "many"], "--turns: `many` is not a number of turns: give 2 to 100 turns per session"),
     ];
     for (flags, expected) in cases {
         let o = Command::new(support::bin())
@@ -132,6 +133,7 @@ fn conversation_flags_that_do_not_combine_are_one_line_naming_them() {
         let log = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{flags:?}: {log}");
         assert!(log.contains(expected), "{flags:?}: {log}");
+        assert_eq!(log.trim().lines().count(), 1, "one line, no usage block: {flags:?}: {log}");
     }
     // A context too short for the later turns: named with what to change, before any request.
     let (_twin, url) = twin(&[]);

@@ -69,6 +69,35 @@ async fn tiny_twin_plans() {
                     "completions",
                 ],
             ),
+            // Prefix shares: named in the decode line, and the prefill line's warm rows.
+            (
+                "tiny-prefix-share",
+                &["--contexts", "1k,4k", "--concurrency", "1,4", "--prefill-contexts", "1k", "--prefix-share", "0,50%"],
+            ),
+            // A list flag given twice adds up; a value listed twice (`1k` and `1024`) is planned
+            // once, with a note.
+            (
+                "tiny-repeated-values",
+                &["--contexts", "1k", "--contexts", "4k,1024", "--concurrency", "1,4,4", "--prefill-contexts", "none"],
+            ),
+            // Conversations: the estimate counts the turns' new tokens, answers and think time.
+            (
+                "tiny-conversation",
+                &[
+                    "--contexts",
+                    "4k",
+                    "--concurrency",
+                    "1,4",
+                    "--turns",
+                    "3",
+                    "--think-time",
+                    "1s",
+                    "--max-tokens",
+                    "128",
+                    "--prefill-contexts",
+                    "none",
+                ],
+            ),
         ],
     )
     .await;

@@ -223,8 +223,11 @@ fn without_a_reset_endpoint_the_prompts_are_salted_and_recorded() {
 fn bad_prefix_shares_are_refused_before_any_request() {
     // Port 9 (discard): nothing is asked of it, the flags are refused first (exit 2).
     for (args, says) in [
-        (&["--prefix-share", "0.5"][..], "--prefix-share: `0.5` is no share: write a percentage"),
+        (&["--prefix-share", "0.5"][..], "--prefix-share: `0.5` is no share: write percentages of the prompt, e.g. --prefix-share 0,50%,90%"),
         (&["--prefix-share", "100%"][..], "needs a unique rest"),
+        // Out of range: the range and an example of valid values.
+        (&["--prefix-share", "120%"][..], "`120%` is outside 0%…99%: each prompt needs a unique rest after its shared prefix; give shares from 0 to 99%, e.g. --prefix-share 0,50%,90%"),
+        (&["--prefix-share", "lots%"][..], "`lots%` is no percentage: write shares from 0 to 99%, e.g. --prefix-share 0,50%,90%"),
         (
             &["--prefix-share", "50%", "--rates", "auto", "--slo", "ttft=2s"][..],
             "--rates auto and --trace do not take it yet",

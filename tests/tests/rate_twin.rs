@@ -130,6 +130,32 @@ fn a_client_held_back_by_max_in_flight_is_client_limited_and_its_ttft_counts_the
     assert!(c.send_lag_ms.unwrap().p99.unwrap() > 100.0, "the wait is the send lag: {:?}", c.send_lag_ms);
 }
 
+/// A rate cell whose window holds only a few requests (1 req/s over 3 s) is valid with a note
+/// that says in counts what it cannot tell — how many of its requests finished, and how few
+/// could have with the cell looking the same — never a share of the offered rate ("up to
+/// 100 % fewer"). `--rates 1 --rates 1` plans the rate once, with a note.
+#[test]
+fn a_window_of_a_few_requests_says_in_counts_what_it_cannot_tell() {
+    let (_twin, url) = twin(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let flags = ["--contexts", "1k", "--rates", "1", "--rates", "1", "--duration", "3s", "--arrival", "constant"];
+    let (r, log) = run(&url, dir.path(), &flags);
+    assert!(log.contains("note: --rates lists `1` more than once: each value is measured once"), "{log}");
+    assert_eq!(r.rates.len(), 1, "the rate given twice is one cell");
+    let c = &r.rates[0];
+    // Valid — or client-limited when a starved client sent several requests late (the truth then).
+    if c.status == CellStatus::Valid {
+        let (scheduled, completed) = (c.scheduled_requests.unwrap(), c.completed_requests.unwrap());
+        let reason = c.reason.as_deref().unwrap_or_else(|| panic!("a note on a {scheduled}-request window\n{log}"));
+        let counts = format!("{completed} of the {scheduled} requests scheduled in the window finished in it");
+        assert!(reason.contains(&counts), "{reason}");
+        assert!(reason.contains("would look the same; a longer --duration tells more"), "{reason}");
+        assert!(!reason.contains('%'), "counts, not a share: {reason}");
+    } else {
+        assert_eq!(c.status, CellStatus::ClientLimited, "{:?}\n{log}", c.reason);
+    }
+}
+
 #[test]
 fn bad_rate_flags_are_named_before_the_server_is_asked() {
     let cases: [(&[&str], &str); 8] = [

@@ -4,6 +4,7 @@
 //! `--resume FILE`; it completes every planned cell and keeps the one measured before. The run
 //! has a `--kv-budget` of the user's (below the twin's own), which the resume keeps: the plan's
 //! over-capacity cell stays over capacity and the header check does not see a changed budget.
+//! Resumed once more, the complete file is said to be complete and left byte for byte.
 
 use speedmatrix_schema::{load_results, CellStatus, Results, RunStatus};
 use std::path::Path;
@@ -85,6 +86,16 @@ fn resume_with_only_the_file_completes_every_planned_cell() {
     );
     assert_eq!(done.decode[0], stopped.decode[0], "the cell measured before the interruption is kept");
     assert_eq!(done.run.id, stopped.run.id);
+
+    // Resumed again, complete: said so with its count and its path, and not rewritten.
+    let bytes = std::fs::read(&out).unwrap();
+    let o = Command::new(support::bin()).args(["run", "--resume", out.to_str().unwrap(), "--quiet"]).output().unwrap();
+    let log = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{log}");
+    let said = format!("{} is already complete: nothing is left to measure of its 5 rows and cells", out.display());
+    assert!(log.contains(&said), "{log}");
+    assert!(!log.contains("done in"), "nothing was measured: {log}");
+    assert!(std::fs::read(&out).unwrap() == bytes, "the complete file is left byte for byte (finished_at too)");
 
     // An explicit flag the file's plan does not match is still refused by the resume check.
     let o = Command::new(support::bin())

@@ -78,6 +78,7 @@ shapes! {
     speculative_chunks_with_only_a_token_counter_have_no_itl_percentiles,
     a_server_restarted_mid_cell_gives_no_hit_rate_and_no_acceptance,
     a_hit_rate_two_sources_disagree_on_names_both,
+    a_proxy_refusing_id_slot_gets_warm_ups_without_it_and_the_cell_says_so,
     a_reset_answering_success_false_is_no_reset_and_the_cell_is_salted,
     a_llamacpp_slot_erase_answering_501_salts_the_cell_and_names_the_flag,
     warm_connections_open_in_batches_one_per_stream,
@@ -1278,6 +1279,12 @@ mod table {
         }
     }
 
+    /// What llama.cpp's `/props` says of a server of 2 slots of 8,192 tokens each (discovery
+    /// then calls it llama.cpp).
+    fn llamacpp_props() -> serde_json::Value {
+        serde_json::json!({"total_slots": 2, "default_generation_settings": {"n_ctx": 8192}})
+    }
+
     /// llama.cpp's slot erase (`POST /slots/{id}?action=erase`) answering 501, as llama-server
     /// does when started without `--slot-save-path`: the cell is salted, and its detail names
     /// the 501 and the flag that enables the erase.
@@ -1286,10 +1293,7 @@ mod table {
         Shape {
             rule: "a llama.cpp slot erase answered 501 salts the cell and names --slot-save-path",
             script: Script {
-                props: Some(serde_json::json!({
-                    "total_slots": 2,
-                    "default_generation_settings": {"n_ctx": 8192},
-                })),
+                props: Some(llamacpp_props()),
                 reset_answer: Some((
                     501,
                     r#"{"error":{"code":501,"message":"This server does not support slots action. Start it with `--slot-save-path`","type":"not_supported_error"}}"#,
@@ -1317,6 +1321,44 @@ mod table {
                 c.that(prompt.starts_with("[cell 0 repeat 1]"), || {
                     format!("the warm-up's prompt is salted: {prompt:.80}")
                 });
+            }),
+        }
+    }
+
+    /// A proxy in front of llama.cpp that rejects body fields it does not know answers HTTP 400
+    /// to the per-slot warm-up's `id_slot`: the warm-up is sent again without it (and no later
+    /// request carries it), the cell is measured, and its reason says the slots were not pinned.
+    /// Load: none can change it — the refusal is the server's answer, whenever it comes.
+    pub fn a_proxy_refusing_id_slot_gets_warm_ups_without_it_and_the_cell_says_so() -> Shape {
+        Shape {
+            rule: "a 400 to id_slot: the warm-up goes again without it, the cell is measured and says its slots were not pinned",
+            script: Script {
+                props: Some(llamacpp_props()),
+                refuse_fields: &["id_slot"],
+                ..Script::default()
+            },
+            args: "--contexts 1k --concurrency 2 --prefill-contexts none --duration 1s --max-tokens 32",
+            exit: 0,
+            prefill: vec![],
+            decode: vec![Cell {
+                status: Status::Measured,
+                reason: Reason::Has(&[
+                    "slots not pinned: the server refused llama.cpp's id_slot (",
+                    "answered HTTP 400",
+                    "Unrecognized request argument supplied: id_slot",
+                    "the warm-up of 2 slots was sent without it",
+                ]),
+            }],
+            check: Some(|o, c| {
+                c.eq("engine", o.raw["engine"]["name"].as_str(), Some("llamacpp"));
+                let pinned: Vec<&serde_json::Value> = o.bodies.iter().filter(|b| b.get("id_slot").is_some()).collect();
+                // The two slots' warm-ups go at once: one or both are refused before either answer is in.
+                c.that((1..=2).contains(&pinned.len()), || format!("{} requests carried id_slot", pinned.len()));
+                c.that(pinned.iter().all(|b| b["max_tokens"] == 1), || "only warm-ups carry id_slot".into());
+                let decode = o.bodies.iter().filter(|b| b["max_tokens"].as_u64() > Some(1)).count();
+                c.that(decode >= 2, || format!("the cell's streams were sent: {decode}"));
+                let said = o.stderr.matches("note: the server refused llama.cpp's id_slot").count();
+                c.eq("terminal notes of the refusal", said, 1);
             }),
         }
     }

@@ -167,7 +167,7 @@ impl Measurement for DecodeAt {
 /// ([`decode_cell`]), with the notes on rate limits and early stops.
 fn decode_figures(s: &mut Session, ctx: &ContextSize, n: u32, warmed: Warmed, seen: DecodeSeen) -> DecodeCell {
     let DecodeSeen { records, scrapes, readiness, window } = seen;
-    let prompt_note = warmed.prompt_note.clone();
+    let notes_of_warm_up = [warmed.prompt_note.clone(), warmed.slot_note.clone()];
     let counted = warmed
         .shared
         .as_ref()
@@ -202,8 +202,8 @@ fn decode_figures(s: &mut Session, ctx: &ContextSize, n: u32, warmed: Warmed, se
         s.log(format!("note: decode {} × {n}: {note}", ctx.label));
     }
     let mut cell = crate::measuring::endings::apply(cell, endings);
-    if let Some(note) = &prompt_note {
-        crate::measuring::measure::add_note(&mut cell.reason, note.clone());
+    for note in notes_of_warm_up.into_iter().flatten() {
+        crate::measuring::measure::add_note(&mut cell.reason, note);
     }
     for note in [rate_limited, early].into_iter().flatten() {
         s.log(format!("note: decode {} × {n}: {note}", ctx.label));
@@ -215,8 +215,7 @@ fn decode_figures(s: &mut Session, ctx: &ContextSize, n: u32, warmed: Warmed, se
     cell
 }
 
-/// A prefix-share cell's prefix cache: the measured hit rate beside the planned share, with
-/// why when it is off (in `reason`; never a silent valid) and why when no source gave it.
+/// A prefix-share cell's prefix cache ([`crate::measuring::prefix::judge`]).
 fn prefix_figures(
     s: &Session,
     cell: &mut DecodeCell,
@@ -224,22 +223,9 @@ fn prefix_figures(
     counted: Option<crate::measuring::prefix::Counted>,
     scrapes: &[crate::measuring::scrape::Scrape],
 ) {
-    cell.prefix_share = Some(shared.share);
-    let evidence = crate::measuring::prefix::evidence(s, cell.prompt_tokens, cell.server.as_ref());
-    let o = crate::measuring::prefix::outcome(shared.share, &shared.start, counted, scrapes, s.has_metrics, &evidence);
-    if cell.status.is_measured() {
-        if let Some(note) = o.note {
-            s.log(format!(
-                "warning: decode {} × {}{}: {note}",
-                cell.context.label,
-                cell.concurrency,
-                speedmatrix_schema::prefix::name_suffix(Some(shared.share))
-            ));
-            crate::measuring::measure::add_note(&mut cell.reason, note);
-        }
-        cell.missing.extend(o.missing);
-    }
-    cell.prefix_cache = Some(o.figures);
+    let suffix = speedmatrix_schema::prefix::name_suffix(Some(shared.share));
+    let name = format!("decode {} × {}{suffix}", cell.context.label, cell.concurrency);
+    crate::measuring::prefix::judge(s, (shared.share, &shared.start), (counted, scrapes), &name, cell);
 }
 
 /// The live state of this cell for the terminal bar and the live page (`streams`: how many
@@ -277,6 +263,8 @@ pub struct Warmed {
     /// The note on the prompt's real length, when it is off its context
     /// ([`Session::prompt_check`]).
     pub prompt_note: Option<String>,
+    /// The note on slots the warm-up could not pin ([`Session::slot_note`]).
+    pub slot_note: Option<String>,
 }
 
 /// Warm: the cell's prompts in the server's prefix cache (one warm-up request each, unless the
@@ -295,7 +283,8 @@ async fn warm_up(s: &mut Session, ctx: &ContextSize, n: u32) -> Result<Warmed, C
     let bodies = prompts.iter().map(|p| request_body(&s.body(&p.text, s.spec.max_tokens))).collect();
     // One idle connection per stream, so no stream pays connection set-up inside its TTFT.
     s.client.warm_connections(n as usize).await;
-    Ok(Warmed { prompts, bodies, shared: None, cold_ttft_ms: s.cold_ttft(ctx), prompt_note })
+    let slot_note = if count == 1 { s.slot_note(n) } else { None };
+    Ok(Warmed { prompts, bodies, shared: None, cold_ttft_ms: s.cold_ttft(ctx), prompt_note, slot_note })
 }
 
 /// A prefix-share cell's warm stage ([`crate::measuring::prefix`]).
@@ -323,6 +312,7 @@ async fn warm_shared(s: &mut Session, ctx: &ContextSize, n: u32, share: f64, sal
         shared: Some(SharedWarm { bodies, share, start }),
         cold_ttft_ms: cold.or(s.cold_ttft(ctx)),
         prompt_note: s.prompt_note(ctx),
+        slot_note: s.slot_note(n),
     })
 }
 

@@ -338,6 +338,75 @@ pub fn outcome(
     Outcome { figures, note, missing }
 }
 
+/// A prefix-share decode or rate cell's fields that [`judge`] reads and writes.
+pub struct Fields<'a> {
+    /// Its prompt tokens (evidence of an off-plan rate).
+    pub prompt_tokens: Option<u64>,
+    /// Its server figures (evidence of an off-plan rate).
+    pub server: Option<&'a speedmatrix_schema::ServerFigures>,
+    /// Whether it was measured: only then are the note and the missing figure recorded.
+    pub measured: bool,
+    /// Its planned share.
+    pub share: &'a mut Option<f64>,
+    /// Its prefix-cache figures.
+    pub figures: &'a mut Option<PrefixCacheFigures>,
+    /// Its reason, which gets the off-plan note.
+    pub reason: &'a mut Option<String>,
+    /// Its missing figures, which get the hit rate's when no source gave it.
+    pub missing: &'a mut Vec<MissingFigure>,
+}
+
+/// A cell [`judge`] judges: a decode cell or a rate cell.
+pub trait ShareCell {
+    /// Its [`Fields`].
+    fn fields(&mut self) -> Fields<'_>;
+}
+
+macro_rules! share_cell {
+    ($($t:ty),*) => {$(
+        impl ShareCell for $t {
+            fn fields(&mut self) -> Fields<'_> {
+                Fields {
+                    prompt_tokens: self.prompt_tokens,
+                    server: self.server.as_ref(),
+                    measured: self.status.is_measured(),
+                    share: &mut self.prefix_share,
+                    figures: &mut self.prefix_cache,
+                    reason: &mut self.reason,
+                    missing: &mut self.missing,
+                }
+            }
+        }
+    )*};
+}
+
+share_cell!(speedmatrix_schema::DecodeCell, speedmatrix_schema::RateCell);
+
+/// A prefix-share cell's prefix cache (planned at `share`, begun as `start`), recorded on it:
+/// the measured hit rate beside the plan ([`outcome`]), with why when it is off (in its reason
+/// and on the terminal as a warning naming it `name`; never a silent valid) and why when no
+/// source gave it.
+pub fn judge(
+    s: &Session,
+    (share, start): (f64, &Start),
+    (counted, scrapes): (Option<Counted>, &[Scrape]),
+    name: &str,
+    cell: &mut impl ShareCell,
+) {
+    let f = cell.fields();
+    let evidence = evidence(s, f.prompt_tokens, f.server);
+    let o = outcome(share, start, counted, scrapes, s.has_metrics, &evidence);
+    if f.measured {
+        if let Some(note) = o.note {
+            s.log(format!("warning: {name}: {note}"));
+            crate::measuring::measure::add_note(f.reason, note);
+        }
+        f.missing.extend(o.missing);
+    }
+    *f.share = Some(share);
+    *f.figures = Some(o.figures);
+}
+
 /// The line's words for a row's or cell's prefix cache: `prefix 90% · hit 89.6% (Prometheus)`.
 pub fn line_part(share: Option<f64>, figures: Option<&PrefixCacheFigures>) -> String {
     let Some(share) = share else { return String::new() };

@@ -402,9 +402,8 @@ pub(crate) async fn settle(s: &Session) -> Option<String> {
     }
 }
 
-/// A prefix-share rate cell's prefix cache: the measured hit rate over its requests beside the
-/// planned share, with why when it is off (in `reason`; never a silent valid) and why when no
-/// source gave it.
+/// A prefix-share rate cell's prefix cache, over its requests
+/// ([`crate::measuring::prefix::judge`]).
 fn prefix_figures(
     s: &Session,
     cell: &mut RateCell,
@@ -412,22 +411,9 @@ fn prefix_figures(
     counted: Option<crate::measuring::prefix::Counted>,
     scrapes: &[crate::measuring::scrape::Scrape],
 ) {
-    cell.prefix_share = Some(shared.share);
-    let evidence = crate::measuring::prefix::evidence(s, cell.prompt_tokens, cell.server.as_ref());
-    let o = crate::measuring::prefix::outcome(shared.share, &shared.start, counted, scrapes, s.has_metrics, &evidence);
-    if cell.status.is_measured() {
-        if let Some(note) = o.note {
-            s.log(format!(
-                "warning: rate {}{} at {}: {note}",
-                cell.context.label,
-                speedmatrix_schema::prefix::name_suffix(Some(shared.share)),
-                cell.rate_label()
-            ));
-            crate::measuring::measure::add_note(&mut cell.reason, note);
-        }
-        cell.missing.extend(o.missing);
-    }
-    cell.prefix_cache = Some(o.figures);
+    let suffix = speedmatrix_schema::prefix::name_suffix(Some(shared.share));
+    let name = format!("rate {}{suffix} at {}", cell.context.label, cell.rate_label());
+    crate::measuring::prefix::judge(s, (shared.share, &shared.start), (counted, scrapes), &name, cell);
 }
 
 impl RateAt {

@@ -78,7 +78,9 @@ pub async fn measure(args: &RunArgs) -> Result<u8, RunError> {
         }
         return Ok(0);
     }
-    let mut s = start_session(spec, (client, info, metrics.is_some()), &plan).await?;
+    let Some(mut s) = start_session(spec, (client, info, metrics.is_some()), &plan).await? else {
+        return Ok(0);
+    };
     s.spec_start = metrics.as_ref().and_then(|m| Some((m.spec_drafts?, m.spec_draft_tokens?)));
     // The URL first, then the measuring; the page is served off the measuring path.
     let server = match s.spec.serve {
@@ -89,7 +91,7 @@ pub async fn measure(args: &RunArgs) -> Result<u8, RunError> {
     let what = if s.spec.resume.is_some() { "estimated wall time of what is left" } else { "estimated wall time" };
     say!("plan: {}", estimate_line(&e, what));
     s.started = (std::time::Instant::now(), e.total_s);
-    s.assumed = (e.prompt_tps.1 == Basis::Assumed, e.readiness.1 == Basis::Assumed);
+    s.assumed = (e.prompt_tps.1 == Basis::Assumed, e.readiness.1 == Basis::Assumed, e.answer_pace.1 == Basis::Assumed);
     s.save()?;
     let stopped = tokio::select! {
         r = measure_all(&mut s) => r?.map(|cause| (RunStatus::Failed, cause, 1)),
@@ -103,12 +105,14 @@ pub async fn measure(args: &RunArgs) -> Result<u8, RunError> {
     Ok(code)
 }
 
-/// The results file (fresh, or the `--resume` one) and everything the measuring needs.
+/// The results file (fresh, or the `--resume` one) and everything the measuring needs; `None`
+/// when the `--resume` file has nothing left to measure (said on the terminal; the file is not
+/// touched).
 async fn start_session(
     mut spec: RunSpec,
     server: (Client, ServerInfo, bool),
     plan: &Plan,
-) -> Result<Session, RunError> {
+) -> Result<Option<Session>, RunError> {
     let host = header::host_facts(&spec);
     // The header the server gives now: the new file's, or what `--resume` compares with.
     let fresh = header::fresh_results(&server.1, plan, &spec, &host);
@@ -117,9 +121,26 @@ async fn start_session(
         Some(path) => crate::measuring::resume::resume(path, file, &server.1, plan, &spec, &fresh)?,
         None => (fresh, vec![]),
     };
+    // A complete file with nothing left: said, and not rewritten (an interrupted one with
+    // nothing left is closed as complete below).
+    let complete = results.run.status == RunStatus::Complete
+        && speedmatrix_schema::resume::left_to_measure(&results, spec.keep_going) == 0;
+    if let Some(path) = spec.resume.as_ref().filter(|_| complete) {
+        say!("{}", already_complete(path, &results));
+        return Ok(None);
+    }
     results.run.status = RunStatus::Running;
     results.run.reason = None;
-    Session::start(spec, server, (results, accepted), host.gpus).await
+    Session::start(spec, server, (results, accepted), host.gpus).await.map(Some)
+}
+
+/// The line of a `--resume` whose file has nothing left to measure.
+fn already_complete(path: &std::path::Path, results: &speedmatrix_schema::Results) -> String {
+    let n = speedmatrix_schema::resume::rows_and_cells(results);
+    format!(
+        "{} is already complete: nothing is left to measure of its {n} rows and cells, so there is nothing to resume; the file is left as it was (to measure again, run without --resume and write another file with -o)",
+        path.display()
+    )
 }
 
 /// Close the run: unmeasured rows and cells say why, the run's status and end, the last save,
@@ -242,7 +263,7 @@ fn print_plan(info: &ServerInfo, plan: &Plan, spec: &RunSpec) {
     };
     let prefill_dropped = plan.not_run.iter().any(|n| n.phase == speedmatrix_schema::PlanPhase::Prefill);
     match (plan.prefill.is_empty(), prefill_dropped) {
-        (false, _) => say!("plan: prefill at {}", labels(&plan.prefill)),
+        (false, _) => say!("plan: prefill at {}{}", labels(&plan.prefill), warm_rows(&plan.prefix_shares)),
         (true, false) => say!("plan: no prefill rows (--prefill-contexts none)"),
         (true, true) => say!("plan: no prefill rows: every prefill context is over the server's limit (see below)"),
     }
@@ -262,8 +283,9 @@ fn print_plan(info: &ServerInfo, plan: &Plan, spec: &RunSpec) {
         );
     } else if !plan.concurrency.is_empty() {
         say!(
-            "plan: decode {contexts} × concurrency {:?}, {} s windows, max_tokens {}",
+            "plan: decode {contexts} × concurrency {:?}{}, {} s windows, max_tokens {}",
             plan.concurrency,
+            rate_shares(&plan.prefix_shares),
             window.as_secs_f64(),
             spec.max_tokens
         );
@@ -315,7 +337,18 @@ fn print_plan(info: &ServerInfo, plan: &Plan, spec: &RunSpec) {
     }
 }
 
-/// The prefix shares of the rate cells in the plan's line: ` × prefix share [0%, 90%]`.
+/// The warm prefill rows of `--prefix-share` in the plan's line: `, each cold and warm at
+/// prefix share [50%, 90%]` (a share above 0 gets a warm row; 0 is the cold row).
+fn warm_rows(shares: &[f64]) -> String {
+    let labels: Vec<String> =
+        shares.iter().filter(|s| **s > 0.0).map(|s| speedmatrix_schema::prefix::share_label(*s)).collect();
+    match labels.is_empty() {
+        true => String::new(),
+        false => format!(", each cold and warm at prefix share [{}]", labels.join(", ")),
+    }
+}
+
+/// The prefix shares of the decode and rate cells in the plan's line: ` × prefix share [0%, 90%]`.
 fn rate_shares(shares: &[f64]) -> String {
     if shares.is_empty() {
         return String::new();

@@ -66,12 +66,16 @@ pub struct Session {
     pub(crate) accepted: Vec<AcceptedDifference>,
     /// When measuring began, and the estimate of all of it then, s.
     pub(crate) started: (std::time::Instant, f64),
-    /// Whether the estimate still rests on an assumed prompt rate / readiness (a line says so
-    /// when a measurement replaces one).
-    pub(crate) assumed: (bool, bool),
+    /// Whether the estimate still rests on an assumed prompt rate / readiness / answer pace (a
+    /// line says so when a measurement replaces one).
+    pub(crate) assumed: (bool, bool, bool),
     /// Why the server's prefix cache cannot be reset, once a reset failed (later rows and
     /// cells salt their prompts without asking again).
     reset_refused: Option<String>,
+    /// The server's answer to a warm-up pinned with llama.cpp's `id_slot`, once it refused the
+    /// field (a strict proxy in front of llama.cpp): later warm-ups leave it out, and the cells
+    /// whose streams take several slots say their slots were not pinned.
+    slots_unpinned: std::sync::OnceLock<String>,
 }
 
 impl Session {
@@ -129,8 +133,9 @@ impl Session {
             gpu,
             accepted,
             started: (std::time::Instant::now(), 0.0),
-            assumed: (true, true),
+            assumed: (true, true, true),
             reset_refused: None,
+            slots_unpinned: std::sync::OnceLock::new(),
         })
     }
 
@@ -165,7 +170,8 @@ impl Session {
     /// corrected estimate of the whole run.
     pub(crate) fn estimate_corrected(&mut self) {
         let e = self.estimate_left();
-        let now = (e.prompt_tps.1 == Basis::Assumed, e.readiness.1 == Basis::Assumed);
+        let now =
+            (e.prompt_tps.1 == Basis::Assumed, e.readiness.1 == Basis::Assumed, e.answer_pace.1 == Basis::Assumed);
         let mut learnt = vec![];
         if self.assumed.0 && !now.0 {
             learnt.push(format!("prompt {} tok/s measured", format_int(e.prompt_tps.0.round() as u64)));
@@ -174,7 +180,14 @@ impl Session {
             let r = e.readiness.0;
             learnt.push(format!("readiness {:.1} s + {:.2} s per stream measured", r.base_s, r.per_stream_s));
         }
-        self.assumed = (self.assumed.0 && now.0, self.assumed.1 && now.1);
+        if self.assumed.2 && !now.2 && e.conversations_s > 0.0 {
+            let p = e.answer_pace.0;
+            learnt.push(format!(
+                "answers at {:.1} ms + {:.1} ms per session per token measured",
+                p.base_ms, p.per_stream_ms
+            ));
+        }
+        self.assumed = (self.assumed.0 && now.0, self.assumed.1 && now.1, self.assumed.2 && now.2);
         if !learnt.is_empty() {
             let spent = self.started.0.elapsed().as_secs_f64();
             self.log(format!(
@@ -276,12 +289,36 @@ impl Session {
     /// the prompt best and takes the next one too, so on a busy machine several "per slot"
     /// warm-ups filled one slot and the cell's other streams prefilled the whole prompt (a CI
     /// run: 512 × 4 opening TTFT p50 2,960 ms against a cold prefill of 3,305 ms).
+    ///
+    /// A server that refuses the field (HTTP 400 to it: a proxy that rejects unknown body
+    /// fields) gets the warm-up again without it, and no later warm-up of the run carries it:
+    /// the per-slot warm-up is then best effort ([`Session::slot_note`]).
     pub(crate) async fn warm_slot(&self, prompt: &str, slot: Option<u32>) -> StreamRecord {
-        let mut body = self.body(prompt, 1);
-        if let (Some(i), Some(obj)) = (slot.filter(|_| self.info.facts.slots.is_some()), body.as_object_mut()) {
+        let body = self.body(prompt, 1);
+        let pin = slot.filter(|_| self.info.facts.slots.is_some() && self.slots_unpinned.get().is_none());
+        let Some(i) = pin else { return self.single_body(body).await };
+        let mut pinned = body.clone();
+        if let Some(obj) = pinned.as_object_mut() {
             obj.insert("id_slot".into(), json!(i));
         }
+        let record = self.single_body(pinned).await;
+        let Some(refusal) = record.error.as_deref().filter(|e| refuses_id_slot(e)) else { return record };
+        if self.slots_unpinned.set(refusal.to_string()).is_ok() {
+            self.log(format!(
+                "note: the server refused llama.cpp's id_slot ({refusal}): warm-ups go without it, so which slot holds a warmed prompt is the server's choice"
+            ));
+        }
         self.single_body(body).await
+    }
+
+    /// The note of a cell whose `n` streams take several slots of a server that refused
+    /// `id_slot` ([`Session::warm_slot`]): its per-slot warm-up was best effort.
+    pub(crate) fn slot_note(&self, n: u32) -> Option<String> {
+        let slots = self.info.facts.slots?.min(n);
+        let refusal = self.slots_unpinned.get().filter(|_| slots > 1)?;
+        Some(format!(
+            "slots not pinned: the server refused llama.cpp's id_slot ({refusal}), so the warm-up of {slots} slots was sent without it and some streams may have prefilled their prompt again"
+        ))
     }
 
     async fn single_body(&self, body: Value) -> StreamRecord {
@@ -422,5 +459,27 @@ impl Session {
     /// The prompt-length note of a context, once its prompt was sent ([`Session::prompt_check`]).
     pub(crate) fn prompt_note(&self, ctx: &ContextSize) -> Option<String> {
         self.prompt_notes.get(&ctx.tokens).cloned()
+    }
+}
+
+/// Whether a warm-up's error is the server refusing `id_slot`: HTTP 400 to a request carrying
+/// it (what a proxy that rejects unknown fields answers, e.g. `Unrecognized request argument
+/// supplied: id_slot`), or another 4xx naming the field.
+fn refuses_id_slot(error: &str) -> bool {
+    error.contains("answered HTTP 400") || (error.contains("answered HTTP 4") && error.contains("id_slot"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::refuses_id_slot;
+
+    #[test]
+    fn a_400_or_a_4xx_naming_id_slot_is_a_refusal_of_the_field() {
+        let proxy = r#"http://127.0.0.1:8080/v1/chat/completions answered HTTP 400: {"error":{"message":"Unrecognized request argument supplied: id_slot"}}"#;
+        assert!(refuses_id_slot(proxy));
+        assert!(refuses_id_slot("http://h/v1/completions answered HTTP 422: unknown field `id_slot`"));
+        assert!(!refuses_id_slot("http://h/v1/completions answered HTTP 422: bad temperature"));
+        assert!(!refuses_id_slot("http://h/v1/completions answered HTTP 503: loading model"));
+        assert!(!refuses_id_slot("cannot reach http://h/v1/completions: connection refused"));
     }
 }

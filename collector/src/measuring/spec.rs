@@ -188,6 +188,14 @@ impl RunSpec {
         if concurrency.contains(&0) {
             return Err(RunError::ZeroConcurrency);
         }
+        if file.concurrency.is_none() {
+            let texts: Vec<String> = args.concurrency.iter().map(u32::to_string).collect();
+            let given: Vec<(&str, u32)> =
+                texts.iter().map(String::as_str).zip(args.concurrency.iter().copied()).collect();
+            if let Some(note) = duplicates_note("--concurrency", &given) {
+                say!("{note}");
+            }
+        }
         // `--rates` instead of `--concurrency`: only rate cells (both flags: both kinds).
         let concurrency_given = args.given.as_ref().is_some_and(|g| g.iter().any(|f| f == "concurrency"));
         if (!rates.is_empty() || rate_search || trace.is_some()) && file.concurrency.is_none() && !concurrency_given {
@@ -472,6 +480,11 @@ fn rates(given: &[String]) -> Result<Vec<f64>, RunError> {
             _ => return Err(RunError::Rate { value: text.clone() }),
         }
     }
+    if let Some(note) =
+        duplicates_note("--rates", &given.iter().map(|t| t.trim()).zip(rates.iter().copied()).collect::<Vec<_>>())
+    {
+        say!("{note}");
+    }
     rates.sort_by(f64::total_cmp);
     rates.dedup();
     Ok(rates)
@@ -635,12 +648,13 @@ fn turns(
     (rates, trace, prefix_share): (bool, bool, bool),
 ) -> Result<Option<(u32, Duration)>, RunError> {
     let refuse = |flag: &'static str, why: &str| Err(RunError::Turns { flag, why: why.to_string() });
-    let Some(n) = args.turns else {
+    let Some(text) = &args.turns else {
         return match args.think_time {
             Some(_) => refuse("--think-time", "applies to conversations only; give --turns N too"),
             None => Ok(None),
         };
     };
+    let n = parse_turns(text).map_err(|why| RunError::Turns { flag: "--turns", why })?;
     let open_loop = "conversations run closed loop, --concurrency sessions at once; open-loop sessions (--rates) are not built yet: drop --rates or --turns";
     let conflicts: [(bool, &'static str, &str); 6] = [
         (rates, "--rates", open_loop),
@@ -672,6 +686,19 @@ fn turns(
     Ok(Some((n, think)))
 }
 
+/// `--turns N`: 2 to [`speedmatrix_schema::conversation::MAX_TURNS`] turns per session; else
+/// what was given and what is allowed, for one line after the flag.
+fn parse_turns(s: &str) -> Result<u32, String> {
+    let max = speedmatrix_schema::conversation::MAX_TURNS;
+    match s.trim().parse::<u32>() {
+        Ok(n) if (2..=max).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "`{}` is not a number of turns: give 2 to {max} turns per session (turn 1 and at least one follow-up), e.g. --turns 5",
+            s.trim()
+        )),
+    }
+}
+
 fn duration_flag(flag: &'static str, v: &str) -> Result<Duration, RunError> {
     let d = humantime::parse_duration(v.trim()).map_err(|_| RunError::NotADuration { flag, value: v.to_string() })?;
     if d.is_zero() {
@@ -687,7 +714,32 @@ fn context_flags(flag: &'static str, values: &[String]) -> Result<Vec<ContextArg
     for n in values.iter().filter_map(|v| bare_under_100(v)) {
         small_context_note(flag, n);
     }
-    values.iter().map(|v| parse_context(v).map_err(|source| RunError::Context { flag, source })).collect()
+    let parsed: Vec<ContextArg> = values
+        .iter()
+        .map(|v| parse_context(v).map_err(|source| RunError::Context { flag, source }))
+        .collect::<Result<_, _>>()?;
+    if let Some(note) = duplicates_note(flag, &values.iter().map(|v| v.trim()).zip(&parsed).collect::<Vec<_>>()) {
+        say!("{note}");
+    }
+    Ok(parsed)
+}
+
+/// The note on a list flag that names a value more than once (`--contexts 8k,8k`, or `8k` and
+/// `8192`, or the flag given twice: its values add up): the value is measured once. `given`
+/// pairs each value as written with its parsed value; `None` without a repeat.
+fn duplicates_note<T: PartialEq>(flag: &str, given: &[(&str, T)]) -> Option<String> {
+    let mut repeats = vec![];
+    for (i, (text, value)) in given.iter().enumerate() {
+        let Some((first, _)) = given[..i].iter().find(|(_, v)| v == value) else { continue };
+        let said = match first == text {
+            true => format!("`{text}` more than once"),
+            false => format!("`{first}` again as `{text}`"),
+        };
+        if !repeats.contains(&said) {
+            repeats.push(said);
+        }
+    }
+    (!repeats.is_empty()).then(|| format!("note: {flag} lists {}: each value is measured once", repeats.join(" and ")))
 }
 
 /// The note on a context of `n` tokens under 100: measured as written, but most likely meant
@@ -707,6 +759,21 @@ fn bare_under_100(v: &str) -> Option<u64> {
 mod tests {
     use super::*;
     use clap::Parser;
+
+    #[test]
+    fn a_value_listed_twice_is_noted_once_with_how_it_was_written() {
+        assert_eq!(duplicates_note("--concurrency", &[("1", 1), ("4", 4)]), None);
+        assert_eq!(
+            duplicates_note("--contexts", &[("8k", 8192), ("16k", 16384), ("8k", 8192), ("8k", 8192)]).as_deref(),
+            Some("note: --contexts lists `8k` more than once: each value is measured once")
+        );
+        assert_eq!(
+            duplicates_note("--contexts", &[("8k", 8192), ("8192", 8192), ("1", 1), ("1", 1)]).as_deref(),
+            Some(
+                "note: --contexts lists `8192` (the same as `8k`) and `1` more than once: each value is measured once"
+            )
+        );
+    }
 
     fn spec(extra: &[&str]) -> Result<RunSpec, RunError> {
         let cli = crate::cli::Cli::try_parse_from([&["speedmatrix", "run", "--dry-run"][..], extra].concat()).unwrap();

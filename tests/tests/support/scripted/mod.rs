@@ -16,7 +16,8 @@
 //! `/v1/models` that closes its connection (a warm connection gone before the cell).
 //! a prefix-cache reset that answers HTTP 200 `{"success": false}` (vLLM: the reset did not
 //! happen) and llama.cpp's slot erase answering 501 (no `--slot-save-path`), behind a `/props`
-//! that says llama.cpp.
+//! that says llama.cpp; a strict proxy in front of llama.cpp answering HTTP 400 to a body field
+//! it does not know (`id_slot`).
 //!
 //! Each is a real axum server on a loopback socket, answering what discovery and the prompt
 //! builder ask (`/v1/models`, `/tokenize`, `/metrics`, `/version` → 404) and streaming
@@ -258,6 +259,9 @@ pub struct Script {
     /// A proxy's stand-in in front of the server, doing to the collector's connections what
     /// the [`Front`] says; `None`: the collector talks to the server itself.
     pub front: Option<Front>,
+    /// Body fields a completion may not carry: one that does gets HTTP 400 with an OpenAI error
+    /// object naming it (a proxy in front of llama.cpp that rejects unknown fields, e.g. `id_slot`).
+    pub refuse_fields: &'static [&'static str],
 }
 
 /// One request as the server saw it: which endpoint, on which connection.
@@ -306,6 +310,7 @@ impl Default for Script {
             reset_answer: None,
             props: None,
             front: None,
+            refuse_fields: &[],
         }
     }
 }

@@ -28,6 +28,11 @@ enum Refused {
 }
 
 fn refused(s: &AppState, v: &Value) -> Refused {
+    if let Some(field) = s.script.refuse_fields.iter().find(|f| v.get(**f).is_some()) {
+        // The words and shape of a proxy that rejects fields it does not know (OpenAI's error object).
+        let body = json!({"error": {"message": format!("Unrecognized request argument supplied: {field}"), "type": "invalid_request_error", "code": 400}});
+        return Refused::Answer((StatusCode::BAD_REQUEST, axum::Json(body)).into_response());
+    }
     let max_tokens = v["max_tokens"].as_u64().unwrap_or(16);
     if let Some(limit) = s.script.context_limit {
         let prompt = prompt_tokens(v);
