@@ -24,13 +24,27 @@ pub const MAX_DEPTH: usize = 64;
 /// The fields of a chunk of the common shape, `None` for anything else (see the module docs).
 /// `want_id`: copy the `id` out (a stream's first chunk names it; the rest repeat it).
 pub fn scan(data: &str, want_id: bool) -> Option<Fields> {
-    let mut s = Scanner { b: data.as_bytes(), i: 0 };
+    let mut s = Scanner { text: data, b: data.as_bytes(), i: 0 };
     let mut f = Fields::default();
     s.ws();
     s.top(&mut f, want_id)?;
     s.ws();
     (s.i == s.b.len()).then_some(f)
 }
+
+/// The bytes that end a run of plain text in a JSON string: the closing quote, a backslash, and
+/// the control characters JSON does not allow unescaped.
+const STRING_STOP: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut c = 0;
+    while c < 0x20 {
+        t[c] = true;
+        c += 1;
+    }
+    t[b'"' as usize] = true;
+    t[b'\\' as usize] = true;
+    t
+};
 
 /// What a string value was, without unescaping it.
 #[derive(Clone, Copy)]
@@ -66,6 +80,8 @@ impl Seen {
 }
 
 struct Scanner<'a> {
+    /// The chunk, for slicing strings out of it (already UTF-8: nothing to check again).
+    text: &'a str,
     b: &'a [u8],
     i: usize,
 }
@@ -92,33 +108,39 @@ impl<'a> Scanner<'a> {
         self.eat(b'"')?;
         let start = self.i;
         let mut escaped = false;
+        // Byte by byte, through a table of the bytes that end a run of plain text: the strings
+        // of a chunk are short (keys, a token's text), where a vectorised search costs more to
+        // set up than it saves.
         loop {
-            let rest = self.b.get(self.i..)?;
-            let k = memchr::memchr2(b'"', b'\\', rest)?;
-            if rest[..k].iter().any(|&c| c < 0x20) {
-                return None;
+            let (b, mut i) = (self.b, self.i);
+            while i < b.len() && !STRING_STOP[usize::from(b[i])] {
+                i += 1;
             }
-            self.i += k;
-            if self.b[self.i] == b'"' {
-                let end = self.i;
-                self.i += 1;
-                if escaped {
-                    return Some(Str::Escaped);
-                }
-                // Whole characters between two ASCII quotes of a `&str`: valid UTF-8.
-                return std::str::from_utf8(&self.b[start..end]).ok().map(Str::Plain);
-            }
-            escaped = true;
-            self.i += 1;
-            match self.peek()? {
-                b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => self.i += 1,
-                b'u' => {
+            self.i = i;
+            match *b.get(i)? {
+                b'"' => break,
+                b'\\' => {
+                    escaped = true;
                     self.i += 1;
-                    self.unicode_escape()?;
+                    match self.peek()? {
+                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => self.i += 1,
+                        b'u' => {
+                            self.i += 1;
+                            self.unicode_escape()?;
+                        }
+                        _ => return None,
+                    }
                 }
                 _ => return None,
             }
         }
+        let end = self.i;
+        self.i += 1;
+        if escaped {
+            return Some(Str::Escaped);
+        }
+        // Between two ASCII quotes of a `&str`: whole characters, so the slice is text.
+        self.text.get(start..end).map(Str::Plain)
     }
 
     /// The four hex digits after `\u`; a leading surrogate must be followed by `\uDC00`–`\uDFFF`,
@@ -183,17 +205,19 @@ impl<'a> Scanner<'a> {
             return Some(None);
         }
         let start = self.i;
-        while let Some(b'0'..=b'9') = self.peek() {
+        let mut n: u64 = 0;
+        while let Some(d @ b'0'..=b'9') = self.peek() {
+            n = n.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
             self.i += 1;
         }
-        let digits = std::str::from_utf8(&self.b[start..self.i]).ok()?;
-        if digits.is_empty() || (digits.len() > 1 && digits.starts_with('0')) {
+        let len = self.i - start;
+        if len == 0 || (len > 1 && self.b[start] == b'0') {
             return None;
         }
         if let Some(b'.' | b'e' | b'E') = self.peek() {
             return None;
         }
-        digits.parse().ok().map(Some)
+        Some(Some(n))
     }
 
     /// Any JSON value, checked and skipped.
