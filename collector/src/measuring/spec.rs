@@ -769,9 +769,7 @@ mod tests {
         );
         assert_eq!(
             duplicates_note("--contexts", &[("8k", 8192), ("8192", 8192), ("1", 1), ("1", 1)]).as_deref(),
-            Some(
-                "note: --contexts lists `8192` (the same as `8k`) and `1` more than once: each value is measured once"
-            )
+            Some("note: --contexts lists `8k` again as `8192` and `1` more than once: each value is measured once")
         );
     }
 
