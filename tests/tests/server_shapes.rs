@@ -86,6 +86,7 @@ shapes! {
     idle_connections_the_server_resets_are_never_written_to,
     a_server_that_closes_every_decode_request_unanswered_gives_error_cells_that_say_so,
     a_server_that_closes_each_connections_first_decode_request_gives_error_cells_that_say_so,
+    a_keep_alive_close_crossing_a_request_on_a_warm_connection_is_sent_again_on_a_new_one,
     an_http_1_0_proxy_closing_every_stream_is_read_to_its_close,
     a_proxy_answering_connection_close_every_time_gets_a_new_connection_per_stream,
     a_hung_metrics_with_a_prefix_share_cell_keeps_the_estimate_and_says_why_no_hit_rate,
@@ -1546,6 +1547,38 @@ mod table {
         let miscounted: Vec<_> = done.iter().filter(|r| r.output_tokens != Some(24)).map(|r| r.output_tokens).collect();
         c.that(miscounted.is_empty(), || format!("completed streams whose count is not the 24 sent: {miscounted:?}"));
         c.eq("token count source", cell.token_count_source, Some(TokenCountSource::ContinuousUsage));
+    }
+
+    /// A server whose keep-alive timeout closes a warm connection just as a decode request
+    /// arrives on it (llama.cpp's closes one idle for 5 s; a loaded machine can hold a warm
+    /// connection that long): the request, closed on unanswered on a connection that had sat
+    /// idle, is sent once more on a new connection, which is answered, so the cell is measured
+    /// and no request has an error. A client that gave up on it (or one that sent it again on
+    /// another warm connection) would fail the cell.
+    /// Load: none — the closes are answers to the requests; counts only, the cell measured (not
+    /// necessarily valid: 2 streams for 1 s).
+    pub fn a_keep_alive_close_crossing_a_request_on_a_warm_connection_is_sent_again_on_a_new_one() -> Shape {
+        Shape {
+            rule: "a request closed unanswered on a connection that sat idle is sent once more, on a new connection",
+            script: Script { front: Some(Front::CloseWarmOnDecode), ..Script::default() },
+            args: "--contexts 256 --concurrency 2 --prefill-contexts 256 --duration 1s --max-tokens 64 --stall-timeout 30s",
+            exit: 0,
+            prefill: vec![is(CellStatus::Valid)],
+            decode: vec![measured()],
+            check: Some(|o, c| {
+                let warm: std::collections::HashSet<u16> =
+                    o.front.requests.iter().filter(|r| r.nth > 0 && r.decode).map(|r| r.port).collect();
+                c.that(!o.front.closed.is_empty(), || "no warm connection was closed on a decode request".into());
+                c.that(o.front.closed.iter().all(|p| warm.contains(p)), || {
+                    format!("a connection was closed on its first request: {:?}", o.front.closed)
+                });
+                let cell = &o.results.decode[0];
+                let errors: Vec<&str> = cell.requests.iter().filter_map(|r| r.error.as_deref()).collect();
+                c.that(errors.is_empty(), || format!("requests with errors: {errors:?}"));
+                let answered = cell.requests.iter().filter(|r| r.ttft_ms.is_some()).count();
+                c.that(answered >= 2, || format!("{answered} requests answered in the cell"));
+            }),
+        }
     }
 
     /// An HTTP/1.0 proxy in front: every answer is `HTTP/1.0 200 OK`, `Connection: close`, no

@@ -16,7 +16,7 @@
 //! they arrived: no copy per event); each payload is read by [`ChunkParser`]
 //! ([`crate::measuring::wire`]).
 
-use crate::measuring::held::{Arrival, Conn, Gate, Held, NotHeld, SendStamp};
+use crate::measuring::held::{Arrival, Conn, Gate, Held, NotHeld, Reused, SendFailed, SendStamp};
 use crate::measuring::wire::{excerpt, ChunkError, ChunkParser, ParsedChunk};
 use crate::text::error_chain;
 use futures_util::{FutureExt, StreamExt};
@@ -465,8 +465,8 @@ impl Client {
     ) -> Result<Answer, StreamError> {
         let url = self.url(path);
         let unreachable = |message: String| StreamError::Http(HttpError::Unreachable { url: url.clone(), message });
-        let req = held.request(http::Method::POST, path, written.body(body)).map_err(unreachable)?;
-        let conn = tokio::time::timeout(stall, held.ready())
+        let req = held.request(http::Method::POST, path, written.body(body.clone())).map_err(unreachable)?;
+        let (conn, reused) = tokio::time::timeout(stall, held.ready())
             .await
             .map_err(|_| StreamError::NoHeaders { stall })?
             .map_err(unreachable)?;
@@ -474,13 +474,26 @@ impl Client {
         if let Some(a) = arrival {
             a.pass().await;
         }
-        let (resp, conn) = tokio::time::timeout(stall, held.send(conn, req))
-            .await
-            .map_err(|_| StreamError::NoHeaders { stall })?
-            .map_err(|e| match e.unanswered {
-                true => StreamError::Http(HttpError::Unanswered { url: url.clone(), message: e.message }),
-                false => unreachable(e.message),
-            })?;
+        let unanswered = |e: SendFailed| match e.unanswered {
+            true => StreamError::Http(HttpError::Unanswered { url: url.clone(), message: e.message }),
+            false => unreachable(e.message),
+        };
+        let sent =
+            tokio::time::timeout(stall, held.send(conn, req)).await.map_err(|_| StreamError::NoHeaders { stall })?;
+        let (resp, conn) = match sent {
+            // An idle connection the server closed as the request went out (its keep-alive
+            // timeout): once more on a new connection, its times from the new send.
+            Err(e) if e.unanswered && reused == Reused(true) => {
+                let again = async {
+                    let conn = held.ready_new().await.map_err(SendFailed::unreachable)?;
+                    let req = held.request(http::Method::POST, path, written.body(body.clone()));
+                    held.send(conn, req.map_err(SendFailed::unreachable)?).await
+                };
+                tokio::time::timeout(stall, again).await.map_err(|_| StreamError::NoHeaders { stall })?
+            }
+            sent => sent,
+        }
+        .map_err(unanswered)?;
         let (head, incoming) = resp.into_parts();
         let body = held_body(incoming, conn, held.clone());
         let status = head.status;

@@ -25,7 +25,8 @@
 //! request that the connection could not take (it closed as the request was handed over, before
 //! any byte was written) goes out on a new connection. A request that was written and then
 //! closed on without a byte of answer is not sent again ([`SendFailed::unanswered`]: the server
-//! may have read it; the stream fails saying so). An answer whose end is the connection's close
+//! may have read it; the stream fails saying so), unless it went out on a connection that had sat
+//! idle ([`Reused`]): once more, on a new connection. An answer whose end is the connection's close
 //! (HTTP/1.0) or that says `Connection: close` closes its connection, and the stream after it
 //! opens a new one. Only plain `http://` URLs with no proxy
 //! configured take this path ([`Held::for_base`]); `https://`, a proxy from the environment and
@@ -220,16 +221,21 @@ impl Held {
     }
 
     /// A connection ready for a request: an idle one, else (none idle, or the idle one closed
-    /// or was reset while idle: a server's keep-alive timeout) a new one.
-    pub async fn ready(&self) -> Result<Conn, String> {
-        let mut conn = match self.take() {
-            Some(c) => c,
-            None => self.open().await?,
-        };
-        if conn.ready().await.is_err() {
-            conn = self.open().await?;
-            conn.ready().await.map_err(|e| error_chain(&e))?;
+    /// or was reset while idle: a server's keep-alive timeout) a new one; and whether it is one
+    /// that sat idle ([`Reused`]).
+    pub async fn ready(&self) -> Result<(Conn, Reused), String> {
+        if let Some(mut conn) = self.take() {
+            if conn.ready().await.is_ok() {
+                return Ok((conn, Reused(true)));
+            }
         }
+        Ok((self.ready_new().await?, Reused(false)))
+    }
+
+    /// A new connection, ready for a request.
+    pub async fn ready_new(&self) -> Result<Conn, String> {
+        let mut conn = self.open().await?;
+        conn.ready().await.map_err(|e| error_chain(&e))?;
         Ok(conn)
     }
 
@@ -257,6 +263,13 @@ impl Held {
     }
 }
 
+/// Whether a connection came from the idle ones ([`Held::ready`]). A server may close an idle
+/// connection (its keep-alive timeout: llama.cpp's HTTP server closes one after 5 s) just as
+/// the collector writes a request on it; that request, closed on unanswered, is sent again once
+/// on a new connection. One on a new connection is not: that server did not answer it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Reused(pub bool);
+
 /// Why a request sent on a held connection got no response head ([`Held::send`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct SendFailed {
@@ -273,7 +286,7 @@ impl SendFailed {
         SendFailed { message: error_chain(e), unanswered: closed_unanswered(e) }
     }
 
-    fn unreachable(message: String) -> SendFailed {
+    pub(crate) fn unreachable(message: String) -> SendFailed {
         SendFailed { message, unanswered: false }
     }
 }

@@ -37,6 +37,11 @@ pub enum Front {
         /// Every decode request, not only each connection's first.
         every: bool,
     },
+    /// A keep-alive timeout that crosses a request: on a connection that carried a request
+    /// before (a warm one), the first decode request is read and the connection closed without
+    /// an answer, as a server closing a connection it found idle does just as a request arrives;
+    /// every request on a connection's first use is answered.
+    CloseWarmOnDecode,
     /// An HTTP/1.0 proxy: every answer `HTTP/1.0`, `Connection: close`, no `Transfer-Encoding`,
     /// its body (an event stream too) delimited by closing the connection.
     Http10,
@@ -64,7 +69,8 @@ pub struct FrontLog {
     pub requests: Vec<FrontRequest>,
     /// Connections reset while idle ([`Front::ResetIdle`]), with the last request each carried.
     pub resets: Vec<(u16, String)>,
-    /// Connections closed after a decode request was read ([`Front::CloseOnDecode`]).
+    /// Connections closed after a decode request was read ([`Front::CloseOnDecode`],
+    /// [`Front::CloseWarmOnDecode`]).
     pub closed: Vec<u16>,
     /// What the front could not do as scripted (a test fails on any).
     pub problems: Vec<String>,
@@ -144,12 +150,15 @@ async fn serve(mut client: TcpStream, port: u16, id: u64, st: Arc<FrontState>) {
             && serde_json::from_slice::<serde_json::Value>(&req.body)
                 .is_ok_and(|v| v["max_tokens"].as_u64().unwrap_or(16) > 1);
         st.note(|l| l.requests.push(FrontRequest { port, nth, line: line.clone(), decode }));
-        if let Front::CloseOnDecode { every } = st.front {
-            if decode && (every || decodes == 0) {
-                st.note(|l| l.closed.push(port));
-                let _ = client.shutdown().await;
-                return;
-            }
+        let close = match st.front {
+            Front::CloseOnDecode { every } => every || decodes == 0,
+            Front::CloseWarmOnDecode => decodes == 0 && nth > 0,
+            _ => false,
+        };
+        if decode && close {
+            st.note(|l| l.closed.push(port));
+            let _ = client.shutdown().await;
+            return;
         }
         decodes += usize::from(decode);
         st.busy.fetch_add(1, Ordering::SeqCst);
@@ -325,7 +334,7 @@ fn rewrite(head: &str, st: &FrontState) -> std::io::Result<String> {
             (status.replacen("HTTP/1.1", "HTTP/1.0", 1), "Connection: close\r\n")
         }
         Front::Close11 => (status.to_string(), "Connection: close\r\n"),
-        Front::ResetIdle | Front::CloseOnDecode { .. } => {
+        Front::ResetIdle | Front::CloseOnDecode { .. } | Front::CloseWarmOnDecode => {
             if !has("transfer-encoding") && !has("content-length") {
                 return Err(std::io::Error::other(format!("an answer the client cannot frame: {head}")));
             }
