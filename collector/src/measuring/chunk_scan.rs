@@ -16,7 +16,26 @@
 //! it reads, an escaped key, an escaped `id` or `finish_reason` it must copy out, a number that
 //! is no `u64` where a count is read, nesting deeper than [`MAX_DEPTH`].
 
-use super::wire::Fields;
+/// What a chunk of the common shape says.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Fields {
+    /// The completion's `id`.
+    pub id: Option<String>,
+    /// `choices` has a first element.
+    pub has_choice: bool,
+    /// Its delta's `content` or its `text` is a non-empty string.
+    pub content: bool,
+    /// Content, reasoning (`reasoning`, `reasoning_content`) or a non-empty `tool_calls`.
+    pub has_text: bool,
+    /// Its `finish_reason`.
+    pub finish_reason: Option<String>,
+    /// `usage.prompt_tokens`.
+    pub prompt_tokens: Option<u64>,
+    /// `usage.completion_tokens`.
+    pub completion_tokens: Option<u64>,
+    /// `usage.prompt_tokens_details.cached_tokens`.
+    pub cached_tokens: Option<u64>,
+}
 
 /// Nesting the scan follows; deeper payloads go to the full parser.
 pub const MAX_DEPTH: usize = 64;

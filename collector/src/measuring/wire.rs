@@ -20,26 +20,7 @@ pub(crate) fn excerpt(s: &str) -> String {
     crate::text::excerpt(s, EXCERPT_CHARS)
 }
 
-/// What a chunk of the common shape says.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Fields {
-    /// The completion's `id`.
-    pub id: Option<String>,
-    /// `choices` has a first element.
-    pub has_choice: bool,
-    /// Its delta's `content` or its `text` is a non-empty string.
-    pub content: bool,
-    /// Content, reasoning (`reasoning`, `reasoning_content`) or a non-empty `tool_calls`.
-    pub has_text: bool,
-    /// Its `finish_reason`.
-    pub finish_reason: Option<String>,
-    /// `usage.prompt_tokens`.
-    pub prompt_tokens: Option<u64>,
-    /// `usage.completion_tokens`.
-    pub completion_tokens: Option<u64>,
-    /// `usage.prompt_tokens_details.cached_tokens`.
-    pub cached_tokens: Option<u64>,
-}
+pub use super::chunk_scan::Fields;
 
 /// The fields of `data` when it is a chunk of the common shape; `None` otherwise (the caller
 /// reads it as a `Value`).
