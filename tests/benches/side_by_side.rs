@@ -153,7 +153,11 @@ fn harness() {
             if runs > 1 {
                 println!("| {} | | run {run} of {runs} | load average {} |", row.streams, load_average());
             }
-            row_runs.push(measure_row(&e, addr, row, seconds, &dir, &mut peers));
+            // Each run's clients write their results files in a folder of its own (speedmatrix
+            // refuses to overwrite a finished run's file).
+            let run_dir = if runs > 1 { dir.join(format!("run-{run}")) } else { dir.clone() };
+            std::fs::create_dir_all(&run_dir).unwrap();
+            row_runs.push(measure_row(&e, addr, row, seconds, &run_dir, &mut peers));
         }
         if runs > 1 {
             medians.extend(median_rows(row, &row_runs));
