@@ -18,6 +18,9 @@
 //! Run: `cargo bench -p speedmatrix-tests --bench burst_floor` (ROWS=32,128,1024 picks N; REPS=N
 //! the counted bursts per row, default 9; CPUS=0 puts the listener on CPU 0 too).
 
+#[path = "side_by_side/machine.rs"]
+mod machine;
+use machine::{load_average, pin_to_cpu};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
@@ -141,21 +144,4 @@ fn percentile(v: &mut [f64], p: f64) -> f64 {
     v.sort_by(f64::total_cmp);
     let rank = ((p / 100.0) * v.len() as f64).ceil().max(1.0) as usize;
     v[rank - 1]
-}
-
-fn pin_to_cpu(cpu: usize) {
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-    }
-}
-
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .unwrap_or_default()
-        .split_whitespace()
-        .take(3)
-        .collect::<Vec<_>>()
-        .join(" ")
 }

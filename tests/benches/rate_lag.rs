@@ -44,7 +44,12 @@ mod python_peer;
 #[path = "side_by_side/vllm_bench.rs"]
 mod vllm_bench;
 
+// This bench does not use its `load_average`.
+#[allow(dead_code)]
+#[path = "side_by_side/machine.rs"]
+mod machine;
 use emitter::{Emitted, Timing};
+use machine::pin_to_cpu;
 use serde_json::Value;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -285,12 +290,4 @@ fn listen() -> std::net::TcpListener {
     s.bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into()).unwrap();
     s.listen(16_384).unwrap();
     s.into()
-}
-
-fn pin_to_cpu(cpu: usize) {
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-    }
 }

@@ -57,7 +57,10 @@ mod python_peer;
 #[path = "side_by_side/vllm_bench.rs"]
 mod vllm_bench;
 
+#[path = "side_by_side/machine.rs"]
+mod machine;
 use emitter::{Emitted, Served, Timing};
+use machine::{load_average, pin_to_cpu};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -317,23 +320,6 @@ fn listen_overflows() -> Option<u64> {
     let (names, values) = (lines.next()?, lines.next()?);
     let at = names.split_whitespace().position(|n| n == "ListenOverflows")?;
     values.split_whitespace().nth(at)?.parse().ok()
-}
-
-fn pin_to_cpu(cpu: usize) {
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-    }
-}
-
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .unwrap_or_default()
-        .split_whitespace()
-        .take(3)
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 /// Run a client to its end while sampling its CPU time and the emitter's token count, then read

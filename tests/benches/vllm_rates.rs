@@ -24,6 +24,11 @@ mod python_peer;
 #[path = "../tests/support/server.rs"]
 mod server;
 
+// This bench does not use its `pin_to_cpu`.
+#[allow(dead_code)]
+#[path = "side_by_side/machine.rs"]
+mod machine;
+use machine::load_average;
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
@@ -68,7 +73,7 @@ fn main() {
     println!(
         "CPU vLLM (SmolLM2-135M, float32, 2,048 max model length) on {}; 128-token prompts, {output}-token answers, {arrival} arrivals, {seconds} s; load average at the start {}",
         vllm.url,
-        loadavg()
+        load_average()
     );
     println!("| rate req/s | client | requests | achieved req/s | TTFT p50 ms | TPOT p50 ms | TTFT from | note |");
     println!("|---:|---|---:|---:|---:|---:|---|---|");
@@ -94,18 +99,9 @@ fn main() {
         let ratio = |x: Option<f64>, y: Option<f64>| x.zip(y).map_or("—".into(), |(x, y)| format!("{:.3}", x / y));
         println!("| {rate} | {} | {} |", ratio(a.ttft_p50, b.ttft_p50), ratio(a.tpot_p50, b.tpot_p50));
     }
-    println!("load average at the end {}", loadavg());
+    println!("load average at the end {}", load_average());
     drop(vllm);
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .unwrap_or_default()
-        .split_whitespace()
-        .take(3)
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 /// The CPU vLLM as the vllm_cpu suite starts it (float32: emulated bfloat16 is 4× slower on

