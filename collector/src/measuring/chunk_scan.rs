@@ -293,43 +293,33 @@ impl<'a> Scanner<'a> {
 
     /// An object (the `{` next): `member(self, key)` reads each member's value.
     fn object(&mut self, mut member: impl FnMut(&mut Self, &'a str) -> Option<()>) -> Option<()> {
-        self.eat(b'{')?;
-        self.ws();
-        if self.peek()? == b'}' {
-            self.i += 1;
-            return Some(());
-        }
-        loop {
-            let k = self.key()?;
-            member(self, k)?;
-            self.ws();
-            match self.peek()? {
-                b',' => self.i += 1,
-                b'}' => {
-                    self.i += 1;
-                    return Some(());
-                }
-                _ => return None,
-            }
-        }
+        self.list(b'{', b'}', |s, _| {
+            let k = s.key()?;
+            member(s, k)
+        })
     }
 
     /// An array (the `[` next): `element(self, index)` reads each element.
-    fn array(&mut self, mut element: impl FnMut(&mut Self, usize) -> Option<()>) -> Option<()> {
-        self.eat(b'[')?;
+    fn array(&mut self, element: impl FnMut(&mut Self, usize) -> Option<()>) -> Option<()> {
+        self.list(b'[', b']', element)
+    }
+
+    /// `open`, then items separated by commas (`item(self, index)` reads each), then `close`.
+    fn list(&mut self, open: u8, close: u8, mut item: impl FnMut(&mut Self, usize) -> Option<()>) -> Option<()> {
+        self.eat(open)?;
         self.ws();
-        if self.peek()? == b']' {
+        if self.peek()? == close {
             self.i += 1;
             return Some(());
         }
         let mut n = 0;
         loop {
-            element(self, n)?;
+            item(self, n)?;
             n += 1;
             self.ws();
             match self.peek()? {
                 b',' => self.i += 1,
-                b']' => {
+                c if c == close => {
                     self.i += 1;
                     return Some(());
                 }

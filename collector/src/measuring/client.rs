@@ -465,7 +465,9 @@ impl Client {
     ) -> Result<Answer, StreamError> {
         let url = self.url(path);
         let unreachable = |message: String| StreamError::Http(HttpError::Unreachable { url: url.clone(), message });
-        let req = held.request(http::Method::POST, path, written.body(body.clone())).map_err(unreachable)?;
+        // The request, built again for a second send (its body stamps the same `written`).
+        let request = || held.request(http::Method::POST, path, written.body(body.clone()));
+        let req = request().map_err(unreachable)?;
         let (conn, reused) = tokio::time::timeout(stall, held.ready())
             .await
             .map_err(|_| StreamError::NoHeaders { stall })?
@@ -486,8 +488,7 @@ impl Client {
             Err(e) if e.unanswered && reused == Reused(true) => {
                 let again = async {
                     let conn = held.ready_new().await.map_err(SendFailed::unreachable)?;
-                    let req = held.request(http::Method::POST, path, written.body(body.clone()));
-                    held.send(conn, req.map_err(SendFailed::unreachable)?).await
+                    held.send(conn, request().map_err(SendFailed::unreachable)?).await
                 };
                 tokio::time::timeout(stall, again).await.map_err(|_| StreamError::NoHeaders { stall })?
             }
@@ -566,17 +567,16 @@ type BodyBytes = std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<bytes:
 /// The bytes of a body that came on a held connection; when the body ends, the connection goes
 /// back to `held` (dropped before its end, it closes: a cancelled stream's server sees it go).
 fn held_body(incoming: hyper::body::Incoming, conn: Conn, held: std::sync::Arc<Held>) -> BodyBytes {
-    Box::pin(HeldBody { incoming, conn: Some(conn), held, ended: false })
+    Box::pin(HeldBody { incoming, conn: Some(conn), held })
 }
 
 /// [`held_body`]'s stream: the body's data frames, one poll each (trailers skipped).
 struct HeldBody {
     incoming: hyper::body::Incoming,
     /// Until the body's end hands it back.
+    /// `None` once the body ended or broke: nothing more comes.
     conn: Option<Conn>,
     held: std::sync::Arc<Held>,
-    /// The body ended or broke: nothing more comes.
-    ended: bool,
 }
 
 impl futures_util::Stream for HeldBody {
@@ -589,7 +589,7 @@ impl futures_util::Stream for HeldBody {
         use hyper::body::Body as _;
         use std::task::Poll;
         let this = &mut *self;
-        while !this.ended {
+        while this.conn.is_some() {
             match std::pin::Pin::new(&mut this.incoming).poll_frame(cx) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
@@ -597,12 +597,10 @@ impl futures_util::Stream for HeldBody {
                     Err(_) => continue, // trailers
                 },
                 Poll::Ready(Some(Err(e))) => {
-                    this.ended = true;
                     this.conn = None;
                     return Poll::Ready(Some(Err(BodyError::Transport(error_chain(&e)))));
                 }
                 Poll::Ready(None) => {
-                    this.ended = true;
                     if let Some(conn) = this.conn.take() {
                         this.held.give_back(conn);
                     }
