@@ -339,7 +339,9 @@ impl Client {
                     });
                 }
             };
-            let t_ms = clock.now_ms();
+            // An event's time is its last bytes' arrival (stamped as they were read, under the
+            // SSE parser): events read together share it.
+            let t_ms = f64::from_bits(last_bytes.load(std::sync::atomic::Ordering::Relaxed));
             last_event_ms = t_ms;
             let event = match next {
                 None => {
@@ -351,7 +353,7 @@ impl Client {
             };
             if event.data.trim() == "[DONE]" {
                 rec.done = true;
-                rec.ended_ms = Some(clock.now_ms());
+                rec.ended_ms = Some(t_ms);
                 // The body's end (the chunked terminator) usually came with `[DONE]`: read, it
                 // hands a held connection back for the stream that replaces this one; not yet
                 // here, it is read in the background (never inside a stream's time).
@@ -567,47 +569,87 @@ type BodyBytes = std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<bytes:
 /// The bytes of a body that came on a held connection; when the body ends, the connection goes
 /// back to `held` (dropped before its end, it closes: a cancelled stream's server sees it go).
 fn held_body(incoming: hyper::body::Incoming, conn: Conn, held: std::sync::Arc<Held>) -> BodyBytes {
-    Box::pin(HeldBody { incoming, conn: Some(conn), held })
+    Box::pin(HeldBody { incoming, conn: Some(conn), held, waited: true })
 }
 
-/// [`held_body`]'s stream: the body's data frames, one poll each (trailers skipped).
+/// [`held_body`]'s stream: the body's data frames, one poll each (trailers skipped). It drives
+/// its connection's I/O itself ([`Conn::drive`]), so a chunk wakes this task alone.
 struct HeldBody {
     incoming: hyper::body::Incoming,
     /// Until the body's end hands it back.
     /// `None` once the body ended or broke: nothing more comes.
     conn: Option<Conn>,
     held: std::sync::Arc<Held>,
+    /// The last poll found nothing (so this one is most likely a wake for what came since).
+    waited: bool,
+}
+
+/// What one poll of a held body's frames gave.
+enum Polled {
+    Item(Option<Result<bytes::Bytes, BodyError>>),
+    Nothing,
+}
+
+impl HeldBody {
+    /// The next frame already read into the body, if any: the connection's I/O driven with `io`,
+    /// the body polled without a waker (only that I/O, driven in this task, puts data in it).
+    fn next_frame(&mut self, io: &mut std::task::Context<'_>) -> Polled {
+        use hyper::body::Body as _;
+        use std::task::Poll;
+        let mut none = std::task::Context::from_waker(std::task::Waker::noop());
+        while let Some(conn) = &mut self.conn {
+            conn.drive(io);
+            match std::pin::Pin::new(&mut self.incoming).poll_frame(&mut none) {
+                Poll::Pending => return Polled::Nothing,
+                Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                    Ok(data) => return Polled::Item(Some(Ok(data))),
+                    Err(_) => continue, // trailers
+                },
+                Poll::Ready(Some(Err(e))) => {
+                    self.conn = None;
+                    return Polled::Item(Some(Err(BodyError::Transport(error_chain(&e)))));
+                }
+                Poll::Ready(None) => {
+                    if let Some(conn) = self.conn.take() {
+                        self.held.give_back(conn);
+                    }
+                }
+            }
+        }
+        Polled::Item(None)
+    }
 }
 
 impl futures_util::Stream for HeldBody {
     type Item = Result<bytes::Bytes, BodyError>;
 
+    /// After a wake, what came is taken with the I/O driven without a waker; the I/O registers
+    /// this task (for the socket) on the poll after a frame, or when the wake brought nothing. A
+    /// frame taken after that registration wakes this task for nothing (hyper's body channel
+    /// holds one frame; taking it wakes the waker its I/O registered while the channel was
+    /// full), so the registration is left for when the socket has most likely been drained.
     fn poll_next(
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Self::Item>> {
-        use hyper::body::Body as _;
-        use std::task::Poll;
-        let this = &mut *self;
-        while this.conn.is_some() {
-            match std::pin::Pin::new(&mut this.incoming).poll_frame(cx) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
-                    Ok(data) => return Poll::Ready(Some(Ok(data))),
-                    Err(_) => continue, // trailers
-                },
-                Poll::Ready(Some(Err(e))) => {
-                    this.conn = None;
-                    return Poll::Ready(Some(Err(BodyError::Transport(error_chain(&e)))));
-                }
-                Poll::Ready(None) => {
-                    if let Some(conn) = this.conn.take() {
-                        this.held.give_back(conn);
-                    }
-                }
+        let mut none = std::task::Context::from_waker(std::task::Waker::noop());
+        let polled = match self.waited {
+            true => match self.next_frame(&mut none) {
+                Polled::Nothing => self.next_frame(cx),
+                item => item,
+            },
+            false => self.next_frame(cx),
+        };
+        match polled {
+            Polled::Item(item) => {
+                self.waited = false;
+                std::task::Poll::Ready(item)
+            }
+            Polled::Nothing => {
+                self.waited = true;
+                std::task::Poll::Pending
             }
         }
-        Poll::Ready(None)
     }
 }
 
@@ -739,7 +781,8 @@ enum BodyError {
 /// A streamed body's bytes as the SSE parser reads them: decoded as its `Content-Encoding`
 /// says (a piece that decodes to nothing yet is skipped; one that does not decode ends the body
 /// with [`BodyError::Decode`]), and each piece's arrival stamped (run-clock ms, `f64` bits) into
-/// `last`, which the stall timer of [`Client::stream`] reads when it fires — any bytes, an SSE
+/// `last`: the time [`Client::stream`] gives the events those bytes complete, and what its stall
+/// timer reads when it fires — any bytes, an SSE
 /// comment (`: ping`, sent by SGLang and proxies during a long prefill) as much as a token, keep
 /// a stream that has no token yet alive. The stamp sits under the SSE parser, which swallows
 /// comments.

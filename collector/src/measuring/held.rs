@@ -20,8 +20,8 @@
 //!   and a cell's opening streams wait at a [`Gate`], each with its connection ready and its
 //!   request built, until all are ready, then leave together.
 //!
-//! A connection the server closed or reset while it sat idle is noticed by its connection task
-//! ([`SendRequest::is_closed`], or `ready()` failing), and the stream opens a new one instead; a
+//! A connection the server closed or reset while it sat idle is noticed when a stream takes it
+//! (its I/O driven once: [`Conn::is_closed`], or `ready()` failing), and the stream opens a new one instead; a
 //! request that the connection could not take (it closed as the request was handed over, before
 //! any byte was written) goes out on a new connection. A request that was written and then
 //! closed on without a byte of answer is not sent again ([`SendFailed::unanswered`]: the server
@@ -35,11 +35,73 @@
 use crate::text::error_chain;
 use http_body_util::BodyExt;
 use hyper::client::conn::http1::SendRequest;
+use std::future::Future as _;
 use std::sync::Mutex;
 use std::time::Duration;
 
-/// A held connection: hyper's handle to send requests on it; its I/O runs in a task of its own.
-pub(crate) type Conn = SendRequest<StampedBody>;
+/// A held connection: hyper's handle to send requests on it, and the connection's I/O, which
+/// the task using the connection drives ([`Conn::drive`]) — no task of its own, so a chunk that
+/// arrives wakes one task (the stream's), not the connection's and then the stream's.
+pub(crate) struct Conn {
+    send: SendRequest<StampedBody>,
+    /// The connection's I/O (hyper's dispatcher: it writes the requests, reads the answers into
+    /// their bodies); `None` once it ended (closed, reset, broken).
+    io: Option<Io>,
+}
+
+/// hyper's HTTP/1.1 connection over a tokio `TcpStream`: a future that does the connection's
+/// reads and writes each time it is polled.
+type Io = hyper::client::conn::http1::Connection<hyper_util::rt::TokioIo<tokio::net::TcpStream>, StampedBody>;
+
+impl Conn {
+    /// Do the connection's pending I/O (write what is queued, read what came into the answer's
+    /// body), registering `cx` for what it waits on. `false` once the connection ended.
+    pub(crate) fn drive(&mut self, cx: &mut std::task::Context<'_>) -> bool {
+        if let Some(io) = &mut self.io {
+            if std::pin::Pin::new(io).poll(cx).is_ready() {
+                // Dropped: a request still waiting for its answer gets hyper's error now.
+                self.io = None;
+            }
+        }
+        self.io.is_some()
+    }
+
+    /// Whether the connection ended (its I/O driven once first, so a close or reset the server
+    /// made while it sat idle is seen).
+    pub(crate) fn is_closed(&mut self) -> bool {
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        !self.drive(&mut cx) || self.send.is_closed()
+    }
+
+    /// Wait until the connection can take a request.
+    pub(crate) async fn ready(&mut self) -> hyper::Result<()> {
+        std::future::poll_fn(|cx| {
+            self.drive(cx);
+            self.send.poll_ready(cx)
+        })
+        .await
+    }
+
+    /// `f` (a request's answer, a body), driving the connection's I/O while it waits.
+    async fn run<F: std::future::Future>(&mut self, f: F) -> F::Output {
+        let mut f = std::pin::pin!(f);
+        std::future::poll_fn(|cx| {
+            self.drive(cx);
+            f.as_mut().poll(cx)
+        })
+        .await
+    }
+
+    /// Send `req` and wait for its answer's head; the request back when the connection could
+    /// not take it (it closed as it was handed over, before a byte was written).
+    async fn send(
+        &mut self,
+        req: http::Request<StampedBody>,
+    ) -> Result<http::Response<hyper::body::Incoming>, hyper::client::conn::TrySendError<http::Request<StampedBody>>> {
+        let answer = self.send.try_send_request(req);
+        self.run(answer).await
+    }
+}
 
 /// Connections opened at once by [`Held::warm`]: each batch is answered before the next
 /// connects, so at most this many handshakes wait in a server's accept queue (an eighth of
@@ -126,7 +188,7 @@ impl Held {
     /// An idle connection that is still open, if there is one.
     pub fn take(&self) -> Option<Conn> {
         let mut idle = self.idle.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        while let Some(c) = idle.pop() {
+        while let Some(mut c) = idle.pop() {
             if !c.is_closed() {
                 return Some(c);
             }
@@ -135,7 +197,7 @@ impl Held {
     }
 
     /// Keep `conn` for the next stream (unless it closed).
-    pub fn give_back(&self, conn: Conn) {
+    pub fn give_back(&self, mut conn: Conn) {
         if !conn.is_closed() {
             self.idle.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(conn);
         }
@@ -144,25 +206,22 @@ impl Held {
     /// Idle connections still open (closed ones are dropped).
     pub fn idle(&self) -> usize {
         let mut idle = self.idle.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        idle.retain(|c| !c.is_closed());
+        idle.retain_mut(|c| !c.is_closed());
         idle.len()
     }
 
     /// Open a connection: TCP connect (at most [`CONNECT_TIMEOUT`]) and hyper's HTTP/1.1
-    /// handshake, its I/O spawned as a task that ends when the connection closes.
+    /// handshake; its I/O is driven by whoever uses it ([`Conn::drive`]).
     pub async fn open(&self) -> Result<Conn, String> {
         let tcp = tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(&self.addr))
             .await
             .map_err(|_| format!("no connection within {}", humantime::format_duration(CONNECT_TIMEOUT)))?
             .map_err(|e| e.to_string())?;
         let _ = tcp.set_nodelay(true);
-        let (conn, io) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
+        let (send, io) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
             .await
             .map_err(|e| error_chain(&e))?;
-        tokio::spawn(async move {
-            let _ = io.await;
-        });
-        Ok(conn)
+        Ok(Conn { send, io: Some(io) })
     }
 
     /// Have `n` idle connections, each answered once by the server: the missing ones opened in
@@ -189,8 +248,8 @@ impl Held {
         let req = self.request(http::Method::GET, "/v1/models", StampedBody::empty()).ok()?;
         let answered = async {
             conn.ready().await.ok()?;
-            let resp = conn.send_request(req).await.ok()?;
-            resp.into_body().collect().await.ok()
+            let resp = conn.send(req).await.ok()?;
+            conn.run(resp.into_body().collect()).await.ok()
         };
         tokio::time::timeout(CONNECT_TIMEOUT, answered).await.ok().flatten()?;
         Some(conn)
@@ -247,14 +306,14 @@ impl Held {
         req: http::Request<StampedBody>,
     ) -> Result<(http::Response<hyper::body::Incoming>, Conn), SendFailed> {
         let mut conn = conn;
-        match conn.try_send_request(req).await {
+        match conn.send(req).await {
             Ok(resp) => Ok((resp, conn)),
             Err(mut e) => match e.take_message() {
                 // The connection closed as it was handed the request, before writing it.
                 Some(req) => {
                     let mut fresh = self.open().await.map_err(SendFailed::unreachable)?;
                     fresh.ready().await.map_err(|e| SendFailed::of(&e))?;
-                    let resp = fresh.send_request(req).await.map_err(|e| SendFailed::of(&e))?;
+                    let resp = fresh.send(req).await.map_err(|e| SendFailed::of(e.error()))?;
                     Ok((resp, fresh))
                 }
                 None => Err(SendFailed::of(e.error())),
@@ -302,7 +361,8 @@ pub(crate) fn closed_unanswered(e: &(dyn std::error::Error + 'static)) -> bool {
 /// When a request's bytes were written: the instant the HTTP client first asked its body for
 /// data, which it does as it writes the request (head and body in one flush) — after pool
 /// checkout and any connection set-up, before the server can answer. Shared between the body
-/// (in the connection's task) and the stream's task.
+/// (polled where the connection's I/O runs: the stream's own task on a held connection,
+/// reqwest's connection task on a pooled one) and the stream's task.
 #[derive(Clone)]
 pub(crate) struct SendStamp {
     /// The run clock's zero (`Clock::zero` of the client module).
