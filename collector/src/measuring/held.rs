@@ -97,7 +97,8 @@ impl Conn {
     async fn send(
         &mut self,
         req: http::Request<StampedBody>,
-    ) -> Result<http::Response<hyper::body::Incoming>, hyper::client::conn::TrySendError<http::Request<StampedBody>>> {
+    ) -> Result<http::Response<hyper::body::Incoming>, hyper::client::conn::TrySendError<http::Request<StampedBody>>>
+    {
         let answer = self.send.try_send_request(req);
         self.run(answer).await
     }
