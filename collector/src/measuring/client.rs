@@ -633,12 +633,13 @@ impl futures_util::Stream for HeldBody {
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Self::Item>> {
         let mut none = std::task::Context::from_waker(std::task::Waker::noop());
-        let polled = match self.waited {
-            true => match self.next_frame(&mut none) {
+        let polled = if self.waited {
+            match self.next_frame(&mut none) {
                 Polled::Nothing => self.next_frame(cx),
                 item => item,
-            },
-            false => self.next_frame(cx),
+            }
+        } else {
+            self.next_frame(cx)
         };
         match polled {
             Polled::Item(item) => {

@@ -20,17 +20,17 @@
 //!   and a cell's opening streams wait at a [`Gate`], each with its connection ready and its
 //!   request built, until all are ready, then leave together.
 //!
-//! A connection the server closed or reset while it sat idle is noticed when a stream takes it
-//! (its I/O driven once: [`Conn::is_closed`], or `ready()` failing), and the stream opens a new one instead; a
-//! request that the connection could not take (it closed as the request was handed over, before
-//! any byte was written) goes out on a new connection. A request that was written and then
-//! closed on without a byte of answer is not sent again ([`SendFailed::unanswered`]: the server
-//! may have read it; the stream fails saying so), unless it went out on a connection that had sat
-//! idle ([`Reused`]): once more, on a new connection. An answer whose end is the connection's close
-//! (HTTP/1.0) or that says `Connection: close` closes its connection, and the stream after it
-//! opens a new one. Only plain `http://` URLs with no proxy
-//! configured take this path ([`Held::for_base`]); `https://`, a proxy from the environment and
-//! everything that is not a streamed request (discovery, `/metrics`, probes) stay with reqwest.
+//! A connection the server closed or reset while it sat idle is noticed when a stream takes it (its
+//! I/O driven once: [`Conn::is_closed`], or `ready()` failing), and the stream opens a new one
+//! instead; a request that the connection could not take (it closed as the request was handed over,
+//! before any byte was written) goes out on a new connection. A request that was written and then
+//! closed on without a byte of answer is not sent again ([`SendFailed::unanswered`]: the server may
+//! have read it; the stream fails saying so), unless it went out on a connection that had sat idle
+//! ([`Reused`]): once more, on a new connection. An answer whose end is the connection's close
+//! (HTTP/1.0) or that says `Connection: close` closes its connection, and the stream after it opens
+//! a new one. Only plain `http://` URLs with no proxy configured take this path
+//! ([`Held::for_base`]); `https://`, a proxy from the environment and everything that is not a
+//! streamed request (discovery, `/metrics`, probes) stay with reqwest.
 
 use crate::text::error_chain;
 use http_body_util::BodyExt;
