@@ -92,6 +92,26 @@ shapes! {
     a_hung_metrics_with_a_prefix_share_cell_keeps_the_estimate_and_says_why_no_hit_rate,
 }
 
+/// A server that counts no prompt tokens — no `/tokenize`, no `usage` in a non-streamed answer
+/// (a proxy that strips it): no prompt can be cut to a planned length, so the run stops before
+/// measuring (exit 2, docs/CLI.md "Exit codes"), naming what the server would need. Not a row
+/// of [`table`]: a row's verdict reads a results file, and this run measures nothing to write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_counts_no_prompt_tokens_is_refused_saying_what_it_needs() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let script = support::scripted::Script { no_tokenize: true, no_probe_usage: true, ..Default::default() };
+    let server = support::scripted::start(script).await;
+    let out = dir.path().join("run.json");
+    let args = ["--contexts", "256", "--concurrency", "1", "--prefill-contexts", "none", "--duration", "1s"];
+    let (code, stderr) = support::collect::collect(&server.url, &out, &args).await;
+    assert_eq!(code, Some(2), "{stderr}");
+    for words in ["usage.prompt_tokens", "/tokenize", "send `usage` in non-streamed answers"] {
+        assert!(stderr.contains(words), "the error names {words:?}: {stderr}");
+    }
+    let streamed = server.bodies().iter().filter(|b| b["stream"].as_bool() == Some(true)).count();
+    assert_eq!(streamed, 0, "nothing is measured with prompts of unknown length");
+}
+
 /// The shapes, one function per row.
 mod table {
     use super::EXIT_CELL_ERRORS;

@@ -301,6 +301,8 @@ impl PromptBuilder {
             .ok_or_else(|| HttpError::Body { url: "/apply-template".into(), message: format!("no prompt in {v}") })
     }
 
+    /// Without `/tokenize`, a probe's answer with no `usage.prompt_tokens`: nothing counts a
+    /// prompt's tokens, so no prompt can be cut to a planned context length.
     async fn probe_tokens(&self, text: &str) -> Result<f64, HttpError> {
         let path = match self.endpoint {
             Endpoint::Chat => "/v1/chat/completions",
@@ -312,7 +314,7 @@ impl PromptBuilder {
             .and_then(|u| u.get("prompt_tokens"))
             .and_then(Value::as_u64)
             .map(|t| t as f64)
-            .ok_or_else(|| HttpError::Body { url: path.into(), message: "no usage.prompt_tokens in the answer".into() })
+            .ok_or_else(|| HttpError::Body { url: path.into(), message: NO_PROMPT_COUNT.into() })
     }
 
     /// A prompt of `target` tokens whose text starts with the run-unique `tag`
@@ -407,6 +409,13 @@ impl PromptBuilder {
 fn fnv(s: &str) -> u64 {
     s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
 }
+
+/// Why a server whose answers carry no `usage.prompt_tokens` and which has no `/tokenize` cannot
+/// be measured, and what would let it be.
+const NO_PROMPT_COUNT: &str = "no usage.prompt_tokens in the answer, and the server has no /tokenize: \
+speedmatrix cuts every prompt to its context by the server's own token count, so without one it cannot \
+give this server prompts of a planned length — have the server (or the proxy in front of it) send \
+`usage` in non-streamed answers, or serve `/tokenize`";
 
 #[cfg(test)]
 mod tests {

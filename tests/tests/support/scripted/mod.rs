@@ -208,6 +208,10 @@ pub struct Script {
     /// `/tokenize` answers 404 (a plain OpenAI-compatible server): the collector sizes prompts
     /// with non-streamed probe requests, which this server answers with their usage.
     pub no_tokenize: bool,
+    /// Non-streamed answers (the prompt builder's probes) carry no `usage` (a proxy that strips
+    /// it, a plain server that leaves it out): with [`Script::no_tokenize`], nothing counts a
+    /// prompt's tokens.
+    pub no_probe_usage: bool,
     /// `/metrics` answers live vLLM gauges (instead of [`Script::metrics`]):
     /// `vllm:num_requests_running` counts the streams admitted and not yet ended, and
     /// `vllm:num_requests_waiting` is always 0 — the engine's own queue is empty; requests held
@@ -295,6 +299,7 @@ impl Default for Script {
             header_delay: Duration::ZERO,
             context_limit: None,
             no_tokenize: false,
+            no_probe_usage: false,
             live_gauges: false,
             admit_delay: Duration::ZERO,
             engine_tokens: None,

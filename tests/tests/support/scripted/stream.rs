@@ -182,21 +182,24 @@ pub(super) async fn complete(
         return ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], page).into_response();
     }
     if v["stream"].as_bool() != Some(true) {
-        return non_streamed(&v);
+        return non_streamed(&v, !s.script.no_probe_usage);
     }
     stream(&s, uri.path().contains("chat"), &v, reset)
 }
 
-/// A non-streamed completion (the prompt builder's probes): `max_tokens` words and the usage,
-/// always.
-fn non_streamed(v: &Value) -> Response {
+/// A non-streamed completion (the prompt builder's probes): `max_tokens` words, and the usage
+/// when `with_usage`.
+fn non_streamed(v: &Value, with_usage: bool) -> Response {
     let max_tokens = v["max_tokens"].as_u64().unwrap_or(16);
     let (prompt, text) = (prompt_tokens(v), "w ".repeat(max_tokens as usize));
     let usage = json!({"prompt_tokens": prompt, "completion_tokens": max_tokens, "total_tokens": prompt + max_tokens});
     let choice =
         json!({"index": 0, "message": {"role": "assistant", "content": text}, "text": text, "finish_reason": "length"});
-    axum::Json(json!({"id": "scripted", "object": "chat.completion", "choices": [choice], "usage": usage}))
-        .into_response()
+    let mut answer = json!({"id": "scripted", "object": "chat.completion", "choices": [choice]});
+    if with_usage {
+        answer["usage"] = usage;
+    }
+    axum::Json(answer).into_response()
 }
 
 /// What one streamed answer writes, fixed when its request arrives.
