@@ -273,7 +273,9 @@ pub struct RunArgs {
     #[arg(long, value_delimiter = ',', default_value = "8k,16k,32k,64k,128k,max")]
     pub prefill_contexts: Vec<String>,
     /// Measurement window per decode cell, e.g. `30s`, `10s`, `2m`.
-    #[arg(long, default_value = "30s")]
+    // A value starting with '-' is taken, so `--duration -5s` gets the duration's own error
+    // (naming the flag), not clap's "unexpected argument '-5'".
+    #[arg(long, default_value = "30s", allow_hyphen_values = true)]
     pub duration: String,
     /// `max_tokens` of every decode request.
     #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..))]

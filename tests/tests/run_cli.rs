@@ -77,7 +77,8 @@ fn values_that_cannot_measure_anything_are_refused() {
     let (code, err) = run(&["--temperature", "-1"]);
     assert_eq!(code, Some(2));
     assert!(err.contains("--temperature -1: give a finite number ≥ 0"), "{err}");
-    for d in ["1ms", "100y", "inf"] {
+    // "-5s" too: taken as the value (clap would say "unexpected argument '-5'", naming no flag).
+    for d in ["1ms", "100y", "inf", "-5s"] {
         let (code, err) = run(&["--duration", d]);
         assert_eq!(code, Some(2), "{d}: {err}");
         assert!(err.contains("--duration"), "{d}: {err}");

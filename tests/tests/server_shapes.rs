@@ -575,7 +575,7 @@ mod table {
     /// estimate; the decode cell is counted from chunks and marked so.
     pub fn a_prefill_row_without_a_prompt_count_says_why_its_rate_is_null() -> Shape {
         Shape {
-            rule: "a prefill row without a prompt count has no prompt tok/s and says why",
+            rule: "a prefill row without a prompt count has no prompt tok/s and says why; a decode cell's null count is in its missing",
             script: Script {
                 no_tokenize: true,
                 stream: StreamScript { per_chunk_usage: false, final_usage: false, ..StreamScript::default() },
@@ -590,6 +590,13 @@ mod table {
                 c.that(row.ttft_ms.is_some(), || format!("TTFT is the client's clock: {row:?}"));
                 c.eq("prompt tokens and tok/s (no count, no rate)", (row.prompt_tokens, row.prompt_tps), (None, None));
                 c.eq("token count source", o.results.decode[0].token_count_source, Some(TokenCountSource::ChunkCount));
+                // The decode cell's prompt count is null too, and its `missing` says why.
+                let cell = &o.results.decode[0];
+                c.eq("the decode cell's prompt tokens", cell.prompt_tokens, None);
+                let why = cell.missing.iter().find(|m| m.figure == "prompt_tokens");
+                c.that(why.is_some_and(|m| m.reason.contains("/tokenize") && m.reason.contains("usage.prompt_tokens")), || {
+                    format!("the decode cell's missing says why its prompt tokens are null: {:?}", cell.missing)
+                });
             }),
         }
     }

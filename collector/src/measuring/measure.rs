@@ -138,6 +138,9 @@ pub fn decode_cell(obs: &Observation) -> (DecodeCell, Vec<String>) {
     };
     let mut cell = blank_cell(&obs.context, obs.concurrency);
     cell.prompt_tokens = served_prompt_tokens(&streams).or(obs.prompt_tokens);
+    if cell.prompt_tokens.is_none() {
+        cell.missing.push(MissingFigure { figure: "prompt_tokens".into(), reason: UNCOUNTED_PROMPT.into() });
+    }
     cell.readiness = obs.readiness.clone();
     let failures = failures(&streams);
     let Some(w) = obs.window.filter(|_| failures.is_empty()) else {
@@ -228,6 +231,9 @@ fn untrusted(cell: &mut DecodeCell, note: &str, f: &WindowFigures) {
         None => reason,
     });
 }
+
+/// Why a decode cell's `prompt_tokens` is null (its prefill row says the same in its reason).
+const UNCOUNTED_PROMPT: &str = "the server has no /tokenize and no stream of the cell carried usage.prompt_tokens: nothing counted the prompt (it was cut by tokens per word, estimated from probe requests)";
 
 /// ITL where the chunks' own token counts are not known: only its mean (the window's gaps over
 /// its tokens) and count are kept, and `missing` says why the rest is null; `chunk_gap_ms` has
