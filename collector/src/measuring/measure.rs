@@ -137,10 +137,7 @@ pub fn decode_cell(obs: &Observation) -> (DecodeCell, Vec<String>) {
         std::borrow::Cow::Owned(sorted)
     };
     let mut cell = blank_cell(&obs.context, obs.concurrency);
-    cell.prompt_tokens = served_prompt_tokens(&streams).or(obs.prompt_tokens);
-    if cell.prompt_tokens.is_none() {
-        cell.missing.push(MissingFigure { figure: "prompt_tokens".into(), reason: UNCOUNTED_PROMPT.into() });
-    }
+    cell.prompt_tokens = prompt_count(served_prompt_tokens(&streams).or(obs.prompt_tokens), &mut cell.missing);
     cell.readiness = obs.readiness.clone();
     let failures = failures(&streams);
     let Some(w) = obs.window.filter(|_| failures.is_empty()) else {
@@ -232,8 +229,17 @@ fn untrusted(cell: &mut DecodeCell, note: &str, f: &WindowFigures) {
     });
 }
 
-/// Why a decode cell's `prompt_tokens` is null (its prefill row says the same in its reason).
-const UNCOUNTED_PROMPT: &str = "the server has no /tokenize and no stream of the cell carried usage.prompt_tokens: nothing counted the prompt (it was cut by tokens per word, estimated from probe requests)";
+/// Why a prompt's token count is null: a prefill row says it in its reason, a cell in its
+/// `missing` ([`prompt_count`]).
+pub const UNCOUNTED_PROMPT: &str = "the server has no /tokenize and no answer carried usage.prompt_tokens (the prompt was cut by tokens per word, estimated from probe requests)";
+
+/// A cell's prompt tokens, `counted`; when nothing counted them, `missing` says why.
+pub fn prompt_count(counted: Option<u64>, missing: &mut Vec<MissingFigure>) -> Option<u64> {
+    if counted.is_none() {
+        missing.push(MissingFigure { figure: "prompt_tokens".into(), reason: UNCOUNTED_PROMPT.into() });
+    }
+    counted
+}
 
 /// ITL where the chunks' own token counts are not known: only its mean (the window's gaps over
 /// its tokens) and count are kept, and `missing` says why the rest is null; `chunk_gap_ms` has

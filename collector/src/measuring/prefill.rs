@@ -27,10 +27,6 @@ use speedmatrix_schema::stats::round3;
 use speedmatrix_schema::status::cached_prefill_warning;
 use speedmatrix_schema::{CachedTokensSource, CellStatus, ContextSize, PrefillRow};
 
-/// The reason of a prefill row whose prompt length (and so prompt tok/s) is null.
-pub const UNCOUNTED_PROMPT: &str =
-    "prompt tokens and prompt tok/s unknown: the server has no /tokenize and its stream carried no usage.prompt_tokens";
-
 /// The prefill row `index` of the results, at `context`.
 pub struct PrefillAt {
     /// Its place in `results.prefill`.
@@ -169,7 +165,11 @@ fn prefill_row_of(s: &mut Session, ctx: &ContextSize, prompt: Prompt, seen: Pref
             row.reason = row.cached_tokens.filter(|_| cold).and_then(|c| cached_prefill_warning(c, row.prompt_tokens));
             if row.prompt_tokens.is_none() {
                 // The prompt was cut to an estimate (probe requests), so its length is not known.
-                crate::measuring::measure::add_note(&mut row.reason, UNCOUNTED_PROMPT.into());
+                let why = crate::measuring::measure::UNCOUNTED_PROMPT;
+                crate::measuring::measure::add_note(
+                    &mut row.reason,
+                    format!("prompt tokens and prompt tok/s unknown: {why}"),
+                );
             }
             if let Some(w) = &row.reason {
                 s.log(format!("warning: prefill {}: {w}", ctx.label));

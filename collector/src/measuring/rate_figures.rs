@@ -76,7 +76,8 @@ pub fn rate_cell(obs: &RateObservation) -> RateCell {
     let streams: Vec<CellStream> =
         obs.records.iter().map(|r| CellStream { record: r.clone(), opening: false }).collect();
     let sent: HashMap<usize, Sent> = obs.sent.iter().map(|s| (s.id, *s)).collect();
-    cell.prompt_tokens = median(streams.iter().filter_map(|s| s.record.prompt_tokens)).or(obs.prompt_tokens);
+    let counted = median(streams.iter().filter_map(|s| s.record.prompt_tokens)).or(obs.prompt_tokens);
+    cell.prompt_tokens = crate::measuring::measure::prompt_count(counted, &mut cell.missing);
     let failed = failures(&streams);
     let (Some(w0), Some(w1)) = (obs.warmup_end_ms, obs.window_end_ms) else {
         cell.status = CellStatus::Error;
