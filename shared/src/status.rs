@@ -51,6 +51,9 @@ pub struct Evidence<'a> {
     pub window_tokens: Option<u64>,
     /// Why readiness ended without every stream decoding and an empty queue, when it did.
     pub readiness_timeout: Option<&'a str>,
+    /// Some stream of the cell was answered HTTP 429 and waited out its `Retry-After` before
+    /// sending again: that wait is not running either, and the client's count says so.
+    pub rate_limited: bool,
 }
 
 /// How long a stream may wait for its first token and still count as starting, not queued
@@ -108,8 +111,9 @@ pub fn decode_status(e: &Evidence<'_>) -> (CellStatus, Option<String>) {
     }
     if let Some(avg) = e.client_running.filter(|avg| *avg < RUNNING_SHARE * f64::from(n)) {
         let allowance = e.start_allowance_ms.map_or(String::new(), |a| format!(" longer than {:.1} s", a / 1000.0));
+        let limited = if e.rate_limited { ", and one waiting out an HTTP 429's Retry-After was not running" } else { "" };
         return queued(format!(
-            "on average {avg:.1} of {n} streams were running (client view: a stream waiting{allowance} for its first token was queued)"
+            "on average {avg:.1} of {n} streams were running (client view: a stream waiting{allowance} for its first token was queued{limited})"
         ));
     }
     if let Some(why) = e.readiness_timeout {
@@ -350,6 +354,12 @@ mod tests {
         let (s, r) = decode_status(&Evidence { window_tokens: Some(0), ..ok.clone() });
         assert_eq!(s, CellStatus::Error);
         assert!(r.unwrap().contains("no token arrived"));
+        // Streams waiting out a 429's Retry-After: the reason says that wait was not running.
+        let (s, r) = decode_status(&Evidence { client_running: Some(2.4), rate_limited: true, ..ok.clone() });
+        assert_eq!(s, CellStatus::RequestsQueued);
+        assert!(r.unwrap().ends_with("and one waiting out an HTTP 429's Retry-After was not running)"));
+        let (_, r) = decode_status(&Evidence { client_running: Some(2.4), ..ok.clone() });
+        assert!(!r.unwrap().contains("429"));
         // A readiness timeout is a reason on the cell.
         let why = "readiness timed out: 3 of 4 streams had produced a token after 120 s";
         let (s, r) = decode_status(&Evidence { readiness_timeout: Some(why), ..ok.clone() });

@@ -99,6 +99,29 @@ async fn rate_limited_429_with_a_short_retry_after_is_waited_out_and_recorded() 
     assert!(err.contains("rate limited"), "the log says so too: {err}");
 }
 
+/// HTTP 429 with `Retry-After: 1` to a request inside the window of a 1-stream cell: the stream
+/// waits out a second of a 4-s window without a request in flight, so the cell is not valid
+/// (one stream was not running for a quarter of it), and its reason says the wait was a rate
+/// limiter's, not a request waiting for its first token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_after_wait_inside_the_window_is_named_in_the_queued_reason() {
+    let _one = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let failing = Failing { from: 4, count: 1, status: 429, retry_after: Some(1), ..Failing::default() };
+    let server = scripted::start(Script { failing: Some(failing), ..Script::default() }).await;
+    let out = dir.path().join("run.json");
+    let (code, err) = collect(&server.url, &out, &strs(&matrix_of("1", "4s"))).await;
+    assert_eq!(code, Some(0), "{err}");
+    let r = read(&out);
+    let cell = &r.decode[0];
+    assert_eq!(cell.status, CellStatus::RequestsQueued, "{:?}", cell.reason);
+    let why = reason(cell);
+    assert!(why.contains("of 1 streams were running"), "{why}");
+    assert!(why.contains("waiting out an HTTP 429's Retry-After was not running"), "{why}");
+    assert!(why.contains("HTTP 429 to 1 request"), "{why}");
+    assert_measured_intact(&r);
+}
+
 /// HTTP 429 with `Retry-After` as an HTTP date two seconds ahead (the form gateways and CDNs
 /// send): waited out like the seconds form, the cells measured, exit 0.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -171,6 +171,7 @@ pub fn decode_cell(obs: &Observation) -> (DecodeCell, Vec<String>) {
         start_allowance_ms: Some(allowance),
         window_tokens: Some(f.output_tokens),
         readiness_timeout: readiness_timeout.as_deref(),
+        rate_limited: streams.iter().any(|s| !s.record.rate_limited.is_empty()),
     });
     if let (CellStatus::Valid | CellStatus::RequestsQueued, Some(why)) = (status, &obs.queued_by_construction) {
         (status, reason) = (CellStatus::RequestsQueued, Some(reason.map_or(why.clone(), |r| format!("{why}; {r}"))));
