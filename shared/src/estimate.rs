@@ -3,7 +3,7 @@
 //! server's prompt rate, a decode context needs a warm-up (one cold prompt per warmed prompt)
 //! unless its prefill row warmed it, and a decode cell is readiness (its N streams opening
 //! until every one decodes) + the window + a drain allowance. The rates come from what the file
-//! has measured so far: prompt tok/s from its prefill rows, readiness from its decode cells'
+//! has measured so far: prompt tok/s from its prefill rows that counted their prompt tokens, readiness from its decode cells'
 //! `readiness.after_ms`, fitted over N. Before anything is measured the rates are stated
 //! assumptions ([`ASSUMED_PROMPT_TPS`], [`ASSUMED_READINESS`]), and the estimate says so.
 //!
@@ -129,13 +129,17 @@ pub fn duration_text(s: f64) -> String {
     }
 }
 
-/// The prompt rate measured so far: prompt tokens over prefill time of the valid prefill rows.
+/// The prompt rate measured so far: prompt tokens over prefill time of the valid prefill rows
+/// whose prompt tokens were counted. A row whose count is null (or 0: not a count) gives the file
+/// no prompt rate, so it gives the estimate none either — its context's nominal size is not what
+/// the server prefilled; with no counted row the estimate stays on [`ASSUMED_PROMPT_TPS`] and
+/// says so.
 pub fn measured_prompt_tps(r: &Results) -> Option<f64> {
     let (tokens, secs) = r
         .prefill
         .iter()
         .filter(|p| p.status == CellStatus::Valid)
-        .filter_map(|p| Some((p.prompt_tokens.unwrap_or(p.context.tokens) as f64, p.ttft_ms? / 1000.0)))
+        .filter_map(|p| Some((p.prompt_tokens.filter(|&t| t > 0)? as f64, p.ttft_ms? / 1000.0)))
         .fold((0.0, 0.0), |(t, s), (a, b)| (t + a, s + b));
     (secs > 0.0 && tokens > 0.0).then_some(tokens / secs)
 }
@@ -414,6 +418,34 @@ mod tests {
             (e.warmup_s - 31.0 * (8192.0 / 20_000.0 + PER_PROMPT_S) - 31.0 * (65536.0 / 20_000.0 + PER_PROMPT_S)).abs()
                 < 1e-6
         );
+    }
+
+    #[test]
+    fn a_prefill_row_whose_prompt_nothing_counted_gives_no_measured_rate() {
+        let mut r = plan();
+        // The 8K row measured, its prompt tokens counted by nothing (null in the file, with a
+        // `missing` reason): its TTFT over the nominal 8,192 would be a rate the file calls unknown.
+        r.prefill[0].status = CellStatus::Valid;
+        r.prefill[0].prompt_tokens = None;
+        r.prefill[0].ttft_ms = Some(409.6);
+        assert_eq!(measured_prompt_tps(&r), None);
+        let e = remaining(&r, &[8192]);
+        assert_eq!(e.prompt_tps, (ASSUMED_PROMPT_TPS, Basis::Assumed));
+        assert!((e.prefill_s - (65536.0 / ASSUMED_PROMPT_TPS + PER_PROMPT_S)).abs() < 1e-9, "{e:?}");
+        assert_eq!(
+            e.assumptions().as_deref(),
+            Some("assuming 10,000 prompt tok/s and readiness 0.2 s + 0.16 s per stream")
+        );
+        // A count of 0 for an 8K prompt is not a count either.
+        r.prefill[0].prompt_tokens = Some(0);
+        assert_eq!(measured_prompt_tps(&r), None);
+        // The 64K row counted: the rate is its own alone, the uncounted row adding no time.
+        r.prefill[1].status = CellStatus::Valid;
+        r.prefill[1].prompt_tokens = Some(65536);
+        r.prefill[1].ttft_ms = Some(3276.8);
+        let tps = measured_prompt_tps(&r).expect("one counted row");
+        assert!((tps - 20_000.0).abs() < 1e-6, "{tps}");
+        assert_eq!(remaining(&r, &[]).prompt_tps.1, Basis::Measured);
     }
 
     #[test]

@@ -150,6 +150,22 @@ async fn other_server_shapes_plans() {
     .await;
 }
 
+/// A server that reports no version (`/version` answers 404, as a plain OpenAI-compatible one
+/// may): the server line says so, never "version unknown" (a figure not given is said as such).
+#[tokio::test]
+async fn a_server_without_a_version_is_said_to_report_none() {
+    let mut cfg = TwinConfig::new(Profile::tiny());
+    cfg.faults = vec!["version-404".parse::<Fault>().expect("a fault")];
+    let t = twin::start(cfg, "127.0.0.1:0").await.expect("twin starts");
+    let args = ["--engine", "openai", "--contexts", "1k", "--concurrency", "1", "--prefill-contexts", "none"];
+    let text = dry_run(&t.url(), &args).await;
+    t.shutdown().await;
+    assert!(text.ends_with("exit: Some(0)\n"), "{text}");
+    let line = text.lines().find(|l| l.starts_with("server: ")).unwrap_or_default();
+    assert!(line.starts_with("server: openai (the server reports no version) · model tiny"), "{text}");
+    assert!(!text.contains("version unknown"), "{text}");
+}
+
 /// What the run would refuse about `-o` (an existing file, a folder that cannot be written) is
 /// a note in the dry run, which writes nothing and so succeeds (exit 0: docs/CLI.md, "Exit codes").
 #[tokio::test]

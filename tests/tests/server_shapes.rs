@@ -90,6 +90,8 @@ shapes! {
     an_http_1_0_proxy_closing_every_stream_is_read_to_its_close,
     a_proxy_answering_connection_close_every_time_gets_a_new_connection_per_stream,
     a_hung_metrics_with_a_prefix_share_cell_keeps_the_estimate_and_says_why_no_hit_rate,
+    streams_whose_usage_counts_0_prompt_tokens_get_the_tokenize_count,
+    streams_whose_usage_counts_0_prompt_tokens_without_tokenize_leave_the_count_null_saying_so,
 }
 
 /// A server that counts no prompt tokens — no `/tokenize`, no `usage` in a non-streamed answer
@@ -106,6 +108,33 @@ async fn a_server_that_counts_no_prompt_tokens_is_refused_saying_what_it_needs()
     let (code, stderr) = support::collect::collect(&server.url, &out, &args).await;
     assert_eq!(code, Some(2), "{stderr}");
     for words in ["usage.prompt_tokens", "/tokenize", "send `usage` in non-streamed answers"] {
+        assert!(stderr.contains(words), "the error names {words:?}: {stderr}");
+    }
+    let streamed = server.bodies().iter().filter(|b| b["stream"].as_bool() == Some(true)).count();
+    assert_eq!(streamed, 0, "nothing is measured with prompts of unknown length");
+}
+
+/// A server that counts every prompt as 0 tokens — no `/tokenize`, `usage.prompt_tokens: 0` in
+/// its non-streamed answers (a proxy that fills `usage` with zeros): 0 for a non-empty prompt is
+/// no count. Calibrating on it (0 tokens for 50 words and for 400, so the floor of 1 token per
+/// 350 words) built prompts hundreds of times too long, whose cells then failed on the context
+/// limit without naming the cause; now the run stops as above, saying the server reported 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_counts_every_prompt_as_0_tokens_is_refused_saying_so() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let script = support::scripted::Script {
+        no_tokenize: true,
+        zero_probe_usage: true,
+        zero_stream_usage: true,
+        context_limit: Some(4096),
+        ..Default::default()
+    };
+    let server = support::scripted::start(script).await;
+    let out = dir.path().join("run.json");
+    let args = ["--contexts", "256", "--concurrency", "1", "--prefill-contexts", "none", "--duration", "1s"];
+    let (code, stderr) = support::collect::collect(&server.url, &out, &args).await;
+    assert_eq!(code, Some(2), "{stderr}");
+    for words in ["reported 0 prompt tokens", "non-empty prompt", "/tokenize", "send `usage` in non-streamed answers"] {
         assert!(stderr.contains(words), "the error names {words:?}: {stderr}");
     }
     let streamed = server.bodies().iter().filter(|b| b["stream"].as_bool() == Some(true)).count();
@@ -597,6 +626,57 @@ mod table {
                 c.that(why.is_some_and(|m| m.reason.contains("/tokenize") && m.reason.contains("usage.prompt_tokens")), || {
                     format!("the decode cell's missing says why its prompt tokens are null: {:?}", cell.missing)
                 });
+            }),
+        }
+    }
+
+    /// A proxy that fills the streams' usage with zeros (`usage.prompt_tokens: 0`) in front of a
+    /// server with `/tokenize`: 0 for a non-empty prompt is no count, so the prefill row and the
+    /// decode cell keep `/tokenize`'s count (the prompt's real length), never 0 tokens and 0
+    /// prompt tok/s. Load: counts only, no time.
+    pub fn streams_whose_usage_counts_0_prompt_tokens_get_the_tokenize_count() -> Shape {
+        Shape {
+            rule: "a stream's usage of 0 prompt tokens is no count: the prompt's /tokenize count stands",
+            script: Script { zero_stream_usage: true, ..Script::default() },
+            args: "--contexts 1k --concurrency 1 --prefill-contexts 1k --duration 1s --max-tokens 32",
+            exit: 0,
+            prefill: vec![is(CellStatus::Valid)],
+            decode: vec![measured()],
+            check: Some(|o, c| {
+                let row = &o.results.prefill[0];
+                let counted = row.prompt_tokens.is_some_and(|t| (1000..=1024).contains(&t));
+                c.that(counted, || format!("the prefill row's prompt tokens are /tokenize's: {row:?}"));
+                c.that(row.prompt_tps.is_some_and(|v| v > 0.0), || format!("a prompt rate, not 0: {row:?}"));
+                c.eq("the decode cell's prompt tokens", o.results.decode[0].prompt_tokens, row.prompt_tokens);
+                let missing = &o.results.decode[0].missing;
+                c.that(!missing.iter().any(|m| m.figure == "prompt_tokens"), || format!("counted: {missing:?}"));
+            }),
+        }
+    }
+
+    /// The same proxy in front of a server without `/tokenize` whose non-streamed answers count
+    /// (the prompts are cut by tokens per word): nothing counted the streamed prompts, so the
+    /// prefill row's prompt tokens and tok/s are null and the decode cell's too, each saying the
+    /// server reported 0 — not 0, and not "no usage". Load: counts only, no time.
+    pub fn streams_whose_usage_counts_0_prompt_tokens_without_tokenize_leave_the_count_null_saying_so() -> Shape {
+        Shape {
+            rule: "a stream's usage of 0 prompt tokens without /tokenize leaves the count null, saying the server reported 0",
+            script: Script { no_tokenize: true, zero_stream_usage: true, ..Script::default() },
+            args: "--contexts 1k --concurrency 1 --prefill-contexts 1k --duration 1s --max-tokens 32",
+            exit: 0,
+            prefill: vec![with(CellStatus::Valid, &["reported 0 prompt tokens", "/tokenize"])],
+            decode: vec![measured()],
+            check: Some(|o, c| {
+                let row = &o.results.prefill[0];
+                c.eq("prompt tokens and tok/s (no count, no rate)", (row.prompt_tokens, row.prompt_tps), (None, None));
+                let cell = &o.results.decode[0];
+                c.eq("the decode cell's prompt tokens", cell.prompt_tokens, None);
+                let why = cell.missing.iter().find(|m| m.figure == "prompt_tokens");
+                c.that(why.is_some_and(|m| m.reason.contains("reported 0 prompt tokens")), || {
+                    format!("the decode cell's missing says the server reported 0: {:?}", cell.missing)
+                });
+                let zeros = row.requests.iter().chain(&cell.requests).filter(|q| q.prompt_tokens == Some(0)).count();
+                c.eq("requests whose prompt tokens read 0", zeros, 0);
             }),
         }
     }

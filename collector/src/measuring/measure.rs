@@ -58,16 +58,6 @@ pub fn early_stop_note<'a>(records: impl IntoIterator<Item = &'a StreamRecord>, 
     ))
 }
 
-/// The prompt length the server counted for the cell's requests (the median of their
-/// `usage.prompt_tokens`): what the schema's `prompt_tokens` means. The warm stage's count
-/// (`/tokenize`) is the fallback; a server whose `/tokenize` disagrees with its own usage
-/// (newcomer trial: 1,024 by `/tokenize`, 1,324 by usage) gets the number it served.
-fn served_prompt_tokens(streams: &[CellStream]) -> Option<u64> {
-    let mut counted: Vec<u64> = streams.iter().filter_map(|s| s.record.prompt_tokens).collect();
-    counted.sort_unstable();
-    counted.get(counted.len().checked_sub(1)? / 2).copied()
-}
-
 /// `note` added to `reason` (after what it already says).
 pub fn add_note(reason: &mut Option<String>, note: String) {
     *reason = Some(match reason.take() {
@@ -137,7 +127,8 @@ pub fn decode_cell(obs: &Observation) -> (DecodeCell, Vec<String>) {
         std::borrow::Cow::Owned(sorted)
     };
     let mut cell = blank_cell(&obs.context, obs.concurrency);
-    cell.prompt_tokens = prompt_count(served_prompt_tokens(&streams).or(obs.prompt_tokens), &mut cell.missing);
+    let usage = streams.iter().map(|s| s.record.prompt_tokens);
+    cell.prompt_tokens = prompt_count(usage, obs.prompt_tokens, &mut cell.missing);
     cell.readiness = obs.readiness.clone();
     let failures = failures(&streams);
     let Some(w) = obs.window.filter(|_| failures.is_empty()) else {
@@ -234,12 +225,45 @@ fn untrusted(cell: &mut DecodeCell, note: &str, f: &WindowFigures) {
 /// `missing` ([`prompt_count`]).
 pub const UNCOUNTED_PROMPT: &str = "the server has no /tokenize and no answer carried usage.prompt_tokens (the prompt was cut by tokens per word, estimated from probe requests)";
 
-/// A cell's prompt tokens, `counted`; when nothing counted them, `missing` says why.
-pub fn prompt_count(counted: Option<u64>, missing: &mut Vec<MissingFigure>) -> Option<u64> {
-    if counted.is_none() {
-        missing.push(MissingFigure { figure: "prompt_tokens".into(), reason: UNCOUNTED_PROMPT.into() });
+/// Why a prompt's token count is null when the server's answers said 0 for it
+/// ([`served_count`]).
+pub const ZERO_PROMPT: &str = "the server reported 0 prompt tokens (usage.prompt_tokens: 0) for a non-empty prompt, which is not a count (a proxy that fills usage with zeros), and it has no /tokenize to count them (the prompt was cut by tokens per word, estimated from probe requests)";
+
+/// A request's `usage.prompt_tokens` as a count of its prompt. Every prompt the collector sends
+/// has text, so 0 is no count (a proxy that fills `usage` with zeros): `None`, as if absent.
+pub fn served_count(usage: Option<u64>) -> Option<u64> {
+    usage.filter(|&t| t > 0)
+}
+
+/// Why a prompt's count is null, given the `usage.prompt_tokens` its answers carried: the
+/// server's 0 when one said it ([`ZERO_PROMPT`]), else [`UNCOUNTED_PROMPT`].
+pub fn uncounted_why(usage: impl IntoIterator<Item = Option<u64>>) -> &'static str {
+    if usage.into_iter().any(|u| u == Some(0)) {
+        ZERO_PROMPT
+    } else {
+        UNCOUNTED_PROMPT
     }
-    counted
+}
+
+/// A cell's prompt tokens: the length the server counted for its requests (the median of their
+/// `usage.prompt_tokens`, a 0 being no count: [`served_count`]), what the schema's
+/// `prompt_tokens` means. The warm stage's count (`/tokenize`) is the fallback; a server whose
+/// `/tokenize` disagrees with its own usage (newcomer trial: 1,024 by `/tokenize`, 1,324 by
+/// usage) gets the number it served. When nothing counted them, `missing` says why.
+pub fn prompt_count(
+    usage: impl IntoIterator<Item = Option<u64>> + Clone,
+    warmed: Option<u64>,
+    missing: &mut Vec<MissingFigure>,
+) -> Option<u64> {
+    let mut counted: Vec<u64> = usage.clone().into_iter().filter_map(served_count).collect();
+    counted.sort_unstable();
+    let median = counted.len().checked_sub(1).and_then(|i| counted.get(i / 2)).copied();
+    let count = median.or(served_count(warmed));
+    if count.is_none() {
+        let reason = uncounted_why(usage.into_iter().chain([warmed])).into();
+        missing.push(MissingFigure { figure: "prompt_tokens".into(), reason });
+    }
+    count
 }
 
 /// ITL where the chunks' own token counts are not known: only its mean (the window's gaps over
@@ -630,7 +654,7 @@ pub fn sample(s: &StreamRecord, weights: &[f64], opening: bool, window: Option<(
         ttft_ms: s.ttft_ms().map(round3),
         ttft_content_ms: s.first_content_ms.map(|t| round3(t - s.sent_ms)),
         e2e_ms: if s.finished() { s.chunks.last().map(|c| round3(c.t_ms - s.sent_ms)) } else { None },
-        prompt_tokens: s.prompt_tokens,
+        prompt_tokens: served_count(s.prompt_tokens),
         output_tokens: out_tokens,
         window_output_tokens: window_tokens,
         tpot_ms: tpot.map(round3),

@@ -140,7 +140,8 @@ fn prefill_row_of(s: &mut Session, ctx: &ContextSize, prompt: Prompt, seen: Pref
     row.completed_requests = Some(0);
     let weights: Vec<f64> = rec.chunks.iter().map(|c| f64::from(c.tokens)).collect();
     row.requests.push(sample(&rec, &weights, true, None));
-    row.prompt_tokens = rec.prompt_tokens.or(prompt.tokens);
+    // A 0 in the answer's usage is no count (served_count).
+    row.prompt_tokens = crate::measuring::measure::served_count(rec.prompt_tokens).or(prompt.tokens);
     let prompt_note = s.prompt_check(ctx, row.prompt_tokens, prompt.tokens);
     let from_metrics = match (before, after) {
         (Some(a), Some(b)) => counter_delta(&[a.clone(), b.clone()], |m| m.prefix_hits, a.t_ms, b.t_ms),
@@ -165,7 +166,7 @@ fn prefill_row_of(s: &mut Session, ctx: &ContextSize, prompt: Prompt, seen: Pref
             row.reason = row.cached_tokens.filter(|_| cold).and_then(|c| cached_prefill_warning(c, row.prompt_tokens));
             if row.prompt_tokens.is_none() {
                 // The prompt was cut to an estimate (probe requests), so its length is not known.
-                let why = crate::measuring::measure::UNCOUNTED_PROMPT;
+                let why = crate::measuring::measure::uncounted_why([rec.prompt_tokens]);
                 crate::measuring::measure::add_note(
                     &mut row.reason,
                     format!("prompt tokens and prompt tok/s unknown: {why}"),

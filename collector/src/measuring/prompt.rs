@@ -301,8 +301,10 @@ impl PromptBuilder {
             .ok_or_else(|| HttpError::Body { url: "/apply-template".into(), message: format!("no prompt in {v}") })
     }
 
-    /// Without `/tokenize`, a probe's answer with no `usage.prompt_tokens`: nothing counts a
-    /// prompt's tokens, so no prompt can be cut to a planned context length.
+    /// Without `/tokenize`, a probe's answer with no `usage.prompt_tokens`, or with 0 for its
+    /// non-empty prompt (a proxy that fills `usage` with zeros: not a count, and calibrating on
+    /// it would build prompts far too long): nothing counts a prompt's tokens, so no prompt can
+    /// be cut to a planned context length.
     async fn probe_tokens(&self, text: &str) -> Result<f64, HttpError> {
         let path = match self.endpoint {
             Endpoint::Chat => "/v1/chat/completions",
@@ -310,11 +312,11 @@ impl PromptBuilder {
         };
         let body = merge(json!({ "model": self.model, "max_tokens": 1 }), prompt_fields(self.endpoint, text));
         let v = self.client.post_json(path, &body, Duration::from_secs(600)).await?;
-        v.get("usage")
-            .and_then(|u| u.get("prompt_tokens"))
-            .and_then(Value::as_u64)
-            .map(|t| t as f64)
-            .ok_or_else(|| HttpError::Body { url: path.into(), message: NO_PROMPT_COUNT.into() })
+        match v.get("usage").and_then(|u| u.get("prompt_tokens")).and_then(Value::as_u64) {
+            Some(0) if !text.is_empty() => Err(HttpError::Body { url: path.into(), message: no_prompt_count(true) }),
+            Some(t) => Ok(t as f64),
+            None => Err(HttpError::Body { url: path.into(), message: no_prompt_count(false) }),
+        }
     }
 
     /// A prompt of `target` tokens whose text starts with the run-unique `tag`
@@ -410,12 +412,22 @@ fn fnv(s: &str) -> u64 {
     s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
 }
 
-/// Why a server whose answers carry no `usage.prompt_tokens` and which has no `/tokenize` cannot
-/// be measured, and what would let it be.
-const NO_PROMPT_COUNT: &str = "no usage.prompt_tokens in the answer, and the server has no /tokenize: \
-speedmatrix cuts every prompt to its context by the server's own token count, so without one it cannot \
-give this server prompts of a planned length — have the server (or the proxy in front of it) send \
-`usage` in non-streamed answers, or serve `/tokenize`";
+/// Why a server whose answers carry no `usage.prompt_tokens` (or 0 for a non-empty prompt:
+/// `zero`) and which has no `/tokenize` cannot be measured, and what would let it be.
+fn no_prompt_count(zero: bool) -> String {
+    let answer = if zero {
+        "the server reported 0 prompt tokens (usage.prompt_tokens: 0) for a non-empty prompt, which is not a count \
+         (a proxy that fills usage with zeros)"
+    } else {
+        "no usage.prompt_tokens in the answer"
+    };
+    format!(
+        "{answer}, and the server has no /tokenize: speedmatrix cuts every prompt to its context by the \
+         server's own token count, so without one it cannot give this server prompts of a planned length — \
+         have the server (or the proxy in front of it) send `usage` in non-streamed answers (with the \
+         prompt's real count), or serve `/tokenize`"
+    )
+}
 
 #[cfg(test)]
 mod tests {

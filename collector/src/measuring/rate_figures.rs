@@ -76,8 +76,8 @@ pub fn rate_cell(obs: &RateObservation) -> RateCell {
     let streams: Vec<CellStream> =
         obs.records.iter().map(|r| CellStream { record: r.clone(), opening: false }).collect();
     let sent: HashMap<usize, Sent> = obs.sent.iter().map(|s| (s.id, *s)).collect();
-    let counted = median(streams.iter().filter_map(|s| s.record.prompt_tokens)).or(obs.prompt_tokens);
-    cell.prompt_tokens = crate::measuring::measure::prompt_count(counted, &mut cell.missing);
+    let usage = streams.iter().map(|s| s.record.prompt_tokens);
+    cell.prompt_tokens = crate::measuring::measure::prompt_count(usage, obs.prompt_tokens, &mut cell.missing);
     let failed = failures(&streams);
     let (Some(w0), Some(w1)) = (obs.warmup_end_ms, obs.window_end_ms) else {
         cell.status = CellStatus::Error;
@@ -257,13 +257,6 @@ pub fn rate_cell(obs: &RateObservation) -> RateCell {
         cell.meets_slo = Some(speedmatrix_schema::rate::meets(&cell, slo));
     }
     cell
-}
-
-/// The median of some counts.
-fn median(values: impl Iterator<Item = u64>) -> Option<u64> {
-    let mut v: Vec<u64> = values.collect();
-    v.sort_unstable();
-    v.get(v.len().checked_sub(1)? / 2).copied()
 }
 
 /// Requests in flight — from their scheduled instant (a held-back request is in the system

@@ -239,7 +239,7 @@ fn print_plan(info: &ServerInfo, plan: &Plan, spec: &RunSpec) {
     say!(
         "server: {} {} · model {} · max_model_len {mml} · KV budget {kv}",
         info.kind.id(),
-        info.facts.version.as_deref().unwrap_or("(version unknown)"),
+        info.facts.version.as_deref().unwrap_or("(the server reports no version)"),
         info.model
     );
     if let Some(sim) = &info.simulated {

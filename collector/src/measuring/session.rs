@@ -399,8 +399,9 @@ impl Session {
         if let Some(e) = rec.error {
             return Err(CellError::WarmUp(e));
         }
-        self.prompt_check(ctx, rec.prompt_tokens.or(p.tokens), p.tokens);
-        let p = Prompt { tokens: rec.prompt_tokens.or(p.tokens), ..p };
+        let served = crate::measuring::measure::served_count(rec.prompt_tokens).or(p.tokens);
+        self.prompt_check(ctx, served, p.tokens);
+        let p = Prompt { tokens: served, ..p };
         self.warmed(ctx, i, p.clone(), rec.ttft_ms());
         Ok(p)
     }

@@ -316,6 +316,37 @@ fn the_cells_prompt_length_is_what_the_server_counted() {
 }
 
 #[test]
+fn a_usage_of_zero_prompt_tokens_is_no_count() {
+    let chunks: Vec<(f64, u32)> = (1..=10).map(|i| (10.0 * f64::from(i), 1)).collect();
+    let mut streams: Vec<CellStream> = (0..3).map(|i| stream(i, 0.0, &chunks, true, true)).collect();
+    // A proxy that fills usage with zeros: the warm stage's count (`/tokenize`) stands.
+    for s in &mut streams {
+        s.record.prompt_tokens = Some(0);
+    }
+    let (cell, _) = decode_cell(&observation(streams.clone(), 0.0, 200.0));
+    assert_eq!(cell.prompt_tokens, Some(1024));
+    assert!(!cell.missing.iter().any(|m| m.figure == "prompt_tokens"), "{:?}", cell.missing);
+    // Two zeros and one count: the count.
+    streams[1].record.prompt_tokens = Some(1324);
+    assert_eq!(decode_cell(&observation(streams.clone(), 0.0, 200.0)).0.prompt_tokens, Some(1324));
+    // No /tokenize either: null, and `missing` says the server reported 0, not that nothing did.
+    streams[1].record.prompt_tokens = Some(0);
+    let mut obs = observation(streams, 0.0, 200.0);
+    obs.prompt_tokens = None;
+    let (cell, _) = decode_cell(&obs);
+    assert_eq!(cell.prompt_tokens, None);
+    let why = cell.missing.iter().find(|m| m.figure == "prompt_tokens").map(|m| m.reason.as_str());
+    assert_eq!(why, Some(ZERO_PROMPT));
+    assert!(ZERO_PROMPT.contains("reported 0 prompt tokens") && ZERO_PROMPT.contains("/tokenize"));
+    // A warm-stage count of 0 counts nothing either; nothing at all says so as before.
+    let mut missing = vec![];
+    assert_eq!(prompt_count([None, None], Some(0), &mut missing), None);
+    assert_eq!(prompt_count([None, None], None, &mut missing), None);
+    let reasons: Vec<&str> = missing.iter().map(|m| m.reason.as_str()).collect();
+    assert_eq!(reasons, [ZERO_PROMPT, UNCOUNTED_PROMPT]);
+}
+
+#[test]
 fn requests_that_stop_before_max_tokens_are_named() {
     let chunks: Vec<(f64, u32)> = (1..=4).map(|i| (10.0 * f64::from(i), 1)).collect();
     let mut stopped = stream(0, 0.0, &chunks, true, true);

@@ -212,6 +212,11 @@ pub struct Script {
     /// it, a plain server that leaves it out): with [`Script::no_tokenize`], nothing counts a
     /// prompt's tokens.
     pub no_probe_usage: bool,
+    /// Non-streamed answers' `usage` counts 0 prompt tokens for every prompt (a proxy that fills
+    /// `usage` with zeros): with [`Script::no_tokenize`], nothing counts a prompt's tokens.
+    pub zero_probe_usage: bool,
+    /// Streamed answers' `usage.prompt_tokens` is 0 for every prompt (the same proxy's streams).
+    pub zero_stream_usage: bool,
     /// `/metrics` answers live vLLM gauges (instead of [`Script::metrics`]):
     /// `vllm:num_requests_running` counts the streams admitted and not yet ended, and
     /// `vllm:num_requests_waiting` is always 0 — the engine's own queue is empty; requests held
@@ -300,6 +305,8 @@ impl Default for Script {
             context_limit: None,
             no_tokenize: false,
             no_probe_usage: false,
+            zero_probe_usage: false,
+            zero_stream_usage: false,
             live_gauges: false,
             admit_delay: Duration::ZERO,
             engine_tokens: None,

@@ -182,16 +182,17 @@ pub(super) async fn complete(
         return ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], page).into_response();
     }
     if v["stream"].as_bool() != Some(true) {
-        return non_streamed(&v, !s.script.no_probe_usage);
+        return non_streamed(&v, !s.script.no_probe_usage, s.script.zero_probe_usage);
     }
     stream(&s, uri.path().contains("chat"), &v, reset)
 }
 
 /// A non-streamed completion (the prompt builder's probes): `max_tokens` words, and the usage
-/// when `with_usage`.
-fn non_streamed(v: &Value, with_usage: bool) -> Response {
+/// when `with_usage` (counting 0 prompt tokens when `zero`).
+fn non_streamed(v: &Value, with_usage: bool, zero: bool) -> Response {
     let max_tokens = v["max_tokens"].as_u64().unwrap_or(16);
-    let (prompt, text) = (prompt_tokens(v), "w ".repeat(max_tokens as usize));
+    let prompt = if zero { 0 } else { prompt_tokens(v) };
+    let text = "w ".repeat(max_tokens as usize);
     let usage = json!({"prompt_tokens": prompt, "completion_tokens": max_tokens, "total_tokens": prompt + max_tokens});
     let choice =
         json!({"index": 0, "message": {"role": "assistant", "content": text}, "text": text, "finish_reason": "length"});
@@ -231,7 +232,7 @@ fn stream(s: &AppState, chat: bool, v: &Value, reset: bool) -> Response {
     let writer = Writer {
         chat,
         id: format!("scripted-{n}"),
-        prompt: prompt_tokens(v) + s.script.usage_prompt_extra,
+        prompt: if s.script.zero_stream_usage { 0 } else { prompt_tokens(v) + s.script.usage_prompt_extra },
         cached: st.cached_tokens,
         per_chunk_usage: st.per_chunk_usage && so["continuous_usage_stats"].as_bool() == Some(true),
         chunk_count: st.chunk_usage_count,
