@@ -111,7 +111,8 @@ pub fn decode_status(e: &Evidence<'_>) -> (CellStatus, Option<String>) {
     }
     if let Some(avg) = e.client_running.filter(|avg| *avg < RUNNING_SHARE * f64::from(n)) {
         let allowance = e.start_allowance_ms.map_or(String::new(), |a| format!(" longer than {:.1} s", a / 1000.0));
-        let limited = if e.rate_limited { ", and one waiting out an HTTP 429's Retry-After was not running" } else { "" };
+        let limited =
+            if e.rate_limited { ", and one waiting out an HTTP 429's Retry-After was not running" } else { "" };
         return queued(format!(
             "on average {avg:.1} of {n} streams were running (client view: a stream waiting{allowance} for its first token was queued{limited})"
         ));
