@@ -968,6 +968,12 @@ pub struct CellStream {
 }
 
 impl StreamRecord {
+    /// The prompt tokens its answer's usage counted, a 0 being no count
+    /// ([`crate::measuring::measure::served_count`]).
+    pub fn served_prompt_tokens(&self) -> Option<u64> {
+        crate::measuring::measure::served_count(self.prompt_tokens)
+    }
+
     fn fail(mut self, clock: Clock, why: StreamError) -> StreamRecord {
         self.fail_in_place(clock, why);
         self

@@ -285,7 +285,7 @@ fn sample(r: &StreamRecord) -> TurnSample {
         ttft_ms: r.ttft_ms(),
         e2e_ms: r.finished().then(|| r.ended_ms.map(|e| e - r.sent_ms)).flatten(),
         itl_ms,
-        prompt_tokens: crate::measuring::measure::served_count(r.prompt_tokens),
+        prompt_tokens: r.served_prompt_tokens(),
         failed: !r.finished(),
     }
 }

@@ -221,13 +221,31 @@ fn untrusted(cell: &mut DecodeCell, note: &str, f: &WindowFigures) {
     });
 }
 
+/// What a server that reports 0 prompt tokens did, in the words of every reason and error that
+/// say so (here and in `prompt.rs`'s refusal).
+#[macro_export]
+macro_rules! zero_prompt_count {
+    () => {
+        "the server reported 0 prompt tokens (usage.prompt_tokens: 0) for a non-empty prompt, which is not a count (a proxy that fills usage with zeros)"
+    };
+}
+
+/// How a prompt nothing counted was cut, the tail of [`UNCOUNTED_PROMPT`] and [`ZERO_PROMPT`].
+macro_rules! cut_by_estimate {
+    () => {
+        " (the prompt was cut by tokens per word, estimated from probe requests)"
+    };
+}
+
 /// Why a prompt's token count is null: a prefill row says it in its reason, a cell in its
 /// `missing` ([`prompt_count`]).
-pub const UNCOUNTED_PROMPT: &str = "the server has no /tokenize and no answer carried usage.prompt_tokens (the prompt was cut by tokens per word, estimated from probe requests)";
+pub const UNCOUNTED_PROMPT: &str =
+    concat!("the server has no /tokenize and no answer carried usage.prompt_tokens", cut_by_estimate!());
 
 /// Why a prompt's token count is null when the server's answers said 0 for it
 /// ([`served_count`]).
-pub const ZERO_PROMPT: &str = "the server reported 0 prompt tokens (usage.prompt_tokens: 0) for a non-empty prompt, which is not a count (a proxy that fills usage with zeros), and it has no /tokenize to count them (the prompt was cut by tokens per word, estimated from probe requests)";
+pub const ZERO_PROMPT: &str =
+    concat!(zero_prompt_count!(), ", and it has no /tokenize to count them", cut_by_estimate!());
 
 /// A request's `usage.prompt_tokens` as a count of its prompt. Every prompt the collector sends
 /// has text, so 0 is no count (a proxy that fills `usage` with zeros): `None`, as if absent.

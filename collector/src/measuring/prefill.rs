@@ -140,8 +140,7 @@ fn prefill_row_of(s: &mut Session, ctx: &ContextSize, prompt: Prompt, seen: Pref
     row.completed_requests = Some(0);
     let weights: Vec<f64> = rec.chunks.iter().map(|c| f64::from(c.tokens)).collect();
     row.requests.push(sample(&rec, &weights, true, None));
-    // A 0 in the answer's usage is no count (served_count).
-    row.prompt_tokens = crate::measuring::measure::served_count(rec.prompt_tokens).or(prompt.tokens);
+    row.prompt_tokens = rec.served_prompt_tokens().or(prompt.tokens);
     let prompt_note = s.prompt_check(ctx, row.prompt_tokens, prompt.tokens);
     let from_metrics = match (before, after) {
         (Some(a), Some(b)) => counter_delta(&[a.clone(), b.clone()], |m| m.prefix_hits, a.t_ms, b.t_ms),

@@ -12,7 +12,7 @@
 
 use crate::measuring::client::StreamRecord;
 use crate::measuring::error::CellError;
-use crate::measuring::measure::{counter_delta, served_count, went_down};
+use crate::measuring::measure::{counter_delta, went_down};
 use crate::measuring::prompt::Prompt;
 use crate::measuring::scrape::Scrape;
 use crate::measuring::session::Session;
@@ -186,7 +186,7 @@ pub struct Counted {
 /// growth from the first reading to the last (Prometheus). `None` when none gives them.
 pub fn count<'a>(records: impl IntoIterator<Item = &'a StreamRecord> + Clone, scrapes: &[Scrape]) -> Option<Counted> {
     let usage: Vec<(u64, u64)> =
-        records.clone().into_iter().filter_map(|r| Some((r.cached_tokens?, served_count(r.prompt_tokens)?))).collect();
+        records.clone().into_iter().filter_map(|r| Some((r.cached_tokens?, r.served_prompt_tokens()?))).collect();
     if !usage.is_empty() {
         let (hits, queries) = usage.iter().fold((0, 0), |(h, q), (c, p)| (h + c, q + p));
         return Some(Counted { hits, queries, source: HitRateSource::Usage });

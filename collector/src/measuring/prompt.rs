@@ -415,12 +415,7 @@ fn fnv(s: &str) -> u64 {
 /// Why a server whose answers carry no `usage.prompt_tokens` (or 0 for a non-empty prompt:
 /// `zero`) and which has no `/tokenize` cannot be measured, and what would let it be.
 fn no_prompt_count(zero: bool) -> String {
-    let answer = if zero {
-        "the server reported 0 prompt tokens (usage.prompt_tokens: 0) for a non-empty prompt, which is not a count \
-         (a proxy that fills usage with zeros)"
-    } else {
-        "no usage.prompt_tokens in the answer"
-    };
+    let answer = if zero { crate::zero_prompt_count!() } else { "no usage.prompt_tokens in the answer" };
     format!(
         "{answer}, and the server has no /tokenize: speedmatrix cuts every prompt to its context by the \
          server's own token count, so without one it cannot give this server prompts of a planned length — \

@@ -399,7 +399,7 @@ impl Session {
         if let Some(e) = rec.error {
             return Err(CellError::WarmUp(e));
         }
-        let served = crate::measuring::measure::served_count(rec.prompt_tokens).or(p.tokens);
+        let served = rec.served_prompt_tokens().or(p.tokens);
         self.prompt_check(ctx, served, p.tokens);
         let p = Prompt { tokens: served, ..p };
         self.warmed(ctx, i, p.clone(), rec.ttft_ms());

@@ -436,7 +436,7 @@ impl Measurement for TraceReplay {
             q.scheduled_ms = scheduled.get(&id).map(|t| speedmatrix_schema::stats::round3(*t));
             if let Some(r) = by_id.get(&id) {
                 q.response_id = r.response_id.clone();
-                q.prompt_tokens = crate::measuring::measure::served_count(r.prompt_tokens).or(warmed.sized[id]);
+                q.prompt_tokens = r.served_prompt_tokens().or(warmed.sized[id]);
                 q.output_tokens = r.completion_tokens;
             }
         }
