@@ -25,14 +25,15 @@ use speedmatrix_schema::{
 };
 
 /// What HTTP 429 with a short `Retry-After` did to these requests, for the row's or cell's
-/// `reason`: how many were rate-limited and sent again after the wait, and the longest wait.
-/// `None` when none was.
+/// `reason`: how many were rate-limited and sent again after the wait, the waits of all of them
+/// together and the longest one request waited. `None` when none was.
 pub fn rate_limit_note<'a>(records: impl IntoIterator<Item = &'a StreamRecord>) -> Option<String> {
     let waits: Vec<u64> =
         records.into_iter().filter(|r| !r.rate_limited.is_empty()).map(|r| r.rate_limited.iter().sum()).collect();
     let longest = waits.iter().max()?;
+    let total: u64 = waits.iter().sum();
     Some(format!(
-        "rate limited: the server answered HTTP 429 to {} request(s); each was sent again after its Retry-After (at most {longest} s in all), and its times count from the new send",
+        "rate limited: the server answered HTTP 429 to {} request(s); each was sent again after its Retry-After ({total} s of waits in all, at most {longest} s for one request), and its times count from the new send",
         waits.len()
     ))
 }

@@ -447,3 +447,13 @@ fn final_usage_under_multi_token_chunks_keeps_only_the_itl_mean() {
     assert_eq!(cell.itl_ms.unwrap().p50, Some(10.0));
     assert!(cell.missing.is_empty());
 }
+
+#[test]
+fn the_rate_limit_note_gives_the_waits_in_all_and_the_longest_of_one_request() {
+    let limited = |waits: &[u64]| StreamRecord { rate_limited: waits.to_vec(), ..StreamRecord::default() };
+    let records = [limited(&[1]), limited(&[]), limited(&[1]), limited(&[2, 1])];
+    let note = rate_limit_note(&records).unwrap();
+    assert!(note.contains("HTTP 429 to 3 request(s)"), "{note}");
+    assert!(note.contains("(5 s of waits in all, at most 3 s for one request)"), "{note}");
+    assert_eq!(rate_limit_note(&[limited(&[])]), None);
+}
