@@ -967,11 +967,17 @@ pub struct CellStream {
     pub opening: bool,
 }
 
+/// A request's `usage.prompt_tokens` as a count of its prompt. Every prompt the collector sends
+/// has text, so 0 is no count (a proxy that fills `usage` with zeros): `None`, as if absent.
+pub fn served_count(usage: Option<u64>) -> Option<u64> {
+    usage.filter(|&t| t > 0)
+}
+
 impl StreamRecord {
     /// The prompt tokens its answer's usage counted, a 0 being no count
-    /// ([`crate::measuring::measure::served_count`]).
+    /// ([`served_count`]).
     pub fn served_prompt_tokens(&self) -> Option<u64> {
-        crate::measuring::measure::served_count(self.prompt_tokens)
+        served_count(self.prompt_tokens)
     }
 
     fn fail(mut self, clock: Clock, why: StreamError) -> StreamRecord {

@@ -9,6 +9,7 @@
 //! and the TTFT of the streams that opened the cell is reported apart from the TTFT of
 //! replacement streams started inside the window.
 
+use crate::measuring::client::served_count;
 use crate::measuring::client::CellStream;
 use crate::measuring::client::StreamRecord;
 use crate::measuring::discovery::Metrics;
@@ -247,12 +248,6 @@ pub const UNCOUNTED_PROMPT: &str =
 /// ([`served_count`]).
 pub const ZERO_PROMPT: &str =
     concat!(zero_prompt_count!(), ", and it has no /tokenize to count them", cut_by_estimate!());
-
-/// A request's `usage.prompt_tokens` as a count of its prompt. Every prompt the collector sends
-/// has text, so 0 is no count (a proxy that fills `usage` with zeros): `None`, as if absent.
-pub fn served_count(usage: Option<u64>) -> Option<u64> {
-    usage.filter(|&t| t > 0)
-}
 
 /// Why a prompt's count is null, given the `usage.prompt_tokens` its answers carried: the
 /// server's 0 when one said it ([`ZERO_PROMPT`]), else [`UNCOUNTED_PROMPT`].
@@ -673,7 +668,7 @@ pub fn sample(s: &StreamRecord, weights: &[f64], opening: bool, window: Option<(
         ttft_ms: s.ttft_ms().map(round3),
         ttft_content_ms: s.first_content_ms.map(|t| round3(t - s.sent_ms)),
         e2e_ms: if s.finished() { s.chunks.last().map(|c| round3(c.t_ms - s.sent_ms)) } else { None },
-        prompt_tokens: served_count(s.prompt_tokens),
+        prompt_tokens: s.served_prompt_tokens(),
         output_tokens: out_tokens,
         window_output_tokens: window_tokens,
         tpot_ms: tpot.map(round3),
